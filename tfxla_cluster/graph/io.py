@@ -1,0 +1,107 @@
+"""Reading and writing GraphDef files: ``.pbtxt`` (text format), ``.pb`` (binary), SavedModel dirs.
+
+Stage: import. Every reader returns a ``GraphDef`` proto (TF's own class, parsed by protobuf's own
+``text_format``/``ParseFromString``) or raises one typed error whose message says what is wrong and
+where (file, line and column for text syntax errors). Nothing here crashes on bad input.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from google.protobuf import message as pb_message
+from google.protobuf import text_format
+from tensorflow.core.framework import graph_pb2
+
+from tfxla_cluster.errors import DataLossError, InvalidArgumentError, NotFoundError
+
+TEXT_SUFFIXES = (".pbtxt", ".txt", ".pbtext", ".prototxt")
+
+
+def read_graph_def(path: str | os.PathLike) -> graph_pb2.GraphDef:
+    """Read a GraphDef from a ``.pbtxt``/``.pb`` file (format chosen by suffix, then by sniffing)."""
+    p = Path(path)
+    if p.is_dir():
+        raise InvalidArgumentError(
+            f"{p} is a directory; for a SavedModel use load_saved_model(path, signature) "
+            "or the CLI's --signature option")
+    if not p.exists():
+        raise NotFoundError(f"{p}: No such file or directory")
+    data = p.read_bytes()
+    if not data.strip():
+        raise InvalidArgumentError(f"{p}: file is empty, not a GraphDef")
+    if p.suffix in TEXT_SUFFIXES or (p.suffix != ".pb" and _looks_like_text(data)):
+        return parse_text(data, str(p))
+    return parse_binary(data, str(p))
+
+
+def _looks_like_text(data: bytes) -> bool:
+    head = data[:4096]
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return b"\x00" not in head
+
+
+def parse_text(data: bytes | str, where: str = "<text>") -> graph_pb2.GraphDef:
+    """Parse protobuf text format. Syntax errors name the line and column."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    graph_def = graph_pb2.GraphDef()
+    try:
+        text_format.Parse(text, graph_def)
+    except text_format.ParseError as e:
+        # protobuf's message is "line:col : detail"; keep it and name the file.
+        raise InvalidArgumentError(f"{where}: not a valid GraphDef in text format: {e}") from None
+    _check_not_empty(graph_def, where)
+    return graph_def
+
+
+def parse_binary(data: bytes, where: str = "<bytes>") -> graph_pb2.GraphDef:
+    """Parse a binary GraphDef. A truncated or foreign file is DATA_LOSS, as in TF's ReadBinaryProto."""
+    graph_def = graph_pb2.GraphDef()
+    try:
+        graph_def.ParseFromString(data)
+    except (pb_message.DecodeError, RuntimeError, ValueError) as e:
+        raise DataLossError(f"{where}: can't parse as a binary GraphDef (truncated or not a GraphDef: {e})") \
+            from None
+    _check_not_empty(graph_def, where)
+    return graph_def
+
+
+def _check_not_empty(graph_def: graph_pb2.GraphDef, where: str) -> None:
+    # A binary file of another proto type often "parses" into a GraphDef with only unknown fields.
+    if not graph_def.node and not graph_def.library.function:
+        raise InvalidArgumentError(f"{where}: parsed, but contains no nodes and no functions; not a GraphDef?")
+
+
+def write_graph_def(graph_def: graph_pb2.GraphDef, path: str | os.PathLike) -> Path:
+    """Write as text (``.pbtxt`` and other text suffixes) or binary (anything else)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if p.suffix in TEXT_SUFFIXES:
+        p.write_text(text_format.MessageToString(graph_def))
+    else:
+        p.write_bytes(graph_def.SerializeToString(deterministic=True))
+    return p
+
+
+def load_saved_model(path: str | os.PathLike, signature: str = "serving_default"):
+    """Load a SavedModel and return the ConcreteFunction of ``signature``.
+
+    The caller turns it into a GraphDef with :func:`tfxla_cluster.graph.function.graph_def_from_concrete`.
+    """
+    import tensorflow as tf
+
+    p = Path(path)
+    if not (p / "saved_model.pb").exists() and not (p / "saved_model.pbtxt").exists():
+        raise NotFoundError(f"{p}: not a SavedModel directory (no saved_model.pb)")
+    try:
+        loaded = tf.saved_model.load(str(p))
+    except Exception as e:  # TF raises many types here; keep its text, in one line.
+        raise InvalidArgumentError(f"{p}: can't load SavedModel: {str(e).splitlines()[0]}") from None
+    sigs = getattr(loaded, "signatures", {})
+    if signature not in sigs:
+        raise NotFoundError(
+            f"{p}: SavedModel has no signature '{signature}'; it has: {', '.join(sorted(sigs)) or '(none)'}")
+    return sigs[signature]

@@ -1,0 +1,93 @@
+"""Op signatures: the OpDef (or library FunctionDef) behind a NodeDef, and its typed outputs.
+
+Stage: import helper. Given a NodeDef and the graph's function library, this module says which op
+signature the node instantiates and expands its input/output *argument lists* into flat, typed slots
+(``Split`` with ``num_split=3`` has three outputs of type ``T``). It guarantees that every answer comes
+from TF's own op registry or from the library's FunctionDef signatures, never from a hand-written table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from tensorflow.core.framework import function_pb2, node_def_pb2, op_def_pb2, types_pb2
+from tensorflow.python.framework import op_def_registry
+
+from tfxla_cluster.errors import InvalidArgumentError, NotFoundError
+
+# Ops TF handles specially in the graph (not listed as ordinary OpDefs or with special semantics).
+REF_TYPE_OFFSET = 100  # DT_FLOAT_REF == DT_FLOAT + 100 in types.proto
+
+
+@dataclass(frozen=True, slots=True)
+class ArgSlot:
+    """One flat input or output slot: which OpDef argument it belongs to, and its dtype."""
+
+    arg_name: str
+    index_in_arg: int
+    dtype: int  # types_pb2 enum value; ref types keep their _REF value
+    is_ref: bool
+
+
+def lookup_op_def(op: str, library: function_pb2.FunctionDefLibrary | None = None) -> op_def_pb2.OpDef:
+    """Return the OpDef for ``op``: a registered op, or a function in ``library`` (its signature)."""
+    if library is not None:
+        for fdef in library.function:
+            if fdef.signature.name == op:
+                return fdef.signature
+    op_def = op_def_registry.get(op)
+    if op_def is None:
+        raise NotFoundError(
+            f"Op type not registered '{op}' in binary running on this host. Make sure the Op and Kernel "
+            "are registered in the binary running in this process.")
+    return op_def
+
+
+def _attr_value(node: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef, name: str):
+    """An attr's value from the node, falling back to the OpDef's default (as TF's AddDefaultsToNodeDef)."""
+    if name in node.attr:
+        return node.attr[name]
+    for attr in op_def.attr:
+        if attr.name == name and attr.HasField("default_value"):
+            return attr.default_value
+    raise InvalidArgumentError(
+        f"NodeDef missing attr '{name}' from Op<name={op_def.name}>; NodeDef: {{{{node {node.name}}}}}")
+
+
+def _expand_args(node: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef,
+                 args: Iterable[op_def_pb2.OpDef.ArgDef]) -> list[ArgSlot]:
+    slots: list[ArgSlot] = []
+    for arg in args:
+        if arg.type_list_attr:
+            types = list(_attr_value(node, op_def, arg.type_list_attr).list.type)
+        else:
+            count = 1
+            if arg.number_attr:
+                count = _attr_value(node, op_def, arg.number_attr).i
+            dtype = arg.type if arg.type != types_pb2.DT_INVALID else _attr_value(node, op_def, arg.type_attr).type
+            types = [dtype] * count
+        for i, dtype in enumerate(types):
+            if arg.is_ref and dtype < REF_TYPE_OFFSET:
+                dtype += REF_TYPE_OFFSET
+            slots.append(ArgSlot(arg.name, i, dtype, arg.is_ref or dtype > REF_TYPE_OFFSET))
+    return slots
+
+
+def output_slots(node: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef) -> list[ArgSlot]:
+    """Flat, typed output slots of ``node`` (slot i is tensor ``node:i``)."""
+    return _expand_args(node, op_def, op_def.output_arg)
+
+
+def input_slots(node: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef) -> list[ArgSlot]:
+    """Flat, typed data-input slots of ``node``."""
+    return _expand_args(node, op_def, op_def.input_arg)
+
+
+def base_dtype(dtype: int) -> int:
+    """Strip the _REF offset (DT_FLOAT_REF → DT_FLOAT)."""
+    return dtype - REF_TYPE_OFFSET if dtype > REF_TYPE_OFFSET else dtype
+
+
+def dtype_name(dtype: int) -> str:
+    """TF's enum name, e.g. ``DT_FLOAT``."""
+    return types_pb2.DataType.Name(dtype)
