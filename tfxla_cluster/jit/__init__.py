@@ -1,0 +1,1 @@
+"""TF's compiler/jit: compilability, cycle detection, clustering, encapsulation."""
