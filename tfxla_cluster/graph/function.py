@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from tensorflow.core.framework import attr_value_pb2, function_pb2, graph_pb2, node_def_pb2
+from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.graph import opdefs
@@ -253,5 +253,23 @@ def graph_def_from_function(fn: Callable[..., Any], *args: Any, input_signature=
     return graph_def_from_concrete(concrete, inline=inline, grappler=grappler)
 
 
-def set_attr_bool(node_def: node_def_pb2.NodeDef, name: str, value: bool) -> None:
-    node_def.attr[name].CopyFrom(attr_value_pb2.AttrValue(b=value))
+def runtime_to_placeholders(graph_def: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
+    """A runnable (Session) form of a runtime-form graph: each ``_Arg`` becomes a Placeholder of its
+    recorded dtype and shape, each ``_Retval`` an Identity of the same name (fetch ``<name>:0``)."""
+    out = graph_pb2.GraphDef()
+    out.CopyFrom(graph_def)
+    for nd in out.node:
+        if nd.op in ("_Arg", "_DeviceArg"):
+            dtype = nd.attr["T"].type
+            shapes = nd.attr["_output_shapes"].list.shape if "_output_shapes" in nd.attr else []
+            nd.op = "Placeholder"
+            nd.ClearField("attr")
+            nd.attr["dtype"].type = dtype
+            if shapes:
+                nd.attr["shape"].shape.CopyFrom(shapes[0])
+        elif nd.op in ("_Retval", "_DeviceRetval"):
+            t = nd.attr["T"].type
+            nd.op = "Identity"
+            nd.ClearField("attr")
+            nd.attr["T"].type = t
+    return out

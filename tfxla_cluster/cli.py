@@ -1,0 +1,152 @@
+"""The ``tfxla-cluster`` command line.
+
+Each subcommand is one function registered in ``COMMANDS`` with its argparse set-up. Bad input of any
+kind (missing file, bad graph, bad flag) ends with exit code 2 and one line on stderr — never a
+traceback. Set ``TFXLA_CLUSTER_DEBUG=1`` to see tracebacks of internal errors.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+from typing import Callable
+
+# TF's C++ logging is noise for a CLI user; keep it quiet unless they asked for it.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from tfxla_cluster.errors import TfXlaError  # noqa: E402
+
+Handler = Callable[[argparse.Namespace], int]
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
+
+
+def command(name: str, help_text: str, setup: Callable[[argparse.ArgumentParser], None]):
+    """Register a subcommand: ``help_text`` shows in ``--help``; ``setup`` adds its arguments."""
+    def register(fn: Handler) -> Handler:
+        COMMANDS[name] = (help_text, setup, fn)
+        return fn
+    return register
+
+
+def _graph_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("graph", help="a GraphDef (.pbtxt text or .pb binary) or a SavedModel directory")
+    p.add_argument("--signature", default="serving_default",
+                   help="SavedModel signature to load (default: %(default)s)")
+    p.add_argument("--grappler", action="store_true",
+                   help="run TF's grappler first, as TF's runtime does before clustering")
+    p.add_argument("--no-inline", action="store_true", help="keep function calls as call nodes")
+
+
+def _load(args: argparse.Namespace):
+    from tfxla_cluster.graph import load_graph
+
+    return load_graph(args.graph, signature=args.signature, grappler=args.grappler,
+                      inline=not args.no_inline)
+
+
+def _fmt_shape(shape) -> str:
+    if shape is None:
+        return "<unknown>"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+@command("info", "summarize a graph: nodes, op histogram, functions, inputs and outputs", _graph_args)
+def cmd_info(args: argparse.Namespace) -> int:
+    from tfxla_cluster.graph.opdefs import base_dtype, dtype_name
+
+    graph = _load(args)
+    nodes = list(graph.op_nodes())
+    print(f"graph: {args.graph}")
+    print(f"nodes: {len(nodes)}  edges: {sum(1 for e in graph.edges() if e.src.is_op and e.dst.is_op)}")
+    hist = collections.Counter(n.op for n in nodes)
+    print("ops:")
+    for op, count in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {op:<32} {count}")
+    funcs = [f.signature.name for f in graph.library.function]
+    print(f"functions: {len(funcs)}")
+    for name in funcs:
+        print(f"  {name}")
+
+    def describe(node, i: int) -> str:
+        dtype = dtype_name(base_dtype(node.outputs[i].dtype)) if i < len(node.outputs) else "?"
+        return f"{dtype} {_fmt_shape(graph.output_shapes(node)[i])}"
+
+    inputs = [n for n in nodes if n.op in ("_Arg", "_DeviceArg", "Placeholder", "PlaceholderWithDefault")
+              and not n.data_inputs()]
+    print("inputs:")
+    for n in inputs:
+        print(f"  {n.name}: {describe(n, 0)}")
+    print("outputs:")
+    retvals = [n for n in nodes if n.op in ("_Retval", "_DeviceRetval")]
+    if retvals:
+        for n in retvals:
+            src = n.data_inputs()[0]
+            print(f"  {n.name} <- {src.src.name}:{src.src_output}: {describe(src.src, src.src_output)}")
+    else:
+        for n in nodes:
+            if n.outputs and not any(e.dst.is_op for e in n.out_edges):
+                print(f"  {n.name}: " + ", ".join(describe(n, i) for i in range(len(n.outputs))))
+    return 0
+
+
+def _flags_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--flags", default=None,
+                   help="TF_XLA_FLAGS-style string (default: the TF_XLA_FLAGS environment variable)")
+    p.add_argument("--xla-flags", default=None,
+                   help="XLA_FLAGS-style string (default: the XLA_FLAGS environment variable)")
+
+
+@command("flags", "print the effective TF_XLA_FLAGS / XLA_FLAGS configuration with each flag's help",
+         _flags_args)
+def cmd_flags(args: argparse.Namespace) -> int:
+    from tfxla_cluster import flags
+
+    tf_flags = args.flags if args.flags is not None else os.environ.get("TF_XLA_FLAGS", "")
+    xla_flags = args.xla_flags if args.xla_flags is not None else os.environ.get("XLA_FLAGS", "")
+    print(flags.describe(flags.Flags.parse(tf_flags, xla_flags)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tfxla-cluster",
+        description="See, test and speed up how TensorFlow's XLA JIT clusters and compiles a graph.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help_text, setup, handler) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        setup(p)
+        p.set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    if argv is None:  # a real command line, not a test calling main([...])
+        from tfxla_cluster import _quiet
+
+        _quiet.install()
+    try:
+        return args.handler(args)
+    except BrokenPipeError:  # e.g. `tfxla-cluster info g.pbtxt | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except TfXlaError as e:
+        print(f"tfxla-cluster: error: {e.status}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # a bug of ours: still one line, unless debugging
+        if os.environ.get("TFXLA_CLUSTER_DEBUG"):
+            raise
+        print(f"tfxla-cluster: internal error: {type(e).__name__}: {e} "
+              "(set TFXLA_CLUSTER_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
