@@ -1,0 +1,364 @@
+"""Typed HLO instruction attributes and their XLA text forms.
+
+Each attribute value type knows its own text (``to_text``) and, where the text is one token, how to
+read it back (``from_text``): windows (``size=2x2 stride=2x2 pad=0_1x0_1``, xla/window_util.cc),
+padding configs (``0_1x2_3`` / ``0_1_1x2_3_0``), convolution ``dim_labels`` (``b01f_01io->b01f``),
+slice ranges, dot/gather/scatter dimension numbers, comparison direction and type, fusion kinds and
+op metadata. The printer and parser both go through here, so the two cannot drift apart.
+"""
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+
+from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.hlo.shape import PrimitiveType
+
+
+def ints_text(values) -> str:
+    """``{1,0}`` — XLA's braced int list (no spaces)."""
+    return "{" + ",".join(str(int(v)) for v in values) + "}"
+
+
+# ---------------------------------------------------------------- enums
+class ComparisonDirection(enum.Enum):
+    EQ = "EQ"
+    NE = "NE"
+    GE = "GE"
+    GT = "GT"
+    LE = "LE"
+    LT = "LT"
+
+
+class ComparisonType(enum.Enum):
+    FLOAT = "FLOAT"
+    TOTALORDER = "TOTALORDER"
+    SIGNED = "SIGNED"
+    UNSIGNED = "UNSIGNED"
+
+
+def default_comparison_type(element_type: PrimitiveType) -> ComparisonType:
+    """Comparison::DefaultComparisonType: FLOAT for floats/complex, SIGNED for signed ints, else UNSIGNED."""
+    if element_type.is_float or element_type.is_complex:
+        return ComparisonType.FLOAT
+    if element_type.is_signed_int:
+        return ComparisonType.SIGNED
+    return ComparisonType.UNSIGNED
+
+
+class FusionKind(enum.Enum):
+    LOOP = "kLoop"
+    INPUT = "kInput"
+    OUTPUT = "kOutput"
+    CUSTOM = "kCustom"
+
+
+class RandomDistribution(enum.Enum):
+    UNIFORM = "rng_uniform"
+    NORMAL = "rng_normal"
+
+
+class RandomAlgorithm(enum.Enum):
+    DEFAULT = "rng_default"
+    THREE_FRY = "rng_three_fry"
+    PHILOX = "rng_philox"
+
+
+class Precision(enum.Enum):
+    DEFAULT = "default"
+    HIGH = "high"
+    HIGHEST = "highest"
+
+
+# ---------------------------------------------------------------- slices and padding
+@dataclass(frozen=True, slots=True)
+class SliceRange:
+    start: int
+    limit: int
+    stride: int = 1
+
+    def to_text(self, with_stride: bool = True) -> str:
+        return f"[{self.start}:{self.limit}:{self.stride}]" if with_stride else f"[{self.start}:{self.limit}]"
+
+
+def slices_text(slices) -> str:
+    """HloSliceInstruction: strides are printed for every dimension iff one of them is not 1."""
+    strided = any(s.stride != 1 for s in slices)
+    return "{" + ", ".join(s.to_text(strided) for s in slices) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class PaddingDimension:
+    low: int = 0
+    high: int = 0
+    interior: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PaddingConfig:
+    dimensions: tuple[PaddingDimension, ...]
+
+    @staticmethod
+    def of(pairs) -> "PaddingConfig":
+        """From ``[(low, high)]`` or ``[(low, high, interior)]`` per dimension."""
+        return PaddingConfig(tuple(PaddingDimension(*p) for p in pairs))
+
+    def to_text(self) -> str:
+        # PaddingConfigToString: interior is printed for every dim iff any dim has it.
+        interior = any(d.interior for d in self.dimensions)
+        return "x".join(
+            f"{d.low}_{d.high}" + (f"_{d.interior}" if interior else "") for d in self.dimensions)
+
+    @staticmethod
+    def from_text(text: str) -> "PaddingConfig":
+        dims = []
+        for part in text.split("x"):
+            nums = part.split("_")
+            if len(nums) not in (2, 3):
+                raise InvalidArgumentError(f"expects padding config, e.g., '0_0_0x3_3_1', got '{text}'")
+            dims.append(PaddingDimension(*(int(n) for n in nums)))
+        return PaddingConfig(tuple(dims))
+
+
+# ---------------------------------------------------------------- windows
+@dataclass(frozen=True, slots=True)
+class WindowDimension:
+    size: int
+    stride: int = 1
+    padding_low: int = 0
+    padding_high: int = 0
+    window_dilation: int = 1
+    base_dilation: int = 1
+    window_reversal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    dimensions: tuple[WindowDimension, ...]
+
+    @staticmethod
+    def make(sizes, strides=None, padding=None, lhs_dilation=None, rhs_dilation=None) -> "Window":
+        n = len(sizes)
+        strides = strides or [1] * n
+        padding = padding or [(0, 0)] * n
+        lhs_dilation = lhs_dilation or [1] * n
+        rhs_dilation = rhs_dilation or [1] * n
+        return Window(tuple(
+            WindowDimension(int(sizes[i]), int(strides[i]), int(padding[i][0]), int(padding[i][1]),
+                            int(rhs_dilation[i]), int(lhs_dilation[i]))
+            for i in range(n)))
+
+    def to_text(self) -> str:
+        """window_util::ToString: fields equal to their defaults in every dimension are left out."""
+        d = self.dimensions
+        parts = ["size=" + "x".join(str(w.size) for w in d)]
+        if any(w.stride != 1 for w in d):
+            parts.append("stride=" + "x".join(str(w.stride) for w in d))
+        if any(w.padding_low or w.padding_high for w in d):
+            parts.append("pad=" + "x".join(f"{w.padding_low}_{w.padding_high}" for w in d))
+        if any(w.base_dilation != 1 for w in d):
+            parts.append("lhs_dilate=" + "x".join(str(w.base_dilation) for w in d))
+        if any(w.window_dilation != 1 for w in d):
+            parts.append("rhs_dilate=" + "x".join(str(w.window_dilation) for w in d))
+        if any(w.window_reversal for w in d):
+            parts.append("rhs_reversal=" + "x".join(str(int(w.window_reversal)) for w in d))
+        return "{" + " ".join(parts) + "}"
+
+    @staticmethod
+    def from_text(body: str) -> "Window":
+        """Parse the inside of ``window={...}``."""
+        fields: dict[str, list[str]] = {}
+        for item in body.split():
+            key, _, value = item.partition("=")
+            if key not in ("size", "stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reversal"):
+                raise InvalidArgumentError(f"unknown window field '{key}'")
+            fields[key] = value.split("x") if value else []
+        if "size" not in fields:
+            if fields:
+                raise InvalidArgumentError("window has no size")
+            return Window(())
+        n = len(fields["size"])
+        for key, vals in fields.items():
+            if len(vals) != n:
+                raise InvalidArgumentError(f"window field '{key}' has {len(vals)} entries, size has {n}")
+
+        def col(key, i, default):
+            return int(fields[key][i]) if key in fields else default
+
+        dims = []
+        for i in range(n):
+            lo, hi = (0, 0)
+            if "pad" in fields:
+                lo, hi = (int(v) for v in fields["pad"][i].split("_"))
+            dims.append(WindowDimension(
+                size=int(fields["size"][i]), stride=col("stride", i, 1), padding_low=lo, padding_high=hi,
+                window_dilation=col("rhs_dilate", i, 1), base_dilation=col("lhs_dilate", i, 1),
+                window_reversal=bool(col("rhs_reversal", i, 0))))
+        return Window(tuple(dims))
+
+
+# ---------------------------------------------------------------- dimension numbers
+@dataclass(frozen=True, slots=True)
+class DotDimensionNumbers:
+    lhs_contracting_dimensions: tuple[int, ...] = ()
+    rhs_contracting_dimensions: tuple[int, ...] = ()
+    lhs_batch_dimensions: tuple[int, ...] = ()
+    rhs_batch_dimensions: tuple[int, ...] = ()
+
+    def to_attrs(self) -> list[str]:
+        """DotDimensionNumbersToString: batch dims only when present, contracting dims always."""
+        out = []
+        if self.lhs_batch_dimensions:
+            out.append("lhs_batch_dims=" + ints_text(self.lhs_batch_dimensions))
+        out.append("lhs_contracting_dims=" + ints_text(self.lhs_contracting_dimensions))
+        if self.rhs_batch_dimensions:
+            out.append("rhs_batch_dims=" + ints_text(self.rhs_batch_dimensions))
+        out.append("rhs_contracting_dims=" + ints_text(self.rhs_contracting_dimensions))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ConvolutionDimensionNumbers:
+    input_batch_dimension: int
+    input_feature_dimension: int
+    input_spatial_dimensions: tuple[int, ...]
+    kernel_input_feature_dimension: int
+    kernel_output_feature_dimension: int
+    kernel_spatial_dimensions: tuple[int, ...]
+    output_batch_dimension: int
+    output_feature_dimension: int
+    output_spatial_dimensions: tuple[int, ...]
+
+    def to_text(self) -> str:
+        """ConvolutionDimensionNumbersToString: e.g. ``b01f_01io->b01f``."""
+        def labels(rank, first, first_ch, second, second_ch, spatial):
+            out = ["?"] * rank
+            out[first], out[second] = first_ch, second_ch
+            for i, d in enumerate(spatial):
+                out[d] = str(i)
+            return "".join(out)
+
+        n = len(self.input_spatial_dimensions) + 2
+        lhs = labels(n, self.input_batch_dimension, "b", self.input_feature_dimension, "f",
+                     self.input_spatial_dimensions)
+        rhs = labels(n, self.kernel_input_feature_dimension, "i", self.kernel_output_feature_dimension, "o",
+                     self.kernel_spatial_dimensions)
+        out = labels(n, self.output_batch_dimension, "b", self.output_feature_dimension, "f",
+                     self.output_spatial_dimensions)
+        return f"{lhs}_{rhs}->{out}"
+
+    @staticmethod
+    def from_text(text: str) -> "ConvolutionDimensionNumbers":
+        m = re.fullmatch(r"([0-9bf]+)_([0-9io]+)->([0-9bf]+)", text)
+        if not m or not (len(m[1]) == len(m[2]) == len(m[3])):
+            raise InvalidArgumentError(f"expects dim labels pattern, e.g., 'bf0_0io->0bf', got '{text}'")
+
+        def split(s, a, b):
+            if s.count(a) != 1 or s.count(b) != 1:
+                raise InvalidArgumentError(f"dim labels '{s}' need exactly one '{a}' and one '{b}'")
+            digits = sorted((int(c), i) for i, c in enumerate(s) if c.isdigit())
+            if [d for d, _ in digits] != list(range(len(digits))):
+                raise InvalidArgumentError(f"spatial labels of '{s}' must be 0..{len(digits) - 1}")
+            return s.index(a), s.index(b), tuple(i for _, i in digits)
+
+        ib, if_, isp = split(m[1], "b", "f")
+        ki, ko, ksp = split(m[2], "i", "o")
+        ob, of, osp = split(m[3], "b", "f")
+        return ConvolutionDimensionNumbers(ib, if_, isp, ki, ko, ksp, ob, of, osp)
+
+    @staticmethod
+    def nhwc(num_spatial: int = 2) -> "ConvolutionDimensionNumbers":
+        """TF's default layout: input/output ``b01f``, kernel ``01io``."""
+        sp = tuple(range(1, num_spatial + 1))
+        return ConvolutionDimensionNumbers(0, num_spatial + 1, sp, num_spatial, num_spatial + 1,
+                                           tuple(range(num_spatial)), 0, num_spatial + 1, sp)
+
+
+@dataclass(frozen=True, slots=True)
+class GatherDimensionNumbers:
+    offset_dims: tuple[int, ...]
+    collapsed_slice_dims: tuple[int, ...]
+    start_index_map: tuple[int, ...]
+    index_vector_dim: int
+    operand_batching_dims: tuple[int, ...] = ()
+    start_indices_batching_dims: tuple[int, ...] = ()
+
+    def to_attrs(self) -> list[str]:
+        out = ["offset_dims=" + ints_text(self.offset_dims),
+               "collapsed_slice_dims=" + ints_text(self.collapsed_slice_dims),
+               "start_index_map=" + ints_text(self.start_index_map)]
+        if self.operand_batching_dims:
+            out.append("operand_batching_dims=" + ints_text(self.operand_batching_dims))
+        if self.start_indices_batching_dims:
+            out.append("start_indices_batching_dims=" + ints_text(self.start_indices_batching_dims))
+        out.append(f"index_vector_dim={self.index_vector_dim}")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ScatterDimensionNumbers:
+    update_window_dims: tuple[int, ...]
+    inserted_window_dims: tuple[int, ...]
+    scatter_dims_to_operand_dims: tuple[int, ...]
+    index_vector_dim: int
+    input_batching_dims: tuple[int, ...] = ()
+    scatter_indices_batching_dims: tuple[int, ...] = ()
+
+    def to_attrs(self) -> list[str]:
+        out = ["update_window_dims=" + ints_text(self.update_window_dims),
+               "inserted_window_dims=" + ints_text(self.inserted_window_dims),
+               "scatter_dims_to_operand_dims=" + ints_text(self.scatter_dims_to_operand_dims)]
+        if self.input_batching_dims:
+            out.append("input_batching_dims=" + ints_text(self.input_batching_dims))
+        if self.scatter_indices_batching_dims:
+            out.append("scatter_indices_batching_dims=" + ints_text(self.scatter_indices_batching_dims))
+        out.append(f"index_vector_dim={self.index_vector_dim}")
+        return out
+
+
+# ---------------------------------------------------------------- metadata
+def c_escape(s: str) -> str:
+    """absl::CEscape for the strings XLA prints inside quotes."""
+    out = []
+    for ch in s:
+        if ch in '"\'\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\{ord(ch):03o}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class OpMetadata:
+    """OpMetadata as printed by xla/hlo/ir/hlo_op_metadata.cc; ``extra`` keeps other fields verbatim."""
+
+    op_type: str = ""
+    op_name: str = ""
+    source_file: str = ""
+    source_line: int = 0
+    extra: tuple[tuple[str, str], ...] = field(default=())
+
+    def is_empty(self) -> bool:
+        return not (self.op_type or self.op_name or self.source_file or self.source_line or self.extra)
+
+    def to_text(self) -> str:
+        parts = []
+        if self.op_type:
+            parts.append(f'op_type="{c_escape(self.op_type)}"')
+        if self.op_name:
+            parts.append(f'op_name="{c_escape(self.op_name)}"')
+        if self.source_file:
+            parts.append(f'source_file="{c_escape(self.source_file)}"')
+        if self.source_line:
+            parts.append(f"source_line={self.source_line}")
+        parts.extend(f"{k}={v}" for k, v in self.extra)
+        return "{" + " ".join(parts) + "}"
