@@ -1,0 +1,384 @@
+"""Elementwise semantics of the reference evaluator, one numpy function per opcode.
+
+Each choice follows XLA's HloEvaluator (xla/hlo/evaluator/hlo_evaluator_typed_visitor.h, "TV" below)
+and Literal::Convert (xla/literal.cc):
+
+- f16/bf16 compute in f32 and round back (TV's ElementwiseT is float for them); ints wrap (two's
+  complement, TV's ToArithmeticSafeType);
+- integer divide truncates; x/0 is -1 for signed and all-ones for unsigned; INT_MIN/-1 = INT_MIN.
+  remainder has the dividend's sign; x%0 = x; INT_MIN%-1 = 0. Float remainder is fmod (TV HandleDivide,
+  HandleRemainder);
+- shift amounts are read as unsigned; an amount >= the bit width gives 0 for shift-left and
+  shift-right-logical, and the sign fill (0 or -1) for shift-right-arithmetic (TV IsShiftOutOfBounds);
+- maximum/minimum propagate NaN; clamp returns a NaN bound or operand (TV HandleMaximum, HandleClamp);
+- power: x^0 = 1 and 1^x = 1 even for NaN; integer power with a negative exponent is 1 if x == 1 else 0;
+  integer power wraps (TV HandlePower);
+- sign keeps NaN and the sign of zero: sign(-0.0) = -0.0 (TV HandleSign, copysign);
+- round-nearest-afz rounds halves away from zero (std::round); round-nearest-even is rint;
+- compare: FLOAT is IEEE (NaN is unordered, so only NE is true), TOTALORDER orders
+  -NaN < -inf < ... < -0 < +0 < ... < inf < +NaN, UNSIGNED compares signed ints as unsigned;
+- convert float->int saturates and maps NaN to 0; float->pred is x != 0 (NaN -> true); anything
+  -> bf16/f16 goes through f32 then rounds to nearest even, as Eigen's half/bfloat16 constructors do
+  (Literal::Convert, ConvertBetweenNativeTypes); complex -> real is rejected by shape inference;
+- reduce-precision uses the bit recipe of TV HandleReducePrecision (round-to-nearest-even mantissa,
+  exponent overflow to inf and underflow — denormals included — to signed zero, NaN kept unless no
+  mantissa bits are left, then inf).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tfxla_cluster.errors import UnimplementedError
+from tfxla_cluster.hlo.attrs import ComparisonDirection, ComparisonType, default_comparison_type
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as T
+
+_HALF = (T.F16, T.BF16)
+_UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+_SIGNED = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+
+
+def _et(x: np.ndarray) -> T:
+    from tfxla_cluster.hlo.shape import primitive_type_from_dtype
+    return primitive_type_from_dtype(x.dtype)
+
+
+def _up(x: np.ndarray) -> np.ndarray:
+    """The array in its compute type: f32 for f16/bf16, itself otherwise."""
+    return x.astype(np.float32) if _et(x) in _HALF else x
+
+
+def _float_op(fn):
+    """Apply a float function in the compute type and round back to the operand's type."""
+    def apply(*xs):
+        dtype = xs[0].dtype
+        return np.asarray(fn(*(_up(x) for x in xs))).astype(dtype)
+    return apply
+
+
+def _unsigned_view(x: np.ndarray) -> np.ndarray:
+    return x.view(_UNSIGNED[x.dtype.itemsize * 8])
+
+
+# ---------------------------------------------------------------- unary
+def _round_afz(x):
+    t = np.trunc(x)
+    frac = x - t  # exact in binary floating point
+    r = t + np.where(np.abs(frac) >= 0.5, np.sign(x), 0).astype(x.dtype)
+    return np.copysign(r, x)
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64)).astype(x.dtype)
+
+
+def _sign(x: np.ndarray) -> np.ndarray:
+    et = _et(x)
+    if et.is_complex:
+        mag = np.abs(x)
+        return np.where(mag == 0, 0, x / np.where(mag == 0, 1, mag)).astype(x.dtype)
+    if et.is_float:
+        y = _up(x)
+        return np.where(np.isnan(y), y, np.copysign((y != 0).astype(y.dtype), y)).astype(x.dtype)
+    return np.sign(x).astype(x.dtype)
+
+
+def _popcnt(x: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(_unsigned_view(x)).astype(x.dtype)
+
+
+def _clz(x: np.ndarray) -> np.ndarray:
+    width = x.dtype.itemsize * 8
+    y = _unsigned_view(x).astype(np.uint64)
+    length = np.zeros(x.shape, dtype=np.int64)
+    for s in (32, 16, 8, 4, 2, 1):
+        t = y >> np.uint64(s)
+        nz = t != 0
+        length += nz * s
+        y = np.where(nz, t, y)
+    length += (y != 0)
+    return (width - length).astype(x.dtype)
+
+
+def _not(x):
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+def _abs(x):
+    et = _et(x)
+    if et.is_complex:
+        return np.abs(x).astype(et.component_type.dtype)
+    if et.is_unsigned_int:
+        return x.copy()
+    return np.abs(x)  # wraps for INT_MIN like std::abs in two's complement
+
+
+def _real(x):
+    et = _et(x)
+    return np.real(x).astype(et.component_type.dtype).copy()
+
+
+def _imag(x):
+    et = _et(x)
+    return np.imag(x).astype(et.component_type.dtype) if et.is_complex else np.zeros_like(x)
+
+
+UNARY = {
+    O.ABS: _abs,
+    O.NEGATE: lambda x: np.negative(x) if x.dtype != np.bool_ else x.copy(),
+    O.SIGN: _sign,
+    O.NOT: _not,
+    O.POPCNT: _popcnt,
+    O.CLZ: _clz,
+    O.COPY: lambda x: x.copy(),
+    O.IS_FINITE: lambda x: np.isfinite(_up(x)),
+    O.REAL: _real,
+    O.IMAG: _imag,
+    O.EXP: _float_op(np.exp),
+    O.EXPM1: _float_op(np.expm1),
+    O.LOG: _float_op(np.log),
+    O.LOG1P: _float_op(np.log1p),
+    O.SQRT: _float_op(np.sqrt),
+    O.RSQRT: _float_op(lambda x: 1 / np.sqrt(x)),
+    O.CBRT: _float_op(np.cbrt),
+    O.SIN: _float_op(np.sin),
+    O.COS: _float_op(np.cos),
+    O.TAN: _float_op(np.tan),
+    O.TANH: _float_op(np.tanh),
+    O.LOGISTIC: _float_op(lambda x: 1 / (1 + np.exp(-x))),
+    O.FLOOR: _float_op(np.floor),
+    O.CEIL: _float_op(np.ceil),
+    O.ROUND_NEAREST_EVEN: _float_op(np.rint),
+    O.ROUND_NEAREST_AFZ: _float_op(_round_afz),
+    O.ERF: _float_op(_erf),
+}
+
+
+# ---------------------------------------------------------------- binary
+def _int_divide(a, b):
+    signed = np.issubdtype(a.dtype, np.signedinteger)
+    zero = b == 0
+    special = zero.copy()
+    if signed:
+        special |= (a == np.iinfo(a.dtype).min) & (b == -1)
+    safe_b = np.where(special, 1, b).astype(a.dtype)
+    q = a // safe_b
+    if signed:  # floor -> truncation toward zero
+        q = q + ((a % safe_b != 0) & ((a < 0) != (safe_b < 0))).astype(a.dtype)
+    on_zero = np.array(-1, dtype=np.int64).astype(a.dtype) if signed else np.iinfo(a.dtype).max
+    return np.where(zero, on_zero, q).astype(a.dtype)
+
+
+def _int_remainder(a, b):
+    signed = np.issubdtype(a.dtype, np.signedinteger)
+    zero = b == 0
+    special = zero.copy()
+    if signed:
+        special |= (a == np.iinfo(a.dtype).min) & (b == -1)
+    safe_b = np.where(special, 1, b).astype(a.dtype)
+    r = np.fmod(a, safe_b)
+    return np.where(zero, a, r).astype(a.dtype)
+
+
+def _arith(float_fn, int_fn=None, pred_fn=None):
+    def apply(a, b):
+        et = _et(a)
+        if et.is_pred:
+            return (pred_fn or float_fn)(a, b).astype(np.bool_)
+        if et.is_integral:
+            return (int_fn or float_fn)(a, b).astype(a.dtype)
+        return _float_op(float_fn)(a, b)
+    return apply
+
+
+def _ipow(a, b):
+    """Integer power by squaring with wrap-around; negative exponents give (a == 1)."""
+    ua = a.astype(np.uint64)
+    e = np.where(b < 0, 0, b).astype(np.uint64)
+    result = np.ones(np.broadcast(a, b).shape, dtype=np.uint64)
+    base = np.broadcast_to(ua, result.shape).copy()
+    while np.any(e):
+        odd = (e & np.uint64(1)) != 0
+        result = np.where(odd, result * base, result)
+        base = base * base
+        e = e >> np.uint64(1)
+    out = result.astype(a.dtype)
+    if np.issubdtype(a.dtype, np.signedinteger):
+        out = np.where(b < 0, (a == 1).astype(a.dtype), out)
+    return np.where((a == 1) | (b == 0), np.ones_like(out), out).astype(a.dtype)
+
+
+def _power(a, b):
+    et = _et(a)
+    if et.is_pred:
+        return a | ~b
+    if et.is_integral:
+        return _ipow(a, b)
+    r = _float_op(np.power)(a, b)
+    return np.where((a == 1) | (b == 0), np.ones_like(r), r).astype(a.dtype)
+
+
+def _shift(kind: str):
+    def apply(a, b):
+        width = a.dtype.itemsize * 8
+        ua, amount = _unsigned_view(a), _unsigned_view(b).astype(np.uint64)
+        out_of_range = amount >= width
+        safe = np.where(out_of_range, 0, amount).astype(ua.dtype)
+        if kind == "left":
+            r = np.where(out_of_range, 0, ua << safe).astype(ua.dtype)
+        elif kind == "logical":
+            r = np.where(out_of_range, 0, ua >> safe).astype(ua.dtype)
+        else:
+            sa = ua.view(_SIGNED[width])
+            fill = np.where(sa < 0, -1, 0).astype(sa.dtype)
+            r = np.where(out_of_range, fill, sa >> safe.astype(sa.dtype)).astype(sa.dtype)
+        return r.view(a.dtype)
+    return apply
+
+
+def _maxmin(fn):
+    def apply(a, b):
+        if _et(a).is_complex:
+            raise UnimplementedError("maximum/minimum are not defined for complex numbers")
+        return fn(a, b) if _et(a) not in _HALF else _float_op(fn)(a, b)
+    return apply
+
+
+def _complex(a, b):
+    dtype = np.complex64 if a.dtype == np.float32 else np.complex128
+    out = np.empty(a.shape, dtype=dtype)
+    out.real, out.imag = a, b
+    return out
+
+
+BINARY = {
+    O.ADD: _arith(np.add, pred_fn=np.logical_or),
+    O.SUBTRACT: _arith(np.subtract, pred_fn=np.logical_xor),
+    O.MULTIPLY: _arith(np.multiply, pred_fn=np.logical_and),
+    O.DIVIDE: _arith(np.divide, _int_divide),
+    O.REMAINDER: _arith(np.fmod, _int_remainder),
+    O.MAXIMUM: _maxmin(np.maximum),
+    O.MINIMUM: _maxmin(np.minimum),
+    O.POWER: _power,
+    O.ATAN2: _float_op(np.arctan2),
+    O.AND: np.bitwise_and,
+    O.OR: np.bitwise_or,
+    O.XOR: np.bitwise_xor,
+    O.SHIFT_LEFT: _shift("left"),
+    O.SHIFT_RIGHT_LOGICAL: _shift("logical"),
+    O.SHIFT_RIGHT_ARITHMETIC: _shift("arithmetic"),
+    O.COMPLEX: _complex,
+}
+
+
+# ---------------------------------------------------------------- compare
+_COMPARE = {
+    ComparisonDirection.EQ: np.equal, ComparisonDirection.NE: np.not_equal,
+    ComparisonDirection.LT: np.less, ComparisonDirection.LE: np.less_equal,
+    ComparisonDirection.GT: np.greater, ComparisonDirection.GE: np.greater_equal,
+}
+
+
+def total_order_key(x: np.ndarray) -> np.ndarray:
+    """Signed integers ordered like XLA's total order on floats (sign-magnitude -> two's complement)."""
+    width = x.dtype.itemsize * 8
+    s = x.view(_SIGNED[width])
+    return s ^ ((s >> (width - 1)) & np.array(np.iinfo(_SIGNED[width]).max, dtype=s.dtype))
+
+
+def compare(a, b, direction: ComparisonDirection, ctype: ComparisonType | None) -> np.ndarray:
+    et = _et(a)
+    ctype = ctype or default_comparison_type(et)
+    if et.is_complex and direction not in (ComparisonDirection.EQ, ComparisonDirection.NE):
+        raise UnimplementedError(f"compare {direction.value} is not defined for complex numbers")
+    if ctype is ComparisonType.TOTALORDER and et.is_float:
+        a, b = total_order_key(a), total_order_key(b)
+    elif ctype is ComparisonType.UNSIGNED and et.is_signed_int:
+        a, b = _unsigned_view(a), _unsigned_view(b)
+    elif ctype is ComparisonType.SIGNED and et.is_unsigned_int:
+        a, b = a.view(_SIGNED[a.dtype.itemsize * 8]), b.view(_SIGNED[b.dtype.itemsize * 8])
+    else:
+        a, b = _up(a), _up(b)
+    return _COMPARE[direction](a, b)
+
+
+# ---------------------------------------------------------------- select, clamp, conversions
+def select(p, a, b):
+    return np.where(p, a, b).astype(a.dtype)
+
+
+def clamp(lo, x, hi):
+    et = _et(x)
+    if et.is_complex:
+        raise UnimplementedError("clamp is not defined for complex numbers")
+    lo, hi = np.broadcast_to(lo, x.shape), np.broadcast_to(hi, x.shape)
+    r = np.minimum(hi, np.maximum(x, lo)) if et.is_integral or et.is_pred else None
+    if r is None:
+        lo_u, x_u, hi_u = _up(lo), _up(x), _up(hi)
+        r = np.minimum(hi_u, np.maximum(x_u, lo_u))
+        # NaN priority: low, then operand, then high (TV HandleClamp).
+        r = np.where(np.isnan(hi_u), hi_u, r)
+        r = np.where(np.isnan(x_u), x_u, r)
+        r = np.where(np.isnan(lo_u), lo_u, r)
+    return np.asarray(r).astype(x.dtype)
+
+
+def convert(x: np.ndarray, to: T) -> np.ndarray:
+    src = _et(x)
+    if src is to:
+        return x.copy()
+    if to.is_pred:
+        return x != 0
+    if src.is_float and to.is_integral:
+        info = np.iinfo(to.dtype)
+        y = x.astype(np.float64)
+        # The bounds as the source type rounds them (static_cast<NativeSrcT>(max) in literal.cc).
+        hi = float(np.asarray(info.max).astype(x.dtype))
+        lo = float(np.asarray(info.min).astype(x.dtype))
+        inside = (y > lo) & (y < hi)  # False for NaN
+        res = np.where(inside, np.trunc(np.where(inside, y, 0)), 0).astype(to.dtype)
+        res[y >= hi] = info.max
+        res[y <= lo] = info.min
+        return res
+    if src.is_complex and not to.is_complex:
+        raise UnimplementedError(f"converting from {src.value} to {to.value} is not implemented")
+    if to in _HALF and not (src in _HALF):
+        return x.astype(np.float32).astype(to.dtype)  # Eigen half/bfloat16 construct via float
+    return x.astype(to.dtype)
+
+
+def bitcast_convert(x: np.ndarray, to: T, out_dims) -> np.ndarray:
+    return np.ascontiguousarray(x).view(to.dtype).reshape(out_dims).copy()
+
+
+def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
+    et = _et(x)
+    width = et.bit_width
+    U = _UNSIGNED[width]
+    src_m, src_e = et.mantissa_bits, et.exponent_bits
+    v = x.view(U).astype(np.uint64)
+    mask = np.uint64((1 << width) - 1)
+    if mantissa_bits < src_m:
+        shift = src_m - mantissa_bits
+        last_bit = np.uint64(1 << shift)
+        bias = np.uint64((1 << (shift - 1)) - 1)
+        x_last = (v & last_bit) >> np.uint64(shift)
+        v = ((v + x_last + bias) & mask) & np.uint64(~((1 << shift) - 1) & ((1 << width) - 1))
+    if exponent_bits < src_e:
+        sign_mask = np.uint64(1 << (width - 1))
+        exp_mask = np.uint64(((1 << src_e) - 1) << src_m)
+        bias = (1 << (src_e - 1)) - 1
+        reduced_bias = (1 << (exponent_bits - 1)) - 1
+        max_exp = np.uint64((bias + reduced_bias) << src_m)
+        min_exp = np.uint64((bias - reduced_bias) << src_m)
+        x_exp = v & exp_mask
+        signed_zero = v & sign_mask
+        v = np.where(x_exp > max_exp, signed_zero | exp_mask, v)
+        v = np.where(x_exp <= min_exp, signed_zero, v)
+    out = v.astype(U).view(x.dtype).reshape(x.shape)
+    nan = np.isnan(_up(x))
+    if mantissa_bits > 0:
+        return np.where(nan, x, out).astype(x.dtype)
+    return np.where(nan, np.array(np.inf, dtype=x.dtype), out).astype(x.dtype)
