@@ -1,0 +1,266 @@
+"""Can XLA compile this node? TF's ``RecursiveCompilabilityChecker``, with reasons.
+
+Stage: clustering (step A) and must-compile checking. ``CompilabilityChecker.check_node`` answers for
+one node exactly as TF 2.21's ``compilability_check_util.cc`` does, in TF's check order: SOURCE/SINK,
+top-level ``_Arg``/``_Retval``, ``_scoped_allocator``/``_forward_from``, function calls (recursively,
+depth-limited), the XLA kernel registry (:mod:`.xla_kernels`), functional While/If/Case bodies, then the
+operation filter (stateful RNG, ControlTrigger, Assert/CheckNumerics, CollectiveReduceV2, Where,
+Unique, DT_VARIANT, Stack, TensorArray, resource ops in called functions, inaccurate and slow ops).
+
+Every "no" carries TF's reason text, and ``find_uncompilable_nodes`` lists *all* offending nodes of a
+function (with their call stack) for the must-compile error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterable
+
+from tensorflow.core.framework import function_pb2, node_def_pb2, types_pb2
+
+from tfxla_cluster.errors import NotFoundError
+from tfxla_cluster.graph import opdefs
+from tfxla_cluster.graph.function import CALL_OPS, instantiate
+from tfxla_cluster.jit import op_tables, xla_kernels
+
+MAX_RECURSION_DEPTH = 10  # compilability_check_util.h kMaxRecursionDepth
+
+
+@dataclass(frozen=True, slots=True)
+class OperationFilter:
+    """``RecursiveCompilabilityChecker::OperationFilter``."""
+
+    allow_resource_ops_in_called_functions: bool = False
+    allow_stack_ops: bool = False
+    allow_tensor_array_ops: bool = False
+    allow_stateful_rng_ops: bool = False
+    allow_control_trigger: bool = False
+    allow_eliding_assert_and_checknumerics_ops: bool = False
+    allow_ops_producing_or_consuming_variant: bool = False
+    allow_slow_ops: bool = False
+    allow_inaccurate_ops: bool = False
+    require_always_compilable: bool = False
+    allow_string_consts: bool = True
+    allow_collective_reduce_v2: bool = True
+    allow_where_op: bool = True
+    allow_unique_op: bool = True
+
+
+def create_operation_filter(reg: xla_kernels.DeviceRegistration) -> OperationFilter:
+    """TF's ``CreateOperationFilter``: what the device registration lets auto-clustering include."""
+    return OperationFilter(
+        allow_resource_ops_in_called_functions=reg.cluster_resource_variable_ops_unsafely,
+        allow_stack_ops=reg.cluster_stack_ops,
+        allow_tensor_array_ops=reg.cluster_tensor_array_ops,
+        allow_stateful_rng_ops=reg.cluster_stateful_rng_ops,
+        allow_control_trigger=reg.cluster_control_trigger,
+        allow_eliding_assert_and_checknumerics_ops=reg.elide_assert_and_checknumerics,
+        allow_ops_producing_or_consuming_variant=reg.cluster_variant_ops,
+        allow_slow_ops=reg.cluster_slow_ops,
+        allow_inaccurate_ops=reg.cluster_inaccurate_ops)
+
+
+# What a jit_compile=True function may contain (xla_kernel_creator.cc / IsCompilable): everything XLA can
+# compile, even ops auto-clustering avoids.
+MUST_COMPILE_FILTER = OperationFilter(
+    allow_resource_ops_in_called_functions=True, allow_stack_ops=True, allow_tensor_array_ops=True,
+    allow_stateful_rng_ops=True, allow_control_trigger=True, allow_eliding_assert_and_checknumerics_ops=True,
+    allow_ops_producing_or_consuming_variant=True, allow_slow_ops=True, allow_inaccurate_ops=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One step of the call stack: a node and the function it sits in (None at top level)."""
+
+    node: str
+    function: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Uncompilable:
+    """A node XLA cannot compile, why, and the call stack that reaches it (outermost first)."""
+
+    node: str
+    op: str
+    reason: str
+    stack: tuple[Frame, ...] = field(default=())
+
+    @property
+    def function(self) -> str | None:
+        return self.stack[-1].function if self.stack else None
+
+
+# Functional control flow whose bodies must compile too: op → (kind, function attrs).
+_FUNCTIONAL_BODIES = {op: ("while", ("cond", "body")) for op in ("While", "StatelessWhile")}
+_FUNCTIONAL_BODIES.update({op: ("if", ("then_branch", "else_branch")) for op in ("If", "StatelessIf")})
+
+
+def _has_dtype(slots: Iterable[opdefs.ArgSlot], dtype: int) -> bool:
+    return any(opdefs.base_dtype(s.dtype) == dtype for s in slots)
+
+
+def _is_ref(slots: Iterable[opdefs.ArgSlot]) -> bool:
+    return any(s.is_ref for s in slots)
+
+
+class CompilabilityChecker:
+    """Checks nodes (NodeDefs, so function bodies work the same) against one JIT device and filter."""
+
+    def __init__(self, op_filter: OperationFilter, jit_device: str,
+                 library: function_pb2.FunctionDefLibrary) -> None:
+        self.filter = op_filter
+        self.jit_device = jit_device
+        self.library = library
+        self._functions = {f.signature.name: f for f in library.function}
+        self._call_cache: dict[tuple[str, int], list[Uncompilable]] = {}
+
+    # ----- public ---------------------------------------------------------------------------------
+    def check_node(self, node_def: node_def_pb2.NodeDef, stack: tuple[Frame, ...] = ()) -> str | None:
+        """None if compilable, else TF's reason. ``stack`` is the frames *above* this node."""
+        found = self._check(node_def, stack + (Frame(node_def.name, stack[-1].function if stack else None),),
+                            first_only=True)
+        return found[0].reason if found else None
+
+    def find_uncompilable_in_function(self, fname: str) -> list[Uncompilable]:
+        """Every uncompilable node of function ``fname`` (recursively), as TF's FindUncompilableNodes
+        reports for a must-compile call."""
+        return self._check_call(fname, (Frame(fname, None),), first_only=False)
+
+    # ----- TF's IsCompilableNode ------------------------------------------------------------------
+    def _check(self, nd: node_def_pb2.NodeDef, stack: tuple[Frame, ...], first_only: bool) -> list[Uncompilable]:
+        def bad(reason: str) -> list[Uncompilable]:
+            return [Uncompilable(nd.name, nd.op, reason, stack)]
+
+        depth = len(stack)
+        if nd.name in ("_SOURCE", "_SINK") and nd.op == "NoOp" and depth == 1:
+            return bad("source or sink node")
+        if depth == 1 and nd.op in ("_Arg", "_Retval"):
+            return bad("top level _Arg or _Retval")
+        if "_scoped_allocator" in nd.attr or "_forward_from" in nd.attr:
+            return bad("_scoped_allocator or _forward_from attribute")
+        try:
+            op_def = opdefs.lookup_op_def(nd.op, self.library)
+        except NotFoundError as e:
+            return bad(f"unsupported op: {e}")
+        inputs = opdefs.input_slots(nd, op_def) if op_def else []
+        outputs = opdefs.output_slots(nd, op_def) if op_def else []
+
+        fname = self._callee(nd)
+        if fname is not None:
+            inner = self._check_call(fname, stack, first_only)
+            if inner:
+                if first_only:
+                    first = inner[0]
+                    return bad(f"unsupported function: {fname} (node {first.node}: {first.reason})")
+                return inner
+        else:
+            reason = self._xla_kernel_reason(nd, op_def, inputs)
+            if reason:
+                return bad(f"unsupported op: {reason}")
+
+        functional = _FUNCTIONAL_BODIES.get(nd.op)
+        if functional is not None:
+            kind, attr_names = functional
+            for attr in attr_names:
+                body = nd.attr[attr].func.name
+                inner = self._check_call(body, stack, first_only)
+                if inner:
+                    return inner if not first_only else bad(
+                        f"unsupported {kind}: {attr} {body} (node {inner[0].node}: {inner[0].reason})")
+        if self.filter.require_always_compilable and nd.op in op_tables.CASE_OPS:
+            for branch in nd.attr["branches"].list.func:
+                inner = self._check_call(branch.name, stack, first_only)
+                if inner:
+                    return inner if not first_only else bad(
+                        f"unsupported case: branch {branch.name} (node {inner[0].node}: {inner[0].reason})")
+
+        f = self.filter
+        resource_info = op_tables.resource_op_info(nd.op)
+        if not f.allow_stateful_rng_ops and nd.op in op_tables.STATEFUL_RANDOM_OPS:
+            return bad("stateful random op")
+        if not f.allow_control_trigger and nd.op == "ControlTrigger":
+            return bad("not allowed control trigger")
+        if not f.allow_eliding_assert_and_checknumerics_ops and nd.op in op_tables.ASSERT_OPS:
+            return bad("Assert or CheckNumerics")
+        if not f.allow_collective_reduce_v2 and nd.op == "CollectiveReduceV2":
+            return bad("Collective op")
+        if not f.allow_where_op and nd.op == "Where":
+            return bad("Where op")
+        if not f.allow_unique_op and nd.op == "Unique":
+            return bad("Unique op")
+        if not f.allow_ops_producing_or_consuming_variant and (
+                _has_dtype(inputs, types_pb2.DT_VARIANT) or _has_dtype(outputs, types_pb2.DT_VARIANT)):
+            return bad("DT_VARIANT producer/consumer")
+        if not f.allow_stack_ops and resource_info is not None and resource_info[1] == "stack":
+            return bad("Stack op")
+        if not f.allow_tensor_array_ops and resource_info is not None and resource_info[1] == "tensor_array":
+            return bad("TensorArray op")
+        if not f.allow_resource_ops_in_called_functions and depth > 1 and _has_dtype(inputs, types_pb2.DT_RESOURCE):
+            return bad("resource variable op in called function")
+        if not f.allow_inaccurate_ops and nd.op in op_tables.INACCURATE_OPS:
+            return bad("operation with numerical accuracy issues")
+        if not f.allow_slow_ops and nd.op in op_tables.SLOW_OPS:
+            return bad("slow operation")
+        return []
+
+    def _xla_kernel_reason(self, nd: node_def_pb2.NodeDef, op_def, inputs) -> str:
+        """TF's HasXLAKernel: '' if a kernel matches, else the reason."""
+        if nd.op == "SymbolicGradient":
+            return "SymbolicGradient should be handled by IsCompilableCall()."
+        if nd.op == "Const" and not self.filter.allow_string_consts and nd.attr["dtype"].type == types_pb2.DT_STRING:
+            return "Const op with type DT_STRING is not supported by XLA."
+        if nd.op in op_tables.IDENTITY_OPS and _is_ref(inputs):
+            return "Identity with unsafe cast."
+        ok, reason = xla_kernels.find_kernel_def(self.jit_device, nd, op_def)
+        return "" if ok else reason
+
+    def _callee(self, nd: node_def_pb2.NodeDef) -> str | None:
+        """The function a call node runs (Node::IsFunctionCall + NameAndAttrsFromFunctionCall)."""
+        if nd.op in CALL_OPS:
+            return nd.attr["f"].func.name
+        if nd.op == "SymbolicGradient":
+            # TF instantiates the gradient of `f`; its ops are the gradients of f's ops, which XLA
+            # compiles iff it compiles f's ops. We check f itself (documented approximation).
+            return nd.attr["f"].func.name
+        if nd.op in self._functions:
+            return nd.op
+        return None
+
+    def _check_call(self, fname: str, stack: tuple[Frame, ...], first_only: bool) -> list[Uncompilable]:
+        """TF's IsCompilableCall: every op node of the instantiated body must be compilable."""
+        if len(stack) > MAX_RECURSION_DEPTH:
+            return [Uncompilable(stack[-1].node, "", "function depth limit exceeded", stack)]
+        # Only the yes/no and reason text matter when stopping at the first problem, so those answers
+        # are shared between call sites; full reports keep each site's own stack.
+        key = (fname, len(stack))
+        cached = self._call_cache.get(key) if first_only else None
+        if cached is not None:
+            return cached
+        fdef = self._functions.get(fname)
+        if fdef is None:
+            result = [Uncompilable(stack[-1].node if stack else fname, "",
+                                   f"could not instantiate call: '{fname}'", stack)]
+        else:
+            body = instantiate(fdef, self.library)
+            result = []
+            for nd in body.node:
+                if nd.op in ("_Arg", "_Retval"):
+                    continue
+                found = self._check(nd, stack + (Frame(nd.name, fname),), first_only)
+                if found:
+                    result.extend(found)
+                    if first_only:
+                        break
+        if first_only:
+            self._call_cache[key] = result
+        return result
+
+
+def must_compile_checker(jit_device: str, library: function_pb2.FunctionDefLibrary) -> CompilabilityChecker:
+    """The permissive checker TF uses for ``jit_compile=True`` functions."""
+    return CompilabilityChecker(MUST_COMPILE_FILTER, jit_device, library)
+
+
+def auto_clustering_filter(reg: xla_kernels.DeviceRegistration, allow_where: bool) -> OperationFilter:
+    """The filter MarkForCompilation uses for candidates (always-compilable, no string consts, ...)."""
+    return replace(create_operation_filter(reg), require_always_compilable=True, allow_string_consts=False,
+                   allow_collective_reduce_v2=False, allow_unique_op=False, allow_where_op=allow_where)

@@ -1,0 +1,120 @@
+"""Deadness predicates: when is a node's output "dead" (not computed) in v1 control flow?
+
+Stage: clustering (step B/C). With Switch/Merge control flow, a node runs only when its inputs are
+alive; TF refuses to put nodes with different liveness predicates in one cluster
+(deadness_analysis.cc). Predicates here are canonical, hashable boolean expressions over symbols
+``s(tensor)`` — the value of a Switch predicate tensor — so equal predicates compare equal:
+
+* a node's predicate is the AND of its inputs' predicates (data and control edges);
+* Switch output 1 ANDs ``s(pred)``, output 0 ANDs ``!s(pred)``;
+* a Merge ORs its inputs, factoring common terms so a cond's two branches merge back to the
+  predicate before the Switch (``(a & s) | (a & !s) = a``);
+* a loop Merge (fed by NextIteration) gets a fresh symbol of its own, as TF's pessimistic mode does;
+  the loop's body therefore has predicates distinct from the code around it.
+
+This is a documented simplification of TF's predicate factory (no AndRecurrence induction, no
+optimistic loop mode); on graphs without loops it reaches the same equalities.
+"""
+from __future__ import annotations
+
+from tfxla_cluster.graph.graph import Graph
+
+# Expressions: ("sym", name) | ("not", ("sym", name)) | ("and", frozenset) | ("or", frozenset)
+TRUE = ("and", frozenset())
+FALSE = ("or", frozenset())
+
+
+def _neg(term):
+    return term[1] if term[0] == "not" else ("not", term)
+
+
+def make_and(*terms):
+    flat: set = set()
+    for t in terms:
+        if t == FALSE:
+            return FALSE
+        if t[0] == "and":
+            flat |= t[1]
+        else:
+            flat.add(t)
+    if any(_neg(t) in flat for t in flat if t[0] in ("sym", "not")):
+        return FALSE
+    if len(flat) == 1:
+        return next(iter(flat))
+    return ("and", frozenset(flat))
+
+
+def _conjuncts(t) -> frozenset:
+    return t[1] if t[0] == "and" else frozenset([t])
+
+
+def make_or(*terms):
+    flat: set = set()
+    for t in terms:
+        if t == TRUE:
+            return TRUE
+        if t[0] == "or":
+            flat |= t[1]
+        else:
+            flat.add(t)
+    if not flat:
+        return FALSE
+    if len(flat) == 1:
+        return next(iter(flat))
+    # Factor the conjuncts all disjuncts share: (a & x) | (a & y) = a & (x | y).
+    conj = [_conjuncts(t) for t in flat]
+    common = frozenset.intersection(*conj)
+    rests = []
+    for c in conj:
+        rest = c - common
+        rests.append(make_and(*rest) if rest else TRUE)
+    if any(r == TRUE for r in rests):
+        rest_pred = TRUE
+    elif len(rests) == 2 and rests[0][0] in ("sym", "not") and _neg(rests[0]) == rests[1]:
+        rest_pred = TRUE  # x | !x
+    else:
+        rest_pred = ("or", frozenset(rests)) if common else ("or", frozenset(flat))
+        if not common:
+            return rest_pred
+    return make_and(*common, rest_pred)
+
+
+def to_string(p) -> str:
+    kind = p[0]
+    if kind == "sym":
+        return p[1]
+    if kind == "not":
+        return "~" + to_string(p[1])
+    if not p[1]:
+        return "#true" if kind == "and" else "#false"
+    sep = " & " if kind == "and" else " | "
+    return "(" + sep.join(sorted(to_string(t) for t in p[1])) + ")"
+
+
+def compute_predicates(graph: Graph) -> dict[int, tuple]:
+    """Predicate of every op node's control output (TF's ``GetPredicateFor(n, kControlSlot)``)."""
+    out_pred: dict[tuple[int, int], tuple] = {}
+    node_pred: dict[int, tuple] = {}
+    for node in graph.topological_order():
+        ins = [e for e in node.in_edges if e.src.is_op]
+        if node.op in ("Merge", "RefMerge"):
+            if any(e.src.op == "NextIteration" for e in ins):
+                pred = ("sym", f"*{node.name}")  # a loop: a symbol of its own
+            else:
+                pred = make_or(*(out_pred.get((e.src.id, e.src_output), node_pred.get(e.src.id, TRUE))
+                                 for e in ins if not e.is_control))
+                ctrl = [node_pred.get(e.src.id, TRUE) for e in ins if e.is_control]
+                pred = make_and(pred, *ctrl)
+            node_pred[node.id] = pred
+            continue
+        pred = make_and(*(node_pred.get(e.src.id, TRUE) if e.is_control
+                          else out_pred.get((e.src.id, e.src_output), node_pred.get(e.src.id, TRUE))
+                          for e in ins))
+        node_pred[node.id] = pred
+        if node.op in ("Switch", "RefSwitch"):
+            data = node.data_inputs()
+            if len(data) == 2:
+                sym = ("sym", f"{data[1].src.name}:{data[1].src_output}")
+                out_pred[(node.id, 0)] = make_and(pred, ("not", sym))
+                out_pred[(node.id, 1)] = make_and(pred, sym)
+    return node_pred

@@ -1,0 +1,72 @@
+"""TF's debug dumps of the clustering pass, with TF's file names and renaming rules.
+
+Stage: clustering output. ``dump_graph(name, graph_def)`` writes ``$TF_DUMP_GRAPH_PREFIX/<name>.pbtxt``
+the first time a name is used in the process, then ``<name>_1.pbtxt``, ``<name>_2.pbtxt``, ... (TF's
+process-global per-name counter in dump_graph.cc; ``/ [ ] * ? \\`` in names become ``_``).
+``annotated`` renames nodes ``<cluster>/<node>``, ``varhandle/<node>`` or ``unclustered/<node>`` (inputs
+follow), as TF's ``mark_for_compilation_annotated`` dump does. Nothing is written without a prefix.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+from pathlib import Path
+
+from google.protobuf import text_format
+from tensorflow.core.framework import graph_pb2
+
+log = logging.getLogger("tfxla_cluster.dump_graph")
+
+_counts: collections.Counter = collections.Counter()
+_lock = threading.Lock()
+_ILLEGAL = str.maketrans({c: "_" for c in "/[]*?\\"})
+
+
+def reset_counters() -> None:
+    with _lock:
+        _counts.clear()
+
+
+def unique_filename(name: str, suffix: str = ".pbtxt") -> str:
+    name = name.translate(_ILLEGAL)
+    with _lock:
+        count = _counts[name]
+        _counts[name] += 1
+    return f"{name}_{count}{suffix}" if count else f"{name}{suffix}"
+
+
+def dump_graph(name: str, graph_def: graph_pb2.GraphDef, prefix: str | None = None) -> str:
+    """Write ``graph_def`` as TF's DumpGraphToFile would; returns the path or TF's "not specified" text."""
+    prefix = prefix if prefix is not None else os.environ.get("TF_DUMP_GRAPH_PREFIX", "")
+    if not prefix:
+        return "(TF_DUMP_GRAPH_PREFIX not specified)"
+    path = Path(prefix) / unique_filename(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text_format.MessageToString(graph_def))
+    log.info("Dumped GraphDef to %s", path)
+    return str(path)
+
+
+def annotated(graph_def: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
+    """The ``mark_for_compilation_annotated`` form: node names prefixed by their cluster."""
+    out = graph_pb2.GraphDef()
+    out.CopyFrom(graph_def)
+    rename = {}
+    for nd in out.node:
+        if "_XlaCluster" in nd.attr:
+            rename[nd.name] = f"{nd.attr['_XlaCluster'].s.decode()}/{nd.name}"
+        elif nd.op == "VarHandleOp":
+            rename[nd.name] = f"varhandle/{nd.name}"
+        else:
+            rename[nd.name] = f"unclustered/{nd.name}"
+    for nd in out.node:
+        nd.name = rename[nd.name]
+        refs = list(nd.input)
+        del nd.input[:]
+        for ref in refs:
+            ctrl = ref.startswith("^")
+            base, sep, idx = ref.lstrip("^").partition(":")
+            nd.input.append(("^" if ctrl else "") + rename.get(base, base) + (sep + idx if sep else ""))
+    return out

@@ -1,0 +1,829 @@
+"""MarkForCompilation: TF 2.21's auto-clustering pass, decision for decision, with reasons.
+
+Stage: clustering. Input: a :class:`~tfxla_cluster.graph.Graph` (TF's view of a GraphDef) and the
+``TF_XLA_FLAGS`` in effect. Output: the same GraphDef with ``_XlaCluster``/``_XlaAlreadyClustered`` on
+the clustered nodes — identical to TF's ``mark_for_compilation_N.pbtxt`` — plus a reason for every
+node. The steps and their order are TF's (mark_for_compilation_pass.cc):
+
+A. candidates, by node id: fuel, ``_XlaCompile=false``, JIT device, device policy, the recursive
+   compilability check, string Const, ``--tf_xla_ops_to_cluster``, must-be-constant stateful ops, the
+   loop Identity that drives constants;
+B. the cycle-detection graph (GraphCycles over node ids, loop frames collapsed, back edges dropped);
+C. one cluster per candidate (effective size, devices, resource ops, deadness, scope, _XlaCompile);
+D. edge contraction in post-order, phases 0 (Shape/Rank/Size consumers), 1 (not into sink-like NoOps,
+   not from integer ``i++`` resource ops), 2 (all) and 3 (must change nothing);
+E. Fill declustering; F. marking with ``--tf_xla_min_cluster_size`` and TF's cluster names.
+
+Process-global state that TF keeps across graphs (fuel, the cluster sequence numbers) lives in a
+:class:`ProcessState`; the default is shared by the whole Python process, as in TF.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from tensorflow.core.framework import attr_value_pb2, graph_pb2, types_pb2
+
+from tfxla_cluster import flags as flags_mod
+from tfxla_cluster.errors import InternalError
+from tfxla_cluster.graph.graph import Graph, Node
+from tfxla_cluster.jit import compilability, deadness, device_util, dumps, op_tables, resource_safety, xla_kernels
+from tfxla_cluster.jit.const_analysis import ConstAnalysis
+from tfxla_cluster.jit.graph_cycles import GraphCycles, describe_cycle
+
+log = logging.getLogger("tfxla_cluster.mark_for_compilation")
+
+XLA_CLUSTER_ATTR = "_XlaCluster"
+XLA_ALREADY_CLUSTERED_ATTR = "_XlaAlreadyClustered"
+XLA_COMPILE_ATTR = "_XlaCompile"
+XLA_MUST_COMPILE_ATTR = "_XlaMustCompile"
+XLA_SCOPE_ATTR = "_XlaScope"
+XLA_INTERNAL_SCOPE_ATTR = "_XlaInternalScope"
+INT64_MAX = 2**63 - 1
+
+_INTEGER_TYPES = {types_pb2.DT_INT8, types_pb2.DT_INT16, types_pb2.DT_INT32, types_pb2.DT_INT64,
+                  types_pb2.DT_UINT8, types_pb2.DT_UINT16, types_pb2.DT_UINT32, types_pb2.DT_UINT64}
+
+
+class ProcessState:
+    """What TF keeps per process: clustering fuel (initialised once from the flag) and the cluster
+    sequence numbers (one counter per graph fingerprint; 0 when names are not deterministic)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.fuel: int | None = None
+        self.sequence: dict[int, int] = collections.defaultdict(int)
+
+    def next_sequence(self, fingerprint: int) -> int:
+        with self.lock:
+            n = self.sequence[fingerprint]
+            self.sequence[fingerprint] = n + 1
+            return n
+
+    def reset(self) -> None:
+        with self.lock:
+            self.fuel = None
+            self.sequence.clear()
+
+
+GLOBAL_STATE = ProcessState()
+
+
+@dataclass(slots=True)
+class Decision:
+    """Why a node ended where it did. ``code`` is stable (tests and --json use it); ``reason`` reads
+    like TF's own log text where TF has one."""
+
+    node: str
+    op: str
+    cluster: str | None
+    code: str
+    reason: str
+    related: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"node": self.node, "op": self.op, "cluster": self.cluster, "code": self.code,
+                "reason": self.reason, "related": list(self.related)}
+
+
+@dataclass(slots=True)
+class ContractionAttempt:
+    phase: int
+    src: str
+    dst: str
+    merged: bool
+    code: str
+    reason: str
+
+
+@dataclass
+class MarkResult:
+    """The pass's output: the marked GraphDef, clusters (name → node names in id order) and a
+    decision for every op node."""
+
+    graph_def: graph_pb2.GraphDef
+    graph: Graph
+    clusters: dict[str, list[str]]
+    decisions: dict[str, Decision]
+    contractions: list[ContractionAttempt] = field(default_factory=list)
+    global_jit_level: int = 0
+    cpu_global_jit: bool = False
+    skipped: str = ""  # why the whole graph was left alone, if it was
+
+    def cluster_of(self, node: str) -> str | None:
+        return self.decisions[node].cluster if node in self.decisions else None
+
+    def summary(self, verbose: bool = True) -> str:
+        """TF's ``VLogClusteringSummary`` text (VLOG2 lines; op histograms are TF's VLOG3)."""
+        return "\n".join(summary_lines(self.graph_def, verbose))
+
+
+def summary_lines(graph_def: graph_pb2.GraphDef, verbose: bool = True) -> list[str]:
+    """TF's clustering summary for a marked GraphDef. Sizes count SOURCE and SINK (two NoOps), as
+    ``Graph::num_nodes()`` does."""
+    total = len(graph_def.node) + 2
+    clusters: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    unclustered = collections.Counter({"NoOp": 2})
+    for nd in graph_def.node:
+        if XLA_CLUSTER_ATTR in nd.attr:
+            clusters[nd.attr[XLA_CLUSTER_ATTR].s.decode()][nd.op] += 1
+        else:
+            unclustered[nd.op] += 1
+
+    def ratio(n: int) -> str:
+        return f"{n} / {total} ({100.0 * n / total:.2f}%)"
+
+    clustered = sum(sum(c.values()) for c in clusters.values())
+    lines = [f"*** Clustering info for graph of size {total}",
+             f" Built {len(clusters)} clusters, size {ratio(clustered)}"]
+    for name in sorted(clusters):
+        lines.append(f"  {name} {ratio(sum(clusters[name].values()))}")
+        if verbose:
+            lines += [f"   {op}: {count} instances" for op, count in sorted(clusters[name].items())]
+    if unclustered:
+        lines.append(f" Unclustered nodes: {ratio(sum(unclustered.values()))}")
+        if verbose:
+            lines += [f"  {op}: {count} instances" for op, count in sorted(unclustered.items())]
+    return lines
+
+
+class _Cluster:
+    __slots__ = ("rep", "size", "effective_size", "has_functional_cf", "devices", "resource_op_device",
+                 "deadness", "xla_compile_attr_true", "scope", "resource_var_ids")
+
+    def __init__(self, rep, effective_size, has_functional_cf, device, resource_op_device, resource_var_id,
+                 deadness_pred, xla_compile_attr_true, scope):
+        self.rep = rep
+        self.size = 1
+        self.effective_size = effective_size
+        self.has_functional_cf = has_functional_cf
+        self.devices = frozenset([device])
+        self.resource_op_device = resource_op_device
+        self.deadness = deadness_pred
+        self.xla_compile_attr_true = xla_compile_attr_true
+        self.scope = scope
+        self.resource_var_ids = [resource_var_id] if resource_var_id is not None else []
+
+    def merge(self, other: "_Cluster") -> None:
+        self.size += other.size
+        self.effective_size += other.effective_size
+        self.has_functional_cf |= other.has_functional_cf
+        self.devices = self.devices | other.devices
+        if self.resource_op_device is None:
+            self.resource_op_device = other.resource_op_device
+        self.xla_compile_attr_true |= other.xla_compile_attr_true
+        if self.scope is None:
+            self.scope = other.scope
+        self.resource_var_ids.extend(other.resource_var_ids)
+        other.resource_var_ids = []
+
+
+class MarkForCompilationPass:
+    """One run of the pass over one graph (TF's ``MarkForCompilationPassImpl``)."""
+
+    def __init__(self, graph: Graph, flags: "flags_mod.Flags", *, session_name: str = "",
+                 config_jit_level: int = 0, cpu_global_jit_config: bool = False,
+                 ignore_xla_compile_attr: bool = False, disable_deadness: bool | None = None,
+                 state: ProcessState | None = None, explain_cycles: bool = True,
+                 dump_prefix: str | None = None) -> None:
+        self.graph = graph
+        self.dump_prefix = dump_prefix
+        self.flags = flags
+        self.state = state or GLOBAL_STATE
+        self.session_name = session_name
+        self.ignore_xla_compile_attr = ignore_xla_compile_attr
+        self.ignore_deadness = (flags.tf_xla_disable_deadness_safety_checks_for_debugging
+                                if disable_deadness is None else disable_deadness)
+        self.explain_cycles = explain_cycles
+        single_gpu = _is_single_gpu_graph(graph)
+        self.global_jit_level = int(flags_mod.global_jit_level_for_graph(flags, single_gpu, config_jit_level))
+        self.jit_on = self.global_jit_level != int(flags_mod.GlobalJitLevel.OFF)
+        self.cpu_global_jit = cpu_global_jit_config
+        self.devices = device_util.DeviceInfoCache()
+        self.decisions: dict[str, Decision] = {}
+        self.contractions: list[ContractionAttempt] = []
+        self.candidates: list[Node] = []
+        self.clusters: dict[int, _Cluster] = {}       # union-find root value, by node id
+        self._uf_parent: dict[int, int] = {}
+        self._uf_rank: dict[int, int] = {}
+        self._checkers: dict[tuple[str, bool], compilability.CompilabilityChecker] = {}
+        self.declustered: set[int] = set()
+        self.phase = -1
+
+    # ----- helpers ----------------------------------------------------------------------------------
+    def _decide(self, node: Node, code: str, reason: str, cluster: str | None = None,
+                related: Iterable[str] = ()) -> None:
+        self.decisions[node.name] = Decision(node.name, node.op, cluster, code, reason, tuple(related))
+
+    def _node_or_func_attr(self, node: Node, attr: str) -> bool:
+        """TF's GetNodeOrFuncAttr: the node's bool attr OR the called library function's."""
+        out = False
+        if attr in node.node_def.attr:
+            out |= node.node_def.attr[attr].b
+        fdef = self.graph.function(node.op)
+        if fdef is not None and attr in fdef.attr:
+            out |= fdef.attr[attr].b
+        return out
+
+    def _xla_compile_attr_true(self, node: Node) -> bool:
+        return self._node_or_func_attr(node, XLA_COMPILE_ATTR) or (
+            self.jit_on and self._node_or_func_attr(node, XLA_MUST_COMPILE_ATTR))
+
+    def _disallowed_by_xla_compile_attr(self, node: Node) -> str:
+        if self.ignore_xla_compile_attr:
+            return ""
+        if XLA_COMPILE_ATTR in node.node_def.attr:
+            return "" if node.node_def.attr[XLA_COMPILE_ATTR].b else "_XlaCompile is false"
+        fdef = self.graph.function(node.op)
+        if fdef is not None and XLA_COMPILE_ATTR in fdef.attr and not fdef.attr[XLA_COMPILE_ATTR].b:
+            return "_XlaCompile on callee is false"
+        return ""
+
+    def _should_compile(self, attr_true: bool, device_type: str, policy: str) -> bool:
+        return (attr_true or policy == "always"
+                or (policy == "if_enabled_globally" and self.jit_on)
+                or (device_type == "CPU" and policy == "if_explicitly_requested" and self.cpu_global_jit))
+
+    def _registration(self, device_type: str) -> xla_kernels.DeviceRegistration | None:
+        return xla_kernels.device_registration(device_type, self.flags.tf_xla_cpu_global_jit)
+
+    def _checker(self, reg: xla_kernels.DeviceRegistration, allow_where: bool):
+        key = (reg.compilation_device, reg.cluster_resource_variable_ops_unsafely, allow_where)
+        checker = self._checkers.get(key)
+        if checker is None:
+            checker = compilability.CompilabilityChecker(
+                compilability.auto_clustering_filter(reg, allow_where), reg.compilation_device,
+                self.graph.library)
+            self._checkers[key] = checker
+        return checker
+
+    def _scope(self, node: Node) -> str | None:
+        attr = XLA_INTERNAL_SCOPE_ATTR if self.jit_on else XLA_SCOPE_ATTR
+        value = node.node_def.attr[attr].s.decode() if attr in node.node_def.attr else ""
+        return value or None
+
+    # ----- union-find (TF's UnionFind<Cluster*>: union by rank, value of the first argument) -------
+    def _find(self, nid: int) -> int:
+        parent = self._uf_parent
+        root = nid
+        while parent[root] != root:
+            root = parent[root]
+        while parent[nid] != root:
+            parent[nid], nid = root, parent[nid]
+        return root
+
+    def _cluster_for_node(self, nid: int) -> _Cluster | None:
+        if nid not in self._uf_parent:
+            return None
+        return self.clusters[self._find(nid)]
+
+    def _uf_merge(self, a: int, b: int) -> None:
+        ra, rb = self._find(a), self._find(b)
+        if ra == rb:
+            return
+        value = self.clusters[ra]
+        if self._uf_rank[ra] > self._uf_rank[rb]:
+            self._uf_parent[rb] = ra
+            return
+        self._uf_parent[ra] = rb
+        if self._uf_rank[ra] == self._uf_rank[rb]:
+            self._uf_rank[rb] += 1
+        self.clusters[rb] = value
+
+    def _cluster_for_cycles_node(self, cid: int) -> _Cluster | None:
+        if cid >= len(self.graph.nodes):
+            return None
+        return self._cluster_for_node(cid)
+
+    # ----- step A -----------------------------------------------------------------------------------
+    def find_candidates(self) -> None:
+        flags = self.flags
+        all_ops = xla_kernels.all_xla_ops()
+        allowlist = op_tables.expand_ops_to_cluster(flags.tf_xla_ops_to_cluster, all_ops)
+        allow_where = op_tables.check_cluster_exclude_ops(flags.tf_xla_cluster_exclude_ops)
+        if allowlist:
+            log.debug("XLA clustering will only consider the following TF operations: %s",
+                      " ".join(sorted(allowlist)))
+        const_nodes, _ = ConstAnalysis(self.graph.library).compile_time_const_nodes(self.graph)
+        if self.state.fuel is None:
+            self.state.fuel = flags.tf_xla_clustering_fuel
+        fuel_start = self.state.fuel
+        log.debug("Starting fuel: %s", "infinity" if fuel_start >= INT64_MAX // 2 else fuel_start)
+        for node in self.graph.op_nodes():
+            if self.state.fuel <= 0:
+                self._decide(node, "fuel_exhausted",
+                             f"--tf_xla_clustering_fuel exhausted (started at {fuel_start})")
+                continue
+            device_type = self.devices.device_type(self.devices.id_for(node.assigned_device))
+            why = self._disallowed_by_xla_compile_attr(node)
+            if why:
+                self._decide(node, "xla_compile_false", f"disallowed by _XlaCompile attribute ({why})")
+                continue
+            reg = self._registration(device_type)
+            if reg is None:
+                self._decide(node, "no_jit_device", f"could not find JIT device for {device_type or '(none)'}")
+                continue
+            attr_true = self._xla_compile_attr_true(node)
+            if not self._should_compile(attr_true, device_type, reg.autoclustering_policy):
+                self._decide(node, "device_policy", _policy_reason(device_type, reg, self.jit_on))
+                continue
+            reason = self._checker(reg, allow_where).check_node(node.node_def)
+            if reason:
+                self._decide(node, _reason_code(reason), reason)
+                continue
+            if node.op == "Const" and node.node_def.attr["dtype"].type == types_pb2.DT_STRING:
+                self._decide(node, "string_const", "Const op with type DT_STRING is not supported by XLA.")
+                continue
+            if allowlist and node.op not in allowlist:
+                self._decide(node, "not_in_ops_to_cluster",
+                             f"Rejecting TF operation {node.op} as it is not listed in --tf_xla_ops_to_cluster.")
+                continue
+            if node.id in const_nodes and node.op_def.is_stateful:
+                info = op_tables.resource_op_info(node.op)
+                if info is None or info[1] == "variable":
+                    self._decide(node, "must_be_constant_stateful",
+                                 "must-be-constant stateful op: its value feeds a compile-time constant input, "
+                                 "and a stateful op can't be constant-folded")
+                    continue
+            if _is_identity_driving_consts_in_loop(node):
+                self._decide(node, "loop_identity_driving_consts",
+                             "including it can create dependencies between while loop condition and body "
+                             "computations with runtime overhead.")
+                continue
+            self.candidates.append(node)
+            self.state.fuel -= 1
+
+    # ----- steps B and C ------------------------------------------------------------------------------
+    def build_cycles_graph(self) -> GraphCycles | None:
+        cycles = GraphCycles()
+        for _ in range(len(self.graph.nodes)):
+            cycles.new_node()
+        frames = _frame_names(self.graph)
+        frame_nodes: dict[str, int] = {}
+
+        def frame_node(name: str) -> int:
+            if name not in frame_nodes:
+                frame_nodes[name] = cycles.new_node()
+            return frame_nodes[name]
+
+        names = {n.id: n.name for n in self.graph.nodes}
+        for e in self.graph.edges():
+            src, dst = e.src.id, e.dst.id
+            if e.dst.op in ("Enter", "RefEnter") or e.src.op in ("Exit", "RefExit"):
+                if e.dst.op in ("Enter", "RefEnter"):
+                    dst = frame_node(frames.get(e.dst.id, ""))
+                if e.src.op in ("Exit", "RefExit"):
+                    src = frame_node(frames.get(e.src.id, ""))
+                if not cycles.insert_edge(src, dst):
+                    self.skipped = "Could not form cycle detection graph (a cycle through loop frames)"
+                    return None
+                continue
+            if e.src.op in ("NextIteration", "RefNextIteration"):
+                continue
+            if not cycles.insert_edge(src, dst):
+                raise InternalError(
+                    "Found cycle in graph without control flow operator during XLA compilation: "
+                    + describe_cycle(cycles, names.get, src, dst, len(self.graph.nodes)))
+        return cycles
+
+    def build_initial_clusters(self) -> None:
+        reg_cache: dict[str, xla_kernels.DeviceRegistration | None] = {}
+
+        def ignore(node: Node) -> bool:
+            if not node.assigned_device:
+                return False
+            dtype = self.devices.device_type(self.devices.id_for(node.assigned_device))
+            if dtype not in reg_cache:
+                reg_cache[dtype] = self._registration(dtype)
+            reg = reg_cache[dtype]
+            return True if reg is None else reg.cluster_resource_variable_ops_unsafely
+
+        self.unsafe_pairs = (set() if self.flags.tf_xla_disable_resource_variable_safety_checks_for_debugging
+                             else resource_safety.incompatible_pairs(self.graph, ignore))
+        preds = None if self.ignore_deadness else deadness.compute_predicates(self.graph)
+        for node in self.candidates:
+            is_resource = any(opdefs_base(t) == types_pb2.DT_RESOURCE
+                              for t in _input_dtypes(node) + node.output_dtypes)
+            device = self.devices.id_for(node.assigned_device or node.requested_device)
+            resource_var_id = node.id if (is_resource or resource_safety.may_call_function(node, self.graph)) else None
+            cluster = _Cluster(
+                node.id, 0 if node.op in op_tables.IDENTITY_OPS or node.op in op_tables.CONSTANT_OPS else 1,
+                node.op in op_tables.WHILE_OPS or node.op in op_tables.IF_OPS, device,
+                device if is_resource else None, resource_var_id,
+                preds[node.id] if preds is not None else None, self._xla_compile_attr_true(node),
+                self._scope(node))
+            self.clusters[node.id] = cluster
+            self._uf_parent[node.id] = node.id
+            self._uf_rank[node.id] = 0
+
+    # ----- step D -------------------------------------------------------------------------------------
+    def _only_node(self, cluster: _Cluster) -> Node | None:
+        return self.graph.nodes[cluster.rep] if cluster.size == 1 else None
+
+    def _is_sink_like(self, cluster: _Cluster) -> bool:
+        n = self._only_node(cluster)
+        return bool(n and n.op == "NoOp" and len(n.out_edges) == 1 and n.out_edges[0].dst.is_sink)
+
+    def _is_scalar_integer_resource_op(self, cluster: _Cluster) -> bool:
+        n = self._only_node(cluster)
+        if n is None or n.op not in ("AssignAddVariableOp", "AssignSubVariableOp"):
+            return False
+        if "dtype" not in n.node_def.attr or n.node_def.attr["dtype"].type not in _INTEGER_TYPES:
+            return False
+        const = next((e.src for e in n.in_edges if not e.is_control and e.src.op in op_tables.CONSTANT_OPS), None)
+        if const is None or "value" not in const.node_def.attr:
+            return False
+        return len(const.node_def.attr["value"].tensor.tensor_shape.dim) == 0
+
+    def _devices_compatible(self, a: _Cluster, b: _Cluster) -> bool:
+        chosen, _ = device_util.pick_device_for_xla(self.devices, a.devices | b.devices)
+        if chosen is None:
+            return False
+        return all(c.resource_op_device is None or c.resource_op_device == chosen for c in (a, b))
+
+    def _name(self, cluster: _Cluster) -> str:
+        node = self.graph.nodes[cluster.rep]
+        if cluster.size == 1:
+            return f"<{node.name} #{cluster.rep}>"
+        return f"<{node.name} + {cluster.size - 1} others #{cluster.rep}>"
+
+    def _fail(self, src: _Cluster, dst: _Cluster, code: str, reason: str) -> bool:
+        self.contractions.append(ContractionAttempt(self.phase, self._name(src), self._name(dst), False, code, reason))
+        log.log(5, "Could not contract %s -> %s because %s.", self._name(src), self._name(dst), reason)
+        return False
+
+    def try_to_contract_edge(self, src: _Cluster, dst: _Cluster) -> bool:
+        if src.deadness != dst.deadness:
+            return self._fail(src, dst, "deadness", "the two nodes have mismatching deadness: "
+                              f"{deadness.to_string(src.deadness)} and {deadness.to_string(dst.deadness)}")
+        if not self._devices_compatible(src, dst):
+            return self._fail(src, dst, "devices", "the two nodes have incompatible devices")
+        if src.scope is not None and dst.scope is not None and src.scope != dst.scope:
+            return self._fail(src, dst, "scope", "the two nodes have mismatching XLA scopes")
+        if src.size + dst.size > self.flags.tf_xla_max_cluster_size:
+            return self._fail(src, dst, "max_cluster_size",
+                              "the new cluster will be larger than the max cluster size")
+        for in_id in self.cycles.predecessors(dst.rep):
+            c_in = self._cluster_for_cycles_node(in_id)
+            if c_in is not None and (not self._devices_compatible(dst, c_in)
+                                     or not self._devices_compatible(src, c_in)):
+                return self._fail(src, dst, "cross_device",
+                                  "the new cluster will introduce a cross device dependency")
+        if self.unsafe_pairs:
+            for a in src.resource_var_ids:
+                for b in dst.resource_var_ids:
+                    if (a, b) in self.unsafe_pairs:
+                        return self._fail(src, dst, "resource_safety",
+                                          "the new cluster would break resource variable semantics "
+                                          f"({self.graph.nodes[a].name} before {self.graph.nodes[b].name})")
+        return self.merge_clusters(src, dst)
+
+    def merge_clusters(self, src: _Cluster, dst: _Cluster) -> bool:
+        a, b = src.rep, dst.rep
+        path = self._potential_cycle(a, b) if self.explain_cycles else None
+        merged = self.cycles.contract_edge(a, b)
+        if merged is None:
+            reason = "contracting the edge would create a cycle" + (f" via {path}" if path else "")
+            return self._fail(src, dst, "cycle", reason)
+        src.merge(dst)
+        src.rep = merged
+        self._uf_merge(a, b)
+        self.contractions.append(ContractionAttempt(self.phase, self._name(src), "", True, "merged", ""))
+        return True
+
+    def _potential_cycle(self, a: int, b: int) -> str | None:
+        """TF's DescribePotentialCycle: an a→…→b path besides the edge, preferring unclusterable
+        nodes. Only computed when the contraction will fail (b stays reachable without the edge)."""
+        if not self.cycles.can_contract_edge(a, b):
+            rpo = list(reversed(self.cycles.all_nodes_in_post_order()))
+            best: dict[int, int] = {a: -1}
+            for n in rpo:
+                some = preferred = None
+                for p in self.cycles.predecessors(n):
+                    if p not in best or (n == b and p == a):
+                        continue
+                    some = p
+                    if self._cluster_for_cycles_node(p) is None:
+                        preferred = p
+                if some is not None or preferred is not None:
+                    best[n] = preferred if preferred is not None else some
+                if n == b:
+                    break
+            path, cur, unclustered = [], best.get(b, a), False
+            while cur != a and cur != -1:
+                path.append(cur)
+                cur = best.get(cur, a)
+            labels = []
+            for cid in reversed(path):
+                c = self._cluster_for_cycles_node(cid)
+                if c is not None:
+                    labels.append(self._name(c))
+                else:
+                    unclustered = True
+                    labels.append(self.graph.nodes[cid].name if cid < len(self.graph.nodes) else f"<oob #{cid}>")
+            return ("" if unclustered else "(all clusters) ") + "[" + ",".join(labels) + "]"
+        return None
+
+    def for_each_edge_in_post_order(self, fn) -> bool:
+        changed = False
+        for nid in self.cycles.all_nodes_in_post_order():
+            src = self._cluster_for_cycles_node(nid)
+            if src is None:
+                continue
+            for to in self.cycles.successors_copy(src.rep):
+                dst = self._cluster_for_cycles_node(to)
+                if dst is None:
+                    continue
+                changed |= bool(fn(src, dst))
+        return changed
+
+    def run_edge_contraction_loop(self) -> None:
+        self.phase = 0
+        self.for_each_edge_in_post_order(
+            lambda s, d: (n := self._only_node(d)) is not None and n.op in op_tables.SHAPE_CONSUMER_OPS
+            and self.try_to_contract_edge(s, d))
+        self.phase = 1
+        self.for_each_edge_in_post_order(
+            lambda s, d: not self._is_sink_like(d) and not self._is_scalar_integer_resource_op(s)
+            and self.try_to_contract_edge(s, d))
+        self.phase = 2
+        self.for_each_edge_in_post_order(self.try_to_contract_edge)
+        self.phase = 3
+        if self.for_each_edge_in_post_order(self.try_to_contract_edge):
+            raise InternalError("MarkForCompilation: edge contraction is not idempotent (phase 3 changed)")
+
+    # ----- steps E and F ------------------------------------------------------------------------------
+    def decluster_nodes(self) -> None:
+        for node in self.candidates:
+            cluster = self._cluster_for_node(node.id)
+            if node.op_def.name != "Fill" or not node.out_edges:
+                continue
+            if all(self._cluster_for_node(e.dst.id) is not cluster for e in node.out_edges):
+                self.declustered.add(node.id)
+
+    def should_compile_cluster(self, cluster: _Cluster, cache: dict) -> tuple[bool, str]:
+        if id(cluster) in cache:
+            return cache[id(cluster)]
+        chosen, why = device_util.pick_device_for_xla(self.devices, cluster.devices)
+        if chosen is None:
+            raise InternalError(f"cluster with no device: {why}")
+        dtype = self.devices.device_type(chosen)
+        reg = self._registration(dtype)
+        ok = (cluster.xla_compile_attr_true or reg.autoclustering_policy == "always"
+              or (reg.autoclustering_policy == "if_enabled_globally" and self.jit_on))
+        result = (ok, "" if ok else _policy_reason(dtype, reg, self.jit_on))
+        if not ok and self.jit_on and dtype == "CPU":
+            _warn_cpu_once(self.flags)
+        cache[id(cluster)] = result
+        return result
+
+    def create_clusters(self, fingerprint: int) -> dict[str, list[str]]:
+        names: dict[int, str] = {}
+        members: dict[str, list[str]] = {}
+        cache: dict = {}
+        min_size = self.flags.tf_xla_min_cluster_size
+        for node in self.candidates:
+            cluster = self._cluster_for_node(node.id)
+            ok, why = self.should_compile_cluster(cluster, cache)
+            if not ok:
+                self._decide(node, "device_policy", why)
+                continue
+            if node.id in self.declustered:
+                self._decide(node, "declustered_fill",
+                             "Fill whose consumers are all outside its cluster is left to TF (DeclusterNodes)")
+                continue
+            if (cluster.effective_size >= min_size or cluster.has_functional_cf
+                    or cluster.xla_compile_attr_true):
+                name = names.get(cluster.rep)
+                if name is None:
+                    prefix = f"{self.session_name}_" if self.session_name else "cluster_"
+                    if self.flags.tf_xla_deterministic_cluster_names:
+                        prefix += f"{fingerprint}_"
+                    name = prefix + str(self.state.next_sequence(fingerprint))
+                    names[cluster.rep] = name
+                node.node_def.attr[XLA_CLUSTER_ATTR].CopyFrom(attr_value_pb2.AttrValue(s=name.encode()))
+                node.node_def.attr[XLA_ALREADY_CLUSTERED_ATTR].CopyFrom(attr_value_pb2.AttrValue(b=True))
+                members.setdefault(name, []).append(node.name)
+                self._decide(node, "clustered", f"clustered into {name}", cluster=name)
+            else:
+                self._decide(node, "min_cluster_size",
+                             f"cluster below --tf_xla_min_cluster_size (effective size "
+                             f"{cluster.effective_size} < {min_size}; Identity and Const count 0)",
+                             related=self._cluster_failures(cluster))
+        return members
+
+    def _cluster_failures(self, cluster: _Cluster) -> tuple[str, ...]:
+        return ()
+
+    # ----- driver -------------------------------------------------------------------------------------
+    def run(self) -> MarkResult:
+        graph = self.graph
+        self.skipped = ""
+        clusters: dict[str, list[str]] = {}
+        if any(XLA_ALREADY_CLUSTERED_ATTR in n.node_def.attr for n in graph.op_nodes()):
+            self.skipped = "graph already clustered (a node has _XlaAlreadyClustered)"
+        elif any(n.op in ("TPUExecute", "TPUExecuteAndUpdateVariables") for n in graph.op_nodes()):
+            self.skipped = "graph contains TPUExecute"
+        else:
+            self.find_candidates()
+            if not self.candidates:
+                self.skipped = "No compilable candidates"
+            else:
+                self.cycles = self.build_cycles_graph()
+                if self.cycles is not None:
+                    self.build_initial_clusters()
+                    self.run_edge_contraction_loop()
+                    self.decluster_nodes()
+                    fingerprint = (fingerprint_graph(graph.graph_def)
+                                   if self.flags.tf_xla_deterministic_cluster_names else 0)
+                    # TF dumps only graphs that reach CreateClusters (so dump numbering matches).
+                    if self.flags.tf_xla_clustering_debug:
+                        dumps.dump_graph("before_mark_for_compilation", graph.graph_def, self.dump_prefix)
+                    clusters = self.create_clusters(fingerprint)
+                    if self.flags.tf_xla_clustering_debug:
+                        dumps.dump_graph("mark_for_compilation", graph.graph_def, self.dump_prefix)
+                        dumps.dump_graph("mark_for_compilation_annotated", dumps.annotated(graph.graph_def),
+                                         self.dump_prefix)
+        for node in graph.op_nodes():
+            if node.name not in self.decisions:
+                self._decide(node, "not_marked", self.skipped or "not a candidate")
+        result = MarkResult(graph.to_graph_def(), graph, clusters, self.decisions, self.contractions,
+                            self.global_jit_level, self.cpu_global_jit, self.skipped)
+        for line in summary_lines(result.graph_def, verbose=log.isEnabledFor(logging.DEBUG)):
+            log.info("%s", line)
+        return result
+
+
+def opdefs_base(dtype: int) -> int:
+    return dtype - 100 if dtype > 100 else dtype
+
+
+def _input_dtypes(node: Node) -> list[int]:
+    from tfxla_cluster.graph.opdefs import input_slots
+
+    return [s.dtype for s in input_slots(node.node_def, node.op_def)]
+
+
+def _policy_reason(device_type: str, reg, jit_on: bool) -> str:
+    if device_type == "CPU" and reg.autoclustering_policy == "if_explicitly_requested":
+        return ("not compiling on CPU: XLA:CPU auto-clustering needs --tf_xla_cpu_global_jit "
+                "(or _XlaCompile=true / jit_compile=True)")
+    if not jit_on:
+        return f"auto-clustering is off (--tf_xla_auto_jit) and nothing requests compilation on {device_type}"
+    return f"device policy for {device_type} does not compile this cluster"
+
+
+_CPU_WARNED = False
+
+
+def _warn_cpu_once(flags) -> None:
+    global _CPU_WARNED
+    if not _CPU_WARNED:
+        _CPU_WARNED = True
+        log.warning("(One-time warning): Not using XLA:CPU for cluster because envvar "
+                    "TF_XLA_FLAGS=--tf_xla_cpu_global_jit was not set.  If you want XLA:CPU, either set "
+                    "that envvar, or use experimental_jit_scope to enable XLA:CPU.")
+
+
+_REASON_CODES = (
+    ("top level _Arg or _Retval", "top_level_arg_retval"),
+    ("_scoped_allocator", "scoped_allocator"),
+    ("unsupported function", "uncompilable_function"),
+    ("unsupported while", "uncompilable_while"),
+    ("unsupported if", "uncompilable_if"),
+    ("unsupported case", "uncompilable_case"),
+    ("unsupported op: Const op with type DT_STRING", "string_const"),
+    ("unsupported op: Identity with unsafe cast", "ref_identity"),
+    ("unsupported op", "no_xla_kernel"),
+    ("stateful random op", "stateful_random"),
+    ("control trigger", "control_trigger"),
+    ("Assert or CheckNumerics", "assert_or_checknumerics"),
+    ("Collective op", "collective"),
+    ("Where op", "where_excluded"),
+    ("Unique op", "unique"),
+    ("DT_VARIANT", "variant"),
+    ("Stack op", "stack_op"),
+    ("TensorArray op", "tensor_array_op"),
+    ("resource variable op in called function", "resource_op_in_function"),
+    ("numerical accuracy", "inaccurate_op"),
+    ("slow operation", "slow_op"),
+    ("function depth limit", "function_depth"),
+    ("could not instantiate", "bad_function"),
+    ("source or sink", "source_sink"),
+)
+
+
+def _reason_code(reason: str) -> str:
+    for needle, code in _REASON_CODES:
+        if reason.startswith(needle) or needle in reason[:60]:
+            return code
+    return "not_compilable"
+
+
+def _is_identity_driving_consts_in_loop(node: Node) -> bool:
+    if node.op not in op_tables.IDENTITY_OPS:
+        return False
+    switch_edge = next((e for e in node.in_edges if e.src.op in op_tables.SWITCH_OPS and e.src_output == 1), None)
+    if switch_edge is None:
+        return False
+    data = switch_edge.src.data_inputs()
+    if len(data) < 2 or data[1].src.op != "LoopCond":
+        return False
+    return any(e.is_control and e.dst.op in op_tables.CONSTANT_OPS for e in node.out_edges)
+
+
+def _is_single_gpu_graph(graph: Graph) -> bool:
+    from tfxla_cluster.graph.devices import parse_device
+
+    gpus = set()
+    for n in graph.op_nodes():
+        if n.assigned_device:
+            p = parse_device(n.assigned_device)
+            if p.type == "GPU":
+                gpus.add(n.assigned_device)
+    return len(gpus) == 1
+
+
+def _frame_names(graph: Graph) -> dict[int, str]:
+    """The loop frame of Enter nodes (their attr) and Exit nodes (the frame their input is in)."""
+    frame: dict[int, str] = {}
+    parent: dict[str, str] = {}
+    for node in graph.topological_order():
+        if node.op in ("Enter", "RefEnter"):
+            name = node.node_def.attr["frame_name"].s.decode()
+            data = node.data_inputs()
+            parent[name] = frame.get(data[0].src.id, "") if data else ""
+            frame[node.id] = name
+            continue
+        data = [e for e in node.in_edges if e.src.is_op and e.src.op not in ("NextIteration", "RefNextIteration")]
+        if not data:
+            frame[node.id] = ""
+            continue
+        src = data[0].src
+        f = frame.get(src.id, "")
+        frame[node.id] = parent.get(f, "") if src.op in ("Exit", "RefExit") else f
+    return frame
+
+
+def fingerprint_graph(graph_def: graph_pb2.GraphDef) -> int:
+    """TF's ``FingerprintGraph``: Hash64 of the deterministic serialization."""
+    return _hash64(graph_def.SerializeToString(deterministic=True))
+
+
+def _hash64(data: bytes, seed: int = 0xDECAFCAFFE) -> int:
+    """TF's ``Hash64`` (tensorflow/core/lib/hash/hash.cc, a MurmurHash64A variant)."""
+    mask = (1 << 64) - 1
+    m, r = 0xC6A4A7935BD1E995, 47
+    n = len(data)
+    h = (seed ^ (n * m)) & mask
+    full = n - n % 8
+    for i in range(0, full, 8):
+        k = int.from_bytes(data[i:i + 8], "little")
+        k = (k * m) & mask
+        k ^= k >> r
+        k = (k * m) & mask
+        h ^= k
+        h = (h * m) & mask
+    tail = data[full:]
+    if tail:
+        for i in range(len(tail) - 1, -1, -1):
+            h ^= tail[i] << (8 * i)
+        h = (h * m) & mask
+    h ^= h >> r
+    h = (h * m) & mask
+    h ^= h >> r
+    return h
+
+
+def mark_for_compilation(graph, flags=None, *, session_name: str = "", state: ProcessState | None = None,
+                         config_jit_level: int = 0, cpu_global_jit_config: bool = False,
+                         ignore_xla_compile_attr: bool = False, disable_deadness: bool | None = None,
+                         explain_cycles: bool = True, dump_prefix: str | None = None) -> MarkResult:
+    """Run TF's MarkForCompilation on ``graph`` (a Graph, GraphDef or anything ``load_graph`` takes).
+
+    ``flags``: a :class:`~tfxla_cluster.flags.Flags`, a ``TF_XLA_FLAGS``-syntax string, or None to read
+    the environment. ``session_name`` is TF's session-metadata cluster-name prefix. With
+    ``--tf_xla_clustering_debug``, TF's dump files are written under ``dump_prefix`` (default:
+    ``$TF_DUMP_GRAPH_PREFIX``).
+    """
+    if flags is None:
+        flags = flags_mod.Flags.from_env()
+    elif isinstance(flags, str):
+        flags = flags_mod.Flags.parse(flags)
+    if not isinstance(graph, Graph):
+        if isinstance(graph, graph_pb2.GraphDef):
+            graph = Graph(graph)
+        else:
+            from tfxla_cluster.graph import load_graph
+
+            graph = load_graph(graph)
+    else:
+        graph = Graph(graph.graph_def, assign_devices=False)  # never mutate the caller's graph
+    return MarkForCompilationPass(
+        graph, flags, session_name=session_name, config_jit_level=config_jit_level,
+        cpu_global_jit_config=cpu_global_jit_config, ignore_xla_compile_attr=ignore_xla_compile_attr,
+        disable_deadness=disable_deadness, state=state, explain_cycles=explain_cycles,
+        dump_prefix=dump_prefix).run()

@@ -1,0 +1,67 @@
+"""Resource-variable operation safety: pairs of resource ops that must not share a cluster.
+
+Stage: clustering (step C). TF's ``ComputeIncompatibleResourceOperationPairs``
+(resource_operation_safety_analysis.cc): an XLA cluster reads all its resource variables before it
+runs and writes them after, so a cluster may not contain a resource op W and a later op R (W reaches R
+through data or control edges, loop back edges excluded) unless W only reads or R only writes. Calls to
+functions count as read-write. Ops on devices whose registration clusters resource ops "unsafely"
+(XLA_*), or on devices without a registration, are ignored.
+
+``incompatible_pairs`` returns the set of ``(W id, R id)`` pairs; there is no alias analysis, as in TF.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from tfxla_cluster.graph.graph import Graph, Node
+from tfxla_cluster.jit import op_tables
+
+READ, WRITE, READ_WRITE = "Read", "Write", "ReadWrite"
+
+
+def may_call_function(node: Node, graph: Graph) -> bool:
+    """``MayCallFunction``: the op is a library function, or any attr holds a function."""
+    if graph.function(node.op) is not None:
+        return True
+    return any(v.HasField("func") for v in node.node_def.attr.values())
+
+
+def resource_op_kind(node: Node, graph: Graph, ignore: Callable[[Node], bool]) -> str | None:
+    if ignore(node):
+        return None
+    info = op_tables.resource_op_info(node.op)
+    if info is not None:
+        return info[0]
+    return READ_WRITE if may_call_function(node, graph) else None
+
+
+def _is_edge_safe(from_kind: str, to_kind: str) -> bool:
+    return from_kind == READ or to_kind == WRITE
+
+
+def incompatible_pairs(graph: Graph, ignore: Callable[[Node], bool]) -> set[tuple[int, int]]:
+    """All (earlier, later) resource-op id pairs that may not be clustered together."""
+    result: set[tuple[int, int]] = set()
+    # Reaching resource ops (id, kind) per node; reads are never stored (an edge from a read is safe).
+    # Nodes with one predecessor share its set object, so chains cost nothing.
+    reaching: dict[int, frozenset[tuple[int, str]]] = {}
+    empty: frozenset[tuple[int, str]] = frozenset()
+    for node in graph.topological_order():
+        incoming = [reaching.get(e.src.id, empty) for e in node.in_edges
+                    if e.src.is_op and not (e.src.op == "NextIteration" and node.op in ("Merge", "RefMerge"))]
+        incoming = [s for s in incoming if s]
+        if not incoming:
+            current = empty
+        elif len(incoming) == 1 or all(s is incoming[0] for s in incoming):
+            current = incoming[0]
+        else:
+            current = frozenset().union(*incoming)
+        kind = resource_op_kind(node, graph, ignore)
+        if kind is not None:
+            for src_id, src_kind in current:
+                if not _is_edge_safe(src_kind, kind):
+                    result.add((src_id, node.id))
+            if kind != READ:
+                current = current | {(node.id, kind)}
+        reaching[node.id] = current
+    return result

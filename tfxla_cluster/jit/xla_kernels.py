@@ -1,0 +1,129 @@
+"""Which ops XLA accepts: TF's own XLA kernel registry, queried in-process.
+
+Stage: clustering helper. TF registers a kernel per op on the ``XLA_CPU_JIT`` (and, in GPU builds,
+``XLA_GPU_JIT``) compilation devices, with dtype constraints, once XLA is initialised. This module
+initialises XLA with one tiny ``jit_compile=True`` call, reads
+``tensorflow.python.framework.kernels.get_all_registered_kernels()`` and answers TF's ``FindKernelDef``
+question — "does this NodeDef, with these attr values, match a registered XLA kernel?" — with TF's
+answer. Nothing here is a hand-written op list.
+
+The compilation devices (``DEVICE_REGISTRATIONS``) mirror ``XlaOpRegistry::DeviceRegistration`` for
+the devices TF registers: CPU and GPU auto-cluster under the global-jit policies; the XLA_* devices
+must always compile and relax the operation filter.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Mapping
+
+from tensorflow.core.framework import kernel_def_pb2, node_def_pb2, op_def_pb2
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRegistration:
+    """``XlaOpRegistry::DeviceRegistration``: the JIT device and how auto-clustering treats it."""
+
+    compilation_device: str
+    # "always" | "if_enabled_globally" | "if_explicitly_requested"; CPU's depends on a flag.
+    autoclustering_policy: str
+    cluster_resource_variable_ops_unsafely: bool = False
+    cluster_stack_ops: bool = False
+    cluster_tensor_array_ops: bool = False
+    cluster_stateful_rng_ops: bool = False
+    cluster_control_trigger: bool = False
+    elide_assert_and_checknumerics: bool = False
+    cluster_variant_ops: bool = False
+    cluster_slow_ops: bool = False
+    cluster_inaccurate_ops: bool = False
+
+
+_XLA_DEVICE_FILTER = dict(cluster_resource_variable_ops_unsafely=True, cluster_stack_ops=False,
+                          cluster_tensor_array_ops=True, cluster_stateful_rng_ops=True,
+                          cluster_control_trigger=True, elide_assert_and_checknumerics=True,
+                          cluster_variant_ops=True, cluster_slow_ops=True, cluster_inaccurate_ops=True)
+
+
+def device_registration(device_type: str, cpu_global_jit: bool) -> DeviceRegistration | None:
+    """TF's registration for ``device_type`` (xla_cpu_device.cc, xla_gpu_device.cc, xla_device.cc)."""
+    if device_type == "CPU":
+        policy = "if_enabled_globally" if cpu_global_jit else "if_explicitly_requested"
+        return DeviceRegistration("XLA_CPU_JIT", policy)
+    if device_type == "GPU":
+        return DeviceRegistration("XLA_GPU_JIT", "if_enabled_globally")
+    if device_type == "XLA_CPU":
+        return DeviceRegistration("XLA_CPU_JIT", "always", **_XLA_DEVICE_FILTER)
+    if device_type == "XLA_GPU":
+        return DeviceRegistration("XLA_GPU_JIT", "always", **_XLA_DEVICE_FILTER)
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _registry() -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
+    import tensorflow as tf
+    from tensorflow.python.framework import kernels
+
+    # XLA registers its JIT kernels lazily, on first use; one tiny compile makes them visible.
+    tf.function(lambda x: x + 1, jit_compile=True)(tf.constant(1.0))
+    by_device: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}
+    for kdef in kernels.get_all_registered_kernels().kernel:
+        if kdef.device_type.endswith("_JIT"):
+            by_device.setdefault(kdef.device_type, {}).setdefault(kdef.op, []).append(kdef)
+    return by_device
+
+
+def jit_kernels(jit_device: str) -> Mapping[str, list[kernel_def_pb2.KernelDef]]:
+    """op → KernelDefs registered on ``jit_device``. A GPU-less TF build has no XLA_GPU_JIT
+    kernels; we then answer with XLA_CPU_JIT's (the two lists differ only in a few dtypes)."""
+    reg = _registry()
+    return reg.get(jit_device) or reg.get("XLA_CPU_JIT", {})
+
+
+def all_xla_ops() -> frozenset[str]:
+    """``XlaOpRegistry::GetAllRegisteredOps()``: every op with an XLA kernel on some JIT device."""
+    return frozenset(op for ops in _registry().values() for op in ops)
+
+
+def _attr_types(node_def: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef | None, name: str) -> list[int] | None:
+    if name in node_def.attr:
+        value = node_def.attr[name]
+    else:
+        value = None
+        for attr in (op_def.attr if op_def is not None else ()):
+            if attr.name == name and attr.HasField("default_value"):
+                value = attr.default_value
+        if value is None:
+            return None
+    if value.HasField("list"):
+        return list(value.list.type)
+    return [value.type]
+
+
+def find_kernel_def(jit_device: str, node_def: node_def_pb2.NodeDef,
+                    op_def: op_def_pb2.OpDef | None) -> tuple[bool, str]:
+    """TF's ``FindKernelDef``: (found, reason-if-not), the reason worded as TF's NotFound status."""
+    kdefs = jit_kernels(jit_device).get(node_def.op)
+    if not kdefs:
+        return False, (f"No registered '{node_def.op}' OpKernel for {jit_device} devices compatible with node "
+                       f"{{{{node {node_def.name}}}}}")
+    label = node_def.attr["_kernel"].s.decode() if "_kernel" in node_def.attr else ""
+    mismatch = ""
+    for kdef in kdefs:
+        if kdef.label != label:
+            continue
+        ok = True
+        for constraint in kdef.constraint:
+            types = _attr_types(node_def, op_def, constraint.name)
+            allowed = set(constraint.allowed_values.list.type)
+            if types is None or any(t not in allowed for t in types):
+                ok = False
+                mismatch = constraint.name
+                break
+        if ok:
+            return True, ""
+    from tensorflow.core.framework import types_pb2
+
+    types = _attr_types(node_def, op_def, mismatch) or []
+    shown = ", ".join(types_pb2.DataType.Name(t) for t in types)
+    return False, (f"No registered '{node_def.op}' OpKernel for {jit_device} devices compatible with node "
+                   f"{{{{node {node_def.name}}}}} ({mismatch}={shown or '?'} is not supported)")
