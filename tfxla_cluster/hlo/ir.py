@@ -21,7 +21,9 @@ from typing import Iterator
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
 from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.opcode import HloOpcode
-from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.hlo.shape import PrimitiveType, Shape
+
+_PRIMITIVE_TYPE_NAMES = {t.value for t in PrimitiveType}
 
 
 class NameUniquer:
@@ -40,6 +42,8 @@ class NameUniquer:
         name = re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "name"
         if name[0].isdigit():
             name = "_" + name
+        if name in _PRIMITIVE_TYPE_NAMES:  # XLA's parser rejects names like "f32"
+            name += "_"
         return name
 
     def get_unique_name(self, prefix: str) -> str:

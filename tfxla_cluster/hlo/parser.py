@@ -247,8 +247,11 @@ class _Parser:
         else:
             value = self.integer()
             info = np.iinfo(et.dtype)
+            if et is PrimitiveType.U64 and -(1 << 63) <= value < 0:
+                value += 1 << 64  # XLA reads u64 literals through int64, so -1 is all ones
             if not info.min <= value <= info.max:
-                raise self.error(f"value {value} is out of range for literal's primitive type {et.value}", pos)
+                raise self.error(f"value {value} is out of range for literal's primitive type "
+                                 f"{et.value.upper()} namely [{info.min}, {info.max}]", pos)
         return value
 
     def float_element(self, et: PrimitiveType):
@@ -266,11 +269,15 @@ class _Parser:
                 bits & ((1 << mbits) - 1))
             return np.array([raw], dtype=_BITS_VIEW[et]).view(et.dtype)[0]
         text = self.match(_NUMBER, "a number")[0]
-        value = float(text)
-        finfo = np.finfo(et.dtype)
-        if abs(value) > float(finfo.max):
-            raise self.error(f"value {text} is out of range for literal's primitive type {et.value}", pos)
-        return np.asarray(value, dtype=et.dtype)
+        value = np.asarray(float(text)).astype(np.float32 if et in (PrimitiveType.F16, PrimitiveType.BF16)
+                                                else np.float64)
+        with np.errstate(over="ignore"):
+            result = value.astype(et.dtype)
+        if np.isinf(result.astype(np.float64)) and not np.isinf(value):  # finite text that rounds to inf
+            big = float(np.finfo(et.dtype).max)
+            raise self.error(f"value {text} is out of range for literal's primitive type "
+                             f"{et.value.upper()} namely [{-big:g}, {big:g}]", pos)
+        return result
 
     # ---------------------------------------------------------------- module / computation
     def module(self) -> HloModule:
@@ -366,7 +373,7 @@ class _Parser:
             instr.operands = self.operands(names)
         attrs: dict[str, str] = {}
         positions: dict[str, int] = {}
-        while self.accept(","):
+        while self.inline_accept(","):
             self.ws()
             key_pos = self.i
             key = self.ident("an attribute name")
@@ -375,9 +382,28 @@ class _Parser:
             if key in attrs:
                 raise self.error(f"attribute {key} already exists", key_pos)
             attrs[key], positions[key] = value, vpos
-        self.apply_attributes(instr, attrs, positions, names, comps)
+        self.apply_attributes(instr, attrs, positions, names, comps, op_pos)
+        self.end_of_line()
         names[name] = instr
         return instr
+
+    def inline_accept(self, tok: str) -> bool:
+        """Like ``accept`` but without crossing a line break (attributes stay on their line)."""
+        j = self.i
+        while j < len(self.s) and self.s[j] in " \t\r":
+            j += 1
+        if self.s.startswith(tok, j):
+            self.i = j + len(tok)
+            return True
+        return False
+
+    def end_of_line(self) -> None:
+        """An instruction ends its line (only '}' or a comment may follow)."""
+        j = self.i
+        while j < len(self.s) and self.s[j] in " \t\r":
+            j += 1
+        if j < len(self.s) and self.s[j] not in "\n}" and not self.s.startswith(("/*", "//"), j):
+            raise self.error("expects ',' and an attribute, or the end of the instruction", j)
 
     def operands(self, names: dict[str, HloInstruction]) -> list[HloInstruction]:
         result = []
@@ -402,7 +428,7 @@ class _Parser:
         m = _SHAPE_START.match(self.s, self.i)
         return bool(m) and m[1] in _PRIMITIVE_NAMES
 
-    def apply_attributes(self, instr, attrs, positions, names, comps) -> None:
+    def apply_attributes(self, instr, attrs, positions, names, comps, op_pos: int) -> None:
         def computation(name: str) -> HloComputation:
             if name not in comps:
                 raise T.AttrError(f"computation does not exist: {name}", "")
@@ -413,9 +439,9 @@ class _Parser:
             for entry in T.attrs_for(instr.opcode):
                 entry.parse(instr, attrs, ctx)
         except T.AttrError as e:
-            raise self.error(str(e), positions.get(e.attr_name, self.i)) from None
+            raise self.error(str(e), positions.get(e.attr_name, op_pos)) from None
         if None in instr.called_computations:
-            raise self.error(f"{instr.opcode.text} is missing a called computation")
+            raise self.error(f"{instr.opcode.text} is missing a called computation", op_pos)
         for key, value in attrs.items():
             if key == "metadata":
                 instr.metadata = self.metadata(value, positions[key])
