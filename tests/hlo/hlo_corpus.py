@@ -182,7 +182,6 @@ ENTRY %main (a.4: f32[2,4], idx: s32[2,1], v: f32[4], s: s32[], p5: f32[], p6: f
   %cmpf = pred[4]{0} compare(%v, %v), direction=EQ
   %cmpt = pred[4]{0} compare(%v, %v), direction=NE, type=TOTALORDER
   %cmps = pred[] compare(%s, %s), direction=LE
-  %cmpu = pred[] compare(%s, %s), direction=LE, type=UNSIGNED
   %fi = f32[4]{0} fusion(%v, %v), kind=kInput, calls=%fused, control-predecessors={%cmpf}
   %fo = f32[4]{0} fusion(%v, %v), kind=kOutput, calls=%fused, backend_config={"a":1}
   %srt = f32[4]{0} sort(%v), dimensions={0}, to_apply=%lt
@@ -295,7 +294,6 @@ ENTRY %main (f: f32[2,3], g: f32[2,3], i: s32[2,3], j: s32[2,3], p: pred[2,3], c
   %cmp.gt = pred[2,3]{1,0} compare(%f, %g), direction=GT
   %cmp.ge = pred[2,3]{1,0} compare(%f, %g), direction=GE
   %cmp.total = pred[2,3]{1,0} compare(%f, %g), direction=LT, type=TOTALORDER
-  %cmp.unsigned = pred[2,3]{1,0} compare(%i, %j), direction=LT, type=UNSIGNED
   %select = f32[2,3]{1,0} select(%p, %f, %g)
   %clamp = f32[2,3]{1,0} clamp(%f, %g, %f)
   %convert = s32[2,3]{1,0} convert(%f)

@@ -238,11 +238,19 @@ def _shift(kind: str):
     return apply
 
 
-def _maxmin(fn):
+def _maxmin(is_max: bool):
+    """std::max / std::min after the NaN checks of TV HandleMaximum: max(-0, +0) is the lhs (-0)."""
     def apply(a, b):
-        if _et(a).is_complex:
+        et = _et(a)
+        if et.is_complex:
             raise UnimplementedError("maximum/minimum are not defined for complex numbers")
-        return fn(a, b) if _et(a) not in _HALF else _float_op(fn)(a, b)
+        x, y = _up(a), _up(b)
+        take_b = (x < y) if is_max else (y < x)
+        r = np.where(take_b, y, x)
+        if et.is_float:
+            r = np.where(np.isnan(y), y, r)
+            r = np.where(np.isnan(x), x, r)
+        return np.asarray(r).astype(a.dtype)
     return apply
 
 
@@ -259,8 +267,8 @@ BINARY = {
     O.MULTIPLY: _arith(np.multiply, pred_fn=np.logical_and),
     O.DIVIDE: _arith(np.divide, _int_divide),
     O.REMAINDER: _arith(np.fmod, _int_remainder),
-    O.MAXIMUM: _maxmin(np.maximum),
-    O.MINIMUM: _maxmin(np.minimum),
+    O.MAXIMUM: _maxmin(True),
+    O.MINIMUM: _maxmin(False),
     O.POWER: _power,
     O.ATAN2: _float_op(np.arctan2),
     O.AND: np.bitwise_and,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
@@ -108,6 +109,11 @@ def _binary(instr) -> Shape:
     if op is O.COMPARE:
         if instr.comparison_direction is None:
             _fail(instr, "compare needs a direction")
+        ctype, default = instr.comparison_type, A.default_comparison_type(et)
+        # ShapeVerifier::HandleCompare: the type must suit the operands (floats may use TOTALORDER).
+        if ctype is not None and ctype is not default and not (
+                et.is_float and ctype is A.ComparisonType.TOTALORDER):
+            _fail(instr, f"expected comparison type {default.value}, got {ctype.value} for {et.value}")
         return a.with_element_type(T.PRED).without_layout()
     if op is O.COMPLEX:
         if et not in (T.F32, T.F64):
