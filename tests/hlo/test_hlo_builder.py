@@ -173,3 +173,20 @@ ENTRY %main (a: f32[]) -> f32[] {
     unused = make_scalar_computation(O.ADD, T.F32)
     m.add_computation(unused)
     assert m.remove_unused_computations() and unused not in m.computations
+
+
+def test_clone_instruction_and_module():
+    from tfxla_cluster.hlo import evaluate
+    b = HloBuilder("main")
+    x = b.parameter(0, Shape.array(T.F32, [3]), "x")
+    r = b.reduce(x, b.constant(np.float32(0)), [0], make_scalar_computation(O.ADD, T.F32))
+    m = HloModule("m")
+    m.add_entry_computation(b.build(r))
+    c = r.clone()
+    assert c.parent is None and c.operands == r.operands and c.called_computations == r.called_computations
+    assert c.dimensions == (0,) and c.name == r.name
+    copy = m.clone()
+    copy.entry.root.operands[1].literal = np.float32(10)
+    arg = np.ones(3, np.float32)
+    assert evaluate(m, arg) == 3 and evaluate(copy, arg) == 13
+    assert parse_module(copy.to_string()).computations[0].is_fusion_computation is False

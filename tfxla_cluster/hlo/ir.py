@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -146,6 +147,19 @@ class HloInstruction:
         if self.opcode is HloOpcode.BITCAST_CONVERT:
             return self.shape.element_type.bit_width == self.operands[0].shape.element_type.bit_width
         return self.opcode in ELEMENTWISE
+
+    def clone(self, operands: list["HloInstruction"] | None = None, name: str | None = None) -> "HloInstruction":
+        """A detached copy with the same attributes (``HloInstruction::CloneWithNewOperands``).
+
+        The copy has no parent; ``operands`` replaces the operand list, control predecessors are dropped,
+        and the default name is the original's (the computation it is added to uniquifies it).
+        """
+        fields = {f: getattr(self, f) for f in self.__dataclass_fields__
+                  if f not in ("operands", "parent", "control_predecessors", "called_computations",
+                               "raw_attributes", "name")}
+        return HloInstruction(name or self.name, operands=list(self.operands if operands is None else operands),
+                              called_computations=list(self.called_computations),
+                              raw_attributes=dict(self.raw_attributes), **fields)
 
     def __repr__(self) -> str:
         return f"<HloInstruction %{self.name} = {self.shape} {self.opcode.text}>"
@@ -402,6 +416,10 @@ class HloModule:
         changed = len(keep) != len(self.computations)
         self.computations = keep
         return changed
+
+    def clone(self) -> "HloModule":
+        """A deep copy (instructions, computations, literals), e.g. to compare a pass's before/after."""
+        return copy.deepcopy(self)
 
     def instruction_count(self) -> int:
         return sum(len(c.instructions) for c in self.computations)

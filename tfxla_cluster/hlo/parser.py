@@ -314,6 +314,9 @@ class _Parser:
         entry = entry or order[-1]
         for comp in order:
             module.add_computation(comp, entry=comp is entry)
+            for instr in comp.instructions:
+                if instr.opcode is HloOpcode.FUSION:
+                    instr.fused_computation.is_fusion_computation = True
         return module
 
     def computation(self, comps: dict[str, HloComputation]) -> HloComputation:
