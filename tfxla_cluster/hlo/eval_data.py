@@ -167,6 +167,10 @@ def scatter(ev, instr, args):
         extent[d] = window_shape[j]
     limits = np.array(outs[0].shape, dtype=np.int64)
     comp = instr.to_apply
+    if k == 1 and not dn.input_batching_dims and _scatter_ufunc(comp, outs[0]) is not None:
+        _scatter_with_ufunc(_scatter_ufunc(comp, outs[0]), outs[0], flat_idx, dn, extent, limits,
+                            flat_updates[0])
+        return outs[0]
     for i in range(n):
         start = np.zeros(rank, dtype=np.int64)
         for kk, d in enumerate(dn.scatter_dims_to_operand_dims):
@@ -184,6 +188,25 @@ def scatter(ev, instr, args):
         for o, v in zip(outs, new):
             o[region] = v
     return outs[0] if k == 1 else tuple(outs)
+
+
+def _scatter_ufunc(comp, out):
+    from tfxla_cluster.hlo.eval_compute import _UFUNCS, simple_reducer
+    op = simple_reducer(comp)
+    # In-place ufunc.at is exact for integers; for floats it keeps XLA's sequential update order.
+    return None if op is None or out.dtype == np.bool_ else _UFUNCS[op]
+
+
+def _scatter_with_ufunc(ufunc, out, flat_idx, dn, extent, limits, updates) -> None:
+    """All windows at once: ``ufunc.at`` applies updates in index order, like the sequential loop."""
+    n, rank = flat_idx.shape[0], out.ndim
+    start = np.zeros((n, rank), dtype=np.int64)
+    for kk, d in enumerate(dn.scatter_dims_to_operand_dims):
+        start[:, d] = flat_idx[:, kk]
+    ok = np.all((start >= 0) & (start + extent <= limits), axis=1)
+    grids = np.meshgrid(*[np.arange(e) for e in extent], indexing="ij")
+    index = tuple(start[ok][:, d].reshape((-1,) + (1,) * rank) + grids[d][None] for d in range(rank))
+    ufunc.at(out, index, updates[ok].reshape((-1,) + tuple(int(e) for e in extent)))
 
 
 HANDLERS = {
