@@ -111,6 +111,9 @@ def test_elementwise_agrees_with_xla_cpu(ty):
     n = len(a)
     is_float = ty in FLOATS
     unary, binary = (FLOAT_UNARY, FLOAT_BINARY) if is_float else (INT_UNARY, INT_BINARY)
+    if ty != "f32":  # XLA's approximations only need checking once; this keeps compiles short
+        unary = [op for op in unary if op not in APPROXIMATE]
+        binary = [op for op in binary if op not in APPROXIMATE]
     lines, kinds = [], []
     for op in unary:
         lines.append(("pred" if op is O.IS_FINITE else ty, f"{op.text}(%a)"))
