@@ -119,7 +119,8 @@ def _parse_input(name: str) -> tuple[str, int]:
 class Graph:
     """TF's view of a GraphDef (see the module docstring). Build with ``Graph(graph_def)``."""
 
-    def __init__(self, graph_def: graph_pb2.GraphDef, *, assign_devices: bool = True) -> None:
+    def __init__(self, graph_def: graph_pb2.GraphDef, *, assign_devices: bool = True,
+                 check_acyclic: bool = True) -> None:
         self.graph_def = graph_pb2.GraphDef()
         self.graph_def.CopyFrom(graph_def)
         source = node_def_pb2.NodeDef(name="_SOURCE", op="NoOp")
@@ -147,7 +148,8 @@ class Graph:
             self.nodes.append(node)
             self._by_name[node_def.name] = node
         self._build_edges()
-        self._check_acyclic()
+        if check_acyclic:  # the clustering pass reports cycles itself, in TF's words
+            self._check_acyclic()
 
     # ----- construction -----------------------------------------------------------------------
     def _add_edge(self, src: Node, src_output: int, dst: Node, dst_input: int) -> Edge:

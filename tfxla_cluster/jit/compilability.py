@@ -22,7 +22,6 @@ from tfxla_cluster.graph import opdefs
 from tfxla_cluster.graph.function import CALL_OPS, instantiate
 from tfxla_cluster.jit import op_tables, xla_kernels
 
-MAX_RECURSION_DEPTH = 10  # compilability_check_util.h kMaxRecursionDepth
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +97,6 @@ def _has_dtype(slots: Iterable[opdefs.ArgSlot], dtype: int) -> bool:
     return any(opdefs.base_dtype(s.dtype) == dtype for s in slots)
 
 
-def _is_ref(slots: Iterable[opdefs.ArgSlot]) -> bool:
-    return any(s.is_ref for s in slots)
-
-
 class CompilabilityChecker:
     """Checks nodes (NodeDefs, so function bodies work the same) against one JIT device and filter."""
 
@@ -114,10 +109,13 @@ class CompilabilityChecker:
         self._call_cache: dict[tuple[str, int], list[Uncompilable]] = {}
 
     # ----- public ---------------------------------------------------------------------------------
-    def check_node(self, node_def: node_def_pb2.NodeDef, stack: tuple[Frame, ...] = ()) -> str | None:
-        """None if compilable, else TF's reason. ``stack`` is the frames *above* this node."""
+    def check_node(self, node_def: node_def_pb2.NodeDef, stack: tuple[Frame, ...] = (),
+                   ref_input: bool = False) -> str | None:
+        """None if compilable, else TF's reason. ``stack`` is the frames *above* this node;
+        ``ref_input``: some data input is produced as a ref type (TF's HasForwardedRefInput looks at
+        the producers, which a NodeDef alone doesn't show)."""
         found = self._check(node_def, stack + (Frame(node_def.name, stack[-1].function if stack else None),),
-                            first_only=True)
+                            first_only=True, ref_input=ref_input)
         return found[0].reason if found else None
 
     def find_uncompilable_in_function(self, fname: str) -> list[Uncompilable]:
@@ -126,7 +124,8 @@ class CompilabilityChecker:
         return self._check_call(fname, (Frame(fname, None),), first_only=False)
 
     # ----- TF's IsCompilableNode ------------------------------------------------------------------
-    def _check(self, nd: node_def_pb2.NodeDef, stack: tuple[Frame, ...], first_only: bool) -> list[Uncompilable]:
+    def _check(self, nd: node_def_pb2.NodeDef, stack: tuple[Frame, ...], first_only: bool,
+               ref_input: bool = False) -> list[Uncompilable]:
         def bad(reason: str) -> list[Uncompilable]:
             return [Uncompilable(nd.name, nd.op, reason, stack)]
 
@@ -153,7 +152,7 @@ class CompilabilityChecker:
                     return bad(f"unsupported function: {fname} (node {first.node}: {first.reason})")
                 return inner
         else:
-            reason = self._xla_kernel_reason(nd, op_def, inputs)
+            reason = self._xla_kernel_reason(nd, op_def, ref_input)
             if reason:
                 return bad(f"unsupported op: {reason}")
 
@@ -202,16 +201,35 @@ class CompilabilityChecker:
             return bad("slow operation")
         return []
 
-    def _xla_kernel_reason(self, nd: node_def_pb2.NodeDef, op_def, inputs) -> str:
+    def _xla_kernel_reason(self, nd: node_def_pb2.NodeDef, op_def, ref_input: bool) -> str:
         """TF's HasXLAKernel: '' if a kernel matches, else the reason."""
         if nd.op == "SymbolicGradient":
             return "SymbolicGradient should be handled by IsCompilableCall()."
         if nd.op == "Const" and not self.filter.allow_string_consts and nd.attr["dtype"].type == types_pb2.DT_STRING:
             return "Const op with type DT_STRING is not supported by XLA."
-        if nd.op in op_tables.IDENTITY_OPS and _is_ref(inputs):
+        if nd.op in op_tables.FORWARDS_REF_INPUT_OPS and ref_input:
             return "Identity with unsafe cast."
         ok, reason = xla_kernels.find_kernel_def(self.jit_device, nd, op_def)
         return "" if ok else reason
+
+    def _has_ref_input(self, nd: node_def_pb2.NodeDef, by_name: dict) -> bool:
+        if nd.op not in op_tables.FORWARDS_REF_INPUT_OPS:
+            return False
+        for ref in nd.input:
+            if ref.startswith("^"):
+                continue
+            name, _, idx = ref.partition(":")
+            src = by_name.get(name)
+            if src is None:
+                continue
+            try:
+                slots = opdefs.output_slots(src, opdefs.lookup_op_def(src.op, self.library))
+            except NotFoundError:
+                continue
+            i = int(idx or 0)
+            if i < len(slots) and slots[i].is_ref:
+                return True
+        return False
 
     def _callee(self, nd: node_def_pb2.NodeDef) -> str | None:
         """The function a call node runs (Node::IsFunctionCall + NameAndAttrsFromFunctionCall)."""
@@ -227,7 +245,7 @@ class CompilabilityChecker:
 
     def _check_call(self, fname: str, stack: tuple[Frame, ...], first_only: bool) -> list[Uncompilable]:
         """TF's IsCompilableCall: every op node of the instantiated body must be compilable."""
-        if len(stack) > MAX_RECURSION_DEPTH:
+        if len(stack) > op_tables.MAX_RECURSION_DEPTH:
             return [Uncompilable(stack[-1].node, "", "function depth limit exceeded", stack)]
         # Only the yes/no and reason text matter when stopping at the first problem, so those answers
         # are shared between call sites; full reports keep each site's own stack.
@@ -241,11 +259,13 @@ class CompilabilityChecker:
                                    f"could not instantiate call: '{fname}'", stack)]
         else:
             body = instantiate(fdef, self.library)
+            by_name = {n.name: n for n in body.node}
             result = []
             for nd in body.node:
                 if nd.op in ("_Arg", "_Retval"):
                     continue
-                found = self._check(nd, stack + (Frame(nd.name, fname),), first_only)
+                found = self._check(nd, stack + (Frame(nd.name, fname),), first_only,
+                                    ref_input=self._has_ref_input(nd, by_name))
                 if found:
                     result.extend(found)
                     if first_only:

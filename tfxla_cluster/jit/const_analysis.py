@@ -15,14 +15,10 @@ from tensorflow.core.framework import function_pb2
 from tfxla_cluster.graph.graph import Graph, Node
 from tfxla_cluster.jit import op_tables
 
-_WHILE_OPS = ("While", "StatelessWhile")
-_IF_OPS = ("If", "StatelessIf")
-_CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
-
-
 def _traversable(node: Node) -> bool:
-    """``IsConstTraversableOpType``: IdentityN and While forward input i to output i."""
-    return node.op == "IdentityN" or node.op in _WHILE_OPS
+    """``IsConstTraversableOpType``: these forward input i to output i, so the producer behind them
+    is the one that must be constant."""
+    return node.op in op_tables.CONST_TRAVERSABLE_OPS
 
 
 class ConstAnalysis:
@@ -64,25 +60,42 @@ class ConstAnalysis:
 
     def const_input_indices(self, node: Node) -> set[int]:
         """Flat input indices of ``node`` that must be compile-time constants."""
-        if "_XlaCompileTimeConstantInputs" in node.node_def.attr:
-            names = set(s.decode() for s in node.node_def.attr["_XlaCompileTimeConstantInputs"].list.s)
-            return {i for i, slot in enumerate(op_tables_input_slots(node)) if slot.arg_name in names}
-        if node.op in _IF_OPS:
-            # Input 0 is the predicate; input i+1 feeds argument i of both branches.
-            args = set()
-            for attr in ("then_branch", "else_branch"):
-                args |= self._const_args_of(node.node_def.attr[attr].func.name)
-            return {i + 1 for i in args}
-        if node.op in _WHILE_OPS:
-            args = set()
-            for attr in ("cond", "body"):
-                args |= self._const_args_of(node.node_def.attr[attr].func.name)
-            return args
-        fname = node.node_def.attr["f"].func.name if node.op in _CALL_OPS else (
-            node.op if any(f.signature.name == node.op for f in self.library.function) else None)
-        if fname is not None:
-            return set(self._const_args_of(fname))
-        return set(op_tables.const_input_indices(node.node_def, node.op_def))
+        attrs = op_tables.CONST_ANALYSIS_FUNCTION_ATTRS.get(node.op)
+        if attrs is None and self._is_library_function(node.op):
+            return set(self._const_args_of(node.op))
+        if attrs is None:
+            return set(op_tables.const_input_indices(node.node_def, node.op_def))
+        args: set[int] = set()
+        for attr in attrs:
+            value = node.node_def.attr[attr]
+            for func in (value.list.func if value.HasField("list") else [value.func]):
+                args |= self._const_args_of(func.name)
+        if node.op in op_tables.WHILE_OPS:
+            return {i for i in args if self._loop_invariant(node, i)}
+        if attrs[0] in ("then_branch", "branches"):
+            return {i + 1 for i in args}  # input 0 is the predicate / branch index
+        return args
+
+    def _is_library_function(self, op: str) -> bool:
+        return any(f.signature.name == op for f in self.library.function)
+
+    def _loop_invariant(self, node: Node, index: int) -> bool:
+        """While arg ``index`` is loop-invariant iff the body returns its input ``index`` unchanged."""
+        from tfxla_cluster.graph.function import instantiate
+
+        body_name = node.node_def.attr["body"].func.name
+        fdef = next((f for f in self.library.function if f.signature.name == body_name), None)
+        if fdef is None:
+            return False
+        body = instantiate(fdef, self.library)
+        by_name = {n.name: n for n in body.node}
+        for nd in body.node:
+            if nd.op == "_Retval" and nd.attr["index"].i == index:
+                src = by_name.get(nd.input[0].split(":")[0])
+                while src is not None and src.op in ("Identity",):
+                    src = by_name.get(src.input[0].split(":")[0])
+                return src is not None and src.op == "_Arg" and src.attr["index"].i == index
+        return False
 
     def _const_args_of(self, fname: str) -> frozenset[int]:
         memo = self._arg_memo.get(fname)
@@ -99,9 +112,3 @@ class ConstAnalysis:
         result = frozenset(args)
         self._arg_memo[fname] = result
         return result
-
-
-def op_tables_input_slots(node: Node):
-    from tfxla_cluster.graph.opdefs import input_slots
-
-    return input_slots(node.node_def, node.op_def)

@@ -330,7 +330,9 @@ class MarkForCompilationPass:
             if not self._should_compile(attr_true, device_type, reg.autoclustering_policy):
                 self._decide(node, "device_policy", _policy_reason(device_type, reg, self.jit_on))
                 continue
-            reason = self._checker(reg, allow_where).check_node(node.node_def)
+            ref_input = any(not e.is_control and e.src.outputs[e.src_output].is_ref for e in node.in_edges
+                            if e.src.is_op)
+            reason = self._checker(reg, allow_where).check_node(node.node_def, ref_input=ref_input)
             if reason:
                 self._decide(node, _reason_code(reason), reason)
                 continue
@@ -758,7 +760,8 @@ def _frame_names(graph: Graph) -> dict[int, str]:
             parent[name] = frame.get(data[0].src.id, "") if data else ""
             frame[node.id] = name
             continue
-        data = [e for e in node.in_edges if e.src.is_op and e.src.op not in ("NextIteration", "RefNextIteration")]
+        data = [e for e in node.in_edges
+                if e.src.is_op and not (e.src.op in op_tables.NEXT_ITERATION_OPS and node.op in op_tables.MERGE_OPS)]
         if not data:
             frame[node.id] = ""
             continue
@@ -815,13 +818,13 @@ def mark_for_compilation(graph, flags=None, *, session_name: str = "", state: Pr
         flags = flags_mod.Flags.parse(flags)
     if not isinstance(graph, Graph):
         if isinstance(graph, graph_pb2.GraphDef):
-            graph = Graph(graph)
+            graph = Graph(graph, check_acyclic=False)
         else:
             from tfxla_cluster.graph import load_graph
 
             graph = load_graph(graph)
     else:
-        graph = Graph(graph.graph_def, assign_devices=False)  # never mutate the caller's graph
+        graph = Graph(graph.graph_def, assign_devices=False, check_acyclic=False)  # never mutate the caller's
     return MarkForCompilationPass(
         graph, flags, session_name=session_name, config_jit_level=config_jit_level,
         cpu_global_jit_config=cpu_global_jit_config, ignore_xla_compile_attr=ignore_xla_compile_attr,
