@@ -10,7 +10,9 @@ alive; TF refuses to put nodes with different liveness predicates in one cluster
 * a Merge ORs its inputs, factoring common terms so a cond's two branches merge back to the
   predicate before the Switch (``(a & s) | (a & !s) = a``);
 * a loop Merge (fed by NextIteration) gets a fresh symbol of its own, as TF's pessimistic mode does;
-  the loop's body therefore has predicates distinct from the code around it.
+  the loop's body therefore has predicates distinct from the code around it;
+* an Exit is alive iff its loop was entered (the AND of what the frame's Enter nodes receive), as TF
+  assumes loops terminate.
 
 This is a documented simplification of TF's predicate factory (no AndRecurrence induction, no
 optimistic loop mode); on graphs without loops it reaches the same equalities.
@@ -18,6 +20,7 @@ optimistic loop mode); on graphs without loops it reaches the same equalities.
 from __future__ import annotations
 
 from tfxla_cluster.graph.graph import Graph
+from tfxla_cluster.jit import op_tables
 
 # Expressions: ("sym", name) | ("not", ("sym", name)) | ("and", frozenset) | ("or", frozenset)
 TRUE = ("and", frozenset())
@@ -91,12 +94,41 @@ def to_string(p) -> str:
     return "(" + sep.join(sorted(to_string(t) for t in p[1])) + ")"
 
 
+def frame_names(graph: Graph) -> dict[int, str]:
+    """The loop frame of Enter nodes (their attr) and Exit nodes (the frame their input is in)."""
+    frame: dict[int, str] = {}
+    parent: dict[str, str] = {}
+    for node in graph.topological_order():
+        if node.op in ("Enter", "RefEnter"):
+            name = node.node_def.attr["frame_name"].s.decode()
+            data = node.data_inputs()
+            parent[name] = frame.get(data[0].src.id, "") if data else ""
+            frame[node.id] = name
+            continue
+        data = [e for e in node.in_edges
+                if e.src.is_op and not (e.src.op in op_tables.NEXT_ITERATION_OPS and node.op in op_tables.MERGE_OPS)]
+        if not data:
+            frame[node.id] = ""
+            continue
+        src = data[0].src
+        f = frame.get(src.id, "")
+        frame[node.id] = parent.get(f, "") if src.op in ("Exit", "RefExit") else f
+    return frame
+
+
+
 def compute_predicates(graph: Graph) -> dict[int, tuple]:
     """Predicate of every op node's control output (TF's ``GetPredicateFor(n, kControlSlot)``)."""
     out_pred: dict[tuple[int, int], tuple] = {}
     node_pred: dict[int, tuple] = {}
+    frames = frame_names(graph)
+    entry: dict[str, tuple] = {}  # a loop frame's entry predicate: AND of what its Enters receive
     for node in graph.topological_order():
         ins = [e for e in node.in_edges if e.src.is_op]
+        if node.op in op_tables.EXIT_OPS:
+            # TF assumes loops terminate: what leaves a loop is alive iff the loop was entered.
+            node_pred[node.id] = entry.get(frames.get(node.id, ""), TRUE)
+            continue
         if node.op in ("Merge", "RefMerge"):
             if any(e.src.op == "NextIteration" for e in ins):
                 pred = ("sym", f"*{node.name}")  # a loop: a symbol of its own
@@ -111,7 +143,10 @@ def compute_predicates(graph: Graph) -> dict[int, tuple]:
                           else out_pred.get((e.src.id, e.src_output), node_pred.get(e.src.id, TRUE))
                           for e in ins))
         node_pred[node.id] = pred
-        if node.op in ("Switch", "RefSwitch"):
+        if node.op in op_tables.ENTER_OPS:
+            name = frames.get(node.id, "")
+            entry[name] = make_and(entry.get(name, TRUE), pred)
+        if node.op in op_tables.SWITCH_OPS:
             data = node.data_inputs()
             if len(data) == 2:
                 sym = ("sym", f"{data[1].src.name}:{data[1].src_output}")

@@ -363,7 +363,7 @@ class MarkForCompilationPass:
         cycles = GraphCycles()
         for _ in range(len(self.graph.nodes)):
             cycles.new_node()
-        frames = _frame_names(self.graph)
+        frames = deadness.frame_names(self.graph)
         frame_nodes: dict[str, int] = {}
 
         def frame_node(name: str) -> int:
@@ -747,28 +747,6 @@ def _is_single_gpu_graph(graph: Graph) -> bool:
             if p.type == "GPU":
                 gpus.add(n.assigned_device)
     return len(gpus) == 1
-
-
-def _frame_names(graph: Graph) -> dict[int, str]:
-    """The loop frame of Enter nodes (their attr) and Exit nodes (the frame their input is in)."""
-    frame: dict[int, str] = {}
-    parent: dict[str, str] = {}
-    for node in graph.topological_order():
-        if node.op in ("Enter", "RefEnter"):
-            name = node.node_def.attr["frame_name"].s.decode()
-            data = node.data_inputs()
-            parent[name] = frame.get(data[0].src.id, "") if data else ""
-            frame[node.id] = name
-            continue
-        data = [e for e in node.in_edges
-                if e.src.is_op and not (e.src.op in op_tables.NEXT_ITERATION_OPS and node.op in op_tables.MERGE_OPS)]
-        if not data:
-            frame[node.id] = ""
-            continue
-        src = data[0].src
-        f = frame.get(src.id, "")
-        frame[node.id] = parent.get(f, "") if src.op in ("Exit", "RefExit") else f
-    return frame
 
 
 def fingerprint_graph(graph_def: graph_pb2.GraphDef) -> int:
