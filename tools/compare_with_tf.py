@@ -97,16 +97,8 @@ def cmd_record(args: argparse.Namespace) -> int:
             print(f"[{i}/{len(jobs)}] {fs}/{fn}: {meta['wall_seconds']:.1f}s runs={len(user)} "
                   f"clusters={clusters} {problem}", flush=True)
     total = time.perf_counter() - t0
-    index = {
-        "tf_version": _tf_version(out_root),
-        "flagsets": {fs: corpus.FLAGSETS[fs] for fs in flagsets},
-        "functions": fns,
-        "last_record_seconds": round(total, 1),
-        "jobs": args.jobs,
-        "failures": failures,
-    }
-    if set(flagsets) == set(corpus.FLAGSETS) and set(fns) == set(corpus.REGISTRY):
-        (out_root / "index.json").write_text(json.dumps(index, indent=1) + "\n")
+    write_index(out_root, {"recordings": len(jobs), "seconds": round(total, 1), "jobs": args.jobs,
+                           "failures": failures})
     print(f"done in {total:.0f}s ({total / max(len(jobs), 1):.1f}s per recording); "
           f"{len(failures)} problems")
     for fs, fn, why in failures:
@@ -114,10 +106,20 @@ def cmd_record(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def _tf_version(out_root: Path) -> str | None:
-    for meta in out_root.glob("*/*/meta.json"):
-        return json.loads(meta.read_text()).get("tf_version")
-    return None
+def write_index(out_root: Path, last_record: dict[str, Any]) -> None:
+    """``index.json``: what is on disk (rebuilt from the recordings) + the last record's timing."""
+    recs = recordings(out_root)
+    metas = [json.loads((rec / "meta.json").read_text()) for _, _, rec in recs]
+    index = {
+        "tf_version": sorted({m.get("tf_version") or "?" for m in metas}),
+        "flagsets": {fs: corpus.FLAGSETS.get(fs) for fs in sorted({fs for fs, _, _ in recs})},
+        "functions": sorted({fn for _, fn, _ in recs}),
+        "recordings": len(recs),
+        "total_bytes": sum(p.stat().st_size for p in out_root.rglob("*") if p.is_file()),
+        "sum_wall_seconds": round(sum(m.get("wall_seconds", 0) for m in metas), 1),
+        "last_record": last_record,
+    }
+    (out_root / "index.json").write_text(json.dumps(index, indent=1) + "\n")
 
 
 # ----------------------------------------------------------------------------- compare

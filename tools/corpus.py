@@ -638,6 +638,21 @@ def _jit_compile_false_inner() -> Sample:
     return _s(f, _rand((2, 2), 48), names=["x"])
 
 
+@corpus_fn("nested_inlined_call")
+def _nested_inlined_call() -> Sample:
+    tf = _tf()
+
+    @tf.function
+    def inner(a, b):
+        return tf.nn.relu(a * b + 1.0) - tf.unique(tf.reshape(a, [-1]))[0][0]
+
+    def f(x):
+        """A plain nested tf.function (inlined before clustering) used twice."""
+        y = inner(x, tf.exp(x)) * 2.0
+        return inner(y, x) + tf.sin(y)
+    return _s(f, _rand((2, 3), 61), names=["x"])
+
+
 # ------------------------------------------------------------------ model-ish blocks
 
 @corpus_fn("conv_block")

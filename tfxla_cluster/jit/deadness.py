@@ -7,7 +7,7 @@ alive; TF refuses to put nodes with different liveness predicates in one cluster
 
 * a node's predicate is the AND of its inputs' predicates (data and control edges);
 * Switch output 1 ANDs ``s(pred)``, output 0 ANDs ``!s(pred)``;
-* a Merge ORs its inputs, factoring common terms so a cond's two branches merge back to the
+* a Merge ORs its data inputs (control inputs don't count, as in TF), factoring common terms so a cond's two branches merge back to the
   predicate before the Switch (``(a & s) | (a & !s) = a``);
 * a loop Merge (fed by NextIteration) gets a fresh symbol of its own, as TF's pessimistic mode does;
   the loop's body therefore has predicates distinct from the code around it;
@@ -133,10 +133,9 @@ def compute_predicates(graph: Graph) -> dict[int, tuple]:
             if any(e.src.op == "NextIteration" for e in ins):
                 pred = ("sym", f"*{node.name}")  # a loop: a symbol of its own
             else:
+                # TF's HandleMerge looks at data inputs only: control inputs don't decide liveness.
                 pred = make_or(*(out_pred.get((e.src.id, e.src_output), node_pred.get(e.src.id, TRUE))
                                  for e in ins if not e.is_control))
-                ctrl = [node_pred.get(e.src.id, TRUE) for e in ins if e.is_control]
-                pred = make_and(pred, *ctrl)
             node_pred[node.id] = pred
             continue
         pred = make_and(*(node_pred.get(e.src.id, TRUE) if e.is_control

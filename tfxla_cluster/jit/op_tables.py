@@ -1,11 +1,11 @@
 """Op-level knowledge shared by the clustering pass (``jit/``) and the TF→HLO lowering (``tf2hlo/``).
 
-Stage: tables only, no logic beyond small lookups. Every table here restates, in our own words, one
-list that TensorFlow 2.21 keeps in its C++ sources; the comment above each table names the file. The
-entries were read from TF's sources and then checked against the installed TF 2.21 binary (its XLA op
-registry, resource-op table and predicate functions, and the ``--tf_xla_ops_to_cluster`` log line), so
-where an older source and the 2.21 binary differed, the binary won (see the notes on ``SLOW_OPS`` and
-``RESOURCE_OP_KINDS``). ``tests/test_op_tables.py`` re-checks them against TF.
+Stage: tables only, no logic beyond small lookups. Every table restates, in our own words, one list
+that TensorFlow 2.21 keeps in its C++ sources; the comment above each table names the file. Where the
+stored sources were older than 2.21, the installed TF 2.21 decided: its XLA op registry, resource-op
+table, checker predicates, shipped headers and ``--tf_xla_ops_to_cluster`` log line, which
+``tests/test_op_tables.py`` re-reads. ``SLOW_OPS``, ``INACCURATE_OPS`` and ``SHAPE_CONSUMER_OPS`` were
+read once from the 2.21 library's machine code; ``NODE_CLASSES`` comes from graph.cc alone.
 
 What is here:
 
@@ -666,9 +666,10 @@ XLA_PROPAGATE_COMPILE_TIME_CONSTS_ATTR = "_xla_propagate_compile_time_consts"
 def compile_time_constant_arg_names(node_def: node_def_pb2.NodeDef) -> tuple[str, ...]:
     """The input-argument names of ``node_def`` that must be constant: the override attr if the node
     carries a list-valued one, else the op's registration."""
-    attr = node_def.attr.get(XLA_COMPILE_TIME_CONSTANT_INPUTS_ATTR) if node_def.attr else None
-    if attr is not None and attr.WhichOneof("value") == "list" and not _list_has_non_strings(attr.list):
-        return tuple(s.decode() for s in attr.list.s)
+    if XLA_COMPILE_TIME_CONSTANT_INPUTS_ATTR in node_def.attr:
+        attr = node_def.attr[XLA_COMPILE_TIME_CONSTANT_INPUTS_ATTR]
+        if attr.WhichOneof("value") == "list" and not _list_has_non_strings(attr.list):
+            return tuple(s.decode() for s in attr.list.s)
     return COMPILE_TIME_CONSTANT_INPUTS.get(node_def.op, ())
 
 
