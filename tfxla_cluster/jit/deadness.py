@@ -9,13 +9,14 @@ alive; TF refuses to put nodes with different liveness predicates in one cluster
 * Switch output 1 ANDs ``s(pred)``, output 0 ANDs ``!s(pred)``;
 * a Merge ORs its data inputs (control inputs don't count, as in TF), factoring common terms so a cond's two branches merge back to the
   predicate before the Switch (``(a & s) | (a & !s) = a``);
-* a loop Merge (fed by NextIteration) gets a fresh symbol of its own, as TF's pessimistic mode does;
-  the loop's body therefore has predicates distinct from the code around it;
+* a loop Merge (fed by NextIteration) gets its frame's symbol, shared by all Merges of the frame (TF's
+  optimistic mode), ANDed with the loop's entry predicate; the body's predicates therefore differ
+  from the code around the loop;
 * an Exit is alive iff its loop was entered (the AND of what the frame's Enter nodes receive), as TF
   assumes loops terminate.
 
-This is a documented simplification of TF's predicate factory (no AndRecurrence induction, no
-optimistic loop mode); on graphs without loops it reaches the same equalities.
+This is a documented simplification of TF's predicate factory (no AndRecurrence induction and no
+fallback to pessimistic mode when the optimistic assumption fails).
 """
 from __future__ import annotations
 
@@ -131,7 +132,9 @@ def compute_predicates(graph: Graph) -> dict[int, tuple]:
             continue
         if node.op in ("Merge", "RefMerge"):
             if any(e.src.op == "NextIteration" for e in ins):
-                pred = ("sym", f"*{node.name}")  # a loop: a symbol of its own
+                # TF's optimistic mode: every loop Merge of a frame shares one symbol.
+                pred = make_and(entry.get(frames.get(node.id, ""), TRUE),
+                                ("sym", f"*{frames.get(node.id, '') or node.name}"))
             else:
                 # TF's HandleMerge looks at data inputs only: control inputs don't decide liveness.
                 pred = make_or(*(out_pred.get((e.src.id, e.src_output), node_pred.get(e.src.id, TRUE))
