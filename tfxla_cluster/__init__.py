@@ -6,15 +6,38 @@ Public API (everything else is internal and may change):
 * :func:`mark_for_compilation` — TF 2.21's MarkForCompilationPass, with a reason for every node;
 * :class:`Flags` — ``TF_XLA_FLAGS``/``XLA_FLAGS`` with TF's names, defaults and errors;
 * the typed errors of :mod:`tfxla_cluster.errors`.
+
+Names are resolved lazily, so ``import tfxla_cluster`` (and the CLI's ``--help``) does not pay for
+importing TensorFlow until something needs it.
 """
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from tfxla_cluster.errors import (DataLossError, FailedPreconditionError, FlagError, InternalError,
                                   InvalidArgumentError, NotFoundError, TfXlaError, UnimplementedError)
-from tfxla_cluster.flags import Flags
-from tfxla_cluster.graph import Graph, load_graph, load_graph_def
-from tfxla_cluster.jit.mark_for_compilation import MarkResult, ProcessState, mark_for_compilation
 
 __version__ = "0.1.0"
 
-__all__ = ["DataLossError", "FailedPreconditionError", "FlagError", "Flags", "Graph", "InternalError",
-           "InvalidArgumentError", "MarkResult", "NotFoundError", "ProcessState", "TfXlaError",
-           "UnimplementedError", "load_graph", "load_graph_def", "mark_for_compilation", "__version__"]
+_LAZY = {
+    "Flags": "tfxla_cluster.flags",
+    "Graph": "tfxla_cluster.graph",
+    "load_graph": "tfxla_cluster.graph",
+    "load_graph_def": "tfxla_cluster.graph",
+    "MarkResult": "tfxla_cluster.jit.mark_for_compilation",
+    "ProcessState": "tfxla_cluster.jit.mark_for_compilation",
+    "mark_for_compilation": "tfxla_cluster.jit.mark_for_compilation",
+}
+
+__all__ = ["DataLossError", "FailedPreconditionError", "FlagError", "InternalError", "InvalidArgumentError",
+           "NotFoundError", "TfXlaError", "UnimplementedError", "__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tfxla_cluster' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

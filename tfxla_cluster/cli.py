@@ -108,6 +108,67 @@ def cmd_flags(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mark_args(p: argparse.ArgumentParser) -> None:
+    _graph_args(p)
+    p.add_argument("--flags", default=None,
+                   help="TF_XLA_FLAGS-style string (default: the TF_XLA_FLAGS environment variable)")
+    p.add_argument("--session-name", default="", help="cluster-name prefix (TF's session metadata name)")
+    p.add_argument("--dump-prefix", default=None,
+                   help="where --tf_xla_clustering_debug writes TF's dumps (default: $TF_DUMP_GRAPH_PREFIX)")
+
+
+def _run_mark(args: argparse.Namespace):
+    from tfxla_cluster import flags as flags_mod
+    from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
+
+    flags = flags_mod.Flags.parse(args.flags) if args.flags is not None else flags_mod.Flags.from_env()
+    return mark_for_compilation(_load(args), flags, session_name=args.session_name,
+                                dump_prefix=args.dump_prefix)
+
+
+def _mark_cmd_args(p: argparse.ArgumentParser) -> None:
+    _mark_args(p)
+    p.add_argument("-o", "--output", help="write the marked GraphDef here (.pbtxt text, else binary)")
+
+
+@command("mark", "run TF's MarkForCompilation pass: print TF's clustering summary, write the marked graph",
+         _mark_cmd_args)
+def cmd_mark(args: argparse.Namespace) -> int:
+    from tfxla_cluster.graph.io import write_graph_def
+
+    result = _run_mark(args)
+    print(result.summary(verbose=True))
+    if args.output:
+        path = write_graph_def(result.graph_def, args.output)
+        print(f"wrote {path}")
+    return 0
+
+
+def _explain_args(p: argparse.ArgumentParser) -> None:
+    _mark_args(p)
+    p.add_argument("--node", action="append", default=[], help="explain only this node (repeatable)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+@command("explain", "say for every node which cluster it joined, or why it was left out", _explain_args)
+def cmd_explain(args: argparse.Namespace) -> int:
+    from tfxla_cluster.jit import explain
+
+    result = _run_mark(args)
+    if args.json:
+        print(explain.as_json(result))
+    elif args.node:
+        for name in args.node:
+            if name not in result.decisions:
+                from tfxla_cluster.errors import NotFoundError
+
+                raise NotFoundError(f"graph has no node named '{name}'")
+            print(explain.explain_node(result, name))
+    else:
+        print(explain.explain(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfxla-cluster",
@@ -120,9 +181,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _join_flag_values(argv: list[str]) -> list[str]:
+    """``--flags --tf_xla_auto_jit=2`` → ``--flags=--tf_xla_auto_jit=2``: flag strings start with
+    dashes, which argparse would otherwise take for options of ours."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in ("--flags", "--xla-flags") and i + 1 < len(argv):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_flag_values(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
@@ -136,7 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except TfXlaError as e:
-        print(f"tfxla-cluster: error: {e.status}", file=sys.stderr)
+        # One line, always: multi-line messages (hints, cycle drawings) are joined.
+        one_line = " | ".join(part.strip() for part in e.status.splitlines() if part.strip())
+        print(f"tfxla-cluster: error: {one_line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -44,9 +44,6 @@ XLA_SCOPE_ATTR = "_XlaScope"
 XLA_INTERNAL_SCOPE_ATTR = "_XlaInternalScope"
 INT64_MAX = 2**63 - 1
 
-_INTEGER_TYPES = {types_pb2.DT_INT8, types_pb2.DT_INT16, types_pb2.DT_INT32, types_pb2.DT_INT64,
-                  types_pb2.DT_UINT8, types_pb2.DT_UINT16, types_pb2.DT_UINT32, types_pb2.DT_UINT64}
-
 
 class ProcessState:
     """What TF keeps per process: clustering fuel (initialised once from the flag) and the cluster
@@ -91,10 +88,14 @@ class Decision:
 
 @dataclass(slots=True)
 class ContractionAttempt:
+    """One TryToContractEdge call that failed: the clusters (TF's ``<node + N others #id>`` names and
+    representative node ids at the time), the phase, and TF's reason."""
+
     phase: int
     src: str
     dst: str
-    merged: bool
+    src_id: int
+    dst_id: int
     code: str
     reason: str
 
@@ -431,9 +432,9 @@ class MarkForCompilationPass:
 
     def _is_scalar_integer_resource_op(self, cluster: _Cluster) -> bool:
         n = self._only_node(cluster)
-        if n is None or n.op not in ("AssignAddVariableOp", "AssignSubVariableOp"):
+        if n is None or n.op not in op_tables.SCALAR_INTEGER_RESOURCE_OPS:
             return False
-        if "dtype" not in n.node_def.attr or n.node_def.attr["dtype"].type not in _INTEGER_TYPES:
+        if "dtype" not in n.node_def.attr or n.node_def.attr["dtype"].type not in op_tables.INTEGER_DTYPES:
             return False
         const = next((e.src for e in n.in_edges if not e.is_control and e.src.op in op_tables.CONSTANT_OPS), None)
         if const is None or "value" not in const.node_def.attr:
@@ -453,7 +454,8 @@ class MarkForCompilationPass:
         return f"<{node.name} + {cluster.size - 1} others #{cluster.rep}>"
 
     def _fail(self, src: _Cluster, dst: _Cluster, code: str, reason: str) -> bool:
-        self.contractions.append(ContractionAttempt(self.phase, self._name(src), self._name(dst), False, code, reason))
+        self.contractions.append(ContractionAttempt(self.phase, self._name(src), self._name(dst), src.rep, dst.rep,
+                                                    code, reason))
         log.log(5, "Could not contract %s -> %s because %s.", self._name(src), self._name(dst), reason)
         return False
 
@@ -493,7 +495,6 @@ class MarkForCompilationPass:
         src.merge(dst)
         src.rep = merged
         self._uf_merge(a, b)
-        self.contractions.append(ContractionAttempt(self.phase, self._name(src), "", True, "merged", ""))
         return True
 
     def _potential_cycle(self, a: int, b: int) -> str | None:
@@ -617,8 +618,20 @@ class MarkForCompilationPass:
                              related=self._cluster_failures(cluster))
         return members
 
-    def _cluster_failures(self, cluster: _Cluster) -> tuple[str, ...]:
-        return ()
+    def _cluster_failures(self, cluster: _Cluster, limit: int = 8) -> tuple[str, ...]:
+        """Why this cluster stayed small: the failed contractions into or out of it (final clusters)."""
+        out: list[str] = []
+        for att in self.contractions:
+            mine = [self._cluster_for_node(i) is cluster for i in (att.src_id, att.dst_id)]
+            if mine[0] == mine[1]:
+                continue
+            other = self.graph.nodes[att.dst_id if mine[0] else att.src_id].name
+            line = f"{'to' if mine[0] else 'from'} {other}: {att.reason}"
+            if line not in out:
+                out.append(line)
+            if len(out) >= limit:
+                break
+        return tuple(out)
 
     # ----- driver -------------------------------------------------------------------------------------
     def run(self) -> MarkResult:
@@ -627,7 +640,7 @@ class MarkForCompilationPass:
         clusters: dict[str, list[str]] = {}
         if any(XLA_ALREADY_CLUSTERED_ATTR in n.node_def.attr for n in graph.op_nodes()):
             self.skipped = "graph already clustered (a node has _XlaAlreadyClustered)"
-        elif any(n.op in ("TPUExecute", "TPUExecuteAndUpdateVariables") for n in graph.op_nodes()):
+        elif any(n.op in op_tables.TPU_EXECUTE_OPS for n in graph.op_nodes()):
             self.skipped = "graph contains TPUExecute"
         else:
             self.find_candidates()

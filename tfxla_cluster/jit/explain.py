@@ -1,0 +1,106 @@
+"""Human and JSON reports of a clustering: the ``explain`` view.
+
+Stage: clustering output. Given a :class:`~tfxla_cluster.jit.mark_for_compilation.MarkResult`, this
+module renders what TF leaves in VLOG lines: each cluster with its members, every unclustered node with
+its reason, the reasons grouped and de-duplicated (most common first), and the unclustered-op
+histogram. The JSON form carries the same data with stable reason codes.
+"""
+from __future__ import annotations
+
+import collections
+import json
+
+from tfxla_cluster.jit.mark_for_compilation import MarkResult
+
+# Codes of nodes that were never candidates for structural reasons a user rarely cares about first.
+_QUIET_CODES = {"top_level_arg_retval"}
+
+# What TF's terse reason means, for the codes whose TF text does not say it.
+HINTS = {
+    "unique": "TF never auto-clusters Unique: its output size depends on the data",
+    "where_excluded": "excluded by --tf_xla_cluster_exclude_ops=Where",
+    "stateful_random": "XLA's RNG does not reproduce TF's seeding, so auto-clustering leaves it to TF",
+    "assert_or_checknumerics": "XLA only has dummy implementations; auto-clustering leaves them to TF",
+    "variant": "DT_VARIANT values (TensorLists, datasets, ...) can't enter or leave an XLA cluster",
+    "top_level_arg_retval": "function inputs and outputs are fed and fetched by TF",
+    "min_cluster_size": "raise the cluster's size or lower --tf_xla_min_cluster_size",
+    "device_policy": "on CPU, auto-clustering needs --tf_xla_auto_jit and --tf_xla_cpu_global_jit",
+    "must_be_constant_stateful": "e.g. a random shape: XLA needs the value at compile time",
+}
+
+
+def _short_device(device: str) -> str:
+    return device.rsplit("/device:", 1)[-1] if "/device:" in device else device
+
+
+def as_json(result: MarkResult) -> str:
+    graph = result.graph
+    clusters = []
+    for name, members in sorted(result.clusters.items()):
+        ops = collections.Counter(graph.node(n).op for n in members)
+        clusters.append({"name": name, "size": len(members), "nodes": members,
+                         "op_histogram": dict(sorted(ops.items()))})
+    unclustered = collections.Counter(d.op for d in result.decisions.values() if not d.cluster)
+    by_code = collections.Counter(d.code for d in result.decisions.values() if not d.cluster)
+    return json.dumps({
+        "global_jit_level": result.global_jit_level,
+        "skipped": result.skipped or None,
+        "clusters": clusters,
+        "nodes": [d.as_dict() for d in result.decisions.values()],
+        "unclustered_op_histogram": dict(sorted(unclustered.items())),
+        "unclustered_by_reason": dict(by_code.most_common()),
+        "summary": result.summary().splitlines(),
+    }, indent=2)
+
+
+def explain_node(result: MarkResult, name: str) -> str:
+    d = result.decisions[name]
+    node = result.graph.node(name)
+    lines = [f"{name} ({d.op}) on {_short_device(node.assigned_device)}"]
+    if d.cluster:
+        members = result.clusters[d.cluster]
+        lines.append(f"  clustered into {d.cluster} with {len(members) - 1} other nodes")
+    else:
+        hint = f" ({HINTS[d.code]})" if d.code in HINTS else ""
+        lines.append(f"  not clustered [{d.code}]: {d.reason}{hint}")
+    for rel in d.related:
+        lines.append(f"    - {rel}")
+    return "\n".join(lines)
+
+
+def explain(result: MarkResult, max_examples: int = 4) -> str:
+    """The full text report."""
+    graph = result.graph
+    out: list[str] = []
+    if result.skipped:
+        out.append(f"No clusters: {result.skipped}.")
+    out.append(f"Clusters: {len(result.clusters)}")
+    for name, members in sorted(result.clusters.items()):
+        ops = collections.Counter(graph.node(n).op for n in members)
+        hist = ", ".join(f"{op}×{c}" if c > 1 else op for op, c in sorted(ops.items()))
+        out.append(f"  {name}: {len(members)} nodes ({hist})")
+    groups: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+    for d in result.decisions.values():
+        if d.cluster:
+            continue
+        # De-duplicate reasons that differ only in the node they name.
+        key_reason = d.reason.replace(f"{{{{node {d.node}}}}}", "{{node <node>}}")
+        groups[(d.code, key_reason)].append(d.node)
+    if groups:
+        out.append("Unclustered nodes, by reason:")
+        ordered = sorted(groups.items(), key=lambda kv: (kv[0][0] in _QUIET_CODES, -len(kv[1]), kv[0]))
+        for (code, reason), nodes in ordered:
+            shown = ", ".join(nodes[:max_examples]) + (f", … (+{len(nodes) - max_examples})"
+                                                        if len(nodes) > max_examples else "")
+            hint = f" ({HINTS[code]})" if code in HINTS else ""
+            out.append(f"  [{code}] {len(nodes)} node{'s' if len(nodes) != 1 else ''}: {reason}{hint}")
+            out.append(f"      {shown}")
+            first = result.decisions[nodes[0]]
+            for rel in first.related[:3]:
+                out.append(f"      - {rel}")
+    hist = collections.Counter(d.op for d in result.decisions.values() if not d.cluster)
+    if hist:
+        out.append("Unclustered op histogram:")
+        for op, count in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])):
+            out.append(f"  {op}: {count}")
+    return "\n".join(out)
