@@ -1,0 +1,59 @@
+"""jit_compile=True checking: every uncompilable node is listed, in TF's error format."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from tfxla_cluster.graph.io import read_graph_def
+from tfxla_cluster.jit import must_compile
+
+GRAPHS = Path(__file__).resolve().parent.parent / "graphs"
+
+
+def test_string_ops_sample_matches_tf_error_and_lists_all():
+    gd = read_graph_def(GRAPHS / "string_ops.pbtxt")
+    problems = must_compile.uncompilable_in_graph(gd, "__inference_string_ops_64")
+    tf_error = (GRAPHS / "tf" / "string_ops" / "jit_error.txt").read_text()
+    # TF names the first unsupported op; the same "<Op> (<why>){{node <name>}}" item must be in ours.
+    item = re.search(r"on XLA_CPU_JIT: (.*?\}\})", tf_error).group(1)
+    err = must_compile.error_for("__inference_string_ops_64", problems)
+    assert item in str(err)
+    assert str(err).startswith("Detected unsupported operations when trying to compile graph "
+                               "__inference_string_ops_64[_XlaMustCompile=true] on XLA_CPU_JIT: ")
+    assert len(problems) >= 2  # TF stops at one; the sample has several string ops
+    assert all(p.reason.startswith("unsupported op: No registered") for p in problems)
+
+
+def test_function_with_unique_and_nested_string_op():
+    @tf.function
+    def inner(s):
+        return tf.strings.length(s)
+
+    @tf.function(jit_compile=True)
+    def f(x, s):
+        y, _ = tf.unique(x)                 # compilable under jit_compile (only auto-clustering skips it)
+        return tf.reduce_sum(y) + tf.cast(tf.reduce_sum(inner(s)), tf.int32), tf.strings.as_string(x)
+
+    concrete = f.get_concrete_function(tf.TensorSpec([4], tf.int32), tf.TensorSpec([2], tf.string))
+    with pytest.raises(must_compile.MustCompileError) as err:
+        must_compile.check_concrete(concrete)
+    ops = {p.op for p in err.value.problems}
+    # The string Identity that returns AsString's result has no XLA kernel for DT_STRING either.
+    assert ops == {"AsString", "StringLength", "Identity"}
+    nested = next(p for p in err.value.problems if p.op == "StringLength")
+    assert len(nested.stack) >= 3  # f -> call of inner -> StringLength
+    assert "Unique" not in str(err.value)
+    # Real TF agrees that the function does not compile.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Detected unsupported operations"):
+        f(tf.constant([1, 2, 2, 3]), tf.constant(["a", "bb"]))
+
+
+def test_compilable_function_passes():
+    @tf.function(jit_compile=True)
+    def f(x):
+        return tf.nn.softmax(tf.random.stateless_uniform([3], seed=[1, 2]) + x)
+
+    must_compile.check_concrete(f.get_concrete_function(tf.TensorSpec([3], tf.float32)))
