@@ -95,6 +95,7 @@ def _flags_args(p: argparse.ArgumentParser) -> None:
                    help="TF_XLA_FLAGS-style string (default: the TF_XLA_FLAGS environment variable)")
     p.add_argument("--xla-flags", default=None,
                    help="XLA_FLAGS-style string (default: the XLA_FLAGS environment variable)")
+    p.add_argument("--changed", action="store_true", help="show only flags that differ from TF's defaults")
 
 
 @command("flags", "print the effective TF_XLA_FLAGS / XLA_FLAGS configuration with each flag's help",
@@ -104,7 +105,8 @@ def cmd_flags(args: argparse.Namespace) -> int:
 
     tf_flags = args.flags if args.flags is not None else os.environ.get("TF_XLA_FLAGS", "")
     xla_flags = args.xla_flags if args.xla_flags is not None else os.environ.get("XLA_FLAGS", "")
-    print(flags.describe(flags.Flags.parse(tf_flags, xla_flags)))
+    own = os.environ.get(flags.TFXLA_CLUSTER_FLAGS, "")
+    print(flags.describe(flags.Flags.parse(tf_flags, xla_flags, own), only_non_default=args.changed))
     return 0
 
 
