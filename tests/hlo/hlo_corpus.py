@@ -365,4 +365,18 @@ ENTRY %main (v: f32[4]) -> f32[4] {
 }
 """
 
+MISC = r"""HloModule misc, entry_computation_layout={(f32[2,3]{1,0})->(s32[], (f32[2,3]{1,0}), u32[], u32[])}
+
+ENTRY %main (a: f32[2,3]) -> (s32[], (f32[2,3]), u32[], u32[]) {
+  %a = f32[2,3]{1,0} parameter(0)
+  %gds = s32[] get-dimension-size(%a), dimensions={1}
+  %t = (f32[2,3]{1,0}) tuple(%a)
+  %ob = (f32[2,3]{1,0}) opt-barrier(%t)
+  %pid = u32[] partition-id()
+  %rid = u32[] replica-id()
+  %tok = token[] after-all()
+  ROOT %r = (s32[], (f32[2,3]{1,0}), u32[], u32[]) tuple(%gds, %ob, %pid, %rid)
+}
+"""
+
 MODULES = {name: text for name, text in globals().items() if name.isupper() and name != "MODULES"}
