@@ -59,7 +59,7 @@ class Edge:
 class Node:
     """One node: its id, its NodeDef, its edges and its typed outputs."""
 
-    __slots__ = ("id", "node_def", "in_edges", "out_edges", "outputs", "assigned_device", "_op_def")
+    __slots__ = ("id", "node_def", "in_edges", "out_edges", "outputs", "inputs", "assigned_device", "_op_def")
 
     def __init__(self, node_id: int, node_def: node_def_pb2.NodeDef) -> None:
         self.id = node_id
@@ -67,6 +67,7 @@ class Node:
         self.in_edges: list[Edge] = []
         self.out_edges: list[Edge] = []
         self.outputs: list[opdefs.ArgSlot] = []
+        self.inputs: list[opdefs.ArgSlot] = []   # typed data-input slots, from the OpDef
         self.assigned_device = ""
         self._op_def = None
 
@@ -129,15 +130,21 @@ class Graph:
         self._by_name: dict[str, Node] = {}
         self._edges: list[Edge] = []
         self._shapes: dict[str, list[Shape]] | None = None
+        op_defs: dict[str, object] = {}
+        slot_cache = opdefs.SlotCache()
         for node_def in self.graph_def.node:
             if not node_def.name:
                 raise InvalidArgumentError(f"Node with op '{node_def.op}' has an empty name")
             if node_def.name in self._by_name:
                 raise InvalidArgumentError(f"Node '{node_def.name}' is not unique")
             node = Node(len(self.nodes), node_def)
-            node._op_def = opdefs.lookup_op_def(node_def.op, self.graph_def.library)
+            op_def = op_defs.get(node_def.op)
+            if op_def is None:
+                op_def = op_defs[node_def.op] = opdefs.lookup_op_def(node_def.op, self.graph_def.library)
+            node._op_def = op_def
             try:
-                node.outputs = opdefs.output_slots(node_def, node._op_def)
+                node.outputs = slot_cache.slots(node_def, op_def, outputs=True)
+                node.inputs = slot_cache.slots(node_def, op_def, outputs=False)
             except InvalidArgumentError as e:
                 raise InvalidArgumentError(f"Node '{node_def.name}': {e}") from None
             if assign_devices:

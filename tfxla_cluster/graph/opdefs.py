@@ -73,6 +73,29 @@ def _expand_args(node: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef,
     return slots
 
 
+class SlotCache:
+    """Memoised :func:`output_slots`/:func:`input_slots` for one graph: slots depend only on the op and
+    the attrs its arguments name. Per graph, because library function names are not global."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple, list[ArgSlot]] = {}
+
+    def slots(self, node: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef, outputs: bool) -> list[ArgSlot]:
+        args = op_def.output_arg if outputs else op_def.input_arg
+        key: list = [outputs, node.op]
+        for arg in args:
+            for attr in (arg.type_attr, arg.number_attr, arg.type_list_attr):
+                if attr:
+                    value = node.attr.get(attr) if node.attr else None
+                    key.append(value.SerializeToString() if value is not None else None)
+        k = tuple(key)
+        found = self._cache.get(k)
+        if found is None:
+            found = _expand_args(node, op_def, args)
+            self._cache[k] = found
+        return found
+
+
 def output_slots(node: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef) -> list[ArgSlot]:
     """Flat, typed output slots of ``node`` (slot i is tensor ``node:i``)."""
     return _expand_args(node, op_def, op_def.output_arg)

@@ -213,6 +213,9 @@ class MarkForCompilationPass:
         self._checkers: dict[tuple[str, bool], compilability.CompilabilityChecker] = {}
         self.declustered: set[int] = set()
         self.phase = -1
+        self._pick_cache: dict[frozenset[int], int | None] = {}
+        self._failures_by_root: dict[int, list[str]] | None = None
+        self.single_device = False
 
     # ----- helpers ----------------------------------------------------------------------------------
     def _decide(self, node: Node, code: str, reason: str, cluster: str | None = None,
@@ -408,8 +411,7 @@ class MarkForCompilationPass:
                              else resource_safety.incompatible_pairs(self.graph, ignore))
         preds = None if self.ignore_deadness else deadness.compute_predicates(self.graph)
         for node in self.candidates:
-            is_resource = any(opdefs_base(t) == types_pb2.DT_RESOURCE
-                              for t in _input_dtypes(node) + node.output_dtypes)
+            is_resource = any(opdefs_base(s.dtype) == types_pb2.DT_RESOURCE for s in node.inputs + node.outputs)
             device = self.devices.id_for(node.assigned_device or node.requested_device)
             resource_var_id = node.id if (is_resource or resource_safety.may_call_function(node, self.graph)) else None
             cluster = _Cluster(
@@ -421,6 +423,7 @@ class MarkForCompilationPass:
             self.clusters[node.id] = cluster
             self._uf_parent[node.id] = node.id
             self._uf_rank[node.id] = 0
+        self.single_device = len({d for c in self.clusters.values() for d in c.devices}) == 1
 
     # ----- step D -------------------------------------------------------------------------------------
     def _only_node(self, cluster: _Cluster) -> Node | None:
@@ -441,8 +444,15 @@ class MarkForCompilationPass:
             return False
         return len(const.node_def.attr["value"].tensor.tensor_shape.dim) == 0
 
+    def _pick(self, devices: frozenset[int]) -> int | None:
+        chosen = self._pick_cache.get(devices, -1)
+        if chosen == -1:
+            chosen = device_util.pick_device_for_xla(self.devices, devices)[0]
+            self._pick_cache[devices] = chosen
+        return chosen
+
     def _devices_compatible(self, a: _Cluster, b: _Cluster) -> bool:
-        chosen, _ = device_util.pick_device_for_xla(self.devices, a.devices | b.devices)
+        chosen = self._pick(a.devices | b.devices)
         if chosen is None:
             return False
         return all(c.resource_op_device is None or c.resource_op_device == chosen for c in (a, b))
@@ -470,7 +480,8 @@ class MarkForCompilationPass:
         if src.size + dst.size > self.flags.tf_xla_max_cluster_size:
             return self._fail(src, dst, "max_cluster_size",
                               "the new cluster will be larger than the max cluster size")
-        for in_id in self.cycles.predecessors(dst.rep):
+        # With one device in the whole graph every device check passes; skip the predecessor scan.
+        for in_id in (() if self.single_device else self.cycles.predecessors(dst.rep)):
             c_in = self._cluster_for_cycles_node(in_id)
             if c_in is not None and (not self._devices_compatible(dst, c_in)
                                      or not self._devices_compatible(src, c_in)):
@@ -487,9 +498,9 @@ class MarkForCompilationPass:
 
     def merge_clusters(self, src: _Cluster, dst: _Cluster) -> bool:
         a, b = src.rep, dst.rep
-        path = self._potential_cycle(a, b) if self.explain_cycles else None
         merged = self.cycles.contract_edge(a, b)
         if merged is None:
+            path = self._potential_cycle(a, b) if self.explain_cycles else ""
             reason = "contracting the edge would create a cycle" + (f" via {path}" if path else "")
             return self._fail(src, dst, "cycle", reason)
         src.merge(dst)
@@ -497,38 +508,44 @@ class MarkForCompilationPass:
         self._uf_merge(a, b)
         return True
 
-    def _potential_cycle(self, a: int, b: int) -> str | None:
-        """TF's DescribePotentialCycle: an a→…→b path besides the edge, preferring unclusterable
-        nodes. Only computed when the contraction will fail (b stays reachable without the edge)."""
-        if not self.cycles.can_contract_edge(a, b):
-            rpo = list(reversed(self.cycles.all_nodes_in_post_order()))
-            best: dict[int, int] = {a: -1}
-            for n in rpo:
-                some = preferred = None
-                for p in self.cycles.predecessors(n):
-                    if p not in best or (n == b and p == a):
-                        continue
-                    some = p
-                    if self._cluster_for_cycles_node(p) is None:
-                        preferred = p
-                if some is not None or preferred is not None:
-                    best[n] = preferred if preferred is not None else some
-                if n == b:
-                    break
-            path, cur, unclustered = [], best.get(b, a), False
-            while cur != a and cur != -1:
-                path.append(cur)
-                cur = best.get(cur, a)
-            labels = []
-            for cid in reversed(path):
-                c = self._cluster_for_cycles_node(cid)
-                if c is not None:
-                    labels.append(self._name(c))
-                else:
-                    unclustered = True
-                    labels.append(self.graph.nodes[cid].name if cid < len(self.graph.nodes) else f"<oob #{cid}>")
-            return ("" if unclustered else "(all clusters) ") + "[" + ",".join(labels) + "]"
-        return None
+    def _potential_cycle(self, a: int, b: int) -> str:
+        """TF's DescribePotentialCycle: an a→…→b path besides the direct edge, preferring
+        unclusterable nodes. TF scans the whole graph in reverse post-order; only nodes reachable from
+        ``a`` with rank below ``b``'s can be on such a path, so we scan just those, in the same order."""
+        cycles = self.cycles
+        limit = cycles.rank(b)
+        region, stack = {a}, [a]
+        while stack:
+            for nxt in cycles.successors(stack.pop()):
+                if nxt not in region and cycles.rank(nxt) < limit:
+                    region.add(nxt)
+                    stack.append(nxt)
+        best: dict[int, int] = {a: -1}
+        for n in sorted(region - {a}, key=cycles.rank) + [b]:
+            some = preferred = None
+            for p in cycles.predecessors(n):
+                if p not in best or (n == b and p == a):
+                    continue
+                some = p
+                if self._cluster_for_cycles_node(p) is None:
+                    preferred = p
+            if some is not None:
+                best[n] = preferred if preferred is not None else some
+        if b not in best:
+            return ""
+        path, cur = [], best[b]
+        while cur != a:
+            path.append(cur)
+            cur = best[cur]
+        labels, unclustered = [], False
+        for cid in reversed(path):
+            c = self._cluster_for_cycles_node(cid)
+            if c is not None:
+                labels.append(self._name(c))
+            else:
+                unclustered = True
+                labels.append(self.graph.nodes[cid].name if cid < len(self.graph.nodes) else f"<oob #{cid}>")
+        return ("" if unclustered else "(all clusters) ") + "[" + ",".join(labels) + "]"
 
     def for_each_edge_in_post_order(self, fn) -> bool:
         changed = False
@@ -620,18 +637,18 @@ class MarkForCompilationPass:
 
     def _cluster_failures(self, cluster: _Cluster, limit: int = 8) -> tuple[str, ...]:
         """Why this cluster stayed small: the failed contractions into or out of it (final clusters)."""
-        out: list[str] = []
-        for att in self.contractions:
-            mine = [self._cluster_for_node(i) is cluster for i in (att.src_id, att.dst_id)]
-            if mine[0] == mine[1]:
-                continue
-            other = self.graph.nodes[att.dst_id if mine[0] else att.src_id].name
-            line = f"{'to' if mine[0] else 'from'} {other}: {att.reason}"
-            if line not in out:
-                out.append(line)
-            if len(out) >= limit:
-                break
-        return tuple(out)
+        if self._failures_by_root is None:
+            index: dict[int, list[str]] = collections.defaultdict(list)
+            for att in self.contractions:
+                ra, rb = self._find(att.src_id), self._find(att.dst_id)
+                if ra == rb:
+                    continue
+                for root, other, word in ((ra, att.dst_id, "to"), (rb, att.src_id, "from")):
+                    line = f"{word} {self.graph.nodes[other].name}: {att.reason}"
+                    if len(index[root]) < limit and line not in index[root]:
+                        index[root].append(line)
+            self._failures_by_root = index
+        return tuple(self._failures_by_root.get(self._find(cluster.rep), ()))
 
     # ----- driver -------------------------------------------------------------------------------------
     def run(self) -> MarkResult:
@@ -674,12 +691,6 @@ class MarkForCompilationPass:
 
 def opdefs_base(dtype: int) -> int:
     return dtype - 100 if dtype > 100 else dtype
-
-
-def _input_dtypes(node: Node) -> list[int]:
-    from tfxla_cluster.graph.opdefs import input_slots
-
-    return [s.dtype for s in input_slots(node.node_def, node.op_def)]
 
 
 def _policy_reason(device_type: str, reg, jit_on: bool) -> str:
