@@ -59,11 +59,14 @@ class Edge:
 class Node:
     """One node: its id, its NodeDef, its edges and its typed outputs."""
 
-    __slots__ = ("id", "node_def", "in_edges", "out_edges", "outputs", "inputs", "assigned_device", "_op_def")
+    __slots__ = ("id", "node_def", "name", "op", "in_edges", "out_edges", "outputs", "inputs", "assigned_device",
+                 "_op_def")
 
     def __init__(self, node_id: int, node_def: node_def_pb2.NodeDef) -> None:
         self.id = node_id
         self.node_def = node_def
+        self.name: str = node_def.name   # names and ops never change after import; plain fields are fast
+        self.op: str = node_def.op
         self.in_edges: list[Edge] = []
         self.out_edges: list[Edge] = []
         self.outputs: list[opdefs.ArgSlot] = []
@@ -71,8 +74,6 @@ class Node:
         self.assigned_device = ""
         self._op_def = None
 
-    name = property(lambda self: self.node_def.name)
-    op = property(lambda self: self.node_def.op)
     requested_device = property(lambda self: self.node_def.device)
     op_def = property(lambda self: self._op_def)
 
@@ -130,6 +131,8 @@ class Graph:
         self._by_name: dict[str, Node] = {}
         self._edges: list[Edge] = []
         self._shapes: dict[str, list[Shape]] | None = None
+        self._topo: list[Node] | None = None
+        self._functions = {f.signature.name: f for f in self.graph_def.library.function}
         op_defs: dict[str, object] = {}
         slot_cache = opdefs.SlotCache()
         for node_def in self.graph_def.node:
@@ -253,17 +256,19 @@ class Graph:
 
     def function(self, name: str):
         """The library FunctionDef called ``name``, or None."""
-        for fdef in self.graph_def.library.function:
-            if fdef.signature.name == name:
-                return fdef
-        return None
+        return self._functions.get(name)
 
     def topological_order(self) -> list[Node]:
         """Op nodes in TF's GraphConstructor order: the ready node with the smallest id goes first.
 
         Loop back edges (NextIteration→Merge) are ignored, as TF does; nodes on a real cycle are
-        left out (the constructor reports them).
+        left out (the constructor reports them). Computed once; callers must not mutate the list.
         """
+        if self._topo is None:
+            self._topo = self._compute_topological_order()
+        return self._topo
+
+    def _compute_topological_order(self) -> list[Node]:
         import heapq
 
         pending: dict[int, int] = {}

@@ -118,11 +118,11 @@ def frame_names(graph: Graph) -> dict[int, str]:
 
 
 
-def compute_predicates(graph: Graph) -> dict[int, tuple]:
+def compute_predicates(graph: Graph, frames: dict[int, str] | None = None) -> dict[int, tuple]:
     """Predicate of every op node's control output (TF's ``GetPredicateFor(n, kControlSlot)``)."""
     out_pred: dict[tuple[int, int], tuple] = {}
     node_pred: dict[int, tuple] = {}
-    frames = frame_names(graph)
+    frames = frame_names(graph) if frames is None else frames
     entry: dict[str, tuple] = {}  # a loop frame's entry predicate: AND of what its Enters receive
     for node in graph.topological_order():
         ins = [e for e in node.in_edges if e.src.is_op]

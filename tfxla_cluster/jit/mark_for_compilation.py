@@ -367,7 +367,7 @@ class MarkForCompilationPass:
         cycles = GraphCycles()
         for _ in range(len(self.graph.nodes)):
             cycles.new_node()
-        frames = deadness.frame_names(self.graph)
+        frames = self.frames = deadness.frame_names(self.graph)
         frame_nodes: dict[str, int] = {}
 
         def frame_node(name: str) -> int:
@@ -409,7 +409,7 @@ class MarkForCompilationPass:
 
         self.unsafe_pairs = (set() if self.flags.tf_xla_disable_resource_variable_safety_checks_for_debugging
                              else resource_safety.incompatible_pairs(self.graph, ignore))
-        preds = None if self.ignore_deadness else deadness.compute_predicates(self.graph)
+        preds = None if self.ignore_deadness else deadness.compute_predicates(self.graph, self.frames)
         for node in self.candidates:
             is_resource = any(opdefs_base(s.dtype) == types_pb2.DT_RESOURCE for s in node.inputs + node.outputs)
             device = self.devices.id_for(node.assigned_device or node.requested_device)

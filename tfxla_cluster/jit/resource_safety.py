@@ -23,7 +23,23 @@ def may_call_function(node: Node, graph: Graph) -> bool:
     """``MayCallFunction``: the op is a library function, or any attr holds a function."""
     if graph.function(node.op) is not None:
         return True
-    return any(v.HasField("func") for v in node.node_def.attr.values())
+    attrs = node.node_def.attr
+    if not attrs:
+        return False
+    op_def = node.op_def
+    func_attrs = [a.name for a in op_def.attr if a.type == "func"] if op_def else []
+    if any(name in attrs and _holds_func(attrs[name]) for name in func_attrs):
+        return True
+    # Attrs the OpDef doesn't declare (``_...`` annotations) could hold functions too; only scan the
+    # map when there are such extras, since scanning a proto map is slow.
+    if op_def is not None and len(attrs) <= len(op_def.attr):
+        return False
+    return any(_holds_func(v) for v in attrs.values())
+
+
+def _holds_func(value) -> bool:
+    # TF's check is AttrValue::has_func(): a list(func) attr (Case's branches) does not count.
+    return value.HasField("func")
 
 
 def resource_op_kind(node: Node, graph: Graph, ignore: Callable[[Node], bool]) -> str | None:
