@@ -6,6 +6,7 @@ original function's results; shapes and dtypes are compared with TF's own tensor
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 import sys
 
 import numpy as np
@@ -328,3 +329,21 @@ def test_cli_info(tmp_path):
     assert f"nodes: {len(gd.node)}" in proc.stdout
     assert "x: DT_FLOAT [2,3]" in proc.stdout
     assert "identity_RetVal <- " in proc.stdout
+
+
+SAMPLES = sorted((Path(__file__).resolve().parent.parent / "graphs").glob("*.pbtxt"))
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.stem for p in SAMPLES])
+def test_sample_graph_dtypes_and_shapes_match_tf(path):
+    """Every output of every node of every bundled sample: our dtype/shape == TF's imported graph's."""
+    gd = read_graph_def(path)
+    graph = Graph(gd)
+    with tf.Graph().as_default() as g:
+        tf.graph_util.import_graph_def(gd, name="")
+    for node in graph.op_nodes():
+        tf_outputs = g.get_operation_by_name(node.name).outputs
+        assert [base_dtype(d) for d in node.output_dtypes] == [t.dtype.as_datatype_enum for t in tf_outputs], node
+        for i, t in enumerate(tf_outputs):
+            want = None if t.shape.rank is None else tuple(t.shape.as_list())
+            assert graph.output_shapes(node)[i] == want, (node.name, i)

@@ -4,7 +4,8 @@ Stage: optional pre-clustering rewrite. TF optimizes every function graph with g
 optimizer (function inlining, constant folding, dependency and arithmetic optimizers, pruning, ...)
 before MarkForCompilation. Running the same C++ optimizer through ``tf_optimizer.OptimizeGraph`` on a
 runtime-form GraphDef (``_Arg``/``_Retval``, calls not yet inlined) yields the graph TF's
-``before_mark_for_compilation`` dump shows — same nodes, same names, same order.
+``before_mark_for_compilation`` dump shows — same nodes, same names, same order — provided nodes are
+placed first (done here), since some rewrites (the CPU remapper's fused MatMul/Conv2D) need devices.
 """
 from __future__ import annotations
 
@@ -30,8 +31,14 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
     """Optimize ``graph_def`` with TF's meta optimizer, keeping ``fetch`` (default: see default_fetch)."""
     from tensorflow.python.grappler import tf_optimizer
 
+    from tfxla_cluster.graph.devices import canonical_device
+
     meta = meta_graph_pb2.MetaGraphDef()
     meta.graph_def.CopyFrom(graph_def)
+    # TF places a function's nodes before grappler runs; device-dependent rewrites (the remapper's
+    # _FusedMatMul/_FusedConv2D on CPU) only fire on placed nodes.
+    for nd in meta.graph_def.node:
+        nd.device = canonical_device(nd.device)
     meta.collection_def["train_op"].node_list.value.extend(fetch or default_fetch(graph_def))
     try:
         out = tf_optimizer.OptimizeGraph(config or config_pb2.ConfigProto(), meta, verbose=False)

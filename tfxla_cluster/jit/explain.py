@@ -33,6 +33,14 @@ def _short_device(device: str) -> str:
     return device.rsplit("/device:", 1)[-1] if "/device:" in device else device
 
 
+def hint_for(code: str, op: str) -> str:
+    """A plain-words gloss of a reason, or ''."""
+    if code == "no_xla_kernel" and op.startswith("_Fused"):
+        return ("grappler's remapper fused this into a TF-only CPU kernel before clustering; XLA has no "
+                "kernel for it")
+    return HINTS.get(code, "")
+
+
 def as_json(result: MarkResult) -> str:
     graph = result.graph
     clusters = []
@@ -61,7 +69,8 @@ def explain_node(result: MarkResult, name: str) -> str:
         members = result.clusters[d.cluster]
         lines.append(f"  clustered into {d.cluster} with {len(members) - 1} other nodes")
     else:
-        hint = f" ({HINTS[d.code]})" if d.code in HINTS else ""
+        hint = hint_for(d.code, d.op)
+        hint = f" ({hint})" if hint else ""
         lines.append(f"  not clustered [{d.code}]: {d.reason}{hint}")
     for rel in d.related:
         lines.append(f"    - {rel}")
@@ -92,7 +101,8 @@ def explain(result: MarkResult, max_examples: int = 4) -> str:
         for (code, reason), nodes in ordered:
             shown = ", ".join(nodes[:max_examples]) + (f", … (+{len(nodes) - max_examples})"
                                                         if len(nodes) > max_examples else "")
-            hint = f" ({HINTS[code]})" if code in HINTS else ""
+            hint = hint_for(code, result.decisions[nodes[0]].op)
+            hint = f" ({hint})" if hint else ""
             out.append(f"  [{code}] {len(nodes)} node{'s' if len(nodes) != 1 else ''}: {reason}{hint}")
             out.append(f"      {shown}")
             first = result.decisions[nodes[0]]
