@@ -58,3 +58,29 @@ def test_sample_clustering_and_summary_match_tf(sample_dir, meta, run):
     assert text_format.MessageToString(result.graph_def) == text_format.MessageToString(after)
     tf_lines = _tf_summary((sample_dir / "vlog.txt").read_text(), run["dumps"]["mark_for_compilation_annotated"])
     assert result.summary(verbose=True).splitlines() == tf_lines
+
+
+@pytest.mark.parametrize("sample_dir,meta,run", RUNS, ids=[f"{d.name}-{r['run']}" for d, _, r in RUNS])
+def test_debug_dumps_match_tf(sample_dir, meta, run, tmp_path, monkeypatch):
+    """--tf_xla_clustering_debug writes TF's three files, with TF's names and TF's contents."""
+    from tfxla_cluster.jit import dumps
+
+    dumps.reset_counters()
+    monkeypatch.setenv("TF_DUMP_GRAPH_PREFIX", str(tmp_path))
+    before = _load(sample_dir / run["dumps"]["before_mark_for_compilation"])
+    flags = meta["flags"] + " --tf_xla_clustering_debug"
+    for _ in range(2):  # the second run of the process gets TF's "_1" suffix
+        state = ProcessState()
+        state.sequence[0] = run["clusters_before"]
+        mark_for_compilation(before, flags, state=state)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "before_mark_for_compilation.pbtxt", "before_mark_for_compilation_1.pbtxt",
+        "mark_for_compilation.pbtxt", "mark_for_compilation_1.pbtxt",
+        "mark_for_compilation_annotated.pbtxt", "mark_for_compilation_annotated_1.pbtxt"]
+    for ours, theirs in (("before_mark_for_compilation_1.pbtxt", run["dumps"]["before_mark_for_compilation"]),
+                         ("mark_for_compilation_1.pbtxt", run["dumps"]["mark_for_compilation"]),
+                         ("mark_for_compilation_annotated_1.pbtxt",
+                          run["dumps"]["mark_for_compilation_annotated"])):
+        got = text_format.MessageToString(_load(tmp_path / ours))
+        want = text_format.MessageToString(_load(sample_dir / theirs))
+        assert got == want, ours

@@ -1,0 +1,77 @@
+"""The clustering CLI: `mark` prints TF's summary and writes TF's marked graph; `explain` gives reasons."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from google.protobuf import text_format
+from tensorflow.core.framework import graph_pb2
+
+ROOT = Path(__file__).resolve().parent.parent
+FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
+
+
+def run(*args: str, env_flags: str | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ)
+    env.pop("TF_XLA_FLAGS", None)
+    if env_flags is not None:
+        env["TF_XLA_FLAGS"] = env_flags
+    return subprocess.run([sys.executable, "-m", "tfxla_cluster", *args], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env=env)
+
+
+def test_mark_writes_tf_marked_graph(tmp_path):
+    out = tmp_path / "marked.pbtxt"
+    proc = run("mark", "graphs/tf/unique_in_middle/before_mark_for_compilation_1.pbtxt", "--flags", FLAGS,
+               "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "*** Clustering info for graph of size" in proc.stdout
+    assert " Built 2 clusters" in proc.stdout
+    want = text_format.Parse((ROOT / "graphs/tf/unique_in_middle/mark_for_compilation_1.pbtxt").read_text(),
+                             graph_pb2.GraphDef())
+    got = text_format.Parse(out.read_text(), graph_pb2.GraphDef())
+    assert got == want
+
+
+def test_explain_json_reasons_from_env_flags():
+    proc = run("explain", "graphs/tf/unique_in_middle/before_mark_for_compilation_1.pbtxt", "--json",
+               env_flags=FLAGS)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    by_node = {n["node"]: n for n in report["nodes"]}
+    unique = next(n for n in by_node.values() if n["op"] == "Unique")
+    assert unique["cluster"] is None and unique["code"] == "unique"
+    assert len(report["clusters"]) == 2
+    assert report["unclustered_op_histogram"]["Unique"] == 1
+
+
+def test_explain_text_and_node():
+    proc = run("explain", "graphs/mlp.pbtxt", "--grappler", "--flags", FLAGS)
+    assert proc.returncode == 0, proc.stderr
+    assert "_FusedMatMul" in proc.stdout and "remapper" in proc.stdout
+    proc = run("explain", "graphs/mlp.pbtxt", "--grappler", "--flags", FLAGS, "--node", "Softmax")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("Softmax (Softmax) on CPU:0")
+    assert "min_cluster_size" in proc.stdout
+
+
+def test_bad_flag_is_one_line_exit_2():
+    proc = run("mark", "graphs/mlp.pbtxt", "--flags", "--tf_xla_auto_jitt=2")
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1
+    assert lines[0].startswith("tfxla-cluster: error: INVALID_ARGUMENT: Unknown flag in TF_XLA_FLAGS: "
+                               "--tf_xla_auto_jitt=2")
+    assert "did you mean --tf_xla_auto_jit" in lines[0]
+
+
+def test_unknown_node_and_help():
+    proc = run("explain", "graphs/mlp.pbtxt", "--flags", FLAGS, "--node", "nope")
+    assert proc.returncode == 2 and "no node named 'nope'" in proc.stderr
+    for cmd in ("info", "flags", "mark", "explain"):
+        proc = run(cmd, "--help")
+        assert proc.returncode == 0 and "usage: tfxla-cluster" in proc.stdout
