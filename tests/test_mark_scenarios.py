@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import tensorflow as tf
-from tensorflow.core.framework import attr_value_pb2, function_pb2, op_def_pb2, types_pb2
+from tensorflow.core.framework import attr_value_pb2, function_pb2, types_pb2
 
 from gdb import FLOAT, GDB, INT32, RESOURCE, T, func_attr
 from tfxla_cluster.errors import InternalError
@@ -586,7 +586,7 @@ def test_dont_cluster_the_special_identity_driving_consts_in_loop():  # 52
     value = b.placeholder(tf.float32, name="value")
     loop_cond = b.op("LoopCond", cond, name="loop_cond")
     switch = b.op("Switch", value, loop_cond, name="switch")
-    identity = b.op("Identity", switch[1], name="identity")
+    b.op("Identity", switch[1], name="identity")
     const = b.const(1.0, tf.float32, name="const", ctrl=("identity",))
     tanh1 = b.op("Tanh", b.op("Tanh", const, name="tanh0"), name="tanh1")
     b.op("Add", const, tanh1, name="add")
