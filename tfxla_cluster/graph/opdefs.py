@@ -106,6 +106,23 @@ def input_slots(node: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef) -> list[Ar
     return _expand_args(node, op_def, op_def.input_arg)
 
 
+def input_arg_ranges(node: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef) -> dict[str, tuple[int, int]]:
+    """TF's ``NameRangesForNode`` for inputs: argument name → [start, stop) of its flat slots. Needs
+    only the count attrs (``number_attr``, ``type_list_attr``), not the dtypes."""
+    ranges: dict[str, tuple[int, int]] = {}
+    start = 0
+    for arg in op_def.input_arg:
+        if arg.number_attr:
+            count = _attr_value(node, op_def, arg.number_attr).i
+        elif arg.type_list_attr:
+            count = len(_attr_value(node, op_def, arg.type_list_attr).list.type)
+        else:
+            count = 1
+        ranges[arg.name] = (start, start + count)
+        start += count
+    return ranges
+
+
 def base_dtype(dtype: int) -> int:
     """Strip the _REF offset (DT_FLOAT_REF → DT_FLOAT)."""
     return dtype - REF_TYPE_OFFSET if dtype > REF_TYPE_OFFSET else dtype

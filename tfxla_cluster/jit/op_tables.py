@@ -679,36 +679,6 @@ def _list_has_non_strings(lst) -> bool:
     return any(len(getattr(lst, f)) for f in ("i", "f", "b", "type", "shape", "tensor", "func"))
 
 
-def input_arg_ranges(node_def: node_def_pb2.NodeDef,
-                     op_def: op_def_pb2.OpDef) -> dict[str, tuple[int, int]]:
-    """``NameRangesForNode`` (inputs only): argument name → [start, stop) of its flat input slots.
-
-    A ``number_attr`` argument has N slots, a ``type_list_attr`` argument one per listed type, any
-    other argument one. Attr values come from the node, else the OpDef default."""
-    ranges: dict[str, tuple[int, int]] = {}
-    start = 0
-    for arg in op_def.input_arg:
-        if arg.number_attr:
-            count = _attr(node_def, op_def, arg.number_attr).i
-        elif arg.type_list_attr:
-            count = len(_attr(node_def, op_def, arg.type_list_attr).list.type)
-        else:
-            count = 1
-        ranges[arg.name] = (start, start + count)
-        start += count
-    return ranges
-
-
-def _attr(node_def: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef, name: str):
-    if name in node_def.attr:
-        return node_def.attr[name]
-    for attr in op_def.attr:
-        if attr.name == name and attr.HasField("default_value"):
-            return attr.default_value
-    raise InvalidArgumentError(
-        f"NodeDef missing attr '{name}' from Op<name={op_def.name}>; NodeDef: {{{{node {node_def.name}}}}}")
-
-
 def const_input_indices(node_def: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef) -> list[int]:
     """``XlaOpRegistry::CompileTimeConstantInputs(node_def, op_def)``: the sorted flat input indices
     that must be compile-time constants. Every slot of a list argument counts; a name the OpDef does
@@ -717,6 +687,8 @@ def const_input_indices(node_def: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef
     names = compile_time_constant_arg_names(node_def)
     if not names:
         return []
+    from tfxla_cluster.graph.opdefs import input_arg_ranges
+
     ranges = input_arg_ranges(node_def, op_def)
     result: list[int] = []
     for name in dict.fromkeys(names):  # the override attr may repeat a name; TF keeps a set
