@@ -1,0 +1,213 @@
+"""Stage: LLVM IR text → native code in this process (numba's ``CodeLibrary``/``JITCPUCodegen`` role).
+
+One :class:`JitEngine` owns the host target description (triple, CPU name and features, optimisation
+level) and a target machine for it. ``engine.compile(ir_text, exports)`` runs
+
+    parse_assembly → verify → new pass manager (O3 by default) → emit object code → load
+
+and returns a :class:`CodeLibrary` holding the optimised IR, the object code and a private MCJIT
+execution engine with the code loaded. Compiling always goes through the object file, so a library
+loaded back from the persistent cache (``engine.load_object``) is byte-for-byte the code a fresh
+compile produces.
+
+Guarantees:
+- compiling is thread-safe (one lock per engine; LLVM's global state is not re-entrant);
+- a library's machine code stays mapped while the library or any callable it handed out is alive
+  (callables keep a reference to their library; the execution engine is freed with the library);
+- ``engine.key`` names everything that changes the generated code (target, CPU, features, opt level,
+  LLVM and llvmlite versions) — caches must include it.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from tfxla_cluster.errors import InternalError
+
+log = logging.getLogger("tfxla_cluster.codegen")
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def _initialize_llvm() -> None:
+    """Current llvmlite needs only the native target and asm printer (no ``llvm.initialize()``)."""
+    global _initialized
+    with _init_lock:
+        if not _initialized:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _initialized = True
+
+
+def add_symbol(name: str, address: int) -> None:
+    """Make ``name`` resolve to ``address`` in every library loaded afterwards (runtime calls)."""
+    _initialize_llvm()
+    llvm.add_symbol(name, address)
+
+
+@dataclass
+class CompileStats:
+    """Seconds spent in each LLVM stage of one compile (what the compile log reports)."""
+
+    parse: float = 0.0
+    optimize: float = 0.0
+    codegen: float = 0.0
+    load: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.parse + self.optimize + self.codegen + self.load
+
+
+@dataclass(eq=False)
+class CodeLibrary:
+    """Compiled code of one LLVM module, loaded into its own MCJIT execution engine.
+
+    ``get_function`` returns ctypes callables that keep this library (and so the code) alive.
+    """
+
+    name: str
+    object_code: bytes
+    optimized_ir: str
+    exports: tuple[str, ...]
+    stats: CompileStats
+    _ee: object = field(repr=False, default=None)
+    _addresses: dict[str, int] = field(repr=False, default_factory=dict)
+
+    def address_of(self, symbol: str) -> int:
+        try:
+            return self._addresses[symbol]
+        except KeyError:
+            raise InternalError(f"library {self.name} does not export {symbol!r}") from None
+
+    def get_function(self, symbol: str, restype, *argtypes):
+        """A ctypes function for ``symbol``; it holds a reference to this library."""
+        fn = ctypes.CFUNCTYPE(restype, *argtypes)(self.address_of(symbol))
+        fn._library = self  # keeps the machine code mapped while the callable lives
+        return fn
+
+
+class JitEngine:
+    """Host target + LLVM pipeline; hands out :class:`CodeLibrary` objects. Thread-safe."""
+
+    def __init__(self, opt_level: int = 3, cpu: str | None = None, features: str | None = None) -> None:
+        _initialize_llvm()
+        if not 0 <= opt_level <= 3:
+            raise InternalError(f"LLVM optimisation level must be 0..3, got {opt_level}")
+        self.opt_level = opt_level
+        self.triple = llvm.get_default_triple()
+        self.cpu = cpu if cpu is not None else llvm.get_host_cpu_name()
+        self.features = features if features is not None else llvm.get_host_cpu_features().flatten()
+        self._target = llvm.Target.from_triple(self.triple)
+        self._lock = threading.RLock()
+        self.target_machine = self._new_target_machine()
+        self.data_layout = str(self.target_machine.target_data)
+        self.compiles = 0
+
+    # ---- identity
+    @property
+    def key(self) -> str:
+        """Everything about the engine that changes generated code, as one string."""
+        return "|".join([self.triple, self.cpu, self.features, f"O{self.opt_level}",
+                         "llvm" + ".".join(map(str, llvm.llvm_version_info)), "llvmlite" + llvmlite.__version__])
+
+    @property
+    def key_digest(self) -> str:
+        return hashlib.sha256(self.key.encode()).hexdigest()[:16]
+
+    def _new_target_machine(self):
+        # 'jitdefault' is the large code model on x86-64: object code can be loaded anywhere by MCJIT.
+        return self._target.create_target_machine(cpu=self.cpu, features=self.features, opt=self.opt_level,
+                                                  reloc="default", codemodel="jitdefault", jit=True)
+
+    # ---- pipeline stages
+    def parse(self, ir_text: str):
+        mod = llvm.parse_assembly(ir_text)
+        mod.triple = self.triple
+        mod.data_layout = self.data_layout
+        mod.verify()
+        return mod
+
+    def optimize(self, mod) -> None:
+        """The new pass manager's default per-module pipeline at ``opt_level`` with vectorisers on."""
+        if self.opt_level == 0:
+            return
+        pto = llvm.create_pipeline_tuning_options(speed_level=self.opt_level)
+        pto.loop_vectorization = self.opt_level >= 2
+        pto.slp_vectorization = self.opt_level >= 2
+        pto.loop_unrolling = self.opt_level >= 2
+        pto.loop_interleaving = self.opt_level >= 2
+        pb = llvm.create_pass_builder(self.target_machine, pto)
+        mpm = pb.getModulePassManager()
+        mpm.run(mod, pb)
+
+    def compile(self, ir_text: str, exports, name: str = "module") -> CodeLibrary:
+        """IR text → loaded library exporting ``exports`` (function names)."""
+        stats = CompileStats()
+        with self._lock:
+            t0 = time.perf_counter()
+            try:
+                mod = self.parse(ir_text)
+            except RuntimeError as e:
+                raise InternalError(f"LLVM rejected the IR of {name}: {e}") from e
+            t1 = time.perf_counter()
+            self.optimize(mod)
+            t2 = time.perf_counter()
+            optimized = str(mod)
+            obj = self.target_machine.emit_object(mod)
+            t3 = time.perf_counter()
+            stats.parse, stats.optimize, stats.codegen = t1 - t0, t2 - t1, t3 - t2
+            lib = self._load(obj, tuple(exports), name, optimized, stats)
+            self.compiles += 1
+        log.debug("compiled %s: parse %.1f ms, optimize %.1f ms, codegen %.1f ms, load %.1f ms", name,
+                  stats.parse * 1e3, stats.optimize * 1e3, stats.codegen * 1e3, stats.load * 1e3)
+        return lib
+
+    def load_object(self, obj: bytes, exports, name: str = "module") -> CodeLibrary:
+        """Load object code produced by ``compile`` with an engine of the same ``key``."""
+        with self._lock:
+            return self._load(obj, tuple(exports), name, "", CompileStats())
+
+    def _load(self, obj: bytes, exports: tuple[str, ...], name: str, optimized: str,
+              stats: CompileStats) -> CodeLibrary:
+        t0 = time.perf_counter()
+        # A private execution engine per library: dropping the library frees its code.
+        ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self._new_target_machine())
+        ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        ee.finalize_object()
+        addresses = {}
+        for sym in exports:
+            addr = ee.get_function_address(sym)
+            if not addr:
+                raise InternalError(f"symbol {sym!r} not found after loading {name}")
+            addresses[sym] = addr
+        stats.load = time.perf_counter() - t0
+        return CodeLibrary(name, obj, optimized, exports, stats, ee, addresses)
+
+    def assembly(self, ir_text: str) -> str:
+        """Optimised native assembly for ``ir_text`` (for inspection and tests)."""
+        with self._lock:
+            mod = self.parse(ir_text)
+            self.optimize(mod)
+            return self.target_machine.emit_assembly(mod)
+
+
+_engines: dict[tuple, JitEngine] = {}
+_engines_lock = threading.Lock()
+
+
+def get_engine(opt_level: int = 3) -> JitEngine:
+    """The process-wide engine for the host at ``opt_level`` (one per level)."""
+    with _engines_lock:
+        eng = _engines.get((opt_level,))
+        if eng is None:
+            eng = _engines[(opt_level,)] = JitEngine(opt_level)
+        return eng
