@@ -1,0 +1,1 @@
+"""HLO optimization passes (XLA's HLO pipeline for CPU)."""

@@ -1,0 +1,884 @@
+"""Algebraic simplifier (xla/hlo/transforms/simplifiers/algebraic_simplifier.cc), layout-insensitive mode.
+
+Stage: the simplification fixed point, before layout assignment; also after fusion on the entry-level
+computations. It visits every non-fusion computation in post order and, for each instruction, tries
+the rules registered for its opcode in table order; the first rule that returns a replacement wins
+(XLA's ``Handle<Op>`` methods, one small named rule per rewrite). The replaced instruction and any
+operands left dead are removed at once (``ReplaceInstruction``), so later rules see true user counts.
+
+Guarantees: every rewrite keeps the value of the computation (checked against the evaluator by the
+tests), with XLA's own preconditions — e.g. ``A/C -> A*(1/C)`` only for floating-point C,
+``A*0 -> 0`` only for integers (NaN), ``A-C -> A+(-C)`` only for constant C. Two XLA assumptions are
+kept on purpose: ``A+0 -> A`` ignores the sign of zero, and a reduce over size-1 dimensions becomes a
+reshape that ignores the init value (XLA assumes the init value is the reducer's identity).
+Instructions with control predecessors are left alone. New instructions take the metadata of the
+instruction they replace. ``stats`` counts the rules that fired.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from tfxla_cluster.hlo import attrs as A
+from tfxla_cluster.hlo.ir import HloInstruction, HloModule
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
+from tfxla_cluster.passes.pass_ import HloPass
+from tfxla_cluster.passes.util import (UseGraph, constant_instruction, dims_unmodified_by_reshape, is_all,
+                                       is_broadcast_of_constant, is_constant, known_literal, make_scalar_like,
+                                       non_fusion_computations, reshape_inserts_or_deletes_degenerate_dims,
+                                       same_shape)
+
+RuleFn = Callable[[UseGraph, HloInstruction], "HloInstruction | None"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rewrite: ``apply(g, instr)`` returns the replacement (already added) or None."""
+
+    name: str
+    opcodes: tuple[O, ...]
+    apply: RuleFn
+
+    @property
+    def doc(self) -> str:
+        return (self.apply.__doc__ or "").strip()
+
+
+RULES: list[Rule] = []
+
+
+def rule(name: str, *opcodes: O) -> Callable[[RuleFn], RuleFn]:
+    def register(fn: RuleFn) -> RuleFn:
+        RULES.append(Rule(name, opcodes, fn))
+        return fn
+    return register
+
+
+# ---------------------------------------------------------------- small helpers
+def _binary(g: UseGraph, op: O, a: HloInstruction, b: HloInstruction, like: HloInstruction,
+            shape: Shape | None = None) -> HloInstruction:
+    return g.make(op, [a, b], shape, like=like)
+
+
+def _unary(g: UseGraph, op: O, a: HloInstruction, like: HloInstruction) -> HloInstruction:
+    return g.make(op, [a], like=like)
+
+
+def _keep(instr: HloInstruction, candidate: HloInstruction) -> HloInstruction | None:
+    """``candidate`` if it may replace ``instr`` (ReplaceInstructionIfCompatible), else None."""
+    return candidate if same_shape(instr, candidate) else None
+
+
+def _first(*options: HloInstruction | None) -> HloInstruction | None:
+    return next((o for o in options if o is not None), None)
+
+
+def _is_float(instr: HloInstruction) -> bool:
+    return instr.shape.element_type.is_float or instr.shape.element_type.is_complex
+
+
+def _is_int(instr: HloInstruction) -> bool:
+    return instr.shape.element_type.is_integral
+
+
+def _scalar_constant_under_broadcast(instr: HloInstruction) -> HloInstruction | None:
+    """c for ``broadcast(c)`` with c a scalar constant (m::Broadcast(m::ConstantScalar))."""
+    if instr.opcode is O.BROADCAST and instr.operands[0].opcode is O.CONSTANT and \
+            instr.operands[0].shape.rank == 0:
+        return instr.operands[0]
+    return None
+
+
+# ---------------------------------------------------------------- constants
+@rule("constant_uniform_to_broadcast", O.CONSTANT)
+def _constant_uniform(g, c):
+    """A constant with more than one element, all equal -> broadcast(scalar constant)."""
+    lit = known_literal(c)
+    if lit is None or lit.size <= 1:
+        return None
+    flat = lit.reshape(-1)
+    first = flat[0]
+    same = (flat.view(np.uint8).reshape(flat.size, -1) == flat[:1].view(np.uint8)).all() \
+        if lit.dtype.kind == "f" or lit.dtype.kind == "V" else bool(np.all(flat == first))
+    if not same:
+        return None
+    scalar = g.add(constant_instruction(first, c.shape.element_type, (), like=c))
+    return g.make(O.BROADCAST, [scalar], c.shape, like=c, dimensions=())
+
+
+@rule("constant_iota", O.CONSTANT)
+def _constant_iota(g, c):
+    """A rank-1 constant 0, 1, ..., n-1 (n > 1) -> iota."""
+    lit = known_literal(c)
+    if lit is None or lit.ndim != 1 or lit.size <= 1 or c.shape.element_type is P.PRED:
+        return None
+    if not np.array_equal(lit, np.arange(lit.size).astype(lit.dtype)) or lit[-1] != lit.size - 1:
+        return None
+    return g.make(O.IOTA, [], c.shape, like=c, iota_dimension=0)
+
+
+@rule("constant_strided_iota", O.CONSTANT)
+def _constant_strided_iota(g, c):
+    """An integral rank-1 constant 0, s, 2s, ... (s > 1) -> iota * broadcast(s)."""
+    lit = known_literal(c)
+    if lit is None or lit.ndim != 1 or lit.size <= 1 or not c.shape.element_type.is_integral:
+        return None
+    stride = int(lit[1])
+    if stride <= 1 or not np.array_equal(lit, (np.arange(lit.size) * stride).astype(lit.dtype)):
+        return None
+    iota = g.make(O.IOTA, [], c.shape, like=c, iota_dimension=0)
+    return _binary(g, O.MULTIPLY, iota, make_scalar_like(g, c.shape, stride, like=c), c)
+
+
+# ---------------------------------------------------------------- add / subtract
+@rule("add_zero", O.ADD)
+def _add_zero(g, add):
+    """A + 0 -> A and 0 + A -> A."""
+    a, b = add.operands
+    return _first(_keep(add, a) if is_all(b, 0) else None, _keep(add, b) if is_all(a, 0) else None)
+
+
+@rule("add_constant_to_rhs", O.ADD)
+def _add_canonical(g, add):
+    """Const + A -> A + Const (constants on the right make reassociation simpler)."""
+    a, b = add.operands
+    if is_constant(a) and not is_constant(b):
+        return _binary(g, O.ADD, b, a, add, add.shape)
+    return None
+
+
+def _reassociate(g, instr, op: O):
+    """(A op C1) op C2 -> A op (C1 op C2), constants or broadcast scalar constants."""
+    inner, c2 = instr.operands
+    if inner.opcode is not op:
+        return None
+    a, c1 = inner.operands
+    if not is_constant(a) and is_constant(c1) and is_constant(c2):
+        return _binary(g, op, a, _binary(g, op, c1, c2, instr), instr, instr.shape)
+    s1, s2 = _scalar_constant_under_broadcast(c1), _scalar_constant_under_broadcast(c2)
+    if s1 is not None and s2 is not None and (op is O.ADD and not is_constant(a) or op is O.MULTIPLY):
+        folded = _binary(g, op, s1, s2, instr)
+        return _binary(g, op, a, make_broadcast(g, folded, instr.shape, instr), instr, instr.shape)
+    return None
+
+
+def make_broadcast(g: UseGraph, scalar: HloInstruction, shape: Shape, like: HloInstruction) -> HloInstruction:
+    if not shape.dimensions:
+        return scalar
+    return g.make(O.BROADCAST, [scalar], Shape.array(scalar.shape.element_type, shape.dimensions), like=like,
+                  dimensions=())
+
+
+@rule("add_reassociate_constants", O.ADD)
+def _add_reassociate(g, add):
+    """(A + C1) + C2 -> A + (C1 + C2); constant folding then folds C1 + C2."""
+    return _reassociate(g, add, O.ADD)
+
+
+@rule("add_of_const_minus", O.ADD)
+def _add_const_minus(g, add):
+    """(C1 - A) + C2 -> (C1 + C2) - A."""
+    sub, c2 = add.operands
+    if sub.opcode is not O.SUBTRACT:
+        return None
+    c1, a = sub.operands
+    if is_constant(a):
+        return None
+    if is_constant(c1) and is_constant(c2):
+        return _binary(g, O.SUBTRACT, _binary(g, O.ADD, c1, c2, add), a, add, add.shape)
+    s1, s2 = _scalar_constant_under_broadcast(c1), _scalar_constant_under_broadcast(c2)
+    if s1 is not None and s2 is not None:
+        total = make_broadcast(g, _binary(g, O.ADD, s1, s2, add), add.shape, add)
+        return _binary(g, O.SUBTRACT, total, a, add, add.shape)
+    return None
+
+
+def _is_fp_power_of_two(instr: HloInstruction) -> bool:
+    c = instr if is_constant(instr) else (_scalar_constant_under_broadcast(instr) if instr.opcode is O.BROADCAST
+                                         else None)
+    lit = known_literal(c) if c is not None else None
+    if lit is None or lit.size != 1 or lit.dtype.kind != "f":
+        return False
+    mantissa, _ = np.frexp(float(lit.reshape(-1)[0]))
+    return abs(float(mantissa)) == 0.5
+
+
+@rule("add_factor_common_multiplicand", O.ADD)
+def _add_factor(g, add):
+    """A*C + B*C -> (A+B)*C for integers, or when C is a float constant +-2^k (exact up to rounding)."""
+    lhs, rhs = add.operands
+    if lhs.opcode is not O.MULTIPLY or rhs.opcode is not O.MULTIPLY or lhs is rhs:
+        return None
+    if g.user_count(lhs) != 1 or g.user_count(rhs) != 1:
+        return None
+    for a, c in (lhs.operands, lhs.operands[::-1]):
+        for b, c2 in (rhs.operands, rhs.operands[::-1]):
+            if c is c2 and (_is_int(add) or _is_fp_power_of_two(c)):
+                return _binary(g, O.MULTIPLY, _binary(g, O.ADD, a, b, add), c, add, add.shape)
+    return None
+
+
+@rule("sub_self_integral", O.SUBTRACT)
+def _sub_self(g, sub):
+    """A - A -> 0 for integers."""
+    a, b = sub.operands
+    return make_scalar_like(g, sub.shape, 0, like=sub) if a is b and _is_int(sub) else None
+
+
+@rule("sub_zero", O.SUBTRACT)
+def _sub_zero(g, sub):
+    """A - 0 -> A."""
+    a, b = sub.operands
+    return _keep(sub, a) if is_all(b, 0) else None
+
+
+@rule("sub_constant_to_add", O.SUBTRACT)
+def _sub_const(g, sub):
+    """A - C -> A + (-C) for a constant (or broadcast constant) C and non-constant A."""
+    a, b = sub.operands
+    if is_constant(a):
+        return None
+    if is_constant(b):
+        return _binary(g, O.ADD, a, _unary(g, O.NEGATE, b, sub), sub, sub.shape)
+    if is_broadcast_of_constant(b):
+        neg = _unary(g, O.NEGATE, b.operands[0], sub)
+        bcast = g.make(O.BROADCAST, [neg], b.shape, like=b, dimensions=b.dimensions)
+        return _binary(g, O.ADD, a, bcast, sub, sub.shape)
+    return None
+
+
+# ---------------------------------------------------------------- multiply / divide / power
+@rule("mul_one", O.MULTIPLY)
+def _mul_one(g, mul):
+    """A * 1 -> A and 1 * A -> A."""
+    a, b = mul.operands
+    return _first(_keep(mul, a) if is_all(b, 1) else None, _keep(mul, b) if is_all(a, 1) else None)
+
+
+@rule("mul_zero_integral", O.MULTIPLY)
+def _mul_zero(g, mul):
+    """A * 0 -> 0 and 0 * A -> 0, integers only (0 * NaN is NaN)."""
+    if not _is_int(mul):
+        return None
+    a, b = mul.operands
+    return _first(_keep(mul, a) if is_all(a, 0) else None, _keep(mul, b) if is_all(b, 0) else None)
+
+
+@rule("mul_constant_to_rhs", O.MULTIPLY)
+def _mul_canonical(g, mul):
+    """Const * A -> A * Const."""
+    a, b = mul.operands
+    if is_constant(a) and not is_constant(b):
+        return _binary(g, O.MULTIPLY, b, a, mul, mul.shape)
+    return None
+
+
+@rule("mul_reassociate_constants", O.MULTIPLY)
+def _mul_reassociate(g, mul):
+    """(A * C1) * C2 -> A * (C1 * C2)."""
+    return _reassociate(g, mul, O.MULTIPLY)
+
+
+@rule("mul_exp", O.MULTIPLY)
+def _mul_exp(g, mul):
+    """exp(A) * exp(B) -> exp(A + B)."""
+    a, b = mul.operands
+    if a.opcode is O.EXP and b.opcode is O.EXP:
+        return _unary(g, O.EXP, _binary(g, O.ADD, a.operands[0], b.operands[0], mul), mul)
+    return None
+
+
+@rule("mul_rsqrt_square", O.MULTIPLY)
+def _mul_rsqrt(g, mul):
+    """rsqrt(B) * rsqrt(B) -> 1 / B."""
+    a, b = mul.operands
+    if a.opcode is O.RSQRT and b.opcode is O.RSQRT and a.operands[0] is b.operands[0]:
+        x = a.operands[0]
+        return _binary(g, O.DIVIDE, make_scalar_like(g, x.shape, 1, like=mul), x, mul, mul.shape)
+    return None
+
+
+@rule("div_one", O.DIVIDE)
+def _div_one(g, div):
+    """A / 1 -> A."""
+    a, b = div.operands
+    return _keep(div, a) if is_all(b, 1) else None
+
+
+@rule("div_integral_by_power_of_two", O.DIVIDE)
+def _div_shift(g, div):
+    """Integer A / 2^k -> A >> k (signed: on |A|, with the sign restored)."""
+    if not _is_int(div):
+        return None
+    a, b = div.operands
+    c = b if is_constant(b) else (b.operands[0] if b.opcode is O.BROADCAST else None)
+    lit = known_literal(c) if c is not None else None
+    if lit is None or lit.size != 1:
+        return None
+    value = int(lit.reshape(-1)[0])
+    if value <= 0 or value & (value - 1):
+        return None
+    shift = value.bit_length() - 1
+    shift_c = make_scalar_like(g, a.shape, shift, like=div)
+    if not div.shape.element_type.is_signed_int:
+        return _binary(g, O.SHIFT_RIGHT_LOGICAL, a, shift_c, div, div.shape)
+    zero = make_scalar_like(g, a.shape, 0, like=div)
+    negative = g.make(O.COMPARE, [a, zero], like=div, comparison_direction=A.ComparisonDirection.LT)
+    magnitude = g.make(O.SELECT, [negative, _unary(g, O.NEGATE, a, div), a], like=div)
+    quotient = _binary(g, O.SHIFT_RIGHT_LOGICAL, magnitude, shift_c, div)
+    return g.make(O.SELECT, [negative, _unary(g, O.NEGATE, quotient, div), quotient], like=div)
+
+
+@rule("div_exp_exp", O.DIVIDE)
+def _div_exp_exp(g, div):
+    """exp(A) / exp(B) -> exp(A - B)."""
+    a, b = div.operands
+    if a.opcode is O.EXP and b.opcode is O.EXP:
+        return _unary(g, O.EXP, _binary(g, O.SUBTRACT, a.operands[0], b.operands[0], div), div)
+    return None
+
+
+@rule("div_by_exp", O.DIVIDE)
+def _div_exp(g, div):
+    """A / exp(B) -> A * exp(-B)."""
+    a, b = div.operands
+    if b.opcode is O.EXP:
+        return _binary(g, O.MULTIPLY, a, _unary(g, O.EXP, _unary(g, O.NEGATE, b.operands[0], div), div), div)
+    return None
+
+
+@rule("div_by_pow", O.DIVIDE)
+def _div_pow(g, div):
+    """A / pow(B, C) -> A * pow(B, -C)."""
+    a, b = div.operands
+    if b.opcode is O.POWER:
+        base, exponent = b.operands
+        return _binary(g, O.MULTIPLY, a, _binary(g, O.POWER, base, _unary(g, O.NEGATE, exponent, div), div), div)
+    return None
+
+
+@rule("div_by_sqrt", O.DIVIDE)
+def _div_sqrt(g, div):
+    """A / sqrt(B) -> A * rsqrt(B) and A / rsqrt(B) -> A * sqrt(B), when the root has one use."""
+    a, b = div.operands
+    swap = {O.SQRT: O.RSQRT, O.RSQRT: O.SQRT}
+    if b.opcode in swap and g.user_count(b) == 1:
+        return _binary(g, O.MULTIPLY, a, _unary(g, swap[b.opcode], b.operands[0], div), div)
+    return None
+
+
+@rule("div_by_constant_to_mul", O.DIVIDE)
+def _div_const(g, div):
+    """Float A / C -> A * (1/C) for a constant (or broadcast constant) C and non-constant A."""
+    a, b = div.operands
+    if not _is_float(div) or is_constant(a):
+        return None
+    c = b if is_constant(b) else (b.operands[0] if is_broadcast_of_constant(b) else None)
+    lit = known_literal(c) if c is not None else None
+    if lit is None:
+        return None
+    with np.errstate(all="ignore"):
+        inverse = (np.ones_like(lit) / lit).astype(lit.dtype)
+    inv = g.add(constant_instruction(inverse, c.shape.element_type, c.shape.dimensions, like=c))
+    if b is not c:
+        inv = g.make(O.BROADCAST, [inv], b.shape, like=b, dimensions=b.dimensions)
+    return _binary(g, O.MULTIPLY, a, inv, div, div.shape)
+
+
+@rule("div_of_divs", O.DIVIDE)
+def _div_div(g, div):
+    """Float (A/B)/(C/D) -> (A*D)/(B*C); (A/B)/C -> A/(B*C); A/(B/C) -> (A*C)/B."""
+    if not _is_float(div):
+        return None
+    x, y = div.operands
+    if x.opcode is O.DIVIDE and y.opcode is O.DIVIDE:
+        (a, b), (c, d) = x.operands, y.operands
+        return _binary(g, O.DIVIDE, _binary(g, O.MULTIPLY, a, d, div), _binary(g, O.MULTIPLY, b, c, div), div)
+    if x.opcode is O.DIVIDE:
+        a, b = x.operands
+        return _binary(g, O.DIVIDE, a, _binary(g, O.MULTIPLY, b, y, div), div)
+    if y.opcode is O.DIVIDE:
+        b, c = y.operands
+        return _binary(g, O.DIVIDE, _binary(g, O.MULTIPLY, x, c, div), b, div)
+    return None
+
+
+@rule("pow_special_exponent", O.POWER)
+def _pow(g, pw):
+    """pow(A, 0) -> 1, pow(A, 1) -> A, pow(1, A) -> 1, pow(A, 2) -> A*A, float pow(A, -1) -> 1/A."""
+    a, b = pw.operands
+    if is_all(b, 0):
+        return make_scalar_like(g, pw.shape, 1, like=pw)
+    if is_all(b, 1):
+        return _keep(pw, a)
+    if is_all(a, 1):
+        return make_scalar_like(g, pw.shape, 1, like=pw)
+    if is_all(b, 2):
+        return _binary(g, O.MULTIPLY, a, a, pw)
+    if is_all(b, -1) and _is_float(pw):
+        return _binary(g, O.DIVIDE, make_scalar_like(g, pw.shape, 1, like=pw), a, pw)
+    return None
+
+
+# ---------------------------------------------------------------- unary
+@rule("log_exp", O.LOG)
+def _log_exp(g, log):
+    """log(exp(A)) -> A."""
+    x = log.operands[0]
+    return _keep(log, x.operands[0]) if x.opcode is O.EXP else None
+
+
+@rule("log_of_root", O.LOG)
+def _log_root(g, log):
+    """log(sqrt(A)) -> log(A) * 0.5 and log(rsqrt(A)) -> log(A) * -0.5."""
+    x = log.operands[0]
+    factor = {O.SQRT: 0.5, O.RSQRT: -0.5}.get(x.opcode)
+    if factor is None:
+        return None
+    return _binary(g, O.MULTIPLY, _unary(g, O.LOG, x.operands[0], log),
+                   make_scalar_like(g, log.shape, factor, like=log), log)
+
+
+@rule("log_of_pow", O.LOG)
+def _log_pow(g, log):
+    """log(pow(A, B)) -> log(|A|) * B (log(A) * B for complex A)."""
+    x = log.operands[0]
+    if x.opcode is not O.POWER:
+        return None
+    a, b = x.operands
+    base = a if a.shape.element_type.is_complex else _unary(g, O.ABS, a, log)
+    return _binary(g, O.MULTIPLY, _unary(g, O.LOG, base, log), b, log)
+
+
+@rule("negate_negate", O.NEGATE)
+def _neg_neg(g, neg):
+    """negate(negate(A)) -> A."""
+    x = neg.operands[0]
+    return _keep(neg, x.operands[0]) if x.opcode is O.NEGATE else None
+
+
+@rule("not_not", O.NOT)
+def _not_not(g, n):
+    """not(not(A)) -> A."""
+    x = n.operands[0]
+    return _keep(n, x.operands[0]) if x.opcode is O.NOT else None
+
+
+@rule("and_constant", O.AND)
+def _and(g, i):
+    """pred: A && true -> A, true && A -> A; any type: A && 0 -> 0, 0 && A -> 0."""
+    a, b = i.operands
+    if i.shape.element_type is P.PRED:
+        if is_all(b, 1) and _keep(i, a):
+            return a
+        if is_all(a, 1) and _keep(i, b):
+            return b
+    return _first(_keep(i, b) if is_all(b, 0) else None, _keep(i, a) if is_all(a, 0) else None)
+
+
+@rule("or_constant", O.OR)
+def _or(g, i):
+    """pred: A || true -> true, true || A -> true; any type: A || 0 -> A, 0 || A -> A."""
+    a, b = i.operands
+    if i.shape.element_type is P.PRED:
+        if is_all(b, 1) and _keep(i, b):
+            return b
+        if is_all(a, 1) and _keep(i, a):
+            return a
+    return _first(_keep(i, a) if is_all(b, 0) else None, _keep(i, b) if is_all(a, 0) else None)
+
+
+@rule("compare_self_integral", O.COMPARE)
+def _compare_self(g, cmp):
+    """Integer A cmp A -> true for EQ/GE/LE, false for NE/GT/LT."""
+    a, b = cmp.operands
+    if a is not b or not a.shape.element_type.is_integral:
+        return None
+    value = cmp.comparison_direction.value in ("EQ", "GE", "LE")
+    return make_scalar_like(g, cmp.shape, value, like=cmp)
+
+
+# ---------------------------------------------------------------- conversions and copies
+@rule("convert_noop", O.CONVERT)
+def _convert_noop(g, cv):
+    """convert(A) to A's own element type -> A."""
+    x = cv.operands[0]
+    return _keep(cv, x) if x.shape.element_type is cv.shape.element_type else None
+
+
+def cast_preserves_values(src: P, dst: P) -> bool:
+    """primitive_util::CastPreservesValues: every src value survives the round trip through dst."""
+    if src is dst or src is P.PRED:
+        return True
+    if dst is P.PRED:
+        return False
+    if src.is_float and dst.is_float:
+        return dst.exponent_bits >= src.exponent_bits and dst.mantissa_bits >= src.mantissa_bits
+    if src.is_integral and dst.is_float:
+        bits = src.bit_width - (1 if src.is_signed_int else 0)
+        return dst.mantissa_bits + 1 >= bits
+    if src.is_integral and dst.is_integral:
+        if src.is_signed_int == dst.is_signed_int:
+            return dst.bit_width >= src.bit_width
+        return src.is_unsigned_int and dst.bit_width > src.bit_width
+    if src.is_complex or dst.is_complex:
+        return src.is_complex and dst.is_complex and dst.bit_width >= src.bit_width
+    return False
+
+
+@rule("convert_pair_noop", O.CONVERT)
+def _convert_pair(g, cv):
+    """convert(convert(A, T1), T2) -> A when A is T2 and T1 holds every value of A's type."""
+    inner = cv.operands[0]
+    if inner.opcode is not O.CONVERT:
+        return None
+    a = inner.operands[0]
+    if a.shape.element_type is cv.shape.element_type and \
+            cast_preserves_values(a.shape.element_type, inner.shape.element_type):
+        return _keep(cv, a)
+    return None
+
+
+@rule("copy_noop", O.COPY)
+def _copy(g, cp):
+    """copy(A) with A's shape and layout -> A."""
+    x = cp.operands[0]
+    return x if x.shape == cp.shape else None
+
+
+@rule("bitcast_noop", O.BITCAST)
+def _bitcast(g, bc):
+    """bitcast(A) with A's shape -> A; bitcast(bitcast(A)) -> bitcast(A)."""
+    x = bc.operands[0]
+    if x.shape == bc.shape:
+        return x
+    if x.opcode is O.BITCAST:
+        return g.make(O.BITCAST, [x.operands[0]], bc.shape, like=bc)
+    return None
+
+
+# ---------------------------------------------------------------- data movement
+_PERMUTE_OR_SUBSET = (O.RESHAPE, O.TRANSPOSE, O.REVERSE, O.SLICE, O.DYNAMIC_SLICE)
+
+
+@rule("permute_of_scalar_broadcast", *_PERMUTE_OR_SUBSET)
+def _of_scalar_broadcast(g, i):
+    """reshape/transpose/reverse/slice/dynamic-slice of broadcast(scalar) -> broadcast(scalar)."""
+    b = i.operands[0]
+    if b.opcode is O.BROADCAST and b.operands[0].shape.rank == 0:
+        return g.make(O.BROADCAST, [b.operands[0]], i.shape, like=i, dimensions=())
+    return None
+
+
+@rule("reshape_noop", O.RESHAPE)
+def _reshape_noop(g, r):
+    """reshape(A) to A's shape -> A."""
+    return _keep(r, r.operands[0])
+
+
+@rule("reshape_reshape", O.RESHAPE)
+def _reshape_reshape(g, r):
+    """reshape(reshape(A)) -> reshape(A)."""
+    x = r.operands[0]
+    if x.opcode is O.RESHAPE:
+        return g.make(O.RESHAPE, [x.operands[0]], r.shape, like=r)
+    return None
+
+
+@rule("reshape_broadcast", O.RESHAPE)
+def _reshape_broadcast(g, r):
+    """reshape(broadcast(X)) -> broadcast(X) when the reshape leaves X's dimensions unmodified."""
+    b = r.operands[0]
+    if b.opcode is not O.BROADCAST:
+        return None
+    mapping = dict(dims_unmodified_by_reshape(b.shape, r.shape))
+    if not all(d in mapping for d in b.dimensions):
+        return None
+    return g.make(O.BROADCAST, [b.operands[0]], r.shape, like=r, dimensions=tuple(mapping[d] for d in b.dimensions))
+
+
+@rule("transpose_noop", O.TRANSPOSE)
+def _transpose_noop(g, t):
+    """transpose(A) with the identity permutation -> A."""
+    return _keep(t, t.operands[0]) if tuple(t.dimensions) == tuple(range(len(t.dimensions))) else None
+
+
+@rule("transpose_transpose", O.TRANSPOSE)
+def _transpose_transpose(g, t):
+    """transpose(transpose(A, p1), p2) -> transpose(A, p1 o p2)."""
+    x = t.operands[0]
+    if x.opcode is not O.TRANSPOSE:
+        return None
+    perm = tuple(x.dimensions[k] for k in t.dimensions)
+    return g.make(O.TRANSPOSE, [x.operands[0]], t.shape, like=t, dimensions=perm)
+
+
+@rule("transpose_is_reshape", O.TRANSPOSE)
+def _transpose_reshape(g, t):
+    """A transpose that only moves size-1 dimensions -> reshape."""
+    dims = t.operands[0].shape.dimensions
+    moved = [p for p in t.dimensions if dims[p] != 1]
+    if moved != sorted(moved):
+        return None
+    return g.make(O.RESHAPE, [t.operands[0]], t.shape, like=t)
+
+
+@rule("transpose_broadcast", O.TRANSPOSE)
+def _transpose_broadcast(g, t):
+    """transpose(broadcast(X)) -> broadcast(X) when X's dimensions stay in order."""
+    b = t.operands[0]
+    if b.opcode is not O.BROADCAST:
+        return None
+    inverse = {p: k for k, p in enumerate(t.dimensions)}
+    new_dims = tuple(inverse[d] for d in b.dimensions)
+    if list(new_dims) != sorted(new_dims):
+        return None
+    return g.make(O.BROADCAST, [b.operands[0]], t.shape, like=t, dimensions=new_dims)
+
+
+@rule("broadcast_noop", O.BROADCAST)
+def _broadcast_noop(g, b):
+    """broadcast(A) to A's own shape -> A."""
+    x = b.operands[0]
+    return _keep(b, x) if tuple(b.dimensions) == tuple(range(x.shape.rank)) else None
+
+
+@rule("broadcast_to_reshape", O.BROADCAST)
+def _broadcast_reshape(g, b):
+    """broadcast(X) adding no elements, with sorted dimensions -> reshape(X)."""
+    x = b.operands[0]
+    if list(b.dimensions) == sorted(b.dimensions) and b.shape.num_elements == x.shape.num_elements:
+        return g.make(O.RESHAPE, [x], b.shape, like=b)
+    return None
+
+
+@rule("broadcast_to_transpose", O.BROADCAST)
+def _broadcast_transpose(g, b):
+    """broadcast(X) of the same rank and element count -> transpose(X)."""
+    x = b.operands[0]
+    if b.shape.rank == x.shape.rank and b.shape.num_elements == x.shape.num_elements:
+        perm = [0] * len(b.dimensions)
+        for k, d in enumerate(b.dimensions):
+            perm[d] = k
+        return g.make(O.TRANSPOSE, [x], b.shape, like=b, dimensions=tuple(perm))
+    return None
+
+
+@rule("broadcast_of_degenerate_reshape", O.BROADCAST)
+def _broadcast_reshape_ins(g, b):
+    """broadcast(reshape(X)) where the reshape only inserts size-1 dimensions -> broadcast(X)."""
+    r = b.operands[0]
+    if r.opcode is not O.RESHAPE:
+        return None
+    ok, deleted, inserted = reshape_inserts_or_deletes_degenerate_dims(r.operands[0].shape, r.shape)
+    if not ok or deleted or not inserted:
+        return None
+    dims = tuple(d for k, d in enumerate(b.dimensions) if k not in inserted)
+    return g.make(O.BROADCAST, [r.operands[0]], b.shape, like=b, dimensions=dims)
+
+
+@rule("broadcast_iota", O.BROADCAST)
+def _broadcast_iota(g, b):
+    """broadcast(iota) -> iota."""
+    x = b.operands[0]
+    if x.opcode is O.IOTA and x.shape.rank > 0:
+        return g.make(O.IOTA, [], b.shape, like=b, iota_dimension=b.dimensions[x.iota_dimension])
+    return None
+
+
+@rule("broadcast_broadcast", O.BROADCAST)
+def _broadcast_broadcast(g, b):
+    """broadcast(broadcast(X)) -> broadcast(X)."""
+    x = b.operands[0]
+    if x.opcode is not O.BROADCAST:
+        return None
+    return g.make(O.BROADCAST, [x.operands[0]], b.shape, like=b,
+                  dimensions=tuple(b.dimensions[d] for d in x.dimensions))
+
+
+@rule("broadcast_drop_degenerate_dims", O.BROADCAST)
+def _broadcast_degenerate(g, b):
+    """broadcast(X) with size-1 dimensions in X -> broadcast(reshape(X) without them)."""
+    x = b.operands[0]
+    if 1 not in x.shape.dimensions:
+        return None
+    keep = [k for k, d in enumerate(x.shape.dimensions) if d != 1]
+    squeezed = g.make(O.RESHAPE, [x], Shape.array(x.shape.element_type, [x.shape.dimensions[k] for k in keep]),
+                      like=b)
+    return g.make(O.BROADCAST, [squeezed], b.shape, like=b, dimensions=tuple(b.dimensions[k] for k in keep))
+
+
+@rule("slice_full", O.SLICE)
+def _slice_full(g, s):
+    """A slice that keeps every element -> its operand."""
+    dims = s.operands[0].shape.dimensions
+    if all(r.start == 0 and r.limit == d and r.stride == 1 for r, d in zip(s.slices, dims)):
+        return _keep(s, s.operands[0])
+    return None
+
+
+@rule("slice_slice", O.SLICE)
+def _slice_slice(g, s):
+    """slice(slice(A)) -> slice(A)."""
+    x = s.operands[0]
+    if x.opcode is not O.SLICE:
+        return None
+    ranges = []
+    for outer, inner, n in zip(s.slices, x.slices, s.shape.dimensions):
+        start = inner.start + outer.start * inner.stride
+        stride = inner.stride * outer.stride
+        ranges.append(A.SliceRange(start, start + (n - 1) * stride + 1 if n else start, stride))
+    return g.make(O.SLICE, [x.operands[0]], s.shape, like=s, slices=tuple(ranges))
+
+
+@rule("slice_of_concat", O.SLICE)
+def _slice_concat(g, s):
+    """slice(concatenate(..., X, ...)) that reads only from X -> slice(X)."""
+    c = s.operands[0]
+    if c.opcode is not O.CONCATENATE:
+        return None
+    dim = c.dimensions[0]
+    r = s.slices[dim]
+    last = r.start + (s.shape.dimensions[dim] - 1) * r.stride if s.shape.dimensions[dim] else r.start
+    offset = 0
+    for x in c.operands:
+        size = x.shape.dimensions[dim]
+        if offset <= r.start and last < offset + size:
+            ranges = list(s.slices)
+            ranges[dim] = A.SliceRange(r.start - offset, last - offset + 1, r.stride)
+            return g.make(O.SLICE, [x], s.shape, like=s, slices=tuple(ranges))
+        offset += size
+    return None
+
+
+@rule("concat_single_operand", O.CONCATENATE)
+def _concat_single(g, c):
+    """concatenate(A) -> A."""
+    return _keep(c, c.operands[0]) if len(c.operands) == 1 else None
+
+
+@rule("concat_drop_empty", O.CONCATENATE)
+def _concat_empty(g, c):
+    """Operands with no elements along the concat dimension are dropped."""
+    dim = c.dimensions[0]
+    keep = [x for x in c.operands if x.shape.dimensions[dim] != 0]
+    if len(keep) == len(c.operands) or not keep:
+        return None
+    return g.make(O.CONCATENATE, keep, c.shape, like=c, dimensions=c.dimensions)
+
+
+@rule("concat_to_pad", O.CONCATENATE)
+def _concat_pad(g, c):
+    """concatenate(broadcast(s), A) or concatenate(A, broadcast(s)) with scalar s -> pad(A, s)."""
+    if len(c.operands) != 2:
+        return None
+    x0, x1 = c.operands
+    low = x0.opcode is O.BROADCAST and x0.operands[0].shape.rank == 0
+    high = x1.opcode is O.BROADCAST and x1.operands[0].shape.rank == 0
+    if not (low or high):
+        return None
+    dim = c.dimensions[0]
+    operand, value = (x1, x0) if low else (x0, x1)
+    pads = [(0, 0)] * c.shape.rank
+    pads[dim] = (x0.shape.dimensions[dim], 0) if low else (0, x1.shape.dimensions[dim])
+    return g.make(O.PAD, [operand, value.operands[0]], c.shape, like=c, padding_config=A.PaddingConfig.of(pads))
+
+
+@rule("pad_noop", O.PAD)
+def _pad_noop(g, p):
+    """pad without any padding -> its operand."""
+    if all(d.low == 0 and d.high == 0 and d.interior == 0 for d in p.padding_config.dimensions):
+        return _keep(p, p.operands[0])
+    return None
+
+
+@rule("reverse_noop", O.REVERSE)
+def _reverse_noop(g, r):
+    """reverse over size-1 dimensions only -> its operand."""
+    dims = r.operands[0].shape.dimensions
+    return _keep(r, r.operands[0]) if all(dims[d] == 1 for d in r.dimensions) else None
+
+
+@rule("reduce_to_reshape", O.REDUCE)
+def _reduce_reshape(g, r):
+    """A single-operand reduce that keeps the element count (size-1 dims) -> reshape; an empty
+    operand -> broadcast(init)."""
+    if len(r.operands) != 2 or r.shape.is_tuple:
+        return None
+    x, init = r.operands
+    if x.shape.num_elements == 0:
+        return g.make(O.BROADCAST, [init], r.shape, like=r, dimensions=())
+    if x.shape.num_elements == r.shape.num_elements:
+        return g.make(O.RESHAPE, [x], r.shape, like=r)
+    return None
+
+
+# ---------------------------------------------------------------- select and tuples
+@rule("select_same_branches", O.SELECT)
+def _select_same(g, s):
+    """select(P, A, A) -> A."""
+    _, a, b = s.operands
+    return _keep(s, a) if a is b else None
+
+
+@rule("select_constant_predicate", O.SELECT)
+def _select_const(g, s):
+    """select(true, A, B) -> A and select(false, A, B) -> B."""
+    p, a, b = s.operands
+    return _first(_keep(s, a) if is_all(p, True) else None, _keep(s, b) if is_all(p, False) else None)
+
+
+@rule("select_not_predicate", O.SELECT)
+def _select_not(g, s):
+    """select(not(P), A, B) -> select(P, B, A)."""
+    p, a, b = s.operands
+    if p.opcode is O.NOT:
+        return g.make(O.SELECT, [p.operands[0], b, a], s.shape, like=s)
+    return None
+
+
+@rule("gte_of_tuple", O.GET_TUPLE_ELEMENT)
+def _gte_tuple(g, gte):
+    """get-tuple-element(tuple(..., A_i, ...), i) -> A_i."""
+    t = gte.operands[0]
+    return _keep(gte, t.operands[gte.tuple_index]) if t.opcode is O.TUPLE else None
+
+
+RULES_BY_OPCODE: dict[O, list[Rule]] = {}
+for _r in RULES:
+    for _op in _r.opcodes:
+        RULES_BY_OPCODE.setdefault(_op, []).append(_r)
+
+
+class AlgebraicSimplifier(HloPass):
+    """XLA's AlgebraicSimplifier (non-layout-sensitive). ``disabled_rules`` names rules to skip."""
+
+    name = "algsimp"
+
+    def __init__(self, disabled_rules: frozenset[str] = frozenset()) -> None:
+        self.disabled_rules = disabled_rules
+        self.stats: Counter[str] = Counter()
+
+    def run_on_module(self, module: HloModule) -> bool:
+        changed = False
+        for comp in non_fusion_computations(module):
+            g = UseGraph(comp)
+            for instr in comp.post_order():
+                if instr.parent is not comp or instr.control_predecessors:
+                    continue
+                for r in RULES_BY_OPCODE.get(instr.opcode, ()):
+                    if r.name in self.disabled_rules:
+                        continue
+                    new = r.apply(g, instr)
+                    if new is None or new is instr:
+                        continue
+                    g.replace(instr, new)
+                    self.stats[r.name] += 1
+                    changed = True
+                    break
+            g.finish()
+        return changed

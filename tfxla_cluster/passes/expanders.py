@@ -1,0 +1,185 @@
+"""Expanders and canonicalisers that XLA:CPU runs before simplification (cpu_compiler.cc).
+
+- ``CallInliner`` (xla/service/call_inliner.cc): every ``call`` is replaced by a copy of its callee's
+  instructions; the callee is dropped once nothing calls it.
+- ``LogisticExpander`` (xla/service/logistic_expander.cc): ``logistic(x)`` becomes
+  ``1 / (1 + exp(-x))`` with the constants as broadcast scalars, so fusion and codegen only see exp.
+- ``DotDecomposer`` (xla/service/dot_decomposer.cc): a dot is canonical when its batch dimensions are
+  the leading dimensions 0..b-1 of both operands (in order), it has exactly one contracting dimension,
+  and each operand has at most one non-contracting, non-batch dimension. Others are rewritten as
+  ``transpose → reshape → canonical dot → reshape``: each operand is transposed to
+  ``[batch..., free..., contracting...]`` (rhs: ``[batch..., contracting..., free...]``) and reshaped to
+  ``[batch..., M, K]`` / ``[batch..., K, N]`` (M or N left out when an operand has no free dimension,
+  K = 1 when there is no contracting dimension).
+- ``TransposeFolding`` (xla/hlo/transforms/simplifiers/transpose_folding.cc), with XLA:CPU's policy:
+  a ``transpose {1,0}`` feeding a rank-2, non-batch dot is folded into the dot's contracting
+  dimensions (the GEMM reads its operand transposed).
+Batch-norm expansion does not apply: the IR has no batch-norm opcodes (tf2xla lowers them already).
+"""
+from __future__ import annotations
+
+from math import prod
+
+from tfxla_cluster.hlo import attrs as A
+from tfxla_cluster.hlo.ir import HloInstruction, HloModule
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.passes.pass_ import HloPass
+from tfxla_cluster.passes.util import UseGraph, make_scalar_like, non_fusion_computations
+
+
+class CallInliner(HloPass):
+    name = "call-inliner"
+
+    def run_on_module(self, module: HloModule) -> bool:
+        changed = False
+        # Callers after callees: inlining the callee's own calls first keeps the copies flat.
+        for comp in module.computation_post_order():
+            calls = [i for i in comp.instructions if i.opcode is O.CALL]
+            if not calls:
+                continue
+            g = UseGraph(comp)
+            for call in calls:
+                inline_call(g, call)
+                changed = True
+            g.finish()
+        if changed:
+            module.remove_unused_computations()
+        return changed
+
+
+def inline_call(g: UseGraph, call: HloInstruction) -> HloInstruction:
+    """Copy ``call``'s callee into ``g.comp`` and replace the call by the copied root."""
+    callee = call.to_apply
+    mapping: dict[int, HloInstruction] = {}
+    for instr in callee.post_order():
+        if instr.opcode is O.PARAMETER:
+            mapping[id(instr)] = call.operands[instr.parameter_number]
+            continue
+        clone = instr.clone([mapping[id(o)] for o in instr.operands])
+        if clone.metadata is None:
+            clone.metadata = call.metadata
+        mapping[id(instr)] = g.add(clone)
+    new_root = mapping[id(callee.root)]
+    g.replace(call, new_root)
+    return new_root
+
+
+class LogisticExpander(HloPass):
+    name = "logistic-expander"
+
+    def run_on_module(self, module: HloModule) -> bool:
+        changed = False
+        for comp in non_fusion_computations(module):
+            g = UseGraph(comp)
+            for instr in comp.post_order():
+                if instr.opcode is not O.LOGISTIC or instr.parent is not comp:
+                    continue
+                x = instr.operands[0]
+                one = make_scalar_like(g, x.shape, 1.0, like=instr)
+                exp = g.make(O.EXP, [g.make(O.NEGATE, [x], like=instr)], like=instr)
+                denominator = g.make(O.ADD, [one, exp], like=instr)
+                g.replace(instr, g.make(O.DIVIDE, [one, denominator], instr.shape, like=instr))
+                changed = True
+            g.finish()
+        return changed
+
+
+def is_canonical_dot(dot: HloInstruction) -> bool:
+    dn = dot.dot_dimension_numbers
+    batch = len(dn.lhs_batch_dimensions)
+    canonical_batch = tuple(range(batch))
+    return (len(dn.lhs_contracting_dimensions) == 1
+            and dot.operands[0].shape.rank <= batch + 2 and dot.operands[1].shape.rank <= batch + 2
+            and tuple(dn.lhs_batch_dimensions) == canonical_batch
+            and tuple(dn.rhs_batch_dimensions) == canonical_batch)
+
+
+def _canonical_operand(g: UseGraph, x: HloInstruction, batch, contracting, lhs: bool,
+                       like: HloInstruction) -> tuple[HloInstruction, bool]:
+    """Transpose+reshape one dot operand; returns it and whether it kept a free dimension."""
+    dims = x.shape.dimensions
+    free = [d for d in range(len(dims)) if d not in batch and d not in contracting]
+    order = list(batch) + (free + list(contracting) if lhs else list(contracting) + free)
+    if order != list(range(len(dims))):
+        x = g.make(O.TRANSPOSE, [x], like=like, dimensions=tuple(order))
+    free_size, k = prod(dims[d] for d in free), prod(dims[d] for d in contracting)
+    new_dims = [dims[d] for d in batch]
+    new_dims += ([free_size] if free else []) + [k] if lhs else [k] + ([free_size] if free else [])
+    if list(x.shape.dimensions) != new_dims:
+        x = g.make(O.RESHAPE, [x], Shape.array(x.shape.element_type, new_dims), like=like)
+    return x, bool(free)
+
+
+def canonicalize_dot(g: UseGraph, dot: HloInstruction) -> HloInstruction:
+    dn = dot.dot_dimension_numbers
+    lhs, rhs = dot.operands
+    batch = len(dn.lhs_batch_dimensions)
+    new_lhs, lhs_free = _canonical_operand(g, lhs, dn.lhs_batch_dimensions, dn.lhs_contracting_dimensions,
+                                           True, dot)
+    new_rhs, rhs_free = _canonical_operand(g, rhs, dn.rhs_batch_dimensions, dn.rhs_contracting_dimensions,
+                                           False, dot)
+    new_dn = A.DotDimensionNumbers((new_lhs.shape.rank - 1,), (batch,), tuple(range(batch)), tuple(range(batch)))
+    out_dims = list(dot.shape.dimensions[:batch])
+    if lhs_free:
+        out_dims.append(new_lhs.shape.dimensions[batch])
+    if rhs_free:
+        out_dims.append(new_rhs.shape.dimensions[-1])
+    new_dot = g.make(O.DOT, [new_lhs, new_rhs], Shape.array(dot.shape.element_type, out_dims), like=dot,
+                     dot_dimension_numbers=new_dn, operand_precision=dot.operand_precision)
+    new_dot.raw_attributes = dict(dot.raw_attributes)
+    if new_dot.shape.compatible(dot.shape):
+        return new_dot
+    return g.make(O.RESHAPE, [new_dot], dot.shape, like=dot)
+
+
+class DotDecomposer(HloPass):
+    name = "dot_decomposer"
+
+    def run_on_module(self, module: HloModule) -> bool:
+        changed = False
+        for comp in non_fusion_computations(module):
+            g = UseGraph(comp)
+            for instr in comp.post_order():
+                if instr.opcode is O.DOT and instr.parent is comp and not is_canonical_dot(instr):
+                    g.replace(instr, canonicalize_dot(g, instr))
+                    changed = True
+            g.finish()
+        return changed
+
+
+class TransposeFolding(HloPass):
+    name = "transpose-folding"
+
+    def run_on_module(self, module: HloModule) -> bool:
+        changed = False
+        for comp in non_fusion_computations(module):
+            g = UseGraph(comp)
+            for dot in comp.post_order():
+                if dot.opcode is not O.DOT or dot.parent is not comp:
+                    continue
+                dn = dot.dot_dimension_numbers
+                if dn.lhs_batch_dimensions or dot.shape.rank != 2 or \
+                        any(o.shape.rank != 2 for o in dot.operands):
+                    continue
+                lhs_c, rhs_c = dn.lhs_contracting_dimensions, dn.rhs_contracting_dimensions
+                operands = list(dot.operands)
+                for k, contracting in ((0, lhs_c), (1, rhs_c)):
+                    t = operands[k]
+                    if t.opcode is O.TRANSPOSE and tuple(t.dimensions) == (1, 0):
+                        operands[k] = t.operands[0]
+                        contracting = tuple(1 - c for c in contracting)
+                        if k == 0:
+                            lhs_c = contracting
+                        else:
+                            rhs_c = contracting
+                if operands == dot.operands:
+                    continue
+                new = g.make(O.DOT, operands, dot.shape, like=dot,
+                             dot_dimension_numbers=A.DotDimensionNumbers(lhs_c, rhs_c),
+                             operand_precision=dot.operand_precision)
+                new.raw_attributes = dict(dot.raw_attributes)
+                g.replace(dot, new)
+                changed = True
+            g.finish()
+        return changed

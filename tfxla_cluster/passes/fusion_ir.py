@@ -1,0 +1,176 @@
+"""Building and editing fusion instructions (HloInstruction::CreateFusion / FuseInstruction /
+FuseInstructionIntoMultiOutput / MergeFusionInstructionIntoMultiOutput).
+
+A fusion instruction's operands are unique; fused parameter k stands for operand k. Fusing a producer
+clones it into the fused computation: the producer's own operands become fusion operands (reusing the
+parameter when the operand is already one, appending otherwise), the parameter that stood for the
+producer is replaced by the clone and removed, and the parameters after it are renumbered. A producer
+with users outside the fusion stays where it is (it is duplicated); the caller removes it when dead.
+
+Multi-output fusion makes the fused root a ``tuple`` and the fusion's users read it through
+``get-tuple-element``. Fused computations are added to the module at once, so every fused instruction
+gets a module-unique name.
+"""
+from __future__ import annotations
+
+from tfxla_cluster.hlo import attrs as A
+from tfxla_cluster.hlo.ir import HloComputation, HloInstruction
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.passes.util import UseGraph
+
+
+def _param(fused: HloComputation, number: int, shape: Shape) -> HloInstruction:
+    p = HloInstruction(f"param_{number}", O.PARAMETER, shape, parameter_number=number)
+    return fused.add_instruction(p)
+
+
+def params_by_number(fused: HloComputation) -> list[HloInstruction]:
+    return fused.parameters
+
+
+def create_fusion(g: UseGraph, consumer: HloInstruction, kind: A.FusionKind) -> HloInstruction:
+    """Replace ``consumer`` by a fusion instruction whose fused computation computes it."""
+    module = g.comp.parent
+    fused = HloComputation("fused_computation")
+    fused.is_fusion_computation = True
+    module.add_computation(fused)
+    operands: list[HloInstruction] = []
+    mapping: dict[int, HloInstruction] = {}
+    for op in consumer.operands:
+        if id(op) not in mapping:
+            mapping[id(op)] = _param(fused, len(operands), op.shape)
+            operands.append(op)
+    clone = fused.add_instruction(consumer.clone([mapping[id(o)] for o in consumer.operands]))
+    fused.set_root(clone)
+    fusion = HloInstruction("fusion", O.FUSION, consumer.shape, operands, called_computations=[fused],
+                            fusion_kind=kind, metadata=consumer.metadata)
+    g.add(fusion)
+    g.replace_all_uses(consumer, fusion)
+    g.remove(consumer)
+    return fusion
+
+
+def _operand_param(fusion: HloInstruction, g: UseGraph, op: HloInstruction) -> HloInstruction:
+    """The fused parameter for outer ``op``, adding a new fusion operand if needed."""
+    fused = fusion.fused_computation
+    for k, existing in enumerate(fusion.operands):
+        if existing is op:
+            return fused.parameter(k)
+    p = _param(fused, len(fusion.operands), op.shape)
+    g.set_operands(fusion, fusion.operands + [op])
+    return p
+
+
+def _remove_param(g: UseGraph, fusion: HloInstruction, number: int) -> None:
+    fused = fusion.fused_computation
+    param = fused.parameter(number)
+    fused.instructions = [i for i in fused.instructions if i is not param]
+    param.parent = None
+    for p in fused.parameters:
+        if p.parameter_number > number:
+            p.parameter_number -= 1
+    g.set_operands(fusion, fusion.operands[:number] + fusion.operands[number + 1:])
+
+
+def _replace_in(comp: HloComputation, old: HloInstruction, new: HloInstruction) -> None:
+    for instr in comp.instructions:
+        if instr is not new and any(o is old for o in instr.operands):
+            instr.operands = [new if o is old else o for o in instr.operands]
+    if comp.root is old:
+        comp.root = new
+
+
+def fuse_instruction(g: UseGraph, fusion: HloInstruction, producer: HloInstruction) -> HloInstruction:
+    """Clone ``producer`` (an operand of ``fusion``) into the fusion; returns the clone."""
+    fused = fusion.fused_computation
+    number = fusion.operands.index(producer)
+    param = fused.parameter(number)
+    new_ops = [_operand_param(fusion, g, op) for op in producer.operands]
+    clone = fused.add_instruction(producer.clone(new_ops))
+    _replace_in(fused, param, clone)
+    _remove_param(g, fusion, fusion.operands.index(producer))
+    return clone
+
+
+def get_tuple_element(g: UseGraph, t: HloInstruction, index: int, like: HloInstruction) -> HloInstruction:
+    return g.make(O.GET_TUPLE_ELEMENT, [t], t.shape.tuple_shapes[index], like=like, tuple_index=index,
+                  name="get-tuple-element")
+
+
+def _make_multi_output(g: UseGraph, fusion: HloInstruction) -> None:
+    """Turn a single-output fusion into one with a tuple root; its users read element 0."""
+    fused = fusion.fused_computation
+    if fused.root.opcode is O.TUPLE and fusion.shape.is_tuple:
+        return
+    old_users = g.users(fusion)
+    was_root = g.comp.root is fusion
+    root = fused.root
+    tup = fused.add_instruction(HloInstruction("tuple", O.TUPLE, Shape.tuple_of([root.shape]), [root]))
+    fused.set_root(tup)
+    fusion.shape = tup.shape
+    gte = get_tuple_element(g, fusion, 0, fusion)
+    for u in old_users:
+        g.replace_operand(u, fusion, gte)
+    if was_root:
+        g.comp.root = gte
+
+
+def _append_output(g: UseGraph, fusion: HloInstruction, value: HloInstruction) -> int:
+    fused = fusion.fused_computation
+    tup = fused.root
+    tup.operands = tup.operands + [value]
+    tup.shape = Shape.tuple_of([o.shape for o in tup.operands])
+    fusion.shape = tup.shape
+    return len(tup.operands) - 1
+
+
+def fuse_into_multi_output(g: UseGraph, fusion: HloInstruction, producer: HloInstruction) -> None:
+    """Fuse ``producer`` into ``fusion`` as an extra output; the producer's users read it from there."""
+    _make_multi_output(g, fusion)
+    outer_users = [u for u in g.users(producer) if u is not fusion]
+    was_root = g.comp.root is producer
+    if producer in fusion.operands:
+        clone = fuse_instruction(g, fusion, producer)
+    else:
+        fused = fusion.fused_computation
+        clone = fused.add_instruction(producer.clone([_operand_param(fusion, g, op) for op in producer.operands]))
+    index = _append_output(g, fusion, clone)
+    gte = get_tuple_element(g, fusion, index, producer)
+    for u in outer_users:
+        g.replace_operand(u, producer, gte)
+    if was_root:
+        g.comp.root = gte
+    g.remove(producer)
+
+
+def merge_fusion_into_multi_output(g: UseGraph, fusion: HloInstruction, other: HloInstruction) -> None:
+    """Merge the fusion ``other`` (a sibling) into ``fusion``: its fused instructions are copied over,
+    its outputs appended to ``fusion``'s tuple, and its users redirected."""
+    _make_multi_output(g, fusion)
+    fused, src = fusion.fused_computation, other.fused_computation
+    mapping: dict[int, HloInstruction] = {}
+    for instr in src.post_order():
+        if instr.opcode is O.PARAMETER:
+            mapping[id(instr)] = _operand_param(fusion, g, other.operands[instr.parameter_number])
+        else:
+            mapping[id(instr)] = fused.add_instruction(instr.clone([mapping[id(o)] for o in instr.operands]))
+    src_root = src.root
+    if src_root.opcode is O.TUPLE and other.shape.is_tuple:
+        outputs = [mapping[id(o)] for o in src_root.operands]
+        indices = [_append_output(g, fusion, o) for o in outputs]
+        for u in g.users(other):
+            new_index = indices[u.tuple_index]
+            g.replace_operand(u, other, fusion)
+            u.tuple_index = new_index
+        if g.comp.root is other:
+            g.comp.root = g.make(O.TUPLE, [get_tuple_element(g, fusion, k, other) for k in indices], like=other)
+    else:
+        index = _append_output(g, fusion, mapping[id(src_root)])
+        gte = get_tuple_element(g, fusion, index, other)
+        for u in g.users(other):
+            g.replace_operand(u, other, gte)
+        if g.comp.root is other:
+            g.comp.root = gte
+    g.remove(other)
+    # The dropped fusion's computation is unreachable now; DCE removes it from the module.

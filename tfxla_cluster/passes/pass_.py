@@ -1,0 +1,196 @@
+"""Pass infrastructure (XLA's HloPassInterface, HloPassPipeline and HloPassFix).
+
+- ``HloPass``: a short ``name`` and ``run(module) -> bool changed``. Subclasses implement
+  ``run_on_module``; ``run`` leaves every computation's instruction list in definition order afterwards
+  (passes may append new instructions anywhere), so a pass used on its own yields a verifiable module.
+- ``Pipeline(name, passes)``: runs its passes in order. After each pass it runs the verifier; it skips
+  passes named in ``--xla_disable_hlo_passes`` (or not in ``--xla_enable_hlo_passes_only``, or all of
+  them with ``--xla_disable_all_hlo_passes``); with a ``Dumper`` it writes the module after every pass
+  whose name matches ``--xla_dump_hlo_pass_re``. Any failure is re-raised with the same error type and
+  the message "While running pass 'fusion' after [algsimp, cse]: ..." — the failing pass and the passes
+  that ran before it, innermost pipeline names joined with '/'.
+- ``FixedPoint(name, passes, max_iters=25)``: runs the passes as a pipeline until an iteration changes
+  nothing, at most ``max_iters`` times (XLA's HloPassFix limit). If the module after an iteration is
+  text-identical to the module after an earlier iteration, the passes are cycling: it stops, warns, and
+  records ``cycle`` (the two iteration numbers) instead of spinning to the limit.
+
+Pipelines are passes themselves, so they nest, and disabling a pipeline's name disables all of it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from tfxla_cluster.errors import InternalError, TfXlaError
+from tfxla_cluster.hlo.ir import HloModule
+from tfxla_cluster.hlo.verifier import verify_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tfxla_cluster.passes.dump import Dumper
+
+
+class HloPass:
+    """Base class: ``name`` plus ``run_on_module(module) -> bool``."""
+
+    name: str = "pass"
+
+    def run(self, module: HloModule, ctx: "PassContext | None" = None) -> bool:
+        changed = bool(self.run_on_module(module))
+        if changed:
+            restore_definition_order(module)
+        return changed
+
+    def run_on_module(self, module: HloModule) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+def restore_definition_order(module: HloModule) -> None:
+    """Put every computation's instruction list back in definition (post) order."""
+    for comp in module.computations:
+        comp.sort_topologically()
+
+
+@dataclasses.dataclass
+class PassRecord:
+    """One pass run, for logs and dumps."""
+
+    path: str
+    changed: bool
+    seconds: float
+
+
+@dataclasses.dataclass
+class PassContext:
+    """What nested pipelines share: which passes may run, the dumper, and the run history."""
+
+    disabled: frozenset[str] = frozenset()
+    enabled_only: frozenset[str] | None = None
+    disable_all: bool = False
+    dumper: "Dumper | None" = None
+    verify: bool = True
+    history: list[PassRecord] = dataclasses.field(default_factory=list)
+
+    @staticmethod
+    def from_flags(flags, dumper: "Dumper | None" = None, verify: bool = True) -> "PassContext":
+        def names(text: str) -> frozenset[str]:
+            return frozenset(n for n in text.split(",") if n)
+
+        only = names(flags.xla_enable_hlo_passes_only)
+        return PassContext(disabled=names(flags.xla_disable_hlo_passes), enabled_only=only or None,
+                           disable_all=bool(flags.xla_disable_all_hlo_passes), dumper=dumper, verify=verify)
+
+    def is_enabled(self, p: HloPass) -> bool:
+        if p.name in self.disabled:
+            return False
+        if isinstance(p, Pipeline):  # a pipeline is a container: its members decide
+            return True
+        if self.disable_all:
+            return False
+        return self.enabled_only is None or p.name in self.enabled_only
+
+
+def _unique(names: Iterable[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for n in names:
+        seen.setdefault(n, None)
+    return list(seen)
+
+
+class Pipeline(HloPass):
+    """Runs ``passes`` in order (HloPassPipeline); see the module docstring for errors and dumps."""
+
+    def __init__(self, name: str, passes: Sequence[HloPass], *, verify: bool = True) -> None:
+        self.name = name
+        self.passes = list(passes)
+        self.verify = verify
+
+    def run(self, module: HloModule, ctx: PassContext | None = None, _prefix: str = "") -> bool:
+        ctx = ctx if ctx is not None else PassContext(verify=self.verify)
+        return self._run_once(module, ctx, _prefix)
+
+    def _run_once(self, module: HloModule, ctx: PassContext, prefix: str) -> bool:
+        changed = False
+        path_prefix = f"{prefix}{self.name}/"
+        start_index = len(ctx.history)
+        for p in self.passes:
+            if not ctx.is_enabled(p):
+                continue
+            path = path_prefix + p.name
+            t0 = time.perf_counter()
+            try:
+                if isinstance(p, Pipeline):
+                    step = p.run(module, ctx, path_prefix)
+                else:
+                    step = p.run(module, ctx)
+                    if ctx.verify and step:
+                        verify_module(module)
+            except Exception as e:  # name the pass; keep the error type
+                if getattr(e, "_pass_context", False):
+                    raise
+                before = _unique(r.path for r in ctx.history[start_index:])
+                raise _wrap(e, f"While running pass '{path}' after [{', '.join(before)}]: ") from e
+            if not isinstance(p, Pipeline):
+                ctx.history.append(PassRecord(path, step, time.perf_counter() - t0))
+                if ctx.dumper is not None:
+                    ctx.dumper.after_pass(module, self.name, p.name, step)
+            changed |= step
+        return changed
+
+    def pass_names(self) -> list[str]:
+        """The leaf pass names, depth first (what ``--xla_disable_hlo_passes`` can name)."""
+        out = []
+        for p in self.passes:
+            out.append(p.name)
+            if isinstance(p, Pipeline):
+                out.extend(p.pass_names())
+        return out
+
+
+class FixedPoint(Pipeline):
+    """Runs its passes until nothing changes, at most ``max_iters`` times (XLA's HloPassFix)."""
+
+    def __init__(self, name: str, passes: Sequence[HloPass], max_iters: int = 25, *, verify: bool = True) -> None:
+        super().__init__(name, passes, verify=verify)
+        self.max_iters = max_iters
+        self.iterations = 0
+        self.cycle: tuple[int, int] | None = None  # (earlier iteration, iteration that repeated it)
+
+    def run(self, module: HloModule, ctx: PassContext | None = None, _prefix: str = "") -> bool:
+        ctx = ctx if ctx is not None else PassContext(verify=self.verify)
+        seen: dict[str, int] = {}
+        changed_any = False
+        self.iterations, self.cycle = 0, None
+        for it in range(1, self.max_iters + 1):
+            self.iterations = it
+            changed = self._run_once(module, ctx, _prefix)
+            if not changed:
+                break
+            changed_any = True
+            text = module.to_string()
+            if text in seen:
+                self.cycle = (seen[text], it)
+                warnings.warn(f"fixed point '{self.name}' is cycling: the module after iteration {it} is the "
+                              f"same as after iteration {seen[text]}; stopping", RuntimeWarning, stacklevel=2)
+                break
+            seen[text] = it
+        else:
+            warnings.warn(f"fixed point '{self.name}' did not converge in {self.max_iters} iterations",
+                          RuntimeWarning, stacklevel=2)
+        return changed_any
+
+
+def _wrap(e: BaseException, prefix: str) -> BaseException:
+    """``e``'s type (TfXlaError subclasses) with ``prefix`` + its message; others become InternalError."""
+    message = prefix + (e.message if isinstance(e, TfXlaError) else f"{type(e).__name__}: {e}")
+    cls = type(e) if isinstance(e, TfXlaError) else InternalError
+    try:
+        new = cls(message)
+    except TypeError:  # an error class with a different constructor
+        new = InternalError(message)
+    new._pass_context = True  # type: ignore[attr-defined]
+    return new

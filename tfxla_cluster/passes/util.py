@@ -1,0 +1,273 @@
+"""IR mutation helpers shared by the passes (what XLA keeps on HloInstruction/HloComputation).
+
+``UseGraph`` keeps the users of every instruction of one computation up to date while a pass edits it:
+adding instructions, replacing uses (``ReplaceAllUsesWith``), and removing instructions that became
+dead together with their dead operands (``RemoveInstructionAndUnusedOperands``). Removal is lazy —
+the removed instruction loses its parent at once and ``finish()`` drops it from the list — so a pass
+can walk a snapshot of the post order and skip what is gone (``instr.parent is None``).
+
+Also here: literal predicates (``is_all``: XLA's ``IsAll`` that looks through broadcasts),
+``has_side_effect``, ``make_scalar_like`` and small shape utilities.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from tfxla_cluster.errors import InternalError
+from tfxla_cluster.hlo import opcode as ops
+from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
+from tfxla_cluster.hlo.literal import make_literal
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType, Shape
+from tfxla_cluster.hlo.shape_inference import infer_shape
+
+
+# ---------------------------------------------------------------- predicates
+def has_side_effect(instr: HloInstruction, _seen: set[int] | None = None) -> bool:
+    """HloInstruction::HasSideEffect: the opcode is side-effecting, a custom call is marked so, or a
+    called computation (other than a fusion's, which cannot hold one) contains such an instruction."""
+    if instr.opcode in ops.SIDE_EFFECTING:
+        return True
+    if instr.opcode is O.CUSTOM_CALL and instr.raw_attributes.get("custom_call_has_side_effect") == "true":
+        return True
+    if not instr.called_computations:
+        return False
+    seen = set() if _seen is None else _seen
+    for comp in instr.called_computations:
+        if id(comp) in seen:
+            continue
+        seen.add(id(comp))
+        if any(has_side_effect(i, seen) for i in comp.instructions):
+            return True
+    return False
+
+
+def is_effective_scalar(shape: Shape) -> bool:
+    return shape.is_array and not shape.is_token and shape.num_elements == 1
+
+
+def known_literal(instr: HloInstruction) -> np.ndarray | None:
+    """The constant's value, or None if it is not an array constant with a known value."""
+    if instr.opcode is not O.CONSTANT or instr.literal_elided or instr.shape.is_tuple:
+        return None
+    return np.asarray(instr.literal)
+
+
+def is_all(instr: HloInstruction, value) -> bool:
+    """XLA's ``IsAll``: a constant (possibly under broadcasts) whose every element equals ``value``."""
+    while instr.opcode is O.BROADCAST:
+        instr = instr.operands[0]
+    lit = known_literal(instr)
+    if lit is None or lit.size == 0:
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.all(lit == np.asarray(value).astype(lit.dtype)))
+
+
+def is_constant(instr: HloInstruction) -> bool:
+    return instr.opcode is O.CONSTANT
+
+
+def is_broadcast_of_constant(instr: HloInstruction) -> bool:
+    return instr.opcode is O.BROADCAST and instr.operands[0].opcode is O.CONSTANT
+
+
+def is_scalar_constant(instr: HloInstruction) -> bool:
+    """A constant with one element (XLA's ConstantEffectiveScalar)."""
+    return instr.opcode is O.CONSTANT and is_effective_scalar(instr.shape)
+
+
+def same_shape(a: HloInstruction, b: HloInstruction) -> bool:
+    """Shapes equal ignoring layout (the non-layout-sensitive ``SameShape``)."""
+    return a.shape.compatible(b.shape)
+
+
+def dims_unmodified_by_reshape(src: Shape, dst: Shape) -> list[tuple[int, int]]:
+    """(input dim, output dim) pairs a reshape keeps as they are (ShapeUtil::DimensionsUnmodifiedByReshape).
+
+    Degenerate (size-1) dimensions are set aside; the rest of both shapes is cut where the running
+    element counts agree, and a dimension is unmodified when it is alone in its piece on both sides.
+    """
+    if 0 in src.dimensions or 0 in dst.dimensions:
+        return []
+    a = [(k, d) for k, d in enumerate(src.dimensions) if d != 1]
+    b = [(k, d) for k, d in enumerate(dst.dimensions) if d != 1]
+    pairs: list[tuple[int, int]] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        i0, j0 = i, j
+        pa, pb = a[i][1], b[j][1]
+        while pa != pb:
+            if pa < pb:
+                i += 1
+                pa *= a[i][1]
+            else:
+                j += 1
+                pb *= b[j][1]
+        if i == i0 and j == j0:
+            pairs.append((a[i][0], b[j][0]))
+        i, j = i + 1, j + 1
+    return pairs
+
+
+def reshape_inserts_or_deletes_degenerate_dims(src: Shape, dst: Shape) -> tuple[bool, list[int], list[int]]:
+    """(only 1-sized dims added/removed?, deleted src dims, inserted dst dims)
+    (HloInstruction::ReshapeMerelyInsertsOrDeletes1SizedDimensions)."""
+    a = [d for d in src.dimensions if d != 1]
+    b = [d for d in dst.dimensions if d != 1]
+    if a != b:
+        return False, [], []
+    deleted = [k for k, d in enumerate(src.dimensions) if d == 1]
+    inserted = [k for k, d in enumerate(dst.dimensions) if d == 1]
+    return True, deleted, inserted
+
+
+# ---------------------------------------------------------------- building
+def new_instruction(opcode: O, operands: Iterable[HloInstruction], shape: Shape | None = None, *,
+                    name: str | None = None, like: HloInstruction | None = None, **fields) -> HloInstruction:
+    """A detached instruction; the shape is inferred unless given; metadata comes from ``like``."""
+    instr = HloInstruction(name or opcode.text, opcode, shape, list(operands), **fields)
+    inferred = infer_shape(instr)
+    if shape is None:
+        instr.shape = inferred
+    elif not shape.compatible(inferred):
+        raise InternalError(f"{opcode.text}: shape {shape} does not match operands ({inferred})")
+    if like is not None and instr.metadata is None:
+        instr.metadata = like.metadata
+    return instr
+
+
+def constant_instruction(value, element_type: PrimitiveType, dims=(), name: str | None = None,
+                         like: HloInstruction | None = None) -> HloInstruction:
+    shape = Shape.array(element_type, dims)
+    return new_instruction(O.CONSTANT, (), shape, name=name, like=like, literal=make_literal(value, shape))
+
+
+class UseGraph:
+    """Users of every instruction of ``comp``, kept current across edits (see module docstring)."""
+
+    def __init__(self, comp: HloComputation) -> None:
+        self.comp = comp
+        self._users: dict[HloInstruction, dict[HloInstruction, None]] = {i: {} for i in comp.instructions}
+        for instr in comp.instructions:
+            for op in instr.operands:
+                self._users.setdefault(op, {})[instr] = None
+        self._removed = False
+        self._any_control = any(i.control_predecessors for i in comp.instructions)
+
+    # ---- queries
+    def users(self, instr: HloInstruction) -> list[HloInstruction]:
+        return list(self._users.get(instr, ()))
+
+    def user_count(self, instr: HloInstruction) -> int:
+        return len(self._users.get(instr, ()))
+
+    def is_dead(self, instr: HloInstruction) -> bool:
+        return not self._users.get(instr) and instr is not self.comp.root
+
+    # ---- edits
+    def add(self, instr: HloInstruction) -> HloInstruction:
+        self.comp.add_instruction(instr)
+        self._users.setdefault(instr, {})
+        for op in instr.operands:
+            self._users.setdefault(op, {})[instr] = None
+        return instr
+
+    def make(self, opcode: O, operands, shape: Shape | None = None, *, like: HloInstruction | None = None,
+             name: str | None = None, **fields) -> HloInstruction:
+        return self.add(new_instruction(opcode, operands, shape, like=like, name=name, **fields))
+
+    def set_operands(self, instr: HloInstruction, operands: list[HloInstruction]) -> None:
+        for op in instr.operands:
+            self._users.get(op, {}).pop(instr, None)
+        instr.operands = list(operands)
+        for op in operands:
+            self._users.setdefault(op, {})[instr] = None
+
+    def replace_operand(self, user: HloInstruction, old: HloInstruction, new: HloInstruction) -> None:
+        self.set_operands(user, [new if o is old else o for o in user.operands])
+
+    def replace_all_uses(self, old: HloInstruction, new: HloInstruction) -> None:
+        """Every user of ``old`` (except ``new`` itself) uses ``new``; the root moves too."""
+        if old is new:
+            return
+        if not old.shape.compatible(new.shape):
+            raise InternalError(f"replacing %{old.name} ({old.shape}) with %{new.name} ({new.shape}): "
+                                "shapes differ")
+        for user in self.users(old):
+            if user is not new:
+                self.replace_operand(user, old, new)
+        for instr in self.comp.instructions:
+            if old in instr.control_predecessors:
+                instr.control_predecessors = [new if p is old else p for p in instr.control_predecessors]
+        if self.comp.root is old:
+            self.comp.root = new
+
+    def remove(self, instr: HloInstruction) -> None:
+        if instr is self.comp.root:
+            raise InternalError(f"cannot remove root %{instr.name} of %{self.comp.name}")
+        for op in instr.operands:
+            self._users.get(op, {}).pop(instr, None)
+        self._users.pop(instr, None)
+        instr.parent = None
+        self._removed = True
+
+    def remove_if_dead(self, instr: HloInstruction) -> bool:
+        """Remove ``instr`` and then its operands, as long as they are dead and removable."""
+        if not self._removable(instr):
+            return False
+        stack = [instr]
+        while stack:
+            x = stack.pop()
+            if x.parent is not self.comp or not self._removable(x):
+                continue
+            operands = list(dict.fromkeys(x.operands))
+            self.remove(x)
+            stack.extend(operands)
+        return True
+
+    def replace(self, old: HloInstruction, new: HloInstruction) -> None:
+        """``ReplaceInstruction``: move the uses to ``new``, then delete ``old`` and its dead operands."""
+        self.replace_all_uses(old, new)
+        self.remove_if_dead(old)
+
+    def _removable(self, instr: HloInstruction) -> bool:
+        if not self.is_dead(instr) or instr.opcode is O.PARAMETER or has_side_effect(instr):
+            return False
+        return not (self._any_control and any(instr in i.control_predecessors for i in self.comp.instructions))
+
+    def finish(self) -> None:
+        """Drop removed instructions from the computation's list."""
+        if self._removed:
+            self.comp.instructions = [i for i in self.comp.instructions if i.parent is self.comp]
+            self._removed = False
+
+
+def make_scalar_like(g: UseGraph, shape: Shape, value, like: HloInstruction | None = None) -> HloInstruction:
+    """XLA's MakeScalarLike: a scalar constant of ``shape``'s element type, broadcast to ``shape``."""
+    c = g.add(constant_instruction(value, shape.element_type, (), like=like))
+    if not shape.dimensions:
+        return c
+    return g.make(O.BROADCAST, [c], Shape.array(shape.element_type, shape.dimensions, shape.minor_to_major),
+                  like=like, dimensions=())
+
+
+def non_fusion_computations(module: HloModule) -> list[HloComputation]:
+    """Computations that are not fused computations, callees first (MakeNonfusionComputations)."""
+    return [c for c in module.computation_post_order() if not c.is_fusion_computation]
+
+
+def fusion_computations(module: HloModule) -> list[HloComputation]:
+    return [c for c in module.computation_post_order() if c.is_fusion_computation]
+
+
+def callers(module: HloModule) -> dict[int, list[HloInstruction]]:
+    """id(computation) -> the instructions that call it."""
+    out: dict[int, list[HloInstruction]] = {}
+    for comp in module.computations:
+        for instr in comp.instructions:
+            for callee in instr.called_computations:
+                out.setdefault(id(callee), []).append(instr)
+    return out
