@@ -42,6 +42,7 @@ class Rule:
     name: str
     opcodes: tuple[O, ...]
     apply: RuleFn
+    layout_sensitive_only: bool = False
 
     @property
     def doc(self) -> str:
@@ -51,9 +52,9 @@ class Rule:
 RULES: list[Rule] = []
 
 
-def rule(name: str, *opcodes: O) -> Callable[[RuleFn], RuleFn]:
+def rule(name: str, *opcodes: O, layout_sensitive_only: bool = False) -> Callable[[RuleFn], RuleFn]:
     def register(fn: RuleFn) -> RuleFn:
-        RULES.append(Rule(name, opcodes, fn))
+        RULES.append(Rule(name, opcodes, fn, layout_sensitive_only))
         return fn
     return register
 
@@ -848,6 +849,30 @@ def _gte_tuple(g, gte):
     return _keep(gte, t.operands[gte.tuple_index]) if t.opcode is O.TUPLE else None
 
 
+# ---------------------------------------------------------------- layout-sensitive mode (after layout assignment)
+def _row_major(shape: Shape) -> bool:
+    return shape.is_array and shape.is_default_layout
+
+
+@rule("reshape_is_bitcast", O.RESHAPE, layout_sensitive_only=True)
+def _reshape_bitcast(g, r):
+    """A reshape between row-major shapes only renames the buffer -> bitcast (ReshapeIsBitcast)."""
+    x = r.operands[0]
+    if _row_major(r.shape) and _row_major(x.shape) and x.shape.element_type is r.shape.element_type:
+        return g.make(O.BITCAST, [x], r.shape, like=r)
+    return None
+
+
+@rule("transpose_is_bitcast", O.TRANSPOSE, layout_sensitive_only=True)
+def _transpose_bitcast(g, t):
+    """A transpose that keeps the physical element order -> bitcast (TransposeIsBitcast)."""
+    x = t.operands[0]
+    moved = [p for p in t.dimensions if x.shape.dimensions[p] != 1]
+    if _row_major(t.shape) and _row_major(x.shape) and moved == sorted(moved):
+        return g.make(O.BITCAST, [x], t.shape, like=t)
+    return None
+
+
 RULES_BY_OPCODE: dict[O, list[Rule]] = {}
 for _r in RULES:
     for _op in _r.opcodes:
@@ -855,11 +880,13 @@ for _r in RULES:
 
 
 class AlgebraicSimplifier(HloPass):
-    """XLA's AlgebraicSimplifier (non-layout-sensitive). ``disabled_rules`` names rules to skip."""
+    """XLA's AlgebraicSimplifier. ``layout_sensitive`` (after layout assignment) also turns reshapes and
+    transposes that keep the physical order into bitcasts; ``disabled_rules`` names rules to skip."""
 
     name = "algsimp"
 
-    def __init__(self, disabled_rules: frozenset[str] = frozenset()) -> None:
+    def __init__(self, layout_sensitive: bool = False, disabled_rules: frozenset[str] = frozenset()) -> None:
+        self.layout_sensitive = layout_sensitive
         self.disabled_rules = disabled_rules
         self.stats: Counter[str] = Counter()
 
@@ -871,7 +898,7 @@ class AlgebraicSimplifier(HloPass):
                 if instr.parent is not comp or instr.control_predecessors:
                     continue
                 for r in RULES_BY_OPCODE.get(instr.opcode, ()):
-                    if r.name in self.disabled_rules:
+                    if r.name in self.disabled_rules or (r.layout_sensitive_only and not self.layout_sensitive):
                         continue
                     new = r.apply(g, instr)
                     if new is None or new is instr:

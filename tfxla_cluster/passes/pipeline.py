@@ -1,0 +1,134 @@
+"""The XLA:CPU HLO pipeline (xla/service/cpu/cpu_compiler.cc) and ``optimize``.
+
+``cpu_pipeline(flags)`` lists the passes in XLA:CPU's order — the one table of pass names:
+
+    dce                                   start clean
+    call-inliner, dot_decomposer, logistic-expander        expanders (RunHloPassesThroughLayoutAssn 2-4)
+    simplification (fixed point, <= 25):  algsimp, simplify-conditional, tuple-simplifier, dce,
+                                          constant_folding
+    transpose-folding, cse                                 (step 6)
+    layout-assignment                                      (CpuLayoutAssignment)
+    simplification-after-layout (fixed point): algsimp (layout-sensitive: reshape -> bitcast), dce
+    fusion                                                 (RunHloPassesAfterLayoutAssn 2)
+    cpu-multi-output-fusion, tuple-simplifier              only with the backend option
+                                          xla_cpu_use_multi_output_fusion (then fusion may not duplicate),
+                                          as in XLA:CPU, where it is off by default
+    cleanup (fixed point): algsimp (layout-sensitive), dce, cse
+    fusion-namer                                           names fusions like XLA's dumps
+then ``buffer assignment`` on the optimized module.
+
+``optimize(module, flags=None) -> (module, BufferAssignment)`` runs it on ``module`` in place. With
+``XLA_FLAGS=--xla_dump_to=DIR`` (text is the default format, as in XLA) it writes
+``module_NNNN.<name>.before_optimizations.txt``, ``...after_optimizations.txt``,
+``...buffer-assignment.txt``, ``...fusion-decisions.txt``, per-pass files for passes matching
+``--xla_dump_hlo_pass_re`` and ``manifest.json``; nothing at all is written without ``xla_dump_to``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tfxla_cluster.hlo.ir import HloModule
+from tfxla_cluster.passes.algsimp import AlgebraicSimplifier
+from tfxla_cluster.passes.buffer_assignment import BufferAssignment, assign_buffers
+from tfxla_cluster.passes.constant_folding import HloConstantFolding
+from tfxla_cluster.passes.control_flow import ConditionalSimplifier, TupleSimplifier
+from tfxla_cluster.passes.cse import HloCSE
+from tfxla_cluster.passes.dce import HloDCE
+from tfxla_cluster.passes.dump import Dumper
+from tfxla_cluster.passes.expanders import CallInliner, DotDecomposer, LogisticExpander, TransposeFolding
+from tfxla_cluster.passes.fusion import CpuInstructionFusion
+from tfxla_cluster.passes.fusion_naming import FusionNamer
+from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
+from tfxla_cluster.passes.multi_output_fusion import CpuMultiOutputFusion
+from tfxla_cluster.passes.pass_ import FixedPoint, PassContext, Pipeline
+
+
+def use_multi_output_fusion(flags) -> bool:
+    """XLA's options::UseMultiOutputFusion: the backend extra option xla_cpu_use_multi_output_fusion."""
+    try:
+        extra = flags["xla_backend_extra_options"] or ""
+    except (KeyError, TypeError):
+        return False
+    return "xla_cpu_use_multi_output_fusion" in str(extra).replace(";", ",").split(",") or \
+        "xla_cpu_use_multi_output_fusion" in str(extra)
+
+
+def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None) -> Pipeline:
+    """A fresh XLA:CPU pipeline (pass objects keep per-run state such as fusion decisions)."""
+    mof = use_multi_output_fusion(flags) if multi_output_fusion is None and flags is not None \
+        else bool(multi_output_fusion)
+    fusion = [CpuInstructionFusion(may_duplicate=not mof)]
+    if mof:
+        fusion += [CpuMultiOutputFusion(), TupleSimplifier()]
+    return Pipeline("cpu", [
+        HloDCE(),
+        CallInliner(),
+        DotDecomposer(),
+        LogisticExpander(),
+        FixedPoint("simplification", [
+            AlgebraicSimplifier(),
+            ConditionalSimplifier(),
+            TupleSimplifier(),
+            HloDCE(),
+            HloConstantFolding(),
+        ]),
+        TransposeFolding(),
+        HloCSE(),
+        CpuLayoutAssignment(),
+        FixedPoint("simplification-after-layout", [AlgebraicSimplifier(layout_sensitive=True), HloDCE()]),
+        *fusion,
+        FixedPoint("cleanup", [AlgebraicSimplifier(layout_sensitive=True), HloDCE(),
+                               HloCSE(layout_sensitive=True)]),
+        FusionNamer(),
+    ])
+
+
+@dataclass
+class OptimizeReport:
+    """Everything one ``optimize`` run produced."""
+
+    module: HloModule
+    assignment: BufferAssignment
+    pipeline: Pipeline
+    history: list = field(default_factory=list)   # PassRecord per pass run
+    dump_files: list[str] = field(default_factory=list)
+
+    def fusion_decisions(self) -> list:
+        return [d for f in find_passes(self.pipeline, CpuInstructionFusion) for d in f.decisions]
+
+
+def find_passes(p: Pipeline, cls) -> list:
+    """The passes of type ``cls`` in ``p``, depth first."""
+    out = []
+    for x in p.passes:
+        if isinstance(x, cls):
+            out.append(x)
+        if isinstance(x, Pipeline):
+            out.extend(find_passes(x, cls))
+    return out
+
+
+def optimize_with_report(module: HloModule, flags=None, *, function: str | None = None,
+                         cluster: str | None = None, pipeline: Pipeline | None = None) -> OptimizeReport:
+    """``optimize`` that also returns the pipeline (fusion decisions, pass history) and dump file names."""
+    if flags is None:
+        from tfxla_cluster.flags import get_flags
+        flags = get_flags()
+    pipeline = pipeline or cpu_pipeline(flags)
+    dumper = Dumper.create(flags, module, function=function, cluster=cluster)
+    if dumper is not None:
+        dumper.before_optimizations(module)
+    ctx = PassContext.from_flags(flags, dumper=dumper)
+    pipeline.run(module, ctx)
+    assignment = assign_buffers(module)
+    if dumper is not None:
+        fusion_log = "".join(f.decision_log() for f in find_passes(pipeline, CpuInstructionFusion))
+        dumper.after_optimizations(module, assignment, fusion_log, ctx.history)
+    return OptimizeReport(module, assignment, pipeline, ctx.history, dumper.files if dumper else [])
+
+
+def optimize(module: HloModule, flags=None, *, function: str | None = None,
+             cluster: str | None = None) -> tuple[HloModule, BufferAssignment]:
+    """Run the CPU pipeline on ``module`` (in place), assign buffers, and dump if the flags say so."""
+    report = optimize_with_report(module, flags, function=function, cluster=cluster)
+    return report.module, report.assignment
