@@ -1,0 +1,51 @@
+"""Pictures of clusterings and HLO: DOT / SVG / HTML, and TensorBoard event files.
+
+Stage: visualization — reads results of the earlier stages, never changes them.
+
+    model.py        MarkResult → VizModel (nodes with reasons, shapes, attrs; clusters with boundaries);
+                    focus (``--around NODE --depth K``)
+    cluster_dot.py  Plan (what to draw: all / focus, boxed / collapsed clusters) → DOT text (pure Python)
+    layout.py       Graphviz ``dot`` through the ``graphviz`` binding (clear error when missing); formats
+    svg.py          the clustering SVG annotated: one group per cluster (``id="cluster_<name>"``) holding
+                    one group per node (``data-node``)
+    html.py         one self-contained HTML page: inline SVG, hover tooltips, cluster and reason tables
+    api.py          render(result, "dot"|"svg"|"html", ...) / write(result, path, ...)
+    hlo_dot.py      hlo_to_dot(module): computations, fusions as nested boxes
+    tensorboard.py  write_tensorboard(result, logdir): the marked graph as a TensorBoard event file
+    cli_commands.py the ``viz`` and ``tensorboard`` subcommands
+
+Names are resolved lazily so that importing the CLI commands does not import TensorFlow.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "render": "tfxla_cluster.viz.api",
+    "write": "tfxla_cluster.viz.api",
+    "format_for": "tfxla_cluster.viz.layout",
+    "build_model": "tfxla_cluster.viz.model",
+    "VizModel": "tfxla_cluster.viz.model",
+    "focus": "tfxla_cluster.viz.model",
+    "make_plan": "tfxla_cluster.viz.cluster_dot",
+    "to_dot": "tfxla_cluster.viz.cluster_dot",
+    "cluster_dot": "tfxla_cluster.viz.cluster_dot",
+    "dot_to_svg": "tfxla_cluster.viz.layout",
+    "graphviz_available": "tfxla_cluster.viz.layout",
+    "cluster_svg": "tfxla_cluster.viz.svg",
+    "to_html": "tfxla_cluster.viz.html",
+    "hlo_to_dot": "tfxla_cluster.viz.hlo_dot",
+    "write_tensorboard": "tfxla_cluster.viz.tensorboard",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tfxla_cluster.viz' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,46 @@
+"""One call from a clustering result to a picture file: ``.dot``, ``.svg`` or ``.html``.
+
+Stage: visualization. ``render(result, "html", ...)`` = build the model → plan (all nodes, or a focus
+neighbourhood; clusters boxed or collapsed) → DOT → (Graphviz ``dot``) → annotated SVG → page. ``.dot``
+is produced by Python alone; ``.svg``/``.html`` raise ``FailedPreconditionError`` naming the package to
+install when Graphviz is missing.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.jit.mark_for_compilation import MarkResult
+from tfxla_cluster.viz.cluster_dot import make_plan, to_dot
+from tfxla_cluster.viz.layout import FORMATS, format_for  # noqa: F401  (format_for is part of this API)
+from tfxla_cluster.viz.model import build_model
+
+
+def render(result: MarkResult, fmt: str, *, flags=None, title: str = "", around: str | None = None,
+           depth: int = 2, collapse: bool = False, legend: bool = True) -> str:
+    """The picture of ``result`` as text in ``fmt`` ("dot", "svg" or "html")."""
+    if fmt not in FORMATS:
+        raise InvalidArgumentError(f"unknown picture format '{fmt}' (expected one of {', '.join(FORMATS)})")
+    # Shapes are only read by tooltips; .dot carries them too, as Graphviz tooltips.
+    model = build_model(result, flags, title=title)
+    plan = make_plan(model, around=around, depth=depth, collapse=collapse, legend=legend)
+    if fmt == "dot":
+        return to_dot(plan, tooltips=True)
+    from tfxla_cluster.viz.svg import cluster_svg, standalone
+
+    svg = cluster_svg(plan)
+    if fmt == "svg":
+        return standalone(svg)
+    from tfxla_cluster.viz.html import to_html
+
+    return to_html(plan, svg)
+
+
+def write(result: MarkResult, path: str | Path, *, fmt: str | None = None, **options) -> Path:
+    """Write the picture of ``result`` to ``path`` (format from the extension unless ``fmt``)."""
+    path = Path(path)
+    text = render(result, format_for(path, fmt), **options)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

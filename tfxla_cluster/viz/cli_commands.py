@@ -1,0 +1,94 @@
+"""The ``viz`` and ``tensorboard`` subcommands of ``tfxla-cluster``.
+
+Stage: command line (visualization). Importing this module registers the commands with
+:func:`tfxla_cluster.cli.command`; it imports nothing heavy (TensorFlow loads when a command runs), so
+``tfxla-cluster --help`` stays fast. Errors are the library's typed errors, which the CLI turns into
+one line and exit code 2 — including a missing Graphviz for ``.svg``/``.html`` output.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+from tfxla_cluster.cli import command
+
+
+def _graph_and_flags_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("graph", help="a GraphDef (.pbtxt text or .pb binary) or a SavedModel directory")
+    p.add_argument("--signature", default="serving_default",
+                   help="SavedModel signature to load (default: %(default)s)")
+    p.add_argument("--grappler", action="store_true",
+                   help="run TF's grappler first, as TF's runtime does before clustering")
+    p.add_argument("--no-inline", action="store_true", help="keep function calls as call nodes")
+    p.add_argument("--flags", default=None,
+                   help='TF_XLA_FLAGS-style string, e.g. "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit" '
+                        "(default: the TF_XLA_FLAGS environment variable)")
+    p.add_argument("--session-name", default="", help="cluster-name prefix (TF's session metadata name)")
+
+
+def _mark(args: argparse.Namespace):
+    """(result, flags) for the graph and flags on the command line."""
+    from tfxla_cluster import flags as flags_mod
+    from tfxla_cluster.graph import load_graph
+    from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
+
+    # Parse flags before loading: a bad flag should fail fast, before TF and grappler start.
+    flags = flags_mod.Flags.parse(args.flags) if args.flags is not None else flags_mod.Flags.from_env()
+    graph = load_graph(args.graph, signature=args.signature, grappler=args.grappler,
+                       inline=not args.no_inline)
+    return mark_for_compilation(graph, flags, session_name=args.session_name), flags
+
+
+def _viz_args(p: argparse.ArgumentParser) -> None:
+    _graph_and_flags_args(p)
+    p.add_argument("-o", "--output", required=True,
+                   help="output file: .dot (needs only Python), .svg or .html (need Graphviz's dot)")
+    p.add_argument("--format", choices=("dot", "svg", "html"), default=None,
+                   help="output format (default: from the file extension)")
+    p.add_argument("--around", metavar="NODE", default=None,
+                   help="draw only NODE's neighbourhood (for big graphs); its boundary is marked")
+    p.add_argument("--depth", metavar="K", type=int, default=2,
+                   help="with --around: how many edges away from NODE to draw (default: %(default)s)")
+    p.add_argument("--collapse", action="store_true",
+                   help="draw each cluster as one node (for graphs of thousands of nodes)")
+    p.add_argument("--no-legend", action="store_true", help="leave out the legend")
+    p.add_argument("--title", default=None, help="picture title (default: the graph file's name)")
+
+
+@command("viz", "draw the graph with its XLA clusters (.dot, .svg or interactive .html); "
+                "unclustered nodes show why", _viz_args)
+def cmd_viz(args: argparse.Namespace) -> int:
+    from tfxla_cluster.viz.layout import format_for, require_graphviz
+
+    # A bad file name or a missing Graphviz fails at once, before TensorFlow loads.
+    fmt = format_for(args.output, args.format)
+    if fmt != "dot":
+        require_graphviz()
+    from tfxla_cluster.viz.api import write
+
+    result, flags = _mark(args)
+    title = args.title if args.title is not None else os.path.basename(os.path.normpath(args.graph))
+    path = write(result, args.output, fmt=fmt, flags=flags, title=title, around=args.around,
+                 depth=args.depth, collapse=args.collapse, legend=not args.no_legend)
+    print(f"wrote {path} ({len(result.clusters)} cluster{'s' if len(result.clusters) != 1 else ''}, "
+          f"{len(result.decisions)} nodes)")
+    return 0
+
+
+def _tensorboard_args(p: argparse.ArgumentParser) -> None:
+    _graph_and_flags_args(p)
+    p.add_argument("--logdir", required=True, help="directory for the event file (created if missing)")
+    p.add_argument("--no-shapes", action="store_true",
+                   help="do not add _output_shapes (tensor shapes on TensorBoard's edges)")
+
+
+@command("tensorboard", "write the marked graph as a TensorBoard event file (Graphs tab: color by XLA "
+                        "cluster)", _tensorboard_args)
+def cmd_tensorboard(args: argparse.Namespace) -> int:
+    from tfxla_cluster.viz.tensorboard import write_tensorboard
+
+    result, _ = _mark(args)
+    path = write_tensorboard(result, args.logdir, add_shapes=not args.no_shapes)
+    print(f"wrote {path} ({len(result.clusters)} cluster{'s' if len(result.clusters) != 1 else ''})")
+    print(f"view it with: tensorboard --logdir {args.logdir}  (Graphs tab, Color by: XLA Cluster)")
+    return 0
