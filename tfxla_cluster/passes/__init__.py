@@ -1,1 +1,37 @@
-"""HLO optimization passes (XLA's HLO pipeline for CPU)."""
+"""HLO optimization passes: XLA:CPU's HLO pipeline in Python.
+
+    pass_.py               HloPass, Pipeline, FixedPoint, PassContext (verify, disable, dump, error naming)
+    algsimp.py             AlgebraicSimplifier: one named rule per rewrite (RULES)
+    dce.py cse.py          HloDCE, HloCSE
+    constant_folding.py    HloConstantFolding (evaluated with the reference evaluator)
+    expanders.py           CallInliner, LogisticExpander, DotDecomposer, TransposeFolding
+    control_flow.py        ConditionalSimplifier, TupleSimplifier
+    layout_assignment.py   CpuLayoutAssignment (row-major everywhere)
+    fusion.py              CpuInstructionFusion with FusionDecision reasons (fusion_ir.py edits fusions)
+    multi_output_fusion.py CpuMultiOutputFusion (opt-in, as in XLA:CPU)
+    fusion_naming.py       FusionNamer
+    buffer_assignment.py   liveness, in-place reuse, best-fit temp arena, buffer-assignment.txt
+    dump.py                XLA_FLAGS dumps: module_NNNN.<name>.*.txt and manifest.json
+    pipeline.py            cpu_pipeline(flags), optimize(module, flags) -> (module, BufferAssignment)
+"""
+from tfxla_cluster.passes.algsimp import RULES, AlgebraicSimplifier
+from tfxla_cluster.passes.buffer_assignment import BufferAssignment, assign_buffers, unfused_intermediate_bytes
+from tfxla_cluster.passes.constant_folding import HloConstantFolding
+from tfxla_cluster.passes.control_flow import ConditionalSimplifier, TupleSimplifier
+from tfxla_cluster.passes.cse import HloCSE
+from tfxla_cluster.passes.dce import HloDCE
+from tfxla_cluster.passes.expanders import CallInliner, DotDecomposer, LogisticExpander, TransposeFolding
+from tfxla_cluster.passes.fusion import CpuInstructionFusion, FusionDecision, FusionRecord
+from tfxla_cluster.passes.fusion_naming import FusionNamer
+from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
+from tfxla_cluster.passes.multi_output_fusion import CpuMultiOutputFusion
+from tfxla_cluster.passes.pass_ import FixedPoint, HloPass, PassContext, PassRecord, Pipeline
+from tfxla_cluster.passes.pipeline import OptimizeReport, cpu_pipeline, optimize, optimize_with_report
+
+__all__ = [
+    "RULES", "AlgebraicSimplifier", "BufferAssignment", "assign_buffers", "unfused_intermediate_bytes",
+    "HloConstantFolding", "ConditionalSimplifier", "TupleSimplifier", "HloCSE", "HloDCE", "CallInliner",
+    "DotDecomposer", "LogisticExpander", "TransposeFolding", "CpuInstructionFusion", "FusionDecision",
+    "FusionRecord", "FusionNamer", "CpuLayoutAssignment", "CpuMultiOutputFusion", "FixedPoint", "HloPass",
+    "PassContext", "PassRecord", "Pipeline", "OptimizeReport", "cpu_pipeline", "optimize", "optimize_with_report",
+]

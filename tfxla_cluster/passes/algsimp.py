@@ -26,6 +26,7 @@ from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.ir import HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
+from tfxla_cluster.hlo.shape_inference import infer_shape
 from tfxla_cluster.passes.pass_ import HloPass
 from tfxla_cluster.passes.util import (UseGraph, constant_instruction, dims_unmodified_by_reshape, is_all,
                                        is_broadcast_of_constant, is_constant, known_literal, make_scalar_like,
@@ -293,16 +294,6 @@ def _mul_exp(g, mul):
     return None
 
 
-@rule("mul_rsqrt_square", O.MULTIPLY)
-def _mul_rsqrt(g, mul):
-    """rsqrt(B) * rsqrt(B) -> 1 / B."""
-    a, b = mul.operands
-    if a.opcode is O.RSQRT and b.opcode is O.RSQRT and a.operands[0] is b.operands[0]:
-        x = a.operands[0]
-        return _binary(g, O.DIVIDE, make_scalar_like(g, x.shape, 1, like=mul), x, mul, mul.shape)
-    return None
-
-
 @rule("div_one", O.DIVIDE)
 def _div_one(g, div):
     """A / 1 -> A."""
@@ -442,17 +433,6 @@ def _log_root(g, log):
         return None
     return _binary(g, O.MULTIPLY, _unary(g, O.LOG, x.operands[0], log),
                    make_scalar_like(g, log.shape, factor, like=log), log)
-
-
-@rule("log_of_pow", O.LOG)
-def _log_pow(g, log):
-    """log(pow(A, B)) -> log(|A|) * B (log(A) * B for complex A)."""
-    x = log.operands[0]
-    if x.opcode is not O.POWER:
-        return None
-    a, b = x.operands
-    base = a if a.shape.element_type.is_complex else _unary(g, O.ABS, a, log)
-    return _binary(g, O.MULTIPLY, _unary(g, O.LOG, base, log), b, log)
 
 
 @rule("negate_negate", O.NEGATE)
@@ -816,6 +796,74 @@ def _reduce_reshape(g, r):
     if x.shape.num_elements == r.shape.num_elements:
         return g.make(O.RESHAPE, [x], r.shape, like=r)
     return None
+
+
+# ---------------------------------------------------------------- dots
+def _make_dot(g: UseGraph, lhs, rhs, dn: A.DotDimensionNumbers, like: HloInstruction) -> HloInstruction:
+    """A dot with ``like``'s result element type and precision."""
+    probe = HloInstruction("dot", O.DOT, Shape.scalar(like.shape.element_type), [lhs, rhs], dot_dimension_numbers=dn)
+    shape = infer_shape(probe)
+    new = g.make(O.DOT, [lhs, rhs], shape, like=like, dot_dimension_numbers=dn,
+                 operand_precision=like.operand_precision)
+    new.raw_attributes = dict(like.raw_attributes)
+    return new
+
+
+@rule("dot_remove_degenerate_dims", O.DOT)
+def _dot_degenerate(g, dot):
+    """Size-1 dimensions of dot operands are reshaped away (RemoveDegenerateDimensionFromDot)."""
+    lhs, rhs = dot.operands
+    if 1 not in lhs.shape.dimensions and 1 not in rhs.shape.dimensions:
+        return None
+
+    def squeeze(x):
+        keep = [k for k, d in enumerate(x.shape.dimensions) if d != 1]
+        new_index = {old: new for new, old in enumerate(keep)}
+        if len(keep) == x.shape.rank:
+            return x, new_index
+        shape = Shape.array(x.shape.element_type, [x.shape.dimensions[k] for k in keep])
+        return g.make(O.RESHAPE, [x], shape, like=dot), new_index
+
+    dn = dot.dot_dimension_numbers
+    new_lhs, lmap = squeeze(lhs)
+    new_rhs, rmap = squeeze(rhs)
+    new_dn = A.DotDimensionNumbers(
+        tuple(lmap[d] for d in dn.lhs_contracting_dimensions if d in lmap),
+        tuple(rmap[d] for d in dn.rhs_contracting_dimensions if d in rmap),
+        tuple(lmap[d] for d in dn.lhs_batch_dimensions if d in lmap),
+        tuple(rmap[d] for d in dn.rhs_batch_dimensions if d in rmap))
+    new = _make_dot(g, new_lhs, new_rhs, new_dn, dot)
+    return new if new.shape.compatible(dot.shape) else g.make(O.RESHAPE, [new], dot.shape, like=dot)
+
+
+@rule("dot_without_contraction_to_multiply", O.DOT)
+def _dot_multiply(g, dot):
+    """A dot with no contracting dimensions is an outer product: broadcast both sides and multiply."""
+    dn = dot.dot_dimension_numbers
+    if dn.lhs_contracting_dimensions:
+        return None
+    nb = len(dn.lhs_batch_dimensions)
+    et = dot.shape.element_type
+
+    def spread(x, batch, first_free):
+        free = [d for d in range(x.shape.rank) if d not in batch]
+        order = list(batch) + free
+        if order != list(range(x.shape.rank)):
+            x = g.make(O.TRANSPOSE, [x], like=dot, dimensions=tuple(order))
+        if x.shape.element_type is not et:
+            x = g.make(O.CONVERT, [x], x.shape.with_element_type(et), like=dot)
+        dims = tuple(range(nb)) + tuple(range(first_free, first_free + len(free)))
+        return g.make(O.BROADCAST, [x], Shape.array(et, dot.shape.dimensions), like=dot, dimensions=dims), len(free)
+
+    lhs, n_lhs_free = spread(dot.operands[0], dn.lhs_batch_dimensions, nb)
+    rhs, _ = spread(dot.operands[1], dn.rhs_batch_dimensions, nb + n_lhs_free)
+    return _binary(g, O.MULTIPLY, lhs, rhs, dot, dot.shape)
+
+
+@rule("set_dimension_size_static", O.SET_DIMENSION_SIZE)
+def _set_dimension_size(g, s):
+    """set-dimension-size on a static shape (the only kind the IR has) -> its operand (DynamicPadder)."""
+    return _keep(s, s.operands[0])
 
 
 # ---------------------------------------------------------------- select and tuples

@@ -2,7 +2,7 @@
 
 - ``ConditionalSimplifier`` (xla/service/conditional_simplifier.cc, ``TryRemoveConditional``): a
   conditional with one branch, or with a constant selector, becomes its (inlined) branch; a two-branch
-  ``pred`` conditional whose branches hold only cheap instructions (elementwise ops, broadcast,
+  ``pred`` conditional whose branches hold only cheap instructions (elementwise ops, constants, broadcast,
   concatenate, dynamic-slice, get-tuple-element, reduce, reshape, pad, parameter, slice, tuple) and
   neither branch is empty becomes both branches inlined plus a ``select`` per array leaf (the
   predicate broadcast to the leaf shape). Conditionals with side effects stay.
@@ -19,7 +19,7 @@ from tfxla_cluster.passes.expanders import inline_call
 from tfxla_cluster.passes.pass_ import HloPass
 from tfxla_cluster.passes.util import UseGraph, has_side_effect, known_literal
 
-_CHEAP_IN_BRANCH = frozenset({O.BROADCAST, O.CONCATENATE, O.DYNAMIC_SLICE, O.GET_TUPLE_ELEMENT, O.REDUCE,
+_CHEAP_IN_BRANCH = frozenset({O.CONSTANT, O.BROADCAST, O.CONCATENATE, O.DYNAMIC_SLICE, O.GET_TUPLE_ELEMENT, O.REDUCE,
                               O.RESHAPE, O.PAD, O.PARAMETER, O.SLICE, O.TUPLE})
 
 

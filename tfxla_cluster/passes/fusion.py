@@ -106,8 +106,13 @@ def is_fusible(instr: HloInstruction, g: UseGraph) -> bool:
     return not has_side_effect(instr)
 
 
+def is_elementwise(instr: HloInstruction) -> bool:
+    """HloInstruction::IsElementwise, where a constant counts as elementwise (as in XLA)."""
+    return instr.opcode is O.CONSTANT or instr.is_elementwise()
+
+
 def can_be_loop_fused(instr: HloInstruction) -> bool:
-    return instr.is_elementwise() or instr.opcode in LOOP_FUSIBLE
+    return is_elementwise(instr) or instr.opcode in LOOP_FUSIBLE
 
 
 def cpu_is_expensive(instr: HloInstruction) -> bool:

@@ -116,7 +116,6 @@ class Pipeline(HloPass):
     def _run_once(self, module: HloModule, ctx: PassContext, prefix: str) -> bool:
         changed = False
         path_prefix = f"{prefix}{self.name}/"
-        start_index = len(ctx.history)
         for p in self.passes:
             if not ctx.is_enabled(p):
                 continue
@@ -132,7 +131,7 @@ class Pipeline(HloPass):
             except Exception as e:  # name the pass; keep the error type
                 if getattr(e, "_pass_context", False):
                     raise
-                before = _unique(r.path for r in ctx.history[start_index:])
+                before = _unique(r.path for r in ctx.history)
                 raise _wrap(e, f"While running pass '{path}' after [{', '.join(before)}]: ") from e
             if not isinstance(p, Pipeline):
                 ctx.history.append(PassRecord(path, step, time.perf_counter() - t0))
