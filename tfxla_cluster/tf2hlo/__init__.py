@@ -1,0 +1,42 @@
+"""TF → HLO lowering (TensorFlow's tf2xla): a cluster of graph nodes becomes an ``HloModule``.
+
+Stage: lowering, after clustering (``jit/``) and before the HLO passes (``passes/``).
+
+    lower_cluster(graph, node_names, *, arg_shapes=None, const_args=None, name=None) -> LoweredCluster
+    lower_function(fn_or_concrete, *example_args) -> LoweredCluster       # a jit_compile=True function
+    cluster_modules(graph, mark_result) -> dict[str, HloModule]           # every cluster of a marking
+    lowers("AddV2", "Add")                                                # the registry decorator
+    lowered_ops() -> frozenset[str]
+
+Modules:
+    registry.py   the ``@lowers`` registry            lower.py     clusters/functions → modules
+    context.py    LoweringContext, values, folding    builder.py   TfBuilder (names, metadata)
+    xla_lib.py    broadcasting, reducers, math        types.py     TF dtypes and attr values
+    one module per op family: elementwise, reduction, shape_ops, slicing, gather_scatter, nn, conv,
+    pooling, batch_norm, variables, control_flow, random
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tfxla_cluster.tf2hlo.context import LoweringContext, Resource
+from tfxla_cluster.tf2hlo.lower import (ClusterInput, ClusterOutput, LoweredCluster, lower_cluster,
+                                        lower_function)
+from tfxla_cluster.tf2hlo.registry import lowered_ops, lowers
+
+if TYPE_CHECKING:
+    from tfxla_cluster.graph import Graph
+    from tfxla_cluster.hlo.ir import HloModule
+
+
+def cluster_modules(graph: "Graph", mark_result, **kwargs) -> dict[str, "HloModule"]:
+    """The HloModule of every cluster in ``mark_result`` (a ``MarkResult``), by cluster name, in the
+    result's cluster order. ``graph`` is the graph the clusters name nodes of (``mark_result.graph``
+    when None); ``kwargs`` go to :func:`lower_cluster` (e.g. ``arg_shapes``)."""
+    graph = graph if graph is not None else mark_result.graph
+    return {name: lower_cluster(graph, nodes, name=name, **kwargs).module
+            for name, nodes in mark_result.clusters.items()}
+
+
+__all__ = ["ClusterInput", "ClusterOutput", "LoweredCluster", "LoweringContext", "Resource", "cluster_modules",
+           "lower_cluster", "lower_function", "lowered_ops", "lowers"]

@@ -1,0 +1,621 @@
+"""Lower a cluster (a set of nodes of a Graph) or a whole ``jit_compile`` function to an HloModule.
+
+Stage: lowering (TF's ``XlaCompiler::CompileGraph``). The module has tf2xla's form:
+
+* **Inputs.** A cluster's inputs are, first, its own ``_Arg`` nodes in ``index`` order (the
+  whole-function case), then every tensor produced outside the cluster and consumed inside it, once
+  per tensor, in TF's edge order, stably reordered as TF's encapsulation orders a launch op's
+  arguments: compile-time constants first, resource variables last. Input ``i`` is either a
+  compile-time constant (no parameter; the value comes from ``const_args[i]`` or from folding the
+  constant subgraph that produces it — the cluster is *specialised* on it, as TF does) or a parameter.
+  Parameters are numbered consecutively in input order and named ``arg<p>`` (XLA may print them
+  uniquified), with ``metadata={op_name="XLA_Args"}``. Resource variables are parameters holding the
+  variable's value.
+* **Outputs.** The root is a ``tuple``: the inputs of the cluster's ``_Retval`` nodes in ``index``
+  order, then every cluster tensor consumed outside the cluster, once, in TF's edge order, then the
+  final value of every resource the cluster writes, in input order (``[retvals…, updated resources…]``).
+* **Instructions** carry ``metadata={op_type=… op_name=…}`` of the node they lower and are named after
+  it (see ``builder.py``); dead instructions are removed and the module passes ``verify_module``.
+
+Shapes are static: an input's shape is the producer's inferred shape unless ``arg_shapes`` gives one
+(required for unknown dims). Failures name the node: a missing lowering is ``UnimplementedError(
+"Lowering node 'dense/MatMul' (MatMul): no lowering for op MatMul")``; any other error is re-raised
+with the same ``Lowering node '<name>' (<op>): `` prefix.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+from tensorflow.core.framework import types_pb2
+
+from tfxla_cluster.errors import InternalError, InvalidArgumentError, TfXlaError, UnimplementedError
+from tfxla_cluster.graph import Graph, Node
+from tfxla_cluster.graph.opdefs import base_dtype
+from tfxla_cluster.hlo.evaluator import evaluate
+from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule, NameUniquer
+from tfxla_cluster.hlo.shape import PrimitiveType, Shape
+from tfxla_cluster.hlo.verifier import verify_module
+from tfxla_cluster.jit import op_tables
+from tfxla_cluster.tf2hlo import types
+from tfxla_cluster.tf2hlo.builder import TfBuilder
+from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
+from tfxla_cluster.tf2hlo.registry import lookup, lowers
+
+Tensor = tuple[str, int]  # (node name, output slot)
+
+_ARG_OPS = ("_Arg", "_DeviceArg")
+_RETVAL_OPS = ("_Retval", "_DeviceRetval")
+
+
+# ===================================================================================== the result
+@dataclass
+class ClusterInput:
+    """One input of a lowered cluster. ``kind`` is "parameter", "constant" or "resource"."""
+
+    index: int
+    tensor: Tensor                      # the producing tensor (an _Arg's own output for functions)
+    kind: str
+    element_type: PrimitiveType
+    dims: tuple[int, ...]
+    parameter: int | None = None        # parameter number (parameters and resources)
+    value: np.ndarray | None = None     # the specialised value (constants)
+    consumers: list[tuple[str, int]] = field(default_factory=list)  # (node, input slot) in the cluster
+
+
+@dataclass
+class ClusterOutput:
+    """One element of the root tuple: a retval, an escaping tensor, or a resource's final value."""
+
+    index: int
+    kind: str                           # "retval" | "tensor" | "resource"
+    tensor: Tensor | None = None        # the cluster tensor (retval/tensor outputs)
+    retval_index: int | None = None
+    resource_input: int | None = None   # the resource's input index (resource outputs)
+
+
+@dataclass
+class LoweredCluster:
+    """An HloModule with the bookkeeping a launch op needs to call it."""
+
+    name: str
+    module: HloModule
+    inputs: list[ClusterInput]
+    outputs: list[ClusterOutput]
+
+    @property
+    def parameters(self) -> list[ClusterInput]:
+        """Inputs that are parameters, in parameter order."""
+        return sorted((i for i in self.inputs if i.parameter is not None), key=lambda i: i.parameter)
+
+    @property
+    def constant_inputs(self) -> dict[int, np.ndarray]:
+        return {i.index: i.value for i in self.inputs if i.kind == "constant"}
+
+    def input_edges(self) -> dict[tuple[str, int, str, int], int | None]:
+        """(src, src_output, dst, dst_input) → parameter number (None for constant inputs)."""
+        out: dict[tuple[str, int, str, int], int | None] = {}
+        for inp in self.inputs:
+            for dst, slot in inp.consumers:
+                out[(*inp.tensor, dst, slot)] = inp.parameter
+        return out
+
+    def output_tensors(self) -> dict[Tensor, int]:
+        """Cluster tensor → tuple index (retvals and escaping tensors)."""
+        return {o.tensor: o.index for o in self.outputs if o.tensor is not None}
+
+    def resource_updates(self) -> dict[int, int]:
+        """Resource input index → tuple index of its final value."""
+        return {o.resource_input: o.index for o in self.outputs if o.kind == "resource"}
+
+    def run(self, *args: Any) -> list[np.ndarray]:
+        """Evaluate with one value per *input* (in input order; constants are ignored, resources take
+        the variable's value); returns the tuple elements as a list."""
+        if len(args) != len(self.inputs):
+            raise InvalidArgumentError(f"{self.name} takes {len(self.inputs)} inputs, got {len(args)}")
+        params = [np.asarray(args[i.index]).astype(i.element_type.dtype) for i in self.parameters]
+        return list(evaluate(self.module, *params))
+
+
+# ===================================================================================== lowering core
+class GraphLowerer:
+    """Lowers nodes of one Graph into one builder, keeping the value of every tensor."""
+
+    def __init__(self, graph: Graph, builder: TfBuilder, folder: ConstantFolder | None = None,
+                 function_cache: dict | None = None) -> None:
+        self.graph = graph
+        self.builder = builder
+        self.folder = folder or ConstantFolder()
+        self.values: dict[Tensor, Value] = {}
+        self.arg_values: dict[int, Value] = {}
+        self.retvals: dict[int, Value] = {}
+        self._hlo_cache: dict[Tensor, HloInstruction] = {}
+        self._functions = function_cache if function_cache is not None else {}
+
+    # ---- values
+    def bind(self, tensor: Tensor, value: Value) -> None:
+        self.values[tensor] = value
+
+    def value(self, tensor: Tensor) -> Value:
+        try:
+            return self.values[tensor]
+        except KeyError:
+            raise InternalError(f"tensor {tensor[0]}:{tensor[1]} has no value yet") from None
+
+    def as_hlo(self, tensor: Tensor) -> HloInstruction:
+        v = self.value(tensor)
+        if isinstance(v, HloInstruction):
+            return v
+        if isinstance(v, Resource):
+            raise InvalidArgumentError(f"{tensor[0]}:{tensor[1]} is a resource handle, not a tensor")
+        cached = self._hlo_cache.get(tensor)
+        if cached is None:
+            cached = self._materialize(tensor, np.asarray(v))
+            self._hlo_cache[tensor] = cached
+        return cached
+
+    def _materialize(self, tensor: Tensor, value: np.ndarray) -> HloInstruction:
+        """A host constant as HLO, in the scope of the node that produced it (tf2xla's ConstOp: a
+        uniform value becomes ``Broadcast(ConstantR0)``)."""
+        node = self.graph.get(tensor[0])
+        b = self.builder
+        et = _element_type_of(node, tensor[1], value)
+        from tfxla_cluster.tf2hlo.xla_lib import full
+
+        with b.node_scope(node.op if node is not None else "Const", tensor[0]):
+            flat = value.reshape(-1)
+            # NaN != NaN, so a NaN-filled constant stays a literal.
+            if value.ndim > 0 and value.size > 1 and bool(np.all(flat == flat[0])):
+                return full(b, flat[0], et, value.shape)
+            return b.constant(value.astype(et.dtype), et)
+
+    # ---- running nodes
+    def run(self, nodes: Iterable[Node]) -> None:
+        for node in nodes:
+            self.lower_node(node)
+
+    def lower_node(self, node: Node) -> None:
+        fn = lookup(node.op)
+        if fn is None:
+            raise UnimplementedError(f"Lowering node '{node.name}' ({node.op}): no lowering for op {node.op}")
+        ctx = LoweringContext(self, node)
+        with self.builder.node_scope(node.op, node.name):
+            try:
+                outs = fn(ctx, node)
+            except TfXlaError as e:
+                if e.message.startswith(f"Lowering node '{node.name}'"):
+                    raise
+                raise type(e)(f"Lowering node '{node.name}' ({node.op}): {e.message}") from e
+            except Exception as e:  # a bug or an unexpected input: keep the node in the message
+                raise InternalError(f"Lowering node '{node.name}' ({node.op}): {type(e).__name__}: {e}") from e
+        if len(outs) != len(node.outputs):
+            raise InternalError(f"Lowering node '{node.name}' ({node.op}): lowering gave {len(outs)} outputs, "
+                                f"the op has {len(node.outputs)}")
+        for i, v in enumerate(outs):
+            self.values[(node.name, i)] = v
+
+    # ---- functions (control flow bodies)
+    def function_graph(self, name: str) -> Graph:
+        graph = self._functions.get(name)
+        if graph is None:
+            from tfxla_cluster.graph.function import instantiate
+
+            fdef = self.graph.function(name)
+            if fdef is None:
+                raise InvalidArgumentError(f"function '{name}' is not in the graph's library")
+            graph = Graph(instantiate(fdef, self.graph.library), assign_devices=False)
+            self._functions[name] = graph
+        return graph
+
+    def lower_function_body(self, fname: str, arg_values: Sequence[Value], builder: TfBuilder,
+                            ) -> tuple["GraphLowerer", list[Value]]:
+        """Lower library function ``fname`` into ``builder`` with ``arg_values`` bound to its _Args;
+        returns the sub-lowerer and the values of its _Retvals in index order."""
+        graph = self.function_graph(fname)
+        sub = GraphLowerer(graph, builder, self.folder, self._functions)
+        sub.arg_values = dict(enumerate(arg_values))
+        sub.run(graph.topological_order())
+        n = sum(1 for n in graph.op_nodes() if n.op in _RETVAL_OPS)
+        missing = [i for i in range(n) if i not in sub.retvals]
+        if missing:
+            raise InvalidArgumentError(f"function '{fname}' has no _Retval for output {missing[0]}")
+        return sub, [sub.retvals[i] for i in range(n)]
+
+
+def _element_type_of(node: Node | None, slot: int, value: np.ndarray) -> PrimitiveType:
+    if node is not None and slot < len(node.outputs):
+        try:
+            return types.element_type(node.outputs[slot].dtype)
+        except TfXlaError:
+            pass
+    from tfxla_cluster.hlo.shape import primitive_type_from_dtype
+
+    return primitive_type_from_dtype(value.dtype)
+
+
+@lowers(*_ARG_OPS)
+def _arg(ctx: LoweringContext, node: Node) -> list[Value]:
+    index = int(ctx.attr("index"))
+    try:
+        return [ctx.lowerer.arg_values[index]]
+    except KeyError:
+        raise InternalError(f"no value bound for argument {index}") from None
+
+
+@lowers(*_RETVAL_OPS)
+def _retval(ctx: LoweringContext, node: Node) -> list[Value]:
+    ctx.lowerer.retvals[int(ctx.attr("index"))] = ctx.input_value(0)
+    return []
+
+
+# ===================================================================================== clusters
+def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
+                  const_args: Mapping[int, Any] | None = None, name: str | None = None,
+                  check_kernels: bool = False) -> LoweredCluster:
+    """Lower the nodes ``node_names`` of ``graph`` to one module (see the module docstring).
+
+    ``arg_shapes`` (dict input index → dims, or a list in input order; a resource may be given as
+    ``(dtype, dims)``) specialises unknown input shapes; ``const_args`` (input index → value) gives the
+    values of compile-time-constant inputs that are not constant in the graph. ``check_kernels``
+    first checks every node against TF's XLA_CPU_JIT kernel registry (op and dtype constraints).
+    """
+    members = list(dict.fromkeys(node_names))
+    member_set = set(members)
+    for n in members:
+        graph.node(n)  # raises for unknown names
+    order = [n for n in graph.topological_order() if n.name in member_set]
+    if check_kernels:
+        _check_kernels(order)
+    name = name or "cluster"
+    shapes = _normalize_arg_shapes(arg_shapes)
+    const_args = dict(const_args or {})
+
+    # ---- inputs
+    arg_nodes = sorted((n for n in order if n.op in _ARG_OPS), key=lambda n: n.node_def.attr["index"].i)
+    must_const = _must_be_constant(graph, member_set, order)
+    external: list[Tensor] = []
+    consumers: dict[Tensor, list[tuple[str, int]]] = {}
+    for e in graph.edges():
+        if e.is_control or e.src.name in member_set or e.dst.name not in member_set:
+            continue
+        t = (e.src.name, e.src_output)
+        if t not in consumers:
+            external.append(t)
+            consumers[t] = []
+        consumers[t].append((e.dst.name, e.dst_input))
+
+    def is_resource(t: Tensor) -> bool:
+        return base_dtype(graph.node(t[0]).outputs[t[1]].dtype) == types_pb2.DT_RESOURCE
+
+    external.sort(key=lambda t: 0 if t in must_const else (2 if is_resource(t) else 1))  # stable
+    tensors = [(n.name, 0) for n in arg_nodes] + external
+
+    b = TfBuilder(name)
+    inputs: list[ClusterInput] = []
+    values: list[Value] = []
+    next_param = 0
+    for index, t in enumerate(tensors):
+        producer = graph.node(t[0])
+        dtype = base_dtype(producer.outputs[t[1]].dtype if producer.op not in _ARG_OPS
+                           else producer.node_def.attr["T"].type)
+        cons = consumers.get(t, [(e.dst.name, e.dst_input) for e in producer.out_edges
+                                 if not e.is_control and e.dst.name in member_set])
+        if dtype == types_pb2.DT_RESOURCE:
+            et, dims = _resource_spec(graph, t, shapes.get(index), member_set)
+            with b.metadata(op_name="XLA_Args"):
+                p = b.parameter(next_param, Shape.array(et, dims), f"arg{next_param}")
+            inputs.append(ClusterInput(index, t, "resource", et, dims, next_param, consumers=cons))
+            values.append(Resource(index, et, dims, p, p))
+            next_param += 1
+            continue
+        et = types.element_type(dtype)
+        if t in must_const:
+            value = _constant_input_value(graph, t, index, const_args, cons)
+            value = np.asarray(value).astype(et.dtype)
+            inputs.append(ClusterInput(index, t, "constant", et, tuple(value.shape), value=value, consumers=cons))
+            values.append(value)
+            continue
+        dims = _input_dims(graph, t, shapes.get(index), index)
+        with b.metadata(op_name="XLA_Args"):
+            p = b.parameter(next_param, Shape.array(et, dims), f"arg{next_param}")
+        inputs.append(ClusterInput(index, t, "parameter", et, dims, next_param, consumers=cons))
+        values.append(p)
+        next_param += 1
+
+    # ---- the nodes
+    lowerer = GraphLowerer(graph, b)
+    for inp, v in zip(inputs, values):
+        if graph.node(inp.tensor[0]).op in _ARG_OPS and inp.tensor[0] in member_set:
+            lowerer.arg_values[int(graph.node(inp.tensor[0]).node_def.attr["index"].i)] = v
+        else:
+            lowerer.bind(inp.tensor, v)
+    lowerer.run(order)
+
+    # ---- outputs
+    outputs: list[ClusterOutput] = []
+    elements: list[HloInstruction] = []
+    for i in sorted(lowerer.retvals):
+        ret_node = next(n for n in order if n.op in _RETVAL_OPS and n.node_def.attr["index"].i == i)
+        src = ret_node.data_inputs()[0]
+        outputs.append(ClusterOutput(len(outputs), "retval", (src.src.name, src.src_output), retval_index=i))
+        elements.append(_output_hlo(lowerer, (src.src.name, src.src_output)))
+    seen: set[Tensor] = set()
+    for e in graph.edges():
+        if e.is_control or e.src.name not in member_set or e.dst.name in member_set or e.src.op in _ARG_OPS:
+            continue
+        t = (e.src.name, e.src_output)
+        if t in seen:
+            continue
+        seen.add(t)
+        outputs.append(ClusterOutput(len(outputs), "tensor", t))
+        elements.append(_output_hlo(lowerer, t))
+    for inp, v in zip(inputs, values):
+        if isinstance(v, Resource) and v.written:
+            outputs.append(ClusterOutput(len(outputs), "resource", resource_input=inp.index))
+            elements.append(v.value)
+    with b.metadata(op_name="XLA_Retvals"):
+        root = b.tuple(elements, name="XLA_Retvals")
+    module = _finish_module(name, b.build(root))
+    return LoweredCluster(name, module, inputs, outputs)
+
+
+def _output_hlo(lowerer: GraphLowerer, t: Tensor) -> HloInstruction:
+    v = lowerer.value(t)
+    if isinstance(v, Resource):
+        raise UnimplementedError(f"cluster output {t[0]}:{t[1]} is a resource handle; resource outputs are "
+                                 "not supported")
+    return lowerer.as_hlo(t)
+
+
+def _finish_module(name: str, entry: HloComputation) -> HloModule:
+    """Drop dead instructions (e.g. the HLO behind folded constants), assemble and verify."""
+    module = HloModule(NameUniquer.sanitize(name))  # XLA's parser wants an identifier
+    module.add_entry_computation(entry)
+    for comp in module.computations:
+        comp.remove_dead_instructions()
+    module.remove_unused_computations()
+    verify_module(module)
+    return module
+
+
+def _check_kernels(order: Sequence[Node]) -> None:
+    from tfxla_cluster.jit.xla_kernels import find_kernel_def
+
+    for node in order:
+        ok, reason = find_kernel_def("XLA_CPU_JIT", node.node_def, node.op_def)
+        if not ok:
+            exc = UnimplementedError if "No registered" in reason and "(" not in reason[-30:] else InvalidArgumentError
+            raise exc(f"Lowering node '{node.name}' ({node.op}): {reason}")
+
+
+def _normalize_arg_shapes(arg_shapes) -> dict[int, Any]:
+    if arg_shapes is None:
+        return {}
+    if isinstance(arg_shapes, Mapping):
+        return dict(arg_shapes)
+    return {i: s for i, s in enumerate(arg_shapes) if s is not None}
+
+
+def _static_dims(graph: Graph, t: Tensor) -> tuple[int | None, ...] | None:
+    node = graph.node(t[0])
+    if node.op in _ARG_OPS:
+        attr = node.attr("_output_shapes")
+        if attr is not None and attr.list.shape:
+            from tfxla_cluster.graph.shapes import shape_from_proto
+
+            return shape_from_proto(attr.list.shape[0])
+        return None
+    shapes = graph.output_shapes(node)
+    return shapes[t[1]] if t[1] < len(shapes) else None
+
+
+def _input_dims(graph: Graph, t: Tensor, given, index: int) -> tuple[int, ...]:
+    if given is not None:
+        if hasattr(given, "shape") and not isinstance(given, tuple):
+            given = tuple(given.shape)
+        return tuple(int(d) for d in given)
+    dims = _static_dims(graph, t)
+    if dims is None or any(d is None for d in dims):
+        shown = "unknown rank" if dims is None else "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+        raise InvalidArgumentError(f"input {index} ({t[0]}:{t[1]}) has shape {shown}; pass arg_shapes to "
+                                   "specialise it")
+    return tuple(dims)
+
+
+def _resource_spec(graph: Graph, t: Tensor, given, members: set[str]) -> tuple[PrimitiveType, tuple[int, ...]]:
+    """A resource's element type and shape: from ``given`` (``(dtype, dims)`` or a value), else from
+    how the cluster uses it (a read's static shape, an assigned value's shape)."""
+    if given is not None:
+        if hasattr(given, "dtype") and hasattr(given, "shape"):
+            from tfxla_cluster.hlo.shape import primitive_type_from_dtype
+
+            return primitive_type_from_dtype(np.dtype(getattr(given.dtype, "as_numpy_dtype", given.dtype))), \
+                tuple(int(d) for d in given.shape)
+        dtype, dims = given
+        from tfxla_cluster.hlo.shape import primitive_type_from_dtype
+
+        et = dtype if isinstance(dtype, PrimitiveType) else (
+            types.element_type(dtype) if isinstance(dtype, int) else primitive_type_from_dtype(dtype))
+        return et, tuple(int(d) for d in dims)
+    producer = graph.node(t[0])
+    et = None
+    for e in producer.out_edges:
+        if e.is_control or e.src_output != t[1]:
+            continue
+        user = e.dst
+        dtype_attr = user.attr("dtype") or user.attr("T")
+        if dtype_attr is not None and et is None:
+            et = types.element_type(dtype_attr.type)
+        if user.op == "ReadVariableOp":
+            dims = graph.output_shapes(user)[0]
+        elif user.op in ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"):
+            dims = graph.output_shapes(user.data_inputs()[1].src)[user.data_inputs()[1].src_output]
+        else:
+            continue
+        if dims is not None and all(d is not None for d in dims) and et is not None:
+            return et, tuple(dims)
+    raise InvalidArgumentError(f"resource input {t[0]}:{t[1]}: its shape is not known from the graph; pass "
+                               "arg_shapes={index: (dtype, dims)}")
+
+
+def _must_be_constant(graph: Graph, members: set[str], order: list[Node]) -> set[Tensor]:
+    """Cluster inputs (external tensors, or the cluster's own ``_Arg`` outputs) that must be
+    compile-time constants: ``BackwardsConstAnalysis`` restricted to the cluster."""
+    from tfxla_cluster.jit.const_analysis import ConstAnalysis
+
+    analysis = ConstAnalysis(graph.library)
+    must: set[str] = set()
+    result: set[Tensor] = set()
+
+    def mark(edge) -> None:
+        while edge.src.name in members and edge.src.op in op_tables.CONST_TRAVERSABLE_OPS:
+            ins = edge.src.data_inputs()
+            if edge.src_output >= len(ins):
+                return
+            edge = ins[edge.src_output]
+        if edge.src.name in members and edge.src.op not in _ARG_OPS:
+            must.add(edge.src.name)
+        else:
+            result.add((edge.src.name, edge.src_output))
+
+    for node in reversed(order):
+        if node.op in op_tables.METADATA_OPS:
+            continue
+        if node.name in must:
+            for e in node.data_inputs():
+                mark(e)
+            continue
+        idxs = analysis.const_input_indices(node)
+        if idxs:
+            for e in node.data_inputs():
+                if e.dst_input in idxs:
+                    mark(e)
+    return result
+
+
+def _constant_input_value(graph: Graph, t: Tensor, index: int, const_args: Mapping[int, Any],
+                          consumers: list[tuple[str, int]]) -> np.ndarray:
+    if index in const_args:
+        return np.asarray(const_args[index])
+    value = fold_tensor(graph, t)
+    if value is None:
+        dst, slot = consumers[0] if consumers else ("?", 0)
+        dst_op = graph.node(dst).op if dst in graph else "?"
+        raise InvalidArgumentError(
+            f"Input {slot} to node `{dst}` with op {dst_op} must be a compile-time constant, but cluster "
+            f"input {index} ({t[0]}:{t[1]}) is not constant in the graph; pass const_args={{{index}: value}}")
+    return value
+
+
+_NOT_FOLDABLE_OPS = frozenset({"_Arg", "_DeviceArg", "Placeholder", "PlaceholderWithDefault", "VarHandleOp",
+                               "ReadVariableOp", "ResourceGather"})
+
+
+def fold_tensor(graph: Graph, t: Tensor) -> np.ndarray | None:
+    """The value of ``t`` if it is computed from constants alone (lowering and evaluating its
+    ancestors), else None."""
+    ancestors: list[Node] = []
+    seen: set[str] = set()
+    stack = [graph.node(t[0])]
+    while stack:
+        node = stack.pop()
+        if node.name in seen:
+            continue
+        seen.add(node.name)
+        if node.op in _NOT_FOLDABLE_OPS or node.op_def is None or node.op_def.is_stateful or lookup(node.op) is None:
+            return None
+        ancestors.append(node)
+        stack.extend(e.src for e in node.data_inputs())
+    members = {n.name for n in ancestors}
+    order = [n for n in graph.topological_order() if n.name in members]
+    lowerer = GraphLowerer(graph, TfBuilder("fold"))
+    try:
+        lowerer.run(order)
+        v = lowerer.value(t)
+    except TfXlaError:
+        return None
+    if isinstance(v, np.ndarray):
+        return v
+    if isinstance(v, HloInstruction):
+        return lowerer.folder.fold(v)
+    return None
+
+
+# ===================================================================================== functions
+def lower_function(fn_or_concrete, *example_args, name: str | None = None, **example_kwargs) -> LoweredCluster:
+    """Lower a whole ``jit_compile=True`` function as tf2xla compiles it: one cluster of all its body
+    nodes, inputs in ``_Arg`` order (captured variables last, as TF passes them), outputs the
+    ``_Retval``s then updated variables. Shapes come from the example arguments; arguments that
+    feed compile-time-constant inputs are specialised on their example values."""
+    import tensorflow as tf
+    from tensorflow.python.eager.polymorphic_function import concrete_function as cf_mod
+
+    from tfxla_cluster.graph.function import graph_def_from_concrete
+
+    if isinstance(fn_or_concrete, cf_mod.ConcreteFunction):
+        concrete = fn_or_concrete
+    else:
+        fn = fn_or_concrete
+        if not hasattr(fn, "get_concrete_function"):
+            fn = tf.function(fn, jit_compile=True)
+        concrete = fn.get_concrete_function(*example_args, **example_kwargs)
+    graph = Graph(graph_def_from_concrete(concrete, inline=True), assign_devices=False)
+    flat = [a for a in tf.nest.flatten((example_args, example_kwargs), expand_composites=False)
+            if isinstance(a, (tf.Tensor, tf.Variable, np.ndarray, np.generic))]
+    by_handle = {id(v.handle): v for v in concrete.graph.variables}
+    values = flat + [by_handle.get(id(c), c) for c in concrete.captured_inputs]
+    arg_nodes = sorted((n for n in graph.op_nodes() if n.op in _ARG_OPS), key=lambda n: n.node_def.attr["index"].i)
+    shapes: dict[int, Any] = {}
+    consts: dict[int, Any] = {}
+    if len(values) == len(arg_nodes):
+        for i, v in enumerate(values):
+            shapes[i] = _example_spec(v)
+            if not _is_resource_value(v):
+                consts[i] = np.asarray(v)
+    return lower_cluster(graph, [n.name for n in graph.op_nodes()], arg_shapes=shapes,
+                         const_args=consts, name=name or _text(concrete.name))
+
+
+def _text(name) -> str:
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def _is_resource_value(v) -> bool:
+    import tensorflow as tf
+
+    return isinstance(v, tf.Variable) or (isinstance(v, tf.Tensor) and v.dtype == tf.resource)
+
+
+def _example_spec(v):
+    """dims for tensors; (dtype, dims) for variables / resource handles."""
+    import tensorflow as tf
+
+    if isinstance(v, tf.Variable):
+        return (v.dtype.as_numpy_dtype, tuple(v.shape))
+    if isinstance(v, tf.Tensor) and v.dtype == tf.resource:
+        from tensorflow.python.ops import resource_variable_ops
+
+        data = resource_variable_ops.read_variable_op(v, _handle_dtype(v))
+        return (data.dtype.as_numpy_dtype, tuple(data.shape))
+    return tuple(np.shape(v))
+
+
+def _handle_dtype(handle):
+    data = getattr(handle, "_handle_data", None)
+    if data is not None and data.shape_and_type:
+        import tensorflow as tf
+
+        return tf.dtypes.as_dtype(data.shape_and_type[0].dtype)
+    raise InvalidArgumentError("cannot tell the dtype of a captured resource handle")
+
+
+def variable_values(concrete_or_values: Sequence[Any]) -> list[np.ndarray]:
+    """Numpy values for a list of tensors/variables (variables are read)."""
+    out = []
+    for v in concrete_or_values:
+        out.append(np.asarray(v.numpy() if hasattr(v, "numpy") else v))
+    return out
+
+
+Lowering = Callable[[LoweringContext, Node], list[Value]]

@@ -1,0 +1,372 @@
+"""XLA client-library helpers the lowerings share (xla/client/lib and tf2xla/lib, in our words).
+
+Stage: lowering helper. Everything takes the builder first and returns ``HloInstruction``s:
+
+* numpy-style broadcasting made explicit (``broadcast_to``: drop the size-1 dims that expand with a
+  ``reshape``, then one ``broadcast`` — the ``reshape→broadcast`` chains XlaBuilder emits), and
+  binary/compare/select helpers that broadcast their operands and turn Python numbers into scalar
+  constants of the other operand's type (XLA's ``ScalarLike``);
+* constants: ``scalar``, ``full``, ``zeros_like``, type limits (``min_value``/``max_value`` as
+  XLA's ``MinValue``/``MaxValue``: ±inf for floats);
+* ``reduce`` with a scalar reducer computation built in the current node scope;
+* the composite math functions tf2xla takes from xla/client/lib/math.cc (erfc, acos, asinh, ...),
+  computed in f32 for f16/bf16 inputs as XLA's ``DoWithUpcastToF32`` does. Their numerics are
+  ours: accurate to a few ulps of the type, not bit-identical to XLA's polynomials.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence, Union
+
+import ml_dtypes
+import numpy as np
+
+from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.hlo.ir import HloComputation, HloInstruction
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
+
+Operand = Union[HloInstruction, int, float, bool, np.ndarray]
+
+
+# ---------------------------------------------------------------- constants
+def np_scalar(value, et: P) -> np.ndarray:
+    """``value`` as a 0-d array of ``et`` (bools and floats cast as C++ would)."""
+    return np.asarray(value).astype(et.dtype)
+
+
+def scalar(b, value, et: P) -> HloInstruction:
+    return b.constant(np_scalar(value, et), et)
+
+
+def full(b, value, et: P, dims: Sequence[int]) -> HloInstruction:
+    """``Broadcast(ConstantR0(value), dims)``; a bare scalar constant for rank 0."""
+    c = scalar(b, value, et)
+    return b.broadcast(c, tuple(dims), ()) if len(dims) else c
+
+
+def zeros_like(b, x: HloInstruction) -> HloInstruction:
+    return full(b, 0, x.shape.element_type, x.shape.dimensions)
+
+
+def ones_like(b, x: HloInstruction) -> HloInstruction:
+    return full(b, 1, x.shape.element_type, x.shape.dimensions)
+
+
+def min_value(et: P):
+    """XLA's ``MinValue``: -inf for floats, the lowest integer, false."""
+    if et.is_float:
+        return -np.inf
+    if et is P.PRED:
+        return False
+    return np.iinfo(et.dtype).min
+
+
+def max_value(et: P):
+    if et.is_float:
+        return np.inf
+    if et is P.PRED:
+        return True
+    return np.iinfo(et.dtype).max
+
+
+def min_finite_value(et: P):
+    if et.is_float:
+        return ml_dtypes.finfo(et.dtype).min
+    return min_value(et)
+
+
+def max_finite_value(et: P):
+    if et.is_float:
+        return ml_dtypes.finfo(et.dtype).max
+    return max_value(et)
+
+
+def epsilon(et: P) -> float:
+    return float(ml_dtypes.finfo(et.dtype).eps)
+
+
+def sum_accumulation_type(et: P) -> P:
+    """``XlaHelpers::SumAccumulationType``: sums of half-precision floats accumulate in f32."""
+    return P.F32 if et in (P.F16, P.BF16) else et
+
+
+# ---------------------------------------------------------------- shapes and broadcasting
+def _dims_text(dims) -> str:
+    return "[" + ",".join(str(d) for d in dims) + "]"
+
+
+def broadcast_shape(a: Sequence[int], c: Sequence[int]) -> tuple[int, ...]:
+    """TF's ``BCast`` result shape, with its error for incompatible shapes."""
+    a, c = tuple(a), tuple(c)
+    n = max(len(a), len(c))
+    pa, pc = (1,) * (n - len(a)) + a, (1,) * (n - len(c)) + c
+    out = []
+    for x, y in zip(pa, pc):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            raise InvalidArgumentError(f"Incompatible shapes: {_dims_text(a)} vs. {_dims_text(c)}")
+    return tuple(out)
+
+
+def broadcast_to(b, x: HloInstruction, dims: Sequence[int]) -> HloInstruction:
+    """``x`` broadcast numpy-style to ``dims`` (xla::BroadcastTo): reshape away the size-1 dims that
+    expand, then broadcast the rest right-aligned."""
+    dims = tuple(int(d) for d in dims)
+    xd = x.shape.dimensions
+    if xd == dims:
+        return x
+    diff = len(dims) - len(xd)
+    if diff < 0:
+        raise InvalidArgumentError(f"Unable to broadcast tensor of shape {_dims_text(xd)} to tensor of shape "
+                                   f"{_dims_text(dims)}")
+    kept, kept_sizes = [], []
+    for i, d in enumerate(xd):
+        j = i + diff
+        if d == dims[j]:
+            kept.append(j)
+            kept_sizes.append(d)
+        elif d != 1:
+            raise InvalidArgumentError(f"Unable to broadcast tensor of shape {_dims_text(xd)} to tensor of "
+                                       f"shape {_dims_text(dims)}")
+    if len(kept) != len(xd):
+        x = b.reshape(x, kept_sizes)
+    return b.broadcast(x, dims, kept)
+
+
+def _as_hlo(b, v: Operand, like: HloInstruction | None) -> HloInstruction:
+    if isinstance(v, HloInstruction):
+        return v
+    et = like.shape.element_type if like is not None else None
+    arr = np.asarray(v)
+    if et is None:
+        raise InvalidArgumentError("a binary op needs at least one HLO operand")
+    if arr.ndim == 0:
+        return scalar(b, arr, et)
+    return b.constant(arr.astype(et.dtype), et)
+
+
+def broadcast_pair(b, x: Operand, y: Operand) -> tuple[HloInstruction, HloInstruction]:
+    """Both operands as HLO of one shape (scalars of the other's type for Python numbers)."""
+    hx = _as_hlo(b, x, y if isinstance(y, HloInstruction) else None)
+    hy = _as_hlo(b, y, hx)
+    if hx.shape.dimensions != hy.shape.dimensions:
+        out = broadcast_shape(hx.shape.dimensions, hy.shape.dimensions)
+        hx, hy = broadcast_to(b, hx, out), broadcast_to(b, hy, out)
+    return hx, hy
+
+
+def _binary(opcode: O) -> Callable[..., HloInstruction]:
+    def fn(b, x: Operand, y: Operand) -> HloInstruction:
+        hx, hy = broadcast_pair(b, x, y)
+        return b.binary(opcode, hx, hy)
+    fn.__name__ = opcode.text.replace("-", "_")
+    fn.__doc__ = f"Broadcasting ``{opcode.text}``."
+    return fn
+
+
+add = _binary(O.ADD)
+sub = _binary(O.SUBTRACT)
+mul = _binary(O.MULTIPLY)
+div = _binary(O.DIVIDE)
+rem = _binary(O.REMAINDER)
+maximum = _binary(O.MAXIMUM)
+minimum = _binary(O.MINIMUM)
+pow_ = _binary(O.POWER)
+atan2 = _binary(O.ATAN2)
+and_ = _binary(O.AND)
+or_ = _binary(O.OR)
+xor = _binary(O.XOR)
+
+
+def _compare(direction: str) -> Callable[..., HloInstruction]:
+    def fn(b, x: Operand, y: Operand) -> HloInstruction:
+        hx, hy = broadcast_pair(b, x, y)
+        return b.compare(hx, hy, direction)
+    fn.__name__ = direction.lower()
+    return fn
+
+
+eq, ne, lt, le, gt, ge = (_compare(d) for d in ("EQ", "NE", "LT", "LE", "GT", "GE"))
+
+
+def select(b, pred: HloInstruction, on_true: Operand, on_false: Operand) -> HloInstruction:
+    """Broadcasting select; Python numbers take the other branch's type."""
+    like = on_true if isinstance(on_true, HloInstruction) else on_false
+    t, f = _as_hlo(b, on_true, like), _as_hlo(b, on_false, like)
+    dims = broadcast_shape(broadcast_shape(pred.shape.dimensions, t.shape.dimensions), f.shape.dimensions)
+    return b.select(broadcast_to(b, pred, dims), broadcast_to(b, t, dims), broadcast_to(b, f, dims))
+
+
+def convert(b, x: HloInstruction, et: P) -> HloInstruction:
+    """``ConvertElementType``, skipped when the type already matches."""
+    return x if x.shape.element_type is et else b.convert(x, et)
+
+
+def neg(b, x):
+    return b.negate(x)
+
+
+def square(b, x):
+    return b.multiply(x, x)
+
+
+# ---------------------------------------------------------------- reductions
+def reducer(b, opcode: O, et: P, name: str) -> HloComputation:
+    """A scalar ``(x, y) -> opcode(x, y)`` computation, in the current node scope."""
+    r = b.sub_builder(name)
+    s = Shape.scalar(et)
+    x = r.parameter(0, s, "x")
+    y = r.parameter(1, s, "y")
+    r.binary(opcode, x, y)
+    return r.build()
+
+
+def reduce(b, x: HloInstruction, init, dims: Sequence[int], opcode: O, name: str) -> HloInstruction:
+    """``reduce(x, init)`` over ``dims`` with an ``opcode`` reducer named ``name``."""
+    et = x.shape.element_type
+    init_h = init if isinstance(init, HloInstruction) else scalar(b, init, et)
+    return b.reduce(x, init_h, tuple(dims), reducer(b, opcode, et, name))
+
+
+# ---------------------------------------------------------------- math (xla/client/lib/math.cc)
+def upcast_f32(fn: Callable) -> Callable:
+    """Run ``fn`` in f32 for f16/bf16 inputs and convert back (XLA's ``DoWithUpcastToF32``)."""
+    def wrapped(b, x: HloInstruction, *args) -> HloInstruction:
+        et = x.shape.element_type
+        if et in (P.F16, P.BF16):
+            return b.convert(fn(b, b.convert(x, P.F32), *args), et)
+        return fn(b, x, *args)
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+def is_nan(b, x):
+    return b.compare(x, x, "NE")
+
+
+def is_inf(b, x):
+    return eq(b, b.abs(x), np.inf)
+
+
+def polynomial(b, x, coefficients: Sequence[float]):
+    """Horner evaluation, coefficients in decreasing order."""
+    p = full(b, coefficients[0], x.shape.element_type, x.shape.dimensions)
+    for c in coefficients[1:]:
+        p = add(b, b.multiply(p, x), c)
+    return p
+
+
+# Cephes ndtr.c rational approximations of erfc (descending coefficients).
+_ERFC_P = (2.46196981473530512524e-10, 5.64189564831068821977e-1, 7.46321056442269912687e0,
+           4.86371970985681366614e1, 1.96520832956077098242e2, 5.26445194995477358631e2,
+           9.34528527171957607540e2, 1.02755188689515710272e3, 5.57535335369399327526e2)
+_ERFC_Q = (1.0, 1.32281951154744992508e1, 8.67072140885989742329e1, 3.54937778887819891062e2,
+           9.75708501743205489753e2, 1.82390916687909736289e3, 2.24633760818710981792e3,
+           1.65666309194161350182e3, 5.57535340817727675546e2)
+_ERFC_R = (5.64189583547755073984e-1, 1.27536670759978104416e0, 5.01905042251180477414e0,
+           6.16021097993053585195e0, 7.40974269950448939160e0, 2.97886665372100240670e0)
+_ERFC_S = (1.0, 2.26052863220117276590e0, 9.39603524938001434673e0, 1.20489539808096656605e1,
+           1.70814450747565897222e1, 9.60896809063285878198e0, 3.36907645100081516050e0)
+
+
+@upcast_f32
+def erfc(b, x):
+    """1 - erf(x) for |x| < 1; Cephes' rational forms of exp(-x²)·R(|x|) beyond, reflected for x < 0."""
+    ax = b.abs(x)
+    z = b.exp(b.negate(b.multiply(x, x)))
+    near = div(b, b.multiply(z, polynomial(b, ax, _ERFC_P)), polynomial(b, ax, _ERFC_Q))
+    far = div(b, b.multiply(z, polynomial(b, ax, _ERFC_R)), polynomial(b, ax, _ERFC_S))
+    tail = select(b, lt(b, ax, 8.0), near, far)
+    tail = select(b, lt(b, x, 0.0), sub(b, 2.0, tail), tail)
+    return select(b, lt(b, ax, 1.0), sub(b, 1.0, b.erf(x)), tail)
+
+
+@upcast_f32
+def acos(b, x):
+    """acos(x) = 2·atan2(sqrt(1 - x²), 1 + x), with acos(-1) = π."""
+    one_minus = sub(b, 1.0, b.multiply(x, x))
+    r = mul(b, b.atan2(b.sqrt(one_minus), add(b, x, 1.0)), 2.0)
+    return select(b, ne(b, x, -1.0), r, math.pi)
+
+
+@upcast_f32
+def asin(b, x):
+    """asin(x) = 2·atan2(x, 1 + sqrt(1 - x²))."""
+    return mul(b, b.atan2(x, add(b, b.sqrt(sub(b, 1.0, b.multiply(x, x))), 1.0)), 2.0)
+
+
+@upcast_f32
+def atan(b, x):
+    return b.atan2(x, ones_like(b, x))
+
+
+@upcast_f32
+def acosh(b, x):
+    """log(x + sqrt((x+1)(x-1))); log(2) + log(x) for huge x; NaN below 1."""
+    et = x.shape.element_type
+    big = math.sqrt(float(ml_dtypes.finfo(et.dtype).max))
+    direct = b.log(add(b, x, b.sqrt(b.multiply(add(b, x, 1.0), sub(b, x, 1.0)))))
+    r = select(b, ge(b, x, big), add(b, b.log(x), math.log(2.0)), direct)
+    return select(b, lt(b, x, -1.0), np.nan, r)
+
+
+@upcast_f32
+def asinh(b, x):
+    """sign(x)·log(|x| + sqrt(x² + 1)), via log1p for small |x| and log(2|x|) for huge |x|."""
+    et = x.shape.element_type
+    big = math.sqrt(float(ml_dtypes.finfo(et.dtype).max))
+    ax = b.abs(x)
+    # log1p(a + a²/(1 + sqrt(1 + a²))) keeps precision near 0.
+    small = b.log1p(add(b, ax, div(b, b.multiply(ax, ax), add(b, b.sqrt(add(b, b.multiply(ax, ax), 1.0)), 1.0))))
+    huge = add(b, b.log(ax), math.log(2.0))
+    r = select(b, ge(b, ax, big), huge, small)
+    return b.multiply(b.sign(x), r)
+
+
+@upcast_f32
+def atanh(b, x):
+    """0.5·(log1p(x) - log1p(-x)); NaN outside [-1, 1]."""
+    r = mul(b, sub(b, b.log1p(x), b.log1p(b.negate(x))), 0.5)
+    return select(b, gt(b, b.abs(x), 1.0), np.nan, r)
+
+
+@upcast_f32
+def cosh(b, x):
+    """exp(x - log 2) + exp(-x - log 2), which does not overflow before cosh does; at least 1."""
+    log_half = math.log(0.5)
+    r = b.add(b.exp(add(b, x, log_half)), b.exp(add(b, b.negate(x), log_half)))
+    return maximum(b, r, 1.0)
+
+
+@upcast_f32
+def sinh(b, x):
+    """For |x| < 1: (e + e/(e + 1))/2 with e = expm1(x) (exact near 0); else the exp form."""
+    log_half = math.log(0.5)
+    large = b.subtract(b.exp(add(b, x, log_half)), b.exp(add(b, b.negate(x), log_half)))
+    e = b.expm1(x)
+    small = mul(b, b.add(e, div(b, e, add(b, e, 1.0))), 0.5)
+    return select(b, lt(b, b.abs(x), 1.0), small, large)
+
+
+def round_to_even(b, x):
+    """Banker's rounding (``round-nearest-even``). Like TF 2.21's XLA, integer inputs are rejected."""
+    if not x.shape.element_type.is_float:
+        raise InvalidArgumentError(f"Operands to RoundToEven must be real-valued floating-point, but got "
+                                   f"{x.shape.element_type.value.upper()}")
+    return b.round_nearest_even(x)
+
+
+def softplus(b, x):
+    """log(1 + exp(x)) without overflow (tf2xla's Softplus): x above -log(eps)-2, exp(x) below
+    log(eps)+2, log1p(exp(x)) in between."""
+    et = x.shape.element_type
+    threshold = math.log(epsilon(et)) + 2.0
+    too_large = gt(b, x, -threshold)
+    too_small = lt(b, x, threshold)
+    ex = b.exp(x)
+    return b.select(too_large, x, b.select(too_small, ex, b.log1p(ex)))
