@@ -80,16 +80,21 @@ class FusionDecision:
 
 @dataclass(frozen=True)
 class FusionRecord:
-    """One considered (producer -> consumer) edge and what was decided."""
+    """One considered (producer -> consumer) edge and what was decided. ``fusion`` is the fusion
+    instruction it went into; its name is read when printed, so logs show the final fusion names."""
 
     computation: str
     consumer: str
     producer: str
     decision: FusionDecision
-    fusion: str | None = None
+    fusion: HloInstruction | None = None
+
+    @property
+    def fusion_name(self) -> str | None:
+        return self.fusion.name if self.fusion is not None else None
 
     def __str__(self) -> str:
-        verdict = f"fused into %{self.fusion}" if self.fusion else "not fused"
+        verdict = f"fused into %{self.fusion_name}" if self.fusion is not None else "not fused"
         return (f"%{self.producer} -> %{self.consumer} in %{self.computation}: {verdict} "
                 f"({self.decision.reason})")
 
@@ -453,8 +458,7 @@ class CpuInstructionFusion(HloPass):
         return changed
 
     def _record(self, comp, consumer, producer, decision, fusion=None) -> None:
-        self.decisions.append(FusionRecord(comp.name, consumer.name, producer.name, decision,
-                                           fusion.name if fusion is not None else None))
+        self.decisions.append(FusionRecord(comp.name, consumer.name, producer.name, decision, fusion))
 
     def _run_on_computation(self, comp: HloComputation) -> bool:
         g = self._g = UseGraph(comp)
