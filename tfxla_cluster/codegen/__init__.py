@@ -1,7 +1,18 @@
-"""Native code generation for HLO modules with llvmlite (XLA:CPU's legacy backend, in Python).
+"""Native code generation for optimised HLO modules with llvmlite (XLA:CPU's legacy backend, in Python).
 
-    engine.py      JitEngine: host target machine, LLVM pipeline, loaded CodeLibrary objects
+    engine.py      JitEngine: host target machine, LLVM new pass manager, object code, loaded libraries
+    context.py     CodegenOptions (part of every cache key) and the module/kernel emission contexts
+    irtypes.py     element types ↔ LLVM types;  scalar_ops.py  value-level HLO semantics
+    loops.py       loops, indices, buffer access (bounds-checked in debug mode)
+    elemental.py   index → value generators per opcode; fusions become one loop nest
+    dot.py         GEMM (OpenBLAS via the symbol table) for dot and im2col convolution
+    kernels.py     thunk kernels: loop nests, sort, scatter, select-and-scatter
+    buffers.py     the buffer plan (slots, arena packing);  program.py  the entry function
+    runtime.py     symbols the code calls: BLAS, parallel_for thread pool, bounds-failure reports
+    executable.py  compile_module(module) -> Executable;  Executable(*arrays) -> tuple of arrays
 """
+from tfxla_cluster.codegen.context import CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, get_engine
+from tfxla_cluster.codegen.executable import Executable, compile_module
 
-__all__ = ["CodeLibrary", "JitEngine", "get_engine"]
+__all__ = ["CodeLibrary", "CodegenOptions", "Executable", "JitEngine", "compile_module", "get_engine"]

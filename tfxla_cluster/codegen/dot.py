@@ -1,0 +1,295 @@
+"""Dot and convolution on the fast path: GEMM calls (XLA:CPU's DotOpEmitter ``kEigen`` strategy).
+
+A dot whose result is f32/f64 and whose B·M·N·K reaches ``gemm_min_flops`` becomes, per batch, one
+``cblas_?gemm`` call into numpy's OpenBLAS (or, without BLAS, an i-k-j IR loop whose inner loop
+vectorises). Operands already laid out as ``[batch…, M, K]`` or ``[batch…, K, M]`` in memory (size-1
+dims ignored) are passed as they are, with the transpose flag; anything else — a fused expression, an
+awkward layout, another element type — is first materialised into a row-major scratch buffer. The
+result goes straight into the output buffer when its layout is ``[batch…, M, N]``.
+
+Convolutions in f32/f64 with ``batch_group_count == 1`` use im2col: patches ``[G, N·P, Cg·W]`` times
+the kernel matrix ``[G, Cg·W, Og]`` (one GEMM per feature group), then a copy into the output layout.
+Smaller or other contractions use the elemental loops of ``elemental.py``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from llvmlite import ir
+
+from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen.buffers import BufferRef
+from tfxla_cluster.codegen.loops import Index, IrArray, emit_loop_nest, for_range, major_to_minor, work_items
+from tfxla_cluster.codegen.runtime import blas_available
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as T
+from tfxla_cluster.hlo.shape import Shape
+
+_GEMM_TYPES = (T.F32, T.F64)
+_FLOATS = (T.F16, T.BF16, T.F32, T.F64)
+CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
+
+
+@dataclass
+class DotDims:
+    lb: list[int]
+    lf: list[int]
+    lc: list[int]
+    rb: list[int]
+    rf: list[int]
+    rc: list[int]
+    B: int
+    M: int
+    K: int
+    N: int
+
+
+def dot_dims(instr) -> DotDims:
+    lhs, rhs = instr.operands
+    dn = instr.dot_dimension_numbers
+    lb, lc = list(dn.lhs_batch_dimensions), list(dn.lhs_contracting_dimensions)
+    rb, rc = list(dn.rhs_batch_dimensions), list(dn.rhs_contracting_dimensions)
+    lf = [d for d in range(lhs.shape.rank) if d not in lb + lc]
+    rf = [d for d in range(rhs.shape.rank) if d not in rb + rc]
+    ld, rd = lhs.shape.dimensions, rhs.shape.dimensions
+    return DotDims(lb, lf, lc, rb, rf, rc, prod(ld[d] for d in lb), prod(ld[d] for d in lf),
+                   prod(ld[d] for d in lc), prod(rd[d] for d in rf))
+
+
+def gemm_eligible(instr, options) -> bool:
+    if instr.opcode is not O.DOT or instr.shape.element_type not in _GEMM_TYPES:
+        return False
+    if any(o.shape.element_type not in _FLOATS for o in instr.operands):
+        return False
+    d = dot_dims(instr)
+    return d.B * d.M * d.N * d.K >= options.gemm_min_flops
+
+
+def conv_gemm_eligible(instr, options) -> bool:
+    if instr.opcode is not O.CONVOLUTION or instr.shape.element_type not in _GEMM_TYPES:
+        return False
+    if instr.batch_group_count != 1 or any(o.shape.element_type is not instr.shape.element_type
+                                           for o in instr.operands):
+        return False
+    rhs = instr.operands[1]
+    return instr.shape.num_elements * rhs.shape.num_elements // max(
+        rhs.shape.dimensions[instr.convolution_dimension_numbers.kernel_output_feature_dimension], 1) \
+        >= options.gemm_min_flops
+
+
+def _arrangement(shape: Shape, batch, first, second) -> str | None:
+    """'N' if memory order is batch+first+second (size-1 dims ignored), 'T' if batch+second+first."""
+    nz = lambda ds: [d for d in ds if shape.dimensions[d] != 1]  # noqa: E731
+    phys = nz(major_to_minor(shape))
+    if phys == nz(batch) + nz(first) + nz(second):
+        return "N"
+    if phys == nz(batch) + nz(second) + nz(first):
+        return "T"
+    return None
+
+
+def split(b: ir.IRBuilder, value, sizes) -> list:
+    """Row-major multi-index of ``value`` over ``sizes``."""
+    out = [None] * len(sizes)
+    rem = value
+    for k in range(len(sizes) - 1, -1, -1):
+        if k == 0:
+            out[k] = rem
+        elif sizes[k] == 1:
+            out[k] = t.i64(0)
+        else:
+            out[k] = b.urem(rem, t.i64(sizes[k]))
+            rem = b.udiv(rem, t.i64(sizes[k]))
+    return out
+
+
+@dataclass
+class Source:
+    """A GEMM operand: a buffer (when the operand is one) and, always, its element generator."""
+
+    gen: object
+    shape: Shape
+    array: IrArray | None = None
+
+
+def materialize(kb, ref: BufferRef, gen) -> IrArray:
+    """Store ``gen`` over ``ref``'s shape into it; returns the array."""
+    arr = kb.array(ref)
+    shape = ref.shape
+    emit_loop_nest(kb.kctx, shape, lambda idx: arr.store(idx, gen(idx)), 0, work_items(shape, False), False, "m")
+    return arr
+
+
+def emit_dot_gemm(prog, kb, instr, lhs: Source, rhs: Source, out: BufferRef) -> None:
+    """``out := dot(lhs, rhs)`` via GEMM calls, emitted into kernel ``kb``."""
+    from tfxla_cluster.codegen.scalar_ops import ScalarOps
+    d = dot_dims(instr)
+    et = instr.shape.element_type
+    b = kb.builder
+    ops = ScalarOps(b, kb.kctx.mctx)
+    lshape, rshape = instr.operands[0].shape, instr.operands[1].shape
+
+    def operand(src: Source, shape, batch, first, second, sizes, name):
+        if src.array is not None and src.shape.element_type is et:
+            how = _arrangement(src.shape, batch, first, second)
+            if how is not None:
+                return src.array.ptr, how
+        scratch = prog.scratch(Shape(et, (d.B,) + sizes), name)
+        from_et = shape.element_type
+
+        def gen(idx):
+            bi, i, j = idx.get_dims(b)
+            dims = [None] * shape.rank
+            for ds, v in ((batch, bi), (first, i), (second, j)):
+                for dd, x in zip(ds, split(b, v, [shape.dimensions[k] for k in ds])):
+                    dims[dd] = x
+            return ops.convert(from_et, et, src.gen(Index(dims, shape)))
+        return materialize(kb, scratch, gen).ptr, "N"
+
+    a_ptr, ta = operand(lhs, lshape, d.lb, d.lf, d.lc, (d.M, d.K), "dot.lhs")
+    b_ptr, tb = operand(rhs, rshape, d.rb, d.rc, d.rf, (d.K, d.N), "dot.rhs")
+    nb, nl = len(d.lb), len(d.lf)
+    rank = instr.shape.rank
+    direct = _arrangement(out.shape, list(range(nb)), list(range(nb, nb + nl)), list(range(nb + nl, rank))) == "N" \
+        and out.shape.element_type is et
+    c_ref = out if direct else prog.scratch(Shape(et, (d.B, d.M, d.N)), "dot.out")
+    c_arr = kb.array(c_ref)
+    gemm(kb, et, d.B, d.M, d.N, d.K, a_ptr, ta, b_ptr, tb, c_arr.ptr)
+    if not direct:
+        dst = kb.array(out)
+
+        def copy(idx):
+            od = idx.get_dims(b)
+            bi = _flat(b, od[:nb], instr.shape.dimensions[:nb])
+            mi = _flat(b, od[nb:nb + nl], instr.shape.dimensions[nb:nb + nl])
+            ni = _flat(b, od[nb + nl:], instr.shape.dimensions[nb + nl:])
+            return c_arr.load(Index([bi, mi, ni], c_ref.shape))
+        emit_loop_nest(kb.kctx, out.shape, lambda idx: dst.store(idx, copy(idx)), 0,
+                       work_items(out.shape, False), False, "c")
+
+
+def _flat(b, dims, sizes):
+    v = t.i64(0)
+    for x, n in zip(dims, sizes):
+        v = b.add(b.mul(v, t.i64(n)), x)
+    return v
+
+
+def gemm(kb, et: T, B: int, M: int, N: int, K: int, a_ptr, ta: str, b_ptr, tb: str, c_ptr) -> None:
+    """C[b] = A[b] · B[b] for row-major C [B, M, N]; A is [M, K] ('N') or [K, M] ('T'), B likewise."""
+    b = kb.builder
+    sty = t.storage_type(et)
+    if B == 0 or M == 0 or N == 0:
+        return
+    if K == 0:
+        with for_range(b, 0, B * M * N, "z") as i:
+            b.store(t.float_constant(sty, 0.0), b.gep(c_ptr, [i], source_etype=sty))
+        return
+    lda = max(1, K if ta == "N" else M)
+    ldb = max(1, N if tb == "N" else K)
+    use_blas = kb.kctx.options.use_blas and blas_available()
+    with for_range(b, 0, B, "batch") as bi:
+        pa = b.gep(a_ptr, [b.mul(bi, t.i64(M * K))], source_etype=sty)
+        pb = b.gep(b_ptr, [b.mul(bi, t.i64(K * N))], source_etype=sty)
+        pc = b.gep(c_ptr, [b.mul(bi, t.i64(M * N))], source_etype=sty)
+        if use_blas:
+            name = "tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm"
+            fn = kb.kctx.mctx.function(name, t.VOID, [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64,
+                                                      t.PTR, t.I64, sty, t.PTR, t.I64])
+            i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
+            b.call(fn, [i32(CBLAS_ROW_MAJOR), i32(CBLAS_NO_TRANS if ta == "N" else CBLAS_TRANS),
+                        i32(CBLAS_NO_TRANS if tb == "N" else CBLAS_TRANS), t.i64(M), t.i64(N), t.i64(K),
+                        t.float_constant(sty, 1.0), pa, t.i64(lda), pb, t.i64(ldb), t.float_constant(sty, 0.0),
+                        pc, t.i64(N)])
+        else:
+            _ir_gemm(kb, sty, M, N, K, pa, ta, lda, pb, tb, ldb, pc)
+
+
+def _ir_gemm(kb, sty, M, N, K, pa, ta, lda, pb, tb, ldb, pc) -> None:
+    """i-k-j loops: the inner j loop is a vectorisable axpy over a row of C."""
+    b = kb.builder
+    flags = kb.kctx.options.reduction_flags
+    zero = t.float_constant(sty, 0.0)
+    with for_range(b, 0, M, "gi") as i:
+        row = b.mul(i, t.i64(N))
+        with for_range(b, 0, N, "gz") as j:
+            b.store(zero, b.gep(pc, [b.add(row, j)], source_etype=sty))
+        with for_range(b, 0, K, "gk") as k:
+            a_off = b.add(b.mul(i, t.i64(lda)), k) if ta == "N" else b.add(b.mul(k, t.i64(lda)), i)
+            a = b.load(b.gep(pa, [a_off], source_etype=sty), typ=sty)
+            with for_range(b, 0, N, "gj") as j:
+                b_off = b.add(b.mul(k, t.i64(ldb)), j) if tb == "N" else b.add(b.mul(j, t.i64(ldb)), k)
+                bv = b.load(b.gep(pb, [b_off], source_etype=sty), typ=sty)
+                cp = b.gep(pc, [b.add(row, j)], source_etype=sty)
+                b.store(b.fadd(b.load(cp, typ=sty), b.fmul(a, bv, flags=flags), flags=flags), cp)
+
+
+def emit_conv_gemm(prog, kb, instr, lhs: Source, rhs: Source, out: BufferRef) -> None:
+    """Convolution as im2col + one GEMM per feature group."""
+    b = kb.builder
+    et = instr.shape.element_type
+    dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
+    lshape, rshape = lhs.shape, rhs.shape
+    G = instr.feature_group_count
+    N = lshape.dimensions[dn.input_batch_dimension]
+    C = lshape.dimensions[dn.input_feature_dimension]
+    O_ = instr.shape.dimensions[dn.output_feature_dimension]
+    Cg, Og = C // G, O_ // G
+    out_sp = [instr.shape.dimensions[d] for d in dn.output_spatial_dimensions]
+    in_sp = [lshape.dimensions[d] for d in dn.input_spatial_dimensions]
+    win = [w.size for w in window]
+    P, Wn = prod(out_sp), prod(win)
+    sty = t.storage_type(et)
+    zero = t.float_constant(sty, 0.0)
+
+    def patches_gen(idx):
+        g, npi, cw = idx.get_dims(b)
+        n, p = b.udiv(npi, t.i64(max(P, 1))), b.urem(npi, t.i64(max(P, 1)))
+        c, w = b.udiv(cw, t.i64(max(Wn, 1))), b.urem(cw, t.i64(max(Wn, 1)))
+        sp, wk = split(b, p, out_sp), split(b, w, win)
+        valid = ir.Constant(t.I1, 1)
+        dims = [None] * lshape.rank
+        dims[dn.input_batch_dimension] = n
+        dims[dn.input_feature_dimension] = b.add(b.mul(g, t.i64(Cg)), c)
+        for i, wd in enumerate(window):
+            pos = b.add(b.mul(sp[i], t.i64(wd.stride)), b.mul(wk[i], t.i64(wd.window_dilation)))
+            pos = b.sub(pos, t.i64(wd.padding_low))
+            if wd.base_dilation != 1:
+                valid = b.and_(valid, b.icmp_signed(">=", pos, t.i64(0)))
+                valid = b.and_(valid, b.icmp_signed("==", b.srem(pos, t.i64(wd.base_dilation)), t.i64(0)))
+                pos = b.sdiv(pos, t.i64(wd.base_dilation))
+            valid = b.and_(valid, b.icmp_unsigned("<", pos, t.i64(in_sp[i])))
+            pos = b.select(b.icmp_signed("<", pos, t.i64(0)), t.i64(0), pos)
+            pos = b.select(b.icmp_signed(">", pos, t.i64(max(in_sp[i] - 1, 0))), t.i64(max(in_sp[i] - 1, 0)), pos)
+            dims[dn.input_spatial_dimensions[i]] = pos
+        return b.select(valid, lhs.gen(Index(dims, lshape)), zero)
+
+    def kernel_gen(idx):
+        g, cw, o = idx.get_dims(b)
+        c, w = b.udiv(cw, t.i64(max(Wn, 1))), b.urem(cw, t.i64(max(Wn, 1)))
+        wk = split(b, w, win)
+        dims = [None] * rshape.rank
+        dims[dn.kernel_output_feature_dimension] = b.add(b.mul(g, t.i64(Og)), o)
+        dims[dn.kernel_input_feature_dimension] = c
+        for i, wd in enumerate(window):
+            dims[dn.kernel_spatial_dimensions[i]] = b.sub(t.i64(wd.size - 1), wk[i]) if wd.window_reversal else wk[i]
+        return rhs.gen(Index(dims, rshape))
+
+    if instr.shape.num_elements == 0:
+        return
+    patches = materialize(kb, prog.scratch(Shape(et, (G, N * P, Cg * Wn)), "conv.patches"), patches_gen)
+    kmat = materialize(kb, prog.scratch(Shape(et, (G, Cg * Wn, Og)), "conv.kernel"), kernel_gen)
+    res_ref = prog.scratch(Shape(et, (G, N * P, Og)), "conv.result")
+    res = kb.array(res_ref)
+    gemm(kb, et, G, N * P, Og, Cg * Wn, patches.ptr, "N", kmat.ptr, "N", res.ptr)
+    dst = kb.array(out)
+
+    def out_gen(idx):
+        od = idx.get_dims(b)
+        n, o = od[dn.output_batch_dimension], od[dn.output_feature_dimension]
+        p = _flat(b, [od[d] for d in dn.output_spatial_dimensions], out_sp)
+        g, oo = b.udiv(o, t.i64(Og)), b.urem(o, t.i64(Og))
+        return res.load(Index([g, b.add(b.mul(n, t.i64(P)), p), oo], res_ref.shape))
+    emit_loop_nest(kb.kctx, out.shape, lambda idx: dst.store(idx, out_gen(idx)), 0,
+                   work_items(out.shape, False), False, "c")

@@ -1,0 +1,169 @@
+"""Stage: HloModule → ``Executable`` (native code + buffer plan), and running it on numpy arrays.
+
+    exe = compile_module(module)            # emit IR (program.py) → JitEngine → loaded library
+    outputs = exe(x, w, b)                  # tuple of numpy arrays, one per top-level result element
+
+A call builds the buffer table: parameter slots point at the caller's arrays (used zero-copy when they
+are C-contiguous with the exact dtype and a row-major layout), constant slots at arrays the executable
+owns, output slots at fresh arrays, temp slots into a per-thread arena reused across calls. The native
+entry function runs with the GIL released (ctypes), so calls from several threads run concurrently.
+
+With bounds checks on (``CodegenOptions.bounds_checks`` or ``TFXLA_CODEGEN_BOUNDS_CHECKS=1``), an
+out-of-range access is skipped by the generated code and raised here as ``InternalError`` naming the
+kernel.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import threading
+import time
+
+import numpy as np
+
+from tfxla_cluster.codegen import runtime
+from tfxla_cluster.codegen.context import CodegenOptions
+from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, get_engine
+from tfxla_cluster.codegen.loops import major_to_minor
+from tfxla_cluster.codegen.program import ENTRY_NAME, ProgramEmitter
+from tfxla_cluster.errors import InternalError, InvalidArgumentError
+from tfxla_cluster.hlo.shape import Shape
+
+_ALIGN = 64
+
+
+def _physical_dims(shape: Shape) -> tuple[int, ...]:
+    return tuple(shape.dimensions[d] for d in major_to_minor(shape))
+
+
+class Executable:
+    """A compiled HLO module. Thread-safe: concurrent calls use separate tables and arenas."""
+
+    def __init__(self, module, options: CodegenOptions, library: CodeLibrary, prog: ProgramEmitter,
+                 ir_text: str, emit_seconds: float = 0.0) -> None:
+        self.module = module
+        self.name = module.name
+        self.options = options
+        self.library = library
+        self.ir = ir_text
+        self.ir_digest = hashlib.sha256(ir_text.encode()).hexdigest()
+        self.kernels = prog.kernels
+        self.emit_seconds = emit_seconds
+        plan = prog.plan
+        self.arena_bytes = plan.arena_bytes
+        self._n_slots = len(plan.slots)
+        self._params = [(s.index, s.shape, s.name) for s in sorted(prog.param_slots, key=lambda s: s.number)]
+        # Output arrays take the root's leaf shapes (a producer may hold the bytes under another view).
+        self._outputs = [(s.index, leaf) for s, leaf in zip(prog.output_slots, module.entry.root.shape.leaves())]
+        self._structure = prog.result_structure
+        self._root_is_tuple = module.entry.root.shape.is_tuple
+        temps = plan.of_kind("temp")
+        self._temp_slots = np.array([s.index for s in temps], dtype=np.int64)
+        self._temp_offsets = np.array([s.offset for s in temps], dtype=np.uint64)
+        self._consts = [s.value for s in plan.of_kind("const")]
+        self._template = np.zeros(self._n_slots, dtype=np.uint64)
+        for s in plan.of_kind("const"):
+            self._template[s.index] = s.value.ctypes.data
+        self._entry = library.get_function(ENTRY_NAME, None, ctypes.c_void_p)
+        self._local = threading.local()
+        self.calls = 0
+
+    # ---- inspection
+    @property
+    def compile_seconds(self) -> float:
+        return self.emit_seconds + self.library.stats.total
+
+    @property
+    def optimized_ir(self) -> str:
+        return self.library.optimized_ir
+
+    def describe(self) -> str:
+        lines = [f"executable {self.name}: {len(self.kernels)} kernels, arena {self.arena_bytes} bytes, "
+                 f"compile {self.compile_seconds * 1e3:.1f} ms"]
+        for k in self.kernels:
+            lines.append(f"  {k.name:<40} {k.kind:<16} %{k.instruction} items={k.work_items} tasks={k.tasks}")
+        return "\n".join(lines)
+
+    # ---- running
+    def _arena(self) -> int:
+        arena = getattr(self._local, "arena", None)
+        if arena is None or arena.size < self.arena_bytes + _ALIGN:
+            arena = self._local.arena = np.empty(self.arena_bytes + _ALIGN, dtype=np.uint8)
+        base = arena.ctypes.data
+        return base + (-base) % _ALIGN
+
+    def _coerce(self, value, shape: Shape, name: str, k: int) -> np.ndarray:
+        typed = isinstance(value, (np.ndarray, np.generic))
+        arr = np.asarray(value)
+        if typed and arr.dtype != shape.dtype:
+            raise InvalidArgumentError(f"argument {k} (%{name}) of {self.name}: expected "
+                                       f"{shape.element_type.value}, got numpy {arr.dtype}")
+        if arr.shape != shape.dimensions:
+            raise InvalidArgumentError(f"argument {k} (%{name}) of {self.name}: expected dimensions "
+                                       f"{list(shape.dimensions)}, got {list(arr.shape)}")
+        if arr.dtype != shape.dtype:
+            arr = arr.astype(shape.dtype)
+        if shape.rank > 1 and not shape.is_default_layout:
+            return np.ascontiguousarray(np.transpose(arr, major_to_minor(shape)))
+        return np.ascontiguousarray(arr)
+
+    def __call__(self, *args) -> tuple:
+        if len(args) != len(self._params):
+            raise InvalidArgumentError(f"{self.name} takes {len(self._params)} arguments, got {len(args)}")
+        table = self._template.copy()
+        keep = []
+        for k, ((slot, shape, name), a) in enumerate(zip(self._params, args)):
+            arr = self._coerce(a, shape, name, k)
+            table[slot] = arr.ctypes.data
+            keep.append(arr)
+        outs = []
+        for slot, shape in self._outputs:
+            arr = np.empty(_physical_dims(shape), dtype=shape.dtype)
+            table[slot] = arr.ctypes.data
+            outs.append(arr)
+        if len(self._temp_slots):
+            table[self._temp_slots] = np.uint64(self._arena()) + self._temp_offsets
+        address = table.ctypes.data
+        self._entry(address)
+        self.calls += 1
+        if self.options.bounds_checks:
+            errors = runtime.take_bounds_errors(address)
+            if errors:
+                kernel, index, size = errors[0]
+                name = self.kernels[kernel].name if 0 <= kernel < len(self.kernels) else f"#{kernel}"
+                raise InternalError(f"{self.name}: kernel {name} accessed element {index} of a buffer "
+                                    f"of {size} elements ({len(errors)} out-of-bounds accesses)")
+        del keep
+        logical = [self._logical(arr, shape) for arr, (_, shape) in zip(outs, self._outputs)]
+        if not self._root_is_tuple:
+            return (logical[0],)
+        return self._nest(self._structure, logical)
+
+    @staticmethod
+    def _logical(arr: np.ndarray, shape: Shape) -> np.ndarray:
+        if shape.rank > 1 and not shape.is_default_layout:
+            return np.transpose(arr, np.argsort(major_to_minor(shape)))
+        return arr
+
+    def _nest(self, structure, values):
+        if isinstance(structure, tuple):
+            return tuple(self._nest(s, values) for s in structure)
+        return values[structure]
+
+
+def emit_module(module, options: CodegenOptions) -> tuple[ProgramEmitter, str]:
+    """The LLVM IR text of ``module`` and the emitter (buffer plan, kernels) that produced it."""
+    runtime.ensure_registered()
+    prog = ProgramEmitter(module, options)
+    return prog, prog.emit()
+
+
+def compile_module(module, options: CodegenOptions | None = None, engine: JitEngine | None = None) -> Executable:
+    """Compile the entry computation of an (optimised) HloModule to native code."""
+    options = options or CodegenOptions.from_flags()
+    engine = engine or get_engine(options.opt_level)
+    t0 = time.perf_counter()
+    prog, text = emit_module(module, options)
+    t1 = time.perf_counter()
+    lib = engine.compile(text, [ENTRY_NAME], name=module.name)
+    return Executable(module, options, lib, prog, text, t1 - t0)

@@ -1,0 +1,107 @@
+"""LLVM types for HLO element types, and loads/stores/constants in them.
+
+Each element type has a *storage* type (how it sits in memory, matching numpy's itemsize) and a
+*value* type (how it is held in a register):
+
+    pred  i8 in memory, i1 in registers        s8..s64 / u8..u64  iN (signedness lives in the HLO type)
+    f16   half                                 bf16  i16 bits (arithmetic goes through f32, as XLA's)
+    f32   float                                f64   double
+
+Complex and token/tuple element types have no mapping; asking for one raises ``UnimplementedError``.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+from llvmlite import ir
+
+from tfxla_cluster.errors import UnimplementedError
+from tfxla_cluster.hlo.shape import PrimitiveType as T
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I16 = ir.IntType(16)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+F16 = ir.HalfType()
+F32 = ir.FloatType()
+F64 = ir.DoubleType()
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+_STORAGE = {
+    T.PRED: I8, T.S8: I8, T.U8: I8, T.S16: I16, T.U16: I16, T.S32: I32, T.U32: I32, T.S64: I64, T.U64: I64,
+    T.F16: F16, T.BF16: I16, T.F32: F32, T.F64: F64,
+}
+
+
+def supported(et: T) -> bool:
+    return et in _STORAGE
+
+
+def storage_type(et: T) -> ir.Type:
+    try:
+        return _STORAGE[et]
+    except KeyError:
+        raise UnimplementedError(f"native code for element type {et.value} is not implemented") from None
+
+
+def value_type(et: T) -> ir.Type:
+    return I1 if et is T.PRED else storage_type(et)
+
+
+def compute_float_type(et: T) -> ir.Type:
+    """The type float arithmetic is done in: f32 for f16/bf16 (XLA's upcast), else the type itself."""
+    return F64 if et is T.F64 else F32
+
+
+def i64(v: int) -> ir.Constant:
+    return ir.Constant(I64, int(v))
+
+
+def int_constant(et: T, value: int) -> ir.Constant:
+    ty = value_type(et)
+    width = ty.width
+    return ir.Constant(ty, int(value) & ((1 << width) - 1))
+
+
+def float_constant(ty: ir.Type, value: float) -> ir.Constant:
+    """An exact float constant of ``ty`` (NaN payloads and signed zeros kept)."""
+    if isinstance(ty, ir.DoubleType):
+        bits = struct.unpack("<q", struct.pack("<d", float(value)))[0]
+        return ir.Constant(I64, bits).bitcast(F64)
+    if isinstance(ty, ir.FloatType):
+        bits = int(np.array(value, dtype=np.float32).view(np.uint32))
+        return ir.Constant(I32, bits).bitcast(F32)
+    if isinstance(ty, ir.HalfType):
+        bits = int(np.array(value, dtype=np.float16).view(np.uint16))
+        return ir.Constant(I16, bits).bitcast(F16)
+    raise UnimplementedError(f"no float constant of type {ty}")
+
+
+def constant(et: T, value) -> ir.Constant:
+    """The register value of a numpy/Python scalar of element type ``et``."""
+    if et is T.PRED:
+        return ir.Constant(I1, int(bool(value)))
+    if et.is_integral:
+        return int_constant(et, int(np.asarray(value).astype(et.dtype).astype(np.int64)
+                                    if not et.is_unsigned_int else np.asarray(value).astype(et.dtype)))
+    if et is T.BF16:
+        bits = int(np.asarray(value).astype(et.dtype).view(np.uint16))
+        return ir.Constant(I16, bits)
+    if et in (T.F16, T.F32, T.F64):
+        return float_constant(value_type(et), float(np.asarray(value).astype(et.dtype)))
+    raise UnimplementedError(f"constants of element type {et.value} are not implemented")
+
+
+def to_storage(b: ir.IRBuilder, et: T, value: ir.Value) -> ir.Value:
+    return b.zext(value, I8) if et is T.PRED else value
+
+
+def from_storage(b: ir.IRBuilder, et: T, value: ir.Value) -> ir.Value:
+    return b.icmp_unsigned("!=", value, ir.Constant(I8, 0)) if et is T.PRED else value
+
+
+def element_bytes(et: T) -> int:
+    return et.bit_width // 8

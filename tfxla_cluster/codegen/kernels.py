@@ -1,0 +1,460 @@
+"""Kernels for thunks, chosen by opcode from ``THUNKS`` (default: the elemental loop kernel).
+
+- ``emit_loop_thunk``: a fusion (kLoop/kInput/kOutput) or any elemental instruction becomes ONE loop
+  nest over its output — a flat loop over the linear index when the fused computation is purely
+  elementwise on same-sized row-major arrays, otherwise rows of the physical outer dims around the
+  innermost dim. Multi-output roots store every leaf in the same nest. Big dots inside a fusion are
+  first run as GEMMs (into the output buffer itself when only elementwise ops follow them — the
+  bias+relu epilogue then runs in place, as XLA's dot output fusion does).
+- dot / convolution: GEMM (``dot.py``) when big enough, else the elemental loop.
+- sort: a stable bottom-up merge sort of an index permutation per row, comparator inlined.
+- scatter: copy, then updates applied in scatter-index order (whole window skipped when it does not
+  fit, as XLA specifies); select-and-scatter: window selection then scatter-combine, in source order.
+
+Kernels with work done before their loop nest are never split across threads.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen.buffers import BufferRef, leaves
+from tfxla_cluster.codegen.dot import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
+from tfxla_cluster.codegen.elemental import FusedEmitter
+from tfxla_cluster.codegen.loops import (Index, emit_loop_nest, for_range, if_else_value, if_then, scalar_index,
+                                         work_items)
+from tfxla_cluster.codegen.program import KernelBuilder
+from tfxla_cluster.errors import UnimplementedError
+from tfxla_cluster.hlo import opcode as ops
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as T
+from tfxla_cluster.hlo.shape import Shape
+
+THUNKS: dict = {}
+
+_FLAT_OK = (ops.ELEMENTWISE | {O.PARAMETER, O.CONSTANT, O.BROADCAST, O.BITCAST, O.RESHAPE, O.TUPLE,
+                               O.OPTIMIZATION_BARRIER}) - {O.MAP}
+
+
+def thunk(*opcodes):
+    def register(fn):
+        for op in opcodes:
+            THUNKS[op] = fn
+        return fn
+    return register
+
+
+def _array_operands(instr, operands) -> list[BufferRef]:
+    for ref in operands:
+        if not isinstance(ref, BufferRef):
+            raise UnimplementedError(f"%{instr.name}: tuple-shaped operands are not supported by native code")
+    return list(operands)
+
+
+def _is_flat(instrs, root_shape: Shape) -> bool:
+    """True when every value is a scalar or a row-major array with the root's element count, and every
+    op is elementwise/scalar-broadcast/reshape — then one linear index serves every buffer."""
+    if root_shape.is_tuple:
+        shapes = root_shape.leaves()
+        if len({s.dimensions for s in shapes}) != 1:
+            return False
+        root_shape = shapes[0]
+    n = root_shape.num_elements
+    if not root_shape.is_default_layout:
+        return False
+    for i in instrs:
+        if i.opcode not in _FLAT_OK:
+            return False
+        for s in (i.shape.leaves() if i.shape.is_tuple else [i.shape]):
+            if s.rank == 0:
+                continue
+            if s.num_elements != n or not s.is_default_layout:
+                return False
+        if i.opcode is O.BROADCAST and i.operands[0].shape.rank != 0:
+            return False
+    return True
+
+
+_WEIGHT_EXPENSIVE = 12
+
+
+def _cost(instrs, operands, out) -> int:
+    """Bytes moved plus a weighted count of per-element operations (bytes-equivalent units)."""
+    moved = sum(r.shape.byte_size() for o in operands for r in leaves(o)) + \
+        sum(r.shape.byte_size() for r in leaves(out))
+    n_out = sum(r.shape.num_elements for r in leaves(out))
+    work = 0
+    for i in instrs:
+        if i.opcode in (O.PARAMETER, O.CONSTANT, O.TUPLE, O.GET_TUPLE_ELEMENT):
+            continue
+        w = _WEIGHT_EXPENSIVE if ops.is_expensive(i) and i.opcode not in (O.REDUCE,) else 1
+        if i.opcode in (O.REDUCE, O.REDUCE_WINDOW, O.DOT, O.CONVOLUTION):
+            work += 4 * sum(o.shape.num_elements for o in i.operands)
+        else:
+            work += 4 * w * (i.shape.num_elements if i.shape.is_array else n_out)
+    return moved + work
+
+
+def emit_loop_thunk(prog, instr, operands, out) -> None:
+    operands = _array_operands(instr, operands)
+    fused = instr.opcode is O.FUSION
+    comp = instr.fused_computation if fused else None
+    materialized = {}
+    if fused:
+        materialized = _materialize_contractions(prog, instr, operands, out)
+    kb = KernelBuilder(prog, instr.name)
+    params = [kb.read(r) for r in operands]
+    if fused:
+        overrides = {k: kb.read(ref) for k, ref in materialized.items()}
+        em = FusedEmitter(kb.kctx, comp, params, overrides)
+        root, instrs = comp.root, comp.instructions
+    else:
+        em = FusedEmitter(kb.kctx, None, [], {id(o): params[k] for k, o in enumerate(instr.operands)})
+        root, instrs = instr, [instr]
+    if id(root) in materialized and materialized[id(root)] is out:
+        prog.call_kernel(kb, instr.name, "gemm-only", 0)  # the GEMM already wrote the result
+        return
+    outs = leaves(out)
+    arrays = [kb.array(r) for r in outs]
+    gen = em.gen(root)
+    flat = _is_flat(instrs, root.shape)
+    kctx = kb.kctx
+    kind = "loop" if not fused else f"fusion:{instr.fusion_kind.value}"
+    same_dims = len({r.shape.dimensions for r in outs}) == 1
+    work = work_items(outs[0].shape, flat) if same_dims else 1
+    tasks = 1 if materialized or not same_dims else prog.tasks_for(work, _cost(instrs, operands, out))
+    # A kernel that is not split gets constant bounds: LLVM then sees exact trip counts.
+    lo, hi = (kb.lo, kb.hi) if tasks > 1 else (0, work)
+    if len(outs) == 1 and not root.shape.is_tuple:
+        emit_loop_nest(kctx, outs[0].shape, lambda idx: arrays[0].store(idx, gen(idx)), lo, hi, flat)
+    elif same_dims:
+        shape = outs[0].shape
+
+        def body(idx):
+            for arr, v in zip(arrays, _flatten(gen(idx))):
+                arr.store(idx if arr.shape == shape else Index(idx.get_dims(kctx.builder), arr.shape), v)
+        emit_loop_nest(kctx, shape, body, lo, hi, flat)
+    else:
+        if root.opcode is not O.TUPLE:
+            raise UnimplementedError(f"%{instr.name}: multi-output value with differing shapes")
+        for arr, o in zip(arrays, root.operands):
+            g = em.gen(o)
+            emit_loop_nest(kctx, arr.shape, lambda idx, arr=arr, g=g: arr.store(idx, g(idx)), 0,
+                           work_items(arr.shape, False), False)
+    prog.call_kernel(kb, instr.name, kind, work, tasks, 0)
+
+
+def _flatten(values):
+    if isinstance(values, tuple):
+        return [x for v in values for x in _flatten(v)]
+    return [values]
+
+
+def _elementwise_to_root(comp, instr) -> bool:
+    """True if every path from ``instr`` to the root goes through same-shape elementwise ops."""
+    users = comp.users()
+    stack, seen = [instr], set()
+    while stack:
+        x = stack.pop()
+        if x is comp.root:
+            continue
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        us = users.get(x, [])
+        if not us:
+            return False
+        for u in us:
+            if not u.is_elementwise() or u.shape != instr.shape or u.opcode is O.MAP:
+                return False
+            stack.append(u)
+    return True
+
+
+def _materialize_contractions(prog, instr, operands, out) -> dict:
+    """GEMM the big dots of a fusion in a first (serial) kernel; returns {id(dot): BufferRef}."""
+    comp = instr.fused_computation
+    dots = [i for i in comp.post_order() if gemm_eligible(i, prog.options)]
+    if not dots:
+        return {}
+    kb = KernelBuilder(prog, instr.name + "_gemm")
+    params = [kb.read(r) for r in operands]
+    em = FusedEmitter(kb.kctx, comp, params)
+    result = {}
+    for dot in dots:
+        direct = (not comp.root.shape.is_tuple and isinstance(out, BufferRef) and dot.shape == comp.root.shape
+                  and out.shape == dot.shape and _elementwise_to_root(comp, dot))
+        target = out if direct else prog.scratch(dot.shape, dot.name)
+        srcs = []
+        for o in dot.operands:
+            arr = kb.array(operands[o.parameter_number]) if o.opcode is O.PARAMETER else None
+            srcs.append(Source(em.gen(o), o.shape, arr))
+        emit_dot_gemm(prog, kb, dot, srcs[0], srcs[1], target)
+        em.overrides[id(dot)] = kb.read(target)
+        em._gens.pop(id(dot), None)
+        result[id(dot)] = target
+    prog.call_kernel(kb, instr.name, "gemm", 1)
+    return result
+
+
+@thunk(O.DOT)
+def _dot_thunk(prog, instr, operands, out) -> None:
+    if not gemm_eligible(instr, prog.options):
+        return emit_loop_thunk(prog, instr, operands, out)
+    operands = _array_operands(instr, operands)
+    kb = KernelBuilder(prog, instr.name)
+    srcs = [Source(kb.read(r), r.shape, kb.array(r)) for r in operands]
+    emit_dot_gemm(prog, kb, instr, srcs[0], srcs[1], out)
+    prog.call_kernel(kb, instr.name, "gemm", 1)
+
+
+@thunk(O.CONVOLUTION)
+def _conv_thunk(prog, instr, operands, out) -> None:
+    if not conv_gemm_eligible(instr, prog.options):
+        return emit_loop_thunk(prog, instr, operands, out)
+    operands = _array_operands(instr, operands)
+    kb = KernelBuilder(prog, instr.name)
+    srcs = [Source(kb.read(r), r.shape, kb.array(r)) for r in operands]
+    emit_conv_gemm(prog, kb, instr, srcs[0], srcs[1], out)
+    prog.call_kernel(kb, instr.name, "conv-gemm", 1)
+
+
+def emit_copy_kernel(prog, src: BufferRef, dst: BufferRef) -> None:
+    """dst := src elementwise (same dims, other layout), or byte-wise in physical order."""
+    kb = KernelBuilder(prog, f"copy_{dst.slot.name}")
+    s, d = kb.array(src), kb.array(dst)
+    same = src.shape.dimensions == dst.shape.dimensions
+    work = work_items(dst.shape, False) if same else dst.shape.num_elements
+    tasks = prog.tasks_for(work, 2 * dst.shape.byte_size())
+    lo, hi = (kb.lo, kb.hi) if tasks > 1 else (0, work)
+    if same:
+        emit_loop_nest(kb.kctx, dst.shape, lambda idx: d.store(idx, s.load(Index(idx.get_dims(kb.builder),
+                                                                                 src.shape))), lo, hi, False)
+    else:
+        with for_range(kb.builder, lo, hi, "cp") as i:
+            d.store_offset(i, s.load_offset(i))
+    prog.call_kernel(kb, "copy", "copy", work, tasks, 2 * dst.shape.byte_size())
+
+
+# ---------------------------------------------------------------------- sort
+@thunk(O.SORT)
+def _sort(prog, instr, operands, out) -> None:
+    operands = _array_operands(instr, operands)
+    kb = KernelBuilder(prog, instr.name)
+    b, kctx = kb.builder, kb.kctx
+    ins = [kb.array(r) for r in operands]
+    outs = [kb.array(r) for r in leaves(out)]
+    shape = operands[0].shape
+    dim = instr.dimensions[0]
+    n = shape.dimensions[dim]
+    if shape.num_elements == 0:
+        prog.call_kernel(kb, instr.name, "sort", 0)
+        return
+    perm_ref = prog.scratch(Shape(T.S64, (2 * n,)), "sort.perm")
+    perm = kb.array(perm_ref)
+    em = FusedEmitter(kctx, None, [])
+    comp = instr.to_apply
+    rows = Shape(T.S32, tuple(1 if d == dim else x for d, x in enumerate(shape.dimensions)))
+
+    def at(row_dims, j):
+        dims = list(row_dims)
+        dims[dim] = j
+        return dims
+
+    def less(row_dims, a, c):
+        args = []
+        for arr in ins:
+            args += [arr.load(Index(at(row_dims, a), arr.shape)), arr.load(Index(at(row_dims, c), arr.shape))]
+        return em.call(comp, args)
+
+    def row_body(idx):
+        rd = idx.get_dims(b)
+        with for_range(b, 0, n, "init") as j:
+            perm.store_offset(j, j)
+        src = kctx.alloca(t.I64, "src")
+        b.store(t.i64(0), src)
+        width = kctx.alloca(t.I64, "width")
+        b.store(t.i64(1), width)
+        fn = b.block.function
+        head, body, done = (fn.append_basic_block(f"msort.{x}") for x in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        w = b.load(width)
+        b.cbranch(b.icmp_signed("<", w, t.i64(n)), body, done)
+        b.position_at_end(body)
+        s_off = b.load(src)
+        d_off = b.sub(t.i64(n), s_off)
+        nblocks = b.udiv(b.add(t.i64(n - 1), b.mul(w, t.i64(2))), b.mul(w, t.i64(2)))
+        with for_range(b, 0, nblocks, "blk") as blk:
+            start = b.mul(blk, b.mul(w, t.i64(2)))
+
+            def clamp(v):
+                return b.select(b.icmp_signed(">", v, t.i64(n)), t.i64(n), v)
+            mid, end = clamp(b.add(start, w)), clamp(b.add(start, b.mul(w, t.i64(2))))
+            i_p, j_p = kctx.alloca(t.I64, "mi"), kctx.alloca(t.I64, "mj")
+            b.store(start, i_p)
+            b.store(mid, j_p)
+            with for_range(b, start, end, "mk") as k:
+                i, j = b.load(i_p), b.load(j_p)
+                right_done = b.icmp_signed(">=", j, end)
+                left_done = b.icmp_signed(">=", i, mid)
+
+                def compare():
+                    pi = perm.load_offset(b.add(s_off, i))
+                    pj = perm.load_offset(b.add(s_off, j))
+                    return less(rd, pj, pi)  # stable: take the right one only if strictly less
+                take_right = if_else_value(
+                    kctx, right_done, lambda: ir.Constant(t.I1, 0),
+                    lambda: if_else_value(kctx, left_done, lambda: ir.Constant(t.I1, 1), compare, t.I1), t.I1)
+                pick = b.select(take_right, j, i)
+                perm.store_offset(b.add(d_off, k), perm.load_offset(b.add(s_off, pick)))
+                b.store(b.select(take_right, i, b.add(i, t.i64(1))), i_p)
+                b.store(b.select(take_right, b.add(j, t.i64(1)), j), j_p)
+        b.store(d_off, src)
+        b.store(b.mul(w, t.i64(2)), width)
+        b.branch(head)
+        b.position_at_end(done)
+        s_off = b.load(src)
+        with for_range(b, 0, n, "gather") as j:
+            p = perm.load_offset(b.add(s_off, j))
+            for src_arr, dst_arr in zip(ins, outs):
+                dst_arr.store(Index(at(rd, j), dst_arr.shape), src_arr.load(Index(at(rd, p), src_arr.shape)))
+
+    emit_loop_nest(kctx, rows, row_body, 0, rows.num_elements, True if rows.rank <= 1 else False)
+    prog.call_kernel(kb, instr.name, "sort", 1)
+
+
+# ---------------------------------------------------------------------- scatter
+@thunk(O.SCATTER)
+def _scatter(prog, instr, operands, out) -> None:
+    operands = _array_operands(instr, operands)
+    k = (len(operands) - 1) // 2
+    kb = KernelBuilder(prog, instr.name)
+    b, kctx = kb.builder, kb.kctx
+    bases = [kb.array(r) for r in operands[:k]]
+    idx_arr = kb.array(operands[k])
+    upds = [kb.array(r) for r in operands[k + 1:]]
+    outs = [kb.array(r) for r in leaves(out)]
+    dn = instr.scatter_dimension_numbers
+    oshape, ishape, ushape = operands[0].shape, operands[k].shape, operands[k + 1].shape
+    for base, dst in zip(bases, outs):
+        emit_loop_nest(kctx, dst.shape, lambda idx, s=base, d=dst: d.store(idx, s.load(idx)), 0,
+                       work_items(dst.shape, False), False, "init")
+    window_dims = list(dn.update_window_dims)
+    scatter_dims = [d for d in range(ushape.rank) if d not in window_dims]
+    idx_batch = [d for d in range(ishape.rank) if d != dn.index_vector_dim]
+    win_operand = [d for d in range(oshape.rank)
+                   if d not in dn.inserted_window_dims and d not in dn.input_batching_dims]
+    extent = [1] * oshape.rank
+    for j, d in enumerate(win_operand):
+        extent[d] = ushape.dimensions[window_dims[j]]
+    order = scatter_dims + window_dims  # windows applied in scatter-index order
+    loop_shape = Shape(T.S32, tuple(ushape.dimensions[d] for d in order))
+    em = FusedEmitter(kctx, None, [])
+    iet = ishape.element_type
+
+    def body(lidx):
+        ld = lidx.get_dims(b)
+        ud = [None] * ushape.rank
+        for pos, d in enumerate(order):
+            ud[d] = ld[pos]
+        svals = [ud[d] for d in scatter_dims]
+        start = [t.i64(0)] * oshape.rank
+        for kk, od in enumerate(dn.scatter_dims_to_operand_dims):
+            ii = [None] * ishape.rank
+            for j, d in enumerate(idx_batch):
+                ii[d] = svals[j]
+            if dn.index_vector_dim < ishape.rank:
+                ii[dn.index_vector_dim] = t.i64(kk)
+            v = idx_arr.load(Index(ii, ishape))
+            start[od] = em.ops.convert(iet, T.S64, v) if iet is not T.U64 else v
+        for od, sd in zip(dn.input_batching_dims, dn.scatter_indices_batching_dims):
+            start[od] = svals[idx_batch.index(sd)]
+        ok = ir.Constant(t.I1, 1)
+        for d in range(oshape.rank):
+            ok = b.and_(ok, b.icmp_signed(">=", start[d], t.i64(0)))
+            ok = b.and_(ok, b.icmp_signed("<=", b.add(start[d], t.i64(extent[d])), t.i64(oshape.dimensions[d])))
+        with if_then(kctx, ok):
+            oi = list(start)
+            for j, d in enumerate(win_operand):
+                oi[d] = b.add(start[d], ud[window_dims[j]])
+            cur = [o.load(Index(oi, o.shape)) for o in outs]
+            new = em.call(instr.to_apply, cur + [u.load(Index(ud, u.shape)) for u in upds])
+            for o, v in zip(outs, _flatten(new)):
+                o.store(Index(oi, o.shape), v)
+
+    if loop_shape.num_elements:
+        emit_loop_nest(kctx, loop_shape, body, 0, work_items(loop_shape, False), False, "u")
+    prog.call_kernel(kb, instr.name, "scatter", 1)
+
+
+# ---------------------------------------------------------------------- select-and-scatter
+@thunk(O.SELECT_AND_SCATTER)
+def _select_and_scatter(prog, instr, operands, out) -> None:
+    operands = _array_operands(instr, operands)
+    kb = KernelBuilder(prog, instr.name)
+    b, kctx = kb.builder, kb.kctx
+    x, source, init = (kb.array(r) for r in operands)
+    dst = kb.array(out)
+    select, scatter = instr.called_computations
+    window = instr.window.dimensions
+    xshape, sshape = operands[0].shape, operands[1].shape
+    et = xshape.element_type
+    init_v = kb.read(operands[2])(scalar_index(operands[2].shape))
+    emit_loop_nest(kctx, dst.shape, lambda idx: dst.store(idx, init_v), 0, work_items(dst.shape, False), False, "i")
+    em = FusedEmitter(kctx, None, [])
+    wshape = Shape(T.S32, tuple(w.size for w in window))
+
+    def body(sidx):
+        sd = sidx.get_dims(b)
+        has = kctx.alloca(t.I1, "has")
+        sel_v = kctx.alloca(t.value_type(et), "selv")
+        sel_i = [kctx.alloca(t.I64, f"seli{d}") for d in range(xshape.rank)]
+        b.store(ir.Constant(t.I1, 0), has)
+
+        def wbody(widx):
+            wd = widx.get_dims(b)
+            valid = ir.Constant(t.I1, 1)
+            pos = []
+            for d, w in enumerate(window):
+                p = b.sub(b.add(b.mul(sd[d], t.i64(w.stride)), b.mul(wd[d], t.i64(w.window_dilation))),
+                          t.i64(w.padding_low))
+                if w.base_dilation != 1:
+                    valid = b.and_(valid, b.icmp_signed(">=", p, t.i64(0)))
+                    valid = b.and_(valid, b.icmp_signed("==", b.srem(p, t.i64(w.base_dilation)), t.i64(0)))
+                    p = b.sdiv(p, t.i64(w.base_dilation))
+                valid = b.and_(valid, b.icmp_unsigned("<", p, t.i64(xshape.dimensions[d])))
+                pos.append(p)
+            with if_then(kctx, valid):
+                v = x.load(Index(pos, xshape))
+                take = if_else_value(kctx, b.load(has),
+                                     lambda: b.not_(em.call(select, [b.load(sel_v), v])),
+                                     lambda: ir.Constant(t.I1, 1), t.I1)
+                with if_then(kctx, take):
+                    b.store(v, sel_v)
+                    for s, p in zip(sel_i, pos):
+                        b.store(p, s)
+                    b.store(ir.Constant(t.I1, 1), has)
+
+        if wshape.num_elements:
+            emit_loop_nest(kctx, wshape, wbody, 0, work_items(wshape, False), False, "w")
+        with if_then(kctx, b.load(has)):
+            oi = Index([b.load(s) for s in sel_i], dst.shape)
+            new = em.call(scatter, [dst.load(oi), source.load(Index(sd, sshape))])
+            dst.store(oi, new)
+
+    if sshape.num_elements:
+        emit_loop_nest(kctx, sshape, body, 0, work_items(sshape, False), False, "s")
+    prog.call_kernel(kb, instr.name, "select-and-scatter", 1)
+
+
+# ---------------------------------------------------------------------- unsupported
+@thunk(O.RNG, O.RNG_BIT_GENERATOR, O.CUSTOM_CALL, O.COMPLEX, O.REAL, O.IMAG)
+def _unsupported(prog, instr, operands, out) -> None:
+    if instr.opcode is O.CUSTOM_CALL and instr.custom_call_target == "TopK":
+        return _topk(prog, instr, operands, out)
+    raise UnimplementedError(f"native code for {instr.opcode.text} (%{instr.name}) is not implemented")
+
+
+def _topk(prog, instr, operands, out) -> None:
+    raise UnimplementedError(f"native code for custom-call TopK (%{instr.name}) is not implemented")

@@ -1,0 +1,277 @@
+"""Loop and branch scaffolding, array indices and buffer access (XLA's llvm_ir::ForLoop, IrArray).
+
+- ``for_range`` emits a canonical counted loop (preheader → header with one i64 phi → body → latch)
+  that LLVM's loop passes and vectorisers recognise.
+- ``Index`` is a logical multi-dimensional index into a shape, optionally with the *linear* index
+  (the physical element offset in that shape's layout). Elementwise consumers pass the same index to
+  operands of the same shape, so buffer reads reuse the linear offset instead of recomputing it.
+- ``IrArray`` is a typed view of a buffer. Its loads and stores are the only memory accesses emitted
+  for arrays; with ``bounds_checks`` on, each one is checked and an out-of-range access is reported to
+  the runtime (``tfxla_bounds_fail``) and skipped instead of touching memory.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from math import prod
+
+from llvmlite import ir
+
+from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen.context import KernelContext
+from tfxla_cluster.hlo.shape import Shape
+
+
+@contextmanager
+def for_range(b: ir.IRBuilder, start, stop, name: str = "i"):
+    """``for (i = start; i < stop; ++i)`` with i64 bounds; yields ``i``; leaves the builder after it."""
+    start = t.i64(start) if isinstance(start, int) else start
+    stop = t.i64(stop) if isinstance(stop, int) else stop
+    pre = b.block
+    fn = pre.function
+    header = fn.append_basic_block(f"{name}.header")
+    body = fn.append_basic_block(f"{name}.body")
+    done = fn.append_basic_block(f"{name}.done")
+    b.branch(header)
+    b.position_at_end(header)
+    i = b.phi(t.I64, name=name)
+    i.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", i, stop), body, done)
+    b.position_at_end(body)
+    yield i
+    nxt = b.add(i, t.i64(1), name=f"{name}.next", flags=["nsw"])
+    i.add_incoming(nxt, b.block)
+    b.branch(header)
+    b.position_at_end(done)
+
+
+@contextmanager
+def if_then(kctx: KernelContext, cond):
+    """``if (cond) { ... }``; values generated inside are not reused after it."""
+    b = kctx.builder
+    fn = b.block.function
+    then = fn.append_basic_block("if.then")
+    done = fn.append_basic_block("if.done")
+    b.cbranch(cond, then, done)
+    b.position_at_end(then)
+    with kctx.scope():
+        yield
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def if_else_value(kctx: KernelContext, cond, then_fn, else_fn, ty: ir.Type):
+    """``cond ? then_fn() : else_fn()`` evaluating only the taken side; returns the merged value."""
+    b = kctx.builder
+    fn = b.block.function
+    then = fn.append_basic_block("sel.then")
+    other = fn.append_basic_block("sel.else")
+    done = fn.append_basic_block("sel.done")
+    b.cbranch(cond, then, other)
+    b.position_at_end(then)
+    with kctx.scope():
+        v1 = then_fn()
+    then_end = b.block
+    b.branch(done)
+    b.position_at_end(other)
+    with kctx.scope():
+        v2 = else_fn()
+    other_end = b.block
+    b.branch(done)
+    b.position_at_end(done)
+    phi = b.phi(ty)
+    phi.add_incoming(v1, then_end)
+    phi.add_incoming(v2, other_end)
+    return phi
+
+
+def major_to_minor(shape: Shape) -> list[int]:
+    return list(reversed(shape.minor_to_major)) if shape.rank else []
+
+
+class Index:
+    """A logical index into ``shape`` (dims: one i64 per dimension; linear: physical offset or None)."""
+
+    __slots__ = ("dims", "linear", "shape")
+
+    def __init__(self, dims, shape: Shape, linear=None) -> None:
+        self.dims = None if dims is None else list(dims)
+        self.linear = linear
+        self.shape = shape
+
+    def key(self):
+        return (None if self.dims is None else tuple(id(d) for d in self.dims),
+                None if self.linear is None else id(self.linear))
+
+    def get_dims(self, b: ir.IRBuilder) -> list:
+        """The per-dimension indices; delinearised from the linear index when only that is known."""
+        if self.dims is not None:
+            return self.dims
+        return delinearize(b, self.linear, self.shape)
+
+    def linear_for(self, shape: Shape):
+        """The linear index if it is valid for ``shape`` (same dimensions and layout), else None."""
+        if self.linear is not None and self.shape.dimensions == shape.dimensions and \
+                self.shape.minor_to_major == shape.minor_to_major:
+            return self.linear
+        return None
+
+
+def scalar_index(shape: Shape) -> Index:
+    return Index([], shape, t.i64(0))
+
+
+def delinearize(b: ir.IRBuilder, linear, shape: Shape) -> list:
+    dims = [None] * shape.rank
+    order = major_to_minor(shape)
+    rem = linear
+    for pos in range(len(order) - 1, -1, -1):
+        d = order[pos]
+        n = shape.dimensions[d]
+        if pos == 0:
+            dims[d] = rem
+        elif n == 1:
+            dims[d] = t.i64(0)
+        else:
+            dims[d] = b.urem(rem, t.i64(n))
+            rem = b.udiv(rem, t.i64(n))
+    return dims
+
+
+def linearize(b: ir.IRBuilder, dims, shape: Shape):
+    """The physical offset of a logical index in ``shape``'s layout."""
+    off = None
+    for d in major_to_minor(shape):
+        n = shape.dimensions[d]
+        if off is None:
+            off = dims[d]
+        elif n == 1:
+            continue
+        else:
+            off = b.add(b.mul(off, t.i64(n), flags=["nsw", "nuw"]), dims[d], flags=["nsw", "nuw"])
+    return off if off is not None else t.i64(0)
+
+
+class IrArray:
+    """A buffer of ``shape`` at ``ptr`` (physical layout from the shape)."""
+
+    def __init__(self, kctx: KernelContext, ptr, shape: Shape, name: str = "", slot: int | None = None) -> None:
+        self.kctx = kctx
+        self.slot = slot  # buffer-table slot: accesses get that slot's alias scope
+        self.ptr = ptr
+        self.shape = shape
+        self.et = shape.element_type
+        self.sty = t.storage_type(self.et)
+        self.name = name
+        self.size = shape.num_elements
+
+    def offset(self, index: Index):
+        lin = index.linear_for(self.shape)
+        if lin is not None:
+            return lin
+        return linearize(self.kctx.builder, index.get_dims(self.kctx.builder), self.shape)
+
+    def _checked(self, off, access):
+        """Run ``access(off)`` only if ``off`` is in range (bounds-check mode); returns its value."""
+        kctx = self.kctx
+        if not kctx.options.bounds_checks:
+            return access(off)
+        b = kctx.builder
+        ok = b.icmp_unsigned("<", off, t.i64(self.size))
+        fn = b.block.function
+        good = fn.append_basic_block("bc.ok")
+        bad = fn.append_basic_block("bc.bad")
+        done = fn.append_basic_block("bc.done")
+        b.cbranch(ok, good, bad)
+        b.position_at_end(bad)
+        fail = kctx.mctx.function("tfxla_bounds_fail", t.VOID, [t.PTR, t.I64, t.I64, t.I64])
+        table = kctx.table if kctx.table is not None else ir.Constant(t.PTR, None)
+        b.call(fail, [table, t.i64(kctx.kernel_id), off, t.i64(self.size)])
+        b.branch(done)
+        b.position_at_end(good)
+        v = access(off)
+        good_end = b.block
+        b.branch(done)
+        b.position_at_end(done)
+        if v is None:
+            return None
+        phi = b.phi(v.type)
+        phi.add_incoming(v, good_end)
+        phi.add_incoming(ir.Constant(v.type, None), bad)
+        return phi
+
+    def gep(self, off):
+        return self.kctx.builder.gep(self.ptr, [off], inbounds=True, source_etype=self.sty)
+
+    def _note(self, instr):
+        if self.slot is not None:
+            self.kctx.accesses.append((instr, self.slot))
+        return instr
+
+    def load_offset(self, off):
+        b = self.kctx.builder
+        align = t.element_bytes(self.et)
+        raw = self._checked(off, lambda o: self._note(b.load(self.gep(o), typ=self.sty, align=align)))
+        return t.from_storage(b, self.et, raw)
+
+    def store_offset(self, off, value) -> None:
+        b = self.kctx.builder
+        raw = t.to_storage(b, self.et, value)
+        align = t.element_bytes(self.et)
+        self._checked(off, lambda o: (self._note(b.store(raw, self.gep(o), align=align)), None)[1])
+
+    def load(self, index: Index):
+        return self.load_offset(self.offset(index))
+
+    def store(self, index: Index, value) -> None:
+        self.store_offset(self.offset(index), value)
+
+
+def emit_loop_nest(kctx: KernelContext, shape: Shape, body, lo, hi, flat: bool, name: str = "o") -> None:
+    """Run ``body(index)`` over ``shape`` in physical order (major dim outermost).
+
+    Work items: with ``flat`` the linear element range [lo, hi); otherwise the rows [lo, hi) of the
+    physical outer dims (all but the innermost), each running the whole innermost dim.
+    """
+    b = kctx.builder
+    if flat:
+        with for_range(b, lo, hi, name) as i:
+            with kctx.scope():
+                body(Index(None, shape, i))
+        return
+    order = major_to_minor(shape)
+    if not order:
+        with for_range(b, lo, hi, name):
+            with kctx.scope():
+                body(Index([], shape, t.i64(0)))
+        return
+    inner = order[-1]
+    n_inner = shape.dimensions[inner]
+    outer_shape = [shape.dimensions[d] for d in order[:-1]]
+    with for_range(b, lo, hi, name) as row:
+        dims = [None] * shape.rank
+        rem = row
+        for pos in range(len(outer_shape) - 1, -1, -1):
+            d = order[pos]
+            if pos == 0:
+                dims[d] = rem
+            elif outer_shape[pos] == 1:
+                dims[d] = t.i64(0)
+            else:
+                dims[d] = b.urem(rem, t.i64(outer_shape[pos]))
+                rem = b.udiv(rem, t.i64(outer_shape[pos]))
+        base = b.mul(row, t.i64(n_inner), flags=["nsw", "nuw"])
+        with for_range(b, 0, n_inner, name + "i") as j:
+            dims[inner] = j
+            lin = b.add(base, j, flags=["nsw", "nuw"])
+            with kctx.scope():
+                body(Index(list(dims), shape, lin))
+
+
+def work_items(shape: Shape, flat: bool) -> int:
+    """How many work items ``emit_loop_nest`` splits ``shape`` into."""
+    if flat:
+        return shape.num_elements
+    order = major_to_minor(shape)
+    if not order:
+        return 1
+    return prod(shape.dimensions[d] for d in order[:-1])

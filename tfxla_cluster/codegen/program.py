@@ -1,0 +1,477 @@
+"""Stage: optimised HloModule → one LLVM module (XLA:CPU's legacy "one function per module" model).
+
+The LLVM module has one exported function, ``tfxla_entry(ptr table)``, which runs the whole entry
+computation on a buffer table (see ``buffers.py``), and one kernel per *thunk*:
+
+    void kernel(ptr noalias table, i64 lo, i64 hi)
+
+A thunk is a fusion or an unfused instruction that produces new values (everything except
+parameters, constants, tuples, get-tuple-element and bitcast-like views). Each kernel loads its
+buffers' addresses from the table and processes the work items [lo, hi) (rows of its output, see
+``loops.emit_loop_nest``); every buffer access carries the slot's alias scope, so LLVM knows distinct
+slots never alias (XLA's alias metadata). The entry function calls each kernel on its whole range,
+or hands it to ``tfxla_parallel_for`` when its estimated cost makes splitting across threads pay.
+
+While loops, conditionals and calls are control flow in the entry function: their computations are
+emitted inline (condition, body, branches), loop state lives in temps and is copied (memcpy) between
+iterations. Kernels by kind are chosen from the ``THUNKS`` table in ``kernels.py``.
+
+Guarantee: the emitted IR is a deterministic function of the module and the codegen options.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from llvmlite import ir
+
+from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen.buffers import BufferPlan, BufferRef, Slot, leaves
+from tfxla_cluster.codegen.context import (CodegenOptions, KernelContext, ModuleContext, entry_builder,
+                                           new_function_body)
+from tfxla_cluster.codegen.loops import IrArray
+from tfxla_cluster.errors import TfXlaError, UnimplementedError
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as T
+from tfxla_cluster.hlo.shape import Shape
+
+ENTRY_NAME = "tfxla_entry"
+
+
+@dataclass
+class KernelInfo:
+    """What the runtime and the compile log know about one kernel."""
+
+    name: str
+    instruction: str
+    kind: str
+    work_items: int
+    tasks: int
+    cost: int
+
+
+class KernelBuilder:
+    """One kernel function ``void name(ptr noalias table, i64 lo, i64 hi)`` under construction."""
+
+    def __init__(self, prog: "ProgramEmitter", hint: str) -> None:
+        self.prog = prog
+        mctx = prog.mctx
+        self.name = mctx.unique_name("k_" + hint)
+        fnty = ir.FunctionType(t.VOID, [t.PTR, t.I64, t.I64])
+        fn = ir.Function(mctx.module, fnty, self.name)
+        fn.args[0].add_attribute("noalias")
+        fn.args[0].name, fn.args[1].name, fn.args[2].name = "table", "lo", "hi"
+        fn.attributes.add("nounwind")
+        self.builder = new_function_body(fn)
+        self.kctx = KernelContext(mctx, fn, self.builder, len(prog.kernels), table=fn.args[0])
+        self.function = fn
+        self.lo, self.hi = fn.args[1], fn.args[2]
+        self._ptrs: dict[int, ir.Value] = {}
+        self.slots: dict[int, Slot] = {}
+
+    def ptr(self, slot: Slot):
+        p = self._ptrs.get(slot.index)
+        if p is None:
+            b = entry_builder(self.function)
+            gep = b.gep(self.function.args[0], [t.i64(slot.index)], inbounds=True, source_etype=t.PTR)
+            p = self._ptrs[slot.index] = b.load(gep, typ=t.PTR, name=f"buf{slot.index}")
+            self.slots[slot.index] = slot
+        return p
+
+    def array(self, ref: BufferRef) -> IrArray:
+        return IrArray(self.kctx, self.ptr(ref.slot), ref.shape, slot=ref.slot.index)
+
+    def read(self, ref: BufferRef):
+        """A generator reading ``ref`` (scalar constants become immediates)."""
+        slot = ref.slot
+        if slot.kind == "const" and ref.shape.num_elements == 1 and slot.value is not None:
+            value = t.constant(ref.shape.element_type, np.asarray(slot.value).reshape(-1)[0])
+            return lambda index: value
+        arr = self.array(ref)
+        return lambda index: arr.load(index)
+
+    def finish(self) -> ir.Function:
+        self.builder.ret_void()
+        self.prog.attach_alias_metadata(self.kctx.accesses, set(self.slots))
+        return self.function
+
+
+class ProgramEmitter:
+    """Builds the LLVM module and the buffer plan for one HloModule."""
+
+    def __init__(self, module, options: CodegenOptions) -> None:
+        self.hlo = module
+        self.options = options
+        self.mctx = ModuleContext(module.name, options)
+        self.plan = BufferPlan()
+        self.kernels: list[KernelInfo] = []
+        self.pos = 0
+        self._const_slots: dict[int, Slot] = {}
+        self._claims: dict[tuple[int, tuple], int] = {}
+        fn = ir.Function(self.mctx.module, ir.FunctionType(t.VOID, [t.PTR]), ENTRY_NAME)
+        fn.args[0].add_attribute("noalias")
+        self.entry = fn
+        self.b = new_function_body(fn)
+        self.output_slots: list[Slot] = []
+        self.param_slots: list[Slot] = []
+        self.result_structure = None
+        self._scopes: dict[int, object] = {}
+        self._domain = None
+
+    # ------------------------------------------------------------------ top level
+    def emit(self) -> str:
+        """Emit everything; returns the LLVM IR text."""
+        from tfxla_cluster.codegen import kernels  # noqa: F401  (registers the thunk table)
+        entry = self.hlo.entry
+        params = []
+        for p in entry.parameters:
+            if not p.shape.is_array:
+                raise UnimplementedError(f"entry parameter %{p.name} has non-array shape {p.shape}")
+            slot = self.plan.new("param", p.shape, number=p.parameter_number, name=p.name)
+            self.param_slots.append(slot)
+            params.append(BufferRef(slot, p.shape))
+        root_leaves = _leaf_paths(entry.root.shape)
+        for k, path in enumerate(root_leaves):
+            prod_ = _producer(entry.root, path)
+            if prod_ is not None and (id(prod_[0]), prod_[1]) not in self._claims:
+                self._claims[(id(prod_[0]), prod_[1])] = k
+        root = self.emit_computation(entry, params)
+        self._finish_outputs(entry.root.shape, root)
+        self.b.ret_void()
+        self.plan.pack()
+        return str(self.mctx.module)
+
+    def _finish_outputs(self, shape: Shape, root) -> None:
+        refs = leaves(root) if shape.is_tuple else [root]
+        shapes = shape.leaves()
+        outs: list[Slot | None] = [None] * len(refs)
+        for k, ref in enumerate(refs):
+            if ref.slot.kind == "output" and ref.slot.number == k:
+                outs[k] = ref.slot
+        for k, (ref, s) in enumerate(zip(refs, shapes)):
+            if outs[k] is None:
+                slot = self.plan.new("output", s, number=k, name=f"output{k}")
+                self.copy(ref, BufferRef(slot, s))
+                outs[k] = slot
+        self.output_slots = outs
+        counter = iter(range(len(outs)))
+
+        def structure(sh: Shape):
+            return tuple(structure(x) for x in sh.tuple_shapes) if sh.is_tuple else next(counter)
+        self.result_structure = structure(shape)
+
+    # ------------------------------------------------------------------ computations
+    def emit_computation(self, comp, param_trees):
+        values: dict[int, object] = {}
+        for instr in comp.post_order():
+            operands = [values[id(o)] for o in instr.operands]
+            handler = PROGRAM_HANDLERS.get(instr.opcode)
+            try:
+                if handler is not None:
+                    values[id(instr)] = handler(self, instr, operands, param_trees)
+                else:
+                    values[id(instr)] = self.thunk(instr, operands)
+            except TfXlaError as e:
+                if "(while emitting" in e.message:
+                    raise
+                raise type(e)(f"{e.message} (while emitting %{instr.name} = {instr.opcode.text} "
+                              f"in %{comp.name})") from e
+        return values[id(comp.root)]
+
+    def new_value(self, instr, shape: Shape | None = None, path=()):
+        """Fresh slots for the value of ``instr`` (outputs where the entry root claims them)."""
+        shape = shape or instr.shape
+        if shape.is_tuple:
+            return tuple(self.new_value(instr, s, path + (k,)) for k, s in enumerate(shape.tuple_shapes))
+        k = self._claims.pop((id(instr), path), None)
+        if k is not None:
+            slot = self.plan.new("output", shape, number=k, name=instr.name)
+        else:
+            slot = self.plan.new("temp", shape, name=instr.name)
+        return BufferRef(slot, shape)
+
+    def scratch(self, shape: Shape, name: str = "scratch") -> BufferRef:
+        slot = self.plan.new("temp", shape, name=name)
+        self.plan.define(slot, self.pos)
+        return BufferRef(slot, shape)
+
+    def const_slot(self, instr) -> BufferRef:
+        slot = self._const_slots.get(id(instr))
+        if slot is None:
+            if instr.literal_elided:
+                raise UnimplementedError(f"constant %{instr.name} was printed as {{...}}; its value is unknown")
+            if not instr.shape.is_array:
+                raise UnimplementedError(f"tuple constant %{instr.name} is not supported")
+            value = np.ascontiguousarray(np.asarray(instr.literal, dtype=instr.shape.dtype))
+            # Physical order of the constant's layout.
+            if instr.shape.rank and not instr.shape.is_default_layout:
+                value = np.ascontiguousarray(np.transpose(value, list(reversed(instr.shape.minor_to_major))))
+            slot = self._const_slots[id(instr)] = self.plan.new("const", instr.shape, value=value, name=instr.name)
+        return BufferRef(slot, instr.shape)
+
+    # ------------------------------------------------------------------ thunks
+    def thunk(self, instr, operands):
+        from tfxla_cluster.codegen.kernels import THUNKS, emit_loop_thunk
+        self.pos += 1
+        for ref in (r for o in operands for r in leaves(o)):
+            self.plan.use(ref.slot, self.pos)
+        out = self.new_value(instr)
+        for ref in leaves(out):
+            self.plan.define(ref.slot, self.pos)
+        emitter = THUNKS.get(instr.opcode, emit_loop_thunk)
+        emitter(self, instr, operands, out)
+        return out
+
+    def tasks_for(self, work_items: int, cost: int) -> int:
+        """How many ranges to split a kernel into (XLA's ParallelTaskAssigner, by estimated cost)."""
+        threads = self.options.thread_count
+        if threads <= 1 or work_items <= 1 or cost < self.options.parallel_min_cost:
+            return 1
+        return int(min(threads, work_items, max(2, cost // max(self.options.parallel_min_cost, 1))))
+
+    def call_kernel(self, kb: KernelBuilder, instr_name: str, kind: str, work_items: int, tasks: int = 1,
+                    cost: int = 0) -> None:
+        """Finish ``kb`` and call it from the entry function on [0, work_items) in ``tasks`` ranges."""
+        fn = kb.finish()
+        self.kernels.append(KernelInfo(kb.name, instr_name, kind, work_items, tasks, cost))
+        table = self.entry.args[0]
+        if tasks > 1:
+            pf = self.mctx.function("tfxla_parallel_for", t.VOID, [t.PTR, t.PTR, t.I64, t.I64])
+            self.b.call(pf, [fn, table, t.i64(work_items), t.i64(tasks)])
+        elif work_items > 0:
+            self.b.call(fn, [table, t.i64(0), t.i64(work_items)])
+
+    # ------------------------------------------------------------------ entry-level helpers
+    def entry_ptr(self, slot: Slot):
+        gep = self.b.gep(self.entry.args[0], [t.i64(slot.index)], inbounds=True, source_etype=t.PTR)
+        return self.b.load(gep, typ=t.PTR)
+
+    def load_scalar(self, ref: BufferRef):
+        """The value of a scalar buffer, read in the entry function."""
+        if ref.slot.kind == "const" and ref.slot.value is not None:
+            return t.constant(ref.shape.element_type, np.asarray(ref.slot.value).reshape(-1)[0])
+        et = ref.shape.element_type
+        raw = self.b.load(self.entry_ptr(ref.slot), typ=t.storage_type(et))
+        return t.from_storage(self.b, et, raw)
+
+    def copy(self, src: BufferRef, dst: BufferRef) -> None:
+        """dst := src (memcpy when the bytes are laid out alike, else an elemental copy kernel)."""
+        self.pos += 1
+        self.plan.use(src.slot, self.pos)
+        self.plan.define(dst.slot, self.pos)
+        if src.slot is dst.slot:
+            return
+        if src.shape.element_type is dst.shape.element_type and \
+                src.shape.minor_to_major == dst.shape.minor_to_major and \
+                src.shape.dimensions == dst.shape.dimensions or \
+                (src.shape.is_default_layout and dst.shape.is_default_layout and
+                 src.shape.element_type is dst.shape.element_type and
+                 src.shape.num_elements == dst.shape.num_elements):
+            nbytes = dst.shape.byte_size()
+            if nbytes:
+                memcpy = self.mctx.function("llvm.memcpy.p0.p0.i64", t.VOID, [t.PTR, t.PTR, t.I64, t.I1])
+                self.b.call(memcpy, [self.entry_ptr(dst.slot), self.entry_ptr(src.slot), t.i64(nbytes),
+                                     ir.Constant(t.I1, 0)])
+            return
+        from tfxla_cluster.codegen.kernels import emit_copy_kernel
+        emit_copy_kernel(self, src, dst)
+
+    # ------------------------------------------------------------------ alias metadata
+    def _scope(self, slot: int):
+        md = self._scopes.get(slot)
+        if md is None:
+            module = self.mctx.module
+            if self._domain is None:
+                self._domain = module.add_metadata([ir.MetaDataString(module, "tfxla.buffers")])
+            md = self._scopes[slot] = module.add_metadata(
+                [ir.MetaDataString(module, f"tfxla.slot{slot}"), self._domain])
+        return md
+
+    def attach_alias_metadata(self, accesses, slots: set[int]) -> None:
+        """Each access gets its slot's scope and is declared not to alias the kernel's other slots."""
+        if len(slots) < 2:
+            return
+        module = self.mctx.module
+        scope_lists, noalias_lists = {}, {}
+        for s in sorted(slots):
+            scope_lists[s] = module.add_metadata([self._scope(s)])
+            noalias_lists[s] = module.add_metadata([self._scope(o) for o in sorted(slots) if o != s])
+        for instr, s in accesses:
+            instr.set_metadata("alias.scope", scope_lists[s])
+            instr.set_metadata("noalias", noalias_lists[s])
+
+
+# ---------------------------------------------------------------------- program-level handlers
+def _parameter(prog, instr, operands, params):
+    return params[instr.parameter_number]
+
+
+def _constant(prog, instr, operands, params):
+    return prog.const_slot(instr)
+
+
+def _tuple(prog, instr, operands, params):
+    return tuple(operands)
+
+
+def _gte(prog, instr, operands, params):
+    return operands[0][instr.tuple_index]
+
+
+def _view(prog, instr, operands, params):
+    (ref,) = operands
+    return BufferRef(ref.slot, instr.shape)
+
+
+def _reshape(prog, instr, operands, params):
+    (ref,) = operands
+    if instr.shape.is_default_layout and ref.shape.is_default_layout:
+        return BufferRef(ref.slot, instr.shape)
+    return prog.thunk(instr, operands)
+
+
+def _identity(prog, instr, operands, params):
+    return operands[0]
+
+
+def _token(prog, instr, operands, params):
+    return ()
+
+
+def _call(prog, instr, operands, params):
+    return prog.emit_computation(instr.to_apply, operands)
+
+
+def _copy_tree(prog, src, dst) -> None:
+    if isinstance(dst, tuple):
+        for s, d in zip(src, dst):
+            _copy_tree(prog, s, d)
+    else:
+        prog.copy(src, dst)
+
+
+def _while(prog, instr, operands, params):
+    (init,) = operands
+    b = prog.b
+    state = _temps_like(prog, instr.shape, instr.name)
+    _copy_tree(prog, init, state)
+    fn = prog.entry
+    head = fn.append_basic_block(f"while.{instr.name}.cond")
+    body = fn.append_basic_block(f"while.{instr.name}.body")
+    done = fn.append_basic_block(f"while.{instr.name}.done")
+    start = prog.pos + 1
+    b.branch(head)
+    b.position_at_end(head)
+    pred = prog.emit_computation(instr.while_condition, [state])
+    prog.pos += 1
+    prog.plan.use(pred.slot, prog.pos)
+    b.cbranch(prog.load_scalar(pred), body, done)
+    b.position_at_end(body)
+    result = prog.emit_computation(instr.while_body, [state])
+    _assign_state(prog, result, state)
+    b.branch(head)
+    b.position_at_end(done)
+    prog.pos += 1
+    prog.plan.extend_loop(start, prog.pos)
+    for ref in leaves(state):  # the state lives through the whole loop
+        prog.plan.use(ref.slot, prog.pos)
+    return state
+
+
+def _assign_state(prog, result, state) -> None:
+    """state := result, leaf by leaf, safe when a result leaf is another state leaf (a swap)."""
+    res, dst = leaves(result), leaves(state)
+    state_slots = {id(r.slot) for r in dst}
+    staged = []
+    for r, d in zip(res, dst):
+        if r.slot is d.slot:
+            continue
+        if id(r.slot) in state_slots:
+            tmp = BufferRef(prog.plan.new("temp", r.shape, name="while.swap"), r.shape)
+            prog.copy(r, tmp)
+            staged.append((tmp, d))
+        else:
+            staged.append((r, d))
+    for r, d in staged:
+        prog.copy(r, d)
+
+
+def _temps_like(prog, shape: Shape, name: str):
+    if shape.is_tuple:
+        return tuple(_temps_like(prog, s, name) for s in shape.tuple_shapes)
+    slot = prog.plan.new("temp", shape, name=name)
+    return BufferRef(slot, shape)
+
+
+def _conditional(prog, instr, operands, params):
+    selector, args = operands[0], operands[1:]
+    b = prog.b
+    n = len(instr.branch_computations)
+    prog.pos += 1
+    prog.plan.use(selector.slot, prog.pos)
+    sel = prog.load_scalar(selector)
+    if selector.shape.element_type is T.PRED:
+        index = b.select(sel, t.i64(0), t.i64(1))
+    else:
+        et = selector.shape.element_type
+        from tfxla_cluster.codegen.scalar_ops import ScalarOps
+        v = ScalarOps(b, prog.mctx).convert(et, T.S64, sel) if et is not T.U64 else sel
+        index = b.select(b.icmp_unsigned("<", v, t.i64(n)), v, t.i64(n - 1))
+    out = _temps_like(prog, instr.shape, instr.name)
+    fn = prog.entry
+    done = fn.append_basic_block(f"cond.{instr.name}.done")
+    blocks = [fn.append_basic_block(f"cond.{instr.name}.b{k}") for k in range(n)]
+    sw = b.switch(index, blocks[-1])
+    for k in range(n - 1):
+        sw.add_case(t.i64(k), blocks[k])
+    for k, comp in enumerate(instr.branch_computations):
+        b.position_at_end(blocks[k])
+        res = prog.emit_computation(comp, [args[k]])
+        _copy_tree(prog, res, out)
+        b.branch(done)
+    b.position_at_end(done)
+    return out
+
+
+PROGRAM_HANDLERS = {
+    O.PARAMETER: _parameter,
+    O.CONSTANT: _constant,
+    O.TUPLE: _tuple,
+    O.GET_TUPLE_ELEMENT: _gte,
+    O.BITCAST: _view,
+    O.RESHAPE: _reshape,
+    O.OPTIMIZATION_BARRIER: _identity,
+    O.SET_DIMENSION_SIZE: _identity,
+    O.AFTER_ALL: _token,
+    O.CALL: _call,
+    O.WHILE: _while,
+    O.CONDITIONAL: _conditional,
+}
+
+
+def _leaf_paths(shape: Shape, prefix=()) -> list[tuple]:
+    if shape.is_tuple:
+        return [p for k, s in enumerate(shape.tuple_shapes) for p in _leaf_paths(s, prefix + (k,))]
+    return [prefix]
+
+
+_NOT_THUNKS = {O.PARAMETER, O.CONSTANT, O.WHILE, O.CONDITIONAL, O.CALL, O.AFTER_ALL}
+
+
+def _producer(instr, path):
+    """The (thunk instruction, leaf path) whose output buffer holds the root leaf at ``path``."""
+    while True:
+        op = instr.opcode
+        if op is O.TUPLE:
+            instr, path = instr.operands[path[0]], path[1:]
+        elif op is O.GET_TUPLE_ELEMENT:
+            instr, path = instr.operands[0], (instr.tuple_index,) + path
+        elif op in (O.BITCAST, O.OPTIMIZATION_BARRIER, O.SET_DIMENSION_SIZE):
+            instr = instr.operands[0]
+        elif op is O.RESHAPE and instr.shape.is_default_layout and instr.operands[0].shape.is_default_layout:
+            instr = instr.operands[0]
+        else:
+            break
+    if instr.opcode in _NOT_THUNKS:
+        return None
+    return instr, path

@@ -1,0 +1,178 @@
+"""Native runtime services the generated code calls (XLA:CPU's ``__xla_cpu_runtime_*`` functions).
+
+They are resolved through llvmlite's symbol table (``llvm.add_symbol``) before any library is loaded:
+
+    tfxla_cblas_sgemm / tfxla_cblas_dgemm   numpy's OpenBLAS ``cblas_?gemm`` (ILP64), like XLA's Eigen
+                                            matmul calls; absent BLAS, the emitter uses an IR GEMM
+    tfxla_parallel_for(fn, table, n, tasks) split work items [0, n) of a kernel into ``tasks`` ranges
+                                            run on a thread pool (ctypes releases the GIL while native
+                                            code runs, so the ranges really run in parallel)
+    tfxla_bounds_fail(table, kernel, i, n)  debug mode: an out-of-range access; recorded per buffer
+                                            table and raised by the executable after the call
+
+The pool has ``threads - 1`` workers; the calling thread runs the first range itself. Worker threads
+never call back into ``parallel_for``, so concurrent executables cannot deadlock on the pool.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import logging
+import os
+import queue
+import threading
+
+from tfxla_cluster.codegen.engine import add_symbol
+
+log = logging.getLogger("tfxla_cluster.codegen")
+
+_lock = threading.Lock()
+_registered = False
+_blas: dict[str, int] = {}
+
+KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+PARALLEL_FOR_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+BOUNDS_FAIL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+
+
+# ---------------------------------------------------------------- BLAS
+def _find_openblas() -> dict[str, int]:
+    """Addresses of numpy's bundled OpenBLAS cblas_sgemm/dgemm (64-bit integer interface)."""
+    import numpy
+    base = os.path.dirname(numpy.__file__)
+    candidates = glob.glob(os.path.join(base, "..", "numpy.libs", "libscipy_openblas*.so*"))
+    try:
+        import scipy_openblas64  # noqa: F401 - present in some environments
+        candidates += glob.glob(os.path.join(os.path.dirname(scipy_openblas64.__file__), "lib", "*.so*"))
+    except ImportError:
+        pass
+    names = {"s": ["scipy_cblas_sgemm64_", "cblas_sgemm64_"], "d": ["scipy_cblas_dgemm64_", "cblas_dgemm64_"]}
+    for path in candidates:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        found = {}
+        for kind, options in names.items():
+            for n in options:
+                try:
+                    found[kind] = ctypes.cast(getattr(lib, n), ctypes.c_void_p).value
+                    break
+                except AttributeError:
+                    continue
+        if len(found) == 2:
+            found["_lib"] = lib  # keep the handle open
+            return found
+    return {}
+
+
+def blas_available() -> bool:
+    ensure_registered()
+    return bool(_blas)
+
+
+# ---------------------------------------------------------------- thread pool
+class _Pool:
+    """A minimal fork-join pool: fixed workers, one queue, one completion counter per job."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.q: queue.SimpleQueue = queue.SimpleQueue()
+        for k in range(workers):
+            threading.Thread(target=self._run, name=f"tfxla-cpu-{k}", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            fn, args, done = self.q.get()
+            try:
+                fn(*args)
+            finally:
+                done.release()
+
+    def run(self, fn, ranges, table) -> None:
+        done = threading.Semaphore(0)
+        for lo, hi in ranges[1:]:
+            self.q.put((fn, (table, lo, hi), done))
+        fn(table, *ranges[0])
+        for _ in ranges[1:]:
+            done.acquire()
+
+
+_pool: _Pool | None = None
+_kernels: dict[int, object] = {}
+
+
+def _get_pool(threads: int) -> _Pool:
+    global _pool
+    if _pool is None or _pool.workers < threads - 1:
+        with _lock:
+            if _pool is None or _pool.workers < threads - 1:
+                _pool = _Pool(max(threads - 1, 1))
+    return _pool
+
+
+def split_range(n: int, tasks: int) -> list[tuple[int, int]]:
+    tasks = max(1, min(tasks, n))
+    step, extra = divmod(n, tasks)
+    out, lo = [], 0
+    for k in range(tasks):
+        hi = lo + step + (1 if k < extra else 0)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def _parallel_for(fn_addr, table, n, tasks) -> None:
+    try:
+        fn = _kernels.get(fn_addr)
+        if fn is None:
+            fn = _kernels[fn_addr] = KERNEL_FN(fn_addr)
+        ranges = split_range(n, tasks)
+        if len(ranges) == 1:
+            fn(table, *ranges[0])
+        else:
+            _get_pool(len(ranges)).run(fn, ranges, table)
+    except Exception:  # pragma: no cover - never let an exception cross the C frame
+        log.exception("tfxla_parallel_for failed")
+
+
+_parallel_for_c = PARALLEL_FOR_FN(_parallel_for)
+
+# ---------------------------------------------------------------- bounds checks
+_bounds_lock = threading.Lock()
+_bounds_errors: dict[int, list[tuple[int, int, int]]] = {}
+
+
+def _bounds_fail(table, kernel, index, size) -> None:
+    with _bounds_lock:
+        errs = _bounds_errors.setdefault(table or 0, [])
+        if len(errs) < 16:
+            errs.append((kernel, index, size))
+
+
+_bounds_fail_c = BOUNDS_FAIL_FN(_bounds_fail)
+
+
+def take_bounds_errors(table_address: int) -> list[tuple[int, int, int]]:
+    with _bounds_lock:
+        return _bounds_errors.pop(table_address, [])
+
+
+# ---------------------------------------------------------------- registration
+def ensure_registered() -> None:
+    """Register the runtime symbols with LLVM (once per process)."""
+    global _registered, _blas
+    if _registered:
+        return
+    with _lock:
+        if _registered:
+            return
+        add_symbol("tfxla_parallel_for", ctypes.cast(_parallel_for_c, ctypes.c_void_p).value)
+        add_symbol("tfxla_bounds_fail", ctypes.cast(_bounds_fail_c, ctypes.c_void_p).value)
+        _blas = _find_openblas()
+        if _blas:
+            add_symbol("tfxla_cblas_sgemm", _blas["s"])
+            add_symbol("tfxla_cblas_dgemm", _blas["d"])
+        else:
+            log.info("OpenBLAS not found next to numpy: GEMMs are emitted as LLVM IR loops")
+        _registered = True

@@ -1,0 +1,603 @@
+"""Value-level semantics of HLO elementwise ops in LLVM IR (XLA's ElementalIrEmitter, scalar part).
+
+Every function here takes register values and returns a register value; nothing reads memory. The
+semantics are exactly those of the reference evaluator (``tfxla_cluster.hlo.eval_elementwise``):
+
+- f16/bf16 arithmetic is done in f32 and rounded back (round-to-nearest-even) after each op;
+- integers wrap; x/0 is -1 (signed) or all ones (unsigned), INT_MIN/-1 = INT_MIN, x%0 = x,
+  INT_MIN%-1 = 0 — emitted without undefined behaviour (the divisor is made safe first);
+- shift amounts are unsigned; amounts >= the bit width give 0 (or the sign fill for arithmetic shift);
+- maximum/minimum propagate NaN and otherwise follow std::max/min (max(-0, +0) is the lhs);
+- convert float→int saturates and maps NaN to 0; anything → f16/bf16 goes through f32;
+- compare FLOAT is IEEE, TOTALORDER orders -NaN < -inf < … < -0 < +0 < … < inf < +NaN.
+
+Ordinary float arithmetic carries only the ``contract`` fast-math flag (XLA's AllowFPOpFusion=Fast)
+unless ``xla_cpu_enable_fast_math`` is on. With ``fast_transcendentals`` f32 exp/log/tanh use inline
+Cephes/Eigen approximations (a few ulp, like XLA:CPU's own) so loops containing them vectorise.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen.context import ModuleContext
+from tfxla_cluster.errors import UnimplementedError
+from tfxla_cluster.hlo.attrs import ComparisonDirection as D
+from tfxla_cluster.hlo.attrs import ComparisonType, default_comparison_type
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as T
+
+_HALF = (T.F16, T.BF16)
+
+
+class ScalarOps:
+    """Emits scalar HLO operations with one builder into one module."""
+
+    def __init__(self, b: ir.IRBuilder, mctx: ModuleContext) -> None:
+        self.b = b
+        self.mctx = mctx
+        self.flags = mctx.options.float_flags
+
+    # ---------------------------------------------------------------- float compute type
+    def to_compute(self, et: T, v: ir.Value) -> ir.Value:
+        """f16/bf16 register value → f32; other types unchanged."""
+        b = self.b
+        if et is T.F16:
+            return b.fpext(v, t.F32)
+        if et is T.BF16:
+            return b.bitcast(b.shl(b.zext(v, t.I32), ir.Constant(t.I32, 16)), t.F32)
+        return v
+
+    def from_compute(self, et: T, v: ir.Value) -> ir.Value:
+        """f32 → f16/bf16 with round-to-nearest-even; other types unchanged."""
+        b = self.b
+        if et is T.F16:
+            return b.fptrunc(v, t.F16)
+        if et is T.BF16:
+            bits = b.bitcast(v, t.I32)
+            lsb = b.and_(b.lshr(bits, ir.Constant(t.I32, 16)), ir.Constant(t.I32, 1))
+            rounded = b.lshr(b.add(bits, b.add(ir.Constant(t.I32, 0x7FFF), lsb)), ir.Constant(t.I32, 16))
+            quiet = b.or_(b.lshr(bits, ir.Constant(t.I32, 16)), ir.Constant(t.I32, 0x40))
+            isnan = b.fcmp_unordered("uno", v, v)
+            return b.trunc(b.select(isnan, quiet, rounded), t.I16)
+        return v
+
+    def fconst(self, ty: ir.Type, value: float) -> ir.Constant:
+        return t.float_constant(ty, value)
+
+    # ---------------------------------------------------------------- float helpers
+    def fadd(self, a, c):
+        return self.b.fadd(a, c, flags=self.flags)
+
+    def fsub(self, a, c):
+        return self.b.fsub(a, c, flags=self.flags)
+
+    def fmul(self, a, c):
+        return self.b.fmul(a, c, flags=self.flags)
+
+    def fdiv(self, a, c):
+        return self.b.fdiv(a, c, flags=self.flags)
+
+    def call_intrinsic(self, base: str, *args, ret=None):
+        fn = self.mctx.intrinsic(base, args[0].type, len(args), ret)
+        return self.b.call(fn, list(args))
+
+    def call_libm(self, name: str, *args):
+        ty = args[0].type
+        fname = name + ("f" if isinstance(ty, ir.FloatType) else "")
+        return self.b.call(self.mctx.function(fname, ty, [ty] * len(args)), list(args))
+
+    def isnan(self, v):
+        return self.b.fcmp_unordered("uno", v, v)
+
+    def fabs(self, v):
+        return self.call_intrinsic("fabs", v)
+
+    def clamp_keep_nan(self, v, lo: float, hi: float):
+        b, ty = self.b, v.type
+        v = b.select(b.fcmp_ordered("<", v, self.fconst(ty, lo)), self.fconst(ty, lo), v)
+        return b.select(b.fcmp_ordered(">", v, self.fconst(ty, hi)), self.fconst(ty, hi), v)
+
+    def poly(self, x, coeffs):
+        """Horner: coeffs[0]*x^(n-1) + ... + coeffs[-1]."""
+        acc = self.fconst(x.type, coeffs[0])
+        for c in coeffs[1:]:
+            acc = self.fadd(self.fmul(acc, x), self.fconst(x.type, c))
+        return acc
+
+    def fast(self, x) -> bool:
+        return self.mctx.options.fast_transcendentals and isinstance(x.type, ir.FloatType)
+
+    # ---------------------------------------------------------------- transcendentals
+    def exp(self, x):
+        if not self.fast(x):
+            return self.call_intrinsic("exp", x)
+        # Cephes expf: exp(x) = 2^n * exp(r), r = x - n*ln2 in [-ln2/2, ln2/2]; 2^n built in two halves
+        # so results in the denormal range are right too.
+        b, ty = self.b, x.type
+        xc = self.clamp_keep_nan(x, -104.0, 88.8)
+        n = self.call_intrinsic("floor", self.fadd(self.fmul(xc, self.fconst(ty, 1.44269504088896341)),
+                                                   self.fconst(ty, 0.5)))
+        r = self.fsub(self.fsub(xc, self.fmul(n, self.fconst(ty, 0.693359375))),
+                      self.fmul(n, self.fconst(ty, -2.12194440e-4)))
+        z = self.fmul(r, r)
+        p = self.poly(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+                          1.6666665459e-1, 5.0000001201e-1])
+        p = self.fadd(self.fadd(self.fmul(p, z), r), self.fconst(ty, 1.0))
+        ni = b.fptosi(b.select(self.isnan(n), self.fconst(ty, 0.0), n), t.I32)
+        n1 = b.ashr(ni, ir.Constant(t.I32, 1))
+        n2 = b.sub(ni, n1)
+
+        def pow2(k):
+            return b.bitcast(b.shl(b.add(k, ir.Constant(t.I32, 127)), ir.Constant(t.I32, 23)), ty)
+        res = b.fmul(b.fmul(p, pow2(n1)), pow2(n2))
+        res = b.select(b.fcmp_ordered(">", x, self.fconst(ty, 88.72283935546875)), self.fconst(ty, np.inf), res)
+        res = b.select(b.fcmp_ordered("<", x, self.fconst(ty, -103.972084045410)), self.fconst(ty, 0.0), res)
+        return b.select(self.isnan(x), x, res)
+
+    def log(self, x):
+        if not self.fast(x):
+            return self.call_intrinsic("log", x)
+        # Cephes logf with denormal inputs scaled into the normal range first.
+        b, ty = self.b, x.type
+        i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
+        tiny = b.fcmp_ordered("<", x, self.fconst(ty, 1.17549435e-38))
+        xs = b.select(tiny, b.fmul(x, self.fconst(ty, 8388608.0)), x)
+        bits = b.bitcast(xs, t.I32)
+        e = b.sub(b.and_(b.lshr(bits, i32(23)), i32(0xFF)), i32(126))
+        e = b.select(tiny, b.sub(e, i32(23)), e)
+        m = b.bitcast(b.or_(b.and_(bits, i32(0x807FFFFF)), i32(0x3F000000)), ty)
+        small = b.fcmp_ordered("<", m, self.fconst(ty, 0.707106781186547524))
+        e = b.select(small, b.sub(e, i32(1)), e)
+        m = self.fsub(b.select(small, self.fadd(m, m), m), self.fconst(ty, 1.0))
+        ef = b.sitofp(e, ty)
+        z = self.fmul(m, m)
+        y = self.poly(m, [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+                          1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+                          3.3333331174e-1])
+        y = self.fmul(self.fmul(y, m), z)
+        y = self.fadd(y, self.fmul(ef, self.fconst(ty, -2.12194440e-4)))
+        y = self.fsub(y, self.fmul(z, self.fconst(ty, 0.5)))
+        res = self.fadd(self.fadd(m, y), self.fmul(ef, self.fconst(ty, 0.693359375)))
+        res = b.select(b.fcmp_ordered("==", x, self.fconst(ty, np.inf)), x, res)
+        res = b.select(b.fcmp_ordered("==", x, self.fconst(ty, 0.0)), self.fconst(ty, -np.inf), res)
+        res = b.select(b.fcmp_unordered("ult", x, self.fconst(ty, 0.0)), self.fconst(ty, np.nan), res)
+        return b.select(self.isnan(x), x, res)
+
+    def tanh(self, x):
+        if not self.fast(x):
+            return self.call_libm("tanh", x)
+        # Eigen's (and XLA:CPU's) rational tanh approximation on [-7.9, 7.9].
+        b, ty = self.b, x.type
+        xc = self.clamp_keep_nan(x, -7.90531110763549805, 7.90531110763549805)
+        x2 = self.fmul(xc, xc)
+        p = self.fmul(xc, self.poly(x2, [-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+                                         5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
+                                         4.89352455891786e-03]))
+        q = self.poly(x2, [1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+                           4.89352518554385e-03])
+        res = b.fdiv(p, q)
+        small = b.fcmp_ordered("<", self.fabs(x), self.fconst(ty, 0.0004))
+        return b.select(small, x, res)
+
+    # ---------------------------------------------------------------- generic entry points
+    def unary(self, op: O, et: T, x: ir.Value) -> ir.Value:
+        fn = UNARY.get(op)
+        if fn is None:
+            raise UnimplementedError(f"native code for {op.text} is not implemented")
+        return fn(self, et, x)
+
+    def binary(self, op: O, et: T, a: ir.Value, c: ir.Value) -> ir.Value:
+        fn = BINARY.get(op)
+        if fn is None:
+            raise UnimplementedError(f"native code for {op.text} is not implemented")
+        return fn(self, et, a, c)
+
+    def is_nonzero(self, et: T, v):
+        b = self.b
+        if et is T.PRED:
+            return v
+        if et.is_float:
+            v = self.to_compute(et, v)
+            return b.fcmp_unordered("!=", v, self.fconst(v.type, 0.0))
+        return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+
+    def compare(self, direction: D, ctype: ComparisonType | None, et: T, a, c):
+        b = self.b
+        ctype = ctype or default_comparison_type(et)
+        sym = _CMP[direction]
+        if et.is_float and ctype is ComparisonType.TOTALORDER:
+            a, c = self._total_order_key(et, a), self._total_order_key(et, c)
+            return b.icmp_signed(sym, a, c)
+        if et.is_float:
+            a, c = self.to_compute(et, a), self.to_compute(et, c)
+            return b.fcmp_unordered(sym, a, c) if direction is D.NE else b.fcmp_ordered(sym, a, c)
+        if et is T.PRED:
+            return b.icmp_unsigned(sym, a, c)
+        if ctype is ComparisonType.SIGNED:
+            return b.icmp_signed(sym, a, c)
+        return b.icmp_unsigned(sym, a, c)
+
+    def _total_order_key(self, et: T, v):
+        b = self.b
+        width = et.bit_width
+        ity = ir.IntType(width)
+        s = v if et is T.BF16 else b.bitcast(v, ity)
+        mask = b.and_(b.ashr(s, ir.Constant(ity, width - 1)), ir.Constant(ity, (1 << (width - 1)) - 1))
+        return b.xor(s, mask)
+
+    def select(self, p, a, c):
+        return self.b.select(p, a, c)
+
+    def clamp(self, et: T, lo, x, hi):
+        if et.is_float:
+            xl = self.to_compute(et, lo)
+            xx = self.to_compute(et, x)
+            xh = self.to_compute(et, hi)
+            r = _fmin(self, _fmax(self, xx, xl, nan=False), xh, nan=False)
+            # NaN priority: low, then operand, then high (HandleClamp).
+            r = self.b.select(self.isnan(xh), xh, r)
+            r = self.b.select(self.isnan(xx), xx, r)
+            r = self.b.select(self.isnan(xl), xl, r)
+            return self.from_compute(et, r)
+        return _int_min(self, et, _int_max(self, et, x, lo), hi)
+
+    # ---------------------------------------------------------------- conversions
+    def convert(self, src: T, dst: T, v):
+        b = self.b
+        if src is dst:
+            return v
+        if dst is T.PRED:
+            return self.is_nonzero(src, v)
+        if src is T.PRED:
+            if dst.is_float:
+                f = b.uitofp(v, t.F32)
+                return self._float_from_f32(dst, f)
+            return b.zext(v, t.value_type(dst))
+        if src.is_float and dst.is_float:
+            f = self.to_compute(src, v)
+            if dst is T.F64:
+                return b.fpext(f, t.F64) if f.type != t.F64 else f
+            if f.type == t.F64:  # f64 -> f32 first (f16/bf16 are reached through f32, as in XLA)
+                f = b.fptrunc(f, t.F32)
+            return self._float_from_f32(dst, f)
+        if src.is_integral and dst.is_float:
+            if dst is T.F64:
+                return b.sitofp(v, t.F64) if src.is_signed_int else b.uitofp(v, t.F64)
+            f = b.sitofp(v, t.F32) if src.is_signed_int else b.uitofp(v, t.F32)
+            return self._float_from_f32(dst, f)
+        if src.is_integral and dst.is_integral:
+            sw, dw = src.bit_width, dst.bit_width
+            ty = t.value_type(dst)
+            if sw == dw:
+                return v
+            if sw > dw:
+                return b.trunc(v, ty)
+            return b.sext(v, ty) if src.is_signed_int else b.zext(v, ty)
+        if src.is_float and dst.is_integral:
+            return self._float_to_int(src, dst, v)
+        raise UnimplementedError(f"native convert from {src.value} to {dst.value} is not implemented")
+
+    def _float_from_f32(self, dst: T, f):
+        if dst is T.F32:
+            return f
+        if dst is T.F64:
+            return self.b.fpext(f, t.F64)
+        return self.from_compute(dst, f)
+
+    def _float_to_int(self, src: T, dst: T, v):
+        b = self.b
+        y = self.to_compute(src, v)
+        info = np.iinfo(dst.dtype)
+        # The bounds as the source type rounds them (static_cast<NativeSrcT>(max) in literal.cc).
+        hi = float(np.asarray(info.max).astype(src.dtype))
+        lo = float(np.asarray(info.min).astype(src.dtype))
+        ty = t.value_type(dst)
+        hic, loc = self.fconst(y.type, hi), self.fconst(y.type, lo)
+        inside = b.and_(b.fcmp_ordered(">", y, loc), b.fcmp_ordered("<", y, hic))
+        safe = b.select(inside, y, self.fconst(y.type, 0.0))
+        tr = b.fptosi(safe, ty) if dst.is_signed_int else b.fptoui(safe, ty)
+        tr = b.select(b.fcmp_ordered(">=", y, hic), t.int_constant(dst, int(info.max)), tr)
+        return b.select(b.fcmp_ordered("<=", y, loc), t.int_constant(dst, int(info.min)), tr)
+
+    def bitcast_value(self, src: T, dst: T, v):
+        """Same-width reinterpretation of a register value."""
+        b = self.b
+        if src is dst:
+            return v
+        raw = t.to_storage(b, src, v)
+        if raw.type != t.storage_type(dst):
+            raw = b.bitcast(raw, t.storage_type(dst))
+        return t.from_storage(b, dst, raw)
+
+    def reduce_precision(self, et: T, v, exponent_bits: int, mantissa_bits: int):
+        """HandleReducePrecision's bit recipe (round-to-nearest-even mantissa, exponent clamping)."""
+        b = self.b
+        width = et.bit_width
+        ity = ir.IntType(width)
+        c = lambda k: ir.Constant(ity, k & ((1 << width) - 1))  # noqa: E731
+        src_m, src_e = et.mantissa_bits, et.exponent_bits
+        bits = v if et is T.BF16 else b.bitcast(v, ity)
+        x = bits
+        if mantissa_bits < src_m:
+            shift = src_m - mantissa_bits
+            last = b.lshr(b.and_(x, c(1 << shift)), c(shift))
+            bias = c((1 << (shift - 1)) - 1)
+            x = b.and_(b.add(x, b.add(last, bias)), c(~((1 << shift) - 1)))
+        if exponent_bits < src_e:
+            sign_mask = c(1 << (width - 1))
+            exp_mask = c(((1 << src_e) - 1) << src_m)
+            bias = (1 << (src_e - 1)) - 1
+            reduced_bias = (1 << (exponent_bits - 1)) - 1
+            max_exp = c((bias + reduced_bias) << src_m)
+            min_exp = c((bias - reduced_bias) << src_m)
+            x_exp = b.and_(x, exp_mask)
+            signed_zero = b.and_(x, sign_mask)
+            x = b.select(b.icmp_unsigned(">", x_exp, max_exp), b.or_(signed_zero, exp_mask), x)
+            x = b.select(b.icmp_unsigned("<=", x_exp, min_exp), signed_zero, x)
+        out = x if et is T.BF16 else b.bitcast(x, v.type)
+        nan = self.isnan(self.to_compute(et, v))
+        if mantissa_bits > 0:
+            return b.select(nan, v, out)
+        inf = t.constant(et, np.inf)
+        return b.select(nan, inf, out)
+
+
+_CMP = {D.EQ: "==", D.NE: "!=", D.LT: "<", D.LE: "<=", D.GT: ">", D.GE: ">="}
+
+
+# ---------------------------------------------------------------- helpers for the tables
+def _float_unary(fn):
+    """A float op done in the compute type (f32 for f16/bf16), rounded back."""
+    def emit(s: ScalarOps, et: T, x):
+        if not et.is_float:
+            raise UnimplementedError(f"this op is only defined for floats, not {et.value}")
+        return s.from_compute(et, fn(s, s.to_compute(et, x)))
+    return emit
+
+
+def _int_or_float_unary(int_fn, float_fn, pred_fn=None):
+    def emit(s: ScalarOps, et: T, x):
+        if et is T.PRED:
+            if pred_fn is None:
+                raise UnimplementedError(f"this op is not defined for pred")
+            return pred_fn(s, x)
+        if et.is_float:
+            return s.from_compute(et, float_fn(s, s.to_compute(et, x)))
+        if et.is_integral:
+            return int_fn(s, et, x)
+        raise UnimplementedError(f"no native code for element type {et.value}")
+    return emit
+
+
+def _abs_int(s, et, x):
+    if et.is_unsigned_int:
+        return x
+    b = s.b
+    return b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)), b.neg(x), x)
+
+
+def _sign_float(s, x):
+    b, ty = s.b, x.type
+    one = b.select(b.fcmp_unordered("!=", x, s.fconst(ty, 0.0)), s.fconst(ty, 1.0), s.fconst(ty, 0.0))
+    r = s.call_intrinsic("copysign", one, x)
+    return b.select(s.isnan(x), x, r)
+
+
+def _sign_int(s, et, x):
+    b, zero = s.b, ir.Constant(x.type, 0)
+    if et.is_unsigned_int:
+        return b.zext(b.icmp_unsigned("!=", x, zero), x.type)
+    pos = b.zext(b.icmp_signed(">", x, zero), x.type)
+    neg = b.zext(b.icmp_signed("<", x, zero), x.type)
+    return b.sub(pos, neg)
+
+
+def _not(s, et, x):
+    return s.b.not_(x)
+
+
+def _is_finite(s, et, x):
+    if not et.is_float:
+        raise UnimplementedError("is-finite is only defined for floats")
+    y = s.to_compute(et, x)
+    return s.b.fcmp_ordered("<", s.fabs(y), s.fconst(y.type, np.inf))
+
+
+def _int_only(fn):
+    def emit(s, et, x):
+        if not et.is_integral:
+            raise UnimplementedError(f"this op is only defined for integers, not {et.value}")
+        return fn(s, et, x)
+    return emit
+
+
+def _logistic(s, x):
+    one = s.fconst(x.type, 1.0)
+    return s.b.fdiv(one, s.fadd(one, s.exp(s.b.fneg(x))), flags=s.flags)
+
+
+UNARY = {
+    O.ABS: _int_or_float_unary(_abs_int, lambda s, x: s.fabs(x)),
+    O.NEGATE: _int_or_float_unary(lambda s, et, x: s.b.neg(x), lambda s, x: s.b.fneg(x), lambda s, x: x),
+    O.SIGN: _int_or_float_unary(_sign_int, _sign_float),
+    O.NOT: _not,
+    O.POPCNT: _int_only(lambda s, et, x: s.call_intrinsic("ctpop", x)),
+    O.CLZ: _int_only(lambda s, et, x: s.b.call(s.mctx.function(f"llvm.ctlz.i{x.type.width}", x.type,
+                                                               [x.type, t.I1]), [x, ir.Constant(t.I1, 0)])),
+    O.COPY: lambda s, et, x: x,
+    O.IS_FINITE: _is_finite,
+    O.EXP: _float_unary(lambda s, x: s.exp(x)),
+    O.EXPM1: _float_unary(lambda s, x: s.call_libm("expm1", x)),
+    O.LOG: _float_unary(lambda s, x: s.log(x)),
+    O.LOG1P: _float_unary(lambda s, x: s.call_libm("log1p", x)),
+    O.SQRT: _float_unary(lambda s, x: s.call_intrinsic("sqrt", x)),
+    O.RSQRT: _float_unary(lambda s, x: s.b.fdiv(s.fconst(x.type, 1.0), s.call_intrinsic("sqrt", x))),
+    O.CBRT: _float_unary(lambda s, x: s.call_libm("cbrt", x)),
+    O.SIN: _float_unary(lambda s, x: s.call_intrinsic("sin", x)),
+    O.COS: _float_unary(lambda s, x: s.call_intrinsic("cos", x)),
+    O.TAN: _float_unary(lambda s, x: s.call_libm("tan", x)),
+    O.TANH: _float_unary(lambda s, x: s.tanh(x)),
+    O.LOGISTIC: _float_unary(_logistic),
+    O.FLOOR: _float_unary(lambda s, x: s.call_intrinsic("floor", x)),
+    O.CEIL: _float_unary(lambda s, x: s.call_intrinsic("ceil", x)),
+    O.ROUND_NEAREST_EVEN: _float_unary(lambda s, x: s.call_intrinsic("roundeven", x)),
+    O.ROUND_NEAREST_AFZ: _float_unary(lambda s, x: s.call_intrinsic("round", x)),
+    O.ERF: _float_unary(lambda s, x: s.call_libm("erf", x)),
+}
+
+
+# ---------------------------------------------------------------- binary
+def _arith(float_fn, int_fn, pred_fn=None):
+    def emit(s: ScalarOps, et: T, a, c):
+        if et is T.PRED:
+            if pred_fn is None:
+                raise UnimplementedError("this op is not defined for pred")
+            return pred_fn(s, a, c)
+        if et.is_float:
+            return s.from_compute(et, float_fn(s, s.to_compute(et, a), s.to_compute(et, c)))
+        if et.is_integral:
+            return int_fn(s, et, a, c)
+        raise UnimplementedError(f"no native code for element type {et.value}")
+    return emit
+
+
+def _safe_divisor(s, et, a, c):
+    """(divisor with the trapping cases replaced by 1, is-zero, is-overflow)."""
+    b = s.b
+    ty = a.type
+    zero = b.icmp_unsigned("==", c, ir.Constant(ty, 0))
+    special = zero
+    overflow = None
+    if et.is_signed_int:
+        int_min = ir.Constant(ty, 1 << (ty.width - 1))
+        overflow = b.and_(b.icmp_unsigned("==", a, int_min), b.icmp_signed("==", c, ir.Constant(ty, -1)))
+        special = b.or_(zero, overflow)
+    return b.select(special, ir.Constant(ty, 1), c), zero
+
+
+def _int_divide(s, et, a, c):
+    b = s.b
+    safe, zero = _safe_divisor(s, et, a, c)
+    if et.is_signed_int:
+        q = b.sdiv(a, safe)  # INT_MIN / 1 == INT_MIN, the overflow result
+        return b.select(zero, ir.Constant(a.type, -1), q)
+    return b.select(zero, ir.Constant(a.type, -1), b.udiv(a, safe))
+
+
+def _int_remainder(s, et, a, c):
+    b = s.b
+    safe, zero = _safe_divisor(s, et, a, c)
+    r = b.srem(a, safe) if et.is_signed_int else b.urem(a, safe)
+    return b.select(zero, a, r)
+
+
+def _fmax(s, x, y, nan=True):
+    b = s.b
+    r = b.select(b.fcmp_ordered("<", x, y), y, x)
+    if nan:
+        r = b.select(s.isnan(y), y, r)
+        r = b.select(s.isnan(x), x, r)
+    return r
+
+
+def _fmin(s, x, y, nan=True):
+    b = s.b
+    r = b.select(b.fcmp_ordered("<", y, x), y, x)
+    if nan:
+        r = b.select(s.isnan(y), y, r)
+        r = b.select(s.isnan(x), x, r)
+    return r
+
+
+def _int_max(s, et, x, y):
+    lt = s.b.icmp_signed("<", x, y) if et.is_signed_int else s.b.icmp_unsigned("<", x, y)
+    return s.b.select(lt, y, x)
+
+
+def _int_min(s, et, x, y):
+    lt = s.b.icmp_signed("<", y, x) if et.is_signed_int else s.b.icmp_unsigned("<", y, x)
+    return s.b.select(lt, y, x)
+
+
+def _fpow(s, x, y):
+    b, ty = s.b, x.type
+    one = s.fconst(ty, 1.0)
+    r = s.call_intrinsic("pow", x, y)
+    trivial = b.or_(b.fcmp_ordered("==", x, one), b.fcmp_ordered("==", y, s.fconst(ty, 0.0)))
+    return b.select(trivial, one, r)
+
+
+def _ipow(s, et, a, c):
+    """Exponentiation by squaring, unrolled over the exponent's bits (wraps like the evaluator)."""
+    b = s.b
+    ty = a.type
+    one, zero = ir.Constant(ty, 1), ir.Constant(ty, 0)
+    e = c
+    if et.is_signed_int:
+        e = b.select(b.icmp_signed("<", c, zero), zero, c)
+    result, base = one, a
+    for _ in range(ty.width):
+        odd = b.trunc(e, t.I1)
+        result = b.select(odd, b.mul(result, base), result)
+        base = b.mul(base, base)
+        e = b.lshr(e, one)
+    is_one = b.icmp_unsigned("==", a, one)
+    if et.is_signed_int:
+        result = b.select(b.icmp_signed("<", c, zero), b.zext(is_one, ty), result)
+    return b.select(b.or_(is_one, b.icmp_unsigned("==", c, zero)), one, result)
+
+
+def _shift(kind: str):
+    def emit(s, et, a, c):
+        if not et.is_integral:
+            raise UnimplementedError("shifts are only defined for integers")
+        b = s.b
+        ty = a.type
+        out = b.icmp_unsigned(">=", c, ir.Constant(ty, ty.width))
+        safe = b.select(out, ir.Constant(ty, 0), c)
+        if kind == "left":
+            return b.select(out, ir.Constant(ty, 0), b.shl(a, safe))
+        if kind == "logical":
+            return b.select(out, ir.Constant(ty, 0), b.lshr(a, safe))
+        fill = b.ashr(a, ir.Constant(ty, ty.width - 1))
+        return b.select(out, fill, b.ashr(a, safe))
+    return emit
+
+
+def _bitwise(name):
+    def emit(s, et, a, c):
+        if et.is_float:
+            raise UnimplementedError("bitwise ops are not defined for floats")
+        return getattr(s.b, name)(a, c)
+    return emit
+
+
+def _fpow_pred(s, a, c):
+    return s.b.or_(a, s.b.not_(c))
+
+
+BINARY = {
+    O.ADD: _arith(lambda s, x, y: s.fadd(x, y), lambda s, et, x, y: s.b.add(x, y), lambda s, x, y: s.b.or_(x, y)),
+    O.SUBTRACT: _arith(lambda s, x, y: s.fsub(x, y), lambda s, et, x, y: s.b.sub(x, y),
+                       lambda s, x, y: s.b.xor(x, y)),
+    O.MULTIPLY: _arith(lambda s, x, y: s.fmul(x, y), lambda s, et, x, y: s.b.mul(x, y),
+                       lambda s, x, y: s.b.and_(x, y)),
+    O.DIVIDE: _arith(lambda s, x, y: s.fdiv(x, y), _int_divide),
+    O.REMAINDER: _arith(lambda s, x, y: s.b.frem(x, y), _int_remainder),
+    O.MAXIMUM: _arith(_fmax, _int_max, lambda s, x, y: s.b.or_(x, y)),
+    O.MINIMUM: _arith(_fmin, _int_min, lambda s, x, y: s.b.and_(x, y)),
+    O.POWER: _arith(_fpow, _ipow, _fpow_pred),
+    O.ATAN2: _arith(lambda s, x, y: s.call_libm("atan2", x, y),
+                    lambda s, et, x, y: (_ for _ in ()).throw(UnimplementedError("atan2 needs floats"))),
+    O.AND: _bitwise("and_"),
+    O.OR: _bitwise("or_"),
+    O.XOR: _bitwise("xor"),
+    O.SHIFT_LEFT: _shift("left"),
+    O.SHIFT_RIGHT_LOGICAL: _shift("logical"),
+    O.SHIFT_RIGHT_ARITHMETIC: _shift("arithmetic"),
+}
+
+# Reducers the reduction emitter may reassociate and vectorise: opcode -> float accumulate function.
+REASSOCIABLE = frozenset({O.ADD, O.MULTIPLY, O.MAXIMUM, O.MINIMUM, O.AND, O.OR, O.XOR})
