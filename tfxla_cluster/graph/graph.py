@@ -170,7 +170,13 @@ class Graph:
         return edge
 
     def _build_edges(self) -> None:
+        """Create edges in the order TF's own Graph would have them (edge order drives the clustering
+        pass's cycle graph). TF builds a graph with its nodes in topological id order, so an edge
+        whose source has a *higher* id than its destination was added later by a pass (for example
+        CloneConstants' clones): such "late" edges, and the SOURCE edges of nodes that only feed late
+        edges, come after the graph's own edges and its SOURCE/SINK fix-up edges."""
         back_edges: list[tuple[Node, int, Node, int]] = []
+        late_edges: list[tuple[Node, int, Node, int]] = []
         for node in self.nodes[2:]:
             data_index = 0
             seen_control: set[str] = set()
@@ -192,19 +198,28 @@ class Graph:
                             f"{src_name} which has {len(src.outputs)} outputs.")
                     dst_input = data_index
                     data_index += 1
+                edge = (src, slot, node, dst_input)
                 if src.op == "NextIteration" and node.op in ("Merge", "RefMerge"):
-                    back_edges.append((src, slot, node, dst_input))  # created last, as TF does
+                    back_edges.append(edge)  # loop back edges are created last, as TF does
+                elif src.id > node.id:
+                    late_edges.append(edge)
                 else:
-                    self._add_edge(src, slot, node, dst_input)
+                    self._add_edge(*edge)
         for edge in back_edges:
             self._add_edge(*edge)
+        late_only = {e[0].id for e in late_edges} - {e.src.id for e in self._edges} - {e[0].id for e in back_edges}
         # FixupSourceAndSinkEdges: every op node gets a path from SOURCE and to SINK.
         source, sink = self.nodes[SOURCE_ID], self.nodes[SINK_ID]
         for node in self.nodes[2:]:
-            if not node.in_edges:
+            if not node.in_edges and node.id not in late_only:
                 self._add_edge(source, CONTROL_SLOT, node, CONTROL_SLOT)
-            if not node.out_edges:
+            if not node.out_edges and node.id not in late_only:
                 self._add_edge(node, CONTROL_SLOT, sink, CONTROL_SLOT)
+        for edge in late_edges:
+            self._add_edge(*edge)
+        for node in self.nodes[2:]:
+            if node.id in late_only and not node.in_edges:
+                self._add_edge(source, CONTROL_SLOT, node, CONTROL_SLOT)
 
     def _check_acyclic(self) -> None:
         order = self.topological_order()
