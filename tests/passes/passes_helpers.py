@@ -137,8 +137,9 @@ def assert_same_values(got, want, rtol: float = 1e-4, atol: float = 1e-5, contex
         if w.dtype.kind in "iub":
             np.testing.assert_array_equal(g, w, err_msg=f"{context} output {k}")
         else:
-            g64 = g.astype(ml_dtypes.float32 if w.dtype == ml_dtypes.bfloat16 else g.dtype).astype(np.complex128 if w.dtype.kind == "c" else np.float64)
-            w64 = w.astype(ml_dtypes.float32 if w.dtype == ml_dtypes.bfloat16 else w.dtype).astype(np.complex128 if w.dtype.kind == "c" else np.float64)
+            wide = np.complex128 if w.dtype.kind == "c" else np.float64
+            g64 = g.astype(np.float32 if g.dtype == ml_dtypes.bfloat16 else g.dtype).astype(wide)
+            w64 = w.astype(np.float32 if w.dtype == ml_dtypes.bfloat16 else w.dtype).astype(wide)
             np.testing.assert_allclose(g64, w64, rtol=rtol, atol=atol, equal_nan=True, err_msg=f"{context} output {k}")
 
 
