@@ -4,7 +4,7 @@ Stage: visualization — reads results of the earlier stages, never changes them
 
     model.py        MarkResult → VizModel (nodes with reasons, shapes, attrs; clusters with boundaries);
                     focus (``--around NODE --depth K``)
-    cluster_dot.py  Plan (what to draw: all / focus, boxed / collapsed clusters) → DOT text (pure Python)
+    graph_dot.py    Plan (what to draw: all / focus, boxed / collapsed clusters) → DOT text (pure Python)
     layout.py       Graphviz ``dot`` through the ``graphviz`` binding (clear error when missing); formats
     svg.py          the clustering SVG annotated: one group per cluster (``id="cluster_<name>"``) holding
                     one group per node (``data-node``)
@@ -28,9 +28,9 @@ _LAZY = {
     "build_model": "tfxla_cluster.viz.model",
     "VizModel": "tfxla_cluster.viz.model",
     "focus": "tfxla_cluster.viz.model",
-    "make_plan": "tfxla_cluster.viz.cluster_dot",
-    "to_dot": "tfxla_cluster.viz.cluster_dot",
-    "cluster_dot": "tfxla_cluster.viz.cluster_dot",
+    "make_plan": "tfxla_cluster.viz.graph_dot",
+    "to_dot": "tfxla_cluster.viz.graph_dot",
+    "cluster_dot": "tfxla_cluster.viz.graph_dot",
     "dot_to_svg": "tfxla_cluster.viz.layout",
     "graphviz_available": "tfxla_cluster.viz.layout",
     "cluster_svg": "tfxla_cluster.viz.svg",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.jit.mark_for_compilation import MarkResult
-from tfxla_cluster.viz.cluster_dot import make_plan, to_dot
+from tfxla_cluster.viz.graph_dot import make_plan, to_dot
 from tfxla_cluster.viz.layout import FORMATS, format_for  # noqa: F401  (format_for is part of this API)
 from tfxla_cluster.viz.model import build_model
 

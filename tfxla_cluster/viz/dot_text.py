@@ -79,5 +79,6 @@ def shade(color: str, amount: float) -> str:
 
 
 def safe_id(text: str) -> str:
-    """An XML/CSS-friendly identifier fragment (letters, digits, ``_``, ``-``)."""
-    return "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in text)
+    """An XML-id-friendly fragment: letters, digits, ``_``, ``-``, ``.`` kept (HLO names stay readable),
+    anything else becomes ``_``."""
+    return "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "_-." else "_" for ch in text)

@@ -20,7 +20,7 @@ import collections
 import html
 import json
 
-from tfxla_cluster.viz.cluster_dot import Plan
+from tfxla_cluster.viz.graph_dot import Plan
 from tfxla_cluster.viz.model import VizModel, reason_fill
 
 _MAX_LISTED = 60

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass, field
 
+import numpy as np
 from tensorflow.core.framework import attr_value_pb2, types_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError, NotFoundError
@@ -198,14 +199,31 @@ def _proto_shape_text(shape) -> str:
     return "[" + ",".join("?" if d.size < 0 else str(d.size) for d in shape.dim) + "]"
 
 
+_CONTENT_DTYPES = {
+    types_pb2.DT_FLOAT: "<f4", types_pb2.DT_DOUBLE: "<f8", types_pb2.DT_HALF: "<f2",
+    types_pb2.DT_INT32: "<i4", types_pb2.DT_INT64: "<i8", types_pb2.DT_INT16: "<i2", types_pb2.DT_INT8: "i1",
+    types_pb2.DT_UINT8: "u1", types_pb2.DT_UINT16: "<u2", types_pb2.DT_UINT32: "<u4",
+    types_pb2.DT_UINT64: "<u8", types_pb2.DT_BOOL: "?",
+}
+
+
+def _values_text(vals: list, more: bool) -> str:
+    shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in vals[:4])
+    return " {" + shown + (", …" if more or len(vals) > 4 else "") + "}"
+
+
 def _tensor_text(t) -> str:
     text = dtype_short(t.dtype) + _proto_shape_text(t.tensor_shape)
-    # Show the values of small constants inline; big ones only by shape.
-    for field_name in ("float_val", "double_val", "int_val", "int64_val", "bool_val", "half_val"):
+    # The first few values of a constant, from whichever field holds them.
+    if t.tensor_content and t.dtype in _CONTENT_DTYPES:
+        dtype = np.dtype(_CONTENT_DTYPES[t.dtype])
+        count = min(5, len(t.tensor_content) // dtype.itemsize)
+        vals = np.frombuffer(t.tensor_content, dtype=dtype, count=count).tolist()
+        return text + _values_text(vals, len(t.tensor_content) > count * dtype.itemsize)
+    for field_name in ("float_val", "double_val", "int_val", "int64_val", "bool_val"):
         vals = list(getattr(t, field_name))
         if vals:
-            shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in vals[:4])
-            return text + " {" + shown + (", …" if len(vals) > 4 else "") + "}"
+            return text + _values_text(vals, False)
     if t.string_val:
         return text + " {" + ", ".join(repr(s.decode("utf-8", "replace"))[:20] for s in t.string_val[:2]) + "}"
     return text
