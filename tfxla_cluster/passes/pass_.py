@@ -11,8 +11,8 @@
   that ran before it, innermost pipeline names joined with '/'.
 - ``FixedPoint(name, passes, max_iters=25)``: runs the passes as a pipeline until an iteration changes
   nothing, at most ``max_iters`` times (XLA's HloPassFix limit). If the module after an iteration is
-  text-identical to the module after an earlier iteration, the passes are cycling: it stops, warns, and
-  records ``cycle`` (the two iteration numbers) instead of spinning to the limit.
+  text-identical to the module after an earlier iteration (from the second on), the passes are cycling:
+  it stops, warns, and records ``cycle`` (the two iteration numbers) instead of spinning to the limit.
 
 Pipelines are passes themselves, so they nest, and disabling a pipeline's name disables all of it.
 """
@@ -170,7 +170,9 @@ class FixedPoint(Pipeline):
             if not changed:
                 break
             changed_any = True
-            text = module.to_string()
+            if it == 1:
+                continue  # most fixed points converge in two iterations: start fingerprinting at the second
+            text = module.to_string(metadata=False)
             if text in seen:
                 self.cycle = (seen[text], it)
                 warnings.warn(f"fixed point '{self.name}' is cycling: the module after iteration {it} is the "
