@@ -321,11 +321,11 @@ def test_chain_of_ops():  # 20
 
 
 def test_illegal_cycle_useful_error_message():  # 21
-    # TF's test adds a->b, b->c, then c->a; edges follow the consumer's GraphDef order, so list b, c, a.
+    # TF's test adds a->b, b->c, then c->a; c->a points backwards in node order, so it comes last.
     b = GDB()
+    b.op("NoOp", name="a", ctrl=("c",))
     b.op("NoOp", name="b", ctrl=("a",))
     b.op("NoOp", name="c", ctrl=("b",))
-    b.op("NoOp", name="a", ctrl=("c",))
     with pytest.raises(InternalError) as err:
         mark(b)
     assert "Edge from c to a would create a cycle.\n+-> a\n|   b\n+-- c\n" in str(err.value)
