@@ -9,8 +9,8 @@ from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.parser import parse_module
 from tfxla_cluster.hlo.verifier import verify_module
 from tfxla_cluster.passes import (CallInliner, ConditionalSimplifier, CpuLayoutAssignment, DotDecomposer,
-                                  HloConstantFolding, HloCSE, HloDCE, LogisticExpander, TransposeFolding,
-                                  TupleSimplifier)
+                                  HloConstantFolding, HloCSE, HloDCE, LogisticExpander, SortSimplifier,
+                                  TopkRewriter, TransposeFolding, TupleSimplifier)
 from tfxla_cluster.passes.constant_folding import should_fold
 
 ADD = """%add (x: f32[], y: f32[]) -> f32[] {
@@ -359,4 +359,53 @@ ENTRY e {
   b = f32[6]{0} bitcast(t)
   ROOT n = f32[6] negate(b)
 }""", "CHECK: f32[2,3]{1,0} parameter(0)\nCHECK-NOT: {0,1}\nCHECK-NOT: bitcast")
+    assert changed
+
+
+# ---------------------------------------------------------------- sorts
+GT_TOTAL = """%gt (a: f32[], b: f32[], c: s32[], d: s32[]) -> pred[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  %c = s32[] parameter(2)
+  %d = s32[] parameter(3)
+  ROOT %g = pred[] compare(%a, %b), direction=GT, type=TOTALORDER
+}
+"""
+
+
+def test_topk_rewriter():
+    module, changed = run(TopkRewriter(), "HloModule m\n" + GT_TOTAL + """
+ENTRY e {
+  p = f32[4,16] parameter(0)
+  i = s32[4,16] iota(), iota_dimension=1
+  s = (f32[4,16], s32[4,16]) sort(p, i), dimensions={1}, is_stable=true, to_apply=%gt
+  v = f32[4,16] get-tuple-element(s), index=0
+  x = s32[4,16] get-tuple-element(s), index=1
+  vk = f32[4,3] slice(v), slice={[0:4], [0:3]}
+  xk = s32[4,3] slice(x), slice={[0:4], [0:3]}
+  ROOT t = (f32[4,3], s32[4,3]) tuple(vk, xk)
+}""", 'CHECK: custom-call(%p), custom_call_target="TopK"\nCHECK-NOT: sort(\nCHECK: ROOT')
+    assert changed
+
+
+def test_topk_rewriter_needs_a_prefix_slice():
+    module = parse_module("HloModule m\n" + GT_TOTAL + """
+ENTRY e {
+  p = f32[4,16] parameter(0)
+  i = s32[4,16] iota(), iota_dimension=1
+  s = (f32[4,16], s32[4,16]) sort(p, i), dimensions={1}, is_stable=true, to_apply=%gt
+  v = f32[4,16] get-tuple-element(s), index=0
+  ROOT vk = f32[4,3] slice(v), slice={[0:4], [2:5]}
+}""")
+    assert not TopkRewriter().run(module)
+
+
+def test_sort_simplifier_drops_unread_operands():
+    module, changed = run(SortSimplifier(), "HloModule m\n" + GT_TOTAL + """
+ENTRY e {
+  p = f32[4,16] parameter(0)
+  i = s32[4,16] iota(), iota_dimension=1
+  s = (f32[4,16], s32[4,16]) sort(p, i), dimensions={1}, is_stable=true, to_apply=%gt
+  ROOT v = f32[4,16] get-tuple-element(s), index=0
+}""", "CHECK: (a: f32[], b: f32[]) -> pred[]\nCHECK: ROOT {{.*}} f32[4,16]{1,0} sort(%p)")
     assert changed

@@ -4,8 +4,8 @@
     algsimp.py             AlgebraicSimplifier: one named rule per rewrite (RULES)
     dce.py cse.py          HloDCE, HloCSE
     constant_folding.py    HloConstantFolding (evaluated with the reference evaluator)
-    expanders.py           CallInliner, LogisticExpander, DotDecomposer, TransposeFolding
-    control_flow.py        ConditionalSimplifier, TupleSimplifier
+    expanders.py           CallInliner, LogisticExpander, DotDecomposer, TransposeFolding, TopkRewriter
+    control_flow.py        ConditionalSimplifier, SortSimplifier, TupleSimplifier
     layout_assignment.py   CpuLayoutAssignment (row-major everywhere)
     fusion.py              CpuInstructionFusion with FusionDecision reasons (fusion_ir.py edits fusions)
     multi_output_fusion.py CpuMultiOutputFusion (opt-in, as in XLA:CPU)
@@ -17,10 +17,11 @@
 from tfxla_cluster.passes.algsimp import RULES, AlgebraicSimplifier
 from tfxla_cluster.passes.buffer_assignment import BufferAssignment, assign_buffers, unfused_intermediate_bytes
 from tfxla_cluster.passes.constant_folding import HloConstantFolding
-from tfxla_cluster.passes.control_flow import ConditionalSimplifier, TupleSimplifier
+from tfxla_cluster.passes.control_flow import ConditionalSimplifier, SortSimplifier, TupleSimplifier
 from tfxla_cluster.passes.cse import HloCSE
 from tfxla_cluster.passes.dce import HloDCE
-from tfxla_cluster.passes.expanders import CallInliner, DotDecomposer, LogisticExpander, TransposeFolding
+from tfxla_cluster.passes.expanders import (CallInliner, DotDecomposer, LogisticExpander, TopkRewriter,
+                                            TransposeFolding)
 from tfxla_cluster.passes.fusion import CpuInstructionFusion, FusionDecision, FusionRecord
 from tfxla_cluster.passes.fusion_naming import FusionNamer
 from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
@@ -30,8 +31,8 @@ from tfxla_cluster.passes.pipeline import OptimizeReport, cpu_pipeline, optimize
 
 __all__ = [
     "RULES", "AlgebraicSimplifier", "BufferAssignment", "assign_buffers", "unfused_intermediate_bytes",
-    "HloConstantFolding", "ConditionalSimplifier", "TupleSimplifier", "HloCSE", "HloDCE", "CallInliner",
-    "DotDecomposer", "LogisticExpander", "TransposeFolding", "CpuInstructionFusion", "FusionDecision",
+    "HloConstantFolding", "ConditionalSimplifier", "SortSimplifier", "TupleSimplifier", "HloCSE", "HloDCE", "CallInliner",
+    "DotDecomposer", "LogisticExpander", "TopkRewriter", "TransposeFolding", "CpuInstructionFusion", "FusionDecision",
     "FusionRecord", "FusionNamer", "CpuLayoutAssignment", "CpuMultiOutputFusion", "FixedPoint", "HloPass",
     "PassContext", "PassRecord", "Pipeline", "OptimizeReport", "cpu_pipeline", "optimize", "optimize_with_report",
 ]

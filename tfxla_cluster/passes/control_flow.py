@@ -6,6 +6,7 @@
   concatenate, dynamic-slice, get-tuple-element, reduce, reshape, pad, parameter, slice, tuple) and
   neither branch is empty becomes both branches inlined plus a ``select`` per array leaf (the
   predicate broadcast to the leaf shape). Conditionals with side effects stay.
+- ``SortSimplifier``: a sort drops operands that nobody reads and its comparator ignores.
 - ``TupleSimplifier`` (xla/hlo/transforms/simplifiers/tuple_simplifier.cc):
   ``tuple(gte(t, 0), ..., gte(t, n-1))`` of the whole of ``t`` becomes ``t``; ``gte(tuple(...))`` is
   left to the algebraic simplifier.
@@ -124,3 +125,64 @@ class TupleSimplifier(HloPass):
                     changed = True
             g.finish()
         return changed
+
+
+class SortSimplifier(HloPass):
+    """xla/hlo/transforms/simplifiers/sort_simplifier.cc: a multi-operand sort drops the operands whose
+    sorted output nobody reads and whose comparator parameters are unused (e.g. an index iota that
+    only rode along); the comparator is rebuilt without those parameters."""
+
+    name = "simplify-sorts"
+
+    def run_on_module(self, module: HloModule) -> bool:
+        changed = False
+        for comp in [c for c in module.computation_post_order() if not c.is_fusion_computation]:
+            g = UseGraph(comp)
+            for sort in comp.post_order():
+                if sort.opcode is O.SORT and sort.parent is comp and sort.shape.is_tuple:
+                    changed |= self._simplify(g, module, sort)
+            g.finish()
+        if changed:
+            module.remove_unused_computations()
+        return changed
+
+    @staticmethod
+    def _simplify(g: UseGraph, module: HloModule, sort: HloInstruction) -> bool:
+        users = g.users(sort)
+        if sort is g.comp.root or any(u.opcode is not O.GET_TUPLE_ELEMENT for u in users):
+            return False
+        comparator = sort.to_apply
+        cmp_users = comparator.users()
+        read = {u.tuple_index for u in users}
+        keep = [k for k in range(len(sort.operands))
+                if k in read or any(cmp_users.get(comparator.parameter(2 * k + j)) for j in (0, 1))
+                or comparator.root in (comparator.parameter(2 * k), comparator.parameter(2 * k + 1))]
+        if len(keep) == len(sort.operands) or not keep:
+            return False
+        # the comparator without the dropped parameters
+        new_cmp = HloComputation(comparator.name)
+        mapping: dict[int, HloInstruction] = {}
+        for instr in comparator.post_order():
+            if instr.opcode is O.PARAMETER:
+                k, side = divmod(instr.parameter_number, 2)
+                if k not in keep:
+                    continue
+                clone = instr.clone([])
+                clone.parameter_number = 2 * keep.index(k) + side
+            else:
+                clone = instr.clone([mapping[id(o)] for o in instr.operands])
+            mapping[id(instr)] = new_cmp.add_instruction(clone)
+        new_cmp.set_root(mapping[id(comparator.root)])
+        module.add_computation(new_cmp)
+        operands = [sort.operands[k] for k in keep]
+        shape = Shape.tuple_of([o.shape for o in operands]) if len(keep) > 1 else operands[0].shape
+        new_sort = g.make(O.SORT, operands, shape, like=sort, dimensions=sort.dimensions, is_stable=sort.is_stable,
+                          called_computations=[new_cmp])
+        for u in users:
+            if len(keep) > 1:
+                u.tuple_index = keep.index(u.tuple_index)
+                g.replace_operand(u, sort, new_sort)
+            else:
+                g.replace(u, new_sort)
+        g.remove_if_dead(sort)
+        return True

@@ -14,6 +14,12 @@
 - ``TransposeFolding`` (xla/hlo/transforms/simplifiers/transpose_folding.cc), with XLA:CPU's policy:
   a ``transpose {1,0}`` feeding a rank-2, non-batch dot is folded into the dot's contracting
   dimensions (the GEMM reads its operand transposed).
+- ``TopkRewriter`` (xla/service/topk_rewriter.cc), with XLA:CPU's policy (f32 data): a sort along the
+  last dimension of an f32 rank-1/2 array (alone, or with an s32 iota of the sort dimension), ordered by
+  a NaN-safe "greater than" (``compare(p0, p1), direction=GT, type=TOTALORDER``), whose outputs are only
+  read through slices of the first k elements, becomes ``custom-call "TopK"`` returning
+  ``(values[..., k], s32 indices[..., k])`` — XLA:CPU's top-k runtime routine instead of a full sort.
+  Codegen must provide that routine; ``--xla_disable_hlo_passes=topk-rewriter`` keeps the sort.
 Batch-norm expansion does not apply: the IR has no batch-norm opcodes (tf2xla lowers them already).
 """
 from __future__ import annotations
@@ -21,9 +27,9 @@ from __future__ import annotations
 from math import prod
 
 from tfxla_cluster.hlo import attrs as A
-from tfxla_cluster.hlo.ir import HloInstruction, HloModule
+from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
-from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.passes.pass_ import HloPass
 from tfxla_cluster.passes.util import UseGraph, make_scalar_like, non_fusion_computations
 
@@ -183,3 +189,99 @@ class TransposeFolding(HloPass):
                 changed = True
             g.finish()
         return changed
+
+
+def _is_nan_safe_gt(comp: HloComputation) -> bool:
+    root = comp.root
+    return (root.opcode is O.COMPARE and root.comparison_direction is A.ComparisonDirection.GT
+            and root.comparison_type is A.ComparisonType.TOTALORDER
+            and [o.opcode for o in root.operands] == [O.PARAMETER, O.PARAMETER]
+            and [o.parameter_number for o in root.operands] == [0, 1])
+
+
+def _topk_k(g: UseGraph, sort: HloInstruction) -> int | None:
+    """k if every read of the sort is a slice of its first k elements along the last dimension."""
+    rank = sort.operands[0].shape.rank
+    readers = []
+    if sort.shape.is_tuple:
+        for gte in g.users(sort):
+            if gte.opcode is not O.GET_TUPLE_ELEMENT:
+                return None
+            readers.extend(g.users(gte))
+    else:
+        readers = g.users(sort)
+    ks = set()
+    for s in readers:
+        if s.opcode is not O.SLICE:
+            return None
+        dims = s.operands[0].shape.dimensions
+        for d, r in enumerate(s.slices):
+            if r.start != 0 or r.stride != 1 or (d != rank - 1 and r.limit != dims[d]):
+                return None
+        ks.add(s.slices[-1].limit)
+    if len(ks) != 1 or not readers:
+        return None
+    k = ks.pop()
+    return k if k < sort.operands[0].shape.dimensions[-1] else None
+
+
+class TopkRewriter(HloPass):
+    name = "topk-rewriter"
+
+    def run_on_module(self, module: HloModule) -> bool:
+        changed = False
+        for comp in non_fusion_computations(module):
+            g = UseGraph(comp)
+            for sort in comp.post_order():
+                if sort.opcode is O.SORT and sort.parent is comp:
+                    changed |= self._rewrite(g, module, sort)
+            g.finish()
+        return changed
+
+    def _rewrite(self, g: UseGraph, module: HloModule, sort: HloInstruction) -> bool:
+        data = sort.operands[0]
+        rank = data.shape.rank
+        if data.shape.element_type is not PrimitiveType.F32 or rank not in (1, 2) or \
+                sort.dimensions[0] != rank - 1 or len(sort.operands) > 2 or sort is g.comp.root:
+            return False
+        if len(sort.operands) == 2:
+            iota = sort.operands[1]
+            if iota.opcode is not O.IOTA or iota.iota_dimension != rank - 1 or \
+                    iota.shape.element_type is not PrimitiveType.S32:
+                return False
+        if not _is_nan_safe_gt(sort.to_apply):
+            return False
+        k = _topk_k(g, sort)
+        if k is None:
+            return False
+        x = data if rank == 2 else g.make(O.RESHAPE, [data], Shape.array(PrimitiveType.F32, (1,) + data.shape.dimensions),
+                                          like=sort)
+        batch = x.shape.dimensions[0]
+        comparator = _scalar_gt(module)
+        shape = Shape.tuple_of([Shape.array(PrimitiveType.F32, (batch, k)), Shape.array(PrimitiveType.S32, (batch, k))])
+        topk = g.make(O.CUSTOM_CALL, [x], shape, like=sort, name="custom-call", custom_call_target="TopK",
+                      called_computations=[comparator])
+        outputs = []
+        for index in range(2):
+            out = g.make(O.GET_TUPLE_ELEMENT, [topk], shape.tuple_shapes[index], like=sort, tuple_index=index,
+                         name="get-tuple-element")
+            if rank == 1:
+                out = g.make(O.RESHAPE, [out], Shape.array(out.shape.element_type, (k,)), like=sort)
+            outputs.append(out)
+        readers = [(0, s) for s in g.users(sort)] if not sort.shape.is_tuple else \
+            [(gte.tuple_index, s) for gte in g.users(sort) for s in g.users(gte)]
+        for index, s in readers:
+            g.replace(s, outputs[index])
+        return True
+
+
+def _scalar_gt(module: HloModule) -> HloComputation:
+    """``(lhs: f32[], rhs: f32[]) -> pred[]``: lhs > rhs in total order, TopK's comparator."""
+    from tfxla_cluster.hlo.builder import HloBuilder
+    b = HloBuilder("compare-greater-than")
+    lhs = b.parameter(0, Shape.scalar(PrimitiveType.F32), "p.0.lhs")
+    rhs = b.parameter(1, Shape.scalar(PrimitiveType.F32), "p.0.rhs")
+    b.compare(lhs, rhs, "GT", A.ComparisonType.TOTALORDER)
+    comp = b.build()
+    module.add_computation(comp)
+    return comp

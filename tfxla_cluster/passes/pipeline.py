@@ -3,8 +3,9 @@
 ``cpu_pipeline(flags)`` lists the passes in XLA:CPU's order — the one table of pass names:
 
     dce                                   start clean
-    call-inliner, dot_decomposer, logistic-expander        expanders (RunHloPassesThroughLayoutAssn 2-4)
-    simplification (fixed point, <= 25):  algsimp, simplify-conditional, tuple-simplifier, dce,
+    call-inliner, dot_decomposer, logistic-expander, topk-rewriter
+                                                           expanders (RunHloPassesThroughLayoutAssn 2-4)
+    simplification (fixed point, <= 25):  algsimp, simplify-sorts, simplify-conditional, tuple-simplifier, dce,
                                           constant_folding
     transpose-folding, cse                                 (step 6)
     layout-assignment                                      (CpuLayoutAssignment)
@@ -31,11 +32,12 @@ from tfxla_cluster.hlo.ir import HloModule
 from tfxla_cluster.passes.algsimp import AlgebraicSimplifier
 from tfxla_cluster.passes.buffer_assignment import BufferAssignment, assign_buffers
 from tfxla_cluster.passes.constant_folding import HloConstantFolding
-from tfxla_cluster.passes.control_flow import ConditionalSimplifier, TupleSimplifier
+from tfxla_cluster.passes.control_flow import ConditionalSimplifier, SortSimplifier, TupleSimplifier
 from tfxla_cluster.passes.cse import HloCSE
 from tfxla_cluster.passes.dce import HloDCE
 from tfxla_cluster.passes.dump import Dumper
-from tfxla_cluster.passes.expanders import CallInliner, DotDecomposer, LogisticExpander, TransposeFolding
+from tfxla_cluster.passes.expanders import (CallInliner, DotDecomposer, LogisticExpander, TopkRewriter,
+                                            TransposeFolding)
 from tfxla_cluster.passes.fusion import CpuInstructionFusion
 from tfxla_cluster.passes.fusion_naming import FusionNamer
 from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
@@ -65,8 +67,10 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None) -> Pipe
         CallInliner(),
         DotDecomposer(),
         LogisticExpander(),
+        TopkRewriter(),
         FixedPoint("simplification", [
             AlgebraicSimplifier(),
+            SortSimplifier(),
             ConditionalSimplifier(),
             TupleSimplifier(),
             HloDCE(),
