@@ -407,5 +407,5 @@ ENTRY e {
   i = s32[4,16] iota(), iota_dimension=1
   s = (f32[4,16], s32[4,16]) sort(p, i), dimensions={1}, is_stable=true, to_apply=%gt
   ROOT v = f32[4,16] get-tuple-element(s), index=0
-}""", "CHECK: (a: f32[], b: f32[]) -> pred[]\nCHECK: ROOT {{.*}} f32[4,16]{1,0} sort(%p)")
+}""", "CHECK: (a.1: f32[], b.1: f32[]) -> pred[]\nCHECK-NOT: s32\nCHECK: ROOT {{.*}} f32[4,16]{1,0} sort(%p)")
     assert changed
