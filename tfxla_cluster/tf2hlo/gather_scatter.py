@@ -1,1 +1,152 @@
-"""(placeholder)"""
+"""Gathers, scatters and one-hot (tf2xla's gather_op.cc, scatter_nd_op.cc, tensor scatter ops,
+one_hot_op.cc).
+
+Stage: lowering. ``GatherV2`` (any axis, ``batch_dims``) and ``GatherNd`` become one HLO ``gather``;
+``ScatterNd`` / ``TensorScatter{Update,Add,Sub,Max,Min}`` one ``scatter`` with the matching combiner.
+Out-of-range indices follow XLA (gather clamps the start, scatter skips the update) where TF's CPU
+kernels would report an error. ``OneHot`` compares the indices with an ``iota`` along the new axis.
+"""
+from __future__ import annotations
+
+from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.hlo.attrs import GatherDimensionNumbers, ScatterDimensionNumbers
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.tf2hlo import xla_lib as xl
+from tfxla_cluster.tf2hlo.registry import lowers
+
+
+def gather(b, params, indices, axis: int, batch_dims: int = 0):
+    """``tf.gather(params, indices, axis, batch_dims)`` as one HLO gather.
+
+    Batch dims become operand/start-index batching dims; the output is
+    ``params[:axis] + indices[batch_dims:] + params[axis+1:]``.
+    """
+    pd, idims = params.shape.dimensions, indices.shape.dimensions
+    ir = len(idims)
+    slice_sizes = list(pd)
+    slice_sizes[axis] = 1
+    for d in range(batch_dims):
+        slice_sizes[d] = 1
+    # Output: params[:axis] (batch dims first) + indices[batch_dims:] + params[axis+1:].
+    n_idx = ir - batch_dims
+    offset_dims = [d for d in range(batch_dims, axis)] + [axis + n_idx + k for k in range(len(pd) - axis - 1)]
+    dn = GatherDimensionNumbers(
+        offset_dims=tuple(offset_dims), collapsed_slice_dims=(axis,), start_index_map=(axis,), index_vector_dim=ir,
+        operand_batching_dims=tuple(range(batch_dims)), start_indices_batching_dims=tuple(range(batch_dims)))
+    return b.gather(params, indices, dn, slice_sizes)
+
+
+@lowers("GatherV2", "Gather")
+def _gather_v2(ctx, node):
+    params, indices = ctx.input(0), ctx.input(1)
+    rank = params.shape.rank
+    axis = ctx.const_int(2) if node.op == "GatherV2" else 0
+    batch_dims = int(ctx.attr("batch_dims", 0))
+    ir = indices.shape.rank
+    if batch_dims < 0:
+        batch_dims += ir
+    if not -rank <= axis < rank:
+        raise InvalidArgumentError(f"Expected axis in the range [{-rank}, {rank}), but got {axis}")
+    axis %= rank
+    if batch_dims > axis or batch_dims > ir:
+        raise InvalidArgumentError(f"batch_dims ({batch_dims}) must be less than or equal to axis ({axis}) and "
+                                   f"rank(indices) ({ir})")
+    for d in range(batch_dims):
+        if params.shape.dimensions[d] != indices.shape.dimensions[d]:
+            raise InvalidArgumentError(f"params.shape[{d}]: {params.shape.dimensions[d]} should be equal to "
+                                       f"indices.shape[{d}]: {indices.shape.dimensions[d]}")
+    return [gather(ctx.b, params, indices, axis, batch_dims)]
+
+
+@lowers("GatherNd")
+def _gather_nd(ctx, node):
+    params, indices = ctx.input(0), ctx.input(1)
+    b = ctx.b
+    pd, idims = params.shape.dimensions, indices.shape.dimensions
+    if not idims:
+        raise InvalidArgumentError("indices must be at least a vector")
+    k = idims[-1]
+    if k > len(pd):
+        raise InvalidArgumentError(f"index innermost dimension length must be <= params rank; saw: {k} vs. "
+                                   f"{len(pd)}")
+    batch = len(idims) - 1
+    dn = GatherDimensionNumbers(
+        offset_dims=tuple(range(batch, batch + len(pd) - k)), collapsed_slice_dims=tuple(range(k)),
+        start_index_map=tuple(range(k)), index_vector_dim=batch)
+    return [b.gather(params, indices, dn, [1] * k + list(pd[k:]))]
+
+
+def _combiner(b, opcode: O | None, et, name: str):
+    """``(old, new) -> new`` for updates, or ``opcode(old, new)``."""
+    r = b.sub_builder(name)
+    x = r.parameter(0, Shape.scalar(et), "p0")
+    y = r.parameter(1, Shape.scalar(et), "p1")
+    return r.build(y if opcode is None else r.binary(opcode, x, y))
+
+
+def scatter_nd(b, operand, indices, updates, opcode: O | None, name: str):
+    """Scatter ``updates`` into ``operand`` at ``indices[..., K]`` (TF's ScatterNd layout)."""
+    od, idims, ud = operand.shape.dimensions, indices.shape.dimensions, updates.shape.dimensions
+    if not idims:
+        raise InvalidArgumentError("Indices shape must have rank at least one.")
+    k = idims[-1]
+    batch = len(idims) - 1
+    if k > len(od):
+        raise InvalidArgumentError(f"Outer dimensions of indices and update must match. Index depth {k} exceeds "
+                                   f"the rank {len(od)} of the output.")
+    expected = list(idims[:-1]) + list(od[k:])
+    if list(ud) != expected:
+        raise InvalidArgumentError(f"updates has shape [{','.join(map(str, ud))}], expected "
+                                   f"[{','.join(map(str, expected))}]")
+    dn = ScatterDimensionNumbers(
+        update_window_dims=tuple(range(batch, len(ud))), inserted_window_dims=tuple(range(k)),
+        scatter_dims_to_operand_dims=tuple(range(k)), index_vector_dim=batch)
+    comb = _combiner(b, opcode, operand.shape.element_type, name)
+    return b.scatter(operand, indices, updates, comb, dn)
+
+
+@lowers("ScatterNd")
+def _scatter_nd(ctx, node):
+    indices, updates = ctx.input(0), ctx.input(1)
+    shape = ctx.const_ints(2)
+    b = ctx.b
+    zeros = xl.full(b, 0, updates.shape.element_type, shape)
+    return [scatter_nd(b, zeros, indices, updates, O.ADD, f"{node.name}-combiner")]
+
+
+_TENSOR_SCATTER = {"TensorScatterUpdate": None, "TensorScatterAdd": O.ADD, "TensorScatterSub": O.ADD,
+                   "TensorScatterMax": O.MAXIMUM, "TensorScatterMin": O.MINIMUM}
+
+
+@lowers(*_TENSOR_SCATTER)
+def _tensor_scatter(ctx, node):
+    tensor, indices, updates = ctx.input(0), ctx.input(1), ctx.input(2)
+    b = ctx.b
+    if node.op == "TensorScatterSub":
+        updates = b.negate(updates)
+    return [scatter_nd(b, tensor, indices, updates, _TENSOR_SCATTER[node.op], f"{node.name}-combiner")]
+
+
+@lowers("OneHot")
+def _one_hot(ctx, node):
+    indices = ctx.input(0)
+    b = ctx.b
+    depth = ctx.const_int(1)
+    on, off = ctx.input(2), ctx.input(3)
+    if depth < 0:
+        raise InvalidArgumentError(f"depth must be non-negative, got: {depth}")
+    if on.shape.rank or off.shape.rank:
+        raise InvalidArgumentError("on_value and off_value must be scalars")
+    idims = list(indices.shape.dimensions)
+    axis = int(ctx.attr("axis", -1))
+    if axis == -1:
+        axis = len(idims)
+    if not 0 <= axis <= len(idims):
+        raise InvalidArgumentError(f"Expected axis to be -1 or between [0, {len(idims) + 1}).  But received: {axis}")
+    out = idims[:axis] + [depth] + idims[axis:]
+    it = indices.shape.element_type
+    iota = b.iota(Shape.array(it, out), axis)
+    idx = b.broadcast(indices, out, [d for d in range(len(out)) if d != axis])
+    hot = b.compare(idx, iota, "EQ")
+    return [b.select(hot, b.broadcast(on, out, ()), b.broadcast(off, out, ()))]

@@ -119,7 +119,10 @@ def _reshape_sizes(ctx, dims: tuple[int, ...], sizes: list[int]) -> list[int]:
         raise InvalidArgumentError(f"Size {bad} must be non-negative, not {sizes[bad]}")
     known = int(np.prod([s for s in sizes if s != -1], dtype=np.int64))
     if unknown:
-        if known == 0 or n % known:
+        if known == 0:
+            raise InvalidArgumentError("Reshape cannot infer the missing input size for an empty tensor unless all "
+                                       "specified input sizes are non-zero")
+        if n % known:
             raise InvalidArgumentError(f"Input to reshape is a tensor with {n} values, but the requested shape "
                                        f"requires a multiple of {known}")
         sizes = list(sizes)
@@ -390,6 +393,8 @@ def _pad(ctx, node):
             raise InvalidArgumentError(f"constant_values must be a scalar. Got: {_dims(value.shape.dimensions)}")
     else:
         value = xl.scalar(ctx.b, 0, x.shape.element_type)
+    if all(p == (0, 0) for p in pads):
+        return [x]  # nothing to pad (also the only form a rank-0 pad can take)
     return [ctx.b.pad(x, value, pads)]
 
 

@@ -1,1 +1,200 @@
-"""(placeholder)"""
+"""Slices (tf2xla's slice_op.cc and strided_slice_op.cc, with TF's core/util/strided_slice_op.cc).
+
+Stage: lowering. ``StridedSlice`` follows ``ValidateStridedSliceOp``: the sparse spec (begin/end/strides
+with begin, end, ellipsis, new-axis and shrink-axis masks; an implicit trailing ellipsis) is expanded to
+one dense entry per input dimension, each canonicalised (negative indices wrap, masked ends take the
+full range, values clamp); the result is ``reverse`` of the negative-stride dims, one ``slice`` and a
+``reshape`` to the final shape (new axes added, shrunk axes removed). ``StridedSliceGrad`` pads the
+incoming gradient back into a zero tensor of the original shape (interior padding = stride - 1).
+All begin/end/strides/sizes are compile-time constants.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.tf2hlo import xla_lib as xl
+from tfxla_cluster.tf2hlo.registry import lowers
+
+_NEW_AXIS, _SHRINK_AXIS = -1, -2
+
+
+@dataclass
+class StridedSliceSpec:
+    """The dense, canonical form of a strided slice over an input shape."""
+
+    begin: list[int]
+    end: list[int]
+    strides: list[int]
+    processing_shape: list[int]   # one size per input dim (shrunk dims are 1)
+    final_shape: list[int]
+
+
+def _trunc_div_ceil(length: int, stride: int) -> int:
+    """C++'s ``length / stride + (length % stride != 0)`` for same-sign operands."""
+    q, r = abs(length) // abs(stride), abs(length) % abs(stride)
+    return q + (1 if r else 0)
+
+
+def strided_slice_spec(dims: list[int], begin: list[int], end: list[int], strides: list[int], begin_mask: int,
+                       end_mask: int, ellipsis_mask: int, new_axis_mask: int, shrink_mask: int) -> StridedSliceSpec:
+    """TF's ``ValidateStridedSliceOp`` for a fully known input shape."""
+    n = len(begin)
+    if not (len(end) == n and len(strides) == n):
+        raise InvalidArgumentError(f"Expected begin, end, and strides to be 1D equal size tensors, but got shapes "
+                                   f"[{len(begin)}], [{len(end)}], and [{len(strides)}] instead.")
+    if ellipsis_mask & (ellipsis_mask - 1):
+        raise InvalidArgumentError("Multiple ellipses in slice spec not allowed")
+    # Sparse → dense (BuildDenseSpec).
+    after_ellipsis, seen = 0, False
+    for i in range(n):
+        if seen and new_axis_mask & (1 << i):
+            after_ellipsis += 1
+        if ellipsis_mask & (1 << i):
+            seen = True
+    sparse_dims = n
+    if not seen:  # an implicit ellipsis at the end
+        ellipsis_mask |= 1 << n
+        sparse_dims += 1
+    rank = len(dims)
+    d_begin, d_end, d_strides = [0] * rank, [0] * rank, [1] * rank
+    d_bmask = d_emask = d_shrink = 0
+    gather: list[int] = []
+    full = 0
+    for i in range(sparse_dims):
+        bit = 1 << i
+        if ellipsis_mask & bit:
+            nxt = min(rank - (sparse_dims - i) + 1 + after_ellipsis, rank)
+            while full < nxt:
+                d_bmask |= 1 << full
+                d_emask |= 1 << full
+                gather.append(full)
+                full += 1
+        elif new_axis_mask & bit:
+            gather.append(_NEW_AXIS)
+        else:
+            if full == rank:
+                raise InvalidArgumentError(f"Index out of range using input dim {full}; input has only {rank} dims")
+            d_begin[full], d_end[full], d_strides[full] = begin[i], end[i], strides[i]
+            if begin_mask & bit:
+                d_bmask |= 1 << full
+            if end_mask & bit:
+                d_emask |= 1 << full
+            if shrink_mask & bit:
+                gather.append(_SHRINK_AXIS)
+                d_shrink |= 1 << full
+            else:
+                gather.append(full)
+            full += 1
+    # Canonicalise each dense dim.
+    processing: list[int] = []
+    for i, dim in enumerate(dims):
+        s = d_strides[i]
+        if s == 0:
+            raise InvalidArgumentError(f"strides[{i}] must be non-zero")
+        shrink = bool(d_shrink & (1 << i))
+        if shrink and s <= 0:
+            raise InvalidArgumentError("only stride 1 allowed on non-range indexing.")
+        lo, hi = (0, dim) if s > 0 else (-1, dim - 1)
+        masks = (bool(d_bmask & (1 << i)), bool(d_emask & (1 << i)))
+
+        def canonical(x: int, c: int) -> int:
+            if masks[c]:
+                return (lo, hi)[c] if s > 0 else (lo, hi)[(c + 1) & 1]
+            fwd = dim + x if x < 0 else x
+            return max(lo, min(hi, fwd))
+
+        if shrink:
+            fwd = dim + d_begin[i] if d_begin[i] < 0 else d_begin[i]
+            if fwd < 0 or fwd >= dim:
+                raise InvalidArgumentError(f"slice index {d_begin[i]} of dimension {i} out of bounds.")
+            d_begin[i], d_end[i] = fwd, fwd + 1
+        else:
+            d_begin[i], d_end[i] = canonical(d_begin[i], 0), canonical(d_end[i], 1)
+        length = d_end[i] - d_begin[i]
+        size = 0 if length == 0 or ((length < 0) != (s < 0)) else _trunc_div_ceil(length, s)
+        processing.append(size)
+    final = [processing[g] if g >= 0 else 1 for g in gather if g != _SHRINK_AXIS]
+    return StridedSliceSpec(d_begin, d_end, d_strides, processing, final)
+
+
+def _spec(ctx, dims, begin_index: int) -> StridedSliceSpec:
+    return strided_slice_spec(
+        list(dims), ctx.const_ints(begin_index), ctx.const_ints(begin_index + 1), ctx.const_ints(begin_index + 2),
+        int(ctx.attr("begin_mask", 0)), int(ctx.attr("end_mask", 0)), int(ctx.attr("ellipsis_mask", 0)),
+        int(ctx.attr("new_axis_mask", 0)), int(ctx.attr("shrink_axis_mask", 0)))
+
+
+@lowers("StridedSlice")
+def _strided_slice(ctx, node):
+    x = ctx.input(0)
+    b = ctx.b
+    dims = x.shape.dimensions
+    spec = _spec(ctx, dims, 1)
+    starts, limits, strides, rev = [], [], [], []
+    for i, dim in enumerate(dims):
+        s = spec.strides[i]
+        if s > 0:
+            starts.append(spec.begin[i])
+            limits.append(max(spec.end[i], spec.begin[i]))
+            strides.append(s)
+        else:  # negative stride: slice the reversed dim
+            starts.append(dim - spec.begin[i] - 1)
+            limits.append(max(dim - spec.end[i] - 1, dim - spec.begin[i] - 1))
+            strides.append(-s)
+            rev.append(i)
+    if rev:
+        x = b.reverse(x, rev)
+    if starts != [0] * len(dims) or limits != list(dims) or any(s != 1 for s in strides):
+        x = b.slice(x, starts, limits, strides)
+    if list(x.shape.dimensions) != spec.final_shape:
+        x = b.reshape(x, spec.final_shape)
+    return [x]
+
+
+@lowers("StridedSliceGrad")
+def _strided_slice_grad(ctx, node):
+    b = ctx.b
+    shape = ctx.const_ints(0)
+    dy = ctx.input(4)
+    spec = _spec(ctx, shape, 1)
+    if list(dy.shape.dimensions) != spec.final_shape:
+        raise InvalidArgumentError(f"shape of dy was [{','.join(map(str, dy.shape.dimensions))}] instead of "
+                                   f"[{','.join(map(str, spec.final_shape))}]")
+    et = dy.shape.element_type
+    if any(p == 0 for p in spec.processing_shape):
+        return [xl.full(b, 0, et, shape)]
+    g = b.reshape(dy, spec.processing_shape) if list(dy.shape.dimensions) != spec.processing_shape else dy
+    rev, pads = [], []
+    for i, dim in enumerate(shape):
+        s, count, first = spec.strides[i], spec.processing_shape[i], spec.begin[i]
+        if s < 0:  # positions first, first-|s|, ...: reverse and pad from the lowest one
+            rev.append(i)
+            low = first - (count - 1) * (-s)
+            pads.append((low, dim - first - 1, -s - 1))
+        else:
+            last = first + (count - 1) * s
+            pads.append((first, dim - last - 1, s - 1))
+    if rev:
+        g = b.reverse(g, rev)
+    return [b.pad(g, xl.scalar(b, 0, et), pads)]
+
+
+@lowers("Slice")
+def _slice(ctx, node):
+    x = ctx.input(0)
+    dims = x.shape.dimensions
+    begin, size = ctx.const_ints(1), ctx.const_ints(2)
+    if len(begin) != len(dims) or len(size) != len(dims):
+        raise InvalidArgumentError(f"Expected begin and size arguments to be 1-D tensors of size {len(dims)}, but "
+                                   f"got shapes [{len(begin)}] and [{len(size)}] instead.")
+    limits = []
+    for i, (d, b0, s) in enumerate(zip(dims, begin, size)):
+        if s == -1:
+            s = d - b0
+        if not (0 <= b0 <= d and 0 <= s and b0 + s <= d):
+            raise InvalidArgumentError(f"Expected size[{i}] in [0, {d - b0}], but got {s}")
+        limits.append(b0 + s)
+    if begin == [0] * len(dims) and limits == list(dims):
+        return [x]
+    return [ctx.b.slice(x, begin, limits)]
