@@ -148,3 +148,17 @@ def test_cli_viz_bad_input_exits_2(tmp_path, capsys, args, message):
     assert run_cli("viz", str(ROOT / "graphs/mlp.pbtxt"), *args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err
+
+
+def test_html_when_nothing_is_clustered(needs_graphviz):
+    """TF's defaults on CPU: no clusters; the page says so and explains the device policy."""
+    import tfxla_cluster as txc
+
+    result = txc.mark_for_compilation(txc.load_graph(str(ROOT / "graphs/mlp.pbtxt")), "",
+                                      state=txc.ProcessState())
+    page = render(result, "html", flags=txc.Flags.parse(""), title="mlp")
+    assert "No clusters were formed." in page and "No clusters: No compilable candidates." in page
+    assert "(TF&#x27;s defaults: no TF_XLA_FLAGS / XLA_FLAGS set)" in page
+    assert 'data-code="device_policy"' in page and "--tf_xla_cpu_global_jit" in page
+    root = ET.fromstring(re.search(r"<svg.*</svg>", page, re.S).group(0))
+    assert not groups(root, "xla-cluster") and len(groups(root, "node")) == len(result.decisions)

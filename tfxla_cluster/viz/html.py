@@ -144,7 +144,8 @@ def _reasons_section(model: VizModel) -> str:
 def _data_json(plan: Plan) -> str:
     model = plan.model
     data = {
-        "nodes": {n.name: n.details() for n in plan.visible},
+        # Collapsed clusters are hovered as a whole: their members' details are not needed.
+        "nodes": {n.name: n.details() for n in plan.visible if not plan.is_collapsed(n)},
         "clusters": {c.name: {"name": c.name, "size": len(c.members), "ops": c.histogram_text(12),
                               "inputs": len(c.inputs), "outputs": len(c.outputs)}
                      for c in model.clusters.values()},
