@@ -455,6 +455,8 @@ def _concatenate(em, instr):
         offset += n
     ty = t.value_type(instr.shape.element_type)
     b = em.b
+    if not parts:  # the result has no elements
+        return lambda index: ir.Constant(ty, None)
 
     def at(part, od):
         off, n, o, x = part

@@ -1,0 +1,113 @@
+"""Shared helpers of the codegen tests: build modules, random inputs with special values, and the
+compiled == evaluator comparison (bounds checks on)."""
+from __future__ import annotations
+
+import functools
+
+import ml_dtypes
+import numpy as np
+
+from tfxla_cluster.codegen import CodegenOptions, compile_module
+from tfxla_cluster.hlo.builder import HloBuilder
+from tfxla_cluster.hlo.evaluator import evaluate
+from tfxla_cluster.hlo.ir import HloModule
+from tfxla_cluster.hlo.parser import parse_module
+from tfxla_cluster.hlo.shape import Shape, primitive_type_from_dtype
+
+CHECKED = CodegenOptions(bounds_checks=True, threads=2)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def module_of(build, *arrays, name="m") -> HloModule:
+    """A module whose parameters match ``arrays``; ``build(b, *params)`` returns the root."""
+    b = HloBuilder("main")
+    params = [b.parameter(i, Shape.array(primitive_type_from_dtype(a.dtype), a.shape), f"p{i}")
+              for i, a in enumerate(arrays)]
+    root = build(b, *params)
+    m = HloModule(name)
+    m.add_entry_computation(b.build(root))
+    # Round-trip through text, as the compiler sees modules in practice.
+    return parse_module(m.to_string())
+
+
+_SPECIAL_F = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 0.5, -2.5, 3.5, 1e-3, 65000.0]
+
+
+def random_array(shape, dtype, rng, specials=True, low=None, high=None):
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape))
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype.kind == "f" or dtype == BF16:
+        x = rng.standard_normal(n) * 3
+        if specials and n:
+            k = min(n, len(_SPECIAL_F))
+            pos = rng.choice(n, k, replace=False)
+            x[pos] = rng.permutation(_SPECIAL_F)[:k]
+        return x.astype(dtype).reshape(shape)
+    info = np.iinfo(dtype)
+    lo = info.min if low is None else low
+    hi = info.max if high is None else high
+    x = rng.integers(lo, hi, n, dtype=np.int64 if dtype != np.uint64 else np.uint64, endpoint=True)
+    x = x.astype(dtype)
+    if specials and n and low is None:
+        sp = np.array([0, 1, info.max, info.min, 2, 7], dtype=np.int64 if dtype != np.uint64 else np.uint64)
+        k = min(n, len(sp))
+        x[rng.choice(n, k, replace=False)] = sp[:k].astype(dtype)
+        if info.min < 0 and n > k:
+            x[rng.choice(n, 1)] = -1
+    return x.reshape(shape)
+
+
+def _leaves(v):
+    if isinstance(v, tuple):
+        return [x for e in v for x in _leaves(e)]
+    return [v]
+
+
+def assert_same(got, want, rtol=0.0, atol=0.0, signed_zero=True):
+    """Equal values (NaN == NaN). Floats: within rtol/atol, bit-level sign of zero when exact."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    if got.dtype.kind in "fc" or got.dtype == BF16:
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        gn, wn = np.isnan(g), np.isnan(w)
+        bad = np.flatnonzero(gn != wn)
+        assert not bad.size, f"NaN mismatch at {bad[:5]}: got {g.ravel()[bad[:5]]}, want {w.ravel()[bad[:5]]}"
+        g, w = np.where(gn, 0, g), np.where(wn, 0, w)
+        if rtol == 0 and atol == 0:
+            ok = (g == w) & ((np.signbit(g) == np.signbit(w)) | (not signed_zero))
+        else:
+            with np.errstate(invalid="ignore"):
+                ok = (g == w) | (np.abs(g - w) <= atol + rtol * np.abs(w))
+        bad = np.flatnonzero(~ok)
+        assert not bad.size, (f"{bad.size} mismatches, e.g. at {bad[:5]}: got {g.ravel()[bad[:5]]}, "
+                              f"want {w.ravel()[bad[:5]]}")
+    else:
+        assert np.array_equal(got, want), (got, want)
+
+
+def check(module, *args, rtol=0.0, atol=0.0, options=CHECKED, signed_zero=True):
+    """Compile ``module`` (bounds checks on), run it, and compare every output with the evaluator."""
+    exe = compile_module(module, options)
+    got = exe(*args)
+    want = evaluate(module, *args)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(_leaves(got)) == len(_leaves(want))
+    for g, w in zip(_leaves(got), _leaves(want)):
+        assert_same(g, w, rtol, atol, signed_zero)
+    return exe, got
+
+
+def tolerance(dtype, approx: bool) -> tuple[float, float]:
+    dtype = np.dtype(dtype)
+    if not approx:
+        return 0.0, 0.0
+    return {np.dtype(np.float32): (5e-6, 1e-6), np.dtype(np.float64): (1e-13, 1e-14),
+            np.dtype(np.float16): (2e-3, 1e-4), BF16: (1.6e-2, 1e-3)}.get(dtype, (0.0, 0.0))
+
+
+@functools.lru_cache(maxsize=None)
+def parsed(text: str) -> HloModule:
+    return parse_module(text)
