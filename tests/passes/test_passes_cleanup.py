@@ -10,7 +10,7 @@ from tfxla_cluster.hlo.parser import parse_module
 from tfxla_cluster.hlo.verifier import verify_module
 from tfxla_cluster.passes import (CallInliner, ConditionalSimplifier, CpuLayoutAssignment, DotDecomposer,
                                   HloConstantFolding, HloCSE, HloDCE, LogisticExpander, SortSimplifier,
-                                  TopkRewriter, TransposeFolding, TupleSimplifier)
+                                  RngBitGeneratorExpander, TopkRewriter, TransposeFolding, TupleSimplifier)
 from tfxla_cluster.passes.constant_folding import should_fold
 
 ADD = """%add (x: f32[], y: f32[]) -> f32[] {
@@ -409,3 +409,35 @@ ENTRY e {
   ROOT v = f32[4,16] get-tuple-element(s), index=0
 }""", "CHECK: (a.1: f32[], b.1: f32[]) -> pred[]\nCHECK-NOT: s32\nCHECK: ROOT {{.*}} f32[4,16]{1,0} sort(%p)")
     assert changed
+
+
+# ---------------------------------------------------------------- rng-bit-generator
+@pytest.mark.parametrize("out,state,words", [
+    ("u32[4,4]", "u64[3]", [1, 2, 3]),
+    ("u32[4,4]", "u64[3]", [2 ** 64 - 1, 2 ** 64 - 3, 7]),   # the counter's low word wraps
+    ("u64[5]", "u64[3]", [11, 12, 13]),
+    ("u8[7,3]", "u64[3]", [5, 6, 7]),
+    ("u32[3]", "u64[2]", [9, 2 ** 64 - 2]),
+])
+def test_rng_bit_generator_expander_is_bit_exact(out, state, words):
+    text = f"""HloModule m
+ENTRY e {{
+  s = {state} parameter(0)
+  ROOT r = ({state}, {out}) rng-bit-generator(s), algorithm=rng_philox
+}}"""
+    module = parse_module(text)
+    arg = np.array(words, dtype=np.uint64)
+    want = evaluate(module, arg)
+    assert RngBitGeneratorExpander().run(module)
+    verify_module(module)
+    assert not any(i.opcode is O.RNG_BIT_GENERATOR for i in module.entry.instructions)
+    assert_same_values(evaluate(module, arg), want)
+
+
+def test_rng_bit_generator_expander_leaves_three_fry():
+    module = parse_module("""HloModule m
+ENTRY e {
+  s = u64[2] parameter(0)
+  ROOT r = (u64[2], u32[4]) rng-bit-generator(s), algorithm=rng_three_fry
+}""")
+    assert not RngBitGeneratorExpander().run(module)

@@ -3,7 +3,7 @@
 ``cpu_pipeline(flags)`` lists the passes in XLA:CPU's order — the one table of pass names:
 
     dce                                   start clean
-    call-inliner, dot_decomposer, logistic-expander, topk-rewriter
+    call-inliner, dot_decomposer, logistic-expander, rng-bit-generator-expander, topk-rewriter
                                                            expanders (RunHloPassesThroughLayoutAssn 2-4)
     simplification (fixed point, <= 25):  algsimp, simplify-sorts, simplify-conditional, tuple-simplifier, dce,
                                           constant_folding
@@ -42,6 +42,7 @@ from tfxla_cluster.passes.fusion import CpuInstructionFusion
 from tfxla_cluster.passes.fusion_naming import FusionNamer
 from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
 from tfxla_cluster.passes.multi_output_fusion import CpuMultiOutputFusion
+from tfxla_cluster.passes.rng_expander import RngBitGeneratorExpander
 from tfxla_cluster.passes.pass_ import FixedPoint, PassContext, Pipeline
 
 
@@ -67,6 +68,7 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None) -> Pipe
         CallInliner(),
         DotDecomposer(),
         LogisticExpander(),
+        RngBitGeneratorExpander(),
         TopkRewriter(),
         FixedPoint("simplification", [
             AlgebraicSimplifier(),
