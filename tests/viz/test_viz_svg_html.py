@@ -87,6 +87,7 @@ def test_html_escapes_script_end(needs_graphviz):
 
 
 def test_missing_dot_is_one_clear_error(monkeypatch):
+    pytest.importorskip("graphviz")
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(FailedPreconditionError, match=r"'dot' program was not found.*Debian package 'graphviz'"):
         dot_to_svg("digraph { a }")

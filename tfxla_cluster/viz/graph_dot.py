@@ -101,14 +101,14 @@ def cluster_dot(model: VizModel, *, around: str | None = None, depth: int = 2, c
 
 
 # ----- pieces ------------------------------------------------------------------------------------
-def _shown_count(plan: Plan, cluster: ClusterView, members: list[NodeView]) -> str:
+def _shown_count(cluster: ClusterView, members: list[NodeView]) -> str:
     if len(members) == len(cluster.members):
         return f"{len(members)} node{'s' if len(members) != 1 else ''}"
     return f"{len(members)} of {len(cluster.members)} nodes shown"
 
 
 def _cluster_box(plan: Plan, cluster: ClusterView, members: list[NodeView], tooltips: bool) -> list[str]:
-    head = f"{cluster.name} · {_shown_count(plan, cluster, members)}"
+    head = f"{cluster.name} · {_shown_count(cluster, members)}"
     box = attrs(id=cluster.dom_id, class_="xla-cluster", label=head, style="filled,rounded",
                 fillcolor=cluster.box_fill, color=cluster.border, penwidth="2", fontcolor=cluster.border,
                 fontsize="12", labeljust="l",
@@ -120,7 +120,7 @@ def _cluster_box(plan: Plan, cluster: ClusterView, members: list[NodeView], tool
 
 
 def _collapsed_node(plan: Plan, cluster: ClusterView, members: list[NodeView], tooltips: bool) -> str:
-    text = label(cluster.name, _shown_count(plan, cluster, members), shorten(cluster.histogram_text(3), 48))
+    text = label(cluster.name, _shown_count(cluster, members), shorten(cluster.histogram_text(3), 48))
     tip = None
     if tooltips:
         tip = (f"{cluster.name}: {len(cluster.members)} nodes\n{cluster.histogram_text()}\n"
@@ -211,7 +211,8 @@ def _legend(plan: Plan) -> list[str]:
     rows.append('<tr><td colspan="2" align="left"><b>edges</b></td></tr>')
     rows.append(f'<tr><td><font color="{CROSSING_COLOR}"><b>━━</b></font></td>'
                 '<td align="left">crosses a cluster boundary</td></tr>')
-    rows.append(f'<tr><td><font color="{CONTROL_COLOR}"><b>╌╌</b></font></td><td align="left">control edge</td></tr>')
+    rows.append(f'<tr><td><font color="{CONTROL_COLOR}"><b>╌╌</b></font></td>'
+                '<td align="left">control edge</td></tr>')
     if plan.focus is not None:
         rows.append('<tr><td>◫</td><td align="left">double border: neighbours not shown</td></tr>')
     if plan.collapse:

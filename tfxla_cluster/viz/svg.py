@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 
 from tfxla_cluster.errors import InternalError
 from tfxla_cluster.viz.graph_dot import Plan, to_dot
-from tfxla_cluster.viz.layout import dot_to_svg, graphviz_available  # noqa: F401  (re-exported)
+from tfxla_cluster.viz.layout import dot_to_svg
 
 SVG_NS = "http://www.w3.org/2000/svg"
 XLINK_NS = "http://www.w3.org/1999/xlink"
