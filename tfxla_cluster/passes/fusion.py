@@ -236,26 +236,38 @@ class Reachability:
 
 
 class _IndexingEvaluation:
-    """FusionNodeIndexingEvaluation of a fusion: how often each fused value is emitted per output element."""
+    """FusionNodeIndexingEvaluation of a fusion: how often each fused value is emitted per output
+    element. Kept up to date as producers are fused in (``remove_fusion_operand`` then ``update``)."""
 
     def __init__(self, fusion: HloInstruction) -> None:
+        self.fusion = fusion
         fused = fusion.fused_computation
-        self.users: dict[int, set[int]] = {id(fused.root): {id(fusion)}}
-        self.count: dict[int, int] = {id(fusion): 1}
+        self.users: dict[HloInstruction, set[HloInstruction]] = {fused.root: {fusion}}
+        self.count: dict[HloInstruction, int] = {fusion: 1}
         for instr in reversed(fused.post_order()):
-            if instr.opcode is O.PARAMETER:
-                continue
-            self.count[id(instr)] = sum(self.count[u] for u in self.users.get(id(instr), ()))
-            for op in instr.operands:
-                key = id(fusion.operands[op.parameter_number]) if op.opcode is O.PARAMETER else id(op)
-                if instr.opcode is O.TRANSPOSE or (op.shape.dimensions == instr.shape.dimensions
-                                                   and op.shape.minor_to_major == instr.shape.minor_to_major):
-                    self.users.setdefault(key, set()).update(self.users.get(id(instr), ()))
-                else:
-                    self.users.setdefault(key, set()).add(id(instr))
+            if instr.opcode is not O.PARAMETER:
+                self._add(instr)
+
+    def _add(self, instr: HloInstruction) -> None:
+        self.count[instr] = sum(self.count[u] for u in self.users.get(instr, ()))
+        for op in instr.operands:
+            key = self.fusion.operands[op.parameter_number] if op.opcode is O.PARAMETER else op
+            # shape-preserving ops (and transposes, which permute the index) reuse their user's index
+            if instr.opcode is O.TRANSPOSE or (op.shape.dimensions == instr.shape.dimensions
+                                               and op.shape.minor_to_major == instr.shape.minor_to_major):
+                self.users.setdefault(key, set()).update(self.users.get(instr, ()))
+            else:
+                self.users.setdefault(key, set()).add(instr)
 
     def emitted(self, producer: HloInstruction) -> int:
-        return sum(self.count[u] for u in self.users.get(id(producer), ()))
+        return sum(self.count[u] for u in self.users.get(producer, ()))
+
+    def remove_fusion_operand(self, producer: HloInstruction) -> set[HloInstruction]:
+        return self.users.pop(producer, set())
+
+    def update(self, clone: HloInstruction, users: set[HloInstruction]) -> None:
+        self.users[clone] = users
+        self._add(clone)
 
 
 def _real_user_count(g: UseGraph, producer: HloInstruction) -> int:
@@ -303,6 +315,7 @@ class CpuInstructionFusion(HloPass):
         self.may_duplicate = may_duplicate
         self.decisions: list[FusionRecord] = []
         self._reused: dict[HloInstruction, set[HloInstruction]] = {}
+        self._indexing: dict[HloInstruction, _IndexingEvaluation] = {}  # per fusion, until it changes
         self._g: UseGraph | None = None
 
     # ---------------------------------------------------------------- policy
@@ -391,7 +404,9 @@ class CpuInstructionFusion(HloPass):
         if producer.opcode is O.FUSION:
             return FusionDecision.forbid("Not fusing: producer is itself a fusion node.")
         if self.may_duplicate and consumer.opcode is O.FUSION and producer.opcode is not O.BROADCAST:
-            ev = _IndexingEvaluation(consumer)
+            ev = self._indexing.get(consumer)
+            if ev is None:
+                ev = self._indexing[consumer] = _IndexingEvaluation(consumer)
             emitted = ev.emitted(producer)
             if emitted > ALLOWED_CODE_DUPLICATION or (
                     producer.opcode in OPENS_BASIC_BLOCKS and (emitted > 1 or _real_user_count(g, producer) > 1)):
@@ -498,7 +513,11 @@ class CpuInstructionFusion(HloPass):
                     if kind is not fusion.fusion_kind:
                         fusion.fusion_kind = kind
                 self._update_reused_for_fusion(operand, fusion)
-                fuse_instruction(g, fusion, operand)
+                ev = self._indexing.get(fusion)
+                users = ev.remove_fusion_operand(operand) if ev is not None else None
+                clone = fuse_instruction(g, fusion, operand)
+                if ev is not None:
+                    ev.update(clone, users)
                 self._record(comp, instr, operand, decision, fusion)
                 queue.append(fusion)
                 index[fusion] = len(queue) - 1
