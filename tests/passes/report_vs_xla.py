@@ -21,7 +21,6 @@ from passes_helpers import (TF_GOLDENS, TF_GRAPHS, kernel_count, load_tf_golden,
 from tfxla_cluster.flags import Flags  # noqa: E402
 from tfxla_cluster.hlo.parser import parse_module  # noqa: E402
 from tfxla_cluster.passes import optimize, unfused_intermediate_bytes  # noqa: E402
-from tfxla_cluster.passes.buffer_assignment import assign_buffers  # noqa: E402
 
 
 def rows():

@@ -1,6 +1,5 @@
 """Algebraic simplifier: one golden per rewrite (HLO in, FileCheck lines out), XLA's preconditions as
 negative cases, evaluator equality on random inputs, and idempotence."""
-import numpy as np
 import pytest
 
 from passes_helpers import assert_same_values, filecheck, module_text, random_args

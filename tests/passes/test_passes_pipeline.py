@@ -2,7 +2,6 @@
 HLO dumps and the HLO corpus), idempotence, dump files, and kernel counts against real XLA."""
 import json
 import os
-import pathlib
 import sys
 
 import pytest

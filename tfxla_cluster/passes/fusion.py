@@ -23,7 +23,7 @@ XLA's reason, recorded in ``decisions`` for dumps and tests:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule

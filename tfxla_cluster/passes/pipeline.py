@@ -126,6 +126,8 @@ def optimize_with_report(module: HloModule, flags=None, *, function: str | None 
         dumper.before_optimizations(module)
     ctx = PassContext.from_flags(flags, dumper=dumper)
     pipeline.run(module, ctx)
+    # The instruction order is now the sequential schedule buffer assignment uses (XLA marks it too).
+    module.is_scheduled = True
     assignment = assign_buffers(module)
     if dumper is not None:
         fusion_log = "".join(f.decision_log() for f in find_passes(pipeline, CpuInstructionFusion))
