@@ -80,14 +80,22 @@ class FusionDecision:
 
 @dataclass(frozen=True)
 class FusionRecord:
-    """One considered (producer -> consumer) edge and what was decided. ``fusion`` is the fusion
-    instruction it went into; its name is read when printed, so logs show the final fusion names."""
+    """One considered (producer -> consumer) edge and what was decided. Instructions are kept, not
+    names, so a log printed after fusion naming shows the final fusion names."""
 
     computation: str
-    consumer: str
-    producer: str
+    consumer_instr: HloInstruction
+    producer_instr: HloInstruction
     decision: FusionDecision
     fusion: HloInstruction | None = None
+
+    @property
+    def consumer(self) -> str:
+        return self.consumer_instr.name
+
+    @property
+    def producer(self) -> str:
+        return self.producer_instr.name
 
     @property
     def fusion_name(self) -> str | None:
@@ -473,7 +481,7 @@ class CpuInstructionFusion(HloPass):
         return changed
 
     def _record(self, comp, consumer, producer, decision, fusion=None) -> None:
-        self.decisions.append(FusionRecord(comp.name, consumer.name, producer.name, decision, fusion))
+        self.decisions.append(FusionRecord(comp.name, consumer, producer, decision, fusion))
 
     def _run_on_computation(self, comp: HloComputation) -> bool:
         g = self._g = UseGraph(comp)
