@@ -171,6 +171,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+import tfxla_cluster.viz.cli_commands  # noqa: E402,F401  (registers the viz and tensorboard commands)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfxla-cluster",

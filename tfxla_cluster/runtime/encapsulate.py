@@ -1,0 +1,112 @@
+"""Encapsulation: each cluster of a marked graph becomes one launch node TF can run.
+
+Stage: after clustering (TF's EncapsulateSubgraphs + BuildXlaOps, passes 50/60). For every cluster the
+rewritten GraphDef has one node named after the cluster — an ``EagerPyFunc`` (TF's own py-func
+mechanism), so TF imports and runs the graph with its own kernels everywhere else — whose inputs are
+the cluster's external data inputs in a fixed order (:attr:`ClusterSignature.inputs`), whose outputs
+are the cluster tensors used outside it, and which carries the control edges of its members:
+
+* control inputs of members from outside become control inputs of the launch node;
+* outside nodes that waited on a member wait on the launch node;
+* references ``member:i`` outside the cluster become ``<cluster>:k``.
+
+Attributes ``_XlaCluster`` (the cluster name) and ``_tfxla_launch`` (the launcher's key) name what the
+node runs. The Python callable behind the token is a :class:`Launcher` (see :mod:`.launcher`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tensorflow.core.framework import graph_pb2
+
+from tfxla_cluster.graph.graph import Graph
+from tfxla_cluster.graph.opdefs import base_dtype
+
+Tensor = tuple[str, int]
+
+
+@dataclass
+class ClusterSignature:
+    """What crosses a cluster's boundary, in the launch node's order."""
+
+    name: str
+    members: list[str]
+    inputs: list[Tensor]                  # external producer tensors (data edges into the cluster)
+    outputs: list[Tensor]                 # member tensors consumed outside (or fetched)
+    input_dtypes: list[int] = field(default_factory=list)
+    output_dtypes: list[int] = field(default_factory=list)
+    control_inputs: list[str] = field(default_factory=list)
+
+
+def cluster_signatures(graph: Graph, clusters: dict[str, list[str]]) -> list[ClusterSignature]:
+    """The boundary of every cluster: inputs in edge order, outputs in (node id, slot) order."""
+    sigs = []
+    for name, members in clusters.items():
+        member_set = set(members)
+        inputs: list[Tensor] = []
+        outputs: set[Tensor] = set()
+        control: list[str] = []
+        for e in graph.edges():
+            src_in, dst_in = e.src.name in member_set, e.dst.name in member_set
+            if dst_in and not src_in and e.src.is_op:
+                if e.is_control:
+                    if e.src.name not in control:
+                        control.append(e.src.name)
+                elif (e.src.name, e.src_output) not in inputs:
+                    inputs.append((e.src.name, e.src_output))
+            if src_in and not dst_in and not e.is_control and (e.dst.is_op or e.dst.is_sink):
+                outputs.add((e.src.name, e.src_output))
+        ordered_outputs = sorted(outputs, key=lambda t: (graph.node(t[0]).id, t[1]))
+        sigs.append(ClusterSignature(
+            name, sorted(members, key=lambda n: graph.node(n).id), inputs, ordered_outputs,
+            [base_dtype(graph.node(n).outputs[i].dtype) for n, i in inputs],
+            [base_dtype(graph.node(n).outputs[i].dtype) for n, i in ordered_outputs], control))
+    return sigs
+
+
+def encapsulate(graph: Graph, clusters: dict[str, list[str]],
+                register: Callable[[ClusterSignature], bytes]) -> tuple[graph_pb2.GraphDef, list[ClusterSignature]]:
+    """Rewrite ``graph`` with one launch node per cluster. ``register(signature)`` returns the
+    EagerPyFunc token of the callable that runs the cluster."""
+    sigs = cluster_signatures(graph, clusters)
+    member_of = {m: s for s in sigs for m in s.members}
+    out_index = {s.name: {t: k for k, t in enumerate(s.outputs)} for s in sigs}
+    out = graph_pb2.GraphDef()
+    out.versions.CopyFrom(graph.graph_def.versions)
+    out.library.CopyFrom(graph.graph_def.library)
+    emitted: set[str] = set()
+
+    def rewrite_ref(ref: str) -> str | None:
+        ctrl = ref.startswith("^")
+        name, _, idx = ref.lstrip("^").partition(":")
+        sig = member_of.get(name)
+        if sig is None:
+            return ref
+        if ctrl:
+            return "^" + sig.name
+        return f"{sig.name}:{out_index[sig.name][(name, int(idx or 0))]}"
+
+    for node in graph.op_nodes():
+        sig = member_of.get(node.name)
+        if sig is not None:
+            if sig.name in emitted:
+                continue
+            emitted.add(sig.name)
+            launch = out.node.add(name=sig.name, op="EagerPyFunc", device=node.assigned_device)
+            launch.input.extend(rewrite_ref(f"{n}:{i}") for n, i in sig.inputs)
+            launch.input.extend(dict.fromkeys(rewrite_ref("^" + c) for c in sig.control_inputs))
+            launch.attr["token"].s = register(sig)
+            launch.attr["Tin"].list.type.extend(sig.input_dtypes)
+            launch.attr["Tout"].list.type.extend(sig.output_dtypes)
+            launch.attr["is_async"].b = False
+            launch.attr["_XlaCluster"].s = sig.name.encode()
+            launch.attr["_tfxla_launch"].s = launch.attr["token"].s
+            continue
+        nd = out.node.add()
+        nd.CopyFrom(node.node_def)
+        del nd.input[:]
+        refs = [rewrite_ref(r) for r in node.node_def.input]
+        # Several members may have been control inputs: one control edge on the launch node is enough.
+        nd.input.extend(dict.fromkeys(refs))
+    return out, sigs
