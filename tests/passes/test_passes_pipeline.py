@@ -86,10 +86,18 @@ def xla_kernels(kind, name):
 
 @pytest.mark.parametrize("kind,name", SAMPLES, ids=[f"{k}-{n}" for k, n in SAMPLES])
 def test_kernel_count_no_worse_than_xla(kind, name):
+    """With XLA:CPU's runtime routines (TopK) we make no more kernels than XLA:CPU on any sample."""
     module, _ = load(kind, name)
-    optimize(module, FLAGS)
+    optimize(module, FLAGS, runtime_targets=frozenset({"TopK"}))
     ours, xla = kernel_count(module), xla_kernels(kind, name)
     assert ours <= xla, f"{name}: {ours} kernels, XLA:CPU makes {xla}"
+
+
+def test_without_a_topk_routine_the_sort_stays():
+    module, _ = load_tf_golden("misc")
+    optimize(module, FLAGS)
+    assert "custom-call" not in module.to_string()
+    assert kernel_count(module) == xla_kernels("golden", "misc") + 1  # iota+sort+slice instead of TopK
 
 
 # ---------------------------------------------------------------- dumps

@@ -3,7 +3,8 @@
 ``cpu_pipeline(flags)`` lists the passes in XLA:CPU's order — the one table of pass names:
 
     dce                                   start clean
-    call-inliner, dot_decomposer, logistic-expander, rng-bit-generator-expander, topk-rewriter
+    call-inliner, dot_decomposer, logistic-expander, rng-bit-generator-expander,
+    topk-rewriter (only when the backend lists the "TopK" runtime routine)
                                                            expanders (RunHloPassesThroughLayoutAssn 2-4)
     simplification (fixed point, <= 25):  algsimp, simplify-sorts, simplify-conditional, tuple-simplifier, dce,
                                           constant_folding
@@ -56,20 +57,26 @@ def use_multi_output_fusion(flags) -> bool:
         "xla_cpu_use_multi_output_fusion" in str(extra)
 
 
-def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None) -> Pipeline:
-    """A fresh XLA:CPU pipeline (pass objects keep per-run state such as fusion decisions)."""
+def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
+                 runtime_targets: frozenset[str] = frozenset()) -> Pipeline:
+    """A fresh XLA:CPU pipeline (pass objects keep per-run state such as fusion decisions).
+
+    ``runtime_targets`` names the custom-call routines the backend provides: with ``"TopK"`` in it,
+    sort+slice top-k becomes XLA:CPU's TopK call (``topk-rewriter``); without it the sort stays.
+    """
     mof = use_multi_output_fusion(flags) if multi_output_fusion is None and flags is not None \
         else bool(multi_output_fusion)
     fusion = [CpuInstructionFusion(may_duplicate=not mof)]
     if mof:
         fusion += [CpuMultiOutputFusion(), TupleSimplifier()]
+    topk = [TopkRewriter()] if "TopK" in runtime_targets else []
     return Pipeline("cpu", [
         HloDCE(),
         CallInliner(),
         DotDecomposer(),
         LogisticExpander(),
         RngBitGeneratorExpander(),
-        TopkRewriter(),
+        *topk,
         FixedPoint("simplification", [
             AlgebraicSimplifier(),
             SortSimplifier(),
@@ -115,12 +122,13 @@ def find_passes(p: Pipeline, cls) -> list:
 
 
 def optimize_with_report(module: HloModule, flags=None, *, function: str | None = None,
-                         cluster: str | None = None, pipeline: Pipeline | None = None) -> OptimizeReport:
+                         cluster: str | None = None, pipeline: Pipeline | None = None,
+                         runtime_targets: frozenset[str] = frozenset()) -> OptimizeReport:
     """``optimize`` that also returns the pipeline (fusion decisions, pass history) and dump file names."""
     if flags is None:
         from tfxla_cluster.flags import get_flags
         flags = get_flags()
-    pipeline = pipeline or cpu_pipeline(flags)
+    pipeline = pipeline or cpu_pipeline(flags, runtime_targets=runtime_targets)
     dumper = Dumper.create(flags, module, function=function, cluster=cluster)
     if dumper is not None:
         dumper.before_optimizations(module)
@@ -135,8 +143,10 @@ def optimize_with_report(module: HloModule, flags=None, *, function: str | None 
     return OptimizeReport(module, assignment, pipeline, ctx.history, dumper.files if dumper else [])
 
 
-def optimize(module: HloModule, flags=None, *, function: str | None = None,
-             cluster: str | None = None) -> tuple[HloModule, BufferAssignment]:
-    """Run the CPU pipeline on ``module`` (in place), assign buffers, and dump if the flags say so."""
-    report = optimize_with_report(module, flags, function=function, cluster=cluster)
+def optimize(module: HloModule, flags=None, *, function: str | None = None, cluster: str | None = None,
+             runtime_targets: frozenset[str] = frozenset()) -> tuple[HloModule, BufferAssignment]:
+    """Run the CPU pipeline on ``module`` (in place), assign buffers, and dump if the flags say so.
+    ``function``/``cluster`` label the dumps' manifest; ``runtime_targets`` see ``cpu_pipeline``."""
+    report = optimize_with_report(module, flags, function=function, cluster=cluster,
+                                  runtime_targets=runtime_targets)
     return report.module, report.assignment
