@@ -256,7 +256,8 @@ def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
     """Lower the nodes ``node_names`` of ``graph`` to one module (see the module docstring).
 
     ``arg_shapes`` (dict input index → dims, or a list in input order; a resource may be given as
-    ``(dtype, dims)``) specialises unknown input shapes; ``const_args`` (input index → value) gives the
+    ``(dtype, dims)``; keys may also be the producer tensors ``(node, slot)``) specialises unknown input
+    shapes; ``const_args`` (input index or producer tensor → value) gives the
     values of compile-time-constant inputs that are not constant in the graph. ``check_kernels``
     first checks every node against TF's XLA_CPU_JIT kernel registry (op and dtype constraints).
     """
@@ -302,7 +303,7 @@ def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
         cons = consumers.get(t, [(e.dst.name, e.dst_input) for e in producer.out_edges
                                  if not e.is_control and e.dst.name in member_set])
         if dtype == types_pb2.DT_RESOURCE:
-            et, dims = _resource_spec(graph, t, shapes.get(index), member_set)
+            et, dims = _resource_spec(graph, t, shapes.get(index, shapes.get(t)), member_set)
             with b.metadata(op_name="XLA_Args"):
                 p = b.parameter(next_param, Shape.array(et, dims), f"arg{next_param}")
             inputs.append(ClusterInput(index, t, "resource", et, dims, next_param, consumers=cons))
@@ -316,7 +317,7 @@ def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
             inputs.append(ClusterInput(index, t, "constant", et, tuple(value.shape), value=value, consumers=cons))
             values.append(value)
             continue
-        dims = _input_dims(graph, t, shapes.get(index), index)
+        dims = _input_dims(graph, t, shapes.get(index, shapes.get(t)), index)
         with b.metadata(op_name="XLA_Args"):
             p = b.parameter(next_param, Shape.array(et, dims), f"arg{next_param}")
         inputs.append(ClusterInput(index, t, "parameter", et, dims, next_param, consumers=cons))
@@ -496,8 +497,8 @@ def _must_be_constant(graph: Graph, members: set[str], order: list[Node]) -> set
 
 def _constant_input_value(graph: Graph, t: Tensor, index: int, const_args: Mapping[int, Any],
                           consumers: list[tuple[str, int]]) -> np.ndarray:
-    if index in const_args:
-        return np.asarray(const_args[index])
+    if index in const_args or t in const_args:
+        return np.asarray(const_args[index] if index in const_args else const_args[t])
     value = fold_tensor(graph, t)
     if value is None:
         dst, slot = consumers[0] if consumers else ("?", 0)
