@@ -111,3 +111,25 @@ def tolerance(dtype, approx: bool) -> tuple[float, float]:
 @functools.lru_cache(maxsize=None)
 def parsed(text: str) -> HloModule:
     return parse_module(text)
+
+
+def fill_elided(module, seed=0):
+    rng = np.random.default_rng(seed)
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.literal_elided:
+                instr.literal = random_array(instr.shape.dimensions, instr.shape.dtype, rng, specials=False)
+                instr.literal_elided = False
+    return module
+
+
+def inputs_for(module, seed=1):
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in module.entry.parameters:
+        et = p.shape.element_type
+        if et.is_integral:
+            out.append(random_array(p.shape.dimensions, p.shape.dtype, rng, specials=False, low=0, high=3))
+        else:
+            out.append(random_array(p.shape.dimensions, p.shape.dtype, rng, specials=False))
+    return out

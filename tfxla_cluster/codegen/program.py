@@ -62,6 +62,9 @@ class KernelBuilder:
         fn.args[0].add_attribute("noalias")
         fn.args[0].name, fn.args[1].name, fn.args[2].name = "table", "lo", "hi"
         fn.attributes.add("nounwind")
+        # Kernels stay out of line: inlining them into the entry would optimise each one twice.
+        fn.attributes.add("noinline")
+        fn.linkage = "internal"
         self.builder = new_function_body(fn)
         self.kctx = KernelContext(mctx, fn, self.builder, len(prog.kernels), table=fn.args[0])
         self.function = fn

@@ -235,7 +235,10 @@ class ScalarOps:
             xl = self.to_compute(et, lo)
             xx = self.to_compute(et, x)
             xh = self.to_compute(et, hi)
-            r = _fmin(self, _fmax(self, xx, xl, nan=False), xh, nan=False)
+            # numpy's maximum/minimum (the evaluator's) return the second operand on ties (±0).
+            b = self.b
+            r = b.select(b.fcmp_ordered(">", xx, xl), xx, xl)
+            r = b.select(b.fcmp_ordered("<", xh, r), xh, r)
             # NaN priority: low, then operand, then high (HandleClamp).
             r = self.b.select(self.isnan(xh), xh, r)
             r = self.b.select(self.isnan(xx), xx, r)
