@@ -97,7 +97,8 @@ def test_without_a_topk_routine_the_sort_stays():
     module, _ = load_tf_golden("misc")
     optimize(module, FLAGS)
     assert "custom-call" not in module.to_string()
-    assert kernel_count(module) == xla_kernels("golden", "misc") + 1  # iota+sort+slice instead of TopK
+    # iota+sort+slice instead of one TopK call, but a one-kernel gather where XLA makes two
+    assert kernel_count(module) <= xla_kernels("golden", "misc")
 
 
 # ---------------------------------------------------------------- dumps
