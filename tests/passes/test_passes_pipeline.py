@@ -84,11 +84,12 @@ def xla_kernels(kind, name):
     return kernel_count(parse_module(path.read_text()))
 
 
+@pytest.mark.parametrize("targets", [frozenset(), frozenset({"TopK"})], ids=["default", "with-TopK"])
 @pytest.mark.parametrize("kind,name", SAMPLES, ids=[f"{k}-{n}" for k, n in SAMPLES])
-def test_kernel_count_no_worse_than_xla(kind, name):
-    """With XLA:CPU's runtime routines (TopK) we make no more kernels than XLA:CPU on any sample."""
+def test_kernel_count_no_worse_than_xla(kind, name, targets):
+    """Fusions + unfused kernels: never more than XLA:CPU makes for the same TF HLO."""
     module, _ = load(kind, name)
-    optimize(module, FLAGS, runtime_targets=frozenset({"TopK"}))
+    optimize(module, FLAGS, runtime_targets=targets)
     ours, xla = kernel_count(module), xla_kernels(kind, name)
     assert ours <= xla, f"{name}: {ours} kernels, XLA:CPU makes {xla}"
 
