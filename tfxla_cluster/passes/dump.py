@@ -27,6 +27,7 @@ import re
 import sys
 import tempfile
 import threading
+import warnings
 
 _COUNTER = itertools.count()
 _LOCK = threading.Lock()
@@ -68,7 +69,11 @@ class Dumper:
         if other_formats and not flags.xla_dump_hlo_as_text:
             return None  # only the text format is implemented
         if directory != "-":
-            os.makedirs(directory, exist_ok=True)
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as e:  # XLA logs a failed dump and compiles anyway
+                warnings.warn(f"cannot dump HLO to {directory}: {e}", RuntimeWarning, stacklevel=2)
+                return None
             limit = flags.xla_dump_max_hlo_modules
             if limit >= 0 and len(_read_manifest(directory).get("modules", [])) >= limit:
                 return None
@@ -80,8 +85,12 @@ class Dumper:
         if self.directory == "-":
             sys.stdout.write(f"*** Begin {name} ***\n{text}\n*** End {name} ***\n")
         else:
-            with open(os.path.join(self.directory, name), "w") as f:
-                f.write(text)
+            try:
+                with open(os.path.join(self.directory, name), "w") as f:
+                    f.write(text)
+            except OSError as e:
+                warnings.warn(f"cannot write HLO dump {name}: {e}", RuntimeWarning, stacklevel=2)
+                return name
         self.files.append(name)
         return name
 

@@ -139,6 +139,7 @@ def optimize_with_report(module: HloModule, flags=None, *, function: str | None 
     assignment = assign_buffers(module)
     if dumper is not None:
         fusion_log = "".join(f.decision_log() for f in find_passes(pipeline, CpuInstructionFusion))
+        fusion_log += "".join(line + "\n" for m in find_passes(pipeline, CpuMultiOutputFusion) for line in m.decisions)
         dumper.after_optimizations(module, assignment, fusion_log, ctx.history)
     return OptimizeReport(module, assignment, pipeline, ctx.history, dumper.files if dumper else [])
 
