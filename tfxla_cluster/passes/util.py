@@ -199,9 +199,10 @@ class UseGraph:
         for user in self.users(old):
             if user is not new:
                 self.replace_operand(user, old, new)
-        for instr in self.comp.instructions:
-            if old in instr.control_predecessors:
-                instr.control_predecessors = [new if p is old else p for p in instr.control_predecessors]
+        if self._any_control:
+            for instr in self.comp.instructions:
+                if old in instr.control_predecessors:
+                    instr.control_predecessors = [new if p is old else p for p in instr.control_predecessors]
         if self.comp.root is old:
             self.comp.root = new
 
