@@ -50,11 +50,10 @@ from tfxla_cluster.passes.pass_ import FixedPoint, PassContext, Pipeline
 def use_multi_output_fusion(flags) -> bool:
     """XLA's options::UseMultiOutputFusion: the backend extra option xla_cpu_use_multi_output_fusion."""
     try:
-        extra = flags["xla_backend_extra_options"] or ""
+        extra = str(flags["xla_backend_extra_options"] or "")
     except (KeyError, TypeError):
         return False
-    return "xla_cpu_use_multi_output_fusion" in str(extra).replace(";", ",").split(",") or \
-        "xla_cpu_use_multi_output_fusion" in str(extra)
+    return "xla_cpu_use_multi_output_fusion" in extra
 
 
 def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
