@@ -15,7 +15,8 @@ XLA's reason, recorded in ``decisions`` for dumps and tests:
   bitcast, broadcast, concatenate, dynamic-(update-)slice, gather, iota, pad, reduce, reshape, reverse,
   slice, transpose), concatenates with more than 8 operands or large minor-dimension concatenates;
 - never duplicate an expensive producer, nor fuse one into a consumer that reuses its elements;
-- at most 5 reduces per fusion; no two-instruction fusions of a constant and one op;
+- no reduce into a fusion that already holds more than 5 (kMaxReductionsInFusion); no two-instruction
+  fusions of a constant and one op;
 - no fusion whose emitted code would repeat an instruction more than 15 times, or repeat one that
   opens basic blocks (FusionNodeIndexingEvaluation);
 - ``add(dot, x)`` with a single-use matrix-vector dot (result rank <= 1) becomes a kOutput fusion;
