@@ -1,0 +1,117 @@
+"""Runtime behaviour of executables: bounds checks catch a bad kernel, big kernels split across threads
+give the same results, concurrent calls are safe, inputs are validated, zero-copy where possible."""
+import threading
+
+import numpy as np
+import pytest
+
+from cg_helpers import CHECKED, check, module_of, parsed, random_array
+from tfxla_cluster.codegen import CodegenOptions, compile_module, elemental
+from tfxla_cluster.codegen.loops import Index
+from tfxla_cluster.codegen.runtime import split_range
+from tfxla_cluster.errors import InternalError, InvalidArgumentError
+from tfxla_cluster.hlo.evaluator import evaluate
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+
+RNG = np.random.default_rng(41)
+
+
+def test_bounds_checks_report_an_out_of_range_read(monkeypatch):
+    def off_by_one_reverse(em, instr):
+        x = em.gen(instr.operands[0])
+        n = instr.shape.dimensions[0]
+
+        def g(index):
+            i = index.get_dims(em.b)[0]
+            from tfxla_cluster.codegen import irtypes as t
+            return x(Index([em.b.sub(t.i64(n), i)], instr.operands[0].shape))  # should be n - 1 - i
+        return g
+    monkeypatch.setitem(elemental.GENERATORS, O.REVERSE, off_by_one_reverse)
+    x = np.arange(5, dtype=np.float32)
+    exe = compile_module(module_of(lambda b, p: b.reverse(p, (0,)), x), CHECKED)
+    with pytest.raises(InternalError, match=r"accessed element 5 of a buffer of 5 elements"):
+        exe(x)
+
+
+def test_big_kernels_run_split_across_threads():
+    x = random_array((512, 1031), np.float32, RNG, specials=False)
+    y = random_array((1031,), np.float32, RNG, specials=False)
+
+    def build(b, p, q):
+        return b.tanh(b.add(b.multiply(p, p), b.broadcast(q, p.shape.dimensions, (1,))))
+    m = module_of(build, x, y)
+    par, _ = check(m, x, y, rtol=5e-6, atol=1e-6, options=CodegenOptions(bounds_checks=True, threads=2))
+    assert max(k.tasks for k in par.kernels) == 2
+    seq = compile_module(m, CodegenOptions(threads=1))
+    assert max(k.tasks for k in seq.kernels) == 1
+    # Separately compiled kernels may contract a*b+c into FMAs differently: equal to an ulp.
+    np.testing.assert_allclose(par(x, y)[0], seq(x, y)[0], rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(par(x, y)[0], par(x, y)[0])
+
+
+def test_small_kernels_stay_single_threaded():
+    x = random_array((8, 8), np.float32, RNG)
+    exe = compile_module(module_of(lambda b, p: b.negate(p), x), CodegenOptions(threads=8))
+    assert [k.tasks for k in exe.kernels] == [1]
+
+
+def test_split_range_covers_everything_once():
+    for n, k in [(10, 3), (2, 8), (1000, 7), (5, 1)]:
+        ranges = split_range(n, k)
+        assert ranges[0][0] == 0 and ranges[-1][1] == n
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+
+
+def test_concurrent_calls_of_one_executable():
+    x0 = random_array((300, 257), np.float32, RNG, specials=False)
+    m = module_of(lambda b, p: b.exp(b.tanh(p)), x0)
+    exe = compile_module(m, CodegenOptions(threads=2, parallel_min_cost=1 << 16))
+    inputs = [random_array((300, 257), np.float32, np.random.default_rng(k), specials=False) for k in range(8)]
+    wants = [evaluate(m, a) for a in inputs]
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(5):
+                np.testing.assert_allclose(exe(inputs[k])[0], wants[k], rtol=5e-6)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert exe.calls == 40
+
+
+def test_argument_validation_and_coercion():
+    x = np.ones((2, 3), np.float32)
+    exe = compile_module(module_of(lambda b, p: b.add(p, p), x))
+    with pytest.raises(InvalidArgumentError, match="takes 1 arguments"):
+        exe()
+    with pytest.raises(InvalidArgumentError, match="expected f32, got numpy float64"):
+        exe(np.ones((2, 3)))
+    with pytest.raises(InvalidArgumentError, match=r"expected dimensions \[2, 3\]"):
+        exe(np.ones((3, 2), np.float32))
+    np.testing.assert_array_equal(exe([[1, 2, 3], [4, 5, 6]])[0], [[2, 4, 6], [8, 10, 12]])
+    strided = np.ones((2, 6), np.float32)[:, ::2]  # non-contiguous input is copied, still right
+    np.testing.assert_array_equal(exe(strided)[0], 2 * np.ones((2, 3)))
+
+
+def test_column_major_entry_parameter_and_result():
+    text = """HloModule cm
+ENTRY %main (a: f32[3,4]) -> f32[3,4] {
+  %a = f32[3,4]{0,1} parameter(0)
+  ROOT %n = f32[3,4]{0,1} negate(%a)
+}
+"""
+    a = random_array((3, 4), np.float32, RNG)
+    _, got = check(parsed(text), a)
+    assert got[0].shape == (3, 4)
+
+
+def test_describe_lists_kernels():
+    x = np.ones((4,), np.float32)
+    exe = compile_module(module_of(lambda b, p: b.add(p, p), x))
+    assert "k_add" in exe.describe() and exe.compile_seconds > 0
