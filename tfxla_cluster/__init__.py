@@ -5,6 +5,7 @@ Public API (everything else is internal and may change):
 * :func:`load_graph` / :func:`load_graph_def` — import GraphDefs from tf.functions, files, SavedModels;
 * :func:`mark_for_compilation` — TF 2.21's MarkForCompilationPass, with a reason for every node;
 * :class:`Flags` — ``TF_XLA_FLAGS``/``XLA_FLAGS`` with TF's names, defaults and errors;
+* :func:`function` — a ``tf.function`` drop-in whose XLA clusters run through our compiler;
 * the typed errors of :mod:`tfxla_cluster.errors`.
 
 Names are resolved lazily, so ``import tfxla_cluster`` (and the CLI's ``--help``) does not pay for
@@ -28,6 +29,7 @@ _LAZY = {
     "MarkResult": "tfxla_cluster.jit.mark_for_compilation",
     "ProcessState": "tfxla_cluster.jit.mark_for_compilation",
     "mark_for_compilation": "tfxla_cluster.jit.mark_for_compilation",
+    "function": "tfxla_cluster.runtime.function",
 }
 
 __all__ = ["DataLossError", "FailedPreconditionError", "FlagError", "InternalError", "InvalidArgumentError",

@@ -10,8 +10,9 @@ are the cluster tensors used outside it, and which carries the control edges of 
 * outside nodes that waited on a member wait on the launch node;
 * references ``member:i`` outside the cluster become ``<cluster>:k``.
 
-Attributes ``_XlaCluster`` (the cluster name) and ``_tfxla_launch`` (the launcher's key) name what the
-node runs. The Python callable behind the token is a :class:`Launcher` (see :mod:`.launcher`).
+Attributes ``_tfxla_cluster`` (the cluster name) and ``_tfxla_launch`` (the launcher's token) name what
+the node runs; every node gets ``_XlaCompile=false`` so that TF's own auto-clustering, if enabled in
+the process, leaves the rewritten graph alone. The Python callable behind the token is a :class:`Launcher` (see :mod:`.launcher`).
 """
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
             launch.attr["Tin"].list.type.extend(sig.input_dtypes)
             launch.attr["Tout"].list.type.extend(sig.output_dtypes)
             launch.attr["is_async"].b = False
-            launch.attr["_XlaCluster"].s = sig.name.encode()
+            launch.attr["_tfxla_cluster"].s = sig.name.encode()
             launch.attr["_tfxla_launch"].s = launch.attr["token"].s
             continue
         nd = out.node.add()
@@ -109,4 +110,8 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
         refs = [rewrite_ref(r) for r in node.node_def.input]
         # Several members may have been control inputs: one control edge on the launch node is enough.
         nd.input.extend(dict.fromkeys(refs))
+    for nd in out.node:
+        # TF's own auto-clustering must leave the rewritten graph alone (it would try to compile our
+        # launch nodes, or cluster what we left to TF on purpose).
+        nd.attr["_XlaCompile"].b = False
     return out, sigs

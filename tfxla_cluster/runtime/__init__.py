@@ -1,0 +1,1 @@
+"""Runtime: encapsulated launch nodes, per-signature compile caches, and the ``function`` wrapper."""

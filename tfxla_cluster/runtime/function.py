@@ -1,0 +1,173 @@
+"""``tfxla_cluster.function``: a drop-in for ``tf.function`` whose clusters run through our pipeline.
+
+Stage: the user API. For each traced signature (TF's own tracing and retracing rules apply):
+
+1. the concrete function becomes the graph TF's JIT passes see (runtime form, TF's grappler with
+   nodes placed, CloneConstantsForBetterClustering);
+2. clusters: ``jit_compile=True`` — the whole body is one must-compile cluster (TF's error, listing
+   every uncompilable node, if it can't be); ``False`` — none; ``None`` — TF's auto-clustering under
+   ``TF_XLA_FLAGS`` (``--tf_xla_auto_jit``, ``--tf_xla_cpu_global_jit``);
+3. each cluster becomes a launch node (:mod:`.encapsulate`) backed by a :class:`~.launcher.Launcher`;
+4. TF imports and runs the rewritten graph; everything outside clusters runs on TF's kernels.
+
+Results are TF tensors with the function's own output structure.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from tfxla_cluster.errors import InvalidArgumentError
+
+
+class CompiledGraph:
+    """One traced signature: the rewritten graph, its launchers and the callable that runs it."""
+
+    def __init__(self, concrete, *, jit_compile: bool | None, flags, grappler: bool, backend: str) -> None:
+        import tensorflow as tf
+        from tensorflow.python.ops import script_ops
+
+        from tfxla_cluster import flags as flags_mod
+        from tfxla_cluster.graph.function import graph_def_from_concrete, runtime_to_placeholders
+        from tfxla_cluster.graph.graph import Graph
+        from tfxla_cluster.jit.clone_constants import clone_constants
+        from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
+        from tfxla_cluster.runtime.encapsulate import encapsulate
+        from tfxla_cluster.runtime.launcher import Launcher
+
+        self.concrete = concrete
+        flags = flags_mod.Flags.parse(flags) if isinstance(flags, str) else (flags or flags_mod.Flags.from_env())
+        gd = graph_def_from_concrete(concrete, grappler=grappler)
+        jit_on = jit_compile is True or flags_mod.global_jit_level_for_graph(flags, False) != \
+            flags_mod.GlobalJitLevel.OFF
+        gd = clone_constants(gd, jit_on=jit_on)
+        graph = Graph(gd)
+        if jit_compile is True:
+            from tfxla_cluster.jit import must_compile
+
+            problems = must_compile.uncompilable_in_graph(gd, concrete.function_def.signature.name)
+            if problems:
+                raise must_compile.error_for(concrete.function_def.signature.name, problems)
+            members = [n.name for n in graph.op_nodes() if n.op not in ("_Arg", "_Retval")]
+            self.clusters = {"cluster_0": members} if members else {}
+            self.mark_result = None
+        elif jit_compile is False:
+            self.clusters, self.mark_result = {}, None
+        else:
+            self.mark_result = mark_for_compilation(graph, flags)
+            self.clusters = self.mark_result.clusters
+        self.graph = graph
+        self.launchers: dict[str, Launcher] = {}
+        self._callbacks: list[Callable] = []
+
+        def register(sig) -> bytes:
+            launcher = Launcher(graph, sig, must_compile=jit_compile is True, backend=backend)
+            self.launchers[sig.name] = launcher
+
+            def call(*tensors):
+                return [tf.convert_to_tensor(a) for a in launcher(*tensors)]
+            # EagerPyFunc runs registered EagerFunc objects with eager tensors in and out.
+            eager = script_ops.EagerFunc(call, [tf.as_dtype(t) for t in sig.output_dtypes], False)
+            self._callbacks.append(eager)  # TF's registry only holds weak references
+            return script_ops._py_funcs.insert(eager).encode()
+
+        rewritten, self.signatures = encapsulate(graph, self.clusters, register)
+        self.graph_def = rewritten
+        runnable = runtime_to_placeholders(rewritten)
+        args = sorted((n for n in runnable.node if n.op == "Placeholder" and
+                       n.name in {a.name for a in gd.node if a.op == "_Arg"}),
+                      key=lambda n: next(a.attr["index"].i for a in gd.node if a.name == n.name))
+        rets = sorted((n for n in gd.node if n.op == "_Retval"), key=lambda n: n.attr["index"].i)
+        wrapped = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(runnable, name=""), [])
+        self._fn = wrapped.prune([wrapped.graph.get_tensor_by_name(f"{a.name}:0") for a in args],
+                                 [wrapped.graph.get_tensor_by_name(f"{r.name}:0") for r in rets])
+
+    def __call__(self, flat_inputs: list) -> Any:
+        import tensorflow as tf
+
+        outputs = self._fn(*flat_inputs, *self.concrete.captured_inputs)
+        return tf.nest.pack_sequence_as(self.concrete.structured_outputs, list(outputs),
+                                        expand_composites=True)
+
+
+class Function:
+    """What :func:`function` returns: call it like the ``tf.function`` it wraps."""
+
+    def __init__(self, fn: Callable, *, jit_compile: bool | None, input_signature, reduce_retracing: bool,
+                 flags, grappler: bool, backend: str) -> None:
+        import tensorflow as tf
+
+        self.python_function = fn
+        self.jit_compile = jit_compile
+        self._flags = flags
+        self._grappler = grappler
+        self._backend = backend
+        # TF decides when to retrace; our graphs are built per concrete function it returns.
+        self._tf_function = fn if hasattr(fn, "get_concrete_function") else tf.function(
+            fn, input_signature=input_signature, reduce_retracing=reduce_retracing, autograph=True)
+        self._compiled: dict[int, CompiledGraph] = {}
+        self._lock = threading.Lock()
+
+    def get_compiled(self, *args: Any, **kwargs: Any) -> CompiledGraph:
+        concrete = self._tf_function.get_concrete_function(*args, **kwargs)
+        with self._lock:
+            compiled = self._compiled.get(id(concrete))
+            if compiled is None:
+                compiled = CompiledGraph(concrete, jit_compile=self.jit_compile, flags=self._flags,
+                                         grappler=self._grappler, backend=self._backend)
+                self._compiled[id(concrete)] = compiled
+        return compiled
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import tensorflow as tf
+
+        compiled = self.get_compiled(*args, **kwargs)
+        flat = [a for a in tf.nest.flatten((args, kwargs), expand_composites=True)
+                if isinstance(a, (tf.Tensor, tf.Variable)) or hasattr(a, "__array__") or isinstance(a, (int, float))]
+        expected = len(compiled.concrete.inputs) - len(compiled.concrete.captured_inputs)
+        if len(flat) != expected:
+            # Python scalars that TF traced as constants are not inputs of the concrete function.
+            flat = [a for a in tf.nest.flatten((args, kwargs), expand_composites=True)
+                    if isinstance(a, (tf.Tensor, tf.Variable)) or hasattr(a, "__array__")]
+        if len(flat) != expected:
+            raise InvalidArgumentError(f"expected {expected} tensor arguments, got {len(flat)}")
+        flat = [tf.convert_to_tensor(a) if not isinstance(a, tf.Tensor) else a for a in flat]
+        for given, spec in zip(flat, compiled.concrete.inputs):
+            if given.dtype != spec.dtype:
+                raise InvalidArgumentError(
+                    f"cannot compute {compiled.concrete.name} as input #{flat.index(given)} was expected to be "
+                    f"a {spec.dtype.name} tensor but is a {given.dtype.name} tensor")
+        return compiled(flat)
+
+    def experimental_get_compiler_ir(self, *args: Any, **kwargs: Any) -> Callable[..., str]:
+        """TF's API: ``f.experimental_get_compiler_ir(*args)(stage='hlo')``; stages 'hlo',
+        'optimized_hlo', 'clusters' (our clustering report)."""
+        compiled = self.get_compiled(*args, **kwargs)
+
+        def get(stage: str = "hlo", **_: Any) -> str:
+            if stage == "clusters":
+                from tfxla_cluster.jit import explain
+
+                return explain.explain(compiled.mark_result) if compiled.mark_result else str(compiled.clusters)
+            texts = []
+            for name, launcher in compiled.launchers.items():
+                if not launcher.cache:
+                    raise InvalidArgumentError(f"{name} has not been compiled yet; call the function first")
+                entry = next(iter(launcher.cache.values()))
+                texts.append(entry.hlo_text if stage == "hlo" else entry.optimized_hlo_text)
+            if stage not in ("hlo", "optimized_hlo"):
+                raise InvalidArgumentError(f"Unsupported stage '{stage}': use 'hlo', 'optimized_hlo' or 'clusters'")
+            return "\n".join(texts)
+        return get
+
+
+def function(fn: Callable | None = None, *, jit_compile: bool | None = None, input_signature=None,
+             reduce_retracing: bool = False, flags=None, grappler: bool = True,
+             backend: str = "llvm") -> Any:
+    """Like ``tf.function``; see the module docstring. ``flags`` defaults to ``TF_XLA_FLAGS``;
+    ``grappler=False`` skips TF's pre-clustering rewrites; ``backend="evaluator"`` runs clusters on
+    the numpy HLO evaluator instead of native code."""
+    def wrap(f: Callable) -> Function:
+        return Function(f, jit_compile=jit_compile, input_signature=input_signature,
+                        reduce_retracing=reduce_retracing, flags=flags, grappler=grappler, backend=backend)
+    return wrap(fn) if fn is not None else wrap

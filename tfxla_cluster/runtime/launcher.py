@@ -1,0 +1,215 @@
+"""Launchers: the callable behind each cluster's launch node (TF's ``_XlaCompile`` + ``_XlaRun``).
+
+Stage: runtime. A :class:`Launcher` receives the cluster's inputs as tensors, and per *signature*
+(input dtypes and shapes, plus the values of compile-time-constant inputs, which the cluster is
+specialised on as TF does) lowers the cluster (:mod:`tfxla_cluster.tf2hlo`), optimises it
+(:mod:`tfxla_cluster.passes`) and compiles it (:mod:`tfxla_cluster.codegen`), caching the result.
+Each compile is logged with its cause. When lowering or compiling fails, auto-clustering falls back
+to TF's own kernels for that cluster with a warning naming cluster, op and reason; must-compile
+(``jit_compile=True``) raises instead.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from tfxla_cluster.errors import TfXlaError
+from tfxla_cluster.graph.graph import Graph
+from tfxla_cluster.runtime.encapsulate import ClusterSignature
+
+log = logging.getLogger("tfxla_cluster.runtime")
+
+MEGAMORPHIC_COMPILES = 10            # TF's DeviceCompilationProfiler: >10 compiles ...
+MEGAMORPHIC_EXECUTIONS_PER_COMPILE = 50   # ... with <50 executions per compile → stop compiling
+
+
+@dataclass
+class CompiledCluster:
+    """One compiled signature of a cluster."""
+
+    key: tuple
+    run: Callable[..., list[np.ndarray]]
+    inputs: list                          # LoweredCluster.inputs (kinds: parameter/constant/resource)
+    backend: str                          # "llvm" or "evaluator"
+    compile_seconds: float
+    hlo_text: str = ""
+    optimized_hlo_text: str = ""
+
+
+@dataclass
+class ClusterStats:
+    compiles: int = 0
+    executions: int = 0
+    fallback_reason: str = ""
+    compile_seconds: float = 0.0
+    causes: list[str] = field(default_factory=list)
+
+
+def _signature_key(arrays: list[np.ndarray], const_positions: frozenset[int] | None) -> tuple:
+    parts = []
+    for i, a in enumerate(arrays):
+        entry: tuple = (a.dtype.str, a.shape)
+        if const_positions is not None and i in const_positions:
+            entry += (a.tobytes(),)
+        parts.append(entry)
+    return tuple(parts)
+
+
+class Launcher:
+    """Compiles and runs one cluster (see the module docstring)."""
+
+    def __init__(self, graph: Graph, signature: ClusterSignature, *, must_compile: bool = False,
+                 backend: str = "llvm") -> None:
+        self.graph = graph
+        self.sig = signature
+        self.must_compile = must_compile
+        self.backend = backend
+        self.cache: dict[tuple, CompiledCluster] = {}
+        self.const_positions: frozenset[int] | None = None  # known after the first lowering
+        self.stats = ClusterStats()
+        self._lock = threading.Lock()
+        self._tf_fallback: Callable | None = None
+
+    # ----- compile ------------------------------------------------------------------------------
+    def _cause(self, key: tuple) -> str:
+        if not self.cache:
+            return "first signature"
+        prev = next(reversed(self.cache))
+        for i, (a, b) in enumerate(zip(prev, key)):
+            if a[0] != b[0]:
+                return f"arg{i} dtype {a[0]}→{b[0]}"
+            if a[1] != b[1]:
+                return f"arg{i} shape {list(a[1])}→{list(b[1])}"
+            if a[2:] != b[2:]:
+                return f"arg{i} compile-time constant value changed"
+        return "new signature"
+
+    def _compile(self, arrays: list[np.ndarray], key: tuple) -> CompiledCluster:
+        from tfxla_cluster.tf2hlo import lower_cluster
+
+        t0 = time.perf_counter()
+        shapes = {t: a.shape for t, a in zip(self.sig.inputs, arrays)}
+        consts = {t: a for t, a in zip(self.sig.inputs, arrays)}
+        lowered = lower_cluster(self.graph, self.sig.members, arg_shapes=shapes, const_args=consts,
+                                name=self.sig.name)
+        by_tensor = {t: i for i, t in enumerate(self.sig.inputs)}
+        positions = [by_tensor[inp.tensor] for inp in lowered.parameters]
+        out_index = lowered.output_tensors()
+        missing = [t for t in self.sig.outputs if t not in out_index]
+        if missing:
+            raise TfXlaError(f"cluster {self.sig.name}: lowering produced no value for {missing}")
+        order = [out_index[t] for t in self.sig.outputs]
+        hlo_text = lowered.module.to_string()
+        optimized_text = ""
+        if self.backend == "llvm":
+            from tfxla_cluster.codegen import compile_module
+            from tfxla_cluster.passes.pipeline import optimize
+
+            optimized, _ = optimize(lowered.module.clone(), cluster=self.sig.name)
+            optimized_text = optimized.to_string()
+            executable = compile_module(optimized)
+
+            def run(arrs: list[np.ndarray]) -> list[np.ndarray]:
+                params = [np.ascontiguousarray(arrs[p], dtype=lowered.inputs[by_tensor[self.sig.inputs[p]]]
+                                               .element_type.dtype) for p in positions]
+                result = executable(*params)
+                result = result if isinstance(result, (tuple, list)) else (result,)
+                return [np.asarray(result[k]) for k in order]
+        else:
+            def run(arrs: list[np.ndarray]) -> list[np.ndarray]:
+                ordered = [None] * len(lowered.inputs)
+                for inp in lowered.inputs:
+                    ordered[inp.index] = arrs[by_tensor[inp.tensor]]
+                result = lowered.run(*ordered)
+                return [np.asarray(result[k]) for k in order]
+        if self.const_positions is None:
+            self.const_positions = frozenset(by_tensor[i.tensor] for i in lowered.inputs if i.kind == "constant")
+        seconds = time.perf_counter() - t0
+        return CompiledCluster(key, run, lowered.inputs, self.backend, seconds, hlo_text, optimized_text)
+
+    # ----- run ----------------------------------------------------------------------------------
+    def __call__(self, *tensors: Any) -> list[np.ndarray]:
+        arrays = [np.asarray(t.numpy() if hasattr(t, "numpy") else t) for t in tensors]
+        with self._lock:
+            if self.stats.fallback_reason:
+                return self._run_tf(arrays)
+            key = _signature_key(arrays, self.const_positions)
+            compiled = self.cache.get(key)
+            if compiled is None:
+                cause = self._cause(key)
+                try:
+                    compiled = self._compile(arrays, key)
+                except Exception as e:  # auto mode: TF runs this cluster; must-compile: error
+                    if self.must_compile:
+                        raise
+                    return self._fall_back(arrays, f"{type(e).__name__}: {str(e).splitlines()[0]}")
+                key = _signature_key(arrays, self.const_positions)
+                compiled.key = key
+                self.cache[key] = compiled
+                self.stats.compiles += 1
+                self.stats.compile_seconds += compiled.compile_seconds
+                self.stats.causes.append(cause)
+                log.info("Compiled %s (%s backend) in %.3f s; cause: %s", self.sig.name, compiled.backend,
+                         compiled.compile_seconds, cause)
+                if (self.stats.compiles > MEGAMORPHIC_COMPILES and self.stats.executions
+                        < MEGAMORPHIC_EXECUTIONS_PER_COMPILE * self.stats.compiles and not self.must_compile):
+                    self.stats.fallback_reason = (f"megamorphic: {self.stats.compiles} compiles for "
+                                                  f"{self.stats.executions} executions")
+                    log.warning("Cluster %s is megamorphic (%s); running it on TF's kernels from now on",
+                                self.sig.name, self.stats.fallback_reason)
+            self.stats.executions += 1
+        return compiled.run(arrays)
+
+    def _fall_back(self, arrays: list[np.ndarray], reason: str) -> list[np.ndarray]:
+        self.stats.fallback_reason = reason
+        log.warning("Cluster %s falls back to TF's kernels: %s", self.sig.name, reason)
+        return self._run_tf(arrays)
+
+    def _run_tf(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """Run the cluster's nodes on TF's own kernels (the subgraph, inputs fed as placeholders)."""
+        if self._tf_fallback is None:
+            self._tf_fallback = _tf_subgraph_runner(self.graph, self.sig)
+        return self._tf_fallback(arrays)
+
+
+def _tf_subgraph_runner(graph: Graph, sig: ClusterSignature) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2
+
+    gd = graph_pb2.GraphDef()
+    gd.versions.CopyFrom(graph.graph_def.versions)
+    gd.library.CopyFrom(graph.graph_def.library)
+    feeds = {}
+    for i, (name, slot) in enumerate(sig.inputs):
+        ph = gd.node.add(name=f"tfxla_input_{i}", op="Placeholder")
+        ph.attr["dtype"].type = sig.input_dtypes[i]
+        feeds[(name, slot)] = ph.name
+    members = set(sig.members)
+    for name in sig.members:
+        nd = gd.node.add()
+        nd.CopyFrom(graph.node(name).node_def)
+        refs = []
+        for ref in nd.input:
+            if ref.startswith("^"):
+                if ref[1:] in members:
+                    refs.append(ref)
+                continue
+            src, _, idx = ref.partition(":")
+            t = (src, int(idx or 0))
+            refs.append(ref if src in members else feeds[t])
+        del nd.input[:]
+        nd.input.extend(refs)
+    fetches = [f"{n}:{i}" for n, i in sig.outputs]
+    inputs = [f"tfxla_input_{i}:0" for i in range(len(sig.inputs))]
+    fn = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(gd, name=""), [])
+    pruned = fn.prune([fn.graph.get_tensor_by_name(x) for x in inputs],
+                      [fn.graph.get_tensor_by_name(x) for x in fetches])
+
+    def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.asarray(t) for t in pruned(*arrays)]
+    return run
