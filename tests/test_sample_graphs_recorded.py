@@ -51,7 +51,8 @@ def check_pair(before_path: Path, after_path: Path, expected_clusters: list[str]
     assert list(b) == list(a), f"{after_path.name}: node set/order differs from {before_path.name}"
     for name in b:
         assert not MARK_ATTRS & set(b[name].attr), f"{before_path.name}:{name} already marked"
-        assert _strip(b[name]) == _strip(a[name]), f"{after_path.name}:{name} changed beyond marking"
+        assert _strip(b[name]) == _strip(a[name]), \
+            f"{after_path.name}:{name} changed beyond marking"
         if "_XlaCluster" in a[name].attr:
             assert a[name].attr["_XlaAlreadyClustered"].b, name
     assert sorted(tf_record.clusters_of(after)) == sorted(expected_clusters)
@@ -235,5 +236,6 @@ def test_fresh_numbering_is_contiguous_from_zero() -> None:
 
 def test_fresh_name_shifts_process_global_numbering() -> None:
     assert compare_with_tf.fresh_name("cluster_3", ["cluster_0", "cluster_1"]) == "cluster_1"
-    assert compare_with_tf.fresh_name("cluster_abc_1", ["cluster_0", "cluster_abc_0"]) == "cluster_abc_0"
+    shifted = compare_with_tf.fresh_name("cluster_abc_1", ["cluster_0", "cluster_abc_0"])
+    assert shifted == "cluster_abc_0"
     assert compare_with_tf.fresh_name("cluster_abc_0", ["cluster_0"]) == "cluster_abc_0"

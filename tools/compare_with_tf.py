@@ -11,11 +11,12 @@
             flags=...)`` and compares the result with TF's "after" dump: the partition of nodes
             into clusters (set of frozensets + the unclustered set) and the ``_XlaCluster`` names.
 
-Process-global state is undone per run before comparing: TF numbers clusters with a counter
-shared by every graph of the process (eager single-op graphs such as ``_EagerConst`` included),
-so TF's ``cluster_<n>`` is shifted down by the clusters created earlier with the same prefix
-(``cluster_names_before`` in meta.json); and ``--tf_xla_clustering_fuel`` is global too, so our
-pass gets the fuel TF had left (``starting_fuel`` from TF's log).
+Process-global state: TF numbers clusters with a counter shared by every graph of the process
+(eager single-op graphs such as ``_EagerConst`` included), and ``--tf_xla_clustering_fuel`` is
+global too. If our pass accepts ``state=`` (tfxla_cluster's ``ProcessState``), each run gets a
+fresh state seeded with TF's counters (``cluster_names_before``) and remaining fuel
+(``starting_fuel``), and names are compared verbatim. Otherwise TF's ``<prefix><n>`` is shifted
+down by the earlier clusters with the same prefix, and the fuel flag is set to what TF had left.
 
 Examples::
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import dataclasses
+import inspect
 import json
 import re
 import shutil
@@ -54,7 +56,8 @@ def _select(names: str | None, universe: list[str], what: str) -> list[str]:
     chosen = [n.strip() for n in names.split(",") if n.strip()]
     unknown = [n for n in chosen if n not in universe]
     if unknown:
-        raise SystemExit(f"error: unknown {what}: {', '.join(unknown)} (known: {', '.join(universe)})")
+        raise SystemExit(f"error: unknown {what}: {', '.join(unknown)} "
+                         f"(known: {', '.join(universe)})")
     return chosen
 
 
@@ -74,12 +77,14 @@ def cmd_record(args: argparse.Namespace) -> int:
     flagsets = _select(args.flagsets, list(corpus.FLAGSETS), "flag sets")
     out_root = Path(args.out)
     jobs = [(fn, fs) for fs in flagsets for fn in fns]
-    print(f"recording {len(jobs)} (function, flag set) pairs with {args.jobs} TF processes -> {out_root}")
+    print(f"recording {len(jobs)} (function, flag set) pairs with {args.jobs} TF processes "
+          f"-> {out_root}")
     t0 = time.perf_counter()
     failures = []
     # Threads are enough: each job is a TF subprocess; the pool bounds concurrent TF processes.
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futs = {pool.submit(record_one, fn, fs, out_root, not args.no_gz): (fn, fs) for fn, fs in jobs}
+        futs = {pool.submit(record_one, fn, fs, out_root, not args.no_gz): (fn, fs)
+                for fn, fs in jobs}
         for i, fut in enumerate(concurrent.futures.as_completed(futs), 1):
             fn, fs = futs[fut]
             try:
@@ -182,7 +187,8 @@ def partition(cluster_of: dict[str, str]) -> set[frozenset[str]]:
 
 
 def node_clusters(graph_def: Any) -> dict[str, str]:
-    return {n.name: n.attr["_XlaCluster"].s.decode() for n in graph_def.node if "_XlaCluster" in n.attr}
+    return {n.name: n.attr["_XlaCluster"].s.decode() for n in graph_def.node
+            if "_XlaCluster" in n.attr}
 
 
 def load_impl(spec: str) -> Any:
@@ -198,11 +204,43 @@ def load_impl(spec: str) -> Any:
             f"again once the package provides mark_for_compilation(graph_def, flags=...).") from None
 
 
-def _our_result(impl: Any, graph_def: Any, flags: str) -> tuple[dict[str, str], list[str]]:
+def seeded_state(impl: Any, run: dict[str, Any]) -> Any | None:
+    """A fresh process state for our pass, set to what TF's process had when this run began.
+
+    Used when our pass takes ``state=`` (tfxla_cluster's ``ProcessState``: ``fuel`` and
+    ``sequence[fingerprint]``): the fuel TF had left and the per-fingerprint cluster counters
+    (key 0 for ``cluster_<n>``, the fingerprint for ``cluster_<fp>_<n>``). Then TF's names can be
+    compared verbatim. Returns None when the pass has no such parameter.
+    """
+    try:
+        if "state" not in inspect.signature(impl).parameters:
+            return None
+        module = sys.modules.get(impl.__module__)
+        cls = getattr(module, "ProcessState", None)
+        if cls is None:
+            from tfxla_cluster.jit.mark_for_compilation import ProcessState as cls
+    except (ImportError, TypeError, ValueError):
+        return None
+    state = cls()
+    fuel = run.get("starting_fuel")
+    if fuel and fuel != "infinity":
+        state.fuel = int(fuel)
+    for name in run.get("cluster_names_before", []):
+        m = re.fullmatch(r"cluster_(?:(\d+)_)?(\d+)", name)
+        if m:
+            key = int(m.group(1) or 0)
+            state.sequence[key] = max(state.sequence[key], int(m.group(2)) + 1)
+    return state
+
+
+def _our_result(impl: Any, graph_def: Any, flags: str,
+                state: Any | None = None) -> tuple[dict[str, str], list[str]]:
     """Run our pass; returns node -> cluster name, plus any inconsistency notes."""
-    res = impl(graph_def, flags=flags)
+    res = impl(graph_def, flags=flags) if state is None else impl(graph_def, flags=flags,
+                                                                  state=state)
     notes: list[str] = []
-    from_attrs = node_clusters(res.graph_def) if getattr(res, "graph_def", None) is not None else None
+    gd = getattr(res, "graph_def", None)
+    from_attrs = node_clusters(gd) if gd is not None else None
     from_dict = None
     if getattr(res, "clusters", None) is not None:
         from_dict = {node: name for name, nodes in res.clusters.items() for node in nodes}
@@ -225,9 +263,12 @@ def compare_run(impl: Any, fs: str, fn: str, rec: Path, meta: dict[str, Any],
         return base
     before = tf_record.load_graph_def(rec / before_name)
     tf_of = node_clusters(tf_record.load_graph_def(rec / after_name)) if after_name else {}
-    tf_of = {n: fresh_name(c, run.get("cluster_names_before", [])) for n, c in tf_of.items()}
+    state = seeded_state(impl, run)
+    if state is None:
+        # Our pass starts a fresh sequence: compare with the names a fresh TF process would give.
+        tf_of = {n: fresh_name(c, run.get("cluster_names_before", [])) for n, c in tf_of.items()}
     try:
-        ours, notes = _our_result(impl, before, flags_for_run(meta, run))
+        ours, notes = _our_result(impl, before, flags_for_run(meta, run), state)
     except Exception as e:  # report, keep sweeping
         base.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         return base
@@ -252,7 +293,8 @@ def compare_run(impl: Any, fs: str, fn: str, rec: Path, meta: dict[str, Any],
             base.details.append("same clustered nodes, different grouping")
     elif not base.names_match:
         diff = sorted({(tf_of[n], ours[n]) for n in tf_of if tf_of[n] != ours.get(n)})
-        base.details.append("names differ (TF->ours): " + ", ".join(f"{a}->{b}" for a, b in diff[:6]))
+        base.details.append("names differ (TF->ours): "
+                            + ", ".join(f"{a}->{b}" for a, b in diff[:6]))
     return base
 
 

@@ -37,6 +37,11 @@ FLAGSETS: dict[str, str] = {
     "exclude_where": f"{DEFAULT_FLAGS} --tf_xla_cluster_exclude_ops=Where",
     "fuel_5": f"{DEFAULT_FLAGS} --tf_xla_clustering_fuel=5",
     "deterministic_names": f"{DEFAULT_FLAGS} --tf_xla_deterministic_cluster_names",
+    # max 3 alone can never reach the default min size 4, and fuel 5 (one unit of which the
+    # _EagerConst input graph spends) leaves almost nothing; with min size 1 the limits show.
+    "max_cluster_size_3_min_1": f"{DEFAULT_FLAGS} --tf_xla_max_cluster_size=3 "
+                                "--tf_xla_min_cluster_size=1",
+    "fuel_10_min_1": f"{DEFAULT_FLAGS} --tf_xla_clustering_fuel=10 --tf_xla_min_cluster_size=1",
 }
 
 REGISTRY: dict[str, Callable[[], Sample]] = {}
@@ -55,7 +60,8 @@ def _tf() -> Any:
     return tf
 
 
-def _rand(shape: tuple[int, ...], seed: int, dtype: Any = np.float32, scale: float = 1.0) -> np.ndarray:
+def _rand(shape: tuple[int, ...], seed: int, dtype: Any = np.float32,
+          scale: float = 1.0) -> np.ndarray:
     return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
 
 

@@ -35,7 +35,8 @@ process, which is where our cluster numbering must start).
 
 CLI::
 
-    python tools/tf_record.py tools/corpus.py:unique_middle -o /tmp/rec --flags "--tf_xla_min_cluster_size=1"
+    python tools/tf_record.py tools/corpus.py:unique_split -o /tmp/rec \
+        --flags "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1"
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ MARKER = "@@TFREC"
 LOG_SOURCES = ("mark_for_compilation_pass.cc", "compilability_check_util.cc", "xla_cluster_util.cc",
                "device_util.cc", "dump_graph.cc", "deadness_analysis.cc", "flags.cc",
                "parse_flags_from_env.cc", "command_line_flags.cc")
-MARK_DUMPS = ("before_mark_for_compilation", "mark_for_compilation", "mark_for_compilation_annotated")
+MARK_DUMPS = ("before_mark_for_compilation", "mark_for_compilation",
+              "mark_for_compilation_annotated")
 POST_REWRITE_BEGIN = "main.before_opt_group_post_rewrite_for_exec"
 POST_REWRITE_END = "main.after_opt_group_post_rewrite_for_exec"
 
@@ -260,8 +262,8 @@ def _dump_stem(path: str) -> str:
 
 def _split_mark_dump(stem: str) -> tuple[str, int] | None:
     """``mark_for_compilation_annotated_3`` -> (``mark_for_compilation_annotated``, 3)."""
-    m = re.fullmatch(r"(before_mark_for_compilation|mark_for_compilation_annotated|"
-                     r"mark_for_compilation)(?:_(\d+))?", stem)
+    kinds = "|".join(sorted(MARK_DUMPS, key=len, reverse=True))  # longest name first
+    m = re.fullmatch(rf"({kinds})(?:_(\d+))?", stem)
     return (m.group(1), int(m.group(2) or 0)) if m else None
 
 
@@ -417,7 +419,8 @@ def record(target: str, out_dir: str | Path, flags: str = DEFAULT_FLAGS, *, keep
             run["is_user_function"] = bool(user_fn) and run["function"] == user_fn
             interesting = keep == "all" or (run["function"] and run["phase"] == "call")
             run["kept"] = bool(interesting)
-            names = [f for k, f in run["dumps"].items() if annotated or k != "mark_for_compilation_annotated"]
+            names = [f for k, f in run["dumps"].items()
+                     if annotated or k != "mark_for_compilation_annotated"]
             names += run["other_dumps"] if keep == "all" else []
             if interesting and run["function"] and not run["dumps"]:
                 # No candidates => no mark dumps; keep the graph that entered the pass group.
@@ -533,7 +536,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--gz", action="store_true", help="gzip the kept .pbtxt dumps")
     ap.add_argument("--outputs", action="store_true", help="also save the call's outputs.npz")
     args = ap.parse_args(argv)
-    meta = record(args.target, args.out, args.flags, keep=args.keep, gz=args.gz, outputs=args.outputs)
+    meta = record(args.target, args.out, args.flags, keep=args.keep, gz=args.gz,
+                  outputs=args.outputs)
     for run in meta["runs"]:
         tag = "USER" if run.get("is_user_function") else ("kept" if run["kept"] else "    ")
         print(f"run {run['run']:2d} [{tag}] {run['phase']:6s} {run['thread']} "
