@@ -10,9 +10,13 @@
     buffers.py     the buffer plan (slots, arena packing);  program.py  the entry function
     runtime.py     symbols the code calls: BLAS, parallel_for thread pool, bounds-failure reports
     executable.py  compile_module(module) -> Executable;  Executable(*arrays) -> tuple of arrays
+    cache.py       CompilationCache (per cluster + signature, megamorphic rule, compile causes) and the
+                   PersistentCache on disk (--tf_xla_persistent_cache_directory)
 """
+from tfxla_cluster.codegen.cache import CacheResult, CompilationCache, PersistentCache, Signature
 from tfxla_cluster.codegen.context import CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, get_engine
 from tfxla_cluster.codegen.executable import Executable, compile_module
 
-__all__ = ["CodeLibrary", "CodegenOptions", "Executable", "JitEngine", "compile_module", "get_engine"]
+__all__ = ["CacheResult", "CodeLibrary", "CodegenOptions", "CompilationCache", "Executable", "JitEngine",
+           "PersistentCache", "Signature", "compile_module", "get_engine"]

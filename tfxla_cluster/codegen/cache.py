@@ -1,0 +1,346 @@
+"""Compilation cache: in-memory per cluster and signature, with TF's megamorphic rule, compile-cause
+logging, and a persistent on-disk layer (TF's DeviceCompiler + XlaCompilationCache roles).
+
+    cache = CompilationCache.from_flags()
+    result = cache.get_or_compile("cluster_0", Signature.of(args), build_module)
+    if result.executable is None:     # megamorphic: run the cluster with TF instead
+        ...
+    outputs = result.run(*args)       # counts the execution
+
+Keys. In memory: (cluster fingerprint, signature) where the signature is the argument shapes and
+dtypes plus the values of compile-time-constant arguments. On disk: a digest of the HLO module's
+fingerprint (instructions and constant bytes, no metadata), the ``CodegenOptions``, the JIT engine key
+(target, CPU name and features, opt level, LLVM and llvmlite versions) and the tfxla_cluster version.
+
+Rules:
+- each (cluster, signature) compiles once, even when many threads ask at the same time;
+- every compile is logged at INFO with its cause: the first signature of the cluster, or what changed
+  (which argument, which dim or dtype) against the most recent signature;
+- TF's megamorphic rule: a cluster compiled more than 10 times with fewer than 50 executions per
+  compile stops compiling new signatures — a warning is logged once and the caller must fall back;
+- persistent entries are written atomically (temp file + rename), never in read-only mode; a corrupt
+  or stale entry (bad header, wrong digest, IR that no longer matches) is ignored with a warning and
+  recompiled. An entry stores the object code and the digest of the IR it came from: loading re-emits
+  the IR (cheap, deterministic) to rebuild the buffer plan and checks the digest before trusting the
+  object code.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from tfxla_cluster.codegen.context import CodegenOptions
+from tfxla_cluster.codegen.engine import JitEngine, get_engine
+from tfxla_cluster.codegen.executable import Executable, compile_module, emit_module
+from tfxla_cluster.codegen.program import ENTRY_NAME
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+
+log = logging.getLogger("tfxla_cluster.codegen")
+
+MAX_COMPILES_BEFORE_MEGAMORPHIC = 10     # TF's kMaxNumberOfCompiles... ("more than 10 compiles")
+MIN_EXECUTIONS_PER_COMPILE = 50          # ...with fewer than 50 executions per compile
+FORMAT_VERSION = 1
+_MAGIC = "tfxla-cluster-executable"
+
+
+# ---------------------------------------------------------------------- fingerprints and signatures
+def module_fingerprint(module) -> str:
+    """SHA-256 of the module's instructions (metadata left out) with constants hashed by value."""
+    from tfxla_cluster.hlo.printer import instruction_to_string
+    h = hashlib.sha256()
+    for comp in module.computation_post_order():
+        h.update(f"{'ENTRY ' if comp is module.entry else ''}{comp.name}\n".encode())
+        for instr in comp.post_order():
+            if instr.opcode is O.CONSTANT and not instr.literal_elided and instr.shape.is_array:
+                lit = np.ascontiguousarray(np.asarray(instr.literal, dtype=instr.shape.dtype))
+                h.update(f"{instr.name} {instr.shape} constant ".encode())
+                h.update(hashlib.sha256(lit.tobytes()).digest())
+            else:
+                h.update(instruction_to_string(instr, metadata=False).encode())
+            h.update(b"\n")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    dtype: str
+    shape: tuple[int, ...]
+    value_digest: str | None = None   # compile-time-constant arguments are specialised on their value
+
+    def __str__(self) -> str:
+        text = f"{self.dtype}[{','.join(map(str, self.shape))}]"
+        return text + (f"={self.value_digest[:8]}" if self.value_digest else "")
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Argument shapes and dtypes (and values of compile-time constants) of one cluster call."""
+
+    args: tuple[ArgSpec, ...]
+
+    @staticmethod
+    def of(args, constant_args=()) -> "Signature":
+        specs = []
+        for k, a in enumerate(args):
+            arr = np.asarray(a)
+            digest = None
+            if k in constant_args:
+                digest = hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
+            specs.append(ArgSpec(arr.dtype.name, tuple(arr.shape), digest))
+        return Signature(tuple(specs))
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(map(str, self.args)) + ")"
+
+    def change_from(self, previous: "Signature") -> str:
+        """What differs from ``previous``, in words (the compile cause)."""
+        if len(self.args) != len(previous.args):
+            return f"number of arguments changed {len(previous.args)} -> {len(self.args)}"
+        changes = []
+        for k, (a, p) in enumerate(zip(self.args, previous.args)):
+            if a.dtype != p.dtype:
+                changes.append(f"argument {k} dtype changed {p.dtype} -> {a.dtype}")
+            if len(a.shape) != len(p.shape):
+                changes.append(f"argument {k} rank changed {len(p.shape)} -> {len(a.shape)}")
+            else:
+                for d, (x, y) in enumerate(zip(a.shape, p.shape)):
+                    if x != y:
+                        changes.append(f"argument {k} dim {d} changed {y} -> {x}")
+            if a.value_digest != p.value_digest:
+                changes.append(f"value of compile-time constant argument {k} changed")
+        return "; ".join(changes) or "same signature"
+
+
+# ---------------------------------------------------------------------- persistent layer
+@dataclass
+class PersistentCache:
+    """Executables on disk under ``directory`` (TF's --tf_xla_persistent_cache_* flags)."""
+
+    directory: Path
+    prefix: str = "xla_compile_cache"
+    read_only: bool = False
+
+    def __post_init__(self) -> None:
+        self.directory = Path(self.directory)
+
+    def path_for(self, key: str) -> Path:
+        return self.directory / f"{self.prefix}__{key}.tfxla"
+
+    def load(self, key: str, module, options: CodegenOptions, engine: JitEngine) -> Executable | None:
+        path = self.path_for(key)
+        if not path.exists():
+            return None
+        try:
+            header, obj = read_entry(path)
+            if header.get("key") != key:
+                raise ValueError("entry key does not match its file name")
+            prog, text = emit_module(module, options)
+            if hashlib.sha256(text.encode()).hexdigest() != header["ir_sha256"]:
+                raise ValueError("stale entry: the generated IR changed since it was written")
+            lib = engine.load_object(obj, [ENTRY_NAME], name=module.name)
+            log.info("Loaded executable for %s from the persistent cache (%s)", module.name, path.name)
+            return Executable(module, options, lib, prog, text)
+        except Exception as e:  # any problem with an entry means: recompile, and say so
+            log.warning("Ignoring persistent cache entry %s: %s", path, e)
+            return None
+
+    def store(self, key: str, exe: Executable) -> None:
+        if self.read_only:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        obj = exe.library.object_code
+        header = {"magic": _MAGIC, "format": FORMAT_VERSION, "key": key, "module": exe.name,
+                  "ir_sha256": exe.ir_digest, "object_sha256": hashlib.sha256(obj).hexdigest(),
+                  "object_bytes": len(obj)}
+        data = json.dumps(header, sort_keys=True).encode() + b"\n" + obj
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".tfxla")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path_for(key))  # atomic: readers see the old file or the new one
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def entries(self) -> list[Path]:
+        return sorted(self.directory.glob(f"{self.prefix}__*.tfxla")) if self.directory.exists() else []
+
+
+def read_entry(path: Path) -> tuple[dict, bytes]:
+    """(header, object code) of a cache file; ``ValueError`` when it is not a valid entry."""
+    data = Path(path).read_bytes()
+    head, sep, obj = data.partition(b"\n")
+    if not sep:
+        raise ValueError("no header")
+    try:
+        header = json.loads(head)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"unreadable header: {e}") from None
+    if header.get("magic") != _MAGIC or header.get("format") != FORMAT_VERSION:
+        raise ValueError("not a tfxla_cluster executable of this format")
+    if len(obj) != header.get("object_bytes") or hashlib.sha256(obj).hexdigest() != header.get("object_sha256"):
+        raise ValueError("object code is truncated or corrupt")
+    return header, obj
+
+
+def list_entries(directory, prefix: str = "xla_compile_cache") -> list[dict]:
+    """One dict per entry: file, module, bytes, and ``ok``/``error`` from reading it (``cache list``)."""
+    out = []
+    for path in PersistentCache(Path(directory), prefix).entries():
+        try:
+            header, obj = read_entry(path)
+            out.append({"file": path.name, "module": header["module"], "bytes": len(obj), "ok": True})
+        except (ValueError, OSError) as e:
+            out.append({"file": path.name, "module": "?", "bytes": path.stat().st_size, "ok": False,
+                        "error": str(e)})
+    return out
+
+
+def clear_entries(directory, prefix: str = "xla_compile_cache") -> int:
+    """Delete every entry (``cache clear``); returns how many were removed."""
+    n = 0
+    for path in PersistentCache(Path(directory), prefix).entries():
+        path.unlink()
+        n += 1
+    return n
+
+
+# ---------------------------------------------------------------------- the cache
+@dataclass
+class ClusterStats:
+    compiles: int = 0
+    executions: int = 0
+    megamorphic: bool = False
+    last_signature: Signature | None = None
+    signatures: list[Signature] = field(default_factory=list)
+
+
+@dataclass
+class CacheResult:
+    """What ``get_or_compile`` hands back. ``executable`` is None when the cluster must fall back."""
+
+    executable: Executable | None
+    compiled: bool
+    cause: str
+    _cache: "CompilationCache | None" = None
+    _cluster: str = ""
+
+    @property
+    def fell_back(self) -> bool:
+        return self.executable is None
+
+    def run(self, *args):
+        self._cache.record_execution(self._cluster)
+        return self.executable(*args)
+
+
+class CompilationCache:
+    """Executables per (cluster, signature); thread-safe; each key compiles exactly once."""
+
+    def __init__(self, options: CodegenOptions | None = None, persistent: PersistentCache | None = None,
+                 engine: JitEngine | None = None, version: str | None = None) -> None:
+        self.options = options or CodegenOptions.from_flags()
+        self.engine = engine or get_engine(self.options.opt_level)
+        self.persistent = persistent
+        if version is None:
+            from tfxla_cluster import __version__ as version
+        self.version = version
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, Signature], Executable] = {}
+        self._key_locks: dict[tuple[str, Signature], threading.Lock] = {}
+        self.clusters: dict[str, ClusterStats] = {}
+        self.compiles = 0
+
+    @staticmethod
+    def from_flags(flags=None, **option_overrides) -> "CompilationCache":
+        if flags is None:
+            from tfxla_cluster.flags import Flags
+            flags = Flags.from_env()
+        options = CodegenOptions.from_flags(flags, **option_overrides)
+        persistent = None
+        directory = flags.tf_xla_persistent_cache_directory
+        device_types = [d.strip().upper() for d in str(flags.tf_xla_persistent_cache_device_types).split(",")
+                        if d.strip()]
+        if directory and (not device_types or "CPU" in device_types):
+            persistent = PersistentCache(Path(directory), flags.tf_xla_persistent_cache_prefix,
+                                         bool(flags.tf_xla_persistent_cache_read_only))
+        return CompilationCache(options, persistent)
+
+    def persistent_key(self, module) -> str:
+        h = hashlib.sha256()
+        for part in (module_fingerprint(module), self.options.key(), self.engine.key, self.version,
+                     str(FORMAT_VERSION)):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()[:32]
+
+    def record_execution(self, cluster: str) -> None:
+        with self._lock:
+            self.clusters.setdefault(cluster, ClusterStats()).executions += 1
+
+    def get_or_compile(self, cluster: str, signature: Signature, build: Callable[[], object]) -> CacheResult:
+        key = (cluster, signature)
+        with self._lock:
+            exe = self._entries.get(key)
+            if exe is not None:
+                return CacheResult(exe, False, "cache hit", self, cluster)
+            stats = self.clusters.setdefault(cluster, ClusterStats())
+            if stats.megamorphic:
+                return CacheResult(None, False, "megamorphic", self, cluster)
+            if stats.compiles > MAX_COMPILES_BEFORE_MEGAMORPHIC and \
+                    stats.executions < MIN_EXECUTIONS_PER_COMPILE * stats.compiles:
+                stats.megamorphic = True
+                log.warning("Cluster %s is megamorphic: %d compiles and only %d executions (TF's rule: more "
+                            "than %d compiles with fewer than %d executions each); it falls back to TF from "
+                            "now on", cluster, stats.compiles, stats.executions,
+                            MAX_COMPILES_BEFORE_MEGAMORPHIC, MIN_EXECUTIONS_PER_COMPILE)
+                return CacheResult(None, False, "megamorphic", self, cluster)
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # one compile per key; late arrivals wait and then hit
+            with self._lock:
+                exe = self._entries.get(key)
+                if exe is not None:
+                    return CacheResult(exe, False, "cache hit", self, cluster)
+                stats = self.clusters[cluster]
+                cause = ("first signature " + str(signature)) if stats.last_signature is None else \
+                    f"new signature {signature}: {signature.change_from(stats.last_signature)}"
+            module = build()
+            exe, origin = self._compile(module)
+            with self._lock:
+                self._entries[key] = exe
+                stats.compiles += 1
+                stats.last_signature = signature
+                stats.signatures.append(signature)
+                self.compiles += origin == "compiled"
+            log.info("Compiled cluster %s (%s, %s, %.1f ms): %s", cluster, module.name, origin,
+                     exe.compile_seconds * 1e3, cause)
+            return CacheResult(exe, True, cause, self, cluster)
+
+    def _compile(self, module) -> tuple[Executable, str]:
+        key = None
+        if self.persistent is not None:
+            key = self.persistent_key(module)
+            exe = self.persistent.load(key, module, self.options, self.engine)
+            if exe is not None:
+                return exe, "persistent cache"
+        exe = compile_module(module, self.options, self.engine)
+        if self.persistent is not None:
+            try:
+                self.persistent.store(key, exe)
+            except OSError as e:
+                log.warning("Could not write persistent cache entry for %s: %s", module.name, e)
+        return exe, "compiled"
