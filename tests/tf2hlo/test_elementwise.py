@@ -181,7 +181,7 @@ def clip_select_bias_cases():
         cases.append(Case(f"ClipByValue[{dt}] scalar bounds", raw("ClipByValue"),
                           [x, np.asarray(-1).astype(x.dtype), np.asarray(1).astype(x.dtype)]))
         cases.append(Case(f"ClipByValue[{dt}] tensor bounds", raw("ClipByValue"),
-                          [x, values(dt, (2, 3), "small", seed=9), np.ones((2, 3), x.dtype)]))
+                          [x, -np.abs(values(dt, (2, 3), "small", seed=9)), np.ones((2, 3), x.dtype)]))  # lo <= hi
     for dt in ("f32", "i32", "bool", "bf16"):
         c = values("bool", (2, 3), seed=10)
         cases.append(Case(f"Select[{dt}] same shape", raw("Select"), [c, values(dt, (2, 3), seed=11),

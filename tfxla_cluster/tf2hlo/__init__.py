@@ -4,6 +4,7 @@ Stage: lowering, after clustering (``jit/``) and before the HLO passes (``passes
 
     lower_cluster(graph, node_names, *, arg_shapes=None, const_args=None, name=None) -> LoweredCluster
     lower_function(fn_or_concrete, *example_args) -> LoweredCluster       # a jit_compile=True function
+    cluster_input_tensors(graph, node_names) -> [(node, slot)]            # input order, without lowering
     cluster_modules(graph, mark_result) -> dict[str, HloModule]           # every cluster of a marking
     lowers("AddV2", "Add")                                                # the registry decorator
     lowered_ops() -> frozenset[str]
@@ -20,8 +21,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tfxla_cluster.tf2hlo.context import LoweringContext, Resource
-from tfxla_cluster.tf2hlo.lower import (ClusterInput, ClusterOutput, LoweredCluster, lower_cluster,
-                                        lower_function)
+from tfxla_cluster.tf2hlo.lower import (ClusterInput, ClusterOutput, LoweredCluster, cluster_input_tensors,
+                                        lower_cluster, lower_function)
 from tfxla_cluster.tf2hlo.registry import lowered_ops, lowers
 
 if TYPE_CHECKING:
@@ -38,5 +39,6 @@ def cluster_modules(graph: "Graph", mark_result, **kwargs) -> dict[str, "HloModu
             for name, nodes in mark_result.clusters.items()}
 
 
-__all__ = ["ClusterInput", "ClusterOutput", "LoweredCluster", "LoweringContext", "Resource", "cluster_modules",
+__all__ = ["ClusterInput", "ClusterOutput", "LoweredCluster", "LoweringContext", "Resource", "cluster_input_tensors",
+           "cluster_modules",
            "lower_cluster", "lower_function", "lowered_ops", "lowers"]

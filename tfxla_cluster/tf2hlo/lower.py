@@ -273,24 +273,7 @@ def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
     const_args = dict(const_args or {})
 
     # ---- inputs
-    arg_nodes = sorted((n for n in order if n.op in _ARG_OPS), key=lambda n: n.node_def.attr["index"].i)
-    must_const = _must_be_constant(graph, member_set, order)
-    external: list[Tensor] = []
-    consumers: dict[Tensor, list[tuple[str, int]]] = {}
-    for e in graph.edges():
-        if e.is_control or e.src.name in member_set or e.dst.name not in member_set:
-            continue
-        t = (e.src.name, e.src_output)
-        if t not in consumers:
-            external.append(t)
-            consumers[t] = []
-        consumers[t].append((e.dst.name, e.dst_input))
-
-    def is_resource(t: Tensor) -> bool:
-        return base_dtype(graph.node(t[0]).outputs[t[1]].dtype) == types_pb2.DT_RESOURCE
-
-    external.sort(key=lambda t: 0 if t in must_const else (2 if is_resource(t) else 1))  # stable
-    tensors = [(n.name, 0) for n in arg_nodes] + external
+    tensors, must_const, consumers = _signature(graph, member_set, order)
 
     b = TfBuilder(name)
     inputs: list[ClusterInput] = []
@@ -359,6 +342,36 @@ def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
         root = b.tuple(elements, name="XLA_Retvals")
     module = _finish_module(name, b.build(root))
     return LoweredCluster(name, module, inputs, outputs)
+
+
+def cluster_input_tensors(graph: Graph, node_names: Iterable[str]) -> list[Tensor]:
+    """The cluster's inputs in input order (see the module docstring), without lowering anything —
+    what a caller needs to fetch argument values and shapes first."""
+    member_set = set(node_names)
+    order = [n for n in graph.topological_order() if n.name in member_set]
+    return _signature(graph, member_set, order)[0]
+
+
+def _signature(graph: Graph, member_set: set[str], order: list[Node]):
+    """(input tensors in input order, must-be-constant tensors, tensor → consumers in the cluster)."""
+    arg_nodes = sorted((n for n in order if n.op in _ARG_OPS), key=lambda n: n.node_def.attr["index"].i)
+    must_const = _must_be_constant(graph, member_set, order)
+    external: list[Tensor] = []
+    consumers: dict[Tensor, list[tuple[str, int]]] = {}
+    for e in graph.edges():
+        if e.is_control or e.src.name in member_set or e.dst.name not in member_set:
+            continue
+        t = (e.src.name, e.src_output)
+        if t not in consumers:
+            external.append(t)
+            consumers[t] = []
+        consumers[t].append((e.dst.name, e.dst_input))
+
+    def is_resource(t: Tensor) -> bool:
+        return base_dtype(graph.node(t[0]).outputs[t[1]].dtype) == types_pb2.DT_RESOURCE
+
+    external.sort(key=lambda t: 0 if t in must_const else (2 if is_resource(t) else 1))  # stable
+    return [(n.name, 0) for n in arg_nodes] + external, must_const, consumers
 
 
 def _output_hlo(lowerer: GraphLowerer, t: Tensor) -> HloInstruction:
