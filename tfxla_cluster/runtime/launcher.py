@@ -75,6 +75,15 @@ class Launcher:
         self._lock = threading.Lock()
         self._tf_fallback: Callable | None = None
 
+    def _resource_dtype(self, position: int) -> int:
+        """The variable's dtype, from how the cluster's members use the handle (``dtype`` attrs)."""
+        src, slot = self.sig.inputs[position]
+        members = set(self.sig.members)
+        for e in self.graph.node(src).out_edges:
+            if e.src_output == slot and e.dst.name in members and "dtype" in e.dst.node_def.attr:
+                return e.dst.node_def.attr["dtype"].type
+        raise TfXlaError(f"cluster {self.sig.name}: can't tell the dtype of resource input {src}:{slot}")
+
     # ----- compile ------------------------------------------------------------------------------
     def _cause(self, key: tuple) -> str:
         if not self.cache:
@@ -93,7 +102,11 @@ class Launcher:
         from tfxla_cluster.tf2hlo import lower_cluster
 
         t0 = time.perf_counter()
-        shapes = {t: a.shape for t, a in zip(self.sig.inputs, arrays)}
+        from tensorflow.core.framework import types_pb2
+
+        # Resources are specified by their current value (dtype and shape), other inputs by shape.
+        shapes = {t: (a if dt == types_pb2.DT_RESOURCE else a.shape)
+                  for t, a, dt in zip(self.sig.inputs, arrays, self.sig.input_dtypes)}
         consts = {t: a for t, a in zip(self.sig.inputs, arrays)}
         lowered = lower_cluster(self.graph, self.sig.members, arg_shapes=shapes, const_args=consts,
                                 name=self.sig.name)
@@ -104,6 +117,8 @@ class Launcher:
         if missing:
             raise TfXlaError(f"cluster {self.sig.name}: lowering produced no value for {missing}")
         order = [out_index[t] for t in self.sig.outputs]
+        # Resource variables: the cluster's final value of each, written back after the run.
+        updates = {by_tensor[lowered.inputs[i].tensor]: k for i, k in lowered.resource_updates().items()}
         hlo_text = lowered.module.to_string()
         optimized_text = ""
         if self.backend == "llvm":
@@ -119,14 +134,16 @@ class Launcher:
                                                .element_type.dtype) for p in positions]
                 result = executable(*params)
                 result = result if isinstance(result, (tuple, list)) else (result,)
-                return [np.asarray(result[k]) for k in order]
+                return ([np.asarray(result[k]) for k in order],
+                        {p: np.asarray(result[k]) for p, k in updates.items()})
         else:
             def run(arrs: list[np.ndarray]) -> list[np.ndarray]:
                 ordered = [None] * len(lowered.inputs)
                 for inp in lowered.inputs:
                     ordered[inp.index] = arrs[by_tensor[inp.tensor]]
                 result = lowered.run(*ordered)
-                return [np.asarray(result[k]) for k in order]
+                return ([np.asarray(result[k]) for k in order],
+                        {p: np.asarray(result[k]) for p, k in updates.items()})
         if self.const_positions is None:
             self.const_positions = frozenset(by_tensor[i.tensor] for i in lowered.inputs if i.kind == "constant")
         seconds = time.perf_counter() - t0
@@ -134,10 +151,22 @@ class Launcher:
 
     # ----- run ----------------------------------------------------------------------------------
     def __call__(self, *tensors: Any) -> list[np.ndarray]:
-        arrays = [np.asarray(t.numpy() if hasattr(t, "numpy") else t) for t in tensors]
+        from tensorflow.core.framework import types_pb2
+
+        arrays: list[np.ndarray] = []
+        handles: dict[int, tuple[Any, int]] = {}
+        for i, t in enumerate(tensors):
+            if self.sig.input_dtypes[i] == types_pb2.DT_RESOURCE:
+                # A variable: the cluster reads its value now and writes it back after the run, as
+                # XlaLaunch snapshots resource variables.
+                dtype = self._resource_dtype(i)
+                handles[i] = (t, dtype)
+                arrays.append(_read_variable(t, dtype))
+            else:
+                arrays.append(np.asarray(t.numpy() if hasattr(t, "numpy") else t))
         with self._lock:
             if self.stats.fallback_reason:
-                return self._run_tf(arrays)
+                return self._run_tf(list(tensors))
             key = _signature_key(arrays, self.const_positions)
             compiled = self.cache.get(key)
             if compiled is None:
@@ -147,7 +176,7 @@ class Launcher:
                 except Exception as e:  # auto mode: TF runs this cluster; must-compile: error
                     if self.must_compile:
                         raise
-                    return self._fall_back(arrays, f"{type(e).__name__}: {str(e).splitlines()[0]}")
+                    return self._fall_back(list(tensors), f"{type(e).__name__}: {str(e).splitlines()[0]}")
                 key = _signature_key(arrays, self.const_positions)
                 compiled.key = key
                 self.cache[key] = compiled
@@ -163,18 +192,34 @@ class Launcher:
                     log.warning("Cluster %s is megamorphic (%s); running it on TF's kernels from now on",
                                 self.sig.name, self.stats.fallback_reason)
             self.stats.executions += 1
-        return compiled.run(arrays)
+        outputs, updates = compiled.run(arrays)
+        for position, value in updates.items():
+            _assign_variable(handles[position][0], value)
+        return outputs
 
-    def _fall_back(self, arrays: list[np.ndarray], reason: str) -> list[np.ndarray]:
+    def _fall_back(self, tensors: list, reason: str) -> list[np.ndarray]:
         self.stats.fallback_reason = reason
         log.warning("Cluster %s falls back to TF's kernels: %s", self.sig.name, reason)
-        return self._run_tf(arrays)
+        return self._run_tf(tensors)
 
-    def _run_tf(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        """Run the cluster's nodes on TF's own kernels (the subgraph, inputs fed as placeholders)."""
+    def _run_tf(self, tensors: list) -> list[np.ndarray]:
+        """Run the cluster's nodes on TF's own kernels (the subgraph, inputs fed as placeholders;
+        resource handles are passed through, so variable ops act on the real variables)."""
         if self._tf_fallback is None:
             self._tf_fallback = _tf_subgraph_runner(self.graph, self.sig)
-        return self._tf_fallback(arrays)
+        return self._tf_fallback(tensors)
+
+
+def _read_variable(handle: Any, dtype: int) -> np.ndarray:
+    import tensorflow as tf
+
+    return tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.as_dtype(dtype)).numpy()
+
+
+def _assign_variable(handle: Any, value: np.ndarray) -> None:
+    import tensorflow as tf
+
+    tf.raw_ops.AssignVariableOp(resource=handle, value=tf.convert_to_tensor(value))
 
 
 def _tf_subgraph_runner(graph: Graph, sig: ClusterSignature) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
@@ -210,6 +255,6 @@ def _tf_subgraph_runner(graph: Graph, sig: ClusterSignature) -> Callable[[list[n
     pruned = fn.prune([fn.graph.get_tensor_by_name(x) for x in inputs],
                       [fn.graph.get_tensor_by_name(x) for x in fetches])
 
-    def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
-        return [np.asarray(t) for t in pruned(*arrays)]
+    def run(tensors: list) -> list[np.ndarray]:
+        return [np.asarray(t) for t in pruned(*tensors)]
     return run
