@@ -1,0 +1,119 @@
+"""End to end: tfxla_cluster.function runs real TF programs; results and variables equal TF's."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+from tfxla_cluster.jit.must_compile import MustCompileError
+
+AUTO = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1"
+RNG = np.random.default_rng(0)
+
+
+def _close(got, want, tol=1e-5):
+    for g, w in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=tol, atol=tol)
+
+
+def mlp(x, w1, w2):
+    h = tf.nn.relu(tf.matmul(x, w1) + 0.1)
+    return tf.nn.softmax(tf.matmul(h, w2)), tf.reduce_mean(h)
+
+
+def layer_norm(x):
+    mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
+    return (x - mean) * tf.math.rsqrt(var + 1e-5) * 1.5 + 0.2
+
+
+def with_unique(x):
+    y = tf.exp(x) * 2.0 + 1.0
+    u, _ = tf.unique(tf.cast(y > 2.5, tf.int32))
+    return tf.reduce_sum(y) + tf.cast(tf.size(u), tf.float32)
+
+
+CASES = [
+    (mlp, [RNG.random((8, 16), np.float32), RNG.random((16, 32), np.float32), RNG.random((32, 4), np.float32)]),
+    (layer_norm, [RNG.random((4, 64), np.float32)]),
+    (with_unique, [RNG.random((10,), np.float32)]),
+]
+
+
+@pytest.mark.parametrize("backend", ["llvm", "evaluator"])
+@pytest.mark.parametrize("fn,args", CASES, ids=[c[0].__name__ for c in CASES])
+def test_auto_clustering_equals_tf(fn, args, backend):
+    tensors = [tf.constant(a) for a in args]
+    ours = txc.function(fn, flags=AUTO, backend=backend)
+    _close(ours(*tensors), tf.function(fn)(*tensors))
+    compiled = ours.get_compiled(*tensors)
+    assert compiled.clusters, "auto-clustering on: something must be clustered"
+    assert all(l.stats.compiles == 1 and not l.stats.fallback_reason for l in compiled.launchers.values())
+
+
+def test_jit_compile_true_and_false():
+    args = [tf.constant(a) for a in CASES[0][1]]
+    must = txc.function(mlp, jit_compile=True)
+    _close(must(*args), tf.function(mlp, jit_compile=True)(*args))
+    assert list(must.get_compiled(*args).clusters) == ["cluster_0"]
+    never = txc.function(mlp, jit_compile=False, flags=AUTO)
+    _close(never(*args), tf.function(mlp)(*args))
+    assert never.get_compiled(*args).clusters == {}
+
+
+def test_jit_compile_true_lists_every_uncompilable_node():
+    def strings(x):
+        return tf.strings.length(tf.strings.as_string(x)), tf.strings.as_string(x * 2.0)
+
+    with pytest.raises(MustCompileError) as err:
+        txc.function(strings, jit_compile=True)(tf.constant([1.0, 2.0]))
+    assert str(err.value).startswith("Detected unsupported operations when trying to compile graph ")
+    assert {p.op for p in err.value.problems} >= {"AsString", "StringLength"}
+
+
+def test_variables_update_like_tf():
+    def step(v, x):
+        y = tf.nn.relu(tf.matmul(x, v) + 1.0)
+        v.assign_add(tf.ones_like(v) * 0.5)
+        return tf.reduce_sum(y * y, axis=1)
+
+    x = tf.constant(RNG.random((3, 4), np.float32))
+    ours_v = tf.Variable(np.ones((4, 4), np.float32))
+    tf_v = tf.Variable(np.ones((4, 4), np.float32))
+    ours = txc.function(lambda x: step(ours_v, x), flags=AUTO)
+    ref = tf.function(lambda x: step(tf_v, x))
+    for _ in range(3):
+        _close(ours(x), ref(x))
+        np.testing.assert_allclose(ours_v.numpy(), tf_v.numpy())
+    launchers = ours.get_compiled(x).launchers.values()
+    assert all(not l.stats.fallback_reason for l in launchers)
+
+
+def test_new_shapes_recompile_with_cause(caplog):
+    ours = txc.function(layer_norm, flags=AUTO, input_signature=[tf.TensorSpec([None, 64], tf.float32)])
+    with caplog.at_level(logging.INFO, logger="tfxla_cluster.runtime"):
+        for rows in (2, 3, 3):
+            x = tf.constant(RNG.random((rows, 64), np.float32))
+            _close(ours(x), layer_norm(x))
+    launcher = next(iter(ours.get_compiled(tf.TensorSpec([None, 64], tf.float32)).launchers.values()))
+    assert launcher.stats.compiles == 2 and launcher.stats.executions == 3
+    assert launcher.stats.causes == ["first signature", "arg0 shape [2, 64]→[3, 64]"]
+    assert any("cause: arg0 shape [2, 64]→[3, 64]" in r.getMessage() for r in caplog.records)
+
+
+def test_wrong_dtype_is_a_tf_like_error():
+    ours = txc.function(layer_norm, flags=AUTO, input_signature=[tf.TensorSpec([None, 64], tf.float32)])
+    with pytest.raises((TypeError, ValueError, txc.InvalidArgumentError, tf.errors.InvalidArgumentError)):
+        ours(tf.constant(np.ones((2, 64), np.int32)))
+
+
+def test_compiler_ir_stages():
+    args = [tf.constant(a) for a in CASES[0][1]]
+    ours = txc.function(mlp, jit_compile=True)
+    ours(*args)
+    hlo = ours.experimental_get_compiler_ir(*args)(stage="hlo")
+    assert hlo.startswith("HloModule") and "dot(" in hlo
+    optimized = ours.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
+    assert "fusion" in optimized
