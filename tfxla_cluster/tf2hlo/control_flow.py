@@ -1,1 +1,176 @@
-"""(placeholder)"""
+"""Functional control flow (tf2xla's if_op.cc, case_op.cc, while_op.cc).
+
+Stage: lowering. Branch, condition and body functions are lowered from the graph's library into called
+computations that take ONE tuple parameter, as tf2xla compiles them:
+
+* arguments that are host constants are bound inside the callee as constants (tf2xla's compile-time
+  constant arguments) and do not travel in the tuple; tensors and the current values of resource
+  variables do;
+* If/StatelessIf → ``conditional`` on the predicate (a non-bool scalar predicate is ``!= 0``);
+  Case/StatelessCase → ``conditional`` on the s32 branch index (out of range runs the last branch).
+  Every branch returns ``tuple(outputs…, resources written by any branch…)``; the branches must agree
+  on the output shapes;
+* While/StatelessWhile → ``while`` whose condition returns ``pred[]`` and whose body returns the next
+  state. A constant argument stays a constant only while the body returns it unchanged (loop
+  invariant); otherwise it is re-lowered as part of the state. The state's shapes must not change.
+
+Resource variables written inside a callee are assigned from the corresponding result element.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.hlo.ir import HloInstruction
+from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
+from tfxla_cluster.tf2hlo import xla_lib as xl
+from tfxla_cluster.tf2hlo.context import Resource
+from tfxla_cluster.tf2hlo.registry import lowers
+
+
+class _Operands:
+    """How call arguments enter a called computation (see the module docstring)."""
+
+    def __init__(self, values: Sequence[Any]) -> None:
+        self.values = list(values)
+        self.slots: list[int | None] = []
+        self.elements: list[HloInstruction] = []
+        for v in self.values:
+            if isinstance(v, np.ndarray):
+                self.slots.append(None)
+                continue
+            if isinstance(v, Resource):
+                if v.value is None:
+                    raise InvalidArgumentError("uninitialized resource passed to a function")
+                self.slots.append(len(self.elements))
+                self.elements.append(v.value)
+            else:
+                self.slots.append(len(self.elements))
+                self.elements.append(v)
+
+    @property
+    def shape(self) -> Shape:
+        return Shape.tuple_of([e.shape for e in self.elements])
+
+    def bind(self, builder) -> list[Any]:
+        """The callee-side argument values: constants as themselves, others from the tuple parameter."""
+        param = builder.parameter(0, self.shape, "arg_tuple")
+        out = []
+        for v, slot in zip(self.values, self.slots):
+            if slot is None:
+                out.append(v)
+                continue
+            gte = builder.get_tuple_element(param, slot)
+            out.append(Resource(v.input_index, v.element_type, v.dims, gte, gte) if isinstance(v, Resource) else gte)
+        return out
+
+
+def _scalar_pred(ctx, b, x: HloInstruction, what: str) -> HloInstruction:
+    if x.shape.rank:
+        raise InvalidArgumentError(f"{what} must be a scalar, got shape [{','.join(map(str, x.shape.dimensions))}]")
+    return x if x.shape.element_type is P.PRED else xl.ne(b, x, 0)
+
+
+def _lower_branches(ctx, node, fnames: list[str], args: list[Any], selector: HloInstruction):
+    b = ctx.b
+    ops = _Operands(args)
+    operand = b.tuple(ops.elements)
+    lowered = []
+    for k, fname in enumerate(fnames):
+        sb = b.sub_builder(fname)
+        inner = ops.bind(sb)
+        sub, rets = ctx.lowerer.lower_function_body(fname, inner, sb)
+        lowered.append((sb, sub, rets, inner))
+    n_out = len(node.outputs)
+    written = sorted({i for (_, _, _, inner) in lowered for i, v in enumerate(inner)
+                      if isinstance(v, Resource) and v.written})
+    comps, signature = [], None
+    for k, (sb, sub, rets, inner) in enumerate(lowered):
+        if len(rets) != n_out:
+            raise InvalidArgumentError(f"branch {fnames[k]} returns {len(rets)} values, the node has {n_out} outputs")
+        elems = []
+        for i, r in enumerate(rets):
+            if isinstance(r, Resource):
+                raise InvalidArgumentError(f"branch {fnames[k]} returns a resource handle (output {i})")
+            elems.append(sub.retval_hlo(i))
+        elems += [inner[i].value for i in written]
+        shapes = [e.shape.without_layout() for e in elems]
+        if signature is not None and shapes != signature:
+            raise InvalidArgumentError(f"{node.op}: branches return different shapes: "
+                                       f"{[str(s) for s in signature]} vs. {[str(s) for s in shapes]}")
+        signature = shapes
+        comps.append(sb.build(sb.tuple(elems)))
+    cond = b.conditional(selector, comps, [operand] * len(comps))
+    outs = [b.get_tuple_element(cond, i) for i in range(n_out)]
+    for j, i in enumerate(written):
+        args[i].assign(b.get_tuple_element(cond, n_out + j))
+    return outs
+
+
+@lowers("If", "StatelessIf")
+def _if(ctx, node):
+    pred = _scalar_pred(ctx, ctx.b, ctx.input(0), "cond")
+    args = [ctx.input_value(i) for i in range(1, ctx.num_inputs)]
+    return _lower_branches(ctx, node, [ctx.attr("then_branch"), ctx.attr("else_branch")], args, pred)
+
+
+@lowers("Case", "StatelessCase")
+def _case(ctx, node):
+    index = ctx.input(0)
+    if index.shape.rank or index.shape.element_type is not P.S32:
+        raise InvalidArgumentError("branch_index must be an int32 scalar")
+    args = [ctx.input_value(i) for i in range(1, ctx.num_inputs)]
+    return _lower_branches(ctx, node, list(ctx.attr("branches")), args, index)
+
+
+@lowers("While", "StatelessWhile")
+def _while(ctx, node):
+    b = ctx.b
+    cond_f, body_f = ctx.attr("cond"), ctx.attr("body")
+    raw = [ctx.input_value(i) for i in range(ctx.num_inputs)]
+    constant = {i for i, v in enumerate(raw) if isinstance(v, np.ndarray)}
+    for _ in range(len(raw) + 1):
+        values = [v if (i in constant or not isinstance(v, np.ndarray)) else ctx.input(i) for i, v in enumerate(raw)]
+        ops = _Operands(values)
+        body_b = b.sub_builder(body_f)
+        inner = ops.bind(body_b)
+        sub, rets = ctx.lowerer.lower_function_body(body_f, inner, body_b)
+        variant = {i for i in constant if rets[i] is not inner[i]}
+        if not variant:
+            break
+        constant -= variant  # not loop invariant: carry it in the state and lower the body again
+    if len(rets) != len(raw):
+        raise InvalidArgumentError(f"body {body_f} returns {len(rets)} values for {len(raw)} loop variables")
+    elems = []
+    for i, slot in enumerate(ops.slots):
+        if slot is None:
+            continue
+        if isinstance(values[i], Resource):
+            elems.append(inner[i].value)
+            continue
+        h = sub.retval_hlo(i)
+        if not h.shape.compatible(ops.elements[slot].shape):
+            raise InvalidArgumentError(f"While: loop variable {i} changes shape from {ops.elements[slot].shape} to "
+                                       f"{h.shape} in the body; XLA needs static shapes")
+        elems.append(h)
+    body = body_b.build(body_b.tuple(elems))
+    cond_b = b.sub_builder(cond_f)
+    csub, crets = ctx.lowerer.lower_function_body(cond_f, ops.bind(cond_b), cond_b)
+    if len(crets) != 1:
+        raise InvalidArgumentError(f"cond {cond_f} must return one value, got {len(crets)}")
+    pred = _scalar_pred(ctx, cond_b, csub.retval_hlo(0), "while condition")
+    cond = cond_b.build(pred)
+    loop = b.while_loop(cond, body, b.tuple(ops.elements))
+    outs = []
+    for i, (v, slot) in enumerate(zip(values, ops.slots)):
+        if slot is None:
+            outs.append(v)
+        elif isinstance(v, Resource):
+            if inner[i].written:
+                v.assign(b.get_tuple_element(loop, slot))
+            outs.append(v)
+        else:
+            outs.append(b.get_tuple_element(loop, slot))
+    return outs

@@ -130,6 +130,7 @@ class GraphLowerer:
         self.values: dict[Tensor, Value] = {}
         self.arg_values: dict[int, Value] = {}
         self.retvals: dict[int, Value] = {}
+        self.retval_tensors: dict[int, Tensor] = {}
         self._hlo_cache: dict[Tensor, HloInstruction] = {}
         self._functions = function_cache if function_cache is not None else {}
 
@@ -222,6 +223,10 @@ class GraphLowerer:
             raise InvalidArgumentError(f"function '{fname}' has no _Retval for output {missing[0]}")
         return sub, [sub.retvals[i] for i in range(n)]
 
+    def retval_hlo(self, index: int) -> HloInstruction:
+        """Retval ``index`` as HLO in this lowerer's builder (host constants materialised)."""
+        return self.as_hlo(self.retval_tensors[index])
+
 
 def _element_type_of(node: Node | None, slot: int, value: np.ndarray) -> PrimitiveType:
     if node is not None and slot < len(node.outputs):
@@ -245,7 +250,9 @@ def _arg(ctx: LoweringContext, node: Node) -> list[Value]:
 
 @lowers(*_RETVAL_OPS)
 def _retval(ctx: LoweringContext, node: Node) -> list[Value]:
-    ctx.lowerer.retvals[int(ctx.attr("index"))] = ctx.input_value(0)
+    index = int(ctx.attr("index"))
+    ctx.lowerer.retvals[index] = ctx.input_value(0)
+    ctx.lowerer.retval_tensors[index] = ctx._inputs[0]
     return []
 
 

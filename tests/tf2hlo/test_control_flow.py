@@ -1,0 +1,101 @@
+"""Functional control flow (If/StatelessIf, While/StatelessWhile, Case/StatelessCase) lowered to HLO
+conditional/while with computations built from the branch/body functions, against TF eager.
+Default float tolerances (the same ops run in both)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from harness import Case, run_batch, values
+
+
+def _cond(x, y):
+    return tf.cond(tf.reduce_sum(x) > 0, lambda: x * 2.0 + y, lambda: x - y)
+
+
+def _cond_multi(x, p):
+    return tf.cond(p, lambda: (x + 1.0, tf.shape(x)[0] * 2), lambda: (x * x, tf.constant(7)))
+
+
+def _while(x):
+    i = tf.constant(0)
+    _, out = tf.while_loop(lambda i, v: i < 5, lambda i, v: (i + 1, tf.tanh(v) + 0.1), (i, x))
+    return out
+
+
+def _while_invariant_shape(x):
+    # The reshape target is a loop-invariant constant: it stays a compile-time constant in the body.
+    s = tf.constant([2, 3])
+    _, _, out = tf.while_loop(lambda i, s, v: i < 3,
+                              lambda i, s, v: (i + 1, s, tf.reshape(tf.reshape(v, [-1]) * 2.0, s)), (0, s, x),
+                              shape_invariants=(tf.TensorShape([]), tf.TensorShape([2]), tf.TensorShape(None)))
+    return out
+
+
+def _while_count(n):
+    return tf.while_loop(lambda i, acc: i < n, lambda i, acc: (i + 1, acc + i * i), (0, 0))[1]
+
+
+def _case(i, x):
+    return tf.switch_case(i, [lambda: x + 1.0, lambda: x * 3.0, lambda: -x])
+
+
+def _nested(x):
+    def body(i, v):
+        return i + 1, tf.cond(i % 2 == 0, lambda: v * 2.0, lambda: v - 1.0)
+    return tf.while_loop(lambda i, v: i < 4, body, (0, x))[1]
+
+
+def batches():
+    x, y = values("f32", (2, 3)), values("f32", (2, 3), seed=1)
+    return [
+        Case("If true", _cond, [np.abs(x), y]),
+        Case("If false", _cond, [-np.abs(x), y]),
+        Case("If multi-output with constants", _cond_multi, [x, np.array(False)]),
+        Case("If multi-output true", _cond_multi, [x, np.array(True)]),
+        Case("While", _while, [x]),
+        Case("While invariant constant", _while_invariant_shape, [x]),
+        Case("While int count", _while_count, [np.array(6, np.int32)]),
+        Case("Case 0", _case, [np.array(0, np.int32), x]),
+        Case("Case 2", _case, [np.array(2, np.int32), x]),
+        Case("Case out of range", _case, [np.array(7, np.int32), x]),
+        Case("While with nested If", _nested, [x]),
+    ]
+
+
+def test_control_flow():
+    result = run_batch(batches())
+    text = result.text
+    assert " conditional(" in text and " while(" in text
+
+
+def test_while_with_variable():
+    from tfxla_cluster.tf2hlo import lower_function
+
+    v = tf.Variable(np.ones(3, np.float32))
+
+    @tf.function(autograph=False)
+    def f(x):
+        def body(i):
+            v.assign_add(x)
+            return i + 1
+        tf.while_loop(lambda i: i < 3, body, [0])
+        return v.read_value()
+
+    x = values("f32", (3,))
+    lc = lower_function(f.get_concrete_function(tf.TensorSpec([3])), x)
+    got = lc.run(x, np.ones(3, np.float32))
+    np.testing.assert_allclose(got[0], 1 + 3 * x, rtol=1e-6)
+    assert lc.resource_updates(), "the variable is written"
+    np.testing.assert_allclose(got[lc.resource_updates()[1]], 1 + 3 * x, rtol=1e-6)
+
+
+def test_branch_shape_mismatch_is_an_error():
+    from tfxla_cluster.errors import InvalidArgumentError
+    from tfxla_cluster.tf2hlo import lower_function
+
+    f = tf.function(lambda x, p: tf.cond(p, lambda: x, lambda: tf.concat([x, x], 0)), autograph=False)
+    c = f.get_concrete_function(tf.TensorSpec([None]), tf.TensorSpec([], tf.bool))
+    with pytest.raises(InvalidArgumentError, match="branches return different shapes"):
+        lower_function(c, np.zeros(2, np.float32), np.array(True))
