@@ -75,3 +75,17 @@ def test_unknown_node_and_help():
     for cmd in ("info", "flags", "mark", "explain"):
         proc = run(cmd, "--help")
         assert proc.returncode == 0 and "usage: tfxla-cluster" in proc.stdout
+
+
+def test_hlo_command_prints_parsable_modules():
+    from tfxla_cluster.hlo import parse_module
+
+    proc = run("hlo", "graphs/tf/layer_norm/before_mark_for_compilation_1.pbtxt", "--flags", FLAGS)
+    assert proc.returncode == 0, proc.stderr
+    module = parse_module(proc.stdout)
+    assert module.name == "cluster_0"
+    proc = run("hlo", "graphs/tf/layer_norm/before_mark_for_compilation_1.pbtxt", "--flags", FLAGS,
+               "--optimized")
+    assert proc.returncode == 0 and "fusion(" in proc.stdout
+    proc = run("hlo", "graphs/mlp.pbtxt", "--flags", FLAGS, "--cluster", "nope")
+    assert proc.returncode == 2 and "no cluster named 'nope'" in proc.stderr

@@ -171,6 +171,50 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hlo_args(p: argparse.ArgumentParser) -> None:
+    _mark_args(p)
+    p.add_argument("--cluster", action="append", default=[], help="only this cluster (repeatable)")
+    p.add_argument("--optimized", action="store_true", help="print the module after our XLA:CPU pipeline")
+    p.add_argument("--dot", action="store_true", help="print Graphviz DOT (fusions as nested boxes)")
+    p.add_argument("--arg-shape", action="append", default=[], metavar="NODE:SLOT=D0,D1,...",
+                   help="specialise an unknown input shape of a cluster (repeatable)")
+
+
+@command("hlo", "lower each cluster to HLO (XLA's text syntax) and print it", _hlo_args)
+def cmd_hlo(args: argparse.Namespace) -> int:
+    from tfxla_cluster.errors import InvalidArgumentError, NotFoundError
+    from tfxla_cluster.tf2hlo import lower_cluster
+
+    shapes = {}
+    for spec in args.arg_shape:
+        try:
+            tensor, dims = spec.split("=")
+            node, _, slot = tensor.partition(":")
+            shapes[(node, int(slot or 0))] = tuple(int(d) for d in dims.split(",") if d)
+        except ValueError:
+            raise InvalidArgumentError(f"bad --arg-shape '{spec}': expected NODE:SLOT=D0,D1,...") from None
+    result = _run_mark(args)
+    names = args.cluster or list(result.clusters)
+    for name in names:
+        if name not in result.clusters:
+            raise NotFoundError(f"no cluster named '{name}'; clusters: {', '.join(result.clusters) or '(none)'}")
+    if not names:
+        print(f"# no clusters{': ' + result.skipped if result.skipped else ''}")
+    for name in names:
+        module = lower_cluster(result.graph, result.clusters[name], name=name, arg_shapes=shapes).module
+        if args.optimized:
+            from tfxla_cluster.passes.pipeline import optimize
+
+            module, _ = optimize(module, cluster=name)
+        if args.dot:
+            from tfxla_cluster.viz import hlo_to_dot
+
+            print(hlo_to_dot(module))
+        else:
+            print(module.to_string())
+    return 0
+
+
 import tfxla_cluster.viz.cli_commands  # noqa: E402,F401  (registers the viz and tensorboard commands)
 
 
