@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
-from tfxla_cluster.codegen.loops import Index, IrArray, emit_loop_nest, for_range, major_to_minor, work_items
+from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, major_to_minor, work_items
 from tfxla_cluster.codegen.runtime import blas_available
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
@@ -106,67 +106,83 @@ def split(b: ir.IRBuilder, value, sizes) -> list:
 
 @dataclass
 class Source:
-    """A GEMM operand: a buffer (when the operand is one) and, always, its element generator."""
+    """A GEMM operand: the buffer it is in (when it is one) and a maker of its element generator inside
+    a given kernel (``make(kb) -> index → value``), used when it must be materialised first."""
 
-    gen: object
     shape: Shape
-    array: IrArray | None = None
+    make: object
+    ref: BufferRef | None = None
 
 
-def materialize(kb, ref: BufferRef, gen) -> IrArray:
-    """Store ``gen`` over ``ref``'s shape into it; returns the array."""
-    arr = kb.array(ref)
-    shape = ref.shape
-    emit_loop_nest(kb.kctx, shape, lambda idx: arr.store(idx, gen(idx)), 0, work_items(shape, False), False, "m")
-    return arr
+def materialize_kernel(prog, name: str, jobs) -> None:
+    """One loop kernel per (target BufferRef, generator maker): target := generator (parallel rows)."""
+    for ref, make in jobs:
+        kb = prog.kernel(name)
+        gen = make(kb)
+        arr = kb.array(ref)
+        shape = ref.shape
+        work = work_items(shape, False)
+        tasks = prog.tasks_for(work, 2 * shape.byte_size())
+        lo, hi = (kb.lo, kb.hi) if tasks > 1 else (0, work)
+        emit_loop_nest(kb.kctx, shape, lambda idx: arr.store(idx, gen(idx)), lo, hi, False, "m")
+        prog.call_kernel(kb, name, "materialize", work, tasks, 2 * shape.byte_size())
 
 
-def emit_dot_gemm(prog, kb, instr, lhs: Source, rhs: Source, out: BufferRef) -> None:
-    """``out := dot(lhs, rhs)`` via GEMM calls, emitted into kernel ``kb``."""
+def emit_dot_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> None:
+    """``out := dot(lhs, rhs)``: materialise awkward operands, GEMM over row blocks in parallel, then
+    copy into ``out`` unless the GEMM could write it directly."""
     from tfxla_cluster.codegen.scalar_ops import ScalarOps
     d = dot_dims(instr)
     et = instr.shape.element_type
-    b = kb.builder
-    ops = ScalarOps(b, kb.kctx.mctx)
     lshape, rshape = instr.operands[0].shape, instr.operands[1].shape
+    jobs = []
 
     def operand(src: Source, shape, batch, first, second, sizes, name):
-        if src.array is not None and src.shape.element_type is et:
-            how = _arrangement(src.shape, batch, first, second)
+        if src.ref is not None and src.shape.element_type is et:
+            how = _arrangement(src.ref.shape, batch, first, second)
             if how is not None:
-                return src.array.ptr, how
+                return src.ref, how
         scratch = prog.scratch(Shape(et, (d.B,) + sizes), name)
         from_et = shape.element_type
 
-        def gen(idx):
-            bi, i, j = idx.get_dims(b)
-            dims = [None] * shape.rank
-            for ds, v in ((batch, bi), (first, i), (second, j)):
-                for dd, x in zip(ds, split(b, v, [shape.dimensions[k] for k in ds])):
-                    dims[dd] = x
-            return ops.convert(from_et, et, src.gen(Index(dims, shape)))
-        return materialize(kb, scratch, gen).ptr, "N"
+        def make(kb):
+            b = kb.builder
+            ops = ScalarOps(b, kb.kctx.mctx)
+            g = src.make(kb)
 
-    a_ptr, ta = operand(lhs, lshape, d.lb, d.lf, d.lc, (d.M, d.K), "dot.lhs")
-    b_ptr, tb = operand(rhs, rshape, d.rb, d.rc, d.rf, (d.K, d.N), "dot.rhs")
+            def gen(idx):
+                bi, i, j = idx.get_dims(b)
+                dims = [None] * shape.rank
+                for ds, v in ((batch, bi), (first, i), (second, j)):
+                    for dd, x in zip(ds, split(b, v, [shape.dimensions[k] for k in ds])):
+                        dims[dd] = x
+                return ops.convert(from_et, et, g(Index(dims, shape)))
+            return gen
+        jobs.append((scratch, make))
+        return scratch, "N"
+
+    a_ref, ta = operand(lhs, lshape, d.lb, d.lf, d.lc, (d.M, d.K), "dot.lhs")
+    b_ref, tb = operand(rhs, rshape, d.rb, d.rc, d.rf, (d.K, d.N), "dot.rhs")
+    materialize_kernel(prog, instr.name + "_operands", jobs)
     nb, nl = len(d.lb), len(d.lf)
     rank = instr.shape.rank
     direct = _arrangement(out.shape, list(range(nb)), list(range(nb, nb + nl)), list(range(nb + nl, rank))) == "N" \
         and out.shape.element_type is et
     c_ref = out if direct else prog.scratch(Shape(et, (d.B, d.M, d.N)), "dot.out")
-    c_arr = kb.array(c_ref)
-    gemm(kb, et, d.B, d.M, d.N, d.K, a_ptr, ta, b_ptr, tb, c_arr.ptr)
+    gemm_kernel(prog, instr.name, et, d.B, d.M, d.N, d.K, a_ref, ta, b_ref, tb, c_ref)
     if not direct:
-        dst = kb.array(out)
+        def make(kb):
+            b = kb.builder
+            c_arr = kb.array(c_ref)
 
-        def copy(idx):
-            od = idx.get_dims(b)
-            bi = _flat(b, od[:nb], instr.shape.dimensions[:nb])
-            mi = _flat(b, od[nb:nb + nl], instr.shape.dimensions[nb:nb + nl])
-            ni = _flat(b, od[nb + nl:], instr.shape.dimensions[nb + nl:])
-            return c_arr.load(Index([bi, mi, ni], c_ref.shape))
-        emit_loop_nest(kb.kctx, out.shape, lambda idx: dst.store(idx, copy(idx)), 0,
-                       work_items(out.shape, False), False, "c")
+            def gen(idx):
+                od = idx.get_dims(b)
+                bi = _flat(b, od[:nb], instr.shape.dimensions[:nb])
+                mi = _flat(b, od[nb:nb + nl], instr.shape.dimensions[nb:nb + nl])
+                ni = _flat(b, od[nb + nl:], instr.shape.dimensions[nb + nl:])
+                return c_arr.load(Index([bi, mi, ni], c_ref.shape))
+            return gen
+        materialize_kernel(prog, instr.name + "_result", [(out, make)])
 
 
 def _flat(b, dims, sizes):
@@ -176,34 +192,62 @@ def _flat(b, dims, sizes):
     return v
 
 
-def gemm(kb, et: T, B: int, M: int, N: int, K: int, a_ptr, ta: str, b_ptr, tb: str, c_ptr) -> None:
-    """C[b] = A[b] · B[b] for row-major C [B, M, N]; A is [M, K] ('N') or [K, M] ('T'), B likewise."""
+ROW_BLOCK = 16  # smallest row block worth a GEMM call of its own
+
+
+def gemm_kernel(prog, name: str, et: T, B: int, M: int, N: int, K: int, a_ref: BufferRef, ta: str,
+                b_ref: BufferRef, tb: str, c_ref: BufferRef) -> None:
+    """C[b] = A[b]·B[b] (row-major C [B, M, N]; A [M, K] 'N' or [K, M] 'T'; B likewise), as a kernel
+    whose work items are (batch, block of ROW_BLOCK rows) pairs, split across threads when big."""
+    kb = prog.kernel(name)
     b = kb.builder
     sty = t.storage_type(et)
     if B == 0 or M == 0 or N == 0:
+        prog.call_kernel(kb, name, "gemm", 0)
         return
+    c_ptr = kb.ptr(c_ref.slot)
     if K == 0:
         with for_range(b, 0, B * M * N, "z") as i:
             b.store(t.float_constant(sty, 0.0), b.gep(c_ptr, [i], source_etype=sty))
+        prog.call_kernel(kb, name, "gemm", 1)
         return
+    a_ptr, b_ptr = kb.ptr(a_ref.slot), kb.ptr(b_ref.slot)
+    flops = 2 * B * M * N * K
+    # One row block per thread (each GEMM call packs B again, so fewer, bigger calls are better).
+    threads = prog.options.thread_count if flops // 8 >= prog.options.parallel_min_cost else 1
+    nblk = max(1, min(threads, (M + ROW_BLOCK - 1) // ROW_BLOCK)) if B < threads else 1
+    row_block = (M + nblk - 1) // nblk
+    work = B * nblk
+    tasks = prog.tasks_for(work, flops // 8)
+    lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(work))
     lda = max(1, K if ta == "N" else M)
     ldb = max(1, N if tb == "N" else K)
     use_blas = kb.kctx.options.use_blas and blas_available()
-    with for_range(b, 0, B, "batch") as bi:
-        pa = b.gep(a_ptr, [b.mul(bi, t.i64(M * K))], source_etype=sty)
+    set_threads = kb.kctx.mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
+    prev = b.call(set_threads, [ir.Constant(t.I32, 1)]) if use_blas else None
+    with for_range(b, lo, hi, "blk") as item:
+        bi = b.udiv(item, t.i64(nblk))
+        r0 = b.mul(b.urem(item, t.i64(nblk)), t.i64(row_block))
+        rows = b.sub(t.i64(M), r0)
+        rows = b.select(b.icmp_signed(">", rows, t.i64(row_block)), t.i64(row_block), rows)
+        a_off = b.add(b.mul(bi, t.i64(M * K)), b.mul(r0, t.i64(lda)) if ta == "N" else r0)
+        pa = b.gep(a_ptr, [a_off], source_etype=sty)
         pb = b.gep(b_ptr, [b.mul(bi, t.i64(K * N))], source_etype=sty)
-        pc = b.gep(c_ptr, [b.mul(bi, t.i64(M * N))], source_etype=sty)
+        pc = b.gep(c_ptr, [b.add(b.mul(bi, t.i64(M * N)), b.mul(r0, t.i64(N)))], source_etype=sty)
         if use_blas:
-            name = "tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm"
-            fn = kb.kctx.mctx.function(name, t.VOID, [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64,
-                                                      t.PTR, t.I64, sty, t.PTR, t.I64])
+            fname = "tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm"
+            fn = kb.kctx.mctx.function(fname, t.VOID, [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64,
+                                                       t.PTR, t.I64, sty, t.PTR, t.I64])
             i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
             b.call(fn, [i32(CBLAS_ROW_MAJOR), i32(CBLAS_NO_TRANS if ta == "N" else CBLAS_TRANS),
-                        i32(CBLAS_NO_TRANS if tb == "N" else CBLAS_TRANS), t.i64(M), t.i64(N), t.i64(K),
+                        i32(CBLAS_NO_TRANS if tb == "N" else CBLAS_TRANS), rows, t.i64(N), t.i64(K),
                         t.float_constant(sty, 1.0), pa, t.i64(lda), pb, t.i64(ldb), t.float_constant(sty, 0.0),
                         pc, t.i64(N)])
         else:
-            _ir_gemm(kb, sty, M, N, K, pa, ta, lda, pb, tb, ldb, pc)
+            _ir_gemm(kb, sty, rows, N, K, pa, ta, lda, pb, tb, ldb, pc)
+    if use_blas:
+        b.call(set_threads, [prev])
+    prog.call_kernel(kb, name, "gemm", work, tasks, flops // 8)
 
 
 def _ir_gemm(kb, sty, M, N, K, pa, ta, lda, pb, tb, ldb, pc) -> None:
@@ -225,9 +269,8 @@ def _ir_gemm(kb, sty, M, N, K, pa, ta, lda, pb, tb, ldb, pc) -> None:
                 b.store(b.fadd(b.load(cp, typ=sty), b.fmul(a, bv, flags=flags), flags=flags), cp)
 
 
-def emit_conv_gemm(prog, kb, instr, lhs: Source, rhs: Source, out: BufferRef) -> None:
-    """Convolution as im2col + one GEMM per feature group."""
-    b = kb.builder
+def emit_conv_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> None:
+    """Convolution as im2col + one GEMM per feature group, each step its own (parallel) kernel."""
     et = instr.shape.element_type
     dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
     lshape, rshape = lhs.shape, rhs.shape
@@ -240,56 +283,76 @@ def emit_conv_gemm(prog, kb, instr, lhs: Source, rhs: Source, out: BufferRef) ->
     in_sp = [lshape.dimensions[d] for d in dn.input_spatial_dimensions]
     win = [w.size for w in window]
     P, Wn = prod(out_sp), prod(win)
-    sty = t.storage_type(et)
-    zero = t.float_constant(sty, 0.0)
-
-    def patches_gen(idx):
-        g, npi, cw = idx.get_dims(b)
-        n, p = b.udiv(npi, t.i64(max(P, 1))), b.urem(npi, t.i64(max(P, 1)))
-        c, w = b.udiv(cw, t.i64(max(Wn, 1))), b.urem(cw, t.i64(max(Wn, 1)))
-        sp, wk = split(b, p, out_sp), split(b, w, win)
-        valid = ir.Constant(t.I1, 1)
-        dims = [None] * lshape.rank
-        dims[dn.input_batch_dimension] = n
-        dims[dn.input_feature_dimension] = b.add(b.mul(g, t.i64(Cg)), c)
-        for i, wd in enumerate(window):
-            pos = b.add(b.mul(sp[i], t.i64(wd.stride)), b.mul(wk[i], t.i64(wd.window_dilation)))
-            pos = b.sub(pos, t.i64(wd.padding_low))
-            if wd.base_dilation != 1:
-                valid = b.and_(valid, b.icmp_signed(">=", pos, t.i64(0)))
-                valid = b.and_(valid, b.icmp_signed("==", b.srem(pos, t.i64(wd.base_dilation)), t.i64(0)))
-                pos = b.sdiv(pos, t.i64(wd.base_dilation))
-            valid = b.and_(valid, b.icmp_unsigned("<", pos, t.i64(in_sp[i])))
-            pos = b.select(b.icmp_signed("<", pos, t.i64(0)), t.i64(0), pos)
-            pos = b.select(b.icmp_signed(">", pos, t.i64(max(in_sp[i] - 1, 0))), t.i64(max(in_sp[i] - 1, 0)), pos)
-            dims[dn.input_spatial_dimensions[i]] = pos
-        return b.select(valid, lhs.gen(Index(dims, lshape)), zero)
-
-    def kernel_gen(idx):
-        g, cw, o = idx.get_dims(b)
-        c, w = b.udiv(cw, t.i64(max(Wn, 1))), b.urem(cw, t.i64(max(Wn, 1)))
-        wk = split(b, w, win)
-        dims = [None] * rshape.rank
-        dims[dn.kernel_output_feature_dimension] = b.add(b.mul(g, t.i64(Og)), o)
-        dims[dn.kernel_input_feature_dimension] = c
-        for i, wd in enumerate(window):
-            dims[dn.kernel_spatial_dimensions[i]] = b.sub(t.i64(wd.size - 1), wk[i]) if wd.window_reversal else wk[i]
-        return rhs.gen(Index(dims, rshape))
-
     if instr.shape.num_elements == 0:
         return
-    patches = materialize(kb, prog.scratch(Shape(et, (G, N * P, Cg * Wn)), "conv.patches"), patches_gen)
-    kmat = materialize(kb, prog.scratch(Shape(et, (G, Cg * Wn, Og)), "conv.kernel"), kernel_gen)
-    res_ref = prog.scratch(Shape(et, (G, N * P, Og)), "conv.result")
-    res = kb.array(res_ref)
-    gemm(kb, et, G, N * P, Og, Cg * Wn, patches.ptr, "N", kmat.ptr, "N", res.ptr)
-    dst = kb.array(out)
 
-    def out_gen(idx):
-        od = idx.get_dims(b)
-        n, o = od[dn.output_batch_dimension], od[dn.output_feature_dimension]
-        p = _flat(b, [od[d] for d in dn.output_spatial_dimensions], out_sp)
-        g, oo = b.udiv(o, t.i64(Og)), b.urem(o, t.i64(Og))
-        return res.load(Index([g, b.add(b.mul(n, t.i64(P)), p), oo], res_ref.shape))
-    emit_loop_nest(kb.kctx, out.shape, lambda idx: dst.store(idx, out_gen(idx)), 0,
-                   work_items(out.shape, False), False, "c")
+    def patches_make(kb):
+        b = kb.builder
+        x = lhs.make(kb)
+        zero = t.float_constant(t.storage_type(et), 0.0)
+
+        def gen(idx):
+            g, npi, cw = idx.get_dims(b)
+            n, p = b.udiv(npi, t.i64(max(P, 1))), b.urem(npi, t.i64(max(P, 1)))
+            c, w = b.udiv(cw, t.i64(max(Wn, 1))), b.urem(cw, t.i64(max(Wn, 1)))
+            sp, wk = split(b, p, out_sp), split(b, w, win)
+            valid = ir.Constant(t.I1, 1)
+            dims = [None] * lshape.rank
+            dims[dn.input_batch_dimension] = n
+            dims[dn.input_feature_dimension] = b.add(b.mul(g, t.i64(Cg)), c)
+            for i, wd in enumerate(window):
+                pos = b.add(b.mul(sp[i], t.i64(wd.stride)), b.mul(wk[i], t.i64(wd.window_dilation)))
+                pos = b.sub(pos, t.i64(wd.padding_low))
+                if wd.base_dilation != 1:
+                    valid = b.and_(valid, b.icmp_signed(">=", pos, t.i64(0)))
+                    valid = b.and_(valid, b.icmp_signed("==", b.srem(pos, t.i64(wd.base_dilation)), t.i64(0)))
+                    pos = b.sdiv(pos, t.i64(wd.base_dilation))
+                valid = b.and_(valid, b.icmp_unsigned("<", pos, t.i64(in_sp[i])))
+                hi = t.i64(max(in_sp[i] - 1, 0))
+                pos = b.select(b.icmp_signed("<", pos, t.i64(0)), t.i64(0), pos)
+                pos = b.select(b.icmp_signed(">", pos, hi), hi, pos)
+                dims[dn.input_spatial_dimensions[i]] = pos
+            return b.select(valid, x(Index(dims, lshape)), zero)
+        return gen
+
+    def kernel_make(kb):
+        b = kb.builder
+        k = rhs.make(kb)
+
+        def gen(idx):
+            g, cw, o = idx.get_dims(b)
+            c, w = b.udiv(cw, t.i64(max(Wn, 1))), b.urem(cw, t.i64(max(Wn, 1)))
+            wk = split(b, w, win)
+            dims = [None] * rshape.rank
+            dims[dn.kernel_output_feature_dimension] = b.add(b.mul(g, t.i64(Og)), o)
+            dims[dn.kernel_input_feature_dimension] = c
+            for i, wd in enumerate(window):
+                dims[dn.kernel_spatial_dimensions[i]] = b.sub(t.i64(wd.size - 1), wk[i]) if wd.window_reversal \
+                    else wk[i]
+            return k(Index(dims, rshape))
+        return gen
+
+    patches = prog.scratch(Shape(et, (G, N * P, Cg * Wn)), "conv.patches")
+    kmat = prog.scratch(Shape(et, (G, Cg * Wn, Og)), "conv.kernel")
+    # With one group and a [batch, spatial..., feature] output layout the GEMM result IS the output.
+    direct = G == 1 and out.shape.element_type is et and _arrangement(
+        out.shape, [dn.output_batch_dimension], list(dn.output_spatial_dimensions),
+        [dn.output_feature_dimension]) == "N"
+    res = out if direct else prog.scratch(Shape(et, (G, N * P, Og)), "conv.result")
+    materialize_kernel(prog, instr.name + "_im2col", [(patches, patches_make), (kmat, kernel_make)])
+    gemm_kernel(prog, instr.name, et, G, N * P, Og, Cg * Wn, patches, "N", kmat, "N", res)
+    if direct:
+        return
+
+    def out_make(kb):
+        b = kb.builder
+        r = kb.array(res)
+
+        def gen(idx):
+            od = idx.get_dims(b)
+            n, o = od[dn.output_batch_dimension], od[dn.output_feature_dimension]
+            p = _flat(b, [od[d] for d in dn.output_spatial_dimensions], out_sp)
+            g, oo = b.udiv(o, t.i64(Og)), b.urem(o, t.i64(Og))
+            return r.load(Index([g, b.add(b.mul(n, t.i64(P)), p), oo], res.shape))
+        return gen
+    materialize_kernel(prog, instr.name + "_result", [(out, out_make)])

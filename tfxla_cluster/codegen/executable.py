@@ -65,6 +65,11 @@ class Executable:
         for s in plan.of_kind("const"):
             self._template[s.index] = s.value.ctypes.data
         self._entry = library.get_function(ENTRY_NAME, None, ctypes.c_void_p)
+        self._fast = [(shape.dtype, shape.dimensions, shape.rank <= 1 or shape.is_default_layout)
+                      for _, shape, _ in self._params]
+        self._out_alloc = [(shape.dtype, _physical_dims(shape)) for _, shape in self._outputs]
+        self._all_default_layout = all(s.rank <= 1 or s.is_default_layout for _, s in self._outputs)
+        self._has_temps = bool(len(self._temp_slots))
         self._local = threading.local()
         self.calls = 0
 
@@ -112,18 +117,21 @@ class Executable:
             raise InvalidArgumentError(f"{self.name} takes {len(self._params)} arguments, got {len(args)}")
         table = self._template.copy()
         keep = []
-        for k, ((slot, shape, name), a) in enumerate(zip(self._params, args)):
-            arr = self._coerce(a, shape, name, k)
-            table[slot] = arr.ctypes.data
-            keep.append(arr)
+        for k, ((slot, shape, name), fast, a) in enumerate(zip(self._params, self._fast, args)):
+            # Fast path: an ndarray of the exact dtype, shape and (row-major) contiguity is used as is.
+            if not (type(a) is np.ndarray and a.dtype == fast[0] and a.shape == fast[1] and fast[2]
+                    and a.flags.c_contiguous):
+                a = self._coerce(a, shape, name, k)
+            table[slot] = a.__array_interface__["data"][0]
+            keep.append(a)
         outs = []
-        for slot, shape in self._outputs:
-            arr = np.empty(_physical_dims(shape), dtype=shape.dtype)
-            table[slot] = arr.ctypes.data
+        for (slot, shape), (dtype, dims) in zip(self._outputs, self._out_alloc):
+            arr = np.empty(dims, dtype=dtype)
+            table[slot] = arr.__array_interface__["data"][0]
             outs.append(arr)
-        if len(self._temp_slots):
+        if self._has_temps:
             table[self._temp_slots] = np.uint64(self._arena()) + self._temp_offsets
-        address = table.ctypes.data
+        address = table.__array_interface__["data"][0]
         self._entry(address)
         self.calls += 1
         if self.options.bounds_checks:
@@ -134,7 +142,10 @@ class Executable:
                 raise InternalError(f"{self.name}: kernel {name} accessed element {index} of a buffer "
                                     f"of {size} elements ({len(errors)} out-of-bounds accesses)")
         del keep
-        logical = [self._logical(arr, shape) for arr, (_, shape) in zip(outs, self._outputs)]
+        if self._all_default_layout:
+            logical = outs
+        else:
+            logical = [self._logical(arr, shape) for arr, (_, shape) in zip(outs, self._outputs)]
         if not self._root_is_tuple:
             return (logical[0],)
         return self._nest(self._structure, logical)

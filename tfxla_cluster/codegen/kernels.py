@@ -102,6 +102,8 @@ def emit_loop_thunk(prog, instr, operands, out) -> None:
     materialized = {}
     if fused:
         materialized = _materialize_contractions(prog, instr, operands, out)
+        if materialized.get(id(comp.root)) is out:
+            return  # the GEMM already wrote the result
     kb = KernelBuilder(prog, instr.name)
     params = [kb.read(r) for r in operands]
     if fused:
@@ -111,9 +113,6 @@ def emit_loop_thunk(prog, instr, operands, out) -> None:
     else:
         em = FusedEmitter(kb.kctx, None, [], {id(o): params[k] for k, o in enumerate(instr.operands)})
         root, instrs = instr, [instr]
-    if id(root) in materialized and materialized[id(root)] is out:
-        prog.call_kernel(kb, instr.name, "gemm-only", 0)  # the GEMM already wrote the result
-        return
     outs = leaves(out)
     if all(r.shape.num_elements == 0 for r in outs):
         prog.call_kernel(kb, instr.name, "empty", 0)
@@ -125,7 +124,7 @@ def emit_loop_thunk(prog, instr, operands, out) -> None:
     kind = "loop" if not fused else f"fusion:{instr.fusion_kind.value}"
     same_dims = len({r.shape.dimensions for r in outs}) == 1
     work = work_items(outs[0].shape, flat) if same_dims else 1
-    tasks = 1 if materialized or not same_dims else prog.tasks_for(work, _cost(instrs, operands, out))
+    tasks = 1 if not same_dims else prog.tasks_for(work, _cost(instrs, operands, out))
     # A kernel that is not split gets constant bounds: LLVM then sees exact trip counts.
     lo, hi = (kb.lo, kb.hi) if tasks > 1 else (0, work)
     if len(outs) == 1 and not root.shape.is_tuple:
@@ -175,28 +174,25 @@ def _elementwise_to_root(comp, instr) -> bool:
 
 
 def _materialize_contractions(prog, instr, operands, out) -> dict:
-    """GEMM the big dots of a fusion in a first (serial) kernel; returns {id(dot): BufferRef}."""
+    """Run the big dots of a fusion as GEMM kernels first; returns {id(dot): BufferRef of its value}."""
     comp = instr.fused_computation
     dots = [i for i in comp.post_order() if gemm_eligible(i, prog.options)]
-    if not dots:
-        return {}
-    kb = KernelBuilder(prog, instr.name + "_gemm")
-    params = [kb.read(r) for r in operands]
-    em = FusedEmitter(kb.kctx, comp, params)
-    result = {}
+    result: dict[int, BufferRef] = {}
+
+    def maker(target):
+        def make(kb):
+            em = FusedEmitter(kb.kctx, comp, [kb.read(r) for r in operands],
+                              {k: kb.read(ref) for k, ref in result.items()})
+            return em.gen(target)
+        return make
     for dot in dots:
         direct = (not comp.root.shape.is_tuple and isinstance(out, BufferRef) and dot.shape == comp.root.shape
                   and out.shape == dot.shape and _elementwise_to_root(comp, dot))
         target = out if direct else prog.scratch(dot.shape, dot.name)
-        srcs = []
-        for o in dot.operands:
-            arr = kb.array(operands[o.parameter_number]) if o.opcode is O.PARAMETER else None
-            srcs.append(Source(em.gen(o), o.shape, arr))
-        emit_dot_gemm(prog, kb, dot, srcs[0], srcs[1], target)
-        em.overrides[id(dot)] = kb.read(target)
-        em._gens.pop(id(dot), None)
+        srcs = [Source(o.shape, maker(o), operands[o.parameter_number] if o.opcode is O.PARAMETER else None)
+                for o in dot.operands]
+        emit_dot_gemm(prog, dot, srcs[0], srcs[1], target)
         result[id(dot)] = target
-    prog.call_kernel(kb, instr.name, "gemm", 1)
     return result
 
 
@@ -205,10 +201,8 @@ def _dot_thunk(prog, instr, operands, out) -> None:
     if not gemm_eligible(instr, prog.options):
         return emit_loop_thunk(prog, instr, operands, out)
     operands = _array_operands(instr, operands)
-    kb = KernelBuilder(prog, instr.name)
-    srcs = [Source(kb.read(r), r.shape, kb.array(r)) for r in operands]
-    emit_dot_gemm(prog, kb, instr, srcs[0], srcs[1], out)
-    prog.call_kernel(kb, instr.name, "gemm", 1)
+    srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
+    emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
 
 
 @thunk(O.CONVOLUTION)
@@ -216,10 +210,8 @@ def _conv_thunk(prog, instr, operands, out) -> None:
     if not conv_gemm_eligible(instr, prog.options):
         return emit_loop_thunk(prog, instr, operands, out)
     operands = _array_operands(instr, operands)
-    kb = KernelBuilder(prog, instr.name)
-    srcs = [Source(kb.read(r), r.shape, kb.array(r)) for r in operands]
-    emit_conv_gemm(prog, kb, instr, srcs[0], srcs[1], out)
-    prog.call_kernel(kb, instr.name, "conv-gemm", 1)
+    srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
+    emit_conv_gemm(prog, instr, srcs[0], srcs[1], out)
 
 
 def emit_copy_kernel(prog, src: BufferRef, dst: BufferRef) -> None:

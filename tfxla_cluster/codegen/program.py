@@ -213,6 +213,9 @@ class ProgramEmitter:
         return BufferRef(slot, instr.shape)
 
     # ------------------------------------------------------------------ thunks
+    def kernel(self, hint: str) -> KernelBuilder:
+        return KernelBuilder(self, hint)
+
     def thunk(self, instr, operands):
         from tfxla_cluster.codegen.kernels import THUNKS, emit_loop_thunk
         self.pos += 1

@@ -4,6 +4,8 @@ They are resolved through llvmlite's symbol table (``llvm.add_symbol``) before a
 
     tfxla_cblas_sgemm / tfxla_cblas_dgemm   numpy's OpenBLAS ``cblas_?gemm`` (ILP64), like XLA's Eigen
                                             matmul calls; absent BLAS, the emitter uses an IR GEMM
+    tfxla_blas_threads_local(n) -> prev     OpenBLAS's thread-local thread count: GEMM kernels set 1
+                                            and split the rows over our pool instead
     tfxla_parallel_for(fn, table, n, tasks) split work items [0, n) of a kernel into ``tasks`` ranges
                                             run on a thread pool (ctypes releases the GIL while native
                                             code runs, so the ranges really run in parallel)
@@ -46,7 +48,8 @@ def _find_openblas() -> dict[str, int]:
         candidates += glob.glob(os.path.join(os.path.dirname(scipy_openblas64.__file__), "lib", "*.so*"))
     except ImportError:
         pass
-    names = {"s": ["scipy_cblas_sgemm64_", "cblas_sgemm64_"], "d": ["scipy_cblas_dgemm64_", "cblas_dgemm64_"]}
+    names = {"s": ["scipy_cblas_sgemm64_", "cblas_sgemm64_"], "d": ["scipy_cblas_dgemm64_", "cblas_dgemm64_"],
+             "threads": ["openblas_set_num_threads_local"]}
     for path in candidates:
         try:
             lib = ctypes.CDLL(path)
@@ -60,7 +63,7 @@ def _find_openblas() -> dict[str, int]:
                     break
                 except AttributeError:
                     continue
-        if len(found) == 2:
+        if "s" in found and "d" in found:
             found["_lib"] = lib  # keep the handle open
             return found
     return {}
@@ -158,6 +161,9 @@ def take_bounds_errors(table_address: int) -> list[tuple[int, int, int]]:
         return _bounds_errors.pop(table_address, [])
 
 
+_threads_noop_c = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda n: 0)
+
+
 # ---------------------------------------------------------------- registration
 def ensure_registered() -> None:
     """Register the runtime symbols with LLVM (once per process)."""
@@ -175,4 +181,8 @@ def ensure_registered() -> None:
             add_symbol("tfxla_cblas_dgemm", _blas["d"])
         else:
             log.info("OpenBLAS not found next to numpy: GEMMs are emitted as LLVM IR loops")
+        # GEMMs run on our threads, one OpenBLAS thread each (OpenBLAS's own spinning workers would fight
+        # our pool for the cores); without the thread-local setter this is a no-op.
+        setter = _blas.get("threads") or ctypes.cast(_threads_noop_c, ctypes.c_void_p).value
+        add_symbol("tfxla_blas_threads_local", setter)
         _registered = True
