@@ -215,6 +215,19 @@ def cmd_hlo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sample", nargs="?", default="transformer_block",
+                   help="a sample in graphs/ (default: %(default)s)")
+
+
+@command("demo", "cluster, explain, lower, optimize, compile, run and time a bundled model against TF",
+         _demo_args)
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tfxla_cluster import demo
+
+    return demo.run(args.sample)
+
+
 import tfxla_cluster.viz.cli_commands  # noqa: E402,F401  (registers the viz and tensorboard commands)
 
 
