@@ -117,3 +117,20 @@ def test_compiler_ir_stages():
     assert hlo.startswith("HloModule") and "dot(" in hlo
     optimized = ours.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
     assert "fusion" in optimized
+
+
+def test_demo_runs_the_bundled_transformer(capsys):
+    from tfxla_cluster import demo
+
+    assert demo.run("transformer_block", hlo_lines=5) == 0
+    out = capsys.readouterr().out
+    err = float(out.split("max abs error ")[1].split()[0])
+    assert err < 1e-4
+    assert "HLO before optimization" in out and "after our XLA:CPU pipeline" in out and "real XLA" in out
+
+
+def test_demo_unknown_sample_is_a_clear_error():
+    from tfxla_cluster import demo
+
+    with pytest.raises(txc.NotFoundError, match="no sample 'nope'"):
+        demo.run("nope")
