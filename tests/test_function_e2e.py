@@ -134,3 +134,37 @@ def test_demo_unknown_sample_is_a_clear_error():
 
     with pytest.raises(txc.NotFoundError, match="no sample 'nope'"):
         demo.run("nope")
+
+
+def test_plugin_runs_an_unmodified_script_like_tf():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    script = root / "tools" / "examples" / "train_step.py"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("TF_XLA_FLAGS", None)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    env["TF_XLA_FLAGS"] = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
+    ours = subprocess.run([sys.executable, "-m", "tfxla_cluster", "run", str(script)], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=root)
+    assert plain.returncode == 0 and ours.returncode == 0, ours.stderr
+    assert ours.stdout == plain.stdout          # same losses and weights, printed to 6 decimals
+    assert "cluster_0" in ours.stderr and "fell back" not in ours.stderr
+
+
+def test_install_and_uninstall():
+    import tensorflow as tf
+
+    original = tf.function
+    txc.install()
+    try:
+        f = tf.function(layer_norm)
+        assert isinstance(f, txc.function(layer_norm).__class__)
+        x = tf.constant(RNG.random((2, 64), np.float32))
+        _close(f(x), layer_norm(x))
+    finally:
+        txc.uninstall()
+    assert tf.function is original

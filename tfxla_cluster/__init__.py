@@ -30,6 +30,8 @@ _LAZY = {
     "ProcessState": "tfxla_cluster.jit.mark_for_compilation",
     "mark_for_compilation": "tfxla_cluster.jit.mark_for_compilation",
     "function": "tfxla_cluster.runtime.function",
+    "install": "tfxla_cluster.runtime.plugin",
+    "uninstall": "tfxla_cluster.runtime.plugin",
 }
 
 __all__ = ["DataLossError", "FailedPreconditionError", "FlagError", "InternalError", "InvalidArgumentError",

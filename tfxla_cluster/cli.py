@@ -215,6 +215,37 @@ def cmd_hlo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("script", help="a Python TF program, run unmodified")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    p.add_argument("--backend", choices=("llvm", "evaluator"), default="llvm",
+                   help="how clusters run: native code (default) or the HLO reference evaluator")
+
+
+@command("run", "run a TF program with every tf.function going through tfxla_cluster (TF_XLA_FLAGS apply)",
+         _run_args)
+def cmd_run(args: argparse.Namespace) -> int:
+    import runpy
+
+    from tfxla_cluster.errors import NotFoundError
+    from tfxla_cluster.runtime import plugin
+
+    if not os.path.exists(args.script):
+        raise NotFoundError(f"{args.script}: No such file or directory")
+    plugin.install(backend=args.backend)
+    sys.argv = [args.script, *args.args]
+    try:
+        runpy.run_path(args.script, run_name="__main__")
+    except SystemExit as e:  # the script's own exit code
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        print(plugin.summary(), file=sys.stderr)
+        return code
+    finally:
+        plugin.uninstall()
+    print(plugin.summary(), file=sys.stderr)
+    return 0
+
+
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("sample", nargs="?", default="transformer_block",
                    help="a sample in graphs/ (default: %(default)s)")

@@ -693,72 +693,95 @@ def _reduce(em, instr):
     return g_simple
 
 
-def _cascade_reduce(em, in_shape, rdims, op, et, cty, init, load, full_index):
-    """Block sums of CASCADE_BLOCK elements (vectorised) combined pairwise by a binary counter."""
-    b, kctx = em.b, em.kctx
-    order = [d for d in major_to_minor(in_shape) if d in rdims]
-    inner = order[-1]
-    n = in_shape.dimensions[inner]
-    ident = _identity(op, et, cty)
-    levels = kctx.alloca(cty, "levels", count=64)
-    count = kctx.alloca(t.I64, "count")
-    b.store(t.i64(0), count)
-    block_acc = kctx.alloca(cty, "block")
+class Cascade:
+    """Pairwise combination of block results by a binary counter: level l holds the combination of 2^l
+    blocks, so n blocks cost O(n) combines and the rounding error grows like log2(n)."""
 
-    def push(value):
-        # Binary-counter carry: level l holds the sum of 2^l blocks.
+    def __init__(self, em, op: O, et: T, cty) -> None:
+        self.em, self.op, self.et, self.cty = em, op, et, cty
+        kctx, b = em.kctx, em.b
+        self.ident = _identity(op, et, cty)
+        self.levels = kctx.alloca(cty, "levels", count=64)
+        self.count = kctx.alloca(t.I64, "count")
+        self.cur = kctx.alloca(cty, "carry")
+        self.kk = kctx.alloca(t.I64, "kk")
+        self.lv = kctx.alloca(t.I64, "lv")
+        b.store(t.i64(0), self.count)
+
+    def reset(self) -> None:
+        self.em.b.store(t.i64(0), self.count)
+
+    def push(self, value) -> None:
+        em, b = self.em, self.em.b
         fn = b.block.function
-        k0 = b.load(count)
-        b.store(b.add(k0, t.i64(1)), count)
-        cur = kctx.alloca(cty, "carry")
-        kk = kctx.alloca(t.I64, "kk")
-        lv = kctx.alloca(t.I64, "lv")
-        b.store(value, cur)
-        b.store(k0, kk)
-        b.store(t.i64(0), lv)
+        k0 = b.load(self.count)
+        b.store(b.add(k0, t.i64(1)), self.count)
+        b.store(value, self.cur)
+        b.store(k0, self.kk)
+        b.store(t.i64(0), self.lv)
         head = fn.append_basic_block("carry.head")
         body = fn.append_basic_block("carry.body")
         done = fn.append_basic_block("carry.done")
         b.branch(head)
         b.position_at_end(head)
-        odd = b.trunc(b.load(kk), t.I1)
-        b.cbranch(odd, body, done)
+        b.cbranch(b.trunc(b.load(self.kk), t.I1), body, done)
         b.position_at_end(body)
-        lvl = b.load(lv)
-        slot = b.gep(levels, [lvl], source_etype=cty)
-        b.store(_simple_combine(em, op, et, b.load(slot), b.load(cur), False), cur)
-        b.store(b.lshr(b.load(kk), t.i64(1)), kk)
-        b.store(b.add(lvl, t.i64(1)), lv)
+        lvl = b.load(self.lv)
+        slot = b.gep(self.levels, [lvl], source_etype=self.cty)
+        b.store(_simple_combine(em, self.op, self.et, b.load(slot), b.load(self.cur), False), self.cur)
+        b.store(b.lshr(b.load(self.kk), t.i64(1)), self.kk)
+        b.store(b.add(lvl, t.i64(1)), self.lv)
         b.branch(head)
         b.position_at_end(done)
-        b.store(b.load(cur), b.gep(levels, [b.load(lv)], source_etype=cty))
+        b.store(b.load(self.cur), b.gep(self.levels, [b.load(self.lv)], source_etype=self.cty))
+
+    def total(self):
+        """The combination of everything pushed (identity if nothing), lowest level first."""
+        em, b, kctx = self.em, self.em.b, self.em.kctx
+        total = kctx.alloca(self.cty, "total")
+        b.store(self.ident, total)
+        cnt = b.load(self.count)
+        with for_range(b, 0, 64, "lvl") as lvl:
+            with if_then(kctx, b.trunc(b.lshr(cnt, lvl), t.I1)):
+                level = b.load(b.gep(self.levels, [lvl], source_etype=self.cty))
+                b.store(_simple_combine(em, self.op, self.et, b.load(total), level, False), total)
+        return b.load(total)
+
+    def block(self, start, stop, element) -> None:
+        """Push the combination of element(j) for j in [start, stop), CASCADE_BLOCK at a time."""
+        em, b, kctx = self.em, self.em.b, self.em.kctx
+        acc = kctx.alloca(self.cty, "block")
+        span = b.sub(stop, start)
+        nblocks = b.udiv(b.add(span, t.i64(CASCADE_BLOCK - 1)), t.i64(CASCADE_BLOCK))
+        with for_range(b, 0, nblocks, "blk") as blk:
+            s0 = b.add(start, b.mul(blk, t.i64(CASCADE_BLOCK)))
+            s1 = b.add(s0, t.i64(CASCADE_BLOCK))
+            s1 = b.select(b.icmp_signed(">", s1, stop), stop, s1)
+            b.store(self.ident, acc)
+            with for_range(b, s0, s1, "e") as j:
+                with kctx.scope():
+                    b.store(_simple_combine(em, self.op, self.et, b.load(acc), element(j), True), acc)
+            self.push(b.load(acc))
+
+
+def _cascade_reduce(em, in_shape, rdims, op, et, cty, init, load, full_index):
+    """Block sums of CASCADE_BLOCK elements (vectorised) combined pairwise by a binary counter."""
+    b = em.b
+    order = [d for d in major_to_minor(in_shape) if d in rdims]
+    inner = order[-1]
+    n = in_shape.dimensions[inner]
+    cascade = Cascade(em, op, et, cty)
 
     def outer_body(rvals):
-        nblocks = (n + CASCADE_BLOCK - 1) // CASCADE_BLOCK
-        with for_range(b, 0, nblocks, "blk") as blk:
-            start = b.mul(blk, t.i64(CASCADE_BLOCK))
-            stop = b.add(start, t.i64(CASCADE_BLOCK))
-            stop = b.select(b.icmp_signed(">", stop, t.i64(n)), t.i64(n), stop)
-            b.store(ident, block_acc)
-            with for_range(b, start, stop, "e") as j:
-                with kctx.scope():
-                    rv = dict(rvals)
-                    rv[inner] = j
-                    b.store(_simple_combine(em, op, et, b.load(block_acc), load(full_index(rv)), True), block_acc)
-            push(b.load(block_acc))
+        def element(j):
+            rv = dict(rvals)
+            rv[inner] = j
+            return load(full_index(rv))
+        cascade.block(t.i64(0), t.i64(n), element)
 
     _reduce_loops(em, in_shape, set(order[:-1]), outer_body, prefix="ro")
-    # Combine the levels that are set, lowest first, then the init value (init ⊕ reduce(x)).
-    total = kctx.alloca(cty, "total")
-    b.store(ident, total)
-    cnt = b.load(count)
-    with for_range(b, 0, 64, "lvl") as l:
-        bit = b.trunc(b.lshr(cnt, l), t.I1)
-        with if_then(kctx, bit):
-            b.store(_simple_combine(em, op, et, b.load(total), b.load(b.gep(levels, [l], source_etype=cty)), False),
-                    total)
     init_c = em.ops.to_compute(et, init)
-    return _simple_combine(em, op, et, init_c, b.load(total), False)
+    return _simple_combine(em, op, et, init_c, cascade.total(), False)
 
 
 @generates(O.REDUCE_WINDOW)

@@ -238,14 +238,15 @@ def graph_def_from_function(fn: Callable[..., Any], *args: Any, input_signature=
     Give example ``args``/``kwargs`` (tensors, numpy arrays or ``tf.TensorSpec``) or an
     ``input_signature``. ``grappler=True`` gives exactly the graph TF's JIT passes see.
     """
-    import tensorflow as tf
     from tensorflow.python.eager.polymorphic_function import concrete_function as cf_mod
 
     if isinstance(fn, cf_mod.ConcreteFunction):
         concrete = fn
     else:
         if not hasattr(fn, "get_concrete_function"):
-            fn = tf.function(fn, input_signature=input_signature, jit_compile=jit_compile)
+            from tfxla_cluster.runtime.plugin import tf_function
+
+            fn = tf_function()(fn, input_signature=input_signature, jit_compile=jit_compile)
         if input_signature is not None and not args and not kwargs:
             concrete = fn.get_concrete_function()
         else:

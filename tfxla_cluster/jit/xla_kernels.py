@@ -64,7 +64,10 @@ def _registry() -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
     from tensorflow.python.framework import kernels
 
     # XLA registers its JIT kernels lazily, on first use; one tiny compile makes them visible.
-    tf.function(lambda x: x + 1, jit_compile=True)(tf.constant(1.0))
+    from tfxla_cluster.runtime.plugin import tf_function
+
+    # TF's own tf.function even when our plugin has replaced it.
+    tf_function()(lambda x: x + 1, jit_compile=True)(tf.constant(1.0))
     by_device: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}
     for kdef in kernels.get_all_registered_kernels().kernel:
         if kdef.device_type.endswith("_JIT"):

@@ -95,7 +95,7 @@ class Function:
 
     def __init__(self, fn: Callable, *, jit_compile: bool | None, input_signature, reduce_retracing: bool,
                  flags, grappler: bool, backend: str) -> None:
-        import tensorflow as tf
+        from tfxla_cluster.runtime.plugin import tf_function
 
         self.python_function = fn
         self.jit_compile = jit_compile
@@ -103,7 +103,7 @@ class Function:
         self._grappler = grappler
         self._backend = backend
         # TF decides when to retrace; our graphs are built per concrete function it returns.
-        self._tf_function = fn if hasattr(fn, "get_concrete_function") else tf.function(
+        self._tf_function = fn if hasattr(fn, "get_concrete_function") else tf_function()(
             fn, input_signature=input_signature, reduce_retracing=reduce_retracing, autograph=True)
         self._compiled: dict[int, CompiledGraph] = {}
         self._lock = threading.Lock()

@@ -579,7 +579,9 @@ def lower_function(fn_or_concrete, *example_args, name: str | None = None, **exa
     else:
         fn = fn_or_concrete
         if not hasattr(fn, "get_concrete_function"):
-            fn = tf.function(fn, jit_compile=True)
+            from tfxla_cluster.runtime.plugin import tf_function
+
+            fn = tf_function()(fn, jit_compile=True)
         concrete = fn.get_concrete_function(*example_args, **example_kwargs)
     graph = Graph(graph_def_from_concrete(concrete, inline=True), assign_devices=False)
     flat = [a for a in tf.nest.flatten((example_args, example_kwargs), expand_composites=False)

@@ -1,1 +1,206 @@
-"""(placeholder)"""
+"""Stateless random numbers, v2 (tf2xla's stateless_random_ops_v2.cc with xla/client/lib/prng.cc).
+
+Stage: lowering.
+
+* ``StatelessRandomGetKeyCounter(seed)``: TF's seed scrambling — one Philox4x32-10 round of the seed
+  under a fixed key gives the u64 key and the u64[2] counter. The seed must be a compile-time
+  constant; key and counter are host values. ``StatelessRandomGetAlg`` is Philox (1), as on CPU.
+* ``StatelessRandomUniformV2`` / ``StatelessRandomNormalV2``: ``rng-bit-generator`` (Philox with state
+  ``[key, counter…]``, or ThreeFry with ``[key, counter[0]]``; AUTO_SELECT is Philox on CPU) yields raw
+  bits; uniform floats keep the top mantissa bits (``bits >> (width - mantissa)``, scaled by
+  2^-mantissa); normals are ``sqrt(2)·erfinv(u)`` for u uniform in (-1, 1), except f64, which TF's XLA
+  draws with Box-Muller over pairs of uniforms (``SplitShapeIntoHalves``). bf16 is generated in f32 and
+  truncated to bf16 (tf2xla's ``MaybeConvertF32ToBF16``).
+
+Where values differ: TF's non-XLA CPU kernels draw different numbers for the same seed (their Philox
+stream feeds a different bits→float conversion and Box-Muller normals), exactly as real XLA does; the
+lowering reproduces TF's XLA values (``jit_compile=True``). Our erfinv is XLA's single-precision
+approximation, so f32 normals agree with XLA's to a few ulps.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
+from tfxla_cluster.hlo.attrs import RandomAlgorithm
+from tfxla_cluster.hlo.eval_random import philox4x32
+from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
+from tfxla_cluster.tf2hlo import xla_lib as xl
+from tfxla_cluster.tf2hlo.registry import lowers
+
+RNG_ALG_PHILOX, RNG_ALG_THREEFRY, RNG_ALG_AUTO_SELECT = 1, 2, 3
+_UNSIGNED = {8: P.U8, 16: P.U16, 32: P.U32, 64: P.U64}
+
+
+def key_counter_from_seed(seed0: int, seed1: int) -> tuple[np.ndarray, np.ndarray]:
+    """TF's ``GenerateKey``: (u64[1] key, u64[2] counter) for a two-word seed."""
+    s0, s1 = seed0 & 0xFFFFFFFFFFFFFFFF, seed1 & 0xFFFFFFFFFFFFFFFF  # int → uint64 as C++ casts
+    counter = [s0 & 0xFFFFFFFF, s0 >> 32, s1 & 0xFFFFFFFF, s1 >> 32]
+    mix = [int(np.asarray(w).reshape(-1)[0]) for w in philox4x32(counter, (0x3EC8F720, 0x02461E29))]
+    key = np.array([mix[0] | (mix[1] << 32)], np.uint64)
+    return key, np.array([0, mix[2] | (mix[3] << 32)], np.uint64)
+
+
+@lowers("StatelessRandomGetKeyCounter")
+def _get_key_counter(ctx, node):
+    seed = [int(v) for v in np.asarray(ctx.const_input(0)).reshape(-1)]
+    if len(seed) != 2:
+        raise InvalidArgumentError(f"seed must have shape [2], not [{len(seed)}]")
+    return list(key_counter_from_seed(*seed))
+
+
+@lowers("StatelessRandomGetKeyCounterAlg")
+def _get_key_counter_alg(ctx, node):
+    return _get_key_counter(ctx, node) + [np.asarray(RNG_ALG_PHILOX, np.int32)]
+
+
+@lowers("StatelessRandomGetAlg")
+def _get_alg(ctx, node):
+    return [np.asarray(RNG_ALG_PHILOX, np.int32)]
+
+
+def _algorithm(ctx, index: int) -> int:
+    alg = ctx.const_int(index)
+    if alg == RNG_ALG_AUTO_SELECT:
+        return RNG_ALG_PHILOX  # DefaultRngAlgForDeviceType(CPU)
+    if alg not in (RNG_ALG_PHILOX, RNG_ALG_THREEFRY):
+        raise InvalidArgumentError(f"Unsupported random algorithm: {alg}")
+    return alg
+
+
+def _random_bits(ctx, et: P, dims) -> tuple:
+    """Raw bits of ``et``'s width from the key/counter inputs (tf2xla's BitGen)."""
+    b = ctx.b
+    key, counter = ctx.input(1), ctx.input(2)
+    alg = _algorithm(ctx, 3)
+    if key.shape.dimensions != (1,) or counter.shape.rank != 1:
+        raise InvalidArgumentError("key must have shape [1] and counter be a vector")
+    bits_type = _UNSIGNED[et.bit_width]
+    if alg == RNG_ALG_PHILOX:
+        state = b.concatenate([b.reshape(key, [1]), counter], 0)
+        algorithm = RandomAlgorithm.PHILOX
+    else:
+        state = b.concatenate([b.reshape(key, [1]), b.slice(counter, [0], [1])], 0)
+        algorithm = RandomAlgorithm.THREE_FRY
+    out = b.rng_bit_generator(state, Shape.array(bits_type, dims), algorithm)
+    return b.get_tuple_element(out, 1)
+
+
+def _uniform(ctx, et: P, dims, minval: float, maxval: float):
+    """XLA's ``UniformFloatingPointDistribution``: top mantissa bits → [0, 1) → [minval, maxval)."""
+    b = ctx.b
+    bits = _random_bits(ctx, et, dims)
+    mantissa = et.mantissa_bits
+    shifted = xl.broadcast_pair(b, bits, et.bit_width - mantissa)
+    values = b.convert(b.shift_right_logical(*shifted), et)
+    values = xl.mul(b, values, math.ldexp(1.0, -mantissa))
+    lo, hi = xl.scalar(b, minval, et), xl.scalar(b, maxval, et)
+    return xl.add(b, xl.mul(b, values, b.subtract(hi, lo)), lo)
+
+
+def _shape(ctx) -> list[int]:
+    dims = ctx.const_ints(0)
+    if any(d < 0 for d in dims):
+        raise InvalidArgumentError(f"shape must be non-negative, got {dims}")
+    return dims
+
+
+def _rng_type(et: P) -> P:
+    return P.F32 if et is P.BF16 else et  # tf2xla generates bf16 randoms in f32
+
+
+@lowers("StatelessRandomUniformV2")
+def _uniform_v2(ctx, node):
+    et = ctx.attr_type("dtype")
+    if not et.is_float:
+        raise UnimplementedError(f"StatelessRandomUniformV2 of {et.value}")
+    u = _uniform(ctx, _rng_type(et), _shape(ctx), 0.0, 1.0)
+    return [_maybe_bf16(ctx.b, u, et)]
+
+
+def _maybe_bf16(b, x, et: P):
+    """tf2xla's ``MaybeConvertF32ToBF16``: truncate (mask the low 16 bits) before converting, so a
+    value below 1 never rounds up to 1."""
+    if et is not P.BF16:
+        return x
+    bits = b.bitcast_convert(x, P.U32)
+    masked = b.bitcast_convert(xl.and_(b, bits, np.uint32(0xFFFF0000)), P.F32)
+    return b.convert(masked, P.BF16)
+
+
+# XLA's ErfInv32 (Giles' single-precision approximation), coefficients in Horner order.
+_ERFINV_LT5 = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+               -0.00417768164, 0.246640727, 1.50140941)
+_ERFINV_GE5 = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+               0.00943887047, 1.00167406, 2.83297682)
+
+
+@xl.upcast_f32
+def erfinv(b, x):
+    """erfinv via w = -log1p(-x²): a degree-8 polynomial in w - 2.5 (w < 5) or sqrt(w) - 3, times x;
+    ±1 map to ±inf."""
+    et = x.shape.element_type
+    dims = x.shape.dimensions
+    w = b.negate(b.log1p(b.negate(b.multiply(x, x))))
+    lt = xl.lt(b, w, 5.0)
+    w = b.select(lt, xl.sub(b, w, 2.5), xl.sub(b, b.sqrt(w), 3.0))
+    p = None
+    for c_lt, c_ge in zip(_ERFINV_LT5, _ERFINV_GE5):
+        coef = b.select(lt, xl.full(b, c_lt, et, dims), xl.full(b, c_ge, et, dims))
+        p = coef if p is None else b.add(coef, b.multiply(p, w))
+    result = b.multiply(p, x)
+    return b.select(xl.eq(b, b.abs(x), 1.0), xl.mul(b, x, xl.max_value(et)), result)
+
+
+def _split_into_halves(dims: list[int]) -> tuple[list[int], int]:
+    """XLA's ``SplitShapeIntoHalves``: the first even dim (else the largest) d becomes
+    ``[ceil(d/2), 2]``; returns (the uniform draw's shape, the pair dim)."""
+    if not dims:
+        return [1, 2], 1
+    split = next((i for i, d in enumerate(dims) if d % 2 == 0), None)
+    if split is None:
+        split = max(range(len(dims)), key=lambda i: (dims[i], -i))
+    concat = list(dims[:split]) + [-(-dims[split] // 2), 2] + list(dims[split + 1:])
+    return concat, split + 1
+
+
+def _box_muller_normal(ctx, et: P, dims: list[int]):
+    """Box-Muller over pairs of uniforms along the split dim (XLA's NormalFloatingPointDistribution)."""
+    b = ctx.b
+    concat, pair_dim = _split_into_halves(dims)
+    u = _uniform(ctx, et, concat, 0.0, 1.0)
+    starts = [0] * len(concat)
+    half = list(concat)
+    half[pair_dim] = 1
+    x0 = b.slice(u, starts, half)
+    x1 = b.slice(u, [1 if i == pair_dim else 0 for i in range(len(concat))], concat)
+    u1 = xl.maximum(b, x0, 1.0e-7)  # never log(0)
+    v1 = xl.mul(b, x1, 2.0 * math.pi)
+    u2 = b.sqrt(xl.mul(b, b.log(u1), -2.0))
+    pair = b.concatenate([b.multiply(b.sin(v1), u2), b.multiply(b.cos(v1), u2)], pair_dim)
+    flat = [d for i, d in enumerate(concat) if i != pair_dim]
+    flat[pair_dim - 1] *= 2
+    normal = b.reshape(pair, flat)
+    if flat != list(dims):  # an odd dim was rounded up, or a scalar drawn as a pair
+        normal = b.slice(normal, [0] * len(flat), list(dims) if dims else [1])
+        if not dims:
+            normal = b.reshape(normal, [])
+    return normal
+
+
+@lowers("StatelessRandomNormalV2")
+def _normal_v2(ctx, node):
+    et = ctx.attr_type("dtype")
+    if not et.is_float:
+        raise UnimplementedError(f"StatelessRandomNormalV2 of {et.value}")
+    rt = _rng_type(et)
+    dims = _shape(ctx)
+    if rt is P.F64:  # TF's XLA draws f64 normals with Box-Muller (checked against jit_compile=True)
+        return [_box_muller_normal(ctx, rt, dims)]
+    low = float(np.nextafter(rt.dtype.type(-1.0), rt.dtype.type(0.0)))  # keeps erfinv finite
+    u = _uniform(ctx, rt, dims, low, 1.0)
+    normal = xl.mul(ctx.b, erfinv(ctx.b, u), math.sqrt(2.0))
+    return [_maybe_bf16(ctx.b, normal, et)]
+

@@ -1,0 +1,83 @@
+"""Plugin mode: every ``tf.function`` of an unmodified TF program goes through our pipeline.
+
+Stage: user API. :func:`install` replaces ``tf.function`` with :func:`tfxla_cluster.function` (same
+arguments: ``jit_compile``, ``input_signature``, ``reduce_retracing``; others are accepted and
+ignored), so auto-clustering follows ``TF_XLA_FLAGS`` exactly as TF would decide, and ``jit_compile=True``
+functions are compiled by us. :func:`uninstall` restores TF's. :func:`summary` reports, per function
+and cluster, what was compiled, how often, why, and what fell back to TF.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Callable
+
+_lock = threading.Lock()
+_original: Callable | None = None
+_functions: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def tf_function() -> Callable:
+    """TF's own ``tf.function`` (also while the plugin is installed)."""
+    import tensorflow as tf
+
+    return _original or tf.function
+
+
+def installed() -> bool:
+    return _original is not None
+
+
+def install(flags=None, backend: str = "llvm") -> None:
+    """Route ``tf.function`` through tfxla_cluster (idempotent)."""
+    global _original
+    import tensorflow as tf
+
+    from tfxla_cluster.runtime.function import Function
+
+    with _lock:
+        if _original is not None:
+            return
+        _original = tf.function
+
+        def function(func=None, input_signature=None, autograph=True, jit_compile=None,
+                     reduce_retracing=False, **_ignored: Any):
+            def wrap(f: Callable) -> Function:
+                wrapped = Function(f, jit_compile=jit_compile, input_signature=input_signature,
+                                   reduce_retracing=reduce_retracing, flags=flags, grappler=True, backend=backend)
+                _functions.add(wrapped)
+                return wrapped
+            return wrap(func) if func is not None else wrap
+
+        tf.function = function
+
+
+def uninstall() -> None:
+    global _original
+    import tensorflow as tf
+
+    with _lock:
+        if _original is not None:
+            tf.function = _original
+            _original = None
+
+
+def summary() -> str:
+    """What the plugin did: functions, clusters, compiles (with causes), executions, fallbacks."""
+    lines = ["tfxla_cluster summary:"]
+    count = 0
+    for fn in list(_functions):
+        for compiled in list(fn._compiled.values()):
+            count += 1
+            name = getattr(fn.python_function, "__name__", "function")
+            lines.append(f"  {name} [{compiled.concrete.name.decode() if isinstance(compiled.concrete.name, bytes) else compiled.concrete.name}]: "
+                         f"{len(compiled.clusters)} cluster(s)")
+            for cname, launcher in compiled.launchers.items():
+                st = launcher.stats
+                state = f"fell back to TF ({st.fallback_reason})" if st.fallback_reason else (
+                    f"{st.compiles} compile(s) in {st.compile_seconds:.2f} s, {st.executions} execution(s)")
+                lines.append(f"    {cname}: {len(launcher.sig.members)} nodes; {state}"
+                             + (f"; causes: {', '.join(st.causes)}" if st.causes else ""))
+    if not count:
+        lines.append("  no tf.function was traced")
+    return "\n".join(lines)
