@@ -7,7 +7,6 @@ f32 1e-5, half types 2e-2 (bf16 5e-2).
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import tensorflow as tf
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.core.framework import graph_pb2, types_pb2
+from tensorflow.core.framework import graph_pb2
 
 from harness import HAVE_JAX
 

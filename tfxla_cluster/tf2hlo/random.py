@@ -7,15 +7,15 @@ Stage: lowering.
   constant; key and counter are host values. ``StatelessRandomGetAlg`` is Philox (1), as on CPU.
 * ``StatelessRandomUniformV2`` / ``StatelessRandomNormalV2``: ``rng-bit-generator`` (Philox with state
   ``[key, counter…]``, or ThreeFry with ``[key, counter[0]]``; AUTO_SELECT is Philox on CPU) yields raw
-  bits; uniform floats keep the top mantissa bits (``bits >> (width - mantissa)``, scaled by
-  2^-mantissa); normals are ``sqrt(2)·erfinv(u)`` for u uniform in (-1, 1), except f64, which TF's XLA
-  draws with Box-Muller over pairs of uniforms (``SplitShapeIntoHalves``). bf16 is generated in f32 and
-  truncated to bf16 (tf2xla's ``MaybeConvertF32ToBF16``).
+  bits; uniform floats keep the top mantissa bits (``bits >> (width - mantissa)``; for f16 TF's XLA
+  keeps the low ones), scaled by 2^-mantissa; normals are Box-Muller over pairs of uniforms (``SplitShapeIntoHalves``: the first even
+  dim is split into pairs). bf16 is generated in f32 and truncated to bf16 (tf2xla's
+  ``MaybeConvertF32ToBF16``).
 
 Where values differ: TF's non-XLA CPU kernels draw different numbers for the same seed (their Philox
 stream feeds a different bits→float conversion and Box-Muller normals), exactly as real XLA does; the
-lowering reproduces TF's XLA values (``jit_compile=True``). Our erfinv is XLA's single-precision
-approximation, so f32 normals agree with XLA's to a few ulps.
+lowering reproduces TF's XLA values (``jit_compile=True``): uniforms bit for bit, normals up to XLA:CPU's
+own log/sqrt/sin/cos approximations.
 """
 from __future__ import annotations
 
@@ -93,8 +93,12 @@ def _uniform(ctx, et: P, dims, minval: float, maxval: float):
     b = ctx.b
     bits = _random_bits(ctx, et, dims)
     mantissa = et.mantissa_bits
-    shifted = xl.broadcast_pair(b, bits, et.bit_width - mantissa)
-    values = b.convert(b.shift_right_logical(*shifted), et)
+    if et.bit_width < 32:
+        # TF 2.21's XLA keeps the *low* mantissa bits of 16-bit draws (checked against jit_compile=True).
+        kept = xl.and_(b, bits, np.asarray((1 << mantissa) - 1, bits.shape.dtype))
+    else:
+        kept = b.shift_right_logical(*xl.broadcast_pair(b, bits, et.bit_width - mantissa))
+    values = b.convert(kept, et)
     values = xl.mul(b, values, math.ldexp(1.0, -mantissa))
     lo, hi = xl.scalar(b, minval, et), xl.scalar(b, maxval, et)
     return xl.add(b, xl.mul(b, values, b.subtract(hi, lo)), lo)
@@ -128,30 +132,6 @@ def _maybe_bf16(b, x, et: P):
     bits = b.bitcast_convert(x, P.U32)
     masked = b.bitcast_convert(xl.and_(b, bits, np.uint32(0xFFFF0000)), P.F32)
     return b.convert(masked, P.BF16)
-
-
-# XLA's ErfInv32 (Giles' single-precision approximation), coefficients in Horner order.
-_ERFINV_LT5 = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
-               -0.00417768164, 0.246640727, 1.50140941)
-_ERFINV_GE5 = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
-               0.00943887047, 1.00167406, 2.83297682)
-
-
-@xl.upcast_f32
-def erfinv(b, x):
-    """erfinv via w = -log1p(-x²): a degree-8 polynomial in w - 2.5 (w < 5) or sqrt(w) - 3, times x;
-    ±1 map to ±inf."""
-    et = x.shape.element_type
-    dims = x.shape.dimensions
-    w = b.negate(b.log1p(b.negate(b.multiply(x, x))))
-    lt = xl.lt(b, w, 5.0)
-    w = b.select(lt, xl.sub(b, w, 2.5), xl.sub(b, b.sqrt(w), 3.0))
-    p = None
-    for c_lt, c_ge in zip(_ERFINV_LT5, _ERFINV_GE5):
-        coef = b.select(lt, xl.full(b, c_lt, et, dims), xl.full(b, c_ge, et, dims))
-        p = coef if p is None else b.add(coef, b.multiply(p, w))
-    result = b.multiply(p, x)
-    return b.select(xl.eq(b, b.abs(x), 1.0), xl.mul(b, x, xl.max_value(et)), result)
 
 
 def _split_into_halves(dims: list[int]) -> tuple[list[int], int]:
@@ -195,12 +175,5 @@ def _normal_v2(ctx, node):
     et = ctx.attr_type("dtype")
     if not et.is_float:
         raise UnimplementedError(f"StatelessRandomNormalV2 of {et.value}")
-    rt = _rng_type(et)
-    dims = _shape(ctx)
-    if rt is P.F64:  # TF's XLA draws f64 normals with Box-Muller (checked against jit_compile=True)
-        return [_box_muller_normal(ctx, rt, dims)]
-    low = float(np.nextafter(rt.dtype.type(-1.0), rt.dtype.type(0.0)))  # keeps erfinv finite
-    u = _uniform(ctx, rt, dims, low, 1.0)
-    normal = xl.mul(ctx.b, erfinv(ctx.b, u), math.sqrt(2.0))
-    return [_maybe_bf16(ctx.b, normal, et)]
+    return [_maybe_bf16(ctx.b, _box_muller_normal(ctx, _rng_type(et), _shape(ctx)), et)]
 
