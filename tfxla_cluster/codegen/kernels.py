@@ -392,19 +392,35 @@ def emit_copy_kernel(prog, src: BufferRef, dst: BufferRef) -> None:
 def _sort(prog, instr, operands, out) -> None:
     operands = _array_operands(instr, operands)
     kb = KernelBuilder(prog, instr.name)
-    b, kctx = kb.builder, kb.kctx
     ins = [kb.array(r) for r in operands]
-    outs = [kb.array(r) for r in leaves(out)]
-    shape = operands[0].shape
-    dim = instr.dimensions[0]
+    outs = [(kb.array(r), k) for k, r in enumerate(leaves(out))]
+    emit_sort(prog, kb, instr.name, ins, outs, instr.to_apply, instr.dimensions[0], "sort")
+
+
+def _topk(prog, instr, operands, out) -> None:
+    """XLA:CPU's ``custom-call "TopK"``: the first k of a stable sort along the last dim by the attached
+    comparator, as (values, s32 indices)."""
+    operands = _array_operands(instr, operands)
+    kb = KernelBuilder(prog, instr.name)
+    values, indices = leaves(out)
+    emit_sort(prog, kb, instr.name, [kb.array(operands[0])], [(kb.array(values), 0), (kb.array(indices), "index")],
+              instr.called_computations[0], operands[0].shape.rank - 1, "topk")
+
+
+def emit_sort(prog, kb, name, ins, outs, comp, dim, kind) -> None:
+    """Per row along ``dim``: a stable bottom-up merge sort of an index permutation, comparing with
+    ``comp`` over all ``ins`` (params: lhs/rhs of input 0, then of input 1, ...); then each output
+    (array, source) takes ``ins[source]`` — or, for source "index", the position — for its first
+    ``out.dims[dim]`` sorted elements."""
+    b, kctx = kb.builder, kb.kctx
+    shape = ins[0].shape
     n = shape.dimensions[dim]
     if shape.num_elements == 0:
-        prog.call_kernel(kb, instr.name, "sort", 0)
+        prog.call_kernel(kb, name, kind, 0)
         return
-    perm_ref = prog.scratch(Shape(T.S64, (2 * n,)), "sort.perm")
+    perm_ref = prog.scratch(Shape(T.S64, (2 * n,)), name + ".perm")
     perm = kb.array(perm_ref)
     em = FusedEmitter(kctx, None, [])
-    comp = instr.to_apply
     rows = Shape(T.S32, tuple(1 if d == dim else x for d, x in enumerate(shape.dimensions)))
 
     def at(row_dims, j):
@@ -466,13 +482,17 @@ def _sort(prog, instr, operands, out) -> None:
         b.branch(head)
         b.position_at_end(done)
         s_off = b.load(src)
-        with for_range(b, 0, n, "gather") as j:
-            p = perm.load_offset(b.add(s_off, j))
-            for src_arr, dst_arr in zip(ins, outs):
-                dst_arr.store(Index(at(rd, j), dst_arr.shape), src_arr.load(Index(at(rd, p), src_arr.shape)))
+        for dst, source in outs:
+            with for_range(b, 0, dst.shape.dimensions[dim], "gather") as j:
+                p = perm.load_offset(b.add(s_off, j))
+                if source == "index":
+                    v = b.trunc(p, t.value_type(dst.et)) if dst.et.bit_width < 64 else p
+                else:
+                    v = ins[source].load(Index(at(rd, p), ins[source].shape))
+                dst.store(Index(at(rd, j), dst.shape), v)
 
-    emit_loop_nest(kctx, rows, row_body, 0, rows.num_elements, True if rows.rank <= 1 else False)
-    prog.call_kernel(kb, instr.name, "sort", 1)
+    emit_loop_nest(kctx, rows, row_body, 0, rows.num_elements, rows.rank <= 1)
+    prog.call_kernel(kb, name, kind, 1)
 
 
 # ---------------------------------------------------------------------- scatter
@@ -600,12 +620,20 @@ def _select_and_scatter(prog, instr, operands, out) -> None:
 
 
 # ---------------------------------------------------------------------- unsupported
-@thunk(O.RNG, O.RNG_BIT_GENERATOR, O.CUSTOM_CALL, O.COMPLEX, O.REAL, O.IMAG)
-def _unsupported(prog, instr, operands, out) -> None:
-    if instr.opcode is O.CUSTOM_CALL and instr.custom_call_target == "TopK":
+@thunk(O.RNG_BIT_GENERATOR)
+def _rng_bit_generator(prog, instr, operands, out) -> None:
+    from tfxla_cluster.codegen.rng import emit_rng_bit_generator
+    emit_rng_bit_generator(prog, instr, _array_operands(instr, operands), out)
+
+
+@thunk(O.CUSTOM_CALL)
+def _custom_call(prog, instr, operands, out) -> None:
+    if instr.custom_call_target == "TopK":
         return _topk(prog, instr, operands, out)
+    raise UnimplementedError(f"native code for custom-call \"{instr.custom_call_target}\" (%{instr.name}) "
+                             "is not implemented")
+
+
+@thunk(O.RNG, O.COMPLEX, O.REAL, O.IMAG)
+def _unsupported(prog, instr, operands, out) -> None:
     raise UnimplementedError(f"native code for {instr.opcode.text} (%{instr.name}) is not implemented")
-
-
-def _topk(prog, instr, operands, out) -> None:
-    raise UnimplementedError(f"native code for custom-call TopK (%{instr.name}) is not implemented")
