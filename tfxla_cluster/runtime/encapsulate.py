@@ -88,6 +88,11 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
             return "^" + sig.name
         return f"{sig.name}:{out_index[sig.name][(name, int(idx or 0))]}"
 
+    def rewrite_colocation(loc: str) -> str:
+        name = loc.removeprefix("loc:@")
+        sig = member_of.get(name)
+        return f"loc:@{sig.name}" if loc.startswith("loc:@") and sig is not None else loc
+
     for node in graph.op_nodes():
         sig = member_of.get(node.name)
         if sig is not None:
@@ -109,7 +114,15 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
         del nd.input[:]
         refs = [rewrite_ref(r) for r in node.node_def.input]
         # Several members may have been control inputs: one control edge on the launch node is enough.
-        nd.input.extend(dict.fromkeys(refs))
+        # Data inputs stay as they are, duplicates included (Switch(pred, pred) has two inputs).
+        data = [r for r in refs if not r.startswith("^")]
+        nd.input.extend(data + list(dict.fromkeys(r for r in refs if r.startswith("^"))))
+        if "_class" in nd.attr:
+            # Colocation with a member (``loc:@member``) becomes colocation with its launch node:
+            # the member no longer exists in the rewritten graph, and TF rejects unknown names.
+            locs = [rewrite_colocation(v.decode()) for v in nd.attr["_class"].list.s]
+            del nd.attr["_class"].list.s[:]
+            nd.attr["_class"].list.s.extend(v.encode() for v in dict.fromkeys(locs))
     for nd in out.node:
         # TF's own auto-clustering must leave the rewritten graph alone (it would try to compile our
         # launch nodes, or cluster what we left to TF on purpose).

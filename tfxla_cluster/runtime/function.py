@@ -85,7 +85,11 @@ class CompiledGraph:
     def __call__(self, flat_inputs: list) -> Any:
         import tensorflow as tf
 
-        outputs = self._fn(*flat_inputs, *self.concrete.captured_inputs)
+        args = [*flat_inputs, *self.concrete.captured_inputs]
+        # The pruned function has no Python signature; calling it positionally makes TF try (and fail,
+        # formatting every tensor) a structured bind first. The flat call is what that falls back to.
+        call_flat = getattr(self._fn, "_call_flat", None)
+        outputs = call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
         return tf.nest.pack_sequence_as(self.concrete.structured_outputs, list(outputs),
                                         expand_composites=True)
 

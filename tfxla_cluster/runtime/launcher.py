@@ -74,6 +74,12 @@ class Launcher:
         self.stats = ClusterStats()
         self._lock = threading.Lock()
         self._tf_fallback: Callable | None = None
+        # Load every lowering family now, on the caller's thread: TF runs independent launch nodes
+        # concurrently, and the registry's lazy first load is not safe against a concurrent lookup
+        # (a second thread would see a half-filled table and report "no lowering for op ...").
+        from tfxla_cluster.tf2hlo.registry import lowered_ops
+
+        lowered_ops()
 
     def _resource_dtype(self, position: int) -> int:
         """The variable's dtype, from how the cluster's members use the handle (``dtype`` attrs)."""
@@ -130,8 +136,9 @@ class Launcher:
             executable = compile_module(optimized)
 
             def run(arrs: list[np.ndarray]) -> list[np.ndarray]:
-                params = [np.ascontiguousarray(arrs[p], dtype=lowered.inputs[by_tensor[self.sig.inputs[p]]]
-                                               .element_type.dtype) for p in positions]
+                # np.asarray, not np.ascontiguousarray: the latter turns 0-d arrays into shape [1].
+                params = [np.asarray(arrs[p], dtype=lowered.inputs[by_tensor[self.sig.inputs[p]]]
+                                     .element_type.dtype, order="C") for p in positions]
                 result = executable(*params)
                 result = result if isinstance(result, (tuple, list)) else (result,)
                 return ([np.asarray(result[k]) for k in order],
@@ -163,7 +170,9 @@ class Launcher:
                 handles[i] = (t, dtype)
                 arrays.append(_read_variable(t, dtype))
             else:
-                arrays.append(np.asarray(t.numpy() if hasattr(t, "numpy") else t))
+                # EagerTensor._numpy() is a view of the tensor's buffer; .numpy() would copy it.
+                view = getattr(t, "_numpy", None)
+                arrays.append(np.asarray(view() if view is not None else t))
         with self._lock:
             if self.stats.fallback_reason:
                 return self._run_tf(list(tensors))
