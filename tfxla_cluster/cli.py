@@ -120,12 +120,14 @@ def _mark_args(p: argparse.ArgumentParser) -> None:
 
 
 def _run_mark(args: argparse.Namespace):
+    """The MarkResult for the graph and flags on the command line (``result.flags`` has the flags)."""
     from tfxla_cluster import flags as flags_mod
     from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
 
+    # Parse flags before loading: a bad flag should fail fast, before TF and grappler start.
     flags = flags_mod.Flags.parse(args.flags) if args.flags is not None else flags_mod.Flags.from_env()
     return mark_for_compilation(_load(args), flags, session_name=args.session_name,
-                                dump_prefix=args.dump_prefix)
+                                dump_prefix=getattr(args, "dump_prefix", None))
 
 
 def _mark_cmd_args(p: argparse.ArgumentParser) -> None:

@@ -113,6 +113,7 @@ class MarkResult:
     global_jit_level: int = 0
     cpu_global_jit: bool = False
     skipped: str = ""  # why the whole graph was left alone, if it was
+    flags: object = None  # the Flags the pass ran with
 
     def cluster_of(self, node: str) -> str | None:
         return self.decisions[node].cluster if node in self.decisions else None
@@ -683,7 +684,7 @@ class MarkForCompilationPass:
             if node.name not in self.decisions:
                 self._decide(node, "not_marked", self.skipped or "not a candidate")
         result = MarkResult(graph.to_graph_def(), graph, clusters, self.decisions, self.contractions,
-                            self.global_jit_level, self.cpu_global_jit, self.skipped)
+                            self.global_jit_level, self.cpu_global_jit, self.skipped, self.flags)
         for line in summary_lines(result.graph_def, verbose=log.isEnabledFor(logging.DEBUG)):
             log.info("%s", line)
         return result

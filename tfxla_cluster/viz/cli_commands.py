@@ -10,33 +10,17 @@ from __future__ import annotations
 import argparse
 import os
 
-from tfxla_cluster.cli import command
+from tfxla_cluster.cli import _mark_args, _run_mark, command
 
 
 def _graph_and_flags_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("graph", help="a GraphDef (.pbtxt text or .pb binary) or a SavedModel directory")
-    p.add_argument("--signature", default="serving_default",
-                   help="SavedModel signature to load (default: %(default)s)")
-    p.add_argument("--grappler", action="store_true",
-                   help="run TF's grappler first, as TF's runtime does before clustering")
-    p.add_argument("--no-inline", action="store_true", help="keep function calls as call nodes")
-    p.add_argument("--flags", default=None,
-                   help='TF_XLA_FLAGS-style string, e.g. "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit" '
-                        "(default: the TF_XLA_FLAGS environment variable)")
-    p.add_argument("--session-name", default="", help="cluster-name prefix (TF's session metadata name)")
+    _mark_args(p)
 
 
 def _mark(args: argparse.Namespace):
     """(result, flags) for the graph and flags on the command line."""
-    from tfxla_cluster import flags as flags_mod
-    from tfxla_cluster.graph import load_graph
-    from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
-
-    # Parse flags before loading: a bad flag should fail fast, before TF and grappler start.
-    flags = flags_mod.Flags.parse(args.flags) if args.flags is not None else flags_mod.Flags.from_env()
-    graph = load_graph(args.graph, signature=args.signature, grappler=args.grappler,
-                       inline=not args.no_inline)
-    return mark_for_compilation(graph, flags, session_name=args.session_name), flags
+    result = _run_mark(args)
+    return result, result.flags
 
 
 def _viz_args(p: argparse.ArgumentParser) -> None:
