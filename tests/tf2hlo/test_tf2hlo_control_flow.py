@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from harness import Case, run_batch, values
+from tf2hlo_harness import Case, run_batch, values
 
 
 def _cond(x, y):

@@ -1,7 +1,7 @@
 """Elementwise lowerings against TF eager: every op × dtype (among f32 f64 f16 bf16 i32 i64 bool that
 XLA_CPU_JIT allows) × shapes (0-d, size-0, broadcasting edge cases).
 
-Tolerances: the default is a few ulps of the type (harness.TOL). Ops built from several HLO ops in
+Tolerances: the default is a few ulps of the type (tf2hlo_harness.TOL). Ops built from several HLO ops in
 XLA's math library style (Erfc, Acosh, Asinh, Atanh, Acos, Asin, Sinh, Cosh, Softplus, Selu/Elu via
 expm1) get 1e-5 relative in f32 and 1e-11 in f64: each step rounds, so the result drifts a few ulps from
 Eigen's direct implementation. XLA:CPU's own exp/log/tanh/... approximations differ from the evaluator's
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from harness import FLOATS, INTS, Case, raw, run_batch, values, xla_dtypes
+from tf2hlo_harness import FLOATS, INTS, Case, raw, run_batch, values, xla_dtypes
 
 UNARY_SHAPES = [(), (0,), (2, 3)]
 # scalar, rank broadcast, degenerate dims on both sides, size-0, rank difference plus degenerate dims.

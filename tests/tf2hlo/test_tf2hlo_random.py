@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from harness import HAVE_JAX
+from tf2hlo_harness import HAVE_JAX
 
 from tfxla_cluster.hlo import parse_module
 from tfxla_cluster.tf2hlo import lower_function
@@ -22,7 +22,7 @@ def _lower_and_run(fn):
     assert parse_module(text).to_string() == text
     got = lc.run()
     if HAVE_JAX:
-        from xla_check import xla_run
+        from tf2hlo_xla import xla_run
 
         for a, b in zip(xla_run(text), got):
             # XLA:CPU computes half-precision elementwise chains in f32 and rounds once: 1-2 ulps.

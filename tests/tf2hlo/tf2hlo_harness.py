@@ -172,7 +172,7 @@ def run_batch(cases: Sequence[Case], *, xla: str | None = None) -> BatchResult:
     assert k == len(got), f"batch produced {len(got)} outputs, cases expect {k}"
 
     if HAVE_JAX:
-        from xla_check import xla_parse, xla_run
+        from tf2hlo_xla import xla_parse, xla_run
 
         xla_parse(text)
         if xla != "none":
