@@ -94,6 +94,7 @@ class ModuleContext:
         self.options = options
         self._functions: dict[str, ir.Function] = {}
         self._names: dict[str, int] = {}
+        self._taken: set[str] = {"tfxla_entry"}
         self.kernel_count = 0
 
     def function(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -111,8 +112,13 @@ class ModuleContext:
     def unique_name(self, hint: str) -> str:
         base = re.sub(r"[^A-Za-z0-9_]", "_", hint)[:48] or "k"
         n = self._names.get(base, 0)
+        name = base if n == 0 else f"{base}_{n}"
+        while name in self._taken:  # e.g. "split_1" twice vs. an instruction named "split_1.1"
+            n += 1
+            name = f"{base}_{n}"
         self._names[base] = n + 1
-        return base if n == 0 else f"{base}_{n}"
+        self._taken.add(name)
+        return name
 
 
 def _suffix(ty: ir.Type) -> str:
