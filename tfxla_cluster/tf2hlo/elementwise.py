@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
@@ -85,6 +87,11 @@ UNARY: dict[str, Unary] = {
     "Selu": _selu,
     "Softplus": xl.softplus,
     "Softsign": lambda b, x: b.divide(x, xl.add(b, b.abs(x), 1)),
+    "Lgamma": xl.lgamma,
+    "Digamma": xl.digamma,
+    "Erfinv": xl.erfinv,
+    "Ndtri": lambda b, x: xl.mul(b, xl.erfinv(b, xl.sub(b, xl.mul(b, x, 2.0), 1.0)), 2.0 ** 0.5),
+    "PopulationCount": lambda b, x: b.convert(b.popcnt(x), P.U8),  # TF returns uint8 counts
 }
 
 
@@ -132,6 +139,24 @@ def _x_op_y(inner: Callable) -> Binary:
     return fn
 
 
+def _next_after(b, x, y):
+    """The next representable value after x toward y (XLA's NextAfter, on the bit patterns)."""
+    et = x.shape.element_type
+    it = {16: P.U16, 32: P.U32, 64: P.U64}[et.bit_width]
+    sign = 1 << (et.bit_width - 1)
+    xi, yi = b.bitcast_convert(x, it), b.bitcast_convert(y, it)
+    x_abs, y_abs = xl.and_(b, xi, np.asarray(sign - 1, it.dtype)), xl.and_(b, yi, np.asarray(sign - 1, it.dtype))
+    x_sign, y_sign = xl.and_(b, xi, np.asarray(sign, it.dtype)), xl.and_(b, yi, np.asarray(sign, it.dtype))
+    smaller = b.or_(b.compare(x_abs, y_abs, "GT"), b.compare(x_sign, y_sign, "NE"))
+    stepped = b.select(smaller, xl.sub(b, xi, np.asarray(1, it.dtype)), xl.add(b, xi, np.asarray(1, it.dtype)))
+    from_zero = xl.or_(b, y_sign, np.asarray(1, it.dtype))  # the smallest subnormal, signed like y
+    result = b.select(xl.eq(b, x_abs, np.asarray(0, it.dtype)),
+                      b.select(xl.eq(b, y_abs, np.asarray(0, it.dtype)), yi, from_zero), stepped)
+    result = b.select(b.compare(xi, yi, "EQ"), yi, result)
+    out = b.bitcast_convert(result, et)
+    return b.select(b.or_(xl.is_nan(b, x), xl.is_nan(b, y)), xl.full(b, np.nan, et, x.shape.dimensions), out)
+
+
 def _right_shift(b, x, y):
     if x.shape.element_type.is_unsigned_int:
         return b.shift_right_logical(x, y)
@@ -161,6 +186,7 @@ BINARY: dict[str, Binary] = {
     "Minimum": lambda b, x, y: b.minimum(x, y),
     "SquaredDifference": lambda b, x, y: xl.square(b, b.subtract(x, y)),
     "Atan2": lambda b, x, y: b.atan2(x, y),
+    "NextAfter": _next_after,
     "Xlogy": _x_op_y(lambda b, x, y: b.multiply(x, b.log(y))),
     "Xdivy": _x_op_y(lambda b, x, y: b.divide(x, y)),
     "Xlog1py": _x_op_y(lambda b, x, y: b.multiply(x, b.log1p(y))),

@@ -370,3 +370,79 @@ def softplus(b, x):
     too_small = lt(b, x, threshold)
     ex = b.exp(x)
     return b.select(too_large, x, b.select(too_small, ex, b.log1p(ex)))
+
+
+# Giles' single-precision erfinv (XLA's ErfInv32), coefficients in Horner order.
+_ERFINV_LT5 = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+               -0.00417768164, 0.246640727, 1.50140941)
+_ERFINV_GE5 = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+               0.00943887047, 1.00167406, 2.83297682)
+
+
+@upcast_f32
+def erfinv(b, x):
+    """w = -log1p(-x²); a degree-8 polynomial in w - 2.5 (w < 5) or sqrt(w) - 3, times x; ±1 → ±inf.
+    (XLA uses a longer polynomial for f64; ours keeps single-precision accuracy there.)"""
+    et = x.shape.element_type
+    dims = x.shape.dimensions
+    w = b.negate(b.log1p(b.negate(b.multiply(x, x))))
+    small = lt(b, w, 5.0)
+    w = b.select(small, sub(b, w, 2.5), sub(b, b.sqrt(w), 3.0))
+    p = None
+    for c_lt, c_ge in zip(_ERFINV_LT5, _ERFINV_GE5):
+        coef = b.select(small, full(b, c_lt, et, dims), full(b, c_ge, et, dims))
+        p = coef if p is None else b.add(coef, b.multiply(p, w))
+    result = b.multiply(p, x)
+    return b.select(eq(b, b.abs(x), 1.0), mul(b, x, max_value(et)), result)
+
+
+# Lanczos approximation (g = 7, n = 9), as XLA's Lgamma/Digamma.
+_LANCZOS_G = 7.0
+_LANCZOS_BASE = 0.99999999999980993227684700473478
+_LANCZOS = (676.520368121885098567009190444019, -1259.13921672240287047156078755283,
+            771.3234287776530788486528258894, -176.61502916214059906584551354, 12.507343278686904814458936853,
+            -0.13857109526572011689554707, 9.984369578019570859563e-6, 1.50563273514931155834e-7)
+
+
+@upcast_f32
+def lgamma(b, x):
+    """log|Γ(x)| by Lanczos, with the reflection formula below 0.5; ±inf → +inf."""
+    need_reflect = lt(b, x, 0.5)
+    z = b.select(need_reflect, b.negate(x), sub(b, x, 1.0))
+    acc = full(b, _LANCZOS_BASE, x.shape.element_type, x.shape.dimensions)
+    for i, c in enumerate(_LANCZOS):
+        acc = b.add(acc, div(b, c, add(b, z, i + 1.0)))
+    t = add(b, z, _LANCZOS_G + 0.5)
+    log_t = add(b, b.log1p(div(b, z, _LANCZOS_G + 0.5)), math.log(_LANCZOS_G + 0.5))
+    log_y = b.add(sub(b, b.multiply(add(b, z, 0.5), log_t), t), b.log(acc))
+    log_y = add(b, log_y, (math.log(2.0) + math.log(math.pi)) / 2)
+    ax = b.abs(x)
+    reflection_denom = b.log(b.sin(mul(b, b.subtract(ax, b.floor(ax)), math.pi)))
+    reflection = b.select(b.is_finite(reflection_denom),
+                          b.subtract(sub(b, math.log(math.pi), reflection_denom), log_y),
+                          b.negate(reflection_denom))
+    result = b.select(need_reflect, reflection, log_y)
+    finite_or_nan = b.or_(b.is_finite(x), is_nan(b, x))
+    return b.select(finite_or_nan, result, full(b, np.inf, x.shape.element_type, x.shape.dimensions))
+
+
+@upcast_f32
+def digamma(b, x):
+    """ψ(x) by Lanczos; reflection ψ(1-x) - π/tan(πx) below 0.5; NaN at non-positive integers."""
+    need_reflect = lt(b, x, 0.5)
+    z = b.select(need_reflect, b.negate(x), sub(b, x, 1.0))
+    et, dims = x.shape.element_type, x.shape.dimensions
+    num = full(b, 0.0, et, dims)
+    denom = full(b, _LANCZOS_BASE, et, dims)
+    for i, c in enumerate(_LANCZOS):
+        zi = add(b, z, i + 1.0)
+        num = b.subtract(num, div(b, c, b.multiply(zi, zi)))
+        denom = b.add(denom, div(b, c, zi))
+    t = add(b, z, _LANCZOS_G + 0.5)
+    log_t = add(b, b.log1p(div(b, z, _LANCZOS_G + 0.5)), math.log(_LANCZOS_G + 0.5))
+    y = b.subtract(b.add(log_t, b.divide(num, denom)), div(b, _LANCZOS_G, t))
+    pix = mul(b, x, math.pi)
+    reflection = b.subtract(y, b.divide(mul(b, b.cos(pix), math.pi), b.sin(pix)))
+    result = b.select(need_reflect, reflection, y)
+    at_pole = b.and_(le(b, x, 0.0), eq(b, x, b.floor(x)))
+    return b.select(at_pole, full(b, np.nan, et, dims), result)
