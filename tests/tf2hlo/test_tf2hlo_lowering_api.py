@@ -113,7 +113,6 @@ def test_other_failures_are_wrapped_with_the_node():
         raise ValueError("kaboom")
 
     try:
-        from tfxla_cluster.graph import opdefs  # noqa: F401
 
         f = tf.function(lambda x: -x, autograph=False).get_concrete_function(tf.TensorSpec([2]))
         from tfxla_cluster.graph.function import graph_def_from_concrete

@@ -128,3 +128,59 @@ def test_keras_sgd_step():
             return v["w"].read_value()
         return f
     _check(build, values("f32", (3, 2), seed=9))
+
+
+@pytest.mark.parametrize("op", ["ResourceScatterUpdate", "ResourceScatterAdd", "ResourceScatterSub",
+                                "ResourceScatterMul", "ResourceScatterDiv", "ResourceScatterMin", "ResourceScatterMax"])
+def test_resource_scatter(op):
+    def build(v):
+        def f(u):
+            getattr(tf.raw_ops, op)(resource=v["v"].handle, indices=tf.constant([2, 0]), updates=u)
+            return v["v"].read_value()
+        return f
+    _check(build, values("f32", (2, 2), "pos", seed=7))
+
+
+def test_scatter_nd_and_strided_slice_assign():
+    def build(v):
+        def f(u):
+            tf.raw_ops.ResourceScatterNdAdd(ref=v["w"].handle, indices=[[1, 0], [2, 1]], updates=u)
+            tf.raw_ops.ResourceScatterNdUpdate(ref=v["m"].handle, indices=[[0]], updates=[[5.0, 6.0]])
+            tf.raw_ops.ResourceStridedSliceAssign(ref=v["v"].handle, begin=[2, 0], end=[-1, 2], strides=[-2, 1],
+                                                  value=tf.ones([1, 2]) * 7.0)
+            return tf.tensor_scatter_nd_update(v["w"].read_value(), [[0, 0]], [1.0]), \
+                tf.raw_ops.TensorStridedSliceUpdate(input=v["w"].read_value(), begin=[0, 1], end=[3, 2],
+                                                    strides=[2, 1], value=[[9.0], [8.0]])
+        return f
+    _check(build, values("f32", (2,), seed=7))
+
+
+OPTIMIZERS = {
+    "Adagrad": lambda v, g: tf.raw_ops.ResourceApplyAdagrad(var=v["w"].handle, accum=v["v"].handle, lr=0.1, grad=g),
+    "AdagradV2": lambda v, g: tf.raw_ops.ResourceApplyAdagradV2(var=v["w"].handle, accum=v["v"].handle, lr=0.1,
+                                                                epsilon=1e-3, grad=g),
+    "RMSProp": lambda v, g: tf.raw_ops.ResourceApplyRMSProp(var=v["w"].handle, ms=v["v"].handle, mom=v["m"].handle,
+                                                            lr=0.01, rho=0.9, momentum=0.5, epsilon=1e-6, grad=g),
+    "Adadelta": lambda v, g: tf.raw_ops.ResourceApplyAdadelta(var=v["w"].handle, accum=v["v"].handle,
+                                                              accum_update=v["m"].handle, lr=1.0, rho=0.95,
+                                                              epsilon=1e-6, grad=g),
+    "AdaMax": lambda v, g: tf.raw_ops.ResourceApplyAdaMax(var=v["w"].handle, m=v["m"].handle, v=v["v"].handle,
+                                                          beta1_power=0.9, lr=0.01, beta1=0.9, beta2=0.999,
+                                                          epsilon=1e-7, grad=g),
+    "ProximalGradientDescent": lambda v, g: tf.raw_ops.ResourceApplyProximalGradientDescent(
+        var=v["w"].handle, alpha=0.1, l1=0.05, l2=0.01, delta=g),
+    "AddSign": lambda v, g: tf.raw_ops.ResourceApplyAddSign(var=v["w"].handle, m=v["m"].handle, lr=0.1, alpha=1.0,
+                                                            sign_decay=0.9, beta=0.9, grad=g),
+    "PowerSign": lambda v, g: tf.raw_ops.ResourceApplyPowerSign(var=v["w"].handle, m=v["m"].handle, lr=0.1,
+                                                                logbase=0.5, sign_decay=0.9, beta=0.9, grad=g),
+}
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_more_optimizers(name):
+    def build(v):
+        def f(g):
+            OPTIMIZERS[name](v, g)
+            return tf.constant(0.0)
+        return f
+    _check(build, values("f32", (3, 2), seed=9), rtol=1e-5, atol=1e-6)

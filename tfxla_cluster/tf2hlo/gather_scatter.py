@@ -77,7 +77,7 @@ def _gather_nd(ctx, node):
     return [b.gather(params, indices, dn, [1] * k + list(pd[k:]))]
 
 
-def _combiner(b, opcode: O | None, et, name: str):
+def combiner(b, opcode: O | None, et, name: str):
     """``(old, new) -> new`` for updates, or ``opcode(old, new)``."""
     r = b.sub_builder(name)
     x = r.parameter(0, Shape.scalar(et), "p0")
@@ -102,7 +102,7 @@ def scatter_nd(b, operand, indices, updates, opcode: O | None, name: str):
     dn = ScatterDimensionNumbers(
         update_window_dims=tuple(range(batch, len(ud))), inserted_window_dims=tuple(range(k)),
         scatter_dims_to_operand_dims=tuple(range(k)), index_vector_dim=batch)
-    comb = _combiner(b, opcode, operand.shape.element_type, name)
+    comb = combiner(b, opcode, operand.shape.element_type, name)
     return b.scatter(operand, indices, updates, comb, dn)
 
 

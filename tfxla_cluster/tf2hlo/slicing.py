@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.hlo.shape import PrimitiveType as P
 from tfxla_cluster.tf2hlo import xla_lib as xl
 from tfxla_cluster.tf2hlo.registry import lowers
 
@@ -118,7 +119,8 @@ def strided_slice_spec(dims: list[int], begin: list[int], end: list[int], stride
     return StridedSliceSpec(d_begin, d_end, d_strides, processing, final)
 
 
-def _spec(ctx, dims, begin_index: int) -> StridedSliceSpec:
+def slice_spec(ctx, dims, begin_index: int) -> StridedSliceSpec:
+    """The spec of a node's (begin, end, strides) inputs starting at ``begin_index`` and its mask attrs."""
     return strided_slice_spec(
         list(dims), ctx.const_ints(begin_index), ctx.const_ints(begin_index + 1), ctx.const_ints(begin_index + 2),
         int(ctx.attr("begin_mask", 0)), int(ctx.attr("end_mask", 0)), int(ctx.attr("ellipsis_mask", 0)),
@@ -130,7 +132,7 @@ def _strided_slice(ctx, node):
     x = ctx.input(0)
     b = ctx.b
     dims = x.shape.dimensions
-    spec = _spec(ctx, dims, 1)
+    spec = slice_spec(ctx, dims, 1)
     starts, limits, strides, rev = [], [], [], []
     for i, dim in enumerate(dims):
         s = spec.strides[i]
@@ -157,14 +159,20 @@ def _strided_slice_grad(ctx, node):
     b = ctx.b
     shape = ctx.const_ints(0)
     dy = ctx.input(4)
-    spec = _spec(ctx, shape, 1)
+    spec = slice_spec(ctx, shape, 1)
     if list(dy.shape.dimensions) != spec.final_shape:
         raise InvalidArgumentError(f"shape of dy was [{','.join(map(str, dy.shape.dimensions))}] instead of "
                                    f"[{','.join(map(str, spec.final_shape))}]")
-    et = dy.shape.element_type
+    return [_place(b, dy, shape, spec, None)]
+
+
+def _place(b, value, shape, spec: StridedSliceSpec, base):
+    """``value`` (final shape) written at the slice's positions of a ``shape`` tensor: into zeros when
+    ``base`` is None (the gradient), else into ``base``."""
+    et = value.shape.element_type
     if any(p == 0 for p in spec.processing_shape):
-        return [xl.full(b, 0, et, shape)]
-    g = b.reshape(dy, spec.processing_shape) if list(dy.shape.dimensions) != spec.processing_shape else dy
+        return xl.full(b, 0, et, shape) if base is None else base
+    g = b.reshape(value, spec.processing_shape) if list(value.shape.dimensions) != spec.processing_shape else value
     rev, pads = [], []
     for i, dim in enumerate(shape):
         s, count, first = spec.strides[i], spec.processing_shape[i], spec.begin[i]
@@ -177,7 +185,18 @@ def _strided_slice_grad(ctx, node):
             pads.append((first, dim - last - 1, s - 1))
     if rev:
         g = b.reverse(g, rev)
-    return [b.pad(g, xl.scalar(b, 0, et), pads)]
+    placed = b.pad(g, xl.scalar(b, 0, et), pads)
+    if base is None:
+        return placed
+    ones = xl.full(b, True, P.PRED, spec.processing_shape)
+    mask = b.pad(ones, xl.scalar(b, False, P.PRED), pads)
+    return b.select(mask, placed, base)
+
+
+def strided_slice_update(b, x, value, spec: StridedSliceSpec):
+    """``x`` with ``x[spec] = value`` (value broadcast to the slice's final shape)."""
+    value = xl.broadcast_to(b, value, spec.final_shape)
+    return _place(b, value, list(x.shape.dimensions), spec, x)
 
 
 @lowers("Slice")

@@ -19,8 +19,11 @@ import numpy as np
 
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.tf2hlo import xla_lib as xl
-from tfxla_cluster.tf2hlo.gather_scatter import gather
+from tfxla_cluster.hlo.attrs import ScatterDimensionNumbers
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.tf2hlo.gather_scatter import combiner, gather, scatter_nd
 from tfxla_cluster.tf2hlo.registry import lowers
+from tfxla_cluster.tf2hlo.slicing import slice_spec, strided_slice_update
 
 
 def _typed_resource(ctx, index: int, attr: str = "dtype"):
@@ -163,3 +166,183 @@ def _apply_adam(ctx, node):
     m_r.assign(m)
     v_r.assign(v)
     return []
+
+
+# ---------------------------------------------------------------- scatters into variables
+_RESOURCE_SCATTER = {"ResourceScatterUpdate": None, "ResourceScatterAdd": O.ADD, "ResourceScatterSub": O.ADD,
+                     "ResourceScatterMul": O.MULTIPLY, "ResourceScatterDiv": O.DIVIDE,
+                     "ResourceScatterMin": O.MINIMUM, "ResourceScatterMax": O.MAXIMUM}
+
+
+@lowers(*_RESOURCE_SCATTER)
+def _resource_scatter(ctx, node):
+    """Rows of the variable (dim 0) picked by ``indices`` combine with ``updates``."""
+    r = _typed_resource(ctx, 0)
+    b = ctx.b
+    var, indices, updates = r.read(node.name), ctx.input(1), ctx.input(2)
+    vd, idims = list(var.shape.dimensions), list(indices.shape.dimensions)
+    want = idims + vd[1:]
+    if updates.shape.rank == 0:
+        updates = b.broadcast(updates, want, ())
+    if list(updates.shape.dimensions) != want:
+        raise InvalidArgumentError(f"updates must have shape {want}, got {list(updates.shape.dimensions)}")
+    if node.op == "ResourceScatterSub":
+        updates = b.negate(updates)
+    dn = ScatterDimensionNumbers(tuple(range(len(idims), len(want))), (0,), (0,), len(idims))
+    comb = combiner(b, _RESOURCE_SCATTER[node.op], var.shape.element_type, f"{node.name}-combiner")
+    r.assign(b.scatter(var, indices, updates, comb, dn))
+    return []
+
+
+_RESOURCE_SCATTER_ND = {"ResourceScatterNdUpdate": None, "ResourceScatterNdAdd": O.ADD,
+                        "ResourceScatterNdSub": O.ADD}
+
+
+@lowers(*_RESOURCE_SCATTER_ND)
+def _resource_scatter_nd(ctx, node):
+    r = _typed_resource(ctx, 0, "T")
+    b = ctx.b
+    updates = ctx.input(2)
+    if node.op == "ResourceScatterNdSub":
+        updates = b.negate(updates)
+    r.assign(scatter_nd(b, r.read(node.name), ctx.input(1), updates, _RESOURCE_SCATTER_ND[node.op],
+                        f"{node.name}-combiner"))
+    return []
+
+
+@lowers("ResourceStridedSliceAssign")
+def _resource_strided_slice_assign(ctx, node):
+    r = _typed_resource(ctx, 0, "T")
+    b = ctx.b
+    var = r.read(node.name)
+    spec = slice_spec(ctx, var.shape.dimensions, 1)
+    r.assign(strided_slice_update(b, var, ctx.input(4), spec))
+    return []
+
+
+@lowers("TensorStridedSliceUpdate")
+def _tensor_strided_slice_update(ctx, node):
+    x = ctx.input(0)
+    spec = slice_spec(ctx, x.shape.dimensions, 1)
+    return [strided_slice_update(ctx.b, x, ctx.input(4), spec)]
+
+
+# ---------------------------------------------------------------- more optimizers (training_ops.cc)
+def _scalars(ctx, first: int, names: str):
+    return [_scalar(ctx, first + i, n) for i, n in enumerate(names.split())]
+
+
+@lowers("ResourceApplyAdagrad", "ResourceApplyAdagradV2")
+def _apply_adagrad(ctx, node):
+    (var_r, var), (acc_r, accum) = _vars(ctx, node, 2)
+    b = ctx.b
+    v2 = node.op.endswith("V2")
+    lr = _scalar(ctx, 2, "lr")
+    eps = _scalar(ctx, 3, "epsilon") if v2 else None
+    grad = ctx.input(4 if v2 else 3)
+    if ctx.attr("update_slots", True):
+        accum = b.add(accum, b.multiply(grad, grad))
+    denom = b.sqrt(accum) if eps is None else xl.add(b, b.sqrt(accum), eps)
+    var_r.assign(b.subtract(var, b.divide(xl.mul(b, grad, lr), denom)))
+    acc_r.assign(accum)
+    return []
+
+
+@lowers("ResourceApplyRMSProp")
+def _apply_rms_prop(ctx, node):
+    (var_r, var), (ms_r, ms), (mom_r, mom) = _vars(ctx, node, 3)
+    b = ctx.b
+    lr, rho, momentum, eps = _scalars(ctx, 3, "lr rho momentum epsilon")
+    grad = ctx.input(7)
+    ms = b.add(ms, xl.mul(b, b.subtract(b.multiply(grad, grad), ms), xl.sub(b, 1, rho)))
+    mom = b.add(xl.mul(b, mom, momentum), b.divide(xl.mul(b, grad, lr), b.sqrt(xl.add(b, ms, eps))))
+    var_r.assign(b.subtract(var, mom))
+    ms_r.assign(ms)
+    mom_r.assign(mom)
+    return []
+
+
+@lowers("ResourceApplyCenteredRMSProp")
+def _apply_centered_rms_prop(ctx, node):
+    (var_r, var), (mg_r, mg), (ms_r, ms), (mom_r, mom) = _vars(ctx, node, 4)
+    b = ctx.b
+    lr, rho, momentum, eps = _scalars(ctx, 4, "lr rho momentum epsilon")
+    grad = ctx.input(8)
+    one_minus_rho = xl.sub(b, 1, rho)
+    mg = b.add(mg, xl.mul(b, b.subtract(grad, mg), one_minus_rho))
+    ms = b.add(ms, xl.mul(b, b.subtract(b.multiply(grad, grad), ms), one_minus_rho))
+    denom = xl.add(b, b.subtract(ms, b.multiply(mg, mg)), eps)
+    mom = b.add(xl.mul(b, mom, momentum), b.divide(xl.mul(b, grad, lr), b.sqrt(denom)))
+    var_r.assign(b.subtract(var, mom))
+    mg_r.assign(mg)
+    ms_r.assign(ms)
+    mom_r.assign(mom)
+    return []
+
+
+@lowers("ResourceApplyAdadelta")
+def _apply_adadelta(ctx, node):
+    (var_r, var), (acc_r, accum), (upd_r, accum_update) = _vars(ctx, node, 3)
+    b = ctx.b
+    lr, rho, eps = _scalars(ctx, 3, "lr rho epsilon")
+    grad = ctx.input(6)
+    one_minus_rho = xl.sub(b, 1, rho)
+    accum = b.add(xl.mul(b, accum, rho), xl.mul(b, b.multiply(grad, grad), one_minus_rho))
+    update = b.multiply(b.multiply(b.sqrt(xl.add(b, accum_update, eps)), b.rsqrt(xl.add(b, accum, eps))), grad)
+    accum_update = b.add(xl.mul(b, accum_update, rho), xl.mul(b, b.multiply(update, update), one_minus_rho))
+    var_r.assign(b.subtract(var, xl.mul(b, update, lr)))
+    acc_r.assign(accum)
+    upd_r.assign(accum_update)
+    return []
+
+
+@lowers("ResourceApplyAdaMax")
+def _apply_ada_max(ctx, node):
+    (var_r, var), (m_r, m), (v_r, v) = _vars(ctx, node, 3)
+    b = ctx.b
+    beta1_power, lr, beta1, beta2, eps = _scalars(ctx, 3, "beta1_power lr beta1 beta2 epsilon")
+    grad = ctx.input(8)
+    m = b.add(xl.mul(b, m, beta1), xl.mul(b, grad, xl.sub(b, 1, beta1)))
+    v = b.maximum(xl.mul(b, v, beta2), b.abs(grad))
+    step = b.divide(lr, xl.sub(b, 1, beta1_power))
+    var_r.assign(b.subtract(var, b.divide(xl.mul(b, m, step), xl.add(b, v, eps))))
+    m_r.assign(m)
+    v_r.assign(v)
+    return []
+
+
+@lowers("ResourceApplyProximalGradientDescent")
+def _apply_proximal_gd(ctx, node):
+    ((var_r, var),) = _vars(ctx, node, 1)
+    b = ctx.b
+    alpha, l1, l2 = _scalars(ctx, 1, "alpha l1 l2")
+    delta = ctx.input(4)
+    prox = b.subtract(var, xl.mul(b, delta, alpha))
+    shrunk = b.multiply(b.sign(prox), xl.maximum(b, xl.sub(b, b.abs(prox), b.multiply(alpha, l1)), 0))
+    denom = xl.add(b, b.multiply(alpha, l2), 1)
+    value = b.select(b.broadcast(xl.gt(b, l1, 0), prox.shape.dimensions, ()), shrunk, prox)
+    var_r.assign(xl.div(b, value, denom))
+    return []
+
+
+def _apply_sign(ctx, node, scale_fn):
+    (var_r, var), (m_r, m) = _vars(ctx, node, 2)
+    b = ctx.b
+    lr, a, sign_decay, beta = _scalars(ctx, 2, "lr alpha sign_decay beta")
+    grad = ctx.input(6)
+    m = b.add(xl.mul(b, m, beta), xl.mul(b, grad, xl.sub(b, 1, beta)))
+    sign_gm = b.multiply(b.sign(grad), b.sign(m))
+    scale = scale_fn(b, a, xl.mul(b, sign_gm, sign_decay))
+    var_r.assign(b.subtract(var, b.multiply(xl.mul(b, scale, lr), grad)))
+    m_r.assign(m)
+    return []
+
+
+@lowers("ResourceApplyAddSign")
+def _apply_add_sign(ctx, node):
+    return _apply_sign(ctx, node, lambda b, alpha, s: xl.add(b, s, alpha))
+
+
+@lowers("ResourceApplyPowerSign")
+def _apply_power_sign(ctx, node):
+    return _apply_sign(ctx, node, lambda b, logbase, s: b.exp(xl.mul(b, s, logbase)))
