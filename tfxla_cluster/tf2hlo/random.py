@@ -177,3 +177,56 @@ def _normal_v2(ctx, node):
         raise UnimplementedError(f"StatelessRandomNormalV2 of {et.value}")
     return [_maybe_bf16(ctx.b, _box_muller_normal(ctx, _rng_type(et), _shape(ctx)), et)]
 
+
+
+def _bits_as(ctx, et: P, dims):
+    """Raw bits drawn for an integer ``et`` (unsigned of the same width)."""
+    return _random_bits(ctx, et if et.is_unsigned_int else _UNSIGNED[et.bit_width], dims)
+
+
+@lowers("StatelessRandomUniformIntV2")
+def _uniform_int_v2(ctx, node):
+    """XLA's UniformIntDistribution: (bits mod (max - min)) split in two halves added to min, the range
+    taken in the unsigned type so it cannot overflow."""
+    b = ctx.b
+    et = ctx.attr_type("dtype")
+    dims = _shape(ctx)
+    lo, hi = ctx.input(4), ctx.input(5)
+    if lo.shape.rank or hi.shape.rank:
+        raise InvalidArgumentError("minval and maxval must be scalars")
+    ut = _UNSIGNED[et.bit_width]
+    bits = _bits_as(ctx, et, dims)
+    span = b.subtract(b.bitcast_convert(hi, ut), b.bitcast_convert(lo, ut))
+    dist = b.remainder(bits, b.broadcast(span, dims, ()))
+    half = xl.broadcast_pair(b, dist, 1)
+    dist_half = b.shift_right_logical(*half)
+    out = b.add(b.broadcast(lo, dims, ()), b.bitcast_convert(dist_half, et))
+    return [b.add(out, b.bitcast_convert(b.subtract(dist, dist_half), et))]
+
+
+@lowers("StatelessRandomUniformFullIntV2")
+def _uniform_full_int_v2(ctx, node):
+    et = ctx.attr_type("dtype")
+    bits = _bits_as(ctx, et, _shape(ctx))
+    return [bits if et.is_unsigned_int else ctx.b.bitcast_convert(bits, et)]
+
+
+@lowers("StatelessTruncatedNormalV2")
+def _truncated_normal_v2(ctx, node):
+    """tf2xla's TruncatedNormal on [-2, 2]: a uniform in (min normal, 1) mapped through the normal CDF
+    between the bounds, inverted with erfinv, then clamped."""
+    b = ctx.b
+    et = ctx.attr_type("dtype")
+    rt = _rng_type(et)
+    dims = _shape(ctx)
+    tiny = float(np.finfo(rt.dtype).tiny)
+    u = _uniform(ctx, rt, dims, tiny, 1.0)
+    sqrt2 = math.sqrt(2.0)
+    cdf_a, cdf_b = (1.0 + math.erf(-2.0 / sqrt2)) / 2.0, (1.0 + math.erf(2.0 / sqrt2)) / 2.0
+    p = xl.add(b, xl.mul(b, u, cdf_b - cdf_a), cdf_a)
+    v = xl.sub(b, xl.mul(b, p, 2.0), 1.0)
+    eps = float(np.finfo(np.float32).eps)
+    v = b.clamp(xl.full(b, -1.0 + eps, rt, dims), v, xl.full(b, 1.0 - eps, rt, dims))
+    x = xl.mul(b, xl.erfinv(b, v), sqrt2)
+    x = b.clamp(xl.full(b, -2.0, rt, dims), x, xl.full(b, 2.0, rt, dims))
+    return [_maybe_bf16(b, x, et)]
