@@ -115,3 +115,14 @@ def test_describe_lists_kernels():
     x = np.ones((4,), np.float32)
     exe = compile_module(module_of(lambda b, p: b.add(p, p), x))
     assert "k_add" in exe.describe() and exe.compile_seconds > 0
+
+
+def test_elementwise_chain_reuses_its_operand_buffers():
+    x = random_array((1000,), np.float32, RNG, specials=False)
+
+    def build(b, p):
+        a = b.negate(p)
+        c = b.exp(b.tanh(a))
+        return b.add(b.abs(c), p)
+    exe, _ = check(module_of(build, x), x, rtol=1e-6, atol=1e-6)
+    assert exe.arena_bytes == 4032  # one temp, written in place by every op of the chain

@@ -111,6 +111,7 @@ class ProgramEmitter:
         self.pos = 0
         self._const_slots: dict[int, Slot] = {}
         self._claims: dict[tuple[int, tuple], int] = {}
+        self._sharing: dict[int, int] = {}   # id(user) -> operand number whose buffer it may reuse
         fn = ir.Function(self.mctx.module, ir.FunctionType(t.VOID, [t.PTR]), ENTRY_NAME)
         fn.args[0].add_attribute("noalias")
         self.entry = fn
@@ -166,6 +167,7 @@ class ProgramEmitter:
     # ------------------------------------------------------------------ computations
     def emit_computation(self, comp, param_trees):
         values: dict[int, object] = {}
+        self._sharing.update(_in_place_candidates(comp))
         for instr in comp.post_order():
             operands = [values[id(o)] for o in instr.operands]
             handler = PROGRAM_HANDLERS.get(instr.opcode)
@@ -221,12 +223,25 @@ class ProgramEmitter:
         self.pos += 1
         for ref in (r for o in operands for r in leaves(o)):
             self.plan.use(ref.slot, self.pos)
-        out = self.new_value(instr)
+        out = self._reused_operand(instr, operands)
+        if out is None:
+            out = self.new_value(instr)
         for ref in leaves(out):
             self.plan.define(ref.slot, self.pos)
         emitter = THUNKS.get(instr.opcode, emit_loop_thunk)
         emitter(self, instr, operands, out)
         return out
+
+    def _reused_operand(self, instr, operands) -> BufferRef | None:
+        """The operand buffer ``instr`` writes in place (XLA's CanShareOperandBufferWithUser), if any."""
+        k = self._sharing.get(id(instr))
+        if k is None or (id(instr), ()) in self._claims:
+            return None
+        ref = operands[k]
+        if not isinstance(ref, BufferRef) or ref.slot.kind != "temp" or ref.shape != instr.shape or \
+                ref.slot.nbytes != instr.shape.byte_size():
+            return None
+        return BufferRef(ref.slot, instr.shape)
 
     def tasks_for(self, work_items: int, cost: int) -> int:
         """How many ranges to split a kernel into (XLA's ParallelTaskAssigner, by estimated cost)."""
@@ -453,6 +468,62 @@ PROGRAM_HANDLERS = {
     O.WHILE: _while,
     O.CONDITIONAL: _conditional,
 }
+
+
+_VIEWS = {O.BITCAST, O.GET_TUPLE_ELEMENT, O.TUPLE, O.OPTIMIZATION_BARRIER, O.SET_DIMENSION_SIZE}
+_ESCAPES = {O.WHILE, O.CONDITIONAL, O.CALL}
+_CONTRACTIONS = {O.DOT, O.CONVOLUTION}
+
+
+def _in_place_candidates(comp) -> dict[int, int]:
+    """{id(user): operand number} for thunks that may write their result into an operand's buffer: the
+    user is elementwise (or a loop fusion whose parameter reaches the root through elementwise ops only,
+    with no GEMM inside), the operand is a thunk result of this computation with the same shape, it
+    does not escape (root, control flow), and every other reader of it runs before the user."""
+    from tfxla_cluster.passes.buffer_assignment import can_share_operand_buffer
+    order = comp.post_order()
+    pos = {id(i): n for n, i in enumerate(order)}
+    users = comp.users()
+
+    def readers(x, seen):
+        """Non-view instructions reading x's buffer (through views), or None if it escapes."""
+        out = []
+        if x is comp.root:
+            return None
+        for u in users.get(x, ()):
+            if id(u) in seen:
+                continue
+            seen.add(id(u))
+            if u.opcode in _ESCAPES:
+                return None
+            if u.opcode in _VIEWS or (u.opcode is O.RESHAPE and u.shape.is_default_layout
+                                      and x.shape.is_default_layout):
+                sub = readers(u, seen)
+                if sub is None:
+                    return None
+                out.extend(sub)
+            else:
+                out.append(u)
+        return out
+
+    result: dict[int, int] = {}
+    for x in order:
+        if x.opcode in PROGRAM_HANDLERS or not x.shape.is_array:
+            continue
+        rs = readers(x, set())
+        if not rs:
+            continue
+        last = max(rs, key=lambda u: pos[id(u)])
+        if id(last) in result or last.opcode in PROGRAM_HANDLERS or \
+                sum(1 for r in rs if r is last) != 1:
+            continue
+        if last.opcode is O.FUSION and any(i.opcode in _CONTRACTIONS for i in last.fused_computation.instructions):
+            continue
+        for k, o in enumerate(last.operands):
+            if o is x and can_share_operand_buffer(last, k):
+                result[id(last)] = k
+                break
+    return result
 
 
 def _leaf_paths(shape: Shape, prefix=()) -> list[tuple]:
