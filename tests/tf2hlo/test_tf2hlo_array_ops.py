@@ -125,13 +125,6 @@ def xla_and_call_cases():
     ]
 
 
-BATCHES = {"movement-diag": movement_cases, "segment-search": segment_search_cases, "metadata": metadata_cases,
-           "special": special_cases}
-
-
-@pytest.mark.parametrize("name", list(BATCHES))
-def test_batch(name):
-    run_batch(BATCHES[name]())
 
 
 def test_xla_ops_and_calls():
@@ -148,3 +141,48 @@ def test_xla_ops_and_calls():
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=case.label)
 
 
+
+
+def extra_cases():
+    return [
+        _c("DynamicStitch", lambda a, c: tf.dynamic_stitch([[0, 2], [[1], [2]]], [a, c]), values("f32", (2, 3)),
+           values("f32", (2, 1, 3), seed=1)),
+        _c("ParallelDynamicStitch", lambda a: tf.raw_ops.ParallelDynamicStitch(indices=[[1, 0]], data=[a]),
+           values("i32", (2, 2))),
+        _c("SparseToDense", lambda v: tf.raw_ops.SparseToDense(sparse_indices=[[0, 1], [2, 0]], output_shape=[3, 2],
+                                                               sparse_values=v, default_value=-1.0),
+           values("f32", (2,))),
+        _c("SparseToDense 1-D", lambda v: tf.raw_ops.SparseToDense(sparse_indices=[1, 3], output_shape=[5],
+                                                                   sparse_values=v, default_value=0),
+           np.array(7, np.int32)),
+        _c("ApproxTopK", lambda a: tf.math.approx_max_k(a, 2), values("f32", (3, 5))),
+        _c("ApproxMinK axis 0", lambda a: tf.math.approx_min_k(a, 1, reduction_dimension=0), values("f32", (4, 2))),
+        _c("Conv3D backprop input", lambda w, dy: tf.raw_ops.Conv3DBackpropInputV2(
+            input_sizes=[1, 4, 4, 4, 2], filter=w, out_backprop=dy, strides=[1, 1, 1, 1, 1], padding="SAME"),
+           values("f32", (2, 2, 2, 2, 3)), values("f32", (1, 4, 4, 4, 3), seed=1), rtol=1e-5, atol=1e-5),
+        _c("Conv3D backprop filter", lambda x, dy: tf.raw_ops.Conv3DBackpropFilterV2(
+            input=x, filter_sizes=[2, 2, 2, 2, 3], out_backprop=dy, strides=[1, 2, 2, 2, 1], padding="VALID"),
+           values("f32", (1, 4, 4, 4, 2)), values("f32", (1, 2, 2, 2, 3), seed=1), rtol=1e-5, atol=1e-5),
+    ]
+
+
+BATCHES = {"movement-diag": movement_cases, "segment-search": segment_search_cases, "metadata": metadata_cases,
+           "special": special_cases, "extra": extra_cases}
+
+
+@pytest.mark.parametrize("name", list(BATCHES))
+def test_batch(name):
+    run_batch(BATCHES[name]())
+
+
+def test_stateful_random_shapes_and_ranges():
+    from tfxla_cluster.tf2hlo import lower_function
+
+    def fn():
+        return (tf.random.uniform([50, 4]), tf.random.normal([2000]),
+                tf.random.uniform([64], minval=3, maxval=9, dtype=tf.int32))
+    lc = lower_function(tf.function(fn, autograph=False).get_concrete_function())
+    u, n, i = lc.run()
+    assert u.shape == (50, 4) and 0 <= u.min() and u.max() < 1
+    assert abs(n.mean()) < 0.15 and abs(n.std() - 1) < 0.15
+    assert i.dtype == np.int32 and 3 <= i.min() and i.max() < 9

@@ -129,7 +129,7 @@ def _depthwise_conv(ctx, node):
     return [_forward(ctx, node, ctx.input(0), ctx.input(1), depthwise=True)]
 
 
-@lowers("Conv2DBackpropInput")
+@lowers("Conv2DBackpropInput", "Conv3DBackpropInputV2")
 def _conv_backprop_input(ctx, node):
     b = ctx.b
     input_sizes = ctx.const_ints(0)
@@ -160,7 +160,7 @@ def _conv_backprop_input(ctx, node):
     return [out]
 
 
-@lowers("Conv2DBackpropFilter")
+@lowers("Conv2DBackpropFilter", "Conv3DBackpropFilterV2")
 def _conv_backprop_filter(ctx, node):
     b = ctx.b
     x = ctx.input(0)

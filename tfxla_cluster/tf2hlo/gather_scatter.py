@@ -150,3 +150,45 @@ def _one_hot(ctx, node):
     idx = b.broadcast(indices, out, [d for d in range(len(out)) if d != axis])
     hot = b.compare(idx, iota, "EQ")
     return [b.select(hot, b.broadcast(on, out, ()), b.broadcast(off, out, ()))]
+
+
+@lowers("DynamicStitch", "ParallelDynamicStitch")
+def _dynamic_stitch(ctx, node):
+    """Constant indices: every data row goes to its index (the last writer wins, as in TF), which is
+    one concatenate of the flattened data and one gather of the winning rows."""
+    import numpy as np
+
+    b = ctx.b
+    n = int(ctx.attr("N"))
+    indices = [np.asarray(ctx.const_input(i)).astype(np.int64) for i in range(n)]
+    data = [ctx.input(n + i) for i in range(n)]
+    rest = list(data[0].shape.dimensions[indices[0].ndim:])
+    rows = []
+    for idx, d in zip(indices, data):
+        if list(d.shape.dimensions) != list(idx.shape) + rest:
+            raise InvalidArgumentError(f"data shape {list(d.shape.dimensions)} must be indices shape "
+                                       f"{list(idx.shape)} followed by {rest}")
+        rows.append(b.reshape(d, [idx.size] + rest))
+    flat_idx = np.concatenate([i.reshape(-1) for i in indices]) if indices else np.zeros(0, np.int64)
+    size = int(flat_idx.max()) + 1 if flat_idx.size else 0
+    winner = np.full(size, -1, np.int64)
+    winner[flat_idx] = np.arange(flat_idx.size)  # later positions overwrite earlier ones
+    if (winner < 0).any():
+        raise InvalidArgumentError(f"Missing indices: {np.flatnonzero(winner < 0).tolist()}")
+    allrows = rows[0] if len(rows) == 1 else b.concatenate(rows, 0)
+    picks = b.constant(winner.astype(np.int32))
+    return [gather(b, allrows, picks, 0)]
+
+
+@lowers("SparseToDense")
+def _sparse_to_dense(ctx, node):
+    idx, values, default = ctx.input(0), ctx.input(2), ctx.input(3)
+    b = ctx.b
+    shape = ctx.const_ints(1)
+    if idx.shape.rank < 2:
+        idx = b.reshape(idx, [idx.shape.num_elements if idx.shape.rank else 1, 1 if len(shape) == 1 else len(shape)])
+    n = idx.shape.dimensions[0]
+    if values.shape.rank == 0:
+        values = b.broadcast(values, [n], ())
+    base = b.broadcast(default, shape, ())
+    return [scatter_nd(b, base, idx, values, None, f"{node.name}-combiner")]

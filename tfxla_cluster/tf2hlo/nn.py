@@ -24,7 +24,7 @@ import re
 from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.hlo.attrs import ComparisonType
 from tfxla_cluster.hlo.opcode import HloOpcode as O
-from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
 from tfxla_cluster.tf2hlo import xla_lib as xl
 from tfxla_cluster.tf2hlo.registry import lowers
 
@@ -275,3 +275,28 @@ def _top_k(ctx, node):
         values, indices = b.slice(values, starts, limits), b.slice(indices, starts, limits)
     return [values, indices]
 
+
+
+@lowers("ApproxTopK")
+def _approx_top_k(ctx, node):
+    """Exact on CPU: XLA falls back to a sort along ``reduction_dimension`` and a slice of k."""
+    x = ctx.input(0)
+    b = ctx.b
+    k = int(ctx.attr("k"))
+    dims = list(x.shape.dimensions)
+    axis = ctx.normalize_axis(int(ctx.attr("reduction_dimension", -1)), len(dims))
+    if not 0 <= k <= dims[axis]:
+        raise InvalidArgumentError(f"k must be in [0, {dims[axis]}], got {k}")
+    et = x.shape.element_type
+    iota = b.iota(Shape.array(P.S32, dims), axis)
+    order = ComparisonType.TOTALORDER if et.is_float else None
+    r = b.sub_builder(f"{node.name}-compare")
+    lhs = r.parameter(0, Shape.scalar(et), "p.0.lhs")
+    rhs = r.parameter(1, Shape.scalar(et), "p.0.rhs")
+    r.parameter(2, Shape.scalar(P.S32), "p.1.lhs")
+    r.parameter(3, Shape.scalar(P.S32), "p.1.rhs")
+    comp = r.build(r.compare(lhs, rhs, "GT" if ctx.attr("is_max_k", True) else "LT", order))
+    s = b.sort([x, iota], axis, comp, is_stable=True)
+    limits = list(dims)
+    limits[axis] = k
+    return [b.slice(b.get_tuple_element(s, i), [0] * len(dims), limits) for i in range(2)]

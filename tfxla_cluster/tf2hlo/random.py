@@ -230,3 +230,38 @@ def _truncated_normal_v2(ctx, node):
     x = xl.mul(b, xl.erfinv(b, v), sqrt2)
     x = b.clamp(xl.full(b, -2.0, rt, dims), x, xl.full(b, 2.0, rt, dims))
     return [_maybe_bf16(b, x, et)]
+
+
+
+# ---------------------------------------------------------------- stateful (seeded by the runtime)
+def _rng(ctx, et: P, dims, lo, hi, distribution):
+    from tfxla_cluster.hlo.attrs import RandomDistribution
+
+    b = ctx.b
+    return b.rng(xl.scalar(b, lo, et) if not hasattr(lo, "shape") else lo,
+                 xl.scalar(b, hi, et) if not hasattr(hi, "shape") else hi, Shape.array(et, dims),
+                 getattr(RandomDistribution, distribution))
+
+
+@lowers("RandomUniform")
+def _random_uniform(ctx, node):
+    """``rng`` uniform in [0, 1): XLA's stateful generator, so values differ from TF's CPU kernel and
+    between runs (as on real XLA, where the seed attrs are ignored)."""
+    et = ctx.attr_type("dtype")
+    rt = _rng_type(et)
+    return [xl.convert(ctx.b, _rng(ctx, rt, _shape(ctx), 0.0, 1.0, "UNIFORM"), et)]
+
+
+@lowers("RandomStandardNormal")
+def _random_standard_normal(ctx, node):
+    et = ctx.attr_type("dtype")
+    rt = _rng_type(et)
+    return [xl.convert(ctx.b, _rng(ctx, rt, _shape(ctx), 0.0, 1.0, "NORMAL"), et)]
+
+
+@lowers("RandomUniformInt")
+def _random_uniform_int(ctx, node):
+    lo, hi = ctx.input(1), ctx.input(2)
+    if lo.shape.rank or hi.shape.rank:
+        raise InvalidArgumentError("minval and maxval must be scalars")
+    return [_rng(ctx, lo.shape.element_type, _shape(ctx), lo, hi, "UNIFORM")]

@@ -347,6 +347,12 @@ def _fill_like(ctx, node):
     return [xl.full(ctx.b, 0 if node.op == "ZerosLike" else 1, et, dims)]
 
 
+@lowers("FakeParam")
+def _fake_param(ctx, node):
+    """A stand-in argument that is never read at run time (tf2xla feeds zeros)."""
+    return [xl.full(ctx.b, 0, ctx.attr_type("dtype"), list(ctx.attr("shape")))]
+
+
 @lowers("Empty")
 def _empty(ctx, node):
     return [xl.full(ctx.b, 0, ctx.output_type(0), ctx.const_ints(0))]
