@@ -166,15 +166,6 @@ def extra_cases():
     ]
 
 
-BATCHES = {"movement-diag": movement_cases, "segment-search": segment_search_cases, "metadata": metadata_cases,
-           "special": special_cases, "extra": extra_cases}
-
-
-@pytest.mark.parametrize("name", list(BATCHES))
-def test_batch(name):
-    run_batch(BATCHES[name]())
-
-
 def test_stateful_random_shapes_and_ranges():
     from tfxla_cluster.tf2hlo import lower_function
 
@@ -186,3 +177,46 @@ def test_stateful_random_shapes_and_ranges():
     assert u.shape == (50, 4) and 0 <= u.min() and u.max() < 1
     assert abs(n.mean()) < 0.15 and abs(n.std() - 1) < 0.15
     assert i.dtype == np.int32 and 3 <= i.min() and i.max() < 9
+
+
+def variant_cases():
+    """Older/other variants that share a lowering with a tested op: each must still match TF."""
+    tol = {"rtol": 1e-5, "atol": 1e-5}
+    return [
+        _c("Conv3D", lambda x, w: tf.nn.conv3d(x, w, [1, 1, 2, 1, 1], "SAME"), values("f32", (1, 3, 4, 4, 2)),
+           values("f32", (2, 2, 2, 2, 3), seed=1), **tol),
+        _c("MaxPool3D", lambda x: tf.nn.max_pool3d(x, 2, 2, "VALID"), values("f32", (1, 4, 4, 4, 2))),
+        _c("AvgPool3D", lambda x: tf.nn.avg_pool3d(x, 2, 1, "SAME"), values("f32", (1, 3, 3, 3, 1)), **tol),
+        _c("MaxPoolV2", lambda x: tf.raw_ops.MaxPoolV2(input=x, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1],
+                                                        padding="SAME"), values("f32", (1, 3, 3, 2))),
+        _c("MaxPoolGradV2", lambda x, g: tf.raw_ops.MaxPoolGradV2(
+            orig_input=x, orig_output=tf.nn.max_pool2d(x, 2, 2, "VALID"), grad=g, ksize=[1, 2, 2, 1],
+            strides=[1, 2, 2, 1], padding="VALID"), values("f32", (1, 4, 4, 1)), values("f32", (1, 2, 2, 1), seed=1)),
+        _c("Gather v1", lambda p, i: tf.raw_ops.Gather(params=p, indices=i), values("f32", (4, 2)),
+           np.array([3, 0], np.int32)),
+        _c("BiasAddV1", lambda x, b: tf.raw_ops.BiasAddV1(value=x, bias=b), values("f32", (2, 3)),
+           values("f32", (3,), seed=1)),
+        _c("BatchToSpace v1", lambda a: tf.raw_ops.BatchToSpace(input=a, crops=[[0, 1], [1, 0]], block_size=2),
+           values("f32", (4, 2, 2, 1))),
+        _c("MatrixDiagV2", lambda d: tf.raw_ops.MatrixDiagV2(diagonal=d, k=0, num_rows=-1, num_cols=-1,
+                                                              padding_value=0.0), values("f32", (3,))),
+        _c("MatrixDiagPartV2", lambda a: tf.raw_ops.MatrixDiagPartV2(input=a, k=0, padding_value=0.0),
+           values("f32", (3, 3))),
+        _c("MatrixSetDiagV2", lambda a, d: tf.raw_ops.MatrixSetDiagV2(input=a, diagonal=d, k=0),
+           values("f32", (2, 3)), values("f32", (2,), seed=1)),
+        _c("EnsureShape", lambda a: tf.ensure_shape(a, [2, 3]), values("f32", (2, 3))),
+        _c("CheckNumerics", lambda a: tf.debugging.check_numerics(a, "msg"), values("f32", (3,))),
+        _c("Inv", lambda a: tf.raw_ops.Inv(x=a), values("f32", (3,), "nonzero"), rtol=1e-6, atol=0.0),
+        _c("TensorScatterAdd scalar rows", lambda t, u: tf.tensor_scatter_nd_add(t, [[1], [1]], u),
+           values("i32", (3,)), np.array([4, 5], np.int32)),
+    ]
+
+
+BATCHES = {"movement-diag": movement_cases, "segment-search": segment_search_cases, "metadata": metadata_cases,
+           "special": special_cases, "extra": extra_cases,
+           "variants": variant_cases}
+
+
+@pytest.mark.parametrize("name", list(BATCHES))
+def test_batch(name):
+    run_batch(BATCHES[name]())
