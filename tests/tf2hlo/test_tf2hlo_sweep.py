@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import test_tf2hlo_array_ops as test_array_ops
 import test_tf2hlo_conv_pool_bn as test_conv_pool_bn
 import test_tf2hlo_elementwise as test_elementwise
 import test_tf2hlo_nn as test_nn
@@ -11,7 +12,7 @@ import test_tf2hlo_reduction as test_reduction
 import test_tf2hlo_shape_ops as test_shape_ops
 from tf2hlo_harness import HAVE_JAX, run_batch
 
-MODULES = (test_elementwise, test_reduction, test_shape_ops, test_nn, test_conv_pool_bn)
+MODULES = (test_elementwise, test_reduction, test_shape_ops, test_nn, test_conv_pool_bn, test_array_ops)
 ALL = [(m.__name__, name) for m in MODULES for name in m.BATCHES]
 
 
