@@ -146,3 +146,49 @@ def test_nested_while_in_conditional_in_while_graph():
     path = Path(__file__).parents[2] / "graphs" / "tf" / "while_loop" / "optimized_hlo.txt"
     m = fill_elided(parsed(path.read_text()))
     check(m, *inputs_for(m), rtol=1e-5, atol=1e-5)
+
+
+def test_wrapped_scatter_and_sort_fusions_and_tuple_constants():
+    """XLA's FusionWrapper puts lone scatters/sorts in fusions; an operand may be a fused expression."""
+    text = """HloModule wrapped
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+%lt (c: f32[], d: f32[]) -> pred[] {
+  %c = f32[] parameter(0)
+  %d = f32[] parameter(1)
+  ROOT %l = pred[] compare(%c, %d), direction=LT
+}
+%wrapped_scatter_computation (p0: f32[5,3], p1: s32[2,1], p2: f32[2,3]) -> f32[5,3] {
+  %p0 = f32[5,3]{1,0} parameter(0)
+  %two = f32[] constant(2)
+  %b2 = f32[5,3]{1,0} broadcast(%two), dimensions={}
+  %m = f32[5,3]{1,0} multiply(%p0, %b2)
+  %p1 = s32[2,1]{1,0} parameter(1)
+  %p2 = f32[2,3]{1,0} parameter(2)
+  ROOT %sc = f32[5,3]{1,0} scatter(%m, %p1, %p2), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add
+}
+%wrapped_sort_computation (q0: f32[7]) -> f32[7] {
+  %q0 = f32[7]{0} parameter(0)
+  ROOT %so = f32[7]{0} sort(%q0), dimensions={0}, to_apply=%lt
+}
+ENTRY %main (x: f32[5,3], i: s32[2,1], u: f32[2,3], v: f32[7]) -> (f32[5,3], f32[7], f32[2], s32[]) {
+  %x = f32[5,3]{1,0} parameter(0)
+  %i = s32[2,1]{1,0} parameter(1)
+  %u = f32[2,3]{1,0} parameter(2)
+  %v = f32[7]{0} parameter(3)
+  %ws = f32[5,3]{1,0} fusion(%x, %i, %u), kind=kLoop, calls=%wrapped_scatter_computation
+  %wo = f32[7]{0} fusion(%v), kind=kLoop, calls=%wrapped_sort_computation
+  %tc = (f32[2]{0}, s32[]) constant(({1.5, -2}, 7))
+  %t0 = f32[2]{0} get-tuple-element(%tc), index=0
+  %t1 = s32[] get-tuple-element(%tc), index=1
+  ROOT %t = (f32[5,3]{1,0}, f32[7]{0}, f32[2]{0}, s32[]) tuple(%ws, %wo, %t0, %t1)
+}
+"""
+    x = random_array((5, 3), np.float32, RNG, specials=False)
+    i = np.array([[4], [1]], np.int32)
+    u = random_array((2, 3), np.float32, RNG, specials=False)
+    v = random_array((7,), np.float32, RNG, specials=False)
+    check(parsed(text), x, i, u, v, rtol=1e-6, atol=1e-6)

@@ -42,3 +42,14 @@ def test_recorded_module(path):
     if path.name == "optimized_hlo.txt":
         fusions = sum(1 for i in module.entry.instructions if i.opcode.text == "fusion")
         assert len(exe.kernels) >= fusions
+
+
+@pytest.mark.parametrize("name", ["MISC", "LAYOUTS", "GATHER_SCATTER_BATCHING"])
+def test_hlo_corpus_modules(name):
+    """The HLO layer's corpus modules that only use ops with native code (nested tuple results,
+    opt-barrier, get-dimension-size, partition/replica ids, tokens, batching gather/scatter...)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parents[1] / "hlo"))
+    from hlo_corpus import MODULES as CORPUS
+    module = parsed(CORPUS[name])
+    check(module, *inputs_for(module), rtol=1e-5, atol=1e-5)

@@ -97,10 +97,16 @@ def _cost(instrs, operands, out) -> int:
     return moved + work
 
 
+# Roots a fusion may have (XLA's FusionWrapper wraps lone instructions) that are not elemental.
+_NON_ELEMENTAL_ROOTS = {O.SCATTER, O.SORT, O.SELECT_AND_SCATTER, O.RNG_BIT_GENERATOR, O.CUSTOM_CALL}
+
+
 def emit_loop_thunk(prog, instr, operands, out) -> None:
     operands = _array_operands(instr, operands)
     fused = instr.opcode is O.FUSION
     comp = instr.fused_computation if fused else None
+    if fused and comp.root.opcode in _NON_ELEMENTAL_ROOTS:
+        return _emit_wrapped(prog, instr, operands, out)
     materialized: dict = {}
     if fused:
         materialized = _materialize_contractions(prog, instr, operands, out)
@@ -223,6 +229,31 @@ def _emit_column_reduce(prog, kb, em, name, kind, root, out_arr, cost) -> None:
                     o = Index(None, out_arr.shape, k)
                     out_arr.store(o, _simple_combine(em, op, et, out_arr.load(o), x(idx), True))
     prog.call_kernel(kb, name, kind + ":column", nblk, tasks, cost)
+
+
+def _emit_wrapped(prog, instr, operands, out) -> None:
+    """A fusion around a non-elemental root (``wrapped_scatter``, ``wrapped_sort``, ...): operands that
+    are fused expressions are materialised first, then the root's own kernel runs on buffers."""
+    comp = instr.fused_computation
+    root = comp.root
+    refs = []
+    for o in root.operands:
+        if o.opcode is O.PARAMETER:
+            refs.append(operands[o.parameter_number])
+            continue
+        if not o.shape.is_array:
+            raise UnimplementedError(f"%{instr.name}: tuple-shaped operand of a fused {root.opcode.text}")
+        ref = prog.scratch(o.shape, o.name)
+        kb = KernelBuilder(prog, o.name)
+        em = FusedEmitter(kb.kctx, comp, [kb.read(r) for r in operands])
+        gen, arr = em.gen(o), kb.array(ref)
+        work = work_items(o.shape, False)
+        tasks = prog.tasks_for(work, 2 * o.shape.byte_size())
+        lo, hi = (kb.lo, kb.hi) if tasks > 1 else (0, work)
+        emit_loop_nest(kb.kctx, o.shape, lambda idx, arr=arr, gen=gen: arr.store(idx, gen(idx)), lo, hi, False)
+        prog.call_kernel(kb, o.name, "materialize", work, tasks, 2 * o.shape.byte_size())
+        refs.append(ref)
+    THUNKS[root.opcode](prog, root, refs, out)
 
 
 def _flatten(values):
@@ -401,6 +432,8 @@ def _topk(prog, instr, operands, out) -> None:
     """XLA:CPU's ``custom-call "TopK"``: the first k of a stable sort along the last dim by the attached
     comparator, as (values, s32 indices)."""
     operands = _array_operands(instr, operands)
+    if not (instr.shape.is_tuple and len(instr.shape.tuple_shapes) == 2 and len(operands) == 1):
+        raise UnimplementedError(f"custom-call TopK %{instr.name} must map one operand to (values, indices)")
     kb = KernelBuilder(prog, instr.name)
     values, indices = leaves(out)
     emit_sort(prog, kb, instr.name, [kb.array(operands[0])], [(kb.array(values), 0), (kb.array(indices), "index")],

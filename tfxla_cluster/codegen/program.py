@@ -200,19 +200,26 @@ class ProgramEmitter:
         self.plan.define(slot, self.pos)
         return BufferRef(slot, shape)
 
-    def const_slot(self, instr) -> BufferRef:
-        slot = self._const_slots.get(id(instr))
-        if slot is None:
+    def const_slot(self, instr):
+        """The buffer(s) of a constant: a const slot per array (a tuple constant gives a tuple)."""
+        tree = self._const_slots.get(id(instr))
+        if tree is None:
             if instr.literal_elided:
                 raise UnimplementedError(f"constant %{instr.name} was printed as {{...}}; its value is unknown")
-            if not instr.shape.is_array:
-                raise UnimplementedError(f"tuple constant %{instr.name} is not supported")
-            value = np.ascontiguousarray(np.asarray(instr.literal, dtype=instr.shape.dtype))
-            # Physical order of the constant's layout.
-            if instr.shape.rank and not instr.shape.is_default_layout:
-                value = np.ascontiguousarray(np.transpose(value, list(reversed(instr.shape.minor_to_major))))
-            slot = self._const_slots[id(instr)] = self.plan.new("const", instr.shape, value=value, name=instr.name)
-        return BufferRef(slot, instr.shape)
+            tree = self._const_slots[id(instr)] = self._const_tree(instr.name, instr.shape, instr.literal)
+        return tree
+
+    def _const_tree(self, name: str, shape: Shape, literal):
+        if shape.is_tuple:
+            return tuple(self._const_tree(f"{name}.{k}", s, lit)
+                         for k, (s, lit) in enumerate(zip(shape.tuple_shapes, literal)))
+        if not shape.is_array:
+            return ()
+        value = np.ascontiguousarray(np.asarray(literal, dtype=shape.dtype))
+        # Physical order of the constant's layout.
+        if shape.rank and not shape.is_default_layout:
+            value = np.ascontiguousarray(np.transpose(value, list(reversed(shape.minor_to_major))))
+        return BufferRef(self.plan.new("const", shape, value=value, name=name), shape)
 
     # ------------------------------------------------------------------ thunks
     def kernel(self, hint: str) -> KernelBuilder:
