@@ -126,3 +126,12 @@ def test_elementwise_chain_reuses_its_operand_buffers():
         return b.add(b.abs(c), p)
     exe, _ = check(module_of(build, x), x, rtol=1e-6, atol=1e-6)
     assert exe.arena_bytes == 4032  # one temp, written in place by every op of the chain
+
+
+def test_llvm_ir_dumps_with_xla_file_names(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", f"--xla_dump_to={tmp_path}")
+    x = np.ones((4,), np.float32)
+    compile_module(module_of(lambda b, p: b.add(p, p), x, name="dumped"))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert any(n.endswith(".dumped.ir-no-opt.ll") for n in names)
+    assert any(n.endswith(".dumped.ir-with-opt.ll") for n in names)

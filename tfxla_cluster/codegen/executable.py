@@ -169,12 +169,46 @@ def emit_module(module, options: CodegenOptions) -> tuple[ProgramEmitter, str]:
     return prog, prog.emit()
 
 
-def compile_module(module, options: CodegenOptions | None = None, engine: JitEngine | None = None) -> Executable:
-    """Compile the entry computation of an (optimised) HloModule to native code."""
+def compile_module(module, options: CodegenOptions | None = None, engine: JitEngine | None = None, *,
+                   dumper=None) -> Executable:
+    """Compile the entry computation of an (optimised) HloModule to native code.
+
+    With ``--xla_dump_to`` in XLA_FLAGS (or a ``passes.dump.Dumper`` given as ``dumper``) the LLVM IR is
+    dumped as XLA:CPU does: ``module_NNNN.<name>.ir-no-opt.ll`` and ``.ir-with-opt.ll``."""
     options = options or CodegenOptions.from_flags()
     engine = engine or get_engine(options.opt_level)
     t0 = time.perf_counter()
     prog, text = emit_module(module, options)
     t1 = time.perf_counter()
+    if dumper is None:
+        dumper = _dumper_for(module)
+    _dump(dumper, "ir-no-opt.ll", text)
     lib = engine.compile(text, [ENTRY_NAME], name=module.name)
+    _dump(dumper, "ir-with-opt.ll", lib.optimized_ir)
     return Executable(module, options, lib, prog, text, t1 - t0)
+
+
+def _dumper_for(module):
+    import os
+    if "xla_dump_to" not in os.environ.get("XLA_FLAGS", ""):
+        return None
+    from tfxla_cluster.flags import Flags
+    from tfxla_cluster.passes.dump import Dumper
+    return Dumper.create(Flags.from_env(), module)
+
+
+def _dump(dumper, suffix: str, text: str) -> None:
+    if dumper is None:
+        return
+    import os
+    import sys
+    name = f"{dumper.prefix}.{suffix}"
+    if dumper.directory == "-":
+        sys.stdout.write(f"*** Begin {name} ***\n{text}\n*** End {name} ***\n")
+        return
+    try:
+        with open(os.path.join(dumper.directory, name), "w") as f:
+            f.write(text)
+        dumper.files.append(name)
+    except OSError:  # like XLA: a failed dump never fails the compile
+        pass
