@@ -25,7 +25,7 @@ with the same ``Lowering node '<name>' (<op>): `` prefix.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 from tensorflow.core.framework import types_pb2
@@ -631,14 +631,3 @@ def _handle_dtype(handle):
 
         return tf.dtypes.as_dtype(data.shape_and_type[0].dtype)
     raise InvalidArgumentError("cannot tell the dtype of a captured resource handle")
-
-
-def variable_values(concrete_or_values: Sequence[Any]) -> list[np.ndarray]:
-    """Numpy values for a list of tensors/variables (variables are read)."""
-    out = []
-    for v in concrete_or_values:
-        out.append(np.asarray(v.numpy() if hasattr(v, "numpy") else v))
-    return out
-
-
-Lowering = Callable[[LoweringContext, Node], list[Value]]

@@ -10,11 +10,12 @@ Stage: lowering. A family module registers its ops with the decorator::
 A lowering returns one value per TF output of the node (an ``HloInstruction``, a host ``np.ndarray``
 for compile-time-known outputs such as ``Const`` or ``Shape``, or a ``Resource``), in output order.
 Registering an op twice is an error, so two families can never silently disagree. Family modules are
-imported lazily by :func:`lookup`, so importing this module is cheap and cycle-free.
+imported lazily (and thread-safely) by :func:`lookup`, so importing this module is cheap and cycle-free.
 """
 from __future__ import annotations
 
 import importlib
+import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 from tfxla_cluster.errors import InternalError
@@ -46,6 +47,7 @@ FAMILY_MODULES = (
 
 _LOWERINGS: dict[str, LoweringFn] = {}
 _loaded = False
+_load_lock = threading.RLock()
 
 
 def lowers(*op_names: str) -> Callable[[LoweringFn], LoweringFn]:
@@ -60,11 +62,15 @@ def lowers(*op_names: str) -> Callable[[LoweringFn], LoweringFn]:
 
 
 def _load_families() -> None:
+    """Import every family once; concurrent callers wait until the table is complete."""
     global _loaded
-    if not _loaded:
-        _loaded = True
-        for module in FAMILY_MODULES:
-            importlib.import_module(module)
+    if _loaded:
+        return
+    with _load_lock:
+        if not _loaded:
+            for module in FAMILY_MODULES:
+                importlib.import_module(module)
+            _loaded = True
 
 
 def lookup(op: str) -> LoweringFn | None:
