@@ -65,6 +65,9 @@ def reduce(ev, instr, args):
         ct = _compute_dtype(ev.element_type(x))
         if ev.element_type(x).is_pred:
             ct = np.bool_
+        if any(x.shape[d] == 0 for d in dims):
+            # Nothing to reduce: the result is the init value (numpy's max/min have no identity).
+            return np.broadcast_to(init, out_shape).astype(x.dtype).copy()
         r = _UFUNCS[op].reduce(x.astype(ct), axis=tuple(dims))
         return np.asarray(_UFUNCS[op](init.astype(ct), r)).astype(x.dtype).reshape(out_shape)
     moved = [np.transpose(x, keep + dims).reshape(out_shape + (-1,)) for x in inputs]
