@@ -135,3 +135,54 @@ def test_llvm_ir_dumps_with_xla_file_names(tmp_path, monkeypatch):
     names = sorted(p.name for p in tmp_path.iterdir())
     assert any(n.endswith(".dumped.ir-no-opt.ll") for n in names)
     assert any(n.endswith(".dumped.ir-with-opt.ll") for n in names)
+
+
+MARK_KERNEL = """
+define void @mark(ptr %t, i64 %lo, i64 %hi) {
+entry:
+  %p = load ptr, ptr %t
+  br label %h
+h:
+  %i = phi i64 [%lo, %entry], [%i1, %b]
+  %c = icmp slt i64 %i, %hi
+  br i1 %c, label %b, label %d
+b:
+  %q = getelementptr i64, ptr %p, i64 %i
+  %v = atomicrmw add ptr %q, i64 1 seq_cst
+  %i1 = add i64 %i, 1
+  br label %h
+d:
+  ret void
+}"""
+
+
+@pytest.mark.parametrize("pool", ["native", "python"])
+def test_thread_pools_run_every_item_exactly_once(pool):
+    """Both fork-join pools (native pthreads + futex, and the Python fallback), also from 8 threads."""
+    import ctypes
+    from tfxla_cluster.codegen import runtime
+    from tfxla_cluster.codegen.engine import get_engine
+    runtime.ensure_registered()
+    assert runtime.pool_kind() == "native"
+    kernel = get_engine().compile(MARK_KERNEL, ["mark"]).address_of("mark")
+    if pool == "native":
+        from tfxla_cluster.codegen.native_pool import ENTRY
+        fn = runtime._native_pool.get_function(ENTRY, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                               ctypes.c_int64)
+    else:
+        fn = runtime._parallel_for_c
+    errors = []
+
+    def work(seed):
+        for n, tasks in [(1, 1), (7, 5), (1000 + seed, 2), (3, 8), (50000, 3)]:
+            out = np.zeros(n, np.int64)
+            table = np.array([out.ctypes.data], np.uint64)
+            fn(kernel, table.ctypes.data, n, tasks)
+            if not (out == 1).all():
+                errors.append((n, tasks))
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors

@@ -7,13 +7,15 @@ They are resolved through llvmlite's symbol table (``llvm.add_symbol``) before a
     tfxla_blas_threads_local(n) -> prev     OpenBLAS's thread-local thread count: GEMM kernels set 1
                                             and split the rows over our pool instead
     tfxla_parallel_for(fn, table, n, tasks) split work items [0, n) of a kernel into ``tasks`` ranges
-                                            run on a thread pool (ctypes releases the GIL while native
-                                            code runs, so the ranges really run in parallel)
+                                            run on a thread pool: the native fork-join pool of
+                                            native_pool.py (a few microseconds per split), or, with
+                                            TFXLA_CODEGEN_POOL=python, Python threads (ctypes releases
+                                            the GIL while native code runs)
     tfxla_bounds_fail(table, kernel, i, n)  debug mode: an out-of-range access; recorded per buffer
                                             table and raised by the executable after the call
 
-The pool has ``threads - 1`` workers; the calling thread runs the first range itself. Worker threads
-never call back into ``parallel_for``, so concurrent executables cannot deadlock on the pool.
+Either pool has ``threads - 1`` workers and the calling thread takes ranges itself. Kernels never call
+back into ``parallel_for``, so concurrent executables cannot deadlock on the pool.
 """
 from __future__ import annotations
 
@@ -164,6 +166,32 @@ def take_bounds_errors(table_address: int) -> list[tuple[int, int, int]]:
 _threads_noop_c = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda n: 0)
 
 
+# ---------------------------------------------------------------- native pool
+POOL_ENV = "TFXLA_CODEGEN_POOL"
+_native_pool = None
+
+
+def _native_parallel_for() -> int | None:
+    """Address of the native fork-join pool (native_pool.py), or None to use the Python pool
+    (``TFXLA_CODEGEN_POOL=python``, or when it cannot be built)."""
+    global _native_pool
+    if os.environ.get(POOL_ENV, "native").strip().lower() == "python":
+        return None
+    try:
+        from tfxla_cluster.codegen.engine import get_engine
+        from tfxla_cluster.codegen.native_pool import ENTRY, build_module
+        _native_pool = get_engine().compile(build_module(), [ENTRY], name="tfxla_native_pool")
+        return _native_pool.address_of(ENTRY)
+    except Exception:  # pragma: no cover - the Python pool is always there
+        log.exception("native thread pool unavailable; using the Python pool")
+        return None
+
+
+def pool_kind() -> str:
+    ensure_registered()
+    return "native" if _native_pool is not None else "python"
+
+
 # ---------------------------------------------------------------- registration
 def ensure_registered() -> None:
     """Register the runtime symbols with LLVM (once per process)."""
@@ -173,7 +201,7 @@ def ensure_registered() -> None:
     with _lock:
         if _registered:
             return
-        add_symbol("tfxla_parallel_for", ctypes.cast(_parallel_for_c, ctypes.c_void_p).value)
+        add_symbol("tfxla_parallel_for", _native_parallel_for() or ctypes.cast(_parallel_for_c, ctypes.c_void_p).value)
         add_symbol("tfxla_bounds_fail", ctypes.cast(_bounds_fail_c, ctypes.c_void_p).value)
         _blas = _find_openblas()
         if _blas:
