@@ -164,7 +164,8 @@ def test_thread_pools_run_every_item_exactly_once(pool):
     from tfxla_cluster.codegen.engine import get_engine
     runtime.ensure_registered()
     assert runtime.pool_kind() == "native"
-    kernel = get_engine().compile(MARK_KERNEL, ["mark"]).address_of("mark")
+    library = get_engine().compile(MARK_KERNEL, ["mark"])  # keep it: dropping it unmaps the code
+    kernel = library.address_of("mark")
     if pool == "native":
         from tfxla_cluster.codegen.native_pool import ENTRY
         fn = runtime._native_pool.get_function(ENTRY, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
