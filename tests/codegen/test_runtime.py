@@ -187,3 +187,16 @@ def test_thread_pools_run_every_item_exactly_once(pool):
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_one_long_row_is_split_in_chunks():
+    """[1, N] results have one row: the innermost dim is chunked so both threads get work."""
+    x = random_array((1, 100003), np.float32, RNG, specials=False)
+    v = random_array((100003,), np.float32, RNG, specials=False)
+
+    def build(b, p, q):
+        return b.tanh(b.add(p, b.broadcast(q, (1, 100003), (1,))))  # a broadcast: not a flat loop
+    exe, _ = check(module_of(build, x, v), x, v, rtol=5e-6, atol=1e-6,
+                   options=CodegenOptions(bounds_checks=True, threads=2, parallel_min_cost=1 << 12))
+    split = [k for k in exe.kernels if k.instruction.startswith("broadcast")]
+    assert split and split[0].tasks == 2 and split[0].work_items == 8, exe.describe()

@@ -23,8 +23,8 @@ from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef, leaves
 from tfxla_cluster.codegen.dot import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
 from tfxla_cluster.codegen.elemental import FusedEmitter
-from tfxla_cluster.codegen.loops import (Index, emit_loop_nest, for_range, if_else_value, if_then, major_to_minor,
-                                         scalar_index, work_items)
+from tfxla_cluster.codegen.loops import (Index, emit_loop_nest, for_range, if_else_value, if_then, inner_chunks_for,
+                                         major_to_minor, scalar_index, work_items)
 from tfxla_cluster.codegen.program import KernelBuilder
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import opcode as ops
@@ -137,19 +137,26 @@ def emit_loop_thunk(prog, instr, operands, out) -> None:
     same_dims = len({r.shape.dimensions for r in outs}) == 1
     # Rank-1 results (e.g. row reductions) split element-wise: rows of rank 1 would be one item.
     flat = _is_flat(instrs, root.shape) or (same_dims and outs[0].shape.rank <= 1)
-    work = work_items(outs[0].shape, flat) if same_dims else 1
-    tasks = 1 if not same_dims else prog.tasks_for(work, _cost(instrs, operands, out))
+    cost = _cost(instrs, operands, out)
+    chunks = inner_chunks_for(outs[0].shape, flat, prog.options.thread_count) \
+        if same_dims and cost >= prog.options.parallel_min_cost else 1
+    work = work_items(outs[0].shape, flat, chunks) if same_dims else 1
+    tasks = 1 if not same_dims else prog.tasks_for(work, cost)
+    if tasks == 1:
+        chunks = 1
+        work = work_items(outs[0].shape, flat) if same_dims else 1
     # A kernel that is not split gets constant bounds: LLVM then sees exact trip counts.
     lo, hi = (kb.lo, kb.hi) if tasks > 1 else (0, work)
     if len(outs) == 1 and not root.shape.is_tuple:
-        emit_loop_nest(kctx, outs[0].shape, lambda idx: arrays[0].store(idx, gen(idx)), lo, hi, flat)
+        emit_loop_nest(kctx, outs[0].shape, lambda idx: arrays[0].store(idx, gen(idx)), lo, hi, flat,
+                       inner_chunks=chunks)
     elif same_dims:
         shape = outs[0].shape
 
         def body(idx):
             for arr, v in zip(arrays, _flatten(gen(idx))):
                 arr.store(idx if arr.shape == shape else Index(idx.get_dims(kctx.builder), arr.shape), v)
-        emit_loop_nest(kctx, shape, body, lo, hi, flat)
+        emit_loop_nest(kctx, shape, body, lo, hi, flat, inner_chunks=chunks)
     else:
         if root.opcode is not O.TUPLE:
             raise UnimplementedError(f"%{instr.name}: multi-output value with differing shapes")

@@ -226,11 +226,14 @@ class IrArray:
         self.store_offset(self.offset(index), value)
 
 
-def emit_loop_nest(kctx: KernelContext, shape: Shape, body, lo, hi, flat: bool, name: str = "o") -> None:
+def emit_loop_nest(kctx: KernelContext, shape: Shape, body, lo, hi, flat: bool, name: str = "o",
+                   inner_chunks: int = 1) -> None:
     """Run ``body(index)`` over ``shape`` in physical order (major dim outermost).
 
     Work items: with ``flat`` the linear element range [lo, hi); otherwise the rows [lo, hi) of the
-    physical outer dims (all but the innermost), each running the whole innermost dim.
+    physical outer dims (all but the innermost), each running the whole innermost dim — or, with
+    ``inner_chunks`` > 1, (row, chunk) pairs, each running one of that many chunks of the innermost dim
+    (so a [1, 4M] result can still be split across threads).
     """
     b = kctx.builder
     if flat:
@@ -247,7 +250,9 @@ def emit_loop_nest(kctx: KernelContext, shape: Shape, body, lo, hi, flat: bool, 
     inner = order[-1]
     n_inner = shape.dimensions[inner]
     outer_shape = [shape.dimensions[d] for d in order[:-1]]
-    with for_range(b, lo, hi, name) as row:
+    chunk = -(-n_inner // inner_chunks) if inner_chunks > 1 else n_inner
+    with for_range(b, lo, hi, name) as item:
+        row = b.udiv(item, t.i64(inner_chunks)) if inner_chunks > 1 else item
         dims = [None] * shape.rank
         rem = row
         for pos in range(len(outer_shape) - 1, -1, -1):
@@ -260,18 +265,36 @@ def emit_loop_nest(kctx: KernelContext, shape: Shape, body, lo, hi, flat: bool, 
                 dims[d] = b.urem(rem, t.i64(outer_shape[pos]))
                 rem = b.udiv(rem, t.i64(outer_shape[pos]))
         base = b.mul(row, t.i64(n_inner), flags=["nsw", "nuw"])
-        with for_range(b, 0, n_inner, name + "i") as j:
+        if inner_chunks > 1:
+            j0 = b.mul(b.urem(item, t.i64(inner_chunks)), t.i64(chunk))
+            j1 = b.add(j0, t.i64(chunk))
+            j0 = b.select(b.icmp_signed(">", j0, t.i64(n_inner)), t.i64(n_inner), j0)
+            j1 = b.select(b.icmp_signed(">", j1, t.i64(n_inner)), t.i64(n_inner), j1)
+        else:
+            j0, j1 = t.i64(0), t.i64(n_inner)
+        with for_range(b, j0, j1, name + "i") as j:
             dims[inner] = j
             lin = b.add(base, j, flags=["nsw", "nuw"])
             with kctx.scope():
                 body(Index(list(dims), shape, lin))
 
 
-def work_items(shape: Shape, flat: bool) -> int:
+def work_items(shape: Shape, flat: bool, inner_chunks: int = 1) -> int:
     """How many work items ``emit_loop_nest`` splits ``shape`` into."""
     if flat:
         return shape.num_elements
     order = major_to_minor(shape)
     if not order:
         return 1
-    return prod(shape.dimensions[d] for d in order[:-1])
+    return prod(shape.dimensions[d] for d in order[:-1]) * inner_chunks
+
+
+def inner_chunks_for(shape: Shape, flat: bool, threads: int) -> int:
+    """Chunks of the innermost dim per row when there are too few rows to keep every thread busy."""
+    if flat or threads <= 1 or shape.rank == 0:
+        return 1
+    rows = work_items(shape, False)
+    n_inner = shape.dimensions[major_to_minor(shape)[-1]]
+    if rows >= 2 * threads or n_inner < 8192:
+        return 1
+    return 4 * threads
