@@ -3,15 +3,22 @@
 - ``emit_loop_thunk``: a fusion (kLoop/kInput/kOutput) or any elemental instruction becomes ONE loop
   nest over its output — a flat loop over the linear index when the fused computation is purely
   elementwise on same-sized row-major arrays, otherwise rows of the physical outer dims around the
-  innermost dim. Multi-output roots store every leaf in the same nest. Big dots inside a fusion are
-  first run as GEMMs (into the output buffer itself when only elementwise ops follow them — the
-  bias+relu epilogue then runs in place, as XLA's dot output fusion does).
+  innermost dim (chunked when there are too few rows for the threads). Multi-output roots store every
+  leaf in the same nest. Before the nest:
+    * big dots inside a fusion run as GEMM kernels (into the output buffer itself when only
+      elementwise ops follow them — the bias+relu epilogue then runs in place, as XLA's dot output
+      fusion does);
+    * reductions of a big input to one element run as a parallel kernel of partial cascades.
+  A reduce whose reduced dims are all physically outside its kept dims (a column reduction) instead
+  accumulates whole rows into a block of the result, so its inner loop is contiguous.
+- fusions around a non-elemental root (XLA's ``wrapped_scatter``...) materialise fused operands and
+  run the root's own kernel.
 - dot / convolution: GEMM (``dot.py``) when big enough, else the elemental loop.
-- sort: a stable bottom-up merge sort of an index permutation per row, comparator inlined.
+- sort and custom-call TopK: a stable bottom-up merge sort of an index permutation per row, with the
+  comparator inlined.
 - scatter: copy, then updates applied in scatter-index order (whole window skipped when it does not
   fit, as XLA specifies); select-and-scatter: window selection then scatter-combine, in source order.
-
-Kernels with work done before their loop nest are never split across threads.
+- rng-bit-generator: ``rng.py``.
 """
 from __future__ import annotations
 
