@@ -214,7 +214,7 @@ HANDLERS = {
     O.IOTA: iota,
     O.BROADCAST: broadcast,
     O.RESHAPE: lambda ev, i, a: a[0].reshape(i.shape.dimensions).copy(),
-    O.TRANSPOSE: lambda ev, i, a: np.ascontiguousarray(np.transpose(a[0], i.dimensions)),
+    O.TRANSPOSE: lambda ev, i, a: np.transpose(a[0], i.dimensions).copy(),  # copy keeps 0-d arrays 0-d
     O.REVERSE: lambda ev, i, a: np.flip(a[0], axis=tuple(i.dimensions)).copy() if i.dimensions else a[0].copy(),
     O.SLICE: lambda ev, i, a: a[0][tuple(slice(r.start, r.limit, r.stride) for r in i.slices)].copy(),
     O.DYNAMIC_SLICE: dynamic_slice,
