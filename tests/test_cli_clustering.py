@@ -89,3 +89,13 @@ def test_hlo_command_prints_parsable_modules():
     assert proc.returncode == 0 and "fusion(" in proc.stdout
     proc = run("hlo", "graphs/mlp.pbtxt", "--flags", FLAGS, "--cluster", "nope")
     assert proc.returncode == 2 and "no cluster named 'nope'" in proc.stderr
+
+
+def test_cache_command(tmp_path):
+    (tmp_path / "xla_compile_cache__bad.tfxla").write_bytes(b"not an entry")
+    proc = run("cache", "verify", "--dir", str(tmp_path))
+    assert proc.returncode == 1 and "CORRUPT" in proc.stdout and "1 entries, 1 corrupt" in proc.stdout
+    proc = run("cache", "clear", "--dir", str(tmp_path))
+    assert proc.returncode == 0 and "removed 1 entries" in proc.stdout
+    proc = run("cache", "list")
+    assert proc.returncode == 2 and "no cache directory" in proc.stderr

@@ -248,6 +248,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cache_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("list", "verify", "clear"), help="what to do with the persistent cache")
+    p.add_argument("--dir", default=None,
+                   help="cache directory (default: --tf_xla_persistent_cache_directory from TF_XLA_FLAGS)")
+
+
+@command("cache", "list, verify or clear the persistent compile cache (--tf_xla_persistent_cache_directory)",
+         _cache_args)
+def cmd_cache(args: argparse.Namespace) -> int:
+    from tfxla_cluster import flags as flags_mod
+    from tfxla_cluster.codegen import cache
+    from tfxla_cluster.errors import InvalidArgumentError
+
+    flags = flags_mod.Flags.from_env()
+    directory = args.dir or flags.tf_xla_persistent_cache_directory
+    if not directory:
+        raise InvalidArgumentError("no cache directory: pass --dir or set "
+                                   "TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR")
+    prefix = flags.tf_xla_persistent_cache_prefix
+    if args.action == "clear":
+        print(f"removed {cache.clear_entries(directory, prefix)} entries from {directory}")
+        return 0
+    entries = cache.list_entries(directory, prefix)
+    bad = [e for e in entries if not e["ok"]]
+    for e in entries if args.action == "list" else bad:
+        status = "ok" if e["ok"] else f"CORRUPT ({e['error']})"
+        print(f"{e['file']}  {e['module']}  {e['bytes']} bytes  {status}")
+    print(f"{len(entries)} entries, {len(bad)} corrupt, in {directory}")
+    return 1 if (args.action == "verify" and bad) else 0
+
+
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("sample", nargs="?", default="transformer_block",
                    help="a sample in graphs/ (default: %(default)s)")
