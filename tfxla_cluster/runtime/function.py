@@ -37,7 +37,10 @@ class CompiledGraph:
 
         self.concrete = concrete
         flags = flags_mod.Flags.parse(flags) if isinstance(flags, str) else (flags or flags_mod.Flags.from_env())
-        gd = graph_def_from_concrete(concrete, grappler=grappler)
+        # A must-compile function is compiled from its own body, as TF's XlaCompiler instantiates
+        # it: grappler never sees it, so functional If/While/Case stay functional (grappler's
+        # inlining would lower them to Switch/Merge, which have no XLA kernels).
+        gd = graph_def_from_concrete(concrete, grappler=grappler and jit_compile is not True)
         jit_on = jit_compile is True or flags_mod.global_jit_level_for_graph(flags, False) != \
             flags_mod.GlobalJitLevel.OFF
         gd = clone_constants(gd, jit_on=jit_on)
