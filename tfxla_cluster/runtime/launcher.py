@@ -117,7 +117,8 @@ class Launcher:
         lowered = lower_cluster(self.graph, self.sig.members, arg_shapes=shapes, const_args=consts,
                                 name=self.sig.name)
         by_tensor = {t: i for i, t in enumerate(self.sig.inputs)}
-        positions = [by_tensor[inp.tensor] for inp in lowered.parameters]
+        # (launch-node input position, numpy dtype) of every HLO parameter, in parameter order.
+        param_specs = [(by_tensor[inp.tensor], inp.element_type.dtype) for inp in lowered.parameters]
         out_index = lowered.output_tensors()
         missing = [t for t in self.sig.outputs if t not in out_index]
         if missing:
@@ -137,8 +138,7 @@ class Launcher:
 
             def run(arrs: list[np.ndarray]) -> list[np.ndarray]:
                 # np.asarray, not np.ascontiguousarray: the latter turns 0-d arrays into shape [1].
-                params = [np.asarray(arrs[p], dtype=lowered.inputs[by_tensor[self.sig.inputs[p]]]
-                                     .element_type.dtype, order="C") for p in positions]
+                params = [np.asarray(arrs[p], dtype=dtype, order="C") for p, dtype in param_specs]
                 result = executable(*params)
                 result = result if isinstance(result, (tuple, list)) else (result,)
                 return ([np.asarray(result[k]) for k in order],
