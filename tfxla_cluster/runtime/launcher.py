@@ -215,7 +215,8 @@ class Launcher:
         """Run the cluster's nodes on TF's own kernels (the subgraph, inputs fed as placeholders;
         resource handles are passed through, so variable ops act on the real variables)."""
         if self._tf_fallback is None:
-            self._tf_fallback = _tf_subgraph_runner(self.graph, self.sig)
+            self._tf_fallback = (_eager_subgraph_runner(self.graph, self.sig) or
+                                 _tf_subgraph_runner(self.graph, self.sig))
         return self._tf_fallback(tensors)
 
 
@@ -266,4 +267,76 @@ def _tf_subgraph_runner(graph: Graph, sig: ClusterSignature) -> Callable[[list[n
 
     def run(tensors: list) -> list[np.ndarray]:
         return [np.asarray(t) for t in pruned(*tensors)]
+    return run
+
+
+def _eager_attr(value: Any, attr_type: str) -> Any:
+    """A NodeDef AttrValue as the Python value TF's eager ``execute`` takes for an attr of ``attr_type``."""
+    from tensorflow.python.framework import tensor_shape
+
+    def shape(proto: Any) -> Any:
+        return tensor_shape.TensorShape(proto).as_list() if not proto.unknown_rank else None
+
+    if attr_type.startswith("list("):
+        lst = value.list
+        return {"list(int)": list(lst.i), "list(float)": list(lst.f), "list(bool)": list(lst.b),
+                "list(string)": list(lst.s), "list(type)": list(lst.type),
+                "list(shape)": [shape(p) for p in lst.shape]}[attr_type]
+    return {"int": lambda: value.i, "float": lambda: value.f, "bool": lambda: value.b,
+            "string": lambda: value.s, "type": lambda: value.type,
+            "shape": lambda: shape(value.shape)}[attr_type]()
+
+
+def _eager_subgraph_runner(graph: Graph, sig: ClusterSignature) -> Callable[[list], list[np.ndarray]] | None:
+    """Run the cluster's nodes one by one as eager ops (None if some node can't run that way).
+
+    The launch node runs on one of TF's inter-op threads. A nested TF *function* would schedule its
+    kernels on that same pool, so launch nodes falling back at the same time can take every thread
+    of the pool and deadlock (two of them do on a 2-core machine). Eager ops run inline on the
+    calling thread. Nodes run in topological order; control edges inside the cluster are implied.
+    """
+    import tensorflow as tf
+    from tensorflow.python.eager import context, execute
+    from tensorflow.python.framework import op_def_registry, tensor_util
+
+    members = set(sig.members)
+    steps = []
+    for node in graph.topological_order():
+        if node.name not in members:
+            continue
+        nd = node.node_def
+        op_def = op_def_registry.get(nd.op)
+        if op_def is None:
+            return None  # a function call: the function runner below handles it
+        types = {a.name: a.type for a in op_def.attr}
+        if nd.op in ("Const", "HostConst"):
+            value = tensor_util.MakeNdarray(nd.attr["value"].tensor)
+            steps.append((node, None, value))
+            continue
+        if any(t not in ("int", "float", "bool", "string", "type", "shape") and not
+               (t.startswith("list(") and t[5:-1] in ("int", "float", "bool", "string", "type", "shape"))
+               for name, t in types.items() if name in nd.attr):
+            return None  # tensor/func attrs: not representable in the eager attr tuple
+        attrs: list[Any] = []
+        for name, t in types.items():
+            if name in nd.attr:
+                attrs += [name, _eager_attr(nd.attr[name], t)]
+        steps.append((node, tuple(attrs), None))
+    feeds = {t: i for i, t in enumerate(sig.inputs)}
+
+    def run(tensors: list) -> list[np.ndarray]:
+        ctx = context.context()
+        values: dict[tuple[str, int], Any] = {}
+        for node, attrs, const in steps:
+            if attrs is None:
+                values[(node.name, 0)] = tf.constant(const)
+                continue
+            inputs = []
+            for e in node.data_inputs():
+                t = (e.src.name, e.src_output)
+                inputs.append(values[t] if t in values else tf.convert_to_tensor(tensors[feeds[t]]))
+            outs = execute.execute(node.op, len(node.outputs), inputs, attrs, ctx)
+            for i, v in enumerate(outs or []):
+                values[(node.name, i)] = v
+        return [np.asarray(values[t]) for t in sig.outputs]
     return run
