@@ -40,7 +40,13 @@ class CompiledGraph:
         # A must-compile function is compiled from its own body, as TF's XlaCompiler instantiates
         # it: grappler never sees it, so functional If/While/Case stay functional (grappler's
         # inlining would lower them to Switch/Merge, which have no XLA kernels).
-        gd = graph_def_from_concrete(concrete, grappler=grappler and jit_compile is not True)
+        if grappler and jit_compile is not True:
+            from tfxla_cluster.graph.grappler import run_grappler
+
+            gd = run_grappler(_with_resource_handle_data(graph_def_from_concrete(concrete, inline=False),
+                                                         concrete))
+        else:
+            gd = graph_def_from_concrete(concrete)
         jit_on = jit_compile is True or flags_mod.global_jit_level_for_graph(flags, False) != \
             flags_mod.GlobalJitLevel.OFF
         gd = clone_constants(gd, jit_on=jit_on)
@@ -95,6 +101,28 @@ class CompiledGraph:
         outputs = call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
         return tf.nest.pack_sequence_as(self.concrete.structured_outputs, list(outputs),
                                         expand_composites=True)
+
+
+def _with_resource_handle_data(graph_def, concrete):
+    """Give each resource ``_Arg`` the dtype and shape of the variable it carries
+    (``_handle_dtypes`` / ``_handle_shapes``), as TF's eager runtime does when it instantiates a function
+    for a call — before grappler, whose shape inference (and so the remapper's ``_FusedMatMul`` of a
+    MatMul + bias read from a variable) depends on them."""
+    from tensorflow.core.framework import types_pb2
+    from tensorflow.python.ops import handle_data_util
+
+    placeholders = concrete.graph.inputs
+    for nd in graph_def.node:
+        if nd.op != "_Arg" or nd.attr["T"].type != types_pb2.DT_RESOURCE:
+            continue
+        index = nd.attr["index"].i
+        data = handle_data_util.get_resource_handle_data(placeholders[index]) if index < len(placeholders) else None
+        if data is None or not data.is_set or not data.shape_and_type:
+            continue
+        nd.attr["_handle_dtypes"].list.type.extend(x.dtype for x in data.shape_and_type)
+        for x in data.shape_and_type:
+            nd.attr["_handle_shapes"].list.shape.add().CopyFrom(x.shape)
+    return graph_def
 
 
 class Function:
