@@ -687,7 +687,8 @@ def _keras() -> Any:
 @case("keras_dense")
 def _keras_dense() -> Sample:
     keras = _keras()
-    d1, d2 = keras.layers.Dense(16, activation="relu"), keras.layers.Dense(4, activation="softmax")
+    d1 = keras.layers.Dense(16, activation="relu", name="dense_in")
+    d2 = keras.layers.Dense(4, activation="softmax", name="dense_out")
     d1.build((None, 8))
     d2.build((None, 16))
     _set_weights(d1, 70)
@@ -703,9 +704,9 @@ def _keras_dense() -> Sample:
 @case("keras_conv2d")
 def _keras_conv2d() -> Sample:
     keras = _keras()
-    conv = keras.layers.Conv2D(4, 3, padding="same", activation="relu")
-    conv2 = keras.layers.Conv2D(2, 3, strides=2)
-    pool = keras.layers.MaxPooling2D(2)
+    conv = keras.layers.Conv2D(4, 3, padding="same", activation="relu", name="conv_a")
+    conv2 = keras.layers.Conv2D(2, 3, strides=2, name="conv_b")
+    pool = keras.layers.MaxPooling2D(2, name="pool")
     conv.build((None, 8, 8, 3))
     conv2.build((None, 4, 4, 4))
     _set_weights(conv, 73)
@@ -721,7 +722,7 @@ def _keras_conv2d() -> Sample:
 @case("keras_layer_norm")
 def _keras_layer_norm() -> Sample:
     keras = _keras()
-    ln = keras.layers.LayerNormalization(epsilon=1e-5)
+    ln = keras.layers.LayerNormalization(epsilon=1e-5, name="ln")
     ln.build((None, 4, 8))
     _set_weights(ln, 76)
 
@@ -736,7 +737,7 @@ def _keras_layer_norm() -> Sample:
 def _keras_mha() -> Sample:
     tf = _tf()
     keras = _keras()
-    mha = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    mha = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, name="mha")
     q = _rand((2, 5, 8), 78)
     mha(tf.constant(q), tf.constant(q))  # builds the weights
     _set_weights(mha, 79)
@@ -750,7 +751,7 @@ def _keras_mha() -> Sample:
 @case("keras_batchnorm_train", calls=2, tol=1e-4)
 def _keras_batchnorm_train() -> Sample:
     keras = _keras()
-    bn = keras.layers.BatchNormalization(momentum=0.9)
+    bn = keras.layers.BatchNormalization(momentum=0.9, name="bn")
     bn.build((None, 4, 4, 3))
     _set_weights(bn, 80)
 
@@ -787,10 +788,10 @@ def _train_sgd_manual() -> Sample:
 def _train_keras_sgd() -> Sample:
     tf = _tf()
     keras = _keras()
-    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="tanh"),
-                              keras.layers.Dense(1)])
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="tanh", name="hidden"),
+                              keras.layers.Dense(1, name="head")], name="regressor")
     _set_weights(model, 94)
-    opt = keras.optimizers.SGD(learning_rate=0.1, momentum=0.9)
+    opt = keras.optimizers.SGD(learning_rate=0.1, momentum=0.9, name="sgd")
     opt.build(model.trainable_variables)
 
     def train_keras_sgd(x, y):
@@ -808,10 +809,11 @@ def _train_keras_sgd() -> Sample:
 def _train_keras_adam() -> Sample:
     tf = _tf()
     keras = _keras()
-    model = keras.Sequential([keras.Input((4, 4, 2)), keras.layers.Conv2D(3, 3, activation="relu"),
-                              keras.layers.Flatten(), keras.layers.Dense(5)])
+    model = keras.Sequential([keras.Input((4, 4, 2)), keras.layers.Conv2D(3, 3, activation="relu", name="conv"),
+                              keras.layers.Flatten(name="flatten"), keras.layers.Dense(5, name="head")],
+                             name="classifier")
     _set_weights(model, 97)
-    opt = keras.optimizers.Adam(learning_rate=0.01)
+    opt = keras.optimizers.Adam(learning_rate=0.01, name="adam")
     opt.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
