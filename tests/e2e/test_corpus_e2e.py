@@ -30,7 +30,7 @@ def _params(select, xfail_field: str) -> list:
         if not select(c):
             continue
         marks = [pytest.mark.tfsweep] if c.heavy else []
-        reason = getattr(c, xfail_field)
+        reason = getattr(c, xfail_field) if xfail_field else ""
         if reason:
             marks.append(pytest.mark.xfail(strict=True, raises=KnownGap, reason=reason))
         out.append(pytest.param(c, id=c.name, marks=marks))
@@ -123,5 +123,23 @@ def test_auto_clustering_on_the_evaluator_backend(c: Case) -> None:
         raise
     if got.fallbacks:
         _check_gap(c, [f"{name} fell back: {reason}" for name, reason in got.fallbacks.items()])
+    problems = corpus.compare(got, want, c.tol)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("c", _params(lambda c: True, ""))
+def test_auto_clustering_with_every_cluster_on_tf_equals_tf(c: Case, monkeypatch) -> None:
+    """Every cluster falls back (compile forced to fail): TF's kernels run each cluster's nodes, and
+    results and variables still equal TF's (its own kernels: eager is the reference)."""
+    from tfxla_cluster.errors import UnimplementedError
+    from tfxla_cluster.runtime.launcher import Launcher
+
+    def fail(self, arrays, key):
+        raise UnimplementedError("forced fallback")
+    monkeypatch.setattr(Launcher, "_compile", fail)
+    want = corpus.run_tf(c, "eager")
+    got = corpus.run_ours(c, None)
+    assert got.clusters > 0 and got.fallbacks
+    assert all(r == "UnimplementedError: forced fallback" for r in got.fallbacks.values())
     problems = corpus.compare(got, want, c.tol)
     assert not problems, "\n".join(problems)
