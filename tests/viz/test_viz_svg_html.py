@@ -110,7 +110,8 @@ def test_cli_viz_dot_needs_no_graphviz(tmp_path, monkeypatch, capsys):
     assert run_cli("viz", str(ROOT / "graphs/unique_in_middle.pbtxt"), "--grappler", "--flags", FLAGS,
                    "-o", str(out)) == 0
     text = out.read_text()
-    assert 'subgraph "cluster_cluster_0"' in text and "[unique]" in text
+    # In-process CLI runs share TF's process-global cluster counter, so the number varies.
+    assert re.search(r'subgraph "cluster_cluster_\d+"', text) and "[unique]" in text
     assert "wrote" in capsys.readouterr().out
 
 
