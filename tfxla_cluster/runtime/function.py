@@ -88,8 +88,16 @@ class CompiledGraph:
                       key=lambda n: next(a.attr["index"].i for a in gd.node if a.name == n.name))
         rets = sorted((n for n in gd.node if n.op == "_Retval"), key=lambda n: n.attr["index"].i)
         wrapped = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(runnable, name=""), [])
+        # The function's control outputs (stateful ops nothing else depends on, e.g. the variable
+        # updates of a function that returns nothing) must run too: TF's runtime runs them; a prune
+        # to the return values alone would drop them. A clustered one runs as its launch node.
+        member_of = {m: cname for cname, members in self.clusters.items() for m in members}
+        present = {n.name for n in runnable.node}
+        control = dict.fromkeys(member_of.get(n, n) for n in concrete.function_def.control_ret.values())
         self._fn = wrapped.prune([wrapped.graph.get_tensor_by_name(f"{a.name}:0") for a in args],
-                                 [wrapped.graph.get_tensor_by_name(f"{r.name}:0") for r in rets])
+                                 [wrapped.graph.get_tensor_by_name(f"{r.name}:0") for r in rets] +
+                                 [wrapped.graph.get_operation_by_name(n) for n in control if n in present])
+        self._num_outputs = len(rets)
 
     def __call__(self, flat_inputs: list) -> Any:
         import tensorflow as tf
@@ -99,8 +107,10 @@ class CompiledGraph:
         # formatting every tensor) a structured bind first. The flat call is what that falls back to.
         call_flat = getattr(self._fn, "_call_flat", None)
         outputs = call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
-        return tf.nest.pack_sequence_as(self.concrete.structured_outputs, list(outputs),
-                                        expand_composites=True)
+        outputs = list(outputs or [])[:self._num_outputs]  # control outputs come back as None
+        if self.concrete.structured_outputs is None:
+            return None  # a function that returns nothing (TF's ConcreteFunction returns None too)
+        return tf.nest.pack_sequence_as(self.concrete.structured_outputs, outputs, expand_composites=True)
 
 
 def _with_resource_handle_data(graph_def, concrete):
