@@ -677,6 +677,105 @@ def _dynamic_batch() -> Sample:
     return _s(dynamic_batch, _rand((5, 8), 108), names=["x"])
 
 
+@case("no_inputs_update_only", calls=3)
+def _no_inputs_update_only() -> Sample:
+    tf = _tf()
+    v = tf.Variable(_rand((3,), 110), name="v")
+    count = tf.Variable(np.int32(0), name="count")
+
+    def no_inputs_update_only():
+        """No arguments and no outputs: only variable updates (called three times)."""
+        v.assign(v * 0.5 + tf.cast(count, tf.float32))
+        count.assign_add(2)
+    return _s(no_inputs_update_only, variables={"v": v, "count": count})
+
+
+@case("nested_tf_function")
+def _nested_tf_function() -> Sample:
+    tf = _tf()
+
+    @tf.function
+    def inner(a, b):
+        return tf.nn.relu(a * b) + 1.0
+
+    @tf.function(autograph=False)
+    def inner2(a):
+        return tf.reduce_sum(inner(a, a) * 2.0, axis=-1)
+
+    def nested_tf_function(x):
+        """tf.functions called from the function (inlined calls, one nested two deep)."""
+        return inner(x, x + 1.0) - 1.0, inner2(x)
+    return _s(nested_tf_function, _rand((3, 4), 111), names=["x"])
+
+
+@case("print_and_asserts", jit=False)
+def _print_and_asserts() -> Sample:
+    tf = _tf()
+
+    def print_and_asserts(x):
+        """tf.print (a stateful op TF runs) and tf.debugging asserts between compilable ops."""
+        y = tf.exp(x) * 2.0
+        tf.debugging.assert_positive(y, message="y must be positive")
+        tf.print("sum:", tf.reduce_sum(y), output_stream="file:///dev/null")
+        with tf.control_dependencies([tf.debugging.assert_less(tf.reduce_max(x), 100.0)]):
+            z = tf.identity(y) + 1.0
+        return tf.math.log(z)
+    return _s(print_and_asserts, _rand((2, 3), 112), names=["x"])
+
+
+@case("captured_tensor")
+def _captured_tensor() -> Sample:
+    tf = _tf()
+    table = tf.constant(_rand((6, 3), 113))   # an EagerTensor captured by the function (a captured input)
+    scale = tf.constant(np.float32(1.5))
+
+    def captured_tensor(ids):
+        """Captured eager tensors (not variables) used with an int input."""
+        return tf.gather(table, ids) * scale + tf.reduce_mean(table)
+    return _s(captured_tensor, np.array([5, 0, 3], np.int32), names=["ids"])
+
+
+@case("uint8_image")
+def _uint8_image() -> Sample:
+    tf = _tf()
+
+    def uint8_image(img):
+        """uint8 image -> float normalisation, int8/int16/uint16 casts, saturating round trip."""
+        f = tf.cast(img, tf.float32) / 255.0
+        g = tf.image.convert_image_dtype(f * 0.5, tf.uint8, saturate=True)
+        return (f * 2.0 - 1.0, g, tf.cast(tf.cast(img, tf.int16) - 128, tf.int8),
+                tf.cast(img, tf.uint16) * 3, tf.reduce_max(img, axis=[0, 1]))
+    return _s(uint8_image, np.random.default_rng(114).integers(0, 256, (4, 4, 3)).astype(np.uint8),
+              names=["img"])
+
+
+@case("larger_shapes", tol=1e-4)
+def _larger_shapes() -> Sample:
+    tf = _tf()
+    w = _rand((256, 384), 115, scale=0.05)
+
+    def larger_shapes(x):
+        """Bigger tensors (GEMM split across threads, row-parallel reductions): layer norm, GEMM, softmax."""
+        mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
+        h = tf.matmul((x - mean) * tf.math.rsqrt(var + 1e-5), w)
+        return tf.nn.softmax(h, axis=-1), tf.reduce_sum(h, axis=0)
+    return _s(larger_shapes, _rand((128, 256), 116), names=["x"])
+
+
+@case("complex_math", gaps=("no lowering for op Complex",),
+      xfail_auto="tf2hlo: no lowering for op Complex (complex64 values: Complex, ComplexAbs, Real, Imag)",
+      xfail_jit="tf2hlo: no lowering for op Complex (complex64 values: Complex, ComplexAbs, Real, Imag)")
+def _complex_math() -> Sample:
+    tf = _tf()
+
+    def complex_math(re, im):
+        """complex64 arithmetic: build, multiply, abs, real/imag parts."""
+        z = tf.complex(re, im)
+        w = z * z + tf.complex(1.0, -1.0)
+        return tf.abs(w), tf.math.real(w) + tf.math.imag(w)
+    return _s(complex_math, _rand((2, 3), 117), _rand((2, 3), 118), names=["re", "im"])
+
+
 # ============================================================================ Keras layers
 
 def _keras() -> Any:
@@ -760,6 +859,37 @@ def _keras_batchnorm_train() -> Sample:
         return bn(x, training=True)
     return _s(keras_batchnorm_train, _rand((2, 4, 4, 3), 81, scale=2.0), names=["x"],
               variables=_vars(bn.weights))
+
+
+@case("keras_embedding_pool")
+def _keras_embedding_pool() -> Sample:
+    keras = _keras()
+    emb = keras.layers.Embedding(20, 6, name="emb")
+    pool = keras.layers.GlobalAveragePooling1D(name="pool")
+    head = keras.layers.Dense(3, name="head")
+    emb.build((None, 5))
+    head.build((None, 6))
+    _set_weights(emb, 120)
+    _set_weights(head, 121)
+
+    def keras_embedding_pool(ids):
+        """keras Embedding (ResourceGather) + GlobalAveragePooling1D + Dense."""
+        return head(pool(emb(ids)))
+    return _s(keras_embedding_pool, _ints((4, 5), 122, 0, 20), names=["ids"], variables=_vars(emb.weights + head.weights))
+
+
+@case("keras_lstm", tol=1e-4, gaps=("no lowering for op TensorListReserve",),
+      xfail_jit="tf2hlo: no lowering for op TensorListReserve (TensorArray/TensorList ops)")
+def _keras_lstm() -> Sample:
+    keras = _keras()
+    lstm = keras.layers.LSTM(4, return_sequences=False, name="lstm")
+    lstm.build((None, 5, 3))
+    _set_weights(lstm, 123)
+
+    def keras_lstm(x):
+        """keras LSTM over 5 steps (a while loop with TensorList ops)."""
+        return lstm(x)
+    return _s(keras_lstm, _rand((2, 5, 3), 124), names=["x"], variables=_vars(lstm.weights))
 
 
 # ============================================================================ training loops

@@ -101,6 +101,21 @@ def test_resource_args_carry_handle_shapes_into_grappler() -> None:
     assert "_FusedMatMul" in {n.op for n in ours.get_compiled(x).graph.graph_def.node}
 
 
+def test_function_without_outputs_still_updates_variables() -> None:
+    """The rewritten graph was pruned to the return values: a function returning nothing lost its
+    variable updates (its control outputs), and packing its None result raised."""
+    v = tf.Variable(1.0)
+    count = tf.Variable(0)
+
+    def step():
+        v.assign_add(2.0)
+        count.assign_add(1)
+    for jit in (None, True):
+        ours = txc.function(step, jit_compile=jit, flags=AUTO)
+        assert ours() is None
+    assert v.numpy() == 5.0 and count.numpy() == 2
+
+
 def test_fallbacks_running_at_once_do_not_deadlock() -> None:
     """Two launch nodes falling back at once each ran a nested TF function, whose kernels need the
     inter-op pool the blocked launch nodes occupy: a deadlock on 2 cores. Runs in a subprocess with
