@@ -74,6 +74,10 @@ class Launcher:
         self.stats = ClusterStats()
         self._lock = threading.Lock()
         self._tf_fallback: Callable | None = None
+        # Resource outputs (a handle passed through an Identity in the cluster, e.g. the input
+        # Identity of an inlined call) are the input handle itself; everything else is a value.
+        self._passthrough = _resource_passthrough(graph, signature)
+        self._value_outputs = [t for k, t in enumerate(signature.outputs) if k not in self._passthrough]
         # Load every lowering family now, on the caller's thread: TF runs independent launch nodes
         # concurrently, and the registry's lazy first load is not safe against a concurrent lookup
         # (a second thread would see a half-filled table and report "no lowering for op ...").
@@ -82,12 +86,34 @@ class Launcher:
         lowered_ops()
 
     def _resource_dtype(self, position: int) -> int:
-        """The variable's dtype, from how the cluster's members use the handle (``dtype`` attrs)."""
+        """The variable's dtype: the producing ``_Arg``'s ``_handle_dtypes``, else how the cluster's
+        members use the handle (``dtype`` attrs; ``T`` of ResourceApply* ops), looking through
+        pass-through nodes (the Identity an inlined call puts on each of its inputs)."""
+        from tensorflow.core.framework import types_pb2
+
         src, slot = self.sig.inputs[position]
+        producer = self.graph.node(src)
+        handle_dtypes = producer.node_def.attr["_handle_dtypes"].list.type if \
+            "_handle_dtypes" in producer.node_def.attr else []
+        if handle_dtypes:
+            return handle_dtypes[0]
         members = set(self.sig.members)
-        for e in self.graph.node(src).out_edges:
-            if e.src_output == slot and e.dst.name in members and "dtype" in e.dst.node_def.attr:
-                return e.dst.node_def.attr["dtype"].type
+        frontier, seen = [(src, slot)], set()
+        while frontier:
+            tensor = frontier.pop()
+            if tensor in seen:
+                continue
+            seen.add(tensor)
+            for e in self.graph.node(tensor[0]).out_edges:
+                if e.is_control or e.src_output != tensor[1] or e.dst.name not in members:
+                    continue
+                attr = e.dst.node_def.attr
+                if e.dst.op in ("Identity", "Snapshot", "IdentityN"):
+                    frontier.append((e.dst.name, e.dst_input if e.dst.op == "IdentityN" else 0))
+                elif "dtype" in attr:
+                    return attr["dtype"].type
+                elif "T" in attr and attr["T"].type not in (types_pb2.DT_RESOURCE, types_pb2.DT_INVALID):
+                    return attr["T"].type
         raise TfXlaError(f"cluster {self.sig.name}: can't tell the dtype of resource input {src}:{slot}")
 
     # ----- compile ------------------------------------------------------------------------------
@@ -120,10 +146,10 @@ class Launcher:
         # (launch-node input position, numpy dtype) of every HLO parameter, in parameter order.
         param_specs = [(by_tensor[inp.tensor], inp.element_type.dtype) for inp in lowered.parameters]
         out_index = lowered.output_tensors()
-        missing = [t for t in self.sig.outputs if t not in out_index]
+        missing = [t for t in self._value_outputs if t not in out_index]
         if missing:
             raise TfXlaError(f"cluster {self.sig.name}: lowering produced no value for {missing}")
-        order = [out_index[t] for t in self.sig.outputs]
+        order = [out_index[t] for t in self._value_outputs]
         # Resource variables: the cluster's final value of each, written back after the run.
         updates = {by_tensor[lowered.inputs[i].tensor]: k for i, k in lowered.resource_updates().items()}
         hlo_text = lowered.module.to_string()
@@ -173,6 +199,17 @@ class Launcher:
                 # EagerTensor._numpy() is a view of the tensor's buffer; .numpy() would copy it.
                 view = getattr(t, "_numpy", None)
                 arrays.append(np.asarray(view() if view is not None else t))
+        return self._with_passthrough(self._run(tensors, arrays, handles), tensors)
+
+    def _with_passthrough(self, values: list, tensors: tuple) -> list:
+        """The launch node's outputs: computed values, with resource outputs as their input handles."""
+        if not self._passthrough:
+            return values
+        it = iter(values)
+        return [tensors[self._passthrough[k]] if k in self._passthrough else next(it)
+                for k in range(len(self.sig.outputs))]
+
+    def _run(self, tensors: tuple, arrays: list[np.ndarray], handles: dict[int, tuple[Any, int]]) -> list:
         with self._lock:
             if self.stats.fallback_reason:
                 return self._run_tf(list(tensors))
@@ -215,8 +252,8 @@ class Launcher:
         """Run the cluster's nodes on TF's own kernels (the subgraph, inputs fed as placeholders;
         resource handles are passed through, so variable ops act on the real variables)."""
         if self._tf_fallback is None:
-            self._tf_fallback = (_eager_subgraph_runner(self.graph, self.sig) or
-                                 _tf_subgraph_runner(self.graph, self.sig))
+            self._tf_fallback = (_eager_subgraph_runner(self.graph, self.sig, self._value_outputs) or
+                                 _tf_subgraph_runner(self.graph, self.sig, self._value_outputs))
         return self._tf_fallback(tensors)
 
 
@@ -232,7 +269,31 @@ def _assign_variable(handle: Any, value: np.ndarray) -> None:
     tf.raw_ops.AssignVariableOp(resource=handle, value=tf.convert_to_tensor(value))
 
 
-def _tf_subgraph_runner(graph: Graph, sig: ClusterSignature) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
+def _resource_passthrough(graph: Graph, sig: ClusterSignature) -> dict[int, int]:
+    """Output index → launch-node input position, for each DT_RESOURCE output that is an input
+    handle forwarded through pass-through members (Identity, Snapshot, IdentityN)."""
+    from tensorflow.core.framework import types_pb2
+
+    members = set(sig.members)
+    positions = {t: i for i, t in enumerate(sig.inputs)}
+    out: dict[int, int] = {}
+    for k, (t, dtype) in enumerate(zip(sig.outputs, sig.output_dtypes)):
+        if dtype != types_pb2.DT_RESOURCE:
+            continue
+        while t not in positions and t[0] in members:
+            node = graph.node(t[0])
+            if node.op not in ("Identity", "Snapshot", "IdentityN"):
+                break
+            slot = t[1] if node.op == "IdentityN" else 0
+            edge = next(e for e in node.data_inputs() if e.dst_input == slot)
+            t = (edge.src.name, edge.src_output)
+        if t in positions:
+            out[k] = positions[t]
+    return out
+
+
+def _tf_subgraph_runner(graph: Graph, sig: ClusterSignature,
+                        outputs: list[tuple[str, int]]) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
     import tensorflow as tf
     from tensorflow.core.framework import graph_pb2
 
@@ -259,7 +320,7 @@ def _tf_subgraph_runner(graph: Graph, sig: ClusterSignature) -> Callable[[list[n
             refs.append(ref if src in members else feeds[t])
         del nd.input[:]
         nd.input.extend(refs)
-    fetches = [f"{n}:{i}" for n, i in sig.outputs]
+    fetches = [f"{n}:{i}" for n, i in outputs]
     inputs = [f"tfxla_input_{i}:0" for i in range(len(sig.inputs))]
     fn = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(gd, name=""), [])
     pruned = fn.prune([fn.graph.get_tensor_by_name(x) for x in inputs],
@@ -287,7 +348,8 @@ def _eager_attr(value: Any, attr_type: str) -> Any:
             "shape": lambda: shape(value.shape)}[attr_type]()
 
 
-def _eager_subgraph_runner(graph: Graph, sig: ClusterSignature) -> Callable[[list], list[np.ndarray]] | None:
+def _eager_subgraph_runner(graph: Graph, sig: ClusterSignature,
+                           outputs: list[tuple[str, int]]) -> Callable[[list], list[np.ndarray]] | None:
     """Run the cluster's nodes one by one as eager ops (None if some node can't run that way).
 
     The launch node runs on one of TF's inter-op threads. A nested TF *function* would schedule its
@@ -338,5 +400,5 @@ def _eager_subgraph_runner(graph: Graph, sig: ClusterSignature) -> Callable[[lis
             outs = execute.execute(node.op, len(node.outputs), inputs, attrs, ctx)
             for i, v in enumerate(outs or []):
                 values[(node.name, i)] = v
-        return [np.asarray(values[t]) for t in sig.outputs]
+        return [np.asarray(values[t]) for t in outputs]
     return run
