@@ -677,6 +677,23 @@ def _dynamic_batch() -> Sample:
     return _s(dynamic_batch, _rand((5, 8), 108), names=["x"])
 
 
+@case("var_mixed_order", calls=2, jit=False)
+def _var_mixed_order() -> Sample:
+    tf = _tf()
+    v = tf.Variable(_rand((3,), 119), name="v")
+
+    def var_mixed_order(x):
+        """A variable read by compiled ops, written by a TF-only chain (strings), read and written again:
+        the launch nodes and TF's ops must keep the program order of the variable accesses."""
+        before = v.read_value() * 2.0
+        as_text = tf.strings.as_string(v + x, precision=6)
+        v.assign(tf.strings.to_number(as_text) * 0.5)
+        after = tf.exp(v.read_value()) + before
+        v.assign_add(after * 0.1)
+        return before, after, v.read_value()
+    return _s(var_mixed_order, _rand((3,), 125), names=["x"], variables={"v": v})
+
+
 @case("no_inputs_update_only", calls=3)
 def _no_inputs_update_only() -> Sample:
     tf = _tf()

@@ -1,0 +1,76 @@
+"""Plugin mode on an unmodified Keras 3 program: ``model.fit`` / ``model.predict`` with every internal
+tf.function routed through tfxla_cluster (``install()``), against the same program on plain TF.
+
+Keras builds its train step as nested tf.functions (``multi_step_on_iterator`` calling
+``one_step_on_data``, jit-compiled when ``jit_compile=True``), with an iterator, a distribution
+strategy and optimizer variables: losses, weights and predictions must equal TF's.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+import tfxla_cluster as txc
+
+AUTO = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1"
+#: tf2hlo refuses a cluster whose output is a resource handle (an inlined call's input Identity);
+#: the runtime forwards such handles itself, lowering only has to accept them.
+RESOURCE_OUTPUT_GAP = "resource outputs are not supported"
+
+
+def _fit(jit_compile: bool, plugin: bool):
+    import keras
+
+    from tfxla_cluster.runtime import plugin as plugin_mod
+
+    if plugin:
+        txc.install(flags=AUTO)
+    try:
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="relu", name="h"),
+                                  keras.layers.Dense(3, name="o")])
+        model.compile(optimizer=keras.optimizers.Adam(0.01),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit_compile)
+        rng = np.random.default_rng(1)
+        x, y = rng.standard_normal((32, 6)).astype(np.float32), rng.integers(0, 3, 32)
+        history = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+        predictions = model.predict(x[:4], verbose=0)
+        fallbacks = [launcher.stats.fallback_reason for fn in list(plugin_mod._functions)
+                     for compiled in fn._compiled.values() for launcher in compiled.launchers.values()
+                     if launcher.stats.fallback_reason] if plugin else []
+        compiled = sum(len(c.clusters) for fn in list(plugin_mod._functions) for c in fn._compiled.values())
+        return history.history["loss"], predictions, [w.numpy() for w in model.weights], fallbacks, compiled
+    finally:
+        if plugin:
+            txc.uninstall()
+            plugin_mod._functions.clear()
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["auto_clustering", "jit_compile"])
+def test_keras_fit_and_predict_under_the_plugin_equal_tf(jit_compile: bool) -> None:
+    logging.getLogger("tfxla_cluster.runtime").setLevel(logging.ERROR)
+    loss, pred, weights, _, _ = _fit(jit_compile, plugin=False)
+    ours_loss, ours_pred, ours_weights, fallbacks, clusters = _fit(jit_compile, plugin=True)
+    assert clusters > 0
+    np.testing.assert_allclose(ours_loss, loss, rtol=1e-5)
+    np.testing.assert_allclose(ours_pred, pred, rtol=1e-5, atol=1e-6)
+    for got, want in zip(ours_weights, weights):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert all(RESOURCE_OUTPUT_GAP in f for f in fallbacks), fallbacks
+
+
+class KnownGap(Exception):
+    pass
+
+
+@pytest.mark.xfail(strict=True, raises=KnownGap,
+                   reason="tf2hlo: a cluster output of DT_RESOURCE (Identity of an inlined call's input "
+                          "handle) raises 'resource outputs are not supported'; TF's XLA forwards it")
+def test_keras_fit_under_the_plugin_compiles_every_cluster() -> None:
+    logging.getLogger("tfxla_cluster.runtime").setLevel(logging.ERROR)
+    fallbacks = _fit(False, plugin=True)[3]
+    if fallbacks and all(RESOURCE_OUTPUT_GAP in f for f in fallbacks):
+        raise KnownGap("; ".join(fallbacks))
+    assert not fallbacks, fallbacks
