@@ -183,7 +183,9 @@ def record_many(names: list[str], flags: str, jobs: int = 2) -> dict[str, TfClus
 SELECTED = [n for n in corpus.CASES if n.startswith("sample_")] + [
     "cond_both_ways", "while_data_dependent", "switch_case", "var_updates", "strings_mid", "unique_mid",
     "py_function_mid", "stateless_random", "conv_pool", "softmax_xent", "keras_dense",
-    "keras_batchnorm_train", "train_sgd_manual", "train_keras_sgd"]
+    "keras_batchnorm_train", "train_sgd_manual", "train_keras_sgd", "boolean_mask_mid", "image_resize",
+    "complex_math", "while_tensorarray", "keras_conv2d", "keras_mha", "train_keras_adam", "int_math",
+    "nested_tf_function", "dynamic_batch", "print_and_asserts"]
 
 
 def main(argv: list[str]) -> int:
