@@ -67,9 +67,11 @@ def cluster_signatures(graph: Graph, clusters: dict[str, list[str]]) -> list[Clu
 
 
 def encapsulate(graph: Graph, clusters: dict[str, list[str]],
-                register: Callable[[ClusterSignature], bytes]) -> tuple[graph_pb2.GraphDef, list[ClusterSignature]]:
+                register: Callable[[ClusterSignature], bytes], *,
+                flags=None) -> tuple[graph_pb2.GraphDef, list[ClusterSignature]]:
     """Rewrite ``graph`` with one launch node per cluster. ``register(signature)`` returns the
-    EagerPyFunc token of the callable that runs the cluster."""
+    EagerPyFunc token of the callable that runs the cluster. ``flags`` (a :class:`~tfxla_cluster.flags.Flags`)
+    are the flags in effect for the function being rewritten (debug dumps follow them)."""
     sigs = cluster_signatures(graph, clusters)
     member_of = {m: s for s in sigs for m in s.members}
     out_index = {s.name: {t: k for k, t in enumerate(s.outputs)} for s in sigs}

@@ -80,7 +80,7 @@ class CompiledGraph:
             self._callbacks.append(eager)  # TF's registry only holds weak references
             return script_ops._py_funcs.insert(eager).encode()
 
-        rewritten, self.signatures = encapsulate(graph, self.clusters, register)
+        rewritten, self.signatures = encapsulate(graph, self.clusters, register, flags=flags)
         self.graph_def = rewritten
         runnable = runtime_to_placeholders(rewritten)
         args = sorted((n for n in runnable.node if n.op == "Placeholder" and

@@ -27,6 +27,23 @@ log = logging.getLogger("tfxla_cluster.runtime")
 MEGAMORPHIC_COMPILES = 10            # TF's DeviceCompilationProfiler: >10 compiles ...
 MEGAMORPHIC_EXECUTIONS_PER_COMPILE = 50   # ... with <50 executions per compile → stop compiling
 
+# Observers see every launch: ``fn(launcher, compiled, arrays, outputs, seconds)`` where ``compiled`` is
+# the :class:`CompiledCluster` that ran (None when the cluster ran on TF's kernels), ``arrays`` the
+# inputs as the cluster saw them (variables as read before the run), ``outputs`` the value outputs and
+# ``seconds`` the run's wall time. The report and the numerics checker hang off this.
+_observers: list[Callable[..., None]] = []
+
+
+def add_observer(fn: Callable[..., None]) -> None:
+    """Call ``fn`` after every cluster launch in this process (see ``_observers``)."""
+    if fn not in _observers:
+        _observers.append(fn)
+
+
+def remove_observer(fn: Callable[..., None]) -> None:
+    if fn in _observers:
+        _observers.remove(fn)
+
 
 @dataclass
 class CompiledCluster:
@@ -210,6 +227,18 @@ class Launcher:
                 for k in range(len(self.sig.outputs))]
 
     def _run(self, tensors: tuple, arrays: list[np.ndarray], handles: dict[int, tuple[Any, int]]) -> list:
+        if not _observers:
+            return self._run_unobserved(tensors, arrays, handles)
+        t0 = time.perf_counter()
+        outputs = self._run_unobserved(tensors, arrays, handles)
+        seconds = time.perf_counter() - t0
+        compiled = None if self.stats.fallback_reason else self.cache.get(_signature_key(arrays, self.const_positions))
+        for fn in list(_observers):
+            fn(self, compiled, arrays, outputs, seconds)
+        return outputs
+
+    def _run_unobserved(self, tensors: tuple, arrays: list[np.ndarray],
+                        handles: dict[int, tuple[Any, int]]) -> list:
         with self._lock:
             if self.stats.fallback_reason:
                 return self._run_tf(list(tensors))
