@@ -775,8 +775,92 @@ def _is_single_gpu_graph(graph: Graph) -> bool:
 
 
 def fingerprint_graph(graph_def: graph_pb2.GraphDef) -> int:
-    """TF's ``FingerprintGraph``: Hash64 of the deterministic serialization."""
-    return _hash64(graph_def.SerializeToString(deterministic=True))
+    """TF's ``FingerprintGraph``: Hash64 of the graph's deterministic serialization (C++'s
+    ``SerializeToStringDeterministic``; see :func:`serialize_deterministic`)."""
+    return _hash64(serialize_deterministic(graph_def))
+
+
+def serialize_deterministic(message) -> bytes:
+    """``message`` serialized exactly as C++ protobuf's deterministic serialization writes it.
+
+    Python's ``SerializeToString(deterministic=True)`` (upb) orders map entries differently when one
+    key is a prefix of another — it writes ``Tshape`` before ``T`` — while C++ sorts keys with
+    ``std::less`` (``T`` first). Every Reshape/Sum/Gather node has such a pair, so TF's graph
+    fingerprint (and with it every ``--tf_xla_deterministic_cluster_names`` name) depends on it.
+    Map fields are written here, entry by entry in C++ key order; every other field is written by
+    protobuf itself, one field at a time, in field-number order as both implementations do.
+    """
+    out = bytearray()
+    for fd, value in message.ListFields():
+        is_map = fd.message_type is not None and fd.message_type.GetOptions().map_entry
+        if not is_map and not _has_map(fd.message_type):
+            single = type(message)()
+            if _repeated(fd):
+                getattr(single, fd.name).extend(value)
+            elif fd.message_type is not None:
+                getattr(single, fd.name).CopyFrom(value)
+            else:
+                setattr(single, fd.name, value)
+            out += single.SerializeToString(deterministic=True)
+            continue
+        tag = _varint((fd.number << 3) | 2)
+        if is_map:
+            entry_type = fd.message_type
+            key_fd, value_fd = entry_type.fields_by_name["key"], entry_type.fields_by_name["value"]
+            for key in sorted(value.keys()):
+                body = _map_entry_field(key_fd, key) + _map_entry_field(value_fd, value[key])
+                out += tag + _varint(len(body)) + body
+        else:
+            for item in (value if _repeated(fd) else [value]):
+                body = serialize_deterministic(item)
+                out += tag + _varint(len(body)) + body
+    return bytes(out)
+
+
+_HAS_MAP: dict[str, bool] = {}
+
+
+def _repeated(fd) -> bool:
+    # protobuf ≥ 5.28 deprecates ``label`` in favour of ``is_repeated``; TF pins either.
+    flag = getattr(fd, "is_repeated", None)
+    return bool(flag) if flag is not None else fd.label == fd.LABEL_REPEATED
+
+
+def _has_map(descriptor) -> bool:
+    """Whether messages of this type can contain a map field anywhere below them."""
+    if descriptor is None:
+        return False
+    name = descriptor.full_name
+    if name not in _HAS_MAP:
+        _HAS_MAP[name] = False  # recursion guard (AttrValue → NameAttrList → AttrValue)
+        _HAS_MAP[name] = any(
+            f.message_type is not None and (f.message_type.GetOptions().map_entry or _has_map(f.message_type))
+            for f in descriptor.fields)
+    return _HAS_MAP[name]
+
+
+def _map_entry_field(fd, value) -> bytes:
+    """One field (key or value) of a map entry; C++ writes both even when they are defaults."""
+    if fd.message_type is not None:
+        body = serialize_deterministic(value)
+        return _varint((fd.number << 3) | 2) + _varint(len(body)) + body
+    if fd.type in (fd.TYPE_STRING, fd.TYPE_BYTES):
+        raw = value.encode() if isinstance(value, str) else bytes(value)
+        return _varint((fd.number << 3) | 2) + _varint(len(raw)) + raw
+    if fd.type in (fd.TYPE_INT32, fd.TYPE_INT64, fd.TYPE_UINT32, fd.TYPE_UINT64, fd.TYPE_BOOL, fd.TYPE_ENUM):
+        return _varint(fd.number << 3) + _varint(int(value) & ((1 << 64) - 1))
+    raise InternalError(f"fingerprint: unsupported map field type {fd.type} in {fd.full_name}")
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        if n:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
 
 
 def _hash64(data: bytes, seed: int = 0xDECAFCAFFE) -> int:
