@@ -776,8 +776,53 @@ def _is_single_gpu_graph(graph: Graph) -> bool:
 
 def fingerprint_graph(graph_def: graph_pb2.GraphDef) -> int:
     """TF's ``FingerprintGraph``: Hash64 of the graph's deterministic serialization (C++'s
-    ``SerializeToStringDeterministic``; see :func:`serialize_deterministic`)."""
-    return _hash64(serialize_deterministic(graph_def))
+    ``SerializeToStringDeterministic``; see :func:`serialize_deterministic`).
+
+    TF serializes its in-memory Graph with *that Graph's own* function library: the function runtime
+    builds it from grappler's output, whose library is pruned to the functions the graph still
+    reaches. A graph dump instead carries the pass's whole library (e.g. the bodies of calls grappler
+    inlined), so the library is pruned the same way here; the field stays present when empty, as
+    ``Graph::ToGraphDef`` always sets it.
+    """
+    gd = graph_pb2.GraphDef()
+    gd.CopyFrom(graph_def)
+    reachable = _reachable_functions(graph_def)
+    del gd.library.function[:]
+    gd.library.function.extend(f for f in graph_def.library.function if f.signature.name in reachable)
+    del gd.library.gradient[:]
+    gd.library.gradient.extend(g for g in graph_def.library.gradient if g.function_name in reachable)
+    gd.library.SetInParent()
+    return _hash64(serialize_deterministic(gd))
+
+
+def _reachable_functions(graph_def: graph_pb2.GraphDef) -> set[str]:
+    """Names of library functions reachable from the graph's nodes (as op, or through a ``func`` /
+    ``list(func)`` attr, transitively through function bodies and their gradients)."""
+    library = {f.signature.name: f for f in graph_def.library.function}
+    gradients = {g.function_name: g.gradient_func for g in graph_def.library.gradient}
+
+    def referenced(nodes) -> list[str]:
+        names = []
+        for nd in nodes:
+            names.append(nd.op)
+            for value in nd.attr.values():
+                if value.HasField("func"):
+                    names.append(value.func.name)
+                elif value.HasField("list"):
+                    names.extend(f.name for f in value.list.func)
+        return [n for n in names if n in library]
+
+    seen: set[str] = set()
+    todo = referenced(graph_def.node)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo.extend(referenced(library[name].node_def))
+        if gradients.get(name) in library:
+            todo.append(gradients[name])
+    return seen
 
 
 def serialize_deterministic(message) -> bytes:
