@@ -222,6 +222,10 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     p.add_argument("--backend", choices=("llvm", "evaluator"), default="llvm",
                    help="how clusters run: native code (default) or the HLO reference evaluator")
+    p.add_argument("--check-numerics", action="store_true",
+                   help="also run every cluster launch on TF's kernels and compare (max abs/rel error per "
+                        "output); a divergence is bisected to the first differing HLO instruction, and the "
+                        "exit code is 1 if the script itself succeeded")
 
 
 @command("run", "run a TF program with every tf.function going through tfxla_cluster (TF_XLA_FLAGS apply)",
@@ -234,18 +238,28 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if not os.path.exists(args.script):
         raise NotFoundError(f"{args.script}: No such file or directory")
+    checker = None
+    if getattr(args, "check_numerics", False):
+        from tfxla_cluster.runtime.numerics import NumericsChecker
+
+        checker = NumericsChecker().install()
     plugin.install(backend=args.backend)
     sys.argv = [args.script, *args.args]
+    code = 0
     try:
         runpy.run_path(args.script, run_name="__main__")
     except SystemExit as e:  # the script's own exit code
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        print(plugin.summary(), file=sys.stderr)
-        return code
     finally:
         plugin.uninstall()
+        if checker is not None:
+            checker.uninstall()
     print(plugin.summary(), file=sys.stderr)
-    return 0
+    if checker is not None:
+        print(checker.report(), file=sys.stderr)
+        if code == 0 and not checker.ok:
+            return 1
+    return code
 
 
 def _cache_args(p: argparse.ArgumentParser) -> None:
@@ -293,6 +307,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 import tfxla_cluster.viz.cli_commands  # noqa: E402,F401  (registers the viz and tensorboard commands)
+import tfxla_cluster.report.cli_commands  # noqa: E402,F401  (registers the report command)
 
 
 def build_parser() -> argparse.ArgumentParser:

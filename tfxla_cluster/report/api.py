@@ -1,0 +1,180 @@
+"""``build_report``: from a graph or a script to a :class:`~.model.Report`; ``write_report`` to HTML.
+
+Stage: report. The straight line:
+
+    source ──load/mark──▶ static clustering ──run (observers on)──▶ launches recorded
+           ──measure──▶ compiled vs TF's kernels ──advise──▶ Report ──render──▶ one HTML page
+
+The static part (flags, clustering, reasons, picture) is always there; when nothing can run (unknown
+input shapes, resource inputs, ``run=False``, a failing run) ``Report.dynamic_missing`` says why and
+the page shows the rest. Timings are medians of a few runs on the inputs the clusters really saw.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from tfxla_cluster.report.collect import Recorder, cluster_report, measure
+from tfxla_cluster.report.model import FunctionReport, Report
+
+
+def _flags(flags: Any) -> Any:
+    from tfxla_cluster import flags as flags_mod
+
+    if flags is None:
+        return flags_mod.Flags.from_env()
+    return flags_mod.Flags.parse(flags) if isinstance(flags, str) else flags
+
+
+def _function_name(fn: Any, compiled: Any) -> str:
+    name = getattr(fn.python_function, "__name__", "function")
+    concrete = compiled.concrete.name
+    concrete = concrete.decode() if isinstance(concrete, bytes) else str(concrete)
+    return f"{name} [{concrete}]"
+
+
+def build_report(source: Any = None, *, script: str | None = None, script_args: list[str] | None = None,
+                 flags: Any = None, result: Any = None, title: str | None = None, run: bool = True,
+                 input_shapes: dict | None = None, calls: int = 3, repeats: int = 5,
+                 check_numerics: bool = False, backend: str = "llvm", grappler: bool = False,
+                 signature: str = "serving_default", measure_timings: bool = True) -> Report:
+    """Build the report of a graph (``source``: a path, GraphDef or Graph; or ``result``: a
+    MarkResult) or of a program (``script`` with ``script_args``, run under the plugin).
+
+    ``run=False`` renders only the static parts. ``check_numerics`` also runs every launch on TF's
+    kernels and compares (see :mod:`tfxla_cluster.runtime.numerics`)."""
+    from tfxla_cluster.report.advisor import advise
+
+    t_start = time.perf_counter()
+    seconds: dict[str, float] = {}
+    recorder = Recorder()
+    checker = None
+    if check_numerics:
+        from tfxla_cluster.runtime.numerics import NumericsChecker
+
+        checker = NumericsChecker()
+    if script is not None:
+        report = Report(title or os.path.basename(script), f"python {script} {' '.join(script_args or [])}".strip(),
+                        _flags(flags))
+        from tfxla_cluster.report.run import run_script
+
+        recorder.install()
+        if checker:
+            checker.install()
+        try:
+            functions, code, summary = run_script(script, list(script_args or []), backend=backend)
+        finally:
+            recorder.uninstall()
+            if checker:
+                checker.uninstall()
+        seconds["run"] = time.perf_counter() - t_start
+        report.run_output = summary + (f"\n(script exited with code {code})" if code else "")
+        owner: dict[int, str] = {}
+        for fn in functions:
+            for compiled in list(fn._compiled.values()):
+                name = _function_name(fn, compiled)
+                fr = FunctionReport(name, compiled.mark_result, compiled.graph)
+                if compiled.mark_result is None:
+                    fr.note = ("jit_compile=True: the whole function is one must-compile cluster"
+                               if fn.jit_compile else "jit_compile=False: nothing is clustered")
+                for cname, members in compiled.clusters.items():
+                    launcher = compiled.launchers.get(cname)
+                    fr.clusters[cname] = cluster_report(cname, members, compiled.graph, function=name,
+                                                        launcher=launcher,
+                                                        runs=recorder.runs.get(id(launcher)) if launcher else None)
+                    if launcher is not None:
+                        owner[id(launcher)] = name
+                report.functions.append(fr)
+        report.dynamic = bool(recorder.launchers)
+        if not report.dynamic:
+            report.dynamic_missing = ("no cluster was launched: the program traced no tf.function with clusters "
+                                      "(is TF_XLA_FLAGS=--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit set, or "
+                                      "jit_compile=True used?)")
+    else:
+        from tfxla_cluster.jit.mark_for_compilation import ProcessState, mark_for_compilation
+
+        flags = _flags(flags)
+        if result is None:
+            from tfxla_cluster.graph import Graph, load_graph
+
+            graph = source if isinstance(source, Graph) else load_graph(source, signature=signature,
+                                                                        grappler=grappler)
+            result = mark_for_compilation(graph, flags, state=ProcessState())
+        seconds["mark"] = time.perf_counter() - t_start
+        default_title = os.path.basename(os.path.normpath(str(source))) if isinstance(source, (str, os.PathLike)) \
+            else "graph"
+        report = Report(title or default_title, str(source) if isinstance(source, (str, os.PathLike)) else "graph",
+                        flags)
+        fr = FunctionReport(report.title, result, result.graph)
+        report.functions.append(fr)
+        launchers: dict[str, Any] = {}
+        if not run:
+            report.dynamic_missing = "not run (static report requested)"
+        elif not result.clusters:
+            report.dynamic_missing = "no clusters were formed, so nothing was compiled or timed"
+        else:
+            from tfxla_cluster.report.run import NotRunnable, run_graph
+
+            t0 = time.perf_counter()
+            recorder.install()
+            if checker:
+                checker.install()
+            try:
+                launchers, report.inputs = run_graph(result, flags, input_shapes=input_shapes, calls=calls,
+                                                     backend=backend)
+                report.dynamic = True
+            except NotRunnable as e:
+                report.dynamic_missing = str(e)
+            except Exception as e:   # the static report is still worth having
+                first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                report.dynamic_missing = f"running the graph failed: {type(e).__name__}: {first}"
+            finally:
+                recorder.uninstall()
+                if checker:
+                    checker.uninstall()
+            seconds["run"] = time.perf_counter() - t0
+        owner = {}
+        for cname, members in result.clusters.items():
+            launcher = launchers.get(cname)
+            fr.clusters[cname] = cluster_report(cname, members, result.graph, function=fr.name, launcher=launcher,
+                                                runs=recorder.runs.get(id(launcher)) if launcher else None)
+            if launcher is not None:
+                owner[id(launcher)] = fr.name
+    if measure_timings and report.dynamic:
+        t0 = time.perf_counter()
+        for fr in report.functions:
+            for c in fr.clusters.values():
+                for run_ in c.signatures[:3]:    # the first few signatures tell the story
+                    if c.launcher is not None:
+                        measure(c.launcher, run_, repeats)
+        seconds["measure"] = time.perf_counter() - t0
+    if checker is not None:
+        report.numerics = checker
+        by_launcher = {id(launcher): res for launcher, res in
+                       ((lz, checker.results.get(id(lz))) for lz in checker._keep)}
+        for fr in report.functions:
+            for c in fr.clusters.values():
+                if c.launcher is not None and by_launcher.get(id(c.launcher)) is not None:
+                    c.numerics = by_launcher[id(c.launcher)]
+                    c.numerics.function = fr.name
+    advise(report.functions)
+    seconds["total"] = time.perf_counter() - t_start
+    report.seconds = seconds
+    return report
+
+
+def write_report(report: Report, path: str | Path, **picture: Any) -> Path:
+    """Render ``report`` as one self-contained HTML page at ``path`` (see :mod:`.html`).
+    ``picture`` options: ``around``/``depth`` (focus), ``collapse`` (None: automatic for big graphs)."""
+    from tfxla_cluster.report.html import to_html
+
+    path = Path(path)
+    t0 = time.perf_counter()
+    text = to_html(report, **picture)
+    report.seconds["render"] = time.perf_counter() - t0
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,212 @@
+"""Make things run so the report has real numbers: a GraphDef on generated inputs, or a user's script.
+
+Stage: report (drives the runtime). Two sources:
+
+* :func:`run_graph` — a loaded graph and its clustering: every cluster becomes a launch node
+  (:func:`tfxla_cluster.runtime.encapsulate.encapsulate`, exactly the clusters the static report
+  shows), TF imports the rewritten graph, and it is called a few times on deterministic random inputs
+  made from the graph's input dtypes and shapes. When that is impossible (unknown input shapes,
+  string or resource inputs, ...) it raises :class:`NotRunnable` with the reason the report prints.
+* :func:`run_script` — a Python TF program run unmodified under the plugin (every ``tf.function``
+  goes through our pipeline; ``TF_XLA_FLAGS`` decide clustering), returning the traced functions.
+
+Launch observers (the report's :class:`~.collect.Recorder`, the numerics checker) must be installed
+by the caller around these calls.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from typing import Any
+
+import numpy as np
+
+from tfxla_cluster.errors import TfXlaError
+
+
+class NotRunnable(TfXlaError):
+    """The graph can't be run from the report: the reason says why (shown in the page)."""
+
+
+def make_inputs(graph: Any, input_shapes: dict[str, tuple[int, ...]] | None = None, seed: int = 0
+                ) -> list[tuple[str, np.ndarray]]:
+    """(placeholder name, value) for every input of ``graph``: deterministic random values of the
+    input's dtype and static shape (``input_shapes`` fills unknown ones, by node name)."""
+    import tensorflow as tf
+    from tensorflow.core.framework import types_pb2
+
+    from tfxla_cluster.graph.opdefs import base_dtype
+
+    input_shapes = input_shapes or {}
+    rng = np.random.default_rng(seed)
+    out = []
+    for node in graph.op_nodes():
+        if node.op not in ("Placeholder", "_Arg", "_DeviceArg") or node.data_inputs():
+            continue
+        dtype = base_dtype(node.outputs[0].dtype)
+        if dtype == types_pb2.DT_RESOURCE:
+            raise NotRunnable(f"input '{node.name}' is a resource (a variable's handle): a GraphDef does not "
+                              "carry the variable's value; run the program with `report -- script.py` instead")
+        if dtype in (types_pb2.DT_STRING, types_pb2.DT_VARIANT):
+            raise NotRunnable(f"input '{node.name}' is a {tf.as_dtype(dtype).name} tensor: no value can be made up for it")
+        shape = input_shapes.get(node.name)
+        if shape is None:
+            try:
+                shape = graph.output_shapes(node)[0]
+            except Exception:
+                shape = None
+            if shape is None or any(d is None or d < 0 for d in shape):
+                raise NotRunnable(f"input '{node.name}' has unknown shape {_shape_text(shape)}; give it with "
+                                  f"--input-shape {node.name}=D0,D1,...")
+        np_dtype = tf.as_dtype(dtype).as_numpy_dtype
+        shape = tuple(int(d) for d in shape)
+        if np.issubdtype(np_dtype, np.floating) or np_dtype.__name__ == "bfloat16":
+            value = rng.standard_normal(shape).astype(np_dtype)
+        elif np.issubdtype(np_dtype, np.complexfloating):
+            value = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np_dtype)
+        elif np_dtype == np.bool_:
+            value = rng.random(shape) < 0.5
+        elif np.issubdtype(np_dtype, np.integer):
+            # Small non-negative values: likely valid as indices, sizes and axes.
+            value = rng.integers(0, 4, size=shape).astype(np_dtype)
+        else:
+            raise NotRunnable(f"input '{node.name}' has dtype {np_dtype}: no value can be made up for it")
+        out.append((node.name, value))
+    return out
+
+
+def _shape_text(shape: Any) -> str:
+    if shape is None:
+        return "<unknown rank>"
+    return "[" + ",".join("?" if d is None or d < 0 else str(d) for d in shape) + "]"
+
+
+def run_graph(result: Any, flags: Any, *, input_shapes: dict | None = None, calls: int = 3, seed: int = 0,
+              backend: str = "llvm") -> tuple[dict[str, Any], list[str]]:
+    """Run the clustered graph of ``result`` ``calls`` times on generated inputs. Returns the
+    launchers by cluster name and a description of the inputs fed."""
+    import tensorflow as tf
+    from tensorflow.python.ops import script_ops
+
+    from tfxla_cluster.graph.function import runtime_to_placeholders
+    from tfxla_cluster.runtime.encapsulate import encapsulate
+    from tfxla_cluster.runtime.launcher import Launcher
+
+    graph = result.graph
+    inputs = make_inputs(graph, input_shapes, seed)
+    graph, fetch_ops = _with_retvals(graph)
+    launchers: dict[str, Launcher] = {}
+    keep: list[Any] = []
+
+    def register(sig) -> bytes:
+        try:
+            launcher = Launcher(graph, sig, backend=backend, flags=flags)
+        except TypeError:   # a Launcher that does not take the function's flags
+            launcher = Launcher(graph, sig, backend=backend)
+        launchers[sig.name] = launcher
+
+        def call(*tensors):
+            return [tf.convert_to_tensor(a) for a in launcher(*tensors)]
+        eager = script_ops.EagerFunc(call, [tf.as_dtype(t) for t in sig.output_dtypes], False)
+        keep.append(eager)   # TF's registry holds weak references only
+        return script_ops._py_funcs.insert(eager).encode()
+
+    rewritten, _ = encapsulate(graph, result.clusters, register, flags=flags)
+    runnable = runtime_to_placeholders(rewritten)
+    member_of = {m: c for c, members in result.clusters.items() for m in members}
+    fetch_ops = list(dict.fromkeys(member_of.get(n, n) for n in fetch_ops))
+    retvals = sorted((n for n in graph.op_nodes() if n.op in ("_Retval", "_DeviceRetval")),
+                     key=lambda n: n.node_def.attr["index"].i)
+    fetch_tensors = [f"{n.name}:0" for n in retvals]
+    if not fetch_tensors and not fetch_ops:
+        raise NotRunnable("the graph has no outputs to fetch")
+    wrapped = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(runnable, name=""), [])
+    g = wrapped.graph
+    fn = wrapped.prune([g.get_tensor_by_name(f"{name}:0") for name, _ in inputs],
+                       [g.get_tensor_by_name(t) for t in fetch_tensors] +
+                       [g.get_operation_by_name(o) for o in fetch_ops])
+    feeds = [tf.constant(v) for _, v in inputs]
+    for _ in range(max(1, calls)):
+        fn(*feeds)
+    described = [f"{name}: {v.dtype}{list(v.shape)}" for name, v in inputs]
+    return launchers, described
+
+
+def _with_retvals(graph: Any) -> tuple[Any, list[str]]:
+    """A graph whose outputs are ``_Retval`` nodes (a GraphDef's sinks become retvals, so a clustered
+    sink is an output of its launch node, as in a function) and the ops without outputs to run."""
+    from tensorflow.core.framework import types_pb2
+
+    from tfxla_cluster.graph.graph import Graph
+    from tfxla_cluster.graph.opdefs import base_dtype
+
+    nodes = list(graph.op_nodes())
+    if any(n.op in ("_Retval", "_DeviceRetval") for n in nodes):
+        return graph, []
+    gd = type(graph.graph_def)()
+    gd.CopyFrom(graph.graph_def)
+    ops: list[str] = []
+    index = 0
+    for n in nodes:
+        if any(e.dst.is_op for e in n.out_edges) or n.op in ("Placeholder", "_Arg", "NoOp"):
+            continue
+        outs = [(i, base_dtype(o.dtype)) for i, o in enumerate(n.outputs)]
+        outs = [(i, dt) for i, dt in outs if dt not in (types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT)]
+        if not outs:
+            ops.append(n.name)
+        for i, dt in outs:
+            nd = gd.node.add(name=f"tfxla_report_retval_{index}", op="_Retval", input=[f"{n.name}:{i}"])
+            nd.attr["T"].type = dt
+            nd.attr["index"].i = index
+            if n.node_def.device:
+                nd.device = n.node_def.device
+            index += 1
+    return Graph(gd), ops
+
+
+def run_script(script: str, args: list[str], *, backend: str = "llvm", on_new_launcher: Any = None
+               ) -> tuple[list[Any], int, str]:
+    """Run ``script`` with ``args`` under the plugin. Returns (the traced ``Function`` objects, the
+    script's exit code, the plugin's summary)."""
+    from tfxla_cluster.errors import NotFoundError
+    from tfxla_cluster.runtime import plugin
+
+    if not os.path.exists(script):
+        raise NotFoundError(f"{script}: No such file or directory")
+    kept: dict[int, Any] = {}
+
+    def keep_functions(_launcher: Any = None) -> None:
+        # The plugin tracks functions weakly; a function the script drops must still be reported.
+        for f in list(plugin._functions):
+            kept[id(f)] = f
+    plugin.install(backend=backend)
+    saved_argv = sys.argv
+    sys.argv = [script, *args]
+    code = 0
+    namespace: dict = {}
+    try:
+        def hook(launcher: Any) -> None:
+            keep_functions()
+            if on_new_launcher is not None:
+                on_new_launcher(launcher)
+        from tfxla_cluster.runtime.launcher import add_observer, remove_observer
+
+        def observer(launcher, compiled, arrays, outputs, seconds, _seen=set()):
+            if id(launcher) not in _seen:
+                _seen.add(id(launcher))
+                hook(launcher)
+        add_observer(observer)
+        try:
+            namespace = runpy.run_path(script, run_name="__main__")
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        finally:
+            remove_observer(observer)
+        keep_functions()
+        summary = plugin.summary()
+    finally:
+        plugin.uninstall()
+        sys.argv = saved_argv
+    del namespace
+    return list(kept.values()), code, summary
