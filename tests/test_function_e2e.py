@@ -93,14 +93,17 @@ def test_variables_update_like_tf():
 
 def test_new_shapes_recompile_with_cause(caplog):
     ours = txc.function(layer_norm, flags=AUTO, input_signature=[tf.TensorSpec([None, 64], tf.float32)])
-    with caplog.at_level(logging.INFO, logger="tfxla_cluster.runtime"):
+    with caplog.at_level(logging.INFO, logger="tfxla_cluster"):
         for rows in (2, 3, 3):
             x = tf.constant(RNG.random((rows, 64), np.float32))
             _close(ours(x), layer_norm(x))
     launcher = next(iter(ours.get_compiled(tf.TensorSpec([None, 64], tf.float32)).launchers.values()))
     assert launcher.stats.compiles == 2 and launcher.stats.executions == 3
-    assert launcher.stats.causes == ["first signature", "arg0 shape [2, 64]→[3, 64]"]
-    assert any("cause: arg0 shape [2, 64]→[3, 64]" in r.getMessage() for r in caplog.records)
+    assert launcher.stats.causes[0] == "first signature (float32[2,64])"
+    assert launcher.stats.causes[1] == "new signature (float32[3,64]): argument 0 dim 0 changed 2 -> 3"
+    assert any(r.levelno == logging.INFO and "argument 0 dim 0 changed 2 -> 3" in r.getMessage()
+               for r in caplog.records)
+    assert len(launcher.cache) == 2 and all(c.backend == "llvm" for c in launcher.cache.values())
 
 
 def test_wrong_dtype_is_a_tf_like_error():

@@ -109,5 +109,19 @@ class BufferPlan:
         return end
 
 
+def aligned_empty(dims: tuple[int, ...], dtype) -> np.ndarray:
+    """A fresh C-contiguous array whose data starts on an ``ALIGN``-byte boundary.
+
+    Output buffers are handed to TF without a copy (DLPack), and TF's Eigen kernels map CPU tensors
+    as aligned (``EIGEN_MAX_ALIGN_BYTES`` = 64): numpy's allocator only guarantees 16 bytes. The
+    returned view keeps its backing allocation alive, so the buffer lives as long as any owner does.
+    """
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
+    start = (-raw.ctypes.data) % ALIGN
+    return raw[start:start + nbytes].view(dtype).reshape(dims)
+
+
 def _round(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN

@@ -292,16 +292,30 @@ class CompilationCache:
         with self._lock:
             self.clusters.setdefault(cluster, ClusterStats()).executions += 1
 
-    def get_or_compile(self, cluster: str, signature: Signature, build: Callable[[], object]) -> CacheResult:
+    def get_or_compile(self, cluster: str, signature: Signature, build: Callable[[], object], *,
+                       strict: bool = False) -> CacheResult:
+        """The executable of ``cluster`` for ``signature``; ``build()`` makes the (optimised) HloModule,
+        called only on a miss. Misses go through the persistent layer."""
+        return self.get_or_create(cluster, signature, lambda: self.compile(build()), strict=strict)
+
+    def get_or_create(self, cluster: str, signature: Signature, create: Callable[[], object], *,
+                      strict: bool = False) -> CacheResult:
+        """The cache's rules around any compile step: ``create()`` returns the entry stored for
+        (``cluster``, ``signature``) — an :class:`Executable`, or a runtime's own record holding one
+        (it should have ``compile_seconds``; an ``origin`` attribute names where it came from).
+
+        ``strict`` (must-compile clusters, TF's ``kStrict``) never falls back as megamorphic. An
+        exception from ``create`` propagates and leaves no entry (the caller decides on fallback).
+        """
         key = (cluster, signature)
         with self._lock:
             exe = self._entries.get(key)
             if exe is not None:
                 return CacheResult(exe, False, "cache hit", self, cluster)
             stats = self.clusters.setdefault(cluster, ClusterStats())
-            if stats.megamorphic:
+            if stats.megamorphic and not strict:
                 return CacheResult(None, False, "megamorphic", self, cluster)
-            if stats.compiles > MAX_COMPILES_BEFORE_MEGAMORPHIC and \
+            if not strict and stats.compiles > MAX_COMPILES_BEFORE_MEGAMORPHIC and \
                     stats.executions < MIN_EXECUTIONS_PER_COMPILE * stats.compiles:
                 stats.megamorphic = True
                 log.warning("Cluster %s is megamorphic: %d compiles and only %d executions (TF's rule: more "
@@ -318,17 +332,42 @@ class CompilationCache:
                 stats = self.clusters[cluster]
                 cause = ("first signature " + str(signature)) if stats.last_signature is None else \
                     f"new signature {signature}: {signature.change_from(stats.last_signature)}"
-            module = build()
-            exe, origin = self._compile(module)
+            exe = create()
+            origin = getattr(exe, "origin", "compiled")
             with self._lock:
                 self._entries[key] = exe
                 stats.compiles += 1
                 stats.last_signature = signature
                 stats.signatures.append(signature)
                 self.compiles += origin == "compiled"
-            log.info("Compiled cluster %s (%s, %s, %.1f ms): %s", cluster, module.name, origin,
-                     exe.compile_seconds * 1e3, cause)
+            log.info("Compiled cluster %s (%s, %.1f ms): %s", cluster, origin,
+                     getattr(exe, "compile_seconds", 0.0) * 1e3, cause)
             return CacheResult(exe, True, cause, self, cluster)
+
+    def rekey(self, cluster: str, old: Signature, new: Signature) -> None:
+        """Move an entry to a new signature: a runtime learns which arguments are compile-time
+        constants (and so part of the signature) only when the first compile has lowered the cluster."""
+        with self._lock:
+            entry = self._entries.pop((cluster, old), None)
+            if entry is None:
+                return
+            self._entries[(cluster, new)] = entry
+            stats = self.clusters[cluster]
+            stats.signatures = [new if s == old else s for s in stats.signatures]
+            if stats.last_signature == old:
+                stats.last_signature = new
+
+    def entries(self, cluster: str) -> dict[Signature, object]:
+        """The entries of one cluster, by signature, in compile order."""
+        with self._lock:
+            return {sig: e for (c, sig), e in self._entries.items() if c == cluster}
+
+    def compile(self, module) -> Executable:
+        """Native code for ``module``: from the persistent layer when it has a valid entry, else compiled
+        (and stored there). The executable's ``origin`` says which."""
+        exe, origin = self._compile(module)
+        exe.origin = origin
+        return exe
 
     def _compile(self, module) -> tuple[Executable, str]:
         key = None

@@ -5,7 +5,8 @@
 
 A call builds the buffer table: parameter slots point at the caller's arrays (used zero-copy when they
 are C-contiguous with the exact dtype and a row-major layout), constant slots at arrays the executable
-owns, output slots at fresh arrays, temp slots into a per-thread arena reused across calls. The native
+owns, output slots at fresh 64-byte-aligned arrays (never reused, so the caller may give them to TF
+without copying), temp slots into a per-thread arena reused across calls. The native
 entry function runs with the GIL released (ctypes), so calls from several threads run concurrently.
 
 With bounds checks on (``CodegenOptions.bounds_checks`` or ``TFXLA_CODEGEN_BOUNDS_CHECKS=1``), an
@@ -22,6 +23,7 @@ import time
 import numpy as np
 
 from tfxla_cluster.codegen import runtime
+from tfxla_cluster.codegen.buffers import aligned_empty
 from tfxla_cluster.codegen.context import CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, get_engine
 from tfxla_cluster.codegen.loops import major_to_minor
@@ -72,6 +74,7 @@ class Executable:
         self._has_temps = bool(len(self._temp_slots))
         self._local = threading.local()
         self.calls = 0
+        self.origin = "compiled"   # or "persistent cache" (set by CompilationCache)
 
     # ---- inspection
     @property
@@ -126,7 +129,8 @@ class Executable:
             keep.append(a)
         outs = []
         for (slot, shape), (dtype, dims) in zip(self._outputs, self._out_alloc):
-            arr = np.empty(dims, dtype=dtype)
+            # Fresh and 64-byte aligned every call: callers may hand it to TF without a copy.
+            arr = aligned_empty(dims, dtype)
             table[slot] = arr.__array_interface__["data"][0]
             outs.append(arr)
         if self._has_temps:

@@ -33,7 +33,7 @@ class CompiledGraph:
         from tfxla_cluster.jit.clone_constants import clone_constants
         from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
         from tfxla_cluster.runtime.encapsulate import encapsulate
-        from tfxla_cluster.runtime.launcher import Launcher
+        from tfxla_cluster.runtime.launcher import Launcher, to_tensor
 
         self.concrete = concrete
         flags = flags_mod.Flags.parse(flags) if isinstance(flags, str) else (flags or flags_mod.Flags.from_env())
@@ -70,11 +70,11 @@ class CompiledGraph:
         self._callbacks: list[Callable] = []
 
         def register(sig) -> bytes:
-            launcher = Launcher(graph, sig, must_compile=jit_compile is True, backend=backend)
+            launcher = Launcher(graph, sig, must_compile=jit_compile is True, backend=backend, flags=flags)
             self.launchers[sig.name] = launcher
 
             def call(*tensors):
-                return [tf.convert_to_tensor(a) for a in launcher(*tensors)]
+                return [to_tensor(a) for a in launcher(*tensors)]
             # EagerPyFunc runs registered EagerFunc objects with eager tensors in and out.
             eager = script_ops.EagerFunc(call, [tf.as_dtype(t) for t in sig.output_dtypes], False)
             self._callbacks.append(eager)  # TF's registry only holds weak references
@@ -98,19 +98,103 @@ class CompiledGraph:
                                  [wrapped.graph.get_tensor_by_name(f"{r.name}:0") for r in rets] +
                                  [wrapped.graph.get_operation_by_name(n) for n in control if n in present])
         self._num_outputs = len(rets)
+        self._direct = _direct_plan(rewritten, self.signatures, self.launchers)
 
     def __call__(self, flat_inputs: list) -> Any:
         import tensorflow as tf
 
         args = [*flat_inputs, *self.concrete.captured_inputs]
-        # The pruned function has no Python signature; calling it positionally makes TF try (and fail,
-        # formatting every tensor) a structured bind first. The flat call is what that falls back to.
-        call_flat = getattr(self._fn, "_call_flat", None)
-        outputs = call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
-        outputs = list(outputs or [])[:self._num_outputs]  # control outputs come back as None
+        if self._direct is not None:
+            outputs = self._direct(args)
+        else:
+            # The pruned function has no Python signature; calling it positionally makes TF try (and
+            # fail, formatting every tensor) a structured bind first. The flat call is what that falls
+            # back to.
+            call_flat = getattr(self._fn, "_call_flat", None)
+            outputs = call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
+            outputs = list(outputs or [])[:self._num_outputs]  # control outputs come back as None
         if self.concrete.structured_outputs is None:
             return None  # a function that returns nothing (TF's ConcreteFunction returns None too)
         return tf.nest.pack_sequence_as(self.concrete.structured_outputs, outputs, expand_composites=True)
+
+
+def _direct_plan(rewritten, signatures, launchers) -> Callable[[list], list] | None:
+    """A call that skips TF's graph runtime when the rewritten graph is one launch node between the
+    ``_Arg``s and the ``_Retval``s (the usual ``jit_compile=True`` shape), else None.
+
+    Stage: runtime, per call. Running that graph costs an EagerPyFunc dispatch and TF's executor for
+    nothing but the launch; calling the launcher directly gives the same values: the launcher reads
+    and writes back variables itself, the function's control outputs are all cluster members (so they
+    run with it), and captured inputs are ordinary ``_Arg``s. A launcher error is raised as the
+    ``tf.errors`` class of its status code (TF's own errors pass through), as XLA's launch op reports
+    it, instead of the UnknownError EagerPyFunc would have made of it.
+    """
+    if len(signatures) != 1:
+        return None
+    sig = signatures[0]
+    arg_index: dict[str, int] = {}
+    ret_refs: dict[int, str] = {}
+    launch = None
+    for nd in rewritten.node:
+        if nd.op == "_Arg":
+            arg_index[nd.name] = nd.attr["index"].i
+        elif nd.op == "_Retval":
+            data = [r for r in nd.input if not r.startswith("^")]
+            if len(data) != 1:
+                return None
+            ret_refs[nd.attr["index"].i] = data[0]
+        elif nd.name == sig.name and "_tfxla_cluster" in nd.attr:
+            launch = nd
+        else:
+            return None  # anything else needs TF's runtime
+    if launch is None or sorted(ret_refs) != list(range(len(ret_refs))):
+        return None
+    inputs = []
+    for ref in launch.input:
+        if ref.startswith("^"):
+            if ref[1:] not in arg_index:
+                return None
+            continue
+        name, _, slot = ref.partition(":")
+        if name not in arg_index or int(slot or 0) != 0:
+            return None
+        inputs.append(arg_index[name])
+    # Each return value: ("out", k) for launch output k, ("arg", i) for an argument returned as is.
+    returns: list[tuple[str, int]] = []
+    for k in range(len(ret_refs)):
+        name, _, slot = ret_refs[k].partition(":")
+        if name == sig.name:
+            returns.append(("out", int(slot or 0)))
+        elif name in arg_index and int(slot or 0) == 0:
+            returns.append(("arg", arg_index[name]))
+        else:
+            return None
+    launcher = launchers[sig.name]
+
+    def run(args: list) -> list:
+        from tfxla_cluster.runtime.launcher import to_tensor
+
+        try:
+            values = launcher(*[args[i] for i in inputs])
+        except Exception as e:
+            raise _as_tf_error(e) from e
+        outs = [to_tensor(v) for v in values]
+        return [outs[i] if kind == "out" else args[i] for kind, i in returns]
+    return run
+
+
+def _as_tf_error(e: Exception) -> Exception:
+    """``e`` as the ``tf.errors.OpError`` TF would raise for it (its status code; UNKNOWN otherwise)."""
+    import tensorflow as tf
+
+    if isinstance(e, tf.errors.OpError):
+        return e
+    code = getattr(e, "code", "UNKNOWN")
+    cls = {"INVALID_ARGUMENT": tf.errors.InvalidArgumentError, "NOT_FOUND": tf.errors.NotFoundError,
+           "UNIMPLEMENTED": tf.errors.UnimplementedError, "INTERNAL": tf.errors.InternalError,
+           "FAILED_PRECONDITION": tf.errors.FailedPreconditionError,
+           "DATA_LOSS": tf.errors.DataLossError}.get(code if isinstance(code, str) else "", tf.errors.UnknownError)
+    return cls(None, None, f"{type(e).__name__}: {e}")
 
 
 def _with_resource_handle_data(graph_def, concrete):

@@ -3,8 +3,9 @@
 Stage: runtime. A :class:`Launcher` receives the cluster's inputs as tensors, and per *signature*
 (input dtypes and shapes, plus the values of compile-time-constant inputs, which the cluster is
 specialised on as TF does) lowers the cluster (:mod:`tfxla_cluster.tf2hlo`), optimises it
-(:mod:`tfxla_cluster.passes`) and compiles it (:mod:`tfxla_cluster.codegen`), caching the result.
-Each compile is logged with its cause. When lowering or compiling fails, auto-clustering falls back
+(:mod:`tfxla_cluster.passes`) and compiles it (:mod:`tfxla_cluster.codegen`), caching the result in a
+:class:`~tfxla_cluster.codegen.CompilationCache` — the one implementation of signature keys, compile
+causes (logged at INFO), TF's megamorphic rule and the persistent cache (``--tf_xla_persistent_cache_*``). When lowering or compiling fails, auto-clustering falls back
 to TF's own kernels for that cluster with a warning naming cluster, op and reason; must-compile
 (``jit_compile=True``) raises instead.
 """
@@ -23,9 +24,6 @@ from tfxla_cluster.graph.graph import Graph
 from tfxla_cluster.runtime.encapsulate import ClusterSignature
 
 log = logging.getLogger("tfxla_cluster.runtime")
-
-MEGAMORPHIC_COMPILES = 10            # TF's DeviceCompilationProfiler: >10 compiles ...
-MEGAMORPHIC_EXECUTIONS_PER_COMPILE = 50   # ... with <50 executions per compile → stop compiling
 
 # Observers see every launch: ``fn(launcher, compiled, arrays, outputs, seconds)`` where ``compiled`` is
 # the :class:`CompiledCluster` that ran (None when the cluster ran on TF's kernels), ``arrays`` the
@@ -47,15 +45,17 @@ def remove_observer(fn: Callable[..., None]) -> None:
 
 @dataclass
 class CompiledCluster:
-    """One compiled signature of a cluster."""
+    """One compiled signature of a cluster (the entry the launcher's CompilationCache holds)."""
 
-    key: tuple
-    run: Callable[..., list[np.ndarray]]
+    key: Any                              # codegen.Signature (shapes, dtypes, compile-time-constant values)
+    run: Callable[..., Any]
     inputs: list                          # LoweredCluster.inputs (kinds: parameter/constant/resource)
     backend: str                          # "llvm" or "evaluator"
     compile_seconds: float
     hlo_text: str = ""
     optimized_hlo_text: str = ""
+    executable: Any = None                # codegen.Executable (llvm backend): LLVM IR, kernels
+    origin: str = "compiled"              # or "persistent cache", "evaluator"
 
 
 @dataclass
@@ -67,29 +67,21 @@ class ClusterStats:
     causes: list[str] = field(default_factory=list)
 
 
-def _signature_key(arrays: list[np.ndarray], const_positions: frozenset[int] | None) -> tuple:
-    parts = []
-    for i, a in enumerate(arrays):
-        entry: tuple = (a.dtype.str, a.shape)
-        if const_positions is not None and i in const_positions:
-            entry += (a.tobytes(),)
-        parts.append(entry)
-    return tuple(parts)
-
-
 class Launcher:
     """Compiles and runs one cluster (see the module docstring)."""
 
     def __init__(self, graph: Graph, signature: ClusterSignature, *, must_compile: bool = False,
-                 backend: str = "llvm") -> None:
+                 backend: str = "llvm", flags=None) -> None:
         self.graph = graph
         self.sig = signature
         self.must_compile = must_compile
         self.backend = backend
-        self.cache: dict[tuple, CompiledCluster] = {}
+        self.flags = flags                    # the function's Flags (None: the environment's)
         self.const_positions: frozenset[int] | None = None  # known after the first lowering
         self.stats = ClusterStats()
         self._lock = threading.Lock()
+        self._first_compile = threading.Lock()
+        self._compilation_cache = None        # made on the first compile (it builds the JIT engine)
         self._tf_fallback: Callable | None = None
         # Resource outputs (a handle passed through an Identity in the cluster, e.g. the input
         # Identity of an inlined call) are the input handle itself; everything else is a value.
@@ -134,20 +126,64 @@ class Launcher:
         raise TfXlaError(f"cluster {self.sig.name}: can't tell the dtype of resource input {src}:{slot}")
 
     # ----- compile ------------------------------------------------------------------------------
-    def _cause(self, key: tuple) -> str:
-        if not self.cache:
-            return "first signature"
-        prev = next(reversed(self.cache))
-        for i, (a, b) in enumerate(zip(prev, key)):
-            if a[0] != b[0]:
-                return f"arg{i} dtype {a[0]}→{b[0]}"
-            if a[1] != b[1]:
-                return f"arg{i} shape {list(a[1])}→{list(b[1])}"
-            if a[2:] != b[2:]:
-                return f"arg{i} compile-time constant value changed"
-        return "new signature"
+    @property
+    def cache(self) -> dict:
+        """Compiled signatures of this cluster: codegen ``Signature`` → :class:`CompiledCluster`."""
+        return self._compilation_cache.entries(self.sig.name) if self._compilation_cache else {}
 
-    def _compile(self, arrays: list[np.ndarray], key: tuple) -> CompiledCluster:
+    def compilation_cache(self):
+        """The :class:`~tfxla_cluster.codegen.CompilationCache` of this cluster (from the function's flags)."""
+        with self._lock:
+            if self._compilation_cache is None:
+                from tfxla_cluster.codegen import CompilationCache
+
+                self._compilation_cache = CompilationCache.from_flags(self.flags)
+            return self._compilation_cache
+
+    def _signature(self, arrays: list[np.ndarray]):
+        from tfxla_cluster.codegen import Signature
+
+        return Signature.of(arrays, self.const_positions or ())
+
+    def _lookup(self, arrays: list[np.ndarray]) -> CompiledCluster | None:
+        """The compiled signature for ``arrays`` (compiling on a miss); None when the cache says the
+        cluster is megamorphic. Compile errors propagate."""
+        cache = self.compilation_cache()
+        if self.const_positions is not None:
+            return self._get_or_compile(cache, arrays)
+        # Which inputs are compile-time constants (and so part of the key) is known only once the
+        # cluster has been lowered: the first compile runs alone and is re-keyed afterwards.
+        with self._first_compile:
+            if self.const_positions is not None:
+                return self._get_or_compile(cache, arrays)
+            from tfxla_cluster.codegen import Signature
+
+            compiled = self._get_or_compile(cache, arrays)
+            if compiled is not None and self.const_positions:
+                compiled.key = self._signature(arrays)
+                cache.rekey(self.sig.name, Signature.of(arrays), compiled.key)
+            if self.const_positions is None:
+                self.const_positions = frozenset()
+            return compiled
+
+    def _get_or_compile(self, cache, arrays: list[np.ndarray]) -> CompiledCluster | None:
+        signature = self._signature(arrays)
+        result = cache.get_or_create(self.sig.name, signature, lambda: self._compile(arrays, signature),
+                                     strict=self.must_compile)
+        if result.executable is None:
+            st = cache.clusters[self.sig.name]
+            with self._lock:
+                self.stats.fallback_reason = f"megamorphic: {st.compiles} compiles for {st.executions} executions"
+            return None
+        if result.compiled:
+            with self._lock:
+                self.stats.compiles += 1
+                self.stats.compile_seconds += result.executable.compile_seconds
+                self.stats.causes.append(result.cause)
+        return result.executable
+
+    def _compile(self, arrays: list[np.ndarray], key) -> CompiledCluster:
+        """Lower, optimise and compile the cluster for ``arrays`` (the CompilationCache's create step)."""
         from tfxla_cluster.tf2hlo import lower_cluster
 
         t0 = time.perf_counter()
@@ -171,13 +207,15 @@ class Launcher:
         updates = {by_tensor[lowered.inputs[i].tensor]: k for i, k in lowered.resource_updates().items()}
         hlo_text = lowered.module.to_string()
         optimized_text = ""
+        executable = None
+        origin = "evaluator"
         if self.backend == "llvm":
-            from tfxla_cluster.codegen import compile_module
             from tfxla_cluster.passes.pipeline import optimize
 
             optimized, _ = optimize(lowered.module.clone(), cluster=self.sig.name)
             optimized_text = optimized.to_string()
-            executable = compile_module(optimized)
+            executable = self.compilation_cache().compile(optimized)
+            origin = executable.origin
 
             def run(arrs: list[np.ndarray]) -> list[np.ndarray]:
                 # np.asarray, not np.ascontiguousarray: the latter turns 0-d arrays into shape [1].
@@ -197,7 +235,8 @@ class Launcher:
         if self.const_positions is None:
             self.const_positions = frozenset(by_tensor[i.tensor] for i in lowered.inputs if i.kind == "constant")
         seconds = time.perf_counter() - t0
-        return CompiledCluster(key, run, lowered.inputs, self.backend, seconds, hlo_text, optimized_text)
+        return CompiledCluster(key, run, lowered.inputs, self.backend, seconds, hlo_text, optimized_text,
+                               executable, origin)
 
     # ----- run ----------------------------------------------------------------------------------
     def __call__(self, *tensors: Any) -> list[np.ndarray]:
@@ -228,49 +267,34 @@ class Launcher:
 
     def _run(self, tensors: tuple, arrays: list[np.ndarray], handles: dict[int, tuple[Any, int]]) -> list:
         if not _observers:
-            return self._run_unobserved(tensors, arrays, handles)
+            return self._run_unobserved(tensors, arrays, handles)[0]
         t0 = time.perf_counter()
-        outputs = self._run_unobserved(tensors, arrays, handles)
+        outputs, compiled = self._run_unobserved(tensors, arrays, handles)
         seconds = time.perf_counter() - t0
-        compiled = None if self.stats.fallback_reason else self.cache.get(_signature_key(arrays, self.const_positions))
         for fn in list(_observers):
             fn(self, compiled, arrays, outputs, seconds)
         return outputs
 
     def _run_unobserved(self, tensors: tuple, arrays: list[np.ndarray],
-                        handles: dict[int, tuple[Any, int]]) -> list:
+                        handles: dict[int, tuple[Any, int]]) -> tuple[list, CompiledCluster | None]:
+        """(outputs, the CompiledCluster that produced them or None when TF's kernels did)."""
+        if self.stats.fallback_reason:
+            return self._run_tf(list(tensors)), None
+        try:
+            compiled = self._lookup(arrays)
+        except Exception as e:  # auto mode: TF runs this cluster; must-compile: error
+            if self.must_compile:
+                raise
+            return self._fall_back(list(tensors), f"{type(e).__name__}: {str(e).splitlines()[0]}"), None
+        if compiled is None:  # megamorphic (the cache warned)
+            return self._run_tf(list(tensors)), None
         with self._lock:
-            if self.stats.fallback_reason:
-                return self._run_tf(list(tensors))
-            key = _signature_key(arrays, self.const_positions)
-            compiled = self.cache.get(key)
-            if compiled is None:
-                cause = self._cause(key)
-                try:
-                    compiled = self._compile(arrays, key)
-                except Exception as e:  # auto mode: TF runs this cluster; must-compile: error
-                    if self.must_compile:
-                        raise
-                    return self._fall_back(list(tensors), f"{type(e).__name__}: {str(e).splitlines()[0]}")
-                key = _signature_key(arrays, self.const_positions)
-                compiled.key = key
-                self.cache[key] = compiled
-                self.stats.compiles += 1
-                self.stats.compile_seconds += compiled.compile_seconds
-                self.stats.causes.append(cause)
-                log.info("Compiled %s (%s backend) in %.3f s; cause: %s", self.sig.name, compiled.backend,
-                         compiled.compile_seconds, cause)
-                if (self.stats.compiles > MEGAMORPHIC_COMPILES and self.stats.executions
-                        < MEGAMORPHIC_EXECUTIONS_PER_COMPILE * self.stats.compiles and not self.must_compile):
-                    self.stats.fallback_reason = (f"megamorphic: {self.stats.compiles} compiles for "
-                                                  f"{self.stats.executions} executions")
-                    log.warning("Cluster %s is megamorphic (%s); running it on TF's kernels from now on",
-                                self.sig.name, self.stats.fallback_reason)
             self.stats.executions += 1
+        self._compilation_cache.record_execution(self.sig.name)
         outputs, updates = compiled.run(arrays)
         for position, value in updates.items():
             _assign_variable(handles[position][0], value)
-        return outputs
+        return outputs, compiled
 
     def _fall_back(self, tensors: list, reason: str) -> list[np.ndarray]:
         self.stats.fallback_reason = reason
@@ -295,7 +319,27 @@ def _read_variable(handle: Any, dtype: int) -> np.ndarray:
 def _assign_variable(handle: Any, value: np.ndarray) -> None:
     import tensorflow as tf
 
-    tf.raw_ops.AssignVariableOp(resource=handle, value=tf.convert_to_tensor(value))
+    tf.raw_ops.AssignVariableOp(resource=handle, value=to_tensor(value))
+
+
+_DLPACK_KINDS = frozenset("fiucb")   # numpy kinds DLPack and TF's from_dlpack both take (not bfloat16)
+_TF_ALIGN = 64                       # EIGEN_MAX_ALIGN_BYTES: TF's kernels map CPU buffers as aligned
+
+
+def to_tensor(value: Any) -> Any:
+    """A launch output (numpy array, or a TF tensor passed through) as an EagerTensor.
+
+    Stage: runtime, the hand-back to TF. A C-contiguous, writable, 64-byte-aligned array of a DLPack
+    dtype becomes a tensor over the *same* memory (``from_dlpack``; the tensor keeps the array alive).
+    That is only safe because the executable allocates every output afresh per call and never writes
+    it again; anything else is copied by ``tf.convert_to_tensor``.
+    """
+    import tensorflow as tf
+
+    if (type(value) is np.ndarray and value.dtype.kind in _DLPACK_KINDS and value.flags.c_contiguous
+            and value.flags.writeable and value.ctypes.data % _TF_ALIGN == 0 and value.size):
+        return tf.experimental.dlpack.from_dlpack(value.__dlpack__())
+    return tf.convert_to_tensor(value)
 
 
 def _resource_passthrough(graph: Graph, sig: ClusterSignature) -> dict[int, int]:
