@@ -64,6 +64,11 @@ import numpy as np
 DEFAULT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
 DEBUG_FLAG = "--tf_xla_clustering_debug"
 VMODULE = "mark_for_compilation_pass=3,compilability_check_util=3,xla_cluster_util=3,device_util=3"
+# VLOG_IS_ON(1) in these files is TF's trigger for the encapsulate_* and build_xla_ops dumps.
+POST_CLUSTERING_VMODULE = "encapsulate_subgraphs_pass=1,build_xla_ops_pass=1"
+POST_CLUSTERING_DUMPS = ("before_increase_dynamism_for_auto_jit_pass", "encapsulate_subgraphs_before",
+                         "encapsulate_subgraphs_subgraph_", "encapsulate_fdef_graph_", "encapsulate_fdef_",
+                         "encapsulate_subgraphs_after", "build_xla_ops")
 MARKER = "@@TFREC"
 # Source files whose log lines make up the reason log (everything else is start-up noise).
 LOG_SOURCES = ("mark_for_compilation_pass.cc", "compilability_check_util.cc", "xla_cluster_util.cc",
@@ -75,7 +80,7 @@ POST_REWRITE_BEGIN = "main.before_opt_group_post_rewrite_for_exec"
 POST_REWRITE_END = "main.after_opt_group_post_rewrite_for_exec"
 
 _LOG_RE = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+(\d+) ([\w.\-]+:\d+)\] ?(.*)$")
-_DUMP_RE = re.compile(r"Dumped Graph(?:Def)? to (.*)$")
+_DUMP_RE = re.compile(r"Dumped (?:Graph|GraphDef|FunctionDef) to (.*)$")
 
 
 # ----------------------------------------------------------------------------- samples
@@ -380,21 +385,26 @@ def tf_env(flags: str, dump_dir: str, vmodule: str = VMODULE) -> dict[str, str]:
         "TF_CPP_VMODULE": vmodule,
         "CUDA_VISIBLE_DEVICES": "",
         "PYTHONHASHSEED": "0",
-        "TF_DETERMINISTIC_OPS": "1",
     })
+    # Not TF_DETERMINISTIC_OPS: users don't run with it, and it changes what TF's Python API traces
+    # (e.g. softmax cross-entropy is decomposed into LogSoftmax, GatherV2, ...).
+    env.pop("TF_DETERMINISTIC_OPS", None)
     env.pop("XLA_FLAGS", None)
     return env
 
 
 def record(target: str, out_dir: str | Path, flags: str = DEFAULT_FLAGS, *, keep: str = "function",
            gz: bool = False, annotated: bool = True, outputs: bool = False,
-           timeout: float = 600.0, extra_meta: dict[str, Any] | None = None) -> dict[str, Any]:
+           timeout: float = 600.0, extra_meta: dict[str, Any] | None = None,
+           post_clustering: bool = False) -> dict[str, Any]:
     """Run ``target`` in a fresh TF process with ``flags`` and store TF's clustering dumps.
 
     ``keep``: "function" keeps the dumps of pass runs that belong to a named function and happen
     during the call (the user's graph and nested instantiations); "all" keeps every dump.
-    ``gz`` gzips kept pbtxt files (loaders accept both). Returns the meta dict (also written to
-    ``out_dir/meta.json``).
+    ``gz`` gzips kept pbtxt files (loaders accept both). ``post_clustering`` also turns on TF's VLOG(1)
+    in encapsulate_subgraphs_pass.cc / build_xla_ops_pass.cc and keeps, per kept run, the dumps of the
+    passes after clustering (run["post_dumps"]: stem without _k → file). Returns the meta dict (also
+    written to ``out_dir/meta.json``).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -406,7 +416,8 @@ def record(target: str, out_dir: str | Path, flags: str = DEFAULT_FLAGS, *, keep
         if outputs:
             cmd.append(str(out / "outputs.npz"))
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, env=tf_env(flags, str(dump_dir)), capture_output=True,
+        vmodule = VMODULE + ("," + POST_CLUSTERING_VMODULE if post_clustering else "")
+        proc = subprocess.run(cmd, env=tf_env(flags, str(dump_dir), vmodule), capture_output=True,
                               text=True, timeout=timeout, errors="replace")
         wall = time.perf_counter() - t0
         result = json.loads(result_path.read_text()) if result_path.exists() else {}
@@ -422,6 +433,10 @@ def record(target: str, out_dir: str | Path, flags: str = DEFAULT_FLAGS, *, keep
             names = [f for k, f in run["dumps"].items()
                      if annotated or k != "mark_for_compilation_annotated"]
             names += run["other_dumps"] if keep == "all" else []
+            if post_clustering and interesting:
+                run["post_dumps"] = {_post_dump_key(d): d + (".gz" if gz else "") for d in run["other_dumps"]
+                                     if _post_dump_key(d)}
+                names += [d for d in run["other_dumps"] if _post_dump_key(d)]
             if interesting and run["function"] and not run["dumps"]:
                 # No candidates => no mark dumps; keep the graph that entered the pass group.
                 pre = [s for s in info["named_dumps"].get(run["function"], [])
@@ -450,7 +465,7 @@ def record(target: str, out_dir: str | Path, flags: str = DEFAULT_FLAGS, *, keep
         "function_name": user_fn,
         "flags": flags,
         "tf_xla_flags": f"{flags} {DEBUG_FLAG}".strip(),
-        "tf_cpp_vmodule": VMODULE,
+        "tf_cpp_vmodule": VMODULE + ("," + POST_CLUSTERING_VMODULE if post_clustering else ""),
         "tf_version": result.get("tf_version"),
         "returncode": proc.returncode,
         "wall_seconds": round(wall, 2),
@@ -467,6 +482,16 @@ def record(target: str, out_dir: str | Path, flags: str = DEFAULT_FLAGS, *, keep
         meta.update(extra_meta)
     (out / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=False) + "\n")
     return meta
+
+
+def _post_dump_key(file_name: str) -> str | None:
+    """``encapsulate_subgraphs_after_3.pbtxt`` → ``encapsulate_subgraphs_after`` (per-cluster names keep
+    the cluster: ``encapsulate_fdef_cluster_0``); None for other dumps."""
+    stem = file_name.removesuffix(".pbtxt")
+    for name in POST_CLUSTERING_DUMPS:
+        if stem.startswith(name):
+            return stem if name.endswith("_") else re.sub(r"_\d+$", "", stem)
+    return None
 
 
 def _copy(src: Path, dst: Path, gz: bool) -> None:

@@ -5,10 +5,16 @@ the first time a name is used in the process, then ``<name>_1.pbtxt``, ``<name>_
 process-global per-name counter in dump_graph.cc; ``/ [ ] * ? \\`` in names become ``_``).
 ``annotated`` renames nodes ``<cluster>/<node>``, ``varhandle/<node>`` or ``unclustered/<node>`` (inputs
 follow), as TF's ``mark_for_compilation_annotated`` dump does. Nothing is written without a prefix.
+
+Which dumps TF writes depends on two triggers: ``--tf_xla_clustering_debug`` (the clustering pass,
+``before_increase_dynamism_for_auto_jit_pass``) and ``VLOG_IS_ON(1)`` in the pass's source file
+(``encapsulate_subgraphs_*`` / ``encapsulate_fdef_*`` in encapsulate_subgraphs_pass.cc, ``build_xla_ops``
+in build_xla_ops_pass.cc) — :func:`vlog_is_on` answers the latter from TF's own environment variables.
 """
 from __future__ import annotations
 
 import collections
+import fnmatch
 import logging
 import os
 import threading
@@ -24,6 +30,24 @@ _lock = threading.Lock()
 _ILLEGAL = str.maketrans({c: "_" for c in "/[]*?\\"})
 
 
+def vlog_is_on(module: str, level: int = 1) -> bool:
+    """TF's ``VLOG_IS_ON(level)`` inside source file ``module`` (basename without ``.cc``): true when
+    ``TF_CPP_MAX_VLOG_LEVEL`` (legacy ``TF_CPP_MIN_VLOG_LEVEL``) is at least ``level`` or
+    ``TF_CPP_VMODULE`` (``name=level,...``; globs as absl allows) gives the module at least ``level``.
+    Read at each call (TF reads them once at start-up), so a test can switch dumps on and off."""
+    for var in ("TF_CPP_MAX_VLOG_LEVEL", "TF_CPP_MIN_VLOG_LEVEL"):
+        value = os.environ.get(var, "").strip()
+        if value.lstrip("-").isdigit():
+            if int(value) >= level:
+                return True
+            break
+    for item in os.environ.get("TF_CPP_VMODULE", "").split(","):
+        pattern, sep, value = item.strip().partition("=")
+        if sep and value.strip().lstrip("-").isdigit() and fnmatch.fnmatchcase(module, pattern.strip()):
+            return int(value) >= level
+    return False
+
+
 def reset_counters() -> None:
     with _lock:
         _counts.clear()
@@ -37,8 +61,9 @@ def unique_filename(name: str, suffix: str = ".pbtxt") -> str:
     return f"{name}_{count}{suffix}" if count else f"{name}{suffix}"
 
 
-def dump_graph(name: str, graph_def: graph_pb2.GraphDef, prefix: str | None = None) -> str:
-    """Write ``graph_def`` as TF's DumpGraphToFile would; returns the path or TF's "not specified" text."""
+def dump_graph(name: str, graph_def, prefix: str | None = None) -> str:
+    """Write ``graph_def`` as TF's DumpGraphToFile would (or a FunctionDef, as DumpFunctionDefToFile —
+    same counter); returns the path or TF's "not specified" text."""
     prefix = prefix if prefix is not None else os.environ.get("TF_DUMP_GRAPH_PREFIX", "")
     if not prefix:
         return "(TF_DUMP_GRAPH_PREFIX not specified)"
