@@ -57,3 +57,32 @@ def test_compilable_function_passes():
         return tf.nn.softmax(tf.random.stateless_uniform([3], seed=[1, 2]) + x)
 
     must_compile.check_concrete(f.get_concrete_function(tf.TensorSpec([3], tf.float32)))
+
+
+def test_error_says_where_each_op_was_created_like_tf():
+    """TF appends "The op is created at:" with the user's frames (TF's internals dropped)."""
+    import inspect
+
+    @tf.function
+    def inner(x):
+        return tf.strings.as_string(x)  # line A
+
+    def body(x):
+        return inner(x * 2), tf.strings.as_string(x)  # line B
+
+    line_a = inspect.getsourcelines(inner.python_function)[1] + 2
+    line_b = inspect.getsourcelines(body)[1] + 1
+    concrete = tf.function(body).get_concrete_function(tf.TensorSpec([None], tf.int32))
+    with pytest.raises(must_compile.MustCompileError) as info:
+        must_compile.check_concrete(concrete)
+    text = str(info.value)
+    # Each block: the frames (outermost first) up to the next problem's description.
+    blocks = [[ln for ln in b.split("\n") if ln.startswith('File "')]
+              for b in text.split("The op is created at: \n")[1:]]
+    me = Path(__file__).name
+    at_b = f'{me}", line {line_b}, in body'
+    at_a = f'{me}", line {line_a}, in inner'
+    # Nested: the caller's line, then the callee's; top-level: ends at the caller's line.
+    assert any(len(f) > 1 and f[-2].endswith(at_b) and f[-1].endswith(at_a) for f in blocks), text
+    assert any(f[-1].endswith(at_b) for f in blocks), blocks
+    assert "tensorflow/python" not in text and "tfxla_cluster/" not in text

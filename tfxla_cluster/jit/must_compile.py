@@ -54,10 +54,96 @@ def _describe(problem: Uncompilable) -> str:
     return f"{problem.op} ({reason}){{{{node {problem.node}}}}}{where}"
 
 
+class CreationStacks:
+    """Where each op of a traced ``tf.function`` was created, for TF's "The op is created at:" lines.
+
+    Built from the tracebacks TF records on every op of a FuncGraph (and of the FuncGraphs of the
+    functions it calls). Frames inside TensorFlow (and this package, which stands in for TF's
+    internals) are dropped, as TF drops its internal frames — everything else, ``<frozen runpy>`` and
+    Keras included, stays, as in TF's message; file names lose the directory prefix common to the
+    whole traceback, as TF's ``StackTrace::ToString(filter_common_prefix)`` does.
+    """
+
+    _INTERNAL = ("tensorflow", "tfxla_cluster")
+
+    def __init__(self, concrete) -> None:
+        self.top = concrete.function_def.signature.name
+        self._ops: dict[tuple[str, str], list[str]] = {}
+        self._callee: dict[tuple[str, str], str] = {}
+        self._add(self.top, concrete.graph, depth=0)
+
+    def _add(self, function: str, graph, depth: int) -> None:
+        for op in graph.get_operations():
+            self._ops[(function, op.name)] = self._format(op.traceback)
+            for attr in ("f", "then_branch", "else_branch", "body"):
+                try:
+                    self._callee[(function, op.name)] = op.get_attr(attr).name
+                    break
+                except (ValueError, AttributeError):
+                    continue
+        # Called functions carry their own FuncGraphs (TF private API; without it, callee ops simply
+        # have no stack here).
+        for name, fn in (getattr(graph, "_functions", None) or {}).items():
+            sub = getattr(fn, "graph", None)
+            if sub is not None and depth < 8 and not any(k[0] == name for k in self._ops):
+                self._add(name, sub, depth + 1)
+
+    @classmethod
+    def _format(cls, traceback) -> list[str]:
+        frames = [(f.filename, f.lineno, f.name) for f in traceback]
+        if not frames:
+            return []
+        prefix = _common_dir_prefix([f[0] for f in frames])
+        return [f'File "{file[len(prefix):]}", line {line}, in {name}' for file, line, name in frames
+                if not cls._internal(file)]
+
+    @classmethod
+    def _internal(cls, filename: str) -> bool:
+        parts = filename.replace("\\", "/").split("/")
+        # AutoGraph's generated modules are TF's machinery too (TF maps them back to the user's file).
+        return any(p in cls._INTERNAL or p.startswith("__autograph_generated") for p in parts)
+
+    def lookup(self, function: str | None, node: str) -> list[str]:
+        """The user frames that created ``node`` of ``function`` (the traced function if None);
+        a node an inliner named ``call/inner_node`` is looked up inside the called function."""
+        function = function or self.top
+        if (function, node) in self._ops:
+            return self._ops[(function, node)]
+        head, _, rest = node.partition("/")
+        while rest:
+            callee = self._callee.get((function, head))
+            if callee is not None:
+                found = self.lookup(callee, rest)
+                if found:
+                    return found
+            nxt, _, rest = rest.partition("/")
+            head = f"{head}/{nxt}"
+        return []
+
+
+def _common_dir_prefix(paths: list[str]) -> str:
+    first = min(paths)
+    last = max(paths)
+    i = 0
+    while i < min(len(first), len(last)) and first[i] == last[i]:
+        i += 1
+    return first[:first.rfind("/", 0, i) + 1] if "/" in first[:i] else ""
+
+
 def error_for(function_name: str, problems: list[Uncompilable], jit_device: str = "XLA_CPU_JIT",
-              attrs: str = "_XlaMustCompile=true") -> MustCompileError:
-    """TF's ValidateGraph error text, listing all problems (TF lists the first)."""
-    listed = ", ".join(_describe(p) for p in problems)
+              attrs: str = "_XlaMustCompile=true", created_at: CreationStacks | None = None) -> MustCompileError:
+    """TF's ValidateGraph error text, listing all problems (TF lists the first). With ``created_at``,
+    each problem is followed by TF's "The op is created at:" block naming the user's source lines."""
+    parts, with_stacks = [], False
+    for p in problems:
+        text = _describe(p)
+        frames = created_at.lookup(p.stack[-1].function if p.stack else None, p.node) if created_at else []
+        if frames:
+            text += "\nThe op is created at: \n" + "\n".join(frames)
+            with_stacks = True
+        parts.append(text)
+    # TF names one problem; after a stack block the next problem starts on its own line.
+    listed = ("\n" if with_stacks else ", ").join(parts)
     message = (f"Detected unsupported operations when trying to compile graph {function_name}[{attrs}] on "
                f"{jit_device}: {listed}")
     stacks = []
@@ -69,11 +155,11 @@ def error_for(function_name: str, problems: list[Uncompilable], jit_device: str 
 
 
 def check_function(library: function_pb2.FunctionDefLibrary, function_name: str,
-                   jit_device: str = "XLA_CPU_JIT") -> None:
+                   jit_device: str = "XLA_CPU_JIT", created_at: CreationStacks | None = None) -> None:
     """Raise :class:`MustCompileError` unless XLA can compile all of ``function_name``."""
     problems = uncompilable_nodes(library, function_name, jit_device)
     if problems:
-        raise error_for(function_name, problems, jit_device)
+        raise error_for(function_name, problems, jit_device, created_at=created_at)
 
 
 def check_concrete(concrete, jit_device: str = "XLA_CPU_JIT") -> None:
@@ -84,4 +170,4 @@ def check_concrete(concrete, jit_device: str = "XLA_CPU_JIT") -> None:
     lib.CopyFrom(library)
     if not any(f.signature.name == fdef.signature.name for f in lib.function):
         lib.function.add().CopyFrom(fdef)
-    check_function(lib, fdef.signature.name, jit_device)
+    check_function(lib, fdef.signature.name, jit_device, created_at=CreationStacks(concrete))
