@@ -56,7 +56,8 @@ class CompiledGraph:
 
             problems = must_compile.uncompilable_in_graph(gd, concrete.function_def.signature.name)
             if problems:
-                raise must_compile.error_for(concrete.function_def.signature.name, problems)
+                raise must_compile.error_for(concrete.function_def.signature.name, problems,
+                                             created_at=must_compile.CreationStacks(concrete))
             members = [n.name for n in graph.op_nodes() if n.op not in ("_Arg", "_Retval")]
             self.clusters = {"cluster_0": members} if members else {}
             self.mark_result = None
@@ -268,26 +269,66 @@ class Function:
                     f"a {spec.dtype.name} tensor but is a {given.dtype.name} tensor")
         return compiled(flat)
 
-    def experimental_get_compiler_ir(self, *args: Any, **kwargs: Any) -> Callable[..., str]:
-        """TF's API: ``f.experimental_get_compiler_ir(*args)(stage='hlo')``; stages 'hlo',
-        'optimized_hlo', 'clusters' (our clustering report)."""
+    def experimental_get_compiler_ir(self, *args: Any, **kwargs: Any) -> Callable[..., str | bytes]:
+        """TF's API: ``f.experimental_get_compiler_ir(*args)(stage='hlo')``. Stages: TF's 'hlo',
+        'optimized_hlo', 'optimized_hlo_dot' (Graphviz), 'hlo_serialized' and 'optimized_hlo_serialized'
+        (HloModuleProto bytes; needs jaxlib's XLA to parse our text), plus 'llvm_ir' (the LLVM IR our
+        code generator emitted, before LLVM's optimisation) and 'clusters' (our clustering report).
+        One text per cluster, in cluster order; the function must have run with these arguments."""
         compiled = self.get_compiled(*args, **kwargs)
 
-        def get(stage: str = "hlo", **_: Any) -> str:
+        def get(stage: str = "hlo", **_: Any) -> str | bytes:
             if stage == "clusters":
                 from tfxla_cluster.jit import explain
 
                 return explain.explain(compiled.mark_result) if compiled.mark_result else str(compiled.clusters)
+            render = _IR_STAGES.get(stage)
+            if render is None:
+                raise InvalidArgumentError(f"Unsupported stage '{stage}': use one of "
+                                           f"{', '.join(sorted([*_IR_STAGES, 'clusters']))}")
             texts = []
             for name, launcher in compiled.launchers.items():
                 if not launcher.cache:
                     raise InvalidArgumentError(f"{name} has not been compiled yet; call the function first")
-                entry = next(iter(launcher.cache.values()))
-                texts.append(entry.hlo_text if stage == "hlo" else entry.optimized_hlo_text)
-            if stage not in ("hlo", "optimized_hlo"):
-                raise InvalidArgumentError(f"Unsupported stage '{stage}': use 'hlo', 'optimized_hlo' or 'clusters'")
+                texts.append(render(next(iter(launcher.cache.values()))))
+            if stage.endswith("_serialized"):
+                return b"".join(texts)
             return "\n".join(texts)
         return get
+
+
+def _llvm_ir(entry) -> str:
+    if entry.executable is None:
+        raise InvalidArgumentError(f"stage 'llvm_ir' needs the llvm backend (this cluster ran on {entry.backend})")
+    return entry.executable.ir
+
+
+def _serialized(text: str) -> bytes:
+    try:
+        from jax._src.lib import xla_client
+    except ImportError:  # TF's own parser is not exposed to Python; jaxlib's is
+        from tfxla_cluster.errors import UnimplementedError
+
+        raise UnimplementedError("serialized HLO stages need jaxlib (XLA's HLO parser) installed") from None
+    return xla_client._xla.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+
+
+def _optimized_dot(entry) -> str:
+    from tfxla_cluster.hlo.parser import parse_module
+    from tfxla_cluster.passes.dump import module_to_dot
+
+    return module_to_dot(parse_module(entry.optimized_hlo_text or entry.hlo_text))
+
+
+# experimental_get_compiler_ir stage → how to render one compiled cluster (a CompiledCluster).
+_IR_STAGES: dict[str, Callable[[Any], str | bytes]] = {
+    "hlo": lambda e: e.hlo_text,
+    "optimized_hlo": lambda e: e.optimized_hlo_text,
+    "optimized_hlo_dot": _optimized_dot,
+    "hlo_serialized": lambda e: _serialized(e.hlo_text),
+    "optimized_hlo_serialized": lambda e: _serialized(e.optimized_hlo_text or e.hlo_text),
+    "llvm_ir": _llvm_ir,
+}
 
 
 def function(fn: Callable | None = None, *, jit_compile: bool | None = None, input_signature=None,
