@@ -120,6 +120,24 @@ def test_compiler_ir_stages():
     assert hlo.startswith("HloModule") and "dot(" in hlo
     optimized = ours.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
     assert "fusion" in optimized
+    llvm_ir = ours.experimental_get_compiler_ir(*args)(stage="llvm_ir")
+    assert "define" in llvm_ir and "tfxla_entry" in llvm_ir
+    dot = ours.experimental_get_compiler_ir(*args)(stage="optimized_hlo_dot")
+    assert dot.startswith("digraph") and "fusion" in dot and dot.rstrip().endswith("}")
+    with pytest.raises(txc.InvalidArgumentError, match="Unsupported stage"):
+        ours.experimental_get_compiler_ir(*args)(stage="nope")
+
+
+def test_compiler_ir_serialized_stages_are_hlo_module_protos():
+    pytest.importorskip("jax")
+    from tensorflow.compiler.xla.service import hlo_pb2
+
+    args = [tf.constant(a) for a in CASES[0][1]]
+    ours = txc.function(mlp, jit_compile=True)
+    ours(*args)
+    for stage in ("hlo_serialized", "optimized_hlo_serialized"):
+        proto = hlo_pb2.HloModuleProto.FromString(ours.experimental_get_compiler_ir(*args)(stage=stage))
+        assert proto.computations and any(i.opcode == "dot" for c in proto.computations for i in c.instructions)
 
 
 def test_demo_runs_the_bundled_transformer(capsys):

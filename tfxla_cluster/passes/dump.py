@@ -139,3 +139,31 @@ def _read_manifest(directory: str) -> dict:
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
+
+
+def module_to_dot(module) -> str:
+    """The entry computation of ``module`` as a Graphviz digraph (XLA's ``RenderGraph(kDot)`` role,
+    simplified): one node per instruction labelled with its name, opcode and shape — a fusion lists its
+    fused opcodes — and one edge per operand, from producer to user. Deterministic (post order)."""
+    def quote(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+    entry = module.entry
+    lines = [f"digraph {quote(module.name)} {{", "  rankdir=TB;", '  node [shape=box, fontname="monospace"];']
+    ids: dict[int, str] = {}
+    for k, instr in enumerate(entry.post_order()):
+        ids[id(instr)] = f"n{k}"
+        label = f"{instr.name}\n{instr.opcode.text} {instr.shape}"
+        style = ""
+        if instr.opcode.text == "fusion":
+            ops = [i.opcode.text for i in instr.fused_computation.post_order() if i.opcode.text != "parameter"]
+            label += f"\nkind={instr.fusion_kind}\n" + ", ".join(ops)
+            style = ', style=filled, fillcolor="#dbe9ff"'
+        elif instr.opcode.text in ("dot", "convolution"):
+            style = ', style=filled, fillcolor="#ffe4c4"'
+        lines.append(f"  n{k} [label={quote(label)}{style}];")
+    for instr in entry.post_order():
+        for op in instr.operands:
+            lines.append(f"  {ids[id(op)]} -> {ids[id(instr)]};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

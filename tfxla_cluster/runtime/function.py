@@ -310,7 +310,7 @@ def _serialized(text: str) -> bytes:
         from tfxla_cluster.errors import UnimplementedError
 
         raise UnimplementedError("serialized HLO stages need jaxlib (XLA's HLO parser) installed") from None
-    return xla_client._xla.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+    return xla_client.hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
 
 
 def _optimized_dot(entry) -> str:
