@@ -76,10 +76,11 @@ def advise_cluster(c: ClusterReport, threads: int | None = None) -> list[Advice]
     tiny = c.compute_ops <= TINY_OPS or (c.elements and c.elements <= TINY_ELEMENTS)
     if run is None:
         if tiny and c.ran and not c.fallback_reason:
-            out.append(Advice("tiny_cluster", "info", f"{c.name} is tiny",
-                              "a launch has a fixed cost that a cluster this small can hardly pay back.",
-                              [f"{c.compute_ops} compute ops ({c.histogram_text(6)}), {c.elements} elements per launch"],
-                              **where))
+            errors = [f"not measured: {s.measure_error}" for s in c.signatures[:1] if s.measure_error]
+            out.append(Advice("tiny_cluster", "info", f"{c.name} is tiny: launch overhead dominates",
+                              (f"it computes {c.compute_ops} op{'s' if c.compute_ops != 1 else ''} on {c.elements} "
+                               "elements; a launch has a fixed cost that a cluster this small can hardly pay back."),
+                              [f"ops: {c.histogram_text(8)}", *errors], **where))
         return out
     ratio = run.launch_ms / run.tf_ms if run.tf_ms else float("inf")
     slower = ratio > SLOWER

@@ -87,6 +87,7 @@ def build_report(source: Any = None, *, script: str | None = None, script_args: 
                     if launcher is not None:
                         owner[id(launcher)] = name
                 report.functions.append(fr)
+        report.functions.sort(key=lambda f: f.name)   # deterministic: the plugin tracks functions in a set
         report.dynamic = bool(recorder.launchers)
         if not report.dynamic:
             report.dynamic_missing = ("no cluster was launched: the program traced no tf.function with clusters "

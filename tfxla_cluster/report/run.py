@@ -175,11 +175,16 @@ def run_script(script: str, args: list[str], *, backend: str = "llvm", on_new_la
     if not os.path.exists(script):
         raise NotFoundError(f"{script}: No such file or directory")
     kept: dict[int, Any] = {}
+    # Functions traced before this run (an earlier report in this process) are not this script's; they
+    # stay referenced meanwhile so that no new function can reuse their id.
+    earlier = list(plugin._functions)
+    earlier_ids = {id(f) for f in earlier}
 
     def keep_functions(_launcher: Any = None) -> None:
         # The plugin tracks functions weakly; a function the script drops must still be reported.
         for f in list(plugin._functions):
-            kept[id(f)] = f
+            if id(f) not in earlier_ids:
+                kept[id(f)] = f
     plugin.install(backend=backend)
     saved_argv = sys.argv
     sys.argv = [script, *args]
@@ -208,5 +213,5 @@ def run_script(script: str, args: list[str], *, backend: str = "llvm", on_new_la
     finally:
         plugin.uninstall()
         sys.argv = saved_argv
-    del namespace
+    del namespace, earlier
     return list(kept.values()), code, summary
