@@ -6,6 +6,8 @@ Public API (everything else is internal and may change):
 * :func:`mark_for_compilation` — TF 2.21's MarkForCompilationPass, with a reason for every node;
 * :class:`Flags` — ``TF_XLA_FLAGS``/``XLA_FLAGS`` with TF's names, defaults and errors;
 * :func:`function` — a ``tf.function`` drop-in whose XLA clusters run through our compiler;
+* :func:`build_report` / :func:`write_report` — the HTML report with the performance advisor;
+* :class:`NumericsChecker` / :func:`check_numerics` — compiled clusters compared with TF's kernels;
 * the typed errors of :mod:`tfxla_cluster.errors`.
 
 Names are resolved lazily, so ``import tfxla_cluster`` (and the CLI's ``--help``) does not pay for
@@ -32,6 +34,10 @@ _LAZY = {
     "function": "tfxla_cluster.runtime.function",
     "install": "tfxla_cluster.runtime.plugin",
     "uninstall": "tfxla_cluster.runtime.plugin",
+    "build_report": "tfxla_cluster.report.api",
+    "write_report": "tfxla_cluster.report.api",
+    "NumericsChecker": "tfxla_cluster.runtime.numerics",
+    "check_numerics": "tfxla_cluster.runtime.numerics",
 }
 
 __all__ = ["DataLossError", "FailedPreconditionError", "FlagError", "InternalError", "InvalidArgumentError",
