@@ -220,6 +220,9 @@ def _with_resource_handle_data(graph_def, concrete):
     return graph_def
 
 
+_EagerTensor: type | None = None   # tensorflow's EagerTensor class, imported on the first call
+
+
 class Function:
     """What :func:`function` returns: call it like the ``tf.function`` it wraps."""
 
@@ -236,6 +239,10 @@ class Function:
         self._tf_function = fn if hasattr(fn, "get_concrete_function") else tf_function()(
             fn, input_signature=input_signature, reduce_retracing=reduce_retracing, autograph=True)
         self._compiled: dict[int, CompiledGraph] = {}
+        # (dtype, shape) of each positional tensor argument → CompiledGraph, for calls made only of
+        # eager tensors: TF's concrete-function lookup (function-type binding) costs ~0.1 ms a call,
+        # and its answer for such a call depends on nothing else.
+        self._by_tensor_specs: dict[tuple, CompiledGraph] = {}
         self._lock = threading.Lock()
 
     def get_compiled(self, *args: Any, **kwargs: Any) -> CompiledGraph:
@@ -251,6 +258,16 @@ class Function:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         import tensorflow as tf
 
+        global _EagerTensor
+        if _EagerTensor is None:
+            from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
+        specs = None
+        if not kwargs and all(type(a) is _EagerTensor for a in args):
+            specs = tuple((a.dtype, a._shape_tuple()) for a in args)
+            compiled = self._by_tensor_specs.get(specs)
+            if compiled is not None and len(args) == len(compiled.concrete.inputs) - \
+                    len(compiled.concrete.captured_inputs):
+                return compiled(list(args))
         compiled = self.get_compiled(*args, **kwargs)
         flat = [a for a in tf.nest.flatten((args, kwargs), expand_composites=True)
                 if isinstance(a, (tf.Tensor, tf.Variable)) or hasattr(a, "__array__") or isinstance(a, (int, float))]
@@ -267,6 +284,8 @@ class Function:
                 raise InvalidArgumentError(
                     f"cannot compute {compiled.concrete.name} as input #{flat.index(given)} was expected to be "
                     f"a {spec.dtype.name} tensor but is a {given.dtype.name} tensor")
+        if specs is not None and len(flat) == len(args):
+            self._by_tensor_specs[specs] = compiled
         return compiled(flat)
 
     def experimental_get_compiler_ir(self, *args: Any, **kwargs: Any) -> Callable[..., str | bytes]:

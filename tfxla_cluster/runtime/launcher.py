@@ -82,6 +82,7 @@ class Launcher:
         self._lock = threading.Lock()
         self._first_compile = threading.Lock()
         self._compilation_cache = None        # made on the first compile (it builds the JIT engine)
+        self._hot: dict[tuple, CompiledCluster] = {}   # (dtype, shape) per input → entry (no constants)
         self._tf_fallback: Callable | None = None
         # Resource outputs (a handle passed through an Identity in the cluster, e.g. the input
         # Identity of an inlined call) are the input handle itself; everything else is a value.
@@ -280,14 +281,21 @@ class Launcher:
         """(outputs, the CompiledCluster that produced them or None when TF's kernels did)."""
         if self.stats.fallback_reason:
             return self._run_tf(list(tensors)), None
-        try:
-            compiled = self._lookup(arrays)
-        except Exception as e:  # auto mode: TF runs this cluster; must-compile: error
-            if self.must_compile:
-                raise
-            return self._fall_back(list(tensors), f"{type(e).__name__}: {str(e).splitlines()[0]}"), None
-        if compiled is None:  # megamorphic (the cache warned)
-            return self._run_tf(list(tensors)), None
+        # Without compile-time-constant inputs, dtypes and shapes alone pick the entry: a plain tuple
+        # lookup skips building the cache's Signature on every launch.
+        hot = tuple((a.dtype.str, a.shape) for a in arrays) if self.const_positions == frozenset() else None
+        compiled = self._hot.get(hot) if hot is not None else None
+        if compiled is None:
+            try:
+                compiled = self._lookup(arrays)
+            except Exception as e:  # auto mode: TF runs this cluster; must-compile: error
+                if self.must_compile:
+                    raise
+                return self._fall_back(list(tensors), f"{type(e).__name__}: {str(e).splitlines()[0]}"), None
+            if compiled is None:  # megamorphic (the cache warned)
+                return self._run_tf(list(tensors)), None
+            if hot is not None:
+                self._hot[hot] = compiled
         with self._lock:
             self.stats.executions += 1
         self._compilation_cache.record_execution(self.sig.name)
