@@ -6,7 +6,10 @@ alive; TF refuses to put nodes with different liveness predicates in one cluster
 ``s(tensor)`` — the value of a Switch predicate tensor — so equal predicates compare equal:
 
 * a node's predicate is the AND of its inputs' predicates (data and control edges);
-* Switch output 1 ANDs ``s(pred)``, output 0 ANDs ``!s(pred)``;
+* Switch output 1 ANDs ``s(pred)``, output 0 ANDs ``!s(pred)``; a ``_SwitchN`` (``tf.switch_case``) has
+  integer symbols ``s(index)=k``: output k < N-1 ANDs ``!(=0) & ... & !(=k-1) & (=k)``, the last
+  (default) output the negation of all of them, as TF's HandleSwitch builds them — so the Merge of an
+  N-way switch stays ``(=0) | (!(=0) & (=1)) | ...``, which TF does not simplify to true either;
 * a Merge ORs its data inputs (control inputs don't count, as in TF), factoring common terms so a cond's two branches merge back to the
   predicate before the Switch (``(a & s) | (a & !s) = a``);
 * a loop Merge (fed by NextIteration) gets its frame's symbol, shared by all Merges of the frame (TF's
@@ -148,7 +151,18 @@ def compute_predicates(graph: Graph, frames: dict[int, str] | None = None) -> di
         if node.op in op_tables.ENTER_OPS:
             name = frames.get(node.id, "")
             entry[name] = make_and(entry.get(name, TRUE), pred)
-        if node.op in op_tables.SWITCH_OPS:
+        if node.op in ("_SwitchN", "Ref_SwitchN"):
+            data = node.data_inputs()
+            if len(data) == 2:
+                tensor = f"{data[1].src.name}:{data[1].src_output}"
+                n_out = len(node.outputs)
+                earlier: list = []
+                for k in range(n_out - 1):
+                    sym = ("sym", f"{tensor}={k}")
+                    out_pred[(node.id, k)] = make_and(pred, *earlier, sym)
+                    earlier.append(("not", sym))
+                out_pred[(node.id, n_out - 1)] = make_and(pred, *earlier)
+        elif node.op in op_tables.SWITCH_OPS:
             data = node.data_inputs()
             if len(data) == 2:
                 sym = ("sym", f"{data[1].src.name}:{data[1].src_output}")
