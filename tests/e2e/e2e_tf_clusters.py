@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import contextlib
 import dataclasses
 import sys
 import tempfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,38 +73,9 @@ class Comparison:
         return "; ".join(parts)
 
 
-_TF_ENV = tf_record.tf_env
-_patch_lock = threading.Lock()
-_patch_users = 0
-
-
-def _tf_env_as_users_run(*args: Any, **kwargs: Any) -> dict[str, str]:
-    """tf_record's child environment without ``TF_DETERMINISTIC_OPS=1``: with it, TF's Python API
-    traces deterministic formulations (e.g. (Sparse)SoftmaxCrossEntropyWithLogits become LogSoftmax,
-    GatherV2, Select, ...), so the recorded graph would not be the graph the function has here."""
-    env = _TF_ENV(*args, **kwargs)
-    env.pop("TF_DETERMINISTIC_OPS", None)
-    return env
-
-
-@contextlib.contextmanager
-def _recording_env() -> Iterator[None]:
-    global _patch_users
-    with _patch_lock:
-        _patch_users += 1
-        tf_record.tf_env = _tf_env_as_users_run
-    try:
-        yield
-    finally:
-        with _patch_lock:
-            _patch_users -= 1
-            if not _patch_users:
-                tf_record.tf_env = _TF_ENV
-
-
 def record_tf(name: str, flags: str) -> TfClustering:
     """Run corpus function ``name`` in a fresh TF process with ``flags`` and read TF's clustering."""
-    with tempfile.TemporaryDirectory(prefix="tfclusters_") as tmp, _recording_env():
+    with tempfile.TemporaryDirectory(prefix="tfclusters_") as tmp:
         meta = tf_record.record(f"{CORPUS_FILE}:{name}", tmp, flags, keep="function", annotated=False)
         if "error" in meta or meta.get("returncode"):
             return TfClustering(None, {}, meta.get("error") or meta.get("stderr_tail", "")[-500:])

@@ -43,6 +43,7 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.random",
     "tfxla_cluster.tf2hlo.xla_ops",
     "tfxla_cluster.tf2hlo.array_ops",
+    "tfxla_cluster.tf2hlo.image",
 )
 
 _LOWERINGS: dict[str, LoweringFn] = {}
