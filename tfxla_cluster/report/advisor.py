@@ -4,7 +4,7 @@ Stage: report. Reads :class:`~.model.ClusterReport` (measured) and the clusterin
 :class:`~.model.Advice` entries. The rules, each a plain-words diagnosis TF users asked for (see
 ``user_needs.md`` §B/§C):
 
-* **tiny cluster** — few ops or few elements: a launch (TF → launch node → our code → TF) has a fixed
+* **tiny cluster** — at most 3 compute ops, or at most 8 on at most 4096 elements: a launch (TF → launch node → our code → TF) has a fixed
   cost that the fused work cannot pay back. Reported for every tiny cluster (TF's own default
   ``--tf_xla_min_cluster_size=4`` exists for this reason); a *warning* when measured slower than TF.
 * **lost parallelism** — slower than TF, and the cluster holds independent groups of ops that TF's
@@ -23,7 +23,8 @@ from typing import Any
 from tfxla_cluster.report.model import Advice, ClusterReport, FunctionReport
 
 TINY_OPS = 3             # compute ops at most ...
-TINY_ELEMENTS = 4096     # ... or elements read and written per launch at most
+TINY_ELEMENTS = 4096     # ... or elements read and written per launch at most ...
+TINY_SMALL_OPS = 8       # ... with at most this many compute ops
 SLOWER = 1.10            # compiled launch / TF kernels above this ratio is "slower"
 STORM_COMPILES = 3       # this many compiles of one cluster is a storm
 
@@ -73,7 +74,8 @@ def advise_cluster(c: ClusterReport, threads: int | None = None) -> list[Advice]
             **where))
     run = next((s for s in c.signatures if s.compiled is not None and s.tf_ms is not None
                 and s.launch_ms is not None), None)
-    tiny = c.compute_ops <= TINY_OPS or (c.elements and c.elements <= TINY_ELEMENTS)
+    # Few ops, or a handful of ops on few elements: little work to pay for a launch.
+    tiny = c.compute_ops <= TINY_OPS or (0 < c.elements <= TINY_ELEMENTS and c.compute_ops <= TINY_SMALL_OPS)
     if run is None:
         if tiny and c.ran and not c.fallback_reason:
             errors = [f"not measured: {s.measure_error}" for s in c.signatures[:1] if s.measure_error]
@@ -84,7 +86,8 @@ def advise_cluster(c: ClusterReport, threads: int | None = None) -> list[Advice]
         return out
     ratio = run.launch_ms / run.tf_ms if run.tf_ms else float("inf")
     slower = ratio > SLOWER
-    timing = (f"compiled launch {_ms(run.launch_ms)} (kernel {_ms(run.kernel_ms)}) vs TF's kernels "
+    how = f" ({run.tf_how})" if run.tf_how and "eager" in run.tf_how else ""
+    timing = (f"compiled launch {_ms(run.launch_ms)} (kernel {_ms(run.kernel_ms)}) vs TF's kernels{how} "
               f"{_ms(run.tf_ms)}: {ratio:.2f}× " + ("slower" if slower else "the time of TF"))
     overhead = run.launch_ms - (run.kernel_ms or 0.0)
     share = overhead / run.launch_ms if run.launch_ms else 0.0

@@ -14,9 +14,9 @@ from tfxla_cluster.cli import command
 
 
 def _report_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("source", nargs="+", metavar="GRAPH | -- script.py ARGS",
-                   help="a GraphDef (.pbtxt/.pb) or SavedModel directory; or, after --, a Python TF program "
-                        "and its arguments (run under the plugin)")
+    p.add_argument("source", nargs="+", metavar="SOURCE",
+                   help="GRAPH: a GraphDef (.pbtxt/.pb) or SavedModel directory; or, after --, "
+                        "script.py ARGS: a Python TF program and its arguments (run under the plugin)")
     p.add_argument("-o", "--output", required=True, help="the HTML file to write")
     p.add_argument("--flags", default=None,
                    help="TF_XLA_FLAGS-style string (default: the TF_XLA_FLAGS environment variable)")

@@ -29,6 +29,8 @@ from tfxla_cluster.report.model import Advice, ClusterReport, FunctionReport, Re
 COLLAPSE_OVER = 600        # nodes: above this the picture shows clusters collapsed
 MAX_HLO_LINES = 3000       # per module shown; the rest is elided with a note
 _MAX_ROWS = 400            # clusters listed in full before the table is cut
+_MAX_ADVICE = 300          # advisor findings shown per severity
+_OPEN_INFOS = 12           # informational findings shown unfolded at most
 
 
 def _e(text: object) -> str:
@@ -108,13 +110,22 @@ def _advice_html(a: Advice) -> str:
 def _advisor(report: Report) -> str:
     items = report.advice
     warn = sum(1 for a in items if a.severity == "warn")
-    head = (f"{warn} cluster{'s' if warn != 1 else ''} cost{'' if warn != 1 else 's'} time; "
+    head = (f"{warn} finding{'s' if warn != 1 else ''} that cost time; "
             f"{len(items) - warn} other finding{'s' if len(items) - warn != 1 else ''}") if items else \
         "No findings" + ("" if report.dynamic else " (nothing ran, so only static findings were possible)")
-    shown = items[:300]
-    more = f"<p>… {len(items) - len(shown)} more findings</p>" if len(items) > len(shown) else ""
-    return (f'<section id="advisor"><h2>Performance advisor</h2><p class="stats">{_e(head)}</p>'
-            + "".join(_advice_html(a) for a in shown) + more + "</section>")
+    # Warnings always show; on big graphs the informational findings fold away (hundreds of splitters).
+    warns = [a for a in items if a.severity == "warn"][:_MAX_ADVICE]
+    infos = [a for a in items if a.severity != "warn"][:_MAX_ADVICE]
+    more = len(items) - len(warns) - len(infos)
+    body = "".join(_advice_html(a) for a in warns)
+    if len(infos) > _OPEN_INFOS:
+        body += (f'<details class="infos"><summary>{len(infos)} informational findings</summary>'
+                 + "".join(_advice_html(a) for a in infos) + "</details>")
+    else:
+        body += "".join(_advice_html(a) for a in infos)
+    if more:
+        body += f"<p>… {more} more findings</p>"
+    return f'<section id="advisor"><h2>Performance advisor</h2><p class="stats">{_e(head)}</p>{body}</section>'
 
 
 def _numerics(report: Report) -> str:

@@ -37,6 +37,7 @@ class SignatureRun:
     kernel_ms: float | None = None           # the compiled code alone
     launch_ms: float | None = None           # the whole launch path (tensors in, tensors out)
     tf_ms: float | None = None               # the same nodes on TF's kernels (TF's executor)
+    tf_how: str = ""                         # how tf_ms was measured
     measure_error: str = ""
 
     @property
