@@ -200,3 +200,17 @@ def test_cli_static_report(tmp_path, capsys):
     assert "wrote" in printed and "static report requested" in printed
     text = out.read_text()
     assert 'id="advisor"' in text and "Did not run." in text and 'xla-cluster' in text and 'data-cluster="cluster_0"' in text
+
+
+def test_big_graphs_collapse_and_focus(graph_report, tmp_path, monkeypatch):
+    """Over COLLAPSE_OVER nodes the picture shows clusters collapsed; --around draws a neighbourhood."""
+    from tfxla_cluster.report import html as report_html
+    from tfxla_cluster.report import write_report
+
+    report, _ = graph_report
+    monkeypatch.setattr(report_html, "COLLAPSE_OVER", 5)
+    text = write_report(report, tmp_path / "c.html").read_text()
+    assert "clusters collapsed" in text and "xla-cluster collapsed" in text
+    text = write_report(report, tmp_path / "f.html", around="Unique", depth=1).read_text()
+    assert "around Unique, depth 1" in text and 'data-node="Unique"' in text
+    assert "clusters collapsed" not in text
