@@ -39,6 +39,8 @@ class CodegenOptions:
     gemm_min_flops: int = 4096         # M*N*K below this: an IR loop instead of a library call
     parallel_min_cost: int = 1 << 18   # bytes-equivalent work before a kernel is split across threads
     fast_transcendentals: bool = True  # inline, vectorisable exp/log/tanh approximations for f32
+    row_groups: bool = True            # run consecutive row-local kernels block of rows by block of rows
+    prefer_vector_width: int = 256     # xla_cpu_prefer_vector_width: SIMD width the vectorisers aim for
 
     @staticmethod
     def from_flags(flags=None, **overrides) -> "CodegenOptions":
@@ -54,6 +56,7 @@ class CodegenOptions:
             honor_division=bool(flags.xla_cpu_fast_math_honor_division),
             bounds_checks=env in ("1", "true", "yes", "on"),
             threads=int(flags.tfxla_cpu_threads),
+            prefer_vector_width=int(flags.xla_cpu_prefer_vector_width),
         )
         values.update(overrides)
         return CodegenOptions(**values)

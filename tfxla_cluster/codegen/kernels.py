@@ -32,7 +32,7 @@ from tfxla_cluster.codegen.dot import Source, conv_gemm_eligible, emit_conv_gemm
 from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.loops import (Index, emit_loop_nest, for_range, if_else_value, if_then, inner_chunks_for,
                                          major_to_minor, scalar_index, work_items)
-from tfxla_cluster.codegen.program import KernelBuilder
+from tfxla_cluster.codegen.program import KernelBuilder, RowAccess
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.opcode import HloOpcode as O
@@ -152,8 +152,11 @@ def emit_loop_thunk(prog, instr, operands, out) -> None:
     if tasks == 1:
         chunks = 1
         work = work_items(outs[0].shape, flat) if same_dims else 1
-    # A kernel that is not split gets constant bounds: LLVM then sees exact trip counts.
-    lo, hi = (kb.lo, kb.hi) if tasks > 1 else (0, work)
+    rows = _row_access(instr, comp, root, operands, outs, work) \
+        if not overrides and same_dims and chunks == 1 and prog.options.row_groups else None
+    # A kernel that is not split (nor run in row blocks) gets constant bounds: LLVM then sees exact
+    # trip counts.
+    lo, hi = (kb.lo, kb.hi) if tasks > 1 or rows is not None else (0, work)
     if len(outs) == 1 and not root.shape.is_tuple:
         emit_loop_nest(kctx, outs[0].shape, lambda idx: arrays[0].store(idx, gen(idx)), lo, hi, flat,
                        inner_chunks=chunks)
@@ -171,7 +174,65 @@ def emit_loop_thunk(prog, instr, operands, out) -> None:
             g = em.gen(o)
             emit_loop_nest(kctx, arr.shape, lambda idx, arr=arr, g=g: arr.store(idx, g(idx)), 0,
                            work_items(arr.shape, False), False)
-    prog.call_kernel(kb, instr.name, kind, work, tasks, 0)
+        rows = None
+    prog.call_kernel(kb, instr.name, kind, work, tasks, 0, rows=rows)
+
+
+def _row_access(instr, comp, root, operands, outs, work: int) -> RowAccess | None:
+    """How a loop kernel whose work items are the rows (dim 0) of its rank-1/2 row-major results touches
+    memory, for row-blocked scheduling (``ProgramEmitter.call_kernel``); None if its items are not rows."""
+    shape = outs[0].shape
+    if work < 2 or shape.rank not in (1, 2) or not shape.is_default_layout or work != shape.dimensions[0]:
+        return None
+    if shape.rank == 2 and work_items(shape, False) != work:
+        return None
+    if comp is not None:
+        users = comp.users()
+        params = comp.parameters
+        local = [_row_local(p, root, users, work) for p in params]
+    else:  # a lone instruction: its operands are used once, by the root itself
+        local = [_use_row_local(instr, k, work) for k in range(len(instr.operands))]
+    row_bytes = sum(r.shape.byte_size() // max(r.shape.dimensions[0], 1) if r.shape.rank else 0
+                    for r in [*operands, *outs])
+    return RowAccess(work, frozenset(r.slot.index for r, ok in zip(operands, local) if ok),
+                     frozenset(r.slot.index for r, ok in zip(operands, local) if not ok),
+                     frozenset(r.slot.index for r in outs), [r.slot for r in [*operands, *outs]], row_bytes)
+
+
+def _use_row_local(user, k: int, rows: int) -> bool:
+    """Whether ``user`` reads row i of its operand ``k`` only for row i of its own result."""
+    op, operand = user.opcode, user.operands[k]
+    if not user.shape.is_array:
+        return op is O.TUPLE
+    if user.shape.rank == 0 or user.shape.dimensions[0] != rows:
+        return False
+    if op in ops.ELEMENTWISE and op is not O.MAP:
+        return operand.shape.dimensions == user.shape.dimensions
+    if op is O.BROADCAST:
+        return operand.shape.rank >= 1 and user.dimensions[0] == 0
+    if op is O.REDUCE:
+        return k < len(user.operands) // 2 and 0 not in user.dimensions
+    if op in (O.BITCAST, O.RESHAPE):
+        return operand.shape.rank >= 1 and operand.shape.dimensions[0] == rows and \
+            operand.shape.is_default_layout and user.shape.is_default_layout
+    return False
+
+
+def _row_local(param, root, users, rows: int) -> bool:
+    """Whether every path from fused parameter ``param`` to ``root`` keeps row i at row i."""
+    if param.shape.rank == 0 or param.shape.dimensions[0] != rows or not param.shape.is_default_layout:
+        return False
+    stack, seen = [param], set()
+    while stack:
+        value = stack.pop()
+        if id(value) in seen or value is root:
+            continue
+        seen.add(id(value))
+        for user in users.get(value, []):
+            if not all(_use_row_local(user, k, rows) for k, o in enumerate(user.operands) if o is value):
+                return False
+            stack.append(user)
+    return True
 
 
 COLUMN_BLOCK = 512  # kept elements per block: the block of accumulators stays in L1

@@ -20,6 +20,7 @@ Guarantee: the emitted IR is a deterministic function of the module and the code
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +30,7 @@ from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferPlan, BufferRef, Slot, leaves
 from tfxla_cluster.codegen.context import (CodegenOptions, KernelContext, ModuleContext, entry_builder,
                                            new_function_body)
-from tfxla_cluster.codegen.loops import IrArray
+from tfxla_cluster.codegen.loops import IrArray, for_range
 from tfxla_cluster.errors import TfXlaError, UnimplementedError
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
@@ -48,6 +49,39 @@ class KernelInfo:
     work_items: int
     tasks: int
     cost: int
+
+
+@dataclass(eq=False)
+class RowAccess:
+    """How a row-partitioned kernel touches memory (see ``ProgramEmitter.call_kernel``): its work item
+    i writes row i of every ``written`` slot and reads only row i of every ``local`` slot; ``remote``
+    slots may be read anywhere. ``row_bytes`` is what one item touches, for the block size."""
+
+    items: int
+    local: frozenset[int]
+    remote: frozenset[int]
+    written: frozenset[int]
+    slots: list = field(default_factory=list)
+    row_bytes: int = 0
+
+
+@dataclass(eq=False)
+class _RowGroup:
+    """Consecutive row kernels over the same rows, run block of rows by block of rows."""
+
+    items: int
+    members: list = field(default_factory=list)      # (function, tasks, position, RowAccess)
+    written: set = field(default_factory=set)
+    remote: set = field(default_factory=set)
+
+    def accepts(self, rows: RowAccess) -> bool:
+        # Blocked order runs a later kernel on block b before an earlier one on block b+1: fine when
+        # every slot written in the group is only ever read at the reader's own row.
+        return rows.items == self.items and not (rows.remote & self.written) and \
+            not (rows.written & (self.remote | self.written))
+
+
+ROW_BLOCK_BYTES = 256 * 1024   # bytes a row block of a group touches: stays in L2 between its kernels
 
 
 class KernelBuilder:
@@ -121,6 +155,8 @@ class ProgramEmitter:
         self.result_structure = None
         self._scopes: dict[int, object] = {}
         self._domain = None
+        self._rows: _RowGroup | None = None
+        self.row_groups: list[list[str]] = []   # names of the kernels run row block by row block
 
     # ------------------------------------------------------------------ top level
     def emit(self) -> str:
@@ -143,7 +179,7 @@ class ProgramEmitter:
         self._finish_outputs(entry.root.shape, root)
         self.b.ret_void()
         self.plan.pack()
-        return str(self.mctx.module)
+        return _with_vector_width(str(self.mctx.module), self.options.prefer_vector_width)
 
     def _finish_outputs(self, shape: Shape, root) -> None:
         refs = leaves(root) if shape.is_tuple else [root]
@@ -181,6 +217,7 @@ class ProgramEmitter:
                     raise
                 raise type(e)(f"{e.message} (while emitting %{instr.name} = {instr.opcode.text} "
                               f"in %{comp.name})") from e
+        self.flush_rows()  # a computation's kernels have all run when its value is used
         return values[id(comp.root)]
 
     def new_value(self, instr, shape: Shape | None = None, path=()):
@@ -258,10 +295,30 @@ class ProgramEmitter:
         return int(min(threads, work_items, max(2, cost // max(self.options.parallel_min_cost, 1))))
 
     def call_kernel(self, kb: KernelBuilder, instr_name: str, kind: str, work_items: int, tasks: int = 1,
-                    cost: int = 0) -> None:
-        """Finish ``kb`` and call it from the entry function on [0, work_items) in ``tasks`` ranges."""
+                    cost: int = 0, rows: RowAccess | None = None) -> None:
+        """Finish ``kb`` and call it from the entry function on [0, work_items) in ``tasks`` ranges.
+
+        Consecutive kernels with ``rows`` (items are rows of their results, see :class:`RowAccess`) over
+        the same rows, where nothing written in the group is read outside its own row, are run as one
+        group: block of rows by block of rows, every member on a block before the next block (softmax's
+        max / exp / sum / divide kernels then pass each row through the cache, not through memory four
+        times), under one fork-join."""
         fn = kb.finish()
         self.kernels.append(KernelInfo(kb.name, instr_name, kind, work_items, tasks, cost))
+        if rows is not None and self.options.row_groups:
+            if self._rows is not None and not self._rows.accepts(rows):
+                self.flush_rows()
+            if self._rows is None:
+                self._rows = _RowGroup(rows.items)
+            group = self._rows
+            group.members.append((fn, tasks, self.pos, rows))
+            group.written |= rows.written
+            group.remote |= rows.remote
+            return
+        self.flush_rows()
+        self._call(fn, work_items, tasks)
+
+    def _call(self, fn, work_items: int, tasks: int) -> None:
         table = self.entry.args[0]
         if tasks > 1:
             pf = self.mctx.function("tfxla_parallel_for", t.VOID, [t.PTR, t.PTR, t.I64, t.I64])
@@ -269,8 +326,45 @@ class ProgramEmitter:
         elif work_items > 0:
             self.b.call(fn, [table, t.i64(0), t.i64(work_items)])
 
+    def flush_rows(self) -> None:
+        """Emit the pending row group's call (entry-level code must not run between its kernels)."""
+        group, self._rows = self._rows, None
+        if group is None:
+            return
+        if len(group.members) == 1:
+            fn, tasks, _, _ = group.members[0]
+            self._call(fn, group.items, tasks)
+            return
+        # Every buffer a member touches lives across the whole group: a later member's output must not
+        # share arena bytes with something an earlier member still reads on a later block.
+        first, last = group.members[0][2], group.members[-1][2]
+        for _, _, _, rows in group.members:
+            for slot in rows.slots:
+                self.plan.define(slot, first)
+                self.plan.use(slot, last)
+        row_bytes = max(sum(r.row_bytes for *_, r in group.members), 1)
+        block = max(1, ROW_BLOCK_BYTES // row_bytes)
+        fn = ir.Function(self.mctx.module, ir.FunctionType(t.VOID, [t.PTR, t.I64, t.I64]),
+                         self.mctx.unique_name("rows_" + group.members[0][0].name))
+        fn.args[0].add_attribute("noalias")
+        fn.attributes.add("nounwind")
+        fn.linkage = "internal"
+        b = new_function_body(fn)
+        table, lo, hi = fn.args
+        n_blocks = b.sdiv(b.add(b.sub(hi, lo), t.i64(block - 1)), t.i64(block))
+        with for_range(b, 0, n_blocks, "blk") as k:
+            start = b.add(lo, b.mul(k, t.i64(block)))
+            end = b.add(start, t.i64(block))
+            end = b.select(b.icmp_signed("<", end, hi), end, hi)
+            for member, *_ in group.members:
+                b.call(member, [table, start, end])
+        b.ret_void()
+        self.row_groups.append([m[0].name for m in group.members])
+        self._call(fn, group.items, max(m[1] for m in group.members))
+
     # ------------------------------------------------------------------ entry-level helpers
     def entry_ptr(self, slot: Slot):
+        self.flush_rows()  # entry-level code: pending row kernels must have run
         gep = self.b.gep(self.entry.args[0], [t.i64(slot.index)], inbounds=True, source_etype=t.PTR)
         return self.b.load(gep, typ=t.PTR)
 
@@ -366,6 +460,14 @@ def _token(prog, instr, operands, params):
     return ()
 
 
+def _with_vector_width(text: str, bits: int) -> str:
+    """Give every defined function LLVM's ``"prefer-vector-width"`` attribute (XLA's
+    ``xla_cpu_prefer_vector_width``): the vectorisers' register width. llvmlite's attribute sets take
+    only enum attributes, so the string attribute goes into the printed IR."""
+    return re.sub(r'^(define [^\n]*?)\s*\n\{', lambda m: f'{m.group(1)} "prefer-vector-width"="{bits}"\n{{',
+                  text, flags=re.M)
+
+
 def _call(prog, instr, operands, params):
     return prog.emit_computation(instr.to_apply, operands)
 
@@ -380,6 +482,7 @@ def _copy_tree(prog, src, dst) -> None:
 
 def _while(prog, instr, operands, params):
     (init,) = operands
+    prog.flush_rows()  # control flow: pending row kernels run before the loop's blocks
     b = prog.b
     state = _temps_like(prog, instr.shape, instr.name)
     _copy_tree(prog, init, state)
@@ -433,6 +536,7 @@ def _temps_like(prog, shape: Shape, name: str):
 
 def _conditional(prog, instr, operands, params):
     selector, args = operands[0], operands[1:]
+    prog.flush_rows()
     b = prog.b
     n = len(instr.branch_computations)
     prog.pos += 1

@@ -1,0 +1,100 @@
+"""Row groups: consecutive kernels whose work items are rows, and which read what the group wrote only at
+their own row, run block of rows by block of rows (program.py). Results equal the evaluator with bounds
+checks on; a kernel that reads a group's output at other rows (a transpose) is not put in that group;
+the vector-width flag reaches the IR."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from cg_helpers import CHECKED
+from tfxla_cluster.codegen import compile_module
+from tfxla_cluster.codegen.executable import emit_module
+from tfxla_cluster.hlo.evaluator import evaluate
+from tfxla_cluster.hlo.parser import parse_module
+
+SOFTMAX = """
+HloModule softmax
+
+max_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+
+add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+fused_exp {
+  x = f32[ROWS,37] parameter(0)
+  m = f32[ROWS] parameter(1)
+  mb = f32[ROWS,37] broadcast(m), dimensions={0}
+  d = f32[ROWS,37] subtract(x, mb)
+  ROOT e = f32[ROWS,37] exponential(d)
+}
+
+fused_div {
+  e = f32[ROWS,37] parameter(0)
+  s = f32[ROWS] parameter(1)
+  sb = f32[ROWS,37] broadcast(s), dimensions={0}
+  ROOT q = f32[ROWS,37] divide(e, sb)
+}
+
+ENTRY main {
+  x = f32[ROWS,37] parameter(0)
+  ninf = f32[] constant(-inf)
+  zero = f32[] constant(0)
+  m = f32[ROWS] reduce(x, ninf), dimensions={1}, to_apply=max_f32
+  e = f32[ROWS,37] fusion(x, m), kind=kLoop, calls=fused_exp
+  s = f32[ROWS] reduce(e, zero), dimensions={1}, to_apply=add_f32
+  ROOT q = f32[ROWS,37] fusion(e, s), kind=kLoop, calls=fused_div
+}
+"""
+
+TRANSPOSED = """
+HloModule transposed
+
+ENTRY main {
+  x = f32[24,24] parameter(0)
+  t = f32[24,24] exponential(x)
+  tt = f32[24,24] transpose(t), dimensions={1,0}
+  ROOT y = f32[24,24] add(t, tt)
+}
+"""
+
+
+@pytest.mark.parametrize("rows", [2, 67, 3001])
+@pytest.mark.parametrize("row_groups", [True, False])
+def test_softmax_kernels_run_as_one_row_group_and_equal_the_evaluator(rows, row_groups):
+    text = SOFTMAX.replace("ROWS", str(rows))
+    options = dataclasses.replace(CHECKED, row_groups=row_groups)
+    prog, _ = emit_module(parse_module(text), options)
+    assert len(prog.row_groups) == (1 if row_groups else 0)
+    if row_groups:
+        assert len(prog.row_groups[0]) == 4
+    x = np.random.default_rng(rows).standard_normal((rows, 37)).astype(np.float32)
+    (got,) = compile_module(parse_module(text), options)(x)
+    want = np.asarray(evaluate(parse_module(text), x))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_a_kernel_reading_other_rows_of_a_group_output_starts_a_new_group():
+    prog, _ = emit_module(parse_module(TRANSPOSED), CHECKED)
+    names = {k.instruction: k.name for k in prog.kernels}
+    for group in prog.row_groups:
+        assert not {names["t"], names["tt"]} <= set(group)
+    x = np.random.default_rng(1).standard_normal((24, 24)).astype(np.float32)
+    (got,) = compile_module(parse_module(TRANSPOSED), CHECKED)(x)
+    np.testing.assert_allclose(got, np.exp(x) + np.exp(x).T, rtol=1e-6)
+
+
+def test_prefer_vector_width_reaches_every_function():
+    text = SOFTMAX.replace("ROWS", "8")
+    _, ir_text = emit_module(parse_module(text), dataclasses.replace(CHECKED, prefer_vector_width=512))
+    defines = [line for line in ir_text.splitlines() if line.startswith("define")]
+    assert defines and all('"prefer-vector-width"="512"' in line for line in defines)
