@@ -35,6 +35,52 @@ def _function_name(fn: Any, compiled: Any) -> str:
     return f"{name} [{concrete}]"
 
 
+def _function_reports(functions: list, recorder: Recorder) -> list[FunctionReport]:
+    """One FunctionReport per traced signature of each ``tfxla_cluster.function`` in ``functions``."""
+    out = []
+    for fn in functions:
+        for compiled in list(fn._compiled.values()):
+            name = _function_name(fn, compiled)
+            fr = FunctionReport(name, compiled.mark_result, compiled.graph)
+            if compiled.mark_result is None:
+                fr.note = ("jit_compile=True: the whole function is one must-compile cluster"
+                           if fn.jit_compile else "jit_compile=False: nothing is clustered")
+            for cname, members in compiled.clusters.items():
+                launcher = compiled.launchers.get(cname)
+                fr.clusters[cname] = cluster_report(cname, members, compiled.graph, function=name, launcher=launcher,
+                                                    runs=recorder.runs.get(id(launcher)) if launcher else None)
+            out.append(fr)
+    return out
+
+
+def _run_saved_model(report: Report, path: str, signature: str, flags: Any, recorder: Recorder, checker: Any,
+                     **options: Any) -> bool:
+    """Graph mode for a SavedModel: run its signature function (variables included) through our runtime;
+    on success the report's functions are the runtime's. False (with the reason) when it can't run."""
+    from tfxla_cluster.report.run import NotRunnable, run_saved_model
+
+    recorder.install()
+    if checker:
+        checker.install()
+    try:
+        fn, loaded, report.inputs = run_saved_model(path, signature, flags, **options)
+    except NotRunnable as e:
+        report.dynamic_missing = str(e)
+        return False
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        report.dynamic_missing = f"running the SavedModel failed: {type(e).__name__}: {first}"
+        return False
+    finally:
+        recorder.uninstall()
+        if checker:
+            checker.uninstall()
+    report.functions = _function_reports([fn], recorder)
+    report.keep_alive = (fn, loaded)   # the variables live as long as the report
+    report.dynamic = bool(recorder.launchers)
+    return True
+
+
 def build_report(source: Any = None, *, script: str | None = None, script_args: list[str] | None = None,
                  flags: Any = None, result: Any = None, title: str | None = None, run: bool = True,
                  input_shapes: dict | None = None, calls: int = 3, repeats: int = 5,
@@ -73,22 +119,7 @@ def build_report(source: Any = None, *, script: str | None = None, script_args: 
                 checker.uninstall()
         seconds["run"] = time.perf_counter() - t_start
         report.run_output = summary + (f"\n(script exited with code {code})" if code else "")
-        owner: dict[int, str] = {}
-        for fn in functions:
-            for compiled in list(fn._compiled.values()):
-                name = _function_name(fn, compiled)
-                fr = FunctionReport(name, compiled.mark_result, compiled.graph)
-                if compiled.mark_result is None:
-                    fr.note = ("jit_compile=True: the whole function is one must-compile cluster"
-                               if fn.jit_compile else "jit_compile=False: nothing is clustered")
-                for cname, members in compiled.clusters.items():
-                    launcher = compiled.launchers.get(cname)
-                    fr.clusters[cname] = cluster_report(cname, members, compiled.graph, function=name,
-                                                        launcher=launcher,
-                                                        runs=recorder.runs.get(id(launcher)) if launcher else None)
-                    if launcher is not None:
-                        owner[id(launcher)] = name
-                report.functions.append(fr)
+        report.functions = _function_reports(functions, recorder)
         report.functions.sort(key=lambda f: f.name)   # deterministic: the plugin tracks functions in a set
         report.dynamic = bool(recorder.launchers)
         if not report.dynamic:
@@ -99,6 +130,19 @@ def build_report(source: Any = None, *, script: str | None = None, script_args: 
         from tfxla_cluster.jit.mark_for_compilation import ProcessState, mark_for_compilation
 
         flags = _flags(flags)
+        missing = ""
+        is_saved_model = isinstance(source, (str, os.PathLike)) and Path(source).is_dir()
+        if is_saved_model and run and result is None:
+            report = Report(title or os.path.basename(os.path.normpath(str(source))), str(source), flags)
+            t0 = time.perf_counter()
+            ran = _run_saved_model(report, str(source), signature, flags, recorder, checker,
+                                   input_shapes=input_shapes, calls=calls, backend=backend)
+            seconds["run"] = time.perf_counter() - t0
+            if ran:
+                return _finish(report, recorder, checker, seconds, t_start, measure_timings, repeats,
+                               measure_budget)
+            missing = report.dynamic_missing
+            run = False
         if result is None:
             from tfxla_cluster.graph import Graph, load_graph
 
@@ -114,7 +158,7 @@ def build_report(source: Any = None, *, script: str | None = None, script_args: 
         report.functions.append(fr)
         launchers: dict[str, Any] = {}
         if not run:
-            report.dynamic_missing = "not run (static report requested)"
+            report.dynamic_missing = missing if is_saved_model and missing else "not run (static report requested)"
         elif not result.clusters:
             report.dynamic_missing = "no clusters were formed, so nothing was compiled or timed"
         else:
@@ -138,13 +182,18 @@ def build_report(source: Any = None, *, script: str | None = None, script_args: 
                 if checker:
                     checker.uninstall()
             seconds["run"] = time.perf_counter() - t0
-        owner = {}
         for cname, members in result.clusters.items():
             launcher = launchers.get(cname)
             fr.clusters[cname] = cluster_report(cname, members, result.graph, function=fr.name, launcher=launcher,
                                                 runs=recorder.runs.get(id(launcher)) if launcher else None)
-            if launcher is not None:
-                owner[id(launcher)] = fr.name
+    return _finish(report, recorder, checker, seconds, t_start, measure_timings, repeats, measure_budget)
+
+
+def _finish(report: Report, recorder: Recorder, checker: Any, seconds: dict, t_start: float,
+            measure_timings: bool, repeats: int, measure_budget: float) -> Report:
+    """Timings, numerics results and advice: the steps after the run, whatever the source."""
+    from tfxla_cluster.report.advisor import advise
+
     if measure_timings and report.dynamic:
         t0 = time.perf_counter()
         # Costliest clusters first (by observed launch time), within a time budget: on graphs with

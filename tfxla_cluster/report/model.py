@@ -125,6 +125,7 @@ class Report:
     inputs: list[str] = field(default_factory=list)   # what was fed (graph mode)
     picture_options: dict = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)   # time per phase of building the report
+    keep_alive: Any = None               # what must outlive the run (a SavedModel owns its variables)
 
     @property
     def advice(self) -> list[Advice]:

@@ -7,6 +7,8 @@ Stage: report (drives the runtime). Two sources:
   shows), TF imports the rewritten graph, and it is called a few times on deterministic random inputs
   made from the graph's input dtypes and shapes. When that is impossible (unknown input shapes,
   string or resource inputs, ...) it raises :class:`NotRunnable` with the reason the report prints.
+* :func:`run_saved_model` — a SavedModel's signature function, with its variables, through
+  :func:`tfxla_cluster.function` (its GraphDef alone can't run: variable values live outside it);
 * :func:`run_script` — a Python TF program run unmodified under the plugin (every ``tf.function``
   goes through our pipeline; ``TF_XLA_FLAGS`` decide clustering), returning the traced functions.
 
@@ -59,21 +61,56 @@ def make_inputs(graph: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
             if shape is None or any(d is None or d < 0 for d in shape):
                 raise NotRunnable(f"input '{node.name}' has unknown shape {_shape_text(shape)}; give it with "
                                   f"--input-shape {node.name}=D0,D1,...")
-        np_dtype = tf.as_dtype(dtype).as_numpy_dtype
-        shape = tuple(int(d) for d in shape)
-        if np.issubdtype(np_dtype, np.floating) or np_dtype.__name__ == "bfloat16":
-            value = rng.standard_normal(shape).astype(np_dtype)
-        elif np.issubdtype(np_dtype, np.complexfloating):
-            value = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np_dtype)
-        elif np_dtype == np.bool_:
-            value = rng.random(shape) < 0.5
-        elif np.issubdtype(np_dtype, np.integer):
-            # Small non-negative values: likely valid as indices, sizes and axes.
-            value = rng.integers(0, 4, size=shape).astype(np_dtype)
-        else:
-            raise NotRunnable(f"input '{node.name}' has dtype {np_dtype}: no value can be made up for it")
+        value = random_value(tf.as_dtype(dtype).as_numpy_dtype, tuple(int(d) for d in shape), rng, node.name)
         out.append((node.name, value))
     return out
+
+
+def random_value(np_dtype: Any, shape: tuple[int, ...], rng: np.random.Generator, name: str) -> np.ndarray:
+    """A deterministic random value for input ``name``: normal floats, small non-negative integers
+    (likely valid as indices, sizes and axes), fair booleans."""
+    if np.issubdtype(np_dtype, np.floating) or getattr(np_dtype, "__name__", "") == "bfloat16":
+        return rng.standard_normal(shape).astype(np_dtype)
+    if np.issubdtype(np_dtype, np.complexfloating):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np_dtype)
+    if np_dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(np_dtype, np.integer):
+        return rng.integers(0, 4, size=shape).astype(np_dtype)
+    raise NotRunnable(f"input '{name}' has dtype {np_dtype}: no value can be made up for it")
+
+
+def run_saved_model(path: str, signature: str, flags: Any, *, input_shapes: dict | None = None, calls: int = 3,
+                    seed: int = 0, backend: str = "llvm") -> tuple[Any, Any, list[str]]:
+    """Run a SavedModel's signature function (with its variables) through :func:`tfxla_cluster.function`
+    ``calls`` times on generated inputs. Returns (the Function, the loaded SavedModel — keep it alive:
+    it owns the variables —, a description of the inputs fed)."""
+    import tensorflow as tf
+
+    from tfxla_cluster.runtime.function import function
+
+    input_shapes = input_shapes or {}
+    loaded = tf.saved_model.load(str(path))
+    concrete = loaded.signatures[signature]
+    _, specs = concrete.structured_input_signature
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, spec in sorted(specs.items()):
+        shape = input_shapes.get(name, spec.shape.as_list() if spec.shape.rank is not None else None)
+        if shape is None or any(d is None for d in shape):
+            raise NotRunnable(f"input '{name}' has unknown shape {_shape_text(shape)}; give it with "
+                              f"--input-shape {name}=D0,D1,...")
+        if spec.dtype in (tf.string, tf.variant, tf.resource):
+            raise NotRunnable(f"input '{name}' is a {spec.dtype.name} tensor: no value can be made up for it")
+        feeds[name] = tf.constant(random_value(spec.dtype.as_numpy_dtype, tuple(int(d) for d in shape), rng, name))
+
+    def serve(**kwargs: Any) -> Any:
+        return concrete(**kwargs)
+    serve.__name__ = signature
+    fn = function(serve, flags=flags, backend=backend)
+    for _ in range(max(1, calls)):
+        fn(**feeds)
+    return fn, loaded, [f"{k}: {v.dtype.name}{v.shape.as_list()}" for k, v in feeds.items()]
 
 
 def _shape_text(shape: Any) -> str:
