@@ -27,44 +27,24 @@ class KnownDifference(Exception):
     """The partitions differ exactly in the way the xfail reason says."""
 
 
-_XENT_RESHAPES = ("grappler: TF's runtime grappler drops the no-op softmax_cross_entropy_with_logits/"
-                  "Reshape, Reshape_1 ([4,6]->[4,6]) and their concat shape Const; our "
-                  "tf_optimizer.OptimizeGraph run keeps them (tfxla_cluster/graph/grappler.py). Our pass "
-                  "on TF's graph gives TF's partition")
-_ADD_N = ("grappler: TF's ArithmeticOptimizer AddOpsRewrite turns add_6/add_7 into "
-          "ArithmeticOptimizer/AddOpsRewrite_add_7 (AddN + AddV2); ours keeps add_6/add_7 "
-          "(tfxla_cluster/graph/grappler.py). Our pass on TF's graph gives TF's partition")
-_COND_NAMES = ("grappler/If lowering: TF's lowered cond keeps cond/pivot_t, cond/pivot_f Identity nodes; "
-               "ours has ConstantFoldingCtrl/cond/switch_pred/_N_{0,1} instead (node names differ, "
-               "tfxla_cluster/graph/). Our pass on TF's graph gives TF's partition")
-_SWITCH_N_DEADNESS = ("jit/deadness: TF does not simplify the deadness of the Merge of a 3-branch _SwitchN "
-                      "(i=0 | (~i=0 & i=1) | (~i=0 & ~i=1)) to #true, so Const sub/y (#true) is not "
-                      "contracted into sub; our deadness analysis treats it as live and clusters sub/y "
-                      "with sub (tfxla_cluster/jit/deadness.py)")
+_COND_NAMES = ("grappler/If lowering: TF's lowered cond keeps its pivot_t/pivot_f Identity nodes as the control "
+               "source of branch constants; through tf_optimizer.OptimizeGraph grappler's constant folding "
+               "replaces them with ConstantFoldingCtrl/<switch_pred>_{0,1} Identity nodes (same partition "
+               "shape, different node names; reproduced on TF's own pre-grappler graph, so it is the "
+               "grappler entry point, not our input). Our pass on TF's graph gives TF's partition")
 
-_SHAPE_REWRITES = ("grappler: TF's runtime grappler rewrites with the inputs' shapes known; our "
-                   "tf_optimizer.OptimizeGraph run makes no shape-dependent rewrites (here: folds of "
-                   "inner-call arithmetic, log(x + 1) -> Log1p), tfxla_cluster/graph/grappler.py. Our pass on "
-                   "TF's graph gives TF's partition")
-_CALL_SHAPES = ("runtime/grappler: TF's eager runtime instantiates the function for the call's input shapes "
-                "([5, 8] for a [None, 8] signature) and grappler folds Shape/strided_slice/Cast of the batch "
-                "dim; our pre-clustering graph is built once per concrete function, batch dim unknown (and "
-                "our grappler run makes no shape-dependent rewrites). Our pass on TF's graph gives TF's "
-                "partition")
-
-#: (flag set, function) -> (xfail reason, nodes only in our graph that identify it, or None for "the pass")
-KNOWN: dict[tuple[str, str], tuple[str, tuple[str, ...] | None]] = {}
-for _fs in FLAGSETS:
-    KNOWN[(_fs, "sample_softmax_xent")] = (_XENT_RESHAPES, ("softmax_cross_entropy_with_logits/Reshape",))
-    KNOWN[(_fs, "softmax_xent")] = (_XENT_RESHAPES, ("softmax_cross_entropy_with_logits/Reshape",))
-    KNOWN[(_fs, "sample_transformer_block")] = (_ADD_N, ("add_6", "add_7"))
-KNOWN[("min_cluster_size_1", "sample_cond")] = (_COND_NAMES, ("ConstantFoldingCtrl/cond/switch_pred/_2_0",))
-KNOWN[("min_cluster_size_1", "cond_both_ways")] = (_COND_NAMES, ("ConstantFoldingCtrl/cond/switch_pred/_2_0",))
-KNOWN[("min_cluster_size_1", "switch_case")] = (_SWITCH_N_DEADNESS, None)
-for _fs in FLAGSETS:
-    KNOWN[(_fs, "nested_tf_function")] = (_SHAPE_REWRITES, ("sub", "add/y"))
-    KNOWN[(_fs, "dynamic_batch")] = (_CALL_SHAPES, ("Shape", "strided_slice"))
-KNOWN[("min_cluster_size_1", "print_and_asserts")] = (_SHAPE_REWRITES, ("add",))
+#: (flag set, function) -> (xfail reason, nodes only in our graph that identify it, or None for "the pass").
+#: Fixed since the first sweep: no-op Reshape removal, AddN, Log1p/nested-call folds (grappler now sees the
+#: _Arg shapes and calls are inlined with TF's names first, tfxla_cluster/graph/grappler.py), the
+#: dynamic_batch "call-shape specialisation" (TF was recorded with a static signature; the recording now
+#: uses the corpus' [None, 8] one) and the 3-way _SwitchN deadness (tfxla_cluster/jit/deadness.py).
+KNOWN: dict[tuple[str, str], tuple[str, tuple[str, ...] | None]] = {
+    ("min_cluster_size_1", "sample_cond"): (_COND_NAMES, ("ConstantFoldingCtrl/cond/switch_pred/_2_0",)),
+    ("min_cluster_size_1", "cond_both_ways"): (_COND_NAMES, ("ConstantFoldingCtrl/cond/switch_pred/_2_0",)),
+    ("min_cluster_size_1", "print_and_asserts"): (
+        _COND_NAMES, ("ConstantFoldingCtrl/assert_positive/assert_less/Assert/AssertGuard/"
+                      "assert_positive/assert_less/All/_5_0",)),
+}
 
 _recorded: dict[str, dict[str, tfc.TfClustering]] = {}
 

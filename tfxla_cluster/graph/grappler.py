@@ -6,12 +6,23 @@ before MarkForCompilation. Running the same C++ optimizer through ``tf_optimizer
 runtime-form GraphDef (``_Arg``/``_Retval``, calls not yet inlined) yields the graph TF's
 ``before_mark_for_compilation`` dump shows — same nodes, same names, same order — provided nodes are
 placed first (done here), since some rewrites (the CPU remapper's fused MatMul/Conv2D) need devices.
+
+Argument shapes: TF's function runtime optimizes the instantiated graph with the ``_Arg`` shapes of the
+call known (the FunctionDef's ``arg_attr`` ``_output_shapes``), so shape-dependent rewrites fire
+(no-op Reshape removal, AddN/Log1p rewrites, folds of Shape/Size of arguments). Through
+``tf_optimizer.OptimizeGraph`` the same ``_Arg`` nodes come out of grappler's shape inference with
+unknown dimensions (rank only), and none of those rewrites happen. So each non-resource ``_Arg`` with
+a recorded shape is handed to grappler as a stand-in ``FakeParam`` of that dtype and shape (an input-less
+op whose shape function gives exactly that shape; a unique attribute keeps CSE from merging two, and
+a stand-in pruned for want of users is re-added), and turned back into the original ``_Arg`` after.
+Checked against TF's own post-grappler graphs (RunMetadata ``post_optimization_graph``): equal node
+for node, order included, on the functions where the rewrites differed.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-from tensorflow.core.framework import graph_pb2
+from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError
@@ -27,18 +38,26 @@ def default_fetch(graph_def: graph_pb2.GraphDef) -> list[str]:
 
 
 def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = None,
-                 config: config_pb2.ConfigProto | None = None) -> graph_pb2.GraphDef:
-    """Optimize ``graph_def`` with TF's meta optimizer, keeping ``fetch`` (default: see default_fetch)."""
+                 config: config_pb2.ConfigProto | None = None, *,
+                 arg_shapes: bool = True, inline: bool = True) -> graph_pb2.GraphDef:
+    """Optimize ``graph_def`` with TF's meta optimizer, keeping ``fetch`` (default: see default_fetch).
+    ``arg_shapes``: let grappler see the ``_Arg`` shapes, as TF's function runtime does (module docstring).
+    ``inline``: inline function calls first with our inliner (TF's ``<call>/<node>`` names) — what TF's
+    runtime item ends up with; grappler's own inlining through this entry point folds differently
+    (e.g. ``inner(x, x + 1) - 1`` keeps ``sub`` as an Add of a folded Const)."""
     from tensorflow.python.grappler import tf_optimizer
 
     from tfxla_cluster.graph.devices import canonical_device
 
+    from tfxla_cluster.graph.function import inline_calls
+
     meta = meta_graph_pb2.MetaGraphDef()
-    meta.graph_def.CopyFrom(graph_def)
+    meta.graph_def.CopyFrom(inline_calls(graph_def) if inline else graph_def)
     # TF places a function's nodes before grappler runs; device-dependent rewrites (the remapper's
     # _FusedMatMul/_FusedConv2D on CPU) only fire on placed nodes.
     for nd in meta.graph_def.node:
         nd.device = canonical_device(nd.device)
+    args = _args_as_shaped_stand_ins(meta.graph_def) if arg_shapes else {}
     meta.collection_def["train_op"].node_list.value.extend(fetch or default_fetch(graph_def))
     try:
         out = tf_optimizer.OptimizeGraph(config or config_pb2.ConfigProto(), meta, verbose=False)
@@ -46,4 +65,41 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
         raise InvalidArgumentError(f"grappler failed: {str(e).splitlines()[0]}") from None
     if not out.HasField("versions"):
         out.versions.CopyFrom(graph_def.versions)
+    for nd in out.node:
+        original = args.pop(nd.name, None)
+        if original is not None and nd.op == _STAND_IN:
+            device = nd.device
+            nd.CopyFrom(original)
+            nd.device = device
+    for original in args.values():
+        # A stand-in nothing used was pruned (TF keeps an unused _Arg: it is stateful). Fetching the
+        # stand-ins instead would change grappler's node order, so put the argument back at the end.
+        nd = out.node.add()
+        nd.CopyFrom(original)
+        nd.device = canonical_device(nd.device)
     return out
+
+
+_STAND_IN = "FakeParam"
+
+
+def _args_as_shaped_stand_ins(graph_def: graph_pb2.GraphDef) -> dict[str, node_def_pb2.NodeDef]:
+    """Replace (in place) each non-resource ``_Arg`` that has ``_output_shapes`` by a ``FakeParam`` with
+    that dtype and shape; returns the original NodeDefs by name."""
+    originals: dict[str, node_def_pb2.NodeDef] = {}
+    for nd in graph_def.node:
+        if nd.op != "_Arg" or nd.attr["T"].type == types_pb2.DT_RESOURCE:
+            continue
+        shapes = nd.attr["_output_shapes"].list.shape if "_output_shapes" in nd.attr else []
+        if len(shapes) != 1:
+            continue
+        original = node_def_pb2.NodeDef()
+        original.CopyFrom(nd)
+        originals[nd.name] = original
+        dtype, shape = nd.attr["T"].type, shapes[0]
+        nd.ClearField("attr")
+        nd.op = _STAND_IN
+        nd.attr["dtype"].type = dtype
+        nd.attr["shape"].shape.CopyFrom(shape)
+        nd.attr["_tfxla_arg"].s = nd.name.encode()   # distinct attrs: CSE must not merge two arguments
+    return originals
