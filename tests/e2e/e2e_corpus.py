@@ -322,9 +322,7 @@ def _boolean_mask_mid() -> Sample:
 
 # ============================================================================ numerics
 
-@case("stateless_random", reference="xla", gaps=("with op StatelessRandomGetKeyCounter must be a compile-time constant",),
-      xfail_auto="tf2hlo: StatelessRandomGetKeyCounter needs a compile-time-constant seed (TF's XLA takes it at run time)",
-      xfail_jit="tf2hlo: StatelessRandomGetKeyCounter needs a compile-time-constant seed (TF's XLA takes it at run time)")
+@case("stateless_random", reference="xla")
 def _stateless_random() -> Sample:
     tf = _tf()
 

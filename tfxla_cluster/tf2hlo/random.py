@@ -2,9 +2,11 @@
 
 Stage: lowering.
 
-* ``StatelessRandomGetKeyCounter(seed)``: TF's seed scrambling — one Philox4x32-10 round of the seed
-  under a fixed key gives the u64 key and the u64[2] counter. The seed must be a compile-time
-  constant; key and counter are host values. ``StatelessRandomGetAlg`` is Philox (1), as on CPU.
+* ``StatelessRandomGetKeyCounter(seed)``: TF's seed scrambling — Philox4x32-10 of the seed under a
+  fixed key gives the u64 key and the u64[2] counter. A compile-time-constant seed gives host values;
+  a run-time seed (TF's XLA kernel takes it as an ordinary input) is scrambled in HLO: the same ten
+  rounds with u32 words, each 32×32→64 multiply done in u64 (``mulhilo``).
+  ``StatelessRandomGetAlg`` is Philox (1), as on CPU.
 * ``StatelessRandomUniformV2`` / ``StatelessRandomNormalV2``: ``rng-bit-generator`` (Philox with state
   ``[key, counter…]``, or ThreeFry with ``[key, counter[0]]``; AUTO_SELECT is Philox on CPU) yields raw
   bits; uniform floats keep the top mantissa bits (``bits >> (width - mantissa)``; for f16 TF's XLA
@@ -43,11 +45,53 @@ def key_counter_from_seed(seed0: int, seed1: int) -> tuple[np.ndarray, np.ndarra
     return key, np.array([0, mix[2] | (mix[3] << 32)], np.uint64)
 
 
+_PHILOX_M = (0xD2511F53, 0xCD9E8D57)
+_PHILOX_W = (0x9E3779B9, 0xBB67AE85)
+_SEED_KEY = (0x3EC8F720, 0x02461E29)
+
+
+def _key_counter_hlo(b, seed):
+    """:func:`key_counter_from_seed` in HLO for a run-time ``seed`` (s32/s64 [2])."""
+    u32, u64 = P.U32, P.U64
+    # int → uint64 as C++ casts (sign-extend, then reinterpret).
+    s = b.bitcast_convert(b.convert(seed, P.S64), u64) if seed.shape.element_type is not P.U64 else seed
+    words = []
+    for i in range(2):
+        v = b.reshape(b.slice(s, [i], [i + 1]), [])
+        words.append(b.convert(xl.and_(b, v, np.uint64(0xFFFFFFFF)), u32))
+        words.append(b.convert(b.shift_right_logical(v, xl.scalar(b, 32, u64)), u32))
+
+    def mulhilo(m: int, x):
+        prod = xl.mul(b, b.convert(x, u64), np.uint64(m))
+        hi = b.convert(b.shift_right_logical(prod, xl.scalar(b, 32, u64)), u32)
+        lo = b.convert(xl.and_(b, prod, np.uint64(0xFFFFFFFF)), u32)
+        return hi, lo
+
+    c0, c1, c2, c3 = words
+    k0, k1 = _SEED_KEY
+    for _ in range(10):
+        hi0, lo0 = mulhilo(_PHILOX_M[0], c0)
+        hi1, lo1 = mulhilo(_PHILOX_M[1], c2)
+        c0, c1, c2, c3 = (xl.xor(b, xl.xor(b, hi1, c1), np.uint32(k0)), lo1,
+                          xl.xor(b, xl.xor(b, hi0, c3), np.uint32(k1)), lo0)
+        k0, k1 = (k0 + _PHILOX_W[0]) & 0xFFFFFFFF, (k1 + _PHILOX_W[1]) & 0xFFFFFFFF
+
+    def join(lo, hi):
+        return xl.or_(b, b.convert(lo, u64), b.shift_left(b.convert(hi, u64), xl.scalar(b, 32, u64)))
+    key = b.reshape(join(c0, c1), [1])
+    counter = b.concatenate([xl.full(b, 0, u64, [1]), b.reshape(join(c2, c3), [1])], 0)
+    return key, counter
+
+
 @lowers("StatelessRandomGetKeyCounter")
 def _get_key_counter(ctx, node):
-    seed = [int(v) for v in np.asarray(ctx.const_input(0)).reshape(-1)]
-    if len(seed) != 2:
-        raise InvalidArgumentError(f"seed must have shape [2], not [{len(seed)}]")
+    dims = ctx.input_dims(0)
+    if tuple(dims) != (2,):
+        raise InvalidArgumentError(f"seed must have shape [2], not {list(dims)}")
+    value = ctx.try_const_input(0)
+    if value is None:   # a run-time seed: scramble it in the module, as TF's XLA kernel does
+        return list(_key_counter_hlo(ctx.b, ctx.input(0)))
+    seed = [int(v) for v in np.asarray(value).reshape(-1)]
     return list(key_counter_from_seed(*seed))
 
 
