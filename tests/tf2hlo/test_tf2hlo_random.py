@@ -93,3 +93,17 @@ def test_truncated_normal_distribution():
     want = tf.function(fn, jit_compile=True)().numpy()
     assert got.min() >= -2.0 and got.max() <= 2.0 and abs(got.mean()) < 0.05
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)  # erfinv: Giles' polynomial vs XLA's
+
+
+def test_key_counter_from_run_time_seed_equals_tf() -> None:
+    """A seed that is a function input (not a constant) is scrambled inside the module; TF eager's
+    kernel computes the same key and counter (int32 and int64 seeds, negative words included)."""
+    import numpy as np
+
+    from tf2hlo_harness import Case, run_batch
+
+    seeds = [np.array([7, 11], np.int32), np.array([-1, 2**31 - 1], np.int32),
+             np.array([-(2**40) - 3, 2**62 + 5], np.int64), np.array([0, 0], np.int64)]
+    run_batch([Case(f"StatelessRandomGetKeyCounter {s.dtype} {s.tolist()}",
+                    lambda seed: tf.raw_ops.StatelessRandomGetKeyCounter(seed=seed), [s]) for s in seeds],
+              xla="all")
