@@ -227,26 +227,31 @@ def run_script(script: str, args: list[str], *, backend: str = "llvm", on_new_la
     sys.argv = [script, *args]
     code = 0
     namespace: dict = {}
-    try:
-        def hook(launcher: Any) -> None:
+    seen: set[int] = set()
+    failure = ""
+
+    def observer(launcher: Any, compiled: Any, arrays: list, outputs: list, seconds: float) -> None:
+        # On a cluster's first launch, hold on to the functions traced so far.
+        if id(launcher) not in seen:
+            seen.add(id(launcher))
             keep_functions()
             if on_new_launcher is not None:
                 on_new_launcher(launcher)
-        from tfxla_cluster.runtime.launcher import add_observer, remove_observer
+    from tfxla_cluster.runtime.launcher import add_observer, remove_observer
 
-        def observer(launcher, compiled, arrays, outputs, seconds, _seen=set()):
-            if id(launcher) not in _seen:
-                _seen.add(id(launcher))
-                hook(launcher)
+    try:
         add_observer(observer)
         try:
             namespace = runpy.run_path(script, run_name="__main__")
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except Exception as e:   # what ran until then is still worth a report
+            code = 1
+            failure = f"the script raised {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         finally:
             remove_observer(observer)
         keep_functions()
-        summary = plugin.summary()
+        summary = plugin.summary() + (f"\n{failure}" if failure else "")
     finally:
         plugin.uninstall()
         sys.argv = saved_argv
