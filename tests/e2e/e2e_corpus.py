@@ -609,8 +609,7 @@ def _var_in_while() -> Sample:
     return _s(var_in_while, _rand((3,), 100), names=["x"], variables={"acc": acc})
 
 
-@case("while_tensorarray", gaps=("no lowering for op TensorListReserve",),
-      xfail_jit="tf2hlo: no lowering for op TensorListReserve (TensorArray/TensorList ops)")
+@case("while_tensorarray")
 def _while_tensorarray() -> Sample:
     tf = _tf()
 
@@ -904,8 +903,7 @@ def _keras_embedding_pool() -> Sample:
     return _s(keras_embedding_pool, _ints((4, 5), 122, 0, 20), names=["ids"], variables=_vars(emb.weights + head.weights))
 
 
-@case("keras_lstm", tol=1e-4, gaps=("no lowering for op TensorListReserve",),
-      xfail_jit="tf2hlo: no lowering for op TensorListReserve (TensorArray/TensorList ops)")
+@case("keras_lstm", tol=1e-4)
 def _keras_lstm() -> Sample:
     keras = _keras()
     lstm = keras.layers.LSTM(4, return_sequences=False, name="lstm")

@@ -13,6 +13,7 @@ computations that take ONE tuple parameter, as tf2xla compiles them:
 * While/StatelessWhile → ``while`` whose condition returns ``pred[]`` and whose body returns the next
   state. A constant argument stays a constant only while the body returns it unchanged (loop
   invariant); otherwise it is re-lowered as part of the state. The state's shapes must not change.
+  A TensorList reserved without an element shape enters as a buffer of the shape the body writes.
 
 Resource variables written inside a callee are assigned from the corresponding result element.
 """
@@ -28,6 +29,7 @@ from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
 from tfxla_cluster.tf2hlo import xla_lib as xl
 from tfxla_cluster.tf2hlo.context import Resource
 from tfxla_cluster.tf2hlo.registry import lowers
+from tfxla_cluster.tf2hlo.tensor_list import PendingList
 
 
 class _Operands:
@@ -38,8 +40,8 @@ class _Operands:
         self.slots: list[int | None] = []
         self.elements: list[HloInstruction] = []
         for v in self.values:
-            if isinstance(v, np.ndarray):
-                self.slots.append(None)
+            if isinstance(v, (np.ndarray, PendingList)):
+                self.slots.append(None)   # bound inside the callee as itself
                 continue
             if isinstance(v, Resource):
                 if v.value is None:
@@ -138,7 +140,12 @@ def _while(ctx, node):
         inner = ops.bind(body_b)
         sub, rets = ctx.lowerer.lower_function_body(body_f, inner, body_b)
         variant = {i for i in constant if rets[i] is not inner[i]}
-        if not variant:
+        # A list reserved without an element shape gets it from the body's first write: start the
+        # loop with a zeros buffer of that shape (tf2xla's handling of uninitialized TensorLists).
+        pending = {i for i, v in enumerate(raw) if isinstance(v, PendingList) and isinstance(rets[i], HloInstruction)}
+        for i in pending:
+            raw[i] = raw[i].buffer_for(b, tuple(rets[i].shape.dimensions[1:]))
+        if not variant and not pending:
             break
         constant -= variant  # not loop invariant: carry it in the state and lower the body again
     if len(rets) != len(raw):

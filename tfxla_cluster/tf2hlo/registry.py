@@ -44,6 +44,7 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.xla_ops",
     "tfxla_cluster.tf2hlo.array_ops",
     "tfxla_cluster.tf2hlo.image",
+    "tfxla_cluster.tf2hlo.tensor_list",
 )
 
 _LOWERINGS: dict[str, LoweringFn] = {}
