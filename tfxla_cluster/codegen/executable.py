@@ -50,6 +50,7 @@ class Executable:
         self.ir = ir_text
         self.ir_digest = hashlib.sha256(ir_text.encode()).hexdigest()
         self.kernels = prog.kernels
+        self.row_groups = prog.row_groups
         self.emit_seconds = emit_seconds
         plan = prog.plan
         self.arena_bytes = plan.arena_bytes
@@ -90,6 +91,8 @@ class Executable:
                  f"compile {self.compile_seconds * 1e3:.1f} ms"]
         for k in self.kernels:
             lines.append(f"  {k.name:<40} {k.kind:<16} %{k.instruction} items={k.work_items} tasks={k.tasks}")
+        for group in self.row_groups:
+            lines.append(f"  row group: {', '.join(group)}")
         return "\n".join(lines)
 
     # ---- running
