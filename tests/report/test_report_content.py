@@ -241,3 +241,17 @@ def test_saved_model_runs_with_its_variables(tmp_path):
     assert any(s.tf_ms is not None for c in fn.clusters.values() for s in c.signatures)
     text = write_report(report, tmp_path / "sm.html").read_text()
     assert "HLO before optimisation" in text
+
+
+def test_advisor_reports_a_numerics_divergence():
+    from tfxla_cluster.runtime.numerics import ClusterNumerics, Comparison, Divergence, OutputCheck
+
+    c = _cluster({"Exp": 1, "Mul": 4, "Sum": 1}, launch=1.0, tf=2.0)
+    bad = Comparison(3.0, 0.5, 1e-5, 1e-4, False)
+    c.numerics = ClusterNumerics("cluster_9", launches=1,
+                                 outputs={("output", 0): OutputCheck(0, "Sum:0", "output", "float32", (), bad)})
+    c.numerics.divergence = Divergence("Exp", "exponential", "f32[5]", "Exp", "model/Exp", "%Exp = ...", bad,
+                                       True, 4, 8)
+    (a,) = advise_cluster(c, 4)
+    assert a.kind == "numerics" and a.severity == "warn" and "%Exp (exponential)" in a.text
+    assert "model/Exp" in a.text and "max rel 0.5" in a.evidence[0]

@@ -12,6 +12,7 @@ Stage: report. Reads :class:`~.model.ClusterReport` (measured) and the clusterin
 * **slower than TF** — slower, with neither explanation: the evidence (kernels, times) is shown.
 * **recompilation storm** — several compiles of one cluster (their causes), or megamorphic fallback.
 * **fallback** — the cluster ran on TF's kernels; TF's reason.
+* **numerics** — with the numerics checker on: outputs outside tolerance, and where they start.
 * **splitter** — an unclustered node with clustered producers and consumers in different clusters:
   it cut what could have been one cluster; TF's reason and our hint.
 """
@@ -72,6 +73,16 @@ def advise_cluster(c: ClusterReport, threads: int | None = None) -> list[Advice]
             [f"{c.compiles} compiles ({c.compile_seconds:.2f} s) for {c.executions} executions",
              "causes: " + ", ".join(c.causes[:8]) + (" …" if len(c.causes) > 8 else "")],
             **where))
+    if c.numerics is not None and not c.numerics.ok and not c.numerics.error:
+        d = c.numerics.divergence
+        bad = [o for o in c.numerics.outputs.values() if not o.comparison.ok]
+        out.append(Advice(
+            "numerics", "warn", f"{c.name} computes different values than TF's kernels",
+            "the compiled cluster's results are outside the tolerance for their dtype"
+            + (f"; they first differ at HLO instruction %{d.instruction} ({d.opcode}), lowered from TF op "
+               f"{d.op_name or '?'} ({d.op_type or '?'})." if d else "."),
+            [f"{o.kind} {o.tensor}: max abs {o.comparison.max_abs:.3g}, max rel {o.comparison.max_rel:.3g}"
+             for o in bad[:4]] + ([d.text.strip()] if d else []), **where))
     run = next((s for s in c.signatures if s.compiled is not None and s.tf_ms is not None
                 and s.launch_ms is not None), None)
     # Few ops, or a handful of ops on few elements: little work to pay for a launch.
