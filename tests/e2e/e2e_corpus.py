@@ -658,9 +658,7 @@ def _image_resize() -> Sample:
     return _s(image_resize, _rand((1, 4, 4, 2), 105), names=["image"])
 
 
-@case("linalg_small", tol=1e-4, gaps=("no lowering for op Cholesky",),
-      xfail_auto="tf2hlo: no lowering for op Cholesky (then MatrixInverse, MatrixTriangularSolve)",
-      xfail_jit="tf2hlo: no lowering for op Cholesky (then MatrixInverse, MatrixTriangularSolve)")
+@case("linalg_small", tol=1e-4)
 def _linalg_small() -> Sample:
     tf = _tf()
 
