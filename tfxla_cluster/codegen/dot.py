@@ -292,9 +292,11 @@ def emit_conv_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> Non
         zero = t.float_constant(t.storage_type(et), 0.0)
 
         def gen(idx):
-            g, npi, cw = idx.get_dims(b)
+            g, npi, wc = idx.get_dims(b)
             n, p = b.udiv(npi, t.i64(max(P, 1))), b.urem(npi, t.i64(max(P, 1)))
-            c, w = b.udiv(cw, t.i64(max(Wn, 1))), b.urem(cw, t.i64(max(Wn, 1)))
+            # Patch columns are (window position, channel) with the channel minor: for a
+            # channels-last input each window position copies one contiguous run of channels.
+            w, c = b.udiv(wc, t.i64(max(Cg, 1))), b.urem(wc, t.i64(max(Cg, 1)))
             sp, wk = split(b, p, out_sp), split(b, w, win)
             valid = ir.Constant(t.I1, 1)
             dims = [None] * lshape.rank
@@ -320,8 +322,8 @@ def emit_conv_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> Non
         k = rhs.make(kb)
 
         def gen(idx):
-            g, cw, o = idx.get_dims(b)
-            c, w = b.udiv(cw, t.i64(max(Wn, 1))), b.urem(cw, t.i64(max(Wn, 1)))
+            g, wc, o = idx.get_dims(b)
+            w, c = b.udiv(wc, t.i64(max(Cg, 1))), b.urem(wc, t.i64(max(Cg, 1)))
             wk = split(b, w, win)
             dims = [None] * rshape.rank
             dims[dn.kernel_output_feature_dimension] = b.add(b.mul(g, t.i64(Og)), o)
@@ -332,8 +334,8 @@ def emit_conv_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> Non
             return k(Index(dims, rshape))
         return gen
 
-    patches = prog.scratch(Shape(et, (G, N * P, Cg * Wn)), "conv.patches")
-    kmat = prog.scratch(Shape(et, (G, Cg * Wn, Og)), "conv.kernel")
+    patches = prog.scratch(Shape(et, (G, N * P, Wn * Cg)), "conv.patches")
+    kmat = prog.scratch(Shape(et, (G, Wn * Cg, Og)), "conv.kernel")
     # With one group and a [batch, spatial..., feature] output layout the GEMM result IS the output.
     direct = G == 1 and out.shape.element_type is et and _arrangement(
         out.shape, [dn.output_batch_dimension], list(dn.output_spatial_dimensions),
