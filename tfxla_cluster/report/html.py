@@ -194,7 +194,8 @@ def _picture(report: Report, fn: FunctionReport, k: int, *, around: str | None, 
                          for c in model.clusters.values()}}
     view = []
     if plan.collapse:
-        view.append(f"clusters collapsed ({len(model.nodes)} nodes; hover a cluster for its size and ops)")
+        view.append(f"clusters collapsed ({len(model.nodes)} nodes; hover a cluster for its size and ops; "
+                    "--around NODE draws one node's neighbourhood in full)")
     if plan.focus is not None:
         view.append(f"around {here}, depth {plan.focus.radius}: {len(plan.visible)} of {len(model.nodes)} nodes")
     if not graphviz_available():
