@@ -97,6 +97,19 @@ def test_tf_form_equals_tf_dumps(name: str) -> None:
     assert _structure(build, values=True) == _structure(tf_build, values=True)
 
 
+def test_single_cluster_dumps_are_byte_identical() -> None:
+    """With one cluster there is no hash-map order to differ in: the files equal TF's byte for byte
+    (TF's float printing included, see dumps.tf_text_format)."""
+    from tfxla_cluster.jit.dumps import tf_text_format
+
+    meta = json.loads((DATA / "dynamic_batch" / "meta.json").read_text())
+    before = _load(DATA / "dynamic_batch" / meta["files"]["encapsulate_subgraphs_before"])
+    after, build = _ours(before)
+    assert tf_text_format(before) == (DATA / "dynamic_batch" / meta["files"]["encapsulate_subgraphs_before"]).read_text()
+    assert tf_text_format(after) == (DATA / "dynamic_batch" / meta["files"]["encapsulate_subgraphs_after"]).read_text()
+    assert tf_text_format(build) == (DATA / "dynamic_batch" / meta["files"]["build_xla_ops"]).read_text()
+
+
 def test_dumps_follow_tf_triggers(tmp_path, monkeypatch) -> None:
     """``write_tf_dumps`` writes TF's file names under TF's triggers, in TF's order."""
     from tfxla_cluster import flags as flags_mod

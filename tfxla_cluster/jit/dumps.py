@@ -16,6 +16,8 @@ from __future__ import annotations
 import collections
 import fnmatch
 import logging
+import math
+import re
 import os
 import threading
 from pathlib import Path
@@ -69,9 +71,35 @@ def dump_graph(name: str, graph_def, prefix: str | None = None) -> str:
         return "(TF_DUMP_GRAPH_PREFIX not specified)"
     path = Path(prefix) / unique_filename(name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text_format.MessageToString(graph_def))
+    path.write_text(tf_text_format(graph_def))
     log.info("Dumped GraphDef to %s", path)
     return str(path)
+
+
+_FLOAT_FIELD = re.compile(r"^(\s*)(float_val|f|scomplex_val): (\S+)$", re.M)
+_DOUBLE_FIELD = re.compile(r"^(\s*)(double_val|dcomplex_val): (\S+)$", re.M)
+
+
+def _simple_ftoa(text: str, single: bool) -> str:
+    """TF's SimpleFtoa/SimpleDtoa (what C++ TextFormat prints): ``%.6g`` (``%.15g``) if it reads back
+    as the same value, else ``%.9g`` (``%.17g``) — so 1.0 prints ``1`` and 0.70710677 ``0.707106769``."""
+    import numpy as np
+
+    value = float(np.float32(text)) if single else float(text)   # the field's exact value
+    if math.isnan(value) or math.isinf(value):
+        return text
+    short, full = (6, 9) if single else (15, 17)
+    out = "%.*g" % (short, value)
+    same = np.float32(float(out)) == np.float32(value) if single else float(out) == value
+    return out if same else "%.*g" % (full, value)
+
+
+def tf_text_format(message) -> str:
+    """``message`` in protobuf text format as TF's C++ dumps write it (Python's printer differs only in
+    how it prints float and double fields)."""
+    text = text_format.MessageToString(message)
+    text = _FLOAT_FIELD.sub(lambda m: f"{m[1]}{m[2]}: {_simple_ftoa(m[3], True)}", text)
+    return _DOUBLE_FIELD.sub(lambda m: f"{m[1]}{m[2]}: {_simple_ftoa(m[3], False)}", text)
 
 
 def annotated(graph_def: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
