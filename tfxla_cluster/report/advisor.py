@@ -19,7 +19,6 @@ Stage: report. Reads :class:`~.model.ClusterReport` (measured) and the clusterin
 from __future__ import annotations
 
 import collections
-from typing import Any
 
 from tfxla_cluster.report.model import Advice, ClusterReport, FunctionReport
 

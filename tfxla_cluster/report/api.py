@@ -91,10 +91,9 @@ def build_report(source: Any = None, *, script: str | None = None, script_args: 
     MarkResult) or of a program (``script`` with ``script_args``, run under the plugin).
 
     ``run=False`` renders only the static parts. Timings (``repeats`` runs each, median) stop after
-    ``measure_budget`` seconds, costliest clusters first; the rest say so. ``check_numerics`` also runs every launch on TF's
-    kernels and compares (see :mod:`tfxla_cluster.runtime.numerics`)."""
-    from tfxla_cluster.report.advisor import advise
-
+    ``measure_budget`` seconds, costliest clusters first; the rest say so. ``check_numerics`` also runs
+    every launch on TF's kernels and compares (see :mod:`tfxla_cluster.runtime.numerics`). A SavedModel
+    directory runs through its ``signature`` function, with its variables."""
     t_start = time.perf_counter()
     seconds: dict[str, float] = {}
     recorder = Recorder()
