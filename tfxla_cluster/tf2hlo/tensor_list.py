@@ -66,12 +66,12 @@ def _index(ctx, index: int) -> HloInstruction:
     return i if i.shape.element_type is P.S32 else ctx.b.convert(i, P.S32)
 
 
-@lowers("TensorListReserve", "EmptyTensorList")
+@lowers("TensorListReserve")
 def _reserve(ctx, node):
     et = ctx.attr_type("element_dtype")
     shape = _shape_input(ctx, 0)
     n = ctx.const_int(1)
-    if node.op == "EmptyTensorList" or n < 0:
+    if n < 0:
         raise UnimplementedError("TensorLists of dynamic size (push/pop) are not supported; reserve a fixed size")
     if shape is not None and all(d >= 0 for d in shape):
         return [xl.full(ctx.b, 0, et, (n, *shape))]
