@@ -67,8 +67,8 @@ def advise_cluster(c: ClusterReport, threads: int | None = None) -> list[Advice]
         out.append(Advice(
             "recompilation", "warn", f"{c.name} was compiled {c.compiles} times",
             "each new input shape (or compile-time-constant value) compiles the cluster again; "
-            "pad or bucket the varying dimension, or give tf.function an input_signature with None "
-            "dimensions so the shapes stop changing.",
+            "pad or bucket the varying dimension to a few sizes. (An input_signature with None dimensions "
+            "stops tf.function retracing, but XLA still compiles once per concrete shape.)",
             [f"{c.compiles} compiles ({c.compile_seconds:.2f} s) for {c.executions} executions",
              "causes: " + ", ".join(c.causes[:8]) + (" …" if len(c.causes) > 8 else "")],
             **where))
