@@ -68,10 +68,19 @@ def test_outputs_handed_to_tf_without_a_copy_are_never_overwritten():
 
 
 def test_to_tensor_copies_what_tf_cannot_own():
-    base = np.zeros(65, np.float32)
-    odd = base[1:] if base[1:].ctypes.data % 64 else base[:-1]
+    from tfxla_cluster.codegen.buffers import aligned_empty
+
+    fresh = aligned_empty((64,), np.float32)
+    fresh[:] = 1.0
+    assert to_tensor(fresh)._numpy().ctypes.data == fresh.ctypes.data  # ours, fresh: shared
+    assert to_tensor(np.asarray(fresh))._numpy().ctypes.data == fresh.ctypes.data
+    odd = aligned_empty((65,), np.float32)[1:]
     t = to_tensor(odd)
-    assert t._numpy().ctypes.data != odd.ctypes.data and t.shape == (64,)
+    assert t._numpy().ctypes.data != odd.ctypes.data and t.shape == (64,)  # misaligned: copied
+    plain = np.zeros(1 << 16, np.float32)   # not an executable's output (a view of a TF tensor, a
+    assert to_tensor(plain)._numpy().ctypes.data != plain.ctypes.data  # constant...): copied
+    x = tf.constant(np.ones(1 << 12, np.float32))
+    assert to_tensor(x._numpy())._numpy().ctypes.data != x._numpy().ctypes.data
     ro = np.ones(3, np.int32)
     ro.setflags(write=False)
     assert to_tensor(ro).numpy().tolist() == [1, 1, 1]
@@ -128,3 +137,18 @@ def test_persistent_cache_is_reused_by_a_second_process(tmp_path):
     # Read-only: entries are read but never written.
     third = _child(f"--tf_xla_persistent_cache_directory={other} --tf_xla_persistent_cache_read_only=true")
     assert third["origin"] == "compiled" and not list(other.glob("*.tfxla"))
+
+
+def test_outputs_and_variables_never_share_memory_handed_to_tf():
+    v = tf.Variable(np.zeros(1024, np.float32))
+
+    def f(x):
+        y = x * 2.0
+        v.assign(y)
+        return y, y, v.read_value()
+    ours = txc.function(f, jit_compile=True)
+    a, b, c = ours(tf.ones(1024))
+    pointers = {t._numpy().ctypes.data for t in (a, b, c, v.read_value())}
+    v.assign_add(tf.ones(1024))  # an in-place update of the variable's buffer
+    assert a.numpy()[0] == b.numpy()[0] == c.numpy()[0] == 2.0 and v.numpy()[0] == 3.0
+    assert len(pointers) >= 3

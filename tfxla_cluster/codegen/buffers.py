@@ -109,8 +109,16 @@ class BufferPlan:
         return end
 
 
+class FreshArray(np.ndarray):
+    """An executable's output buffer: allocated for one call and never written by it again, so the
+    runtime may hand it (or a contiguous view of it) to TF without a copy (see ``runtime.launcher
+    .to_tensor``). Anything else — a view of a TF tensor, a constant the executable owns, an
+    evaluator result that aliases an input — must be copied: TF may later write into a buffer it
+    believes it owns alone."""
+
+
 def aligned_empty(dims: tuple[int, ...], dtype) -> np.ndarray:
-    """A fresh C-contiguous array whose data starts on an ``ALIGN``-byte boundary.
+    """A fresh C-contiguous :class:`FreshArray` whose data starts on an ``ALIGN``-byte boundary.
 
     Output buffers are handed to TF without a copy (DLPack), and TF's Eigen kernels map CPU tensors
     as aligned (``EIGEN_MAX_ALIGN_BYTES`` = 64): numpy's allocator only guarantees 16 bytes. The
@@ -118,9 +126,15 @@ def aligned_empty(dims: tuple[int, ...], dtype) -> np.ndarray:
     """
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
+    raw = FreshArray((nbytes + ALIGN,), dtype=np.uint8)   # owns the memory: every view's ``base``
     start = (-raw.ctypes.data) % ALIGN
     return raw[start:start + nbytes].view(dtype).reshape(dims)
+
+
+def is_fresh(value: np.ndarray) -> bool:
+    """Whether ``value`` is (a view of) memory allocated by :func:`aligned_empty` (numpy points every
+    view's ``base`` at the array that owns the memory)."""
+    return isinstance(value, FreshArray) or isinstance(getattr(value, "base", None), FreshArray)
 
 
 def _round(n: int) -> int:

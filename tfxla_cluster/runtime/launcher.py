@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tfxla_cluster.codegen.buffers import is_fresh
 from tfxla_cluster.errors import TfXlaError
 from tfxla_cluster.graph.graph import Graph
 from tfxla_cluster.runtime.encapsulate import ClusterSignature
@@ -299,7 +300,7 @@ class Launcher:
         with self._lock:
             self.stats.executions += 1
         self._compilation_cache.record_execution(self.sig.name)
-        outputs, updates = compiled.run(arrays)
+        outputs, updates = _unshared(*compiled.run(arrays))
         for position, value in updates.items():
             _assign_variable(handles[position][0], value)
         return outputs, compiled
@@ -316,6 +317,22 @@ class Launcher:
             self._tf_fallback = (_eager_subgraph_runner(self.graph, self.sig, self._value_outputs) or
                                  _tf_subgraph_runner(self.graph, self.sig, self._value_outputs))
         return self._tf_fallback(tensors)
+
+
+def _unshared(outputs: list, updates: dict) -> tuple[list, dict]:
+    """Outputs and variable values with no two sharing memory (one HLO result can feed several launch
+    outputs, or an output and a variable): each goes to TF zero-copy, and TF may write into a buffer
+    it believes it owns alone (variable updates in place, input forwarding)."""
+    seen: set[int] = set()
+
+    def own(a):
+        if isinstance(a, np.ndarray) and a.size:
+            if a.ctypes.data in seen:
+                return np.array(a, copy=True)
+            seen.add(a.ctypes.data)
+        return a
+    outputs = [own(a) for a in outputs]
+    return outputs, {p: own(a) for p, a in updates.items()}
 
 
 def _read_variable(handle: Any, dtype: int) -> np.ndarray:
@@ -337,17 +354,20 @@ _TF_ALIGN = 64                       # EIGEN_MAX_ALIGN_BYTES: TF's kernels map C
 def to_tensor(value: Any) -> Any:
     """A launch output (numpy array, or a TF tensor passed through) as an EagerTensor.
 
-    Stage: runtime, the hand-back to TF. A C-contiguous, writable, 64-byte-aligned array of a DLPack
-    dtype becomes a tensor over the *same* memory (``from_dlpack``; the tensor keeps the array alive).
-    That is only safe because the executable allocates every output afresh per call and never writes
-    it again; anything else is copied by ``tf.convert_to_tensor``.
+    Stage: runtime, the hand-back to TF. An executable's fresh output buffer (``codegen.buffers
+    .FreshArray``: allocated for this call, never written by us again) that is C-contiguous, writable,
+    64-byte aligned and of a DLPack dtype becomes a tensor over the *same* memory (``from_dlpack``;
+    the tensor keeps the array alive). Anything else is copied by ``tf.convert_to_tensor``: TF may
+    write into a buffer it thinks it owns alone (input forwarding), which must never be one of ours
+    that is still in use, nor a view of another tensor.
     """
     import tensorflow as tf
 
-    if (type(value) is np.ndarray and value.dtype.kind in _DLPACK_KINDS and value.flags.c_contiguous
-            and value.flags.writeable and value.ctypes.data % _TF_ALIGN == 0 and value.size):
-        return tf.experimental.dlpack.from_dlpack(value.__dlpack__())
-    return tf.convert_to_tensor(value)
+    if (isinstance(value, np.ndarray) and value.dtype.kind in _DLPACK_KINDS and value.size
+            and value.flags.c_contiguous and value.flags.writeable and value.ctypes.data % _TF_ALIGN == 0
+            and is_fresh(value)):
+        return tf.experimental.dlpack.from_dlpack(np.asarray(value).__dlpack__())
+    return tf.convert_to_tensor(np.asarray(value) if isinstance(value, np.ndarray) else value)
 
 
 def _resource_passthrough(graph: Graph, sig: ClusterSignature) -> dict[int, int]:
