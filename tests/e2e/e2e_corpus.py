@@ -785,9 +785,7 @@ def _larger_shapes() -> Sample:
     return _s(larger_shapes, _rand((128, 256), 116), names=["x"])
 
 
-@case("complex_math", gaps=("no lowering for op Complex",),
-      xfail_auto="tf2hlo: no lowering for op Complex (complex64 values: Complex, ComplexAbs, Real, Imag)",
-      xfail_jit="tf2hlo: no lowering for op Complex (complex64 values: Complex, ComplexAbs, Real, Imag)")
+@case("complex_math")
 def _complex_math() -> Sample:
     tf = _tf()
 

@@ -19,6 +19,7 @@ from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P
 from tfxla_cluster.tf2hlo import xla_lib as xl
+from tfxla_cluster.tf2hlo.complex_ops import is_complex_input, lower_complex_elementwise
 from tfxla_cluster.tf2hlo.registry import lowers
 
 Unary = Callable[..., HloInstruction]
@@ -220,10 +221,14 @@ BINARY: dict[str, Binary] = {
 
 
 def _lower_unary(ctx, node):
+    if is_complex_input(ctx, 0):
+        return lower_complex_elementwise(ctx, node)
     return [UNARY[node.op](ctx.b, ctx.input(0))]
 
 
 def _lower_binary(ctx, node):
+    if is_complex_input(ctx, 0) or is_complex_input(ctx, 1):
+        return lower_complex_elementwise(ctx, node)
     x, y = ctx.broadcast_inputs()
     return [BINARY[node.op](ctx.b, x, y)]
 

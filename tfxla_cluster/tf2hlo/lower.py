@@ -150,6 +150,11 @@ class GraphLowerer:
             return v
         if isinstance(v, Resource):
             raise InvalidArgumentError(f"{tensor[0]}:{tensor[1]} is a resource handle, not a tensor")
+        if not isinstance(v, (np.ndarray, np.generic, int, float, bool)):
+            # e.g. a complex value (kept as two real arrays) or a TensorList used where a tensor is needed
+            raise UnimplementedError(f"{tensor[0]}:{tensor[1]} ({type(v).__name__}) cannot be used as an HLO "
+                                     f"tensor here (complex values and TensorLists cannot cross a cluster or "
+                                     f"function boundary)")
         cached = self._hlo_cache.get(tensor)
         if cached is None:
             cached = self._materialize(tensor, np.asarray(v))
