@@ -292,11 +292,10 @@ def emit_conv_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> Non
         zero = t.float_constant(t.storage_type(et), 0.0)
 
         def gen(idx):
-            g, npi, wc = idx.get_dims(b)
+            # Patches are materialised as [G, N*P, Wn, Cg]: a work item is one window position of one
+            # output pixel, and its inner loop copies a contiguous run of channels (channels-last).
+            g, npi, w, c = idx.get_dims(b)
             n, p = b.udiv(npi, t.i64(max(P, 1))), b.urem(npi, t.i64(max(P, 1)))
-            # Patch columns are (window position, channel) with the channel minor: for a
-            # channels-last input each window position copies one contiguous run of channels.
-            w, c = b.udiv(wc, t.i64(max(Cg, 1))), b.urem(wc, t.i64(max(Cg, 1)))
             sp, wk = split(b, p, out_sp), split(b, w, win)
             valid = ir.Constant(t.I1, 1)
             dims = [None] * lshape.rank
@@ -334,14 +333,15 @@ def emit_conv_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> Non
             return k(Index(dims, rshape))
         return gen
 
-    patches = prog.scratch(Shape(et, (G, N * P, Wn * Cg)), "conv.patches")
+    patches4 = prog.scratch(Shape(et, (G, N * P, Wn, Cg)), "conv.patches")
+    patches = BufferRef(patches4.slot, Shape(et, (G, N * P, Wn * Cg)))  # the GEMM's view of it
     kmat = prog.scratch(Shape(et, (G, Wn * Cg, Og)), "conv.kernel")
     # With one group and a [batch, spatial..., feature] output layout the GEMM result IS the output.
     direct = G == 1 and out.shape.element_type is et and _arrangement(
         out.shape, [dn.output_batch_dimension], list(dn.output_spatial_dimensions),
         [dn.output_feature_dimension]) == "N"
     res = out if direct else prog.scratch(Shape(et, (G, N * P, Og)), "conv.result")
-    materialize_kernel(prog, instr.name + "_im2col", [(patches, patches_make), (kmat, kernel_make)])
+    materialize_kernel(prog, instr.name + "_im2col", [(patches4, patches_make), (kmat, kernel_make)])
     gemm_kernel(prog, instr.name, et, G, N * P, Og, Cg * Wn, patches, "N", kmat, "N", res)
     if direct:
         return
