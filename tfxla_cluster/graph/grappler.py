@@ -17,6 +17,12 @@ op whose shape function gives exactly that shape; a unique attribute keeps CSE f
 a stand-in pruned for want of users is re-added), and turned back into the original ``_Arg`` after.
 Checked against TF's own post-grappler graphs (RunMetadata ``post_optimization_graph``): equal node
 for node, order included, on the functions where the rewrites differed.
+
+Known difference left: where grappler lowers an ``If`` (``tf.cond``) whose branch holds a constant, TF's
+runtime keeps the lowering's ``pivot_t``/``pivot_f`` Identity nodes as the constant's control source,
+while through this entry point constant folding anchors it on a new ``ConstantFoldingCtrl/<switch>_<port>``
+Identity — also when fed TF's own pre-grappler graph, so it is something of the runtime's grappler
+item/options not reproduced here. Node names differ; partitions agree under TF's default flags.
 """
 from __future__ import annotations
 
