@@ -654,7 +654,12 @@ def write_tf_dumps(graph: Graph, clusters: dict[str, list[str]], flags=None) -> 
     ``before_increase_dynamism_for_auto_jit_pass`` (``--tf_xla_clustering_debug``; we do not run that
     pass's Slice rewrite), then with ``VLOG_IS_ON(1)`` in encapsulate_subgraphs_pass ``encapsulate_subgraphs_before``,
     per cluster ``encapsulate_subgraphs_subgraph_<c>``, ``encapsulate_fdef_graph_<c>``, ``encapsulate_fdef_<c>``,
-    then ``encapsulate_subgraphs_after``; with it in build_xla_ops_pass, ``build_xla_ops``. Returns the paths."""
+    then ``encapsulate_subgraphs_after``; with it in build_xla_ops_pass, ``build_xla_ops``. Returns the paths.
+
+    The same environment switches TF's own C++ passes on in this process too, and they run on every
+    graph TF instantiates (our rewritten graph included) with their own per-name counter: their files
+    and ours share names, and the later write of a name wins. Ours are written when the function is
+    compiled, before TF instantiates the rewritten graph."""
     from tfxla_cluster.jit import dumps
 
     paths = []
