@@ -31,6 +31,22 @@ from tfxla_cluster.hlo.shape import PrimitiveType as T
 _HALF = (T.F16, T.BF16)
 
 
+def _host_has_scalef() -> bool:
+    """Whether LLVM lowers a vector ``llvm.ldexp`` to one instruction on this host (AVX-512's
+    vscalefps); elsewhere it becomes a libm call per element, so exp builds 2^n from bits instead.
+    The JIT engine's key holds the host features, so caches never mix the two forms."""
+    import llvmlite.binding as llvm
+
+    from tfxla_cluster.codegen.engine import _initialize_llvm
+
+    _initialize_llvm()
+    features = llvm.get_host_cpu_features()
+    return bool(features.get("avx512f")) and bool(features.get("avx512vl"))
+
+
+_HOST_SCALEF = _host_has_scalef()
+
+
 class ScalarOps:
     """Emits scalar HLO operations with one builder into one module."""
 
@@ -126,12 +142,16 @@ class ScalarOps:
                           1.6666665459e-1, 5.0000001201e-1])
         p = self.fadd(self.fadd(self.fmul(p, z), r), self.fconst(ty, 1.0))
         ni = b.fptosi(b.select(self.isnan(n), self.fconst(ty, 0.0), n), t.I32)
-        n1 = b.ashr(ni, ir.Constant(t.I32, 1))
-        n2 = b.sub(ni, n1)
+        if _HOST_SCALEF and isinstance(ty, ir.FloatType):
+            # p * 2^n in one correctly rounded step (AVX-512's vscalefps), subnormal results included.
+            res = b.call(self.mctx.function("llvm.ldexp.f32.i32", ty, [ty, t.I32]), [p, ni])
+        else:
+            n1 = b.ashr(ni, ir.Constant(t.I32, 1))
+            n2 = b.sub(ni, n1)
 
-        def pow2(k):
-            return b.bitcast(b.shl(b.add(k, ir.Constant(t.I32, 127)), ir.Constant(t.I32, 23)), ty)
-        res = b.fmul(b.fmul(p, pow2(n1)), pow2(n2))
+            def pow2(k):
+                return b.bitcast(b.shl(b.add(k, ir.Constant(t.I32, 127)), ir.Constant(t.I32, 23)), ty)
+            res = b.fmul(b.fmul(p, pow2(n1)), pow2(n2))
         res = b.select(b.fcmp_ordered(">", x, self.fconst(ty, 88.72283935546875)), self.fconst(ty, np.inf), res)
         res = b.select(b.fcmp_ordered("<", x, self.fconst(ty, -103.972084045410)), self.fconst(ty, 0.0), res)
         return b.select(self.isnan(x), x, res)
