@@ -152,3 +152,11 @@ def test_outputs_and_variables_never_share_memory_handed_to_tf():
     v.assign_add(tf.ones(1024))  # an in-place update of the variable's buffer
     assert a.numpy()[0] == b.numpy()[0] == c.numpy()[0] == 2.0 and v.numpy()[0] == 3.0
     assert len(pointers) >= 3
+
+
+def test_direct_launch_is_not_used_inside_another_functions_trace():
+    ours = txc.function(lambda x: tf.nn.relu(x) * 2.0, jit_compile=True)
+    outer = tf.function(lambda x: ours(x) + 1.0)  # traced: our call must become graph ops
+    x = tf.constant([-1.0, 2.0])
+    assert outer(x).numpy().tolist() == [1.0, 5.0]
+    assert ours(x).numpy().tolist() == [0.0, 4.0]

@@ -105,7 +105,9 @@ class CompiledGraph:
         import tensorflow as tf
 
         args = [*flat_inputs, *self.concrete.captured_inputs]
-        if self._direct is not None:
+        # The direct launch runs now, on values: only when executing eagerly (inside another function's
+        # trace — Keras compiles train steps — the call must become a graph op, as TF's own would).
+        if self._direct is not None and tf.executing_eagerly():
             outputs = self._direct(args)
         else:
             # The pruned function has no Python signature; calling it positionally makes TF try (and
