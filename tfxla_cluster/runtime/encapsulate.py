@@ -126,11 +126,99 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
             locs = [rewrite_colocation(v.decode()) for v in nd.attr["_class"].list.s]
             del nd.attr["_class"].list.s[:]
             nd.attr["_class"].list.s.extend(v.encode() for v in dict.fromkeys(locs))
+    flags = flags if flags is not None else _env_flags()
+    if sigs and (flags.tf_xla_check_cluster_input_numerics or flags.tf_xla_check_cluster_output_numerics
+                 or flags.tf_xla_print_cluster_outputs):
+        _add_debugging_ops(out, graph, clusters, sigs, flags)
     for nd in out.node:
         # TF's own auto-clustering must leave the rewritten graph alone (it would try to compile our
         # launch nodes, or cluster what we left to TF on purpose).
         nd.attr["_XlaCompile"].b = False
     return out, sigs
+
+
+def _env_flags():
+    from tfxla_cluster.flags import Flags
+
+    return Flags.from_env()
+
+
+# DataTypeIsFloating: what TF's debugging CheckNumerics ops are put on (the types CheckNumerics takes).
+_FLOATING = frozenset({1, 2, 14, 19})     # DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_HALF
+
+
+def _add_debugging_ops(out: graph_pb2.GraphDef, graph: Graph, clusters: dict[str, list[str]],
+                       sigs: list[ClusterSignature], flags) -> None:
+    """BuildXlaOps' debugging options on the launch nodes, with TF's node names and messages:
+
+    * ``--tf_xla_check_cluster_input_numerics``: a ``CheckNumerics`` on every floating-point
+      non-constant input (``<scope>/check_input_<i>``, ``i`` counting TF's non-constant arguments), so a
+      NaN/Inf fed to a cluster fails the step with "CheckNumerics failed for input i(src:k) into c";
+    * ``--tf_xla_print_cluster_outputs``: a ``Print`` of every used output (``<scope>/print_<o>``);
+    * ``--tf_xla_check_cluster_output_numerics``: a ``CheckNumerics`` on every floating-point used
+      output (``<scope>/check_output_<o>``), "CheckNumerics failed for output o(...) from cluster c".
+
+    ``<scope>`` is TF's build_xla_ops scope ``<cluster>_1`` (uniquified against the graph's names), whose
+    ``xla_run`` node is what TF's messages name as the producer; ``o`` is TF's result index.
+    """
+    from tensorflow.core.framework import types_pb2
+
+    tfcs = {c.name: c for c in tf_clusters(graph, {s.name: clusters[s.name] for s in sigs})}
+    names = {nd.name for nd in out.node}
+    by_name = {nd.name: nd for nd in out.node}
+    for sig in sigs:
+        c = tfcs[sig.name]
+        k = 1
+        while f"{sig.name}_{k}" in names:
+            k += 1
+        scope = f"{sig.name}_{k}/"
+        launch = by_name[sig.name]
+        device = launch.device
+        if flags.tf_xla_check_cluster_input_numerics:
+            nonconst = c.args[c.num_constant_args:len(c.args) - c.num_resource_args]
+            for idx, t in enumerate(nonconst):
+                dtype = sig.input_dtypes[sig.inputs.index(t)]
+                if dtype not in _FLOATING:
+                    continue
+                check = out.node.add(name=f"{scope}check_input_{idx}", op="CheckNumerics", device=device)
+                position = sig.inputs.index(t)
+                check.input.append(launch.input[position])
+                check.attr["T"].type = dtype
+                check.attr["message"].s = (f"CheckNumerics failed for input {idx}({t[0]}:{t[1]}) into "
+                                           f"{sig.name}").encode()
+                launch.input[position] = check.name
+        replacement: dict[str, str] = {}
+        for k_out, (t, dtype) in enumerate(zip(sig.outputs, sig.output_dtypes)):
+            if dtype == types_pb2.DT_RESOURCE:
+                continue
+            oidx = c.results.index(t) if t in c.results else k_out
+            current, shown = f"{sig.name}:{k_out}", f"{scope}xla_run:{oidx}"
+            if flags.tf_xla_print_cluster_outputs:
+                pr = out.node.add(name=f"{scope}print_{oidx}", op="Print", device=device,
+                                  input=[current, current])
+                pr.attr["T"].type = dtype
+                pr.attr["U"].list.type.append(dtype)
+                pr.attr["message"].s = f"output {oidx} from {sig.name} is ".encode()
+                pr.attr["first_n"].i = 1000
+                pr.attr["summarize"].i = -1
+                current, shown = pr.name, f"{pr.name}:0"
+            if flags.tf_xla_check_cluster_output_numerics and dtype in _FLOATING:
+                check = out.node.add(name=f"{scope}check_output_{oidx}", op="CheckNumerics", device=device,
+                                     input=[current])
+                check.attr["T"].type = dtype
+                check.attr["message"].s = (f"CheckNumerics failed for output {oidx}({shown}) from cluster "
+                                           f"{sig.name}").encode()
+                current = check.name
+            if current != f"{sig.name}:{k_out}":
+                replacement[f"{sig.name}:{k_out}"] = current
+        if not replacement:
+            continue
+        for nd in out.node:
+            if nd.name.startswith(scope):       # the chain itself reads the launch node's outputs
+                continue
+            for j, ref in enumerate(nd.input):
+                if ref in replacement:
+                    nd.input[j] = replacement[ref]
 
 
 # ----- TF's own form of the rewrite, for the debug dumps ------------------------------------------
