@@ -1152,3 +1152,13 @@ def test_real_tf_function_with_bad_tf_xla_flags():
         assert proc.returncode != 0 and "RAN" not in proc.stdout
         tf = TFResult(proc.stderr)
         assert first_line(error(value)) == tf.messages[0]
+
+
+def test_resolve_keeps_xla_flags_from_the_environment():
+    env = {"TF_XLA_FLAGS": "--tf_xla_min_cluster_size=7", "XLA_FLAGS": "--xla_cpu_enable_fast_math=true"}
+    f = F.Flags.resolve("--tf_xla_auto_jit=2", environ=env)
+    # The string replaces TF_XLA_FLAGS; XLA_FLAGS still come from the environment.
+    assert f.auto_jit_level == L.ON_2 and f.tf_xla_min_cluster_size == 4
+    assert f == F.Flags.parse("--tf_xla_auto_jit=2", env["XLA_FLAGS"])
+    assert F.Flags.resolve(None, environ=env) == F.Flags.from_env(env)
+    assert F.Flags.resolve(f) is f

@@ -125,7 +125,7 @@ def _run_mark(args: argparse.Namespace):
     from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
 
     # Parse flags before loading: a bad flag should fail fast, before TF and grappler start.
-    flags = flags_mod.Flags.parse(args.flags) if args.flags is not None else flags_mod.Flags.from_env()
+    flags = flags_mod.Flags.resolve(args.flags)
     return mark_for_compilation(_load(args), flags, session_name=args.session_name,
                                 dump_prefix=getattr(args, "dump_prefix", None))
 

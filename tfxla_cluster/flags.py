@@ -889,6 +889,19 @@ class Flags:
         return builder.freeze()
 
     @classmethod
+    def resolve(cls, flags: "Flags | str | None" = None, environ: Mapping[str, str] | None = None) -> Flags:
+        """The flags an API call or command runs with: ``None`` → the environment (:meth:`from_env`);
+        a string → that ``TF_XLA_FLAGS`` value, with ``XLA_FLAGS`` and ``TFXLA_CLUSTER_FLAGS`` still
+        from the environment (a clustering flag string must not silently drop e.g. ``--xla_dump_to``);
+        a :class:`Flags` → itself."""
+        if isinstance(flags, Flags):
+            return flags
+        env = os.environ if environ is None else environ
+        if flags is None:
+            return cls.from_env(env)
+        return cls.parse(flags, env.get(XLA_FLAGS, ""), env.get(TFXLA_CLUSTER_FLAGS, ""))
+
+    @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Flags:
         """Parse TF_XLA_FLAGS, XLA_FLAGS and TFXLA_CLUSTER_FLAGS from ``environ`` (default ``os.environ``)."""
         env = os.environ if environ is None else environ

@@ -944,10 +944,7 @@ def mark_for_compilation(graph, flags=None, *, session_name: str = "", state: Pr
     ``--tf_xla_clustering_debug``, TF's dump files are written under ``dump_prefix`` (default:
     ``$TF_DUMP_GRAPH_PREFIX``).
     """
-    if flags is None:
-        flags = flags_mod.Flags.from_env()
-    elif isinstance(flags, str):
-        flags = flags_mod.Flags.parse(flags)
+    flags = flags_mod.Flags.resolve(flags)
     if not isinstance(graph, Graph):
         if isinstance(graph, graph_pb2.GraphDef):
             graph = Graph(graph, check_acyclic=False)

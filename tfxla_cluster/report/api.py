@@ -23,9 +23,7 @@ from tfxla_cluster.report.model import FunctionReport, Report
 def _flags(flags: Any) -> Any:
     from tfxla_cluster import flags as flags_mod
 
-    if flags is None:
-        return flags_mod.Flags.from_env()
-    return flags_mod.Flags.parse(flags) if isinstance(flags, str) else flags
+    return flags_mod.Flags.resolve(flags)
 
 
 def _function_name(fn: Any, compiled: Any) -> str:

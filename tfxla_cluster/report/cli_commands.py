@@ -79,7 +79,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from tfxla_cluster import flags as flags_mod
 
     # Parse flags before anything heavy: a bad flag fails fast.
-    flags = flags_mod.Flags.parse(args.flags) if args.flags is not None else flags_mod.Flags.from_env()
+    flags = flags_mod.Flags.resolve(args.flags)
     from tfxla_cluster.report.api import build_report, write_report
 
     if script is not None:

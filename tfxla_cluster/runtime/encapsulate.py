@@ -126,7 +126,9 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
             locs = [rewrite_colocation(v.decode()) for v in nd.attr["_class"].list.s]
             del nd.attr["_class"].list.s[:]
             nd.attr["_class"].list.s.extend(v.encode() for v in dict.fromkeys(locs))
-    flags = flags if flags is not None else _env_flags()
+    from tfxla_cluster.flags import Flags
+
+    flags = Flags.resolve(flags)
     if sigs and (flags.tf_xla_check_cluster_input_numerics or flags.tf_xla_check_cluster_output_numerics
                  or flags.tf_xla_print_cluster_outputs):
         _add_debugging_ops(out, graph, clusters, sigs, flags)
@@ -135,12 +137,6 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
         # launch nodes, or cluster what we left to TF on purpose).
         nd.attr["_XlaCompile"].b = False
     return out, sigs
-
-
-def _env_flags():
-    from tfxla_cluster.flags import Flags
-
-    return Flags.from_env()
 
 
 # DataTypeIsFloating: what TF's debugging CheckNumerics ops are put on (the types CheckNumerics takes).

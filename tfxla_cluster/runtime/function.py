@@ -36,7 +36,7 @@ class CompiledGraph:
         from tfxla_cluster.runtime.launcher import Launcher, to_tensor
 
         self.concrete = concrete
-        flags = flags_mod.Flags.parse(flags) if isinstance(flags, str) else (flags or flags_mod.Flags.from_env())
+        flags = flags_mod.Flags.resolve(flags)
         # A must-compile function is compiled from its own body, as TF's XlaCompiler instantiates
         # it: grappler never sees it, so functional If/While/Case stay functional (grappler's
         # inlining would lower them to Switch/Merge, which have no XLA kernels).
