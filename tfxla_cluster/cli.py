@@ -306,6 +306,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo.run(args.sample)
 
 
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    from tfxla_cluster import bench
+
+    bench.add_arguments(p)
+
+
+@command("bench", "time TF graph mode, real XLA (jit_compile=True) and us on standard workloads; print ratios",
+         _bench_args)
+def cmd_bench(args: argparse.Namespace) -> int:
+    from tfxla_cluster import bench
+
+    return bench.run(args)
+
+
 import tfxla_cluster.viz.cli_commands  # noqa: E402,F401  (registers the viz and tensorboard commands)
 import tfxla_cluster.report.cli_commands  # noqa: E402,F401  (registers the report command)
 
