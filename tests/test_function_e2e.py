@@ -1,6 +1,7 @@
 """End to end: tfxla_cluster.function runs real TF programs; results and variables equal TF's."""
 from __future__ import annotations
 
+import json
 import logging
 
 import numpy as np
@@ -189,3 +190,27 @@ def test_install_and_uninstall():
     finally:
         txc.uninstall()
     assert tf.function is original
+
+
+def test_clusters_stage_says_where_unclustered_ops_were_created():
+    import inspect
+
+    from tfxla_cluster.jit import explain
+
+    def f(x):
+        y = tf.tanh(x) * 2.0
+        s = tf.strings.as_string(y)     # the op that stays on TF
+        return y + 1.0, s
+
+    line = inspect.getsourcelines(f)[1] + 2
+    g = txc.function(f, flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    x = np.ones(4, np.float32)
+    g(x)
+    text = g.experimental_get_compiler_ir(x)(stage="clusters")
+    where = f'", line {line}, in f'
+    assert any(ln.strip().startswith("AsString created at File ") and ln.endswith(where)
+               for ln in text.splitlines()), text
+    result = g.get_compiled(x).mark_result
+    assert explain.explain_node(result, "AsString").splitlines()[-1].endswith(where)
+    nodes = {n["node"]: n for n in json.loads(explain.as_json(result))["nodes"]}
+    assert nodes["AsString"]["created_at"][-1].endswith(where)

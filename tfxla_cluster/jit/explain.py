@@ -41,6 +41,11 @@ def hint_for(code: str, op: str) -> str:
     return HINTS.get(code, "")
 
 
+def created_at(result: MarkResult, node: str) -> list[str]:
+    """The user's frames that created ``node`` ("File ..., line N, in f", outermost first), or []."""
+    return result.created_at.lookup(None, node) if result.created_at is not None else []
+
+
 def as_json(result: MarkResult) -> str:
     graph = result.graph
     clusters = []
@@ -54,7 +59,8 @@ def as_json(result: MarkResult) -> str:
         "global_jit_level": result.global_jit_level,
         "skipped": result.skipped or None,
         "clusters": clusters,
-        "nodes": [d.as_dict() for d in result.decisions.values()],
+        "nodes": [{**d.as_dict(), **({"created_at": frames} if (frames := created_at(result, d.node)) else {})}
+                  for d in result.decisions.values()],
         "unclustered_op_histogram": dict(sorted(unclustered.items())),
         "unclustered_by_reason": dict(by_code.most_common()),
         "summary": result.summary().splitlines(),
@@ -74,6 +80,10 @@ def explain_node(result: MarkResult, name: str) -> str:
         lines.append(f"  not clustered [{d.code}]: {d.reason}{hint}")
     for rel in d.related:
         lines.append(f"    - {rel}")
+    frames = created_at(result, name)
+    if frames:
+        lines.append("  created at:")
+        lines.extend(f"    {f}" for f in frames)
     return "\n".join(lines)
 
 
@@ -108,6 +118,9 @@ def explain(result: MarkResult, max_examples: int = 4) -> str:
             first = result.decisions[nodes[0]]
             for rel in first.related[:3]:
                 out.append(f"      - {rel}")
+            frames = created_at(result, nodes[0]) if code not in _QUIET_CODES else []
+            if frames:   # the innermost user frame: the line that made the op
+                out.append(f"      {nodes[0]} created at {frames[-1]}")
     hist = collections.Counter(d.op for d in result.decisions.values() if not d.cluster)
     if hist:
         out.append("Unclustered op histogram:")

@@ -64,7 +64,10 @@ class CompiledGraph:
         elif jit_compile is False:
             self.clusters, self.mark_result = {}, None
         else:
+            from tfxla_cluster.jit.must_compile import CreationStacks
+
             self.mark_result = mark_for_compilation(graph, flags)
+            self.mark_result.created_at = CreationStacks(concrete)
             self.clusters = self.mark_result.clusters
         self.graph = graph
         self.launchers: dict[str, Launcher] = {}
