@@ -70,7 +70,10 @@ class CreationStacks:
         self.top = concrete.function_def.signature.name
         self._ops: dict[tuple[str, str], list[str]] = {}
         self._callee: dict[tuple[str, str], str] = {}
-        self._add(self.top, concrete.graph, depth=0)
+        try:
+            self._add(self.top, concrete.graph, depth=0)
+        except Exception:  # noqa: BLE001 — creation sites are a help in messages, never a reason to fail
+            self._ops.clear()
 
     def _add(self, function: str, graph, depth: int) -> None:
         for op in graph.get_operations():
@@ -90,7 +93,8 @@ class CreationStacks:
 
     @classmethod
     def _format(cls, traceback) -> list[str]:
-        frames = [(f.filename, f.lineno, f.name) for f in traceback]
+        # Functions restored from a SavedModel have no tracebacks (None).
+        frames = [(f.filename, f.lineno, f.name) for f in traceback or ()]
         if not frames:
             return []
         prefix = _common_dir_prefix([f[0] for f in frames])
