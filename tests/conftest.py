@@ -2,10 +2,16 @@
 
 Tests run with ``--import-mode=importlib`` (test files in different folders share names), so each
 test folder's helper modules (gdb.py, hlo_corpus.py, harness.py, ...) are made importable here; their
-names are unique across folders. TF's C++ logs stay quiet.
+names are unique across folders. TF's C++ logs stay quiet. The headless-Chromium fixtures of the
+browser tests (tests/viz, tests/report) are here, so both drive the browser the same way.
 """
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -13,3 +19,82 @@ for _root, _dirs, _files in os.walk(_HERE):
     _dirs[:] = [d for d in _dirs if d not in ("data", "artifacts", "__pycache__")]
     if _root not in sys.path:
         sys.path.insert(0, _root)
+
+ROOT = Path(_HERE).parent
+CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               "--no-first-run"]
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def _chromedriver() -> str | None:
+    return "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else shutil.which("chromedriver")
+
+
+@pytest.fixture
+def chrome_command() -> list[str]:
+    """Chromium and its headless flags, for running it without Selenium; skips when it is absent."""
+    browser = _chromium()
+    if not browser:
+        pytest.skip("headless Chromium needs the Debian package chromium")
+    return [browser, *CHROME_ARGS]
+
+
+@pytest.fixture(scope="module")
+def driver():
+    """Headless Chromium under Selenium, one per test module; skips when any of them is absent."""
+    webdriver = pytest.importorskip("selenium.webdriver", reason="Selenium (pip install selenium) is not installed")
+    from selenium.webdriver.chrome.service import Service
+
+    browser, drv = _chromium(), _chromedriver()
+    if not browser or not drv:
+        pytest.skip("headless Chromium needs the Debian packages chromium and chromium-driver")
+    profile = tempfile.mkdtemp(prefix="tfxla-chrome-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = browser
+    for arg in CHROME_ARGS + [f"--user-data-dir={profile}", "--window-size=1400,1000"]:
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(service=Service(drv), options=opts)
+    d.set_page_load_timeout(30)
+    yield d
+    d.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+class Browser:
+    """What the browser tests do with ``driver`` besides plain Selenium calls."""
+
+    def __init__(self, driver, tmp_path: Path):
+        self.driver, self.tmp_path = driver, tmp_path
+
+    def hover(self, css: str):
+        """Moves the pointer onto the element at ``css``; returns the ``#tooltip`` element."""
+        from selenium.webdriver.common.action_chains import ActionChains
+        from selenium.webdriver.common.by import By
+
+        el = self.driver.find_element(By.CSS_SELECTOR, css)
+        # Pointer actions need the element in the viewport; the SVG sits in a scrolling canvas.
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'});", el)
+        ActionChains(self.driver).move_to_element(el).perform()
+        return self.driver.find_element(By.ID, "tooltip")
+
+    def severe_logs(self) -> list:
+        return [e for e in self.driver.get_log("browser") if e.get("level") == "SEVERE"]
+
+    def keep_screenshot(self, name: str) -> Path:
+        """A screenshot in the test's tmp_path, copied to out/ (gitignored) to look at."""
+        shot = self.tmp_path / name
+        assert self.driver.save_screenshot(str(shot))
+        out = ROOT / "out"
+        out.mkdir(exist_ok=True)
+        shutil.copy(shot, out / name)
+        return shot
+
+
+@pytest.fixture
+def browser(driver, tmp_path) -> Browser:
+    return Browser(driver, tmp_path)

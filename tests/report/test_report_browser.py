@@ -7,81 +7,23 @@ when Chromium, chromedriver, Selenium or Graphviz is absent.
 """
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--no-first-run"]
-
-
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-
-
-def _chromedriver() -> str | None:
-    return "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else shutil.which("chromedriver")
-
-
-@pytest.fixture(scope="module")
-def driver():
-    webdriver = pytest.importorskip("selenium.webdriver", reason="Selenium (pip install selenium) is not installed")
-    from selenium.webdriver.chrome.service import Service
-
+@pytest.fixture(scope="module", autouse=True)
+def _graphviz():
     from tfxla_cluster.viz.layout import graphviz_available
 
-    browser, drv = _chromium(), _chromedriver()
-    if not browser or not drv:
-        pytest.skip("headless Chromium needs the Debian packages chromium and chromium-driver")
     if not graphviz_available():
         pytest.skip("Graphviz (Debian package graphviz, PyPI graphviz) is not installed")
-    profile = tempfile.mkdtemp(prefix="tfxla-report-chrome-")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = browser
-    for arg in CHROME_ARGS + [f"--user-data-dir={profile}", "--window-size=1400,1000"]:
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(service=Service(drv), options=opts)
-    d.set_page_load_timeout(30)
-    yield d
-    d.quit()
-    shutil.rmtree(profile, ignore_errors=True)
-
-
-def _keep_screenshot(driver, tmp_path: Path, name: str) -> Path:
-    shot = tmp_path / name
-    assert driver.save_screenshot(str(shot))
-    out = ROOT / "out"
-    out.mkdir(exist_ok=True)
-    shutil.copy(shot, out / name)
-    return shot
-
-
-def _hover(driver, css: str):
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.by import By
-
-    el = driver.find_element(By.CSS_SELECTOR, css)
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'});", el)
-    ActionChains(driver).move_to_element(el).perform()
-    return driver.find_element(By.ID, "tooltip")
-
-
-def _severe(driver) -> list:
-    return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
 
 
 def _tiny(report):
     return next(c for f in report.functions for c in f.clusters.values() if "Abs" in c.ops)
 
 
-def test_clusters_reasons_and_advisor(driver, script_report, tmp_path):
+def test_clusters_reasons_and_advisor(driver, browser, script_report):
     from selenium.webdriver.common.by import By
 
     report, path = script_report
@@ -104,11 +46,11 @@ def test_clusters_reasons_and_advisor(driver, script_report, tmp_path):
     assert entry.is_displayed() and "launch overhead dominates" in entry.text and "4 elements" in entry.text
     assert driver.find_element(By.CSS_SELECTOR, '#advisor .advice[data-kind="recompilation"]').is_displayed()
     assert "--tf_xla_cpu_global_jit" in driver.find_element(By.ID, "flags").text
-    assert _severe(driver) == []
-    _keep_screenshot(driver, tmp_path, "report_browser_page.png")
+    assert browser.severe_logs() == []
+    browser.keep_screenshot("report_browser_page.png")
 
 
-def test_hover_shows_node_and_cluster_details(driver, script_report, tmp_path):
+def test_hover_shows_node_and_cluster_details(driver, browser, script_report):
     from selenium.webdriver.common.by import By
 
     report, path = script_report
@@ -117,17 +59,17 @@ def test_hover_shows_node_and_cluster_details(driver, script_report, tmp_path):
     big = next(c for c in report.functions[step].clusters.values() if "MatMul" in c.ops)
     tip = driver.find_element(By.ID, "tooltip")
     assert not tip.is_displayed()
-    text = _hover(driver, f'#fn-{step} g.node[data-node="MatMul"]').text
+    text = browser.hover(f'#fn-{step} g.node[data-node="MatMul"]').text
     assert "op: MatMul" in text and f"cluster: {big.name}" in text and "outputs float32" in text and "device CPU:0" in text
-    _keep_screenshot(driver, tmp_path, "report_browser_hover.png")
-    text = _hover(driver, f'#fn-{step} g.node[data-node="Unique"]').text
+    browser.keep_screenshot("report_browser_hover.png")
+    text = browser.hover(f'#fn-{step} g.node[data-node="Unique"]').text
     assert "not clustered [unique]" in text
-    _hover(driver, "header h1")
+    browser.hover("header h1")
     assert not driver.find_element(By.ID, "tooltip").is_displayed()
-    assert _severe(driver) == []
+    assert browser.severe_logs() == []
 
 
-def test_cluster_details_open_from_the_table(driver, script_report):
+def test_cluster_details_open_from_the_table(driver, browser, script_report):
     from selenium.webdriver.common.by import By
 
     report, path = script_report
@@ -142,4 +84,4 @@ def test_cluster_details_open_from_the_table(driver, script_report):
     assert detail.get_attribute("open") is not None
     text = detail.text
     assert "HLO before optimisation" in text and "TF's kernels" in text and "launch overhead dominates" in text
-    assert _severe(driver) == []
+    assert browser.severe_logs() == []

@@ -46,7 +46,7 @@ def _ms(x: float | None) -> str:
 def to_html(report: Report, *, around: str | None = None, depth: int = 2, collapse: bool | None = None) -> str:
     """The page for ``report``. ``around``/``depth`` draw a focus neighbourhood in the function that
     has the node; ``collapse`` forces (True/False) collapsed clusters; None: collapse big graphs."""
-    from tfxla_cluster.viz.html import _CSS as VIZ_CSS
+    from tfxla_cluster.viz.html import CSS as VIZ_CSS, PICTURE_JS
 
     n_clusters = sum(len(f.clusters) for f in report.functions)
     n_nodes = sum(len(f.mark_result.decisions) if f.mark_result else 0 for f in report.functions)
@@ -70,7 +70,8 @@ def to_html(report: Report, *, around: str | None = None, depth: int = 2, collap
         section, data = _function(report, fn, k, around=around, depth=depth, collapse=collapse)
         parts.append(section)
         datas.append(f'<script type="application/json" class="viz-data" data-fn="{k}">{data}</script>')
-    parts += ['<div id="tooltip" role="tooltip" hidden></div>', *datas, f"<script>{_JS}</script>", "</body></html>"]
+    parts += ['<div id="tooltip" role="tooltip" hidden></div>', *datas, f"<script>{PICTURE_JS}{_JS}</script>",
+              "</body></html>"]
     return "\n".join(parts) + "\n"
 
 
@@ -176,6 +177,7 @@ def _picture(report: Report, fn: FunctionReport, k: int, *, around: str | None, 
              collapse: bool | None) -> tuple[str, dict]:
     """(the picture's HTML, its hover data)."""
     from tfxla_cluster.viz.graph_dot import make_plan
+    from tfxla_cluster.viz.html import picture_data, picture_toolbar
     from tfxla_cluster.viz.layout import graphviz_available
     from tfxla_cluster.viz.model import build_model
 
@@ -187,11 +189,7 @@ def _picture(report: Report, fn: FunctionReport, k: int, *, around: str | None, 
     big = len(model.nodes) > COLLAPSE_OVER
     plan = make_plan(model, around=here, depth=depth, collapse=bool(collapse) if collapse is not None else
                      (big and here is None), legend=True)
-    data = {"nodes": {n.name: n.details() for n in plan.visible if not plan.is_collapsed(n)},
-            "clusters": {c.name: {"name": c.name, "size": len(c.members), "ops": c.histogram_text(12),
-                                  "inputs": len(c.inputs), "outputs": len(c.outputs),
-                                  "timing": _timing_text(fn.clusters.get(c.name))}
-                         for c in model.clusters.values()}}
+    data = picture_data(plan, lambda c: {"timing": _timing_text(fn.clusters.get(c.name))})
     view = []
     if plan.collapse:
         view.append(f"clusters collapsed ({len(model.nodes)} nodes; hover a cluster for its size and ops; "
@@ -208,12 +206,7 @@ def _picture(report: Report, fn: FunctionReport, k: int, *, around: str | None, 
     except Exception as e:   # the rest of the report does not depend on the picture
         return f'<p class="warn">No picture: {_e(type(e).__name__)}: {_e(str(e)[:300])}</p>', data
     svg = _prefix_ids(svg, f"f{k}-")
-    toolbar = (f'<div class="toolbar"><button class="zoom-in" title="zoom in">+</button>'
-               '<button class="zoom-out" title="zoom out">−</button><button class="zoom-fit">fit</button>'
-               '<button class="zoom-1">100%</button>'
-               '<input class="search" type="search" placeholder="find node by name…" autocomplete="off">'
-               '<span class="search-count"></span>'
-               f'<span class="help">{_e(" · ".join(view) or "hover a node for details")}</span></div>')
+    toolbar = picture_toolbar("class", " · ".join(view) or "hover a node for details")
     return f'{toolbar}<div class="canvas" data-fn="{k}">{svg}</div>', data
 
 
@@ -228,7 +221,7 @@ def _timing_text(c: ClusterReport | None) -> str:
 
 def _function(report: Report, fn: FunctionReport, k: int, *, around: str | None, depth: int,
               collapse: bool | None) -> tuple[str, str]:
-    from tfxla_cluster.viz.html import _reasons_section
+    from tfxla_cluster.viz.html import _reasons_section, script_json
     from tfxla_cluster.viz.model import build_model
 
     picture, data = _picture(report, fn, k, around=around, depth=depth, collapse=collapse)
@@ -245,7 +238,7 @@ def _function(report: Report, fn: FunctionReport, k: int, *, around: str | None,
                f'<pre class="tf-summary">{_e(summary)}</pre></details>'
                f"<h3>Clusters</h3>{picture}{_clusters_table(fn, k)}{reasons}"
                f'<h3>Per cluster</h3><div class="cluster-details">{details}</div></section>')
-    return section, json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "\\u003c/")
+    return section, script_json(data)
 
 
 def _clusters_table(fn: FunctionReport, k: int) -> str:
@@ -334,110 +327,23 @@ header nav { font-size: 12px; margin: .3em 0; } header nav a { color: #1a5fb4; }
 .a-where { color: #666; font-size: 12px; } .a-text { margin: .2em 0; }
 .a-evidence { margin: .2em 0 0 1.2em; padding: 0; font-size: 12px; color: #333; }
 section.function { border-top: 2px solid #ddd; margin-top: 1.5em; }
-.canvas { border: 1px solid var(--line); overflow: auto; max-height: 82vh; background: #fff; }
-.canvas svg { display: block; }
 details.cluster-detail { border: 1px solid #ddd; margin: .4em 0; padding: .3em .6em; }
 details.cluster-detail > summary { cursor: pointer; } details.hlo pre { max-height: 30em; }
 tr.bad td { color: #a33; font-weight: bold; } .divergence { background: #fff0f0; padding: .4em .7em; }
 .note { color: #555; }
 """
 
+# The pictures' hover, zoom and search are the viz page's (PICTURE_JS); one picture per function section.
 _JS = r"""
 (function () {
   "use strict";
-  var tip = document.getElementById("tooltip");
-  function esc(s) {
-    return String(s).replace(/[&<>"]/g, function (c) {
-      return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c];
-    });
-  }
-  function row(k, v) { return "<tr><th>" + esc(k) + "</th><td>" + v + "</td></tr>"; }
-  function nodeHtml(d) {
-    var h = '<div class="t-name">' + esc(d.name) + '</div><div class="t-op">op: ' + esc(d.op) + "</div><table>";
-    h += row("device", esc(d.device || "?"));
-    h += row("outputs", d.outputs.length ? d.outputs.map(function (o) { return "<code>" + esc(o) + "</code>"; })
-                                                     .join("<br>") : "none");
-    d.attrs.forEach(function (kv) { h += row(kv[0], "<code>" + esc(kv[1]) + "</code>"); });
-    h += "</table>";
-    if (d.cluster) h += '<div class="t-reason">cluster: <b>' + esc(d.cluster) + "</b></div>";
-    else {
-      h += '<div class="t-reason">not clustered <code>[' + esc(d.code) + "]</code>: " + esc(d.reason) + "</div>";
-      if (d.hint) h += '<div class="t-hint">' + esc(d.hint) + "</div>";
-    }
-    return h;
-  }
-  function clusterHtml(c) {
-    return '<div class="t-name">' + esc(c.name) + "</div><table>" + row("size", c.size + " nodes") +
-           row("ops", esc(c.ops)) + row("inputs", c.inputs + " tensors") + row("outputs", c.outputs + " tensors") +
-           (c.timing ? row("cost", esc(c.timing)) : "") + "</table>";
-  }
-  function place(ev) {
-    var pad = 14, r = tip.getBoundingClientRect();
-    var x = ev.clientX + pad, y = ev.clientY + pad;
-    if (x + r.width > window.innerWidth) x = Math.max(0, ev.clientX - r.width - pad);
-    if (y + r.height > window.innerHeight) y = Math.max(0, ev.clientY - r.height - pad);
-    tip.style.left = x + "px"; tip.style.top = y + "px";
-  }
-  var current = null;
-  function hide() { if (current) current.classList.remove("hover"); current = null; tip.hidden = true; }
   document.querySelectorAll("script.viz-data").forEach(function (script) {
     var k = script.getAttribute("data-fn"), data = JSON.parse(script.textContent);
     var section = document.getElementById("fn-" + k);
     var canvas = section && section.querySelector(".canvas");
-    var svg = canvas && canvas.querySelector("svg");
-    if (!svg) return;
-    svg.addEventListener("mouseover", function (ev) {
-      var g = ev.target.closest("g.node");
-      if (!g || g === current) return;
-      var name = g.getAttribute("data-node"), cl = g.getAttribute("data-cluster");
-      var h = name && data.nodes[name] ? nodeHtml(data.nodes[name])
-            : cl && data.clusters[cl] ? clusterHtml(data.clusters[cl]) : null;
-      if (!h) return;
-      if (current) current.classList.remove("hover");
-      current = g; g.classList.add("hover");
-      tip.innerHTML = h; tip.hidden = false;
-      tip.setAttribute("data-node", name || ""); tip.setAttribute("data-cluster", cl || "");
-      place(ev);
-    });
-    svg.addEventListener("mousemove", function (ev) { if (current) place(ev); });
-    svg.addEventListener("mouseout", function (ev) {
-      var g = ev.target.closest("g.node");
-      if (g && !(ev.relatedTarget && g.contains(ev.relatedTarget))) hide();
-    });
-    var baseW = svg.width.baseVal.value, baseH = svg.height.baseVal.value, scale = 1;
-    function setScale(s) {
-      scale = Math.min(8, Math.max(0.02, s));
-      svg.setAttribute("width", (baseW * scale) + "px"); svg.setAttribute("height", (baseH * scale) + "px");
-    }
-    function fitScale() { return baseW ? (canvas.clientWidth - 4) / baseW : 1; }
-    section.querySelector(".zoom-in").onclick = function () { setScale(scale * 1.25); };
-    section.querySelector(".zoom-out").onclick = function () { setScale(scale / 1.25); };
-    section.querySelector(".zoom-fit").onclick = function () { setScale(fitScale()); };
-    section.querySelector(".zoom-1").onclick = function () { setScale(1); };
-    setScale(Math.max(0.2, Math.min(1, fitScale())));
-    var search = section.querySelector(".search"), count = section.querySelector(".search-count");
-    search.addEventListener("input", function () {
-      var q = search.value.trim().toLowerCase(), first = null, n = 0;
-      svg.querySelectorAll("g.node[data-node]").forEach(function (g) {
-        var hit = q !== "" && g.getAttribute("data-node").toLowerCase().indexOf(q) >= 0;
-        g.classList.toggle("match", hit);
-        if (hit) { n++; if (!first) first = g; }
-      });
-      count.textContent = q ? n + " found" : "";
-      if (first) first.scrollIntoView({block: "center", inline: "center"});
-    });
-    section.querySelectorAll("code.node-link").forEach(function (c) {
-      c.addEventListener("click", function () {
-        search.value = c.getAttribute("data-node"); search.dispatchEvent(new Event("input"));
-      });
-    });
+    if (canvas && canvas.querySelector("svg")) tfxlaPicture.install(section, data, "class");
   });
   // A link to a cluster's details opens them.
-  document.querySelectorAll('a[href*="-detail-"]').forEach(function (a) {
-    a.addEventListener("click", function () {
-      var el = document.getElementById(a.getAttribute("href").slice(1));
-      if (el) el.open = true;
-    });
-  });
+  tfxlaPicture.onLinks('a[href*="-detail-"]', function (el) { el.open = true; });
 })();
 """

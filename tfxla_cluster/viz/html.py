@@ -13,12 +13,16 @@ without network):
 
 The node facts travel as JSON in ``<script id="viz-data" type="application/json">``; ``</`` is
 escaped so no node name can end the script early. Everything shown is HTML-escaped.
+
+The picture's toolbar, hover data and script (:func:`picture_toolbar`, :func:`picture_data`,
+:data:`PICTURE_JS`) and :data:`CSS` serve the report page too (one picture per function there).
 """
 from __future__ import annotations
 
 import collections
 import html
 import json
+from typing import Any, Callable
 
 from tfxla_cluster.viz.graph_dot import Plan
 from tfxla_cluster.viz.model import VizModel, reason_fill
@@ -49,22 +53,17 @@ def to_html(plan: Plan, svg: str) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>XLA clusters: {_e(title)}</title>",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{CSS}</style></head><body>",
         f'<header><h1>XLA clusters: {_e(title)}{view}</h1><p class="stats">{stats}</p></header>',
         _summary_section(model),
         '<section id="graph"><h2>Graph</h2>',
-        '<div class="toolbar"><button id="zoom-in" title="zoom in">+</button>'
-        '<button id="zoom-out" title="zoom out">−</button><button id="zoom-fit">fit</button>'
-        '<button id="zoom-1">100%</button>'
-        '<input id="search" type="search" placeholder="find node by name…" autocomplete="off">'
-        '<span id="search-count"></span>'
-        '<span class="help">hover a node for details</span></div>',
+        picture_toolbar("id", "hover a node for details"),
         f'<div id="canvas">{svg}</div></section>',
         _clusters_section(model),
         _reasons_section(model),
         '<div id="tooltip" role="tooltip" hidden></div>',
-        f'<script type="application/json" id="viz-data">{_data_json(plan)}</script>',
-        f"<script>{_JS}</script>",
+        f'<script type="application/json" id="viz-data">{script_json(picture_data(plan))}</script>',
+        f"<script>{PICTURE_JS}{_JS}</script>",
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
@@ -141,20 +140,36 @@ def _reasons_section(model: VizModel) -> str:
             "<th>nodes</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>")
 
 
-def _data_json(plan: Plan) -> str:
-    model = plan.model
-    data = {
-        # Collapsed clusters are hovered as a whole: their members' details are not needed.
-        "nodes": {n.name: n.details() for n in plan.visible if not plan.is_collapsed(n)},
-        "clusters": {c.name: {"name": c.name, "size": len(c.members), "ops": c.histogram_text(12),
-                              "inputs": len(c.inputs), "outputs": len(c.outputs)}
-                     for c in model.clusters.values()},
-    }
+def picture_toolbar(attr: str, help_text: str) -> str:
+    """Zoom and search over a picture; ``attr`` names its parts by "id" (one picture on the page) or by
+    "class" (several), as :data:`PICTURE_JS` ``install`` is told."""
+    return (f'<div class="toolbar"><button {attr}="zoom-in" title="zoom in">+</button>'
+            f'<button {attr}="zoom-out" title="zoom out">−</button><button {attr}="zoom-fit">fit</button>'
+            f'<button {attr}="zoom-1">100%</button>'
+            f'<input {attr}="search" type="search" placeholder="find node by name…" autocomplete="off">'
+            f'<span {attr}="search-count"></span>'
+            f'<span class="help">{_e(help_text)}</span></div>')
+
+
+def picture_data(plan: Plan, cluster_extra: Callable[[Any], dict] | None = None) -> dict:
+    """The hover facts of ``plan``'s picture; ``cluster_extra(cluster)`` adds fields to a cluster's."""
+    clusters = {}
+    for c in plan.model.clusters.values():
+        clusters[c.name] = {"name": c.name, "size": len(c.members), "ops": c.histogram_text(12),
+                            "inputs": len(c.inputs), "outputs": len(c.outputs)}
+        if cluster_extra is not None:
+            clusters[c.name].update(cluster_extra(c))
+    # Collapsed clusters are hovered as a whole: their members' details are not needed.
+    return {"nodes": {n.name: n.details() for n in plan.visible if not plan.is_collapsed(n)}, "clusters": clusters}
+
+
+def script_json(data: object) -> str:
+    """``data`` as JSON to put inside a ``<script>`` element."""
     # "</" would end the <script> element early; "\u003c/" is the same JSON string.
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "\\u003c/")
 
 
-_CSS = """
+CSS = """
 :root { --fg:#222; --muted:#666; --line:#ddd; }
 body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: var(--fg);
        margin: 0 1.2em 2em; }
@@ -171,8 +186,8 @@ td.num { text-align: right; } table.kv th { font-weight: normal; color: var(--mu
 .warn { color: #a33; }
 .toolbar { display: flex; gap: .4em; align-items: center; margin-bottom: .4em; }
 .toolbar button { min-width: 2.2em; } .toolbar .help { color: var(--muted); margin-left: auto; font-size: 12px; }
-#canvas { border: 1px solid var(--line); overflow: auto; max-height: 82vh; background: #fff; }
-#canvas svg { display: block; }
+#canvas, .canvas { border: 1px solid var(--line); overflow: auto; max-height: 82vh; background: #fff; }
+#canvas svg, .canvas svg { display: block; }
 g.node { cursor: default; }
 g.node.hover > path, g.node.hover > polygon, g.node.hover > ellipse { stroke-width: 3; }
 g.node.match > path, g.node.match > polygon { stroke: #c00000; stroke-width: 3; }
@@ -186,13 +201,11 @@ g.xla-cluster.flash > path, g.xla-cluster.flash > polygon { stroke-width: 5; }
 code.node-link { cursor: pointer; text-decoration: underline dotted; }
 """
 
-_JS = r"""
-(function () {
+# The picture's hover panel, zoom and search; a page calls tfxlaPicture.install for each picture.
+PICTURE_JS = r"""
+var tfxlaPicture = (function () {
   "use strict";
-  var data = JSON.parse(document.getElementById("viz-data").textContent);
   var tip = document.getElementById("tooltip");
-  var canvas = document.getElementById("canvas");
-  var svg = canvas.querySelector("svg");
   function esc(s) {
     return String(s).replace(/[&<>"]/g, function (c) {
       return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c];
@@ -217,7 +230,7 @@ _JS = r"""
   function clusterHtml(c) {
     return '<div class="t-name">' + esc(c.name) + "</div><table>" + row("size", c.size + " nodes") +
            row("ops", esc(c.ops)) + row("inputs", c.inputs + " tensors") + row("outputs", c.outputs + " tensors") +
-           "</table>";
+           (c.timing ? row("cost", esc(c.timing)) : "") + "</table>";
   }
   function place(ev) {
     var pad = 14, r = tip.getBoundingClientRect();
@@ -226,8 +239,8 @@ _JS = r"""
     if (y + r.height > window.innerHeight) y = Math.max(0, ev.clientY - r.height - pad);
     tip.style.left = x + "px"; tip.style.top = y + "px";
   }
-  var current = null;
-  function show(g, ev) {
+  var current = null;   // one panel for all pictures of the page
+  function show(g, ev, data) {
     var name = g.getAttribute("data-node"), cl = g.getAttribute("data-cluster");
     var html = name && data.nodes[name] ? nodeHtml(data.nodes[name])
              : cl && data.clusters[cl] ? clusterHtml(data.clusters[cl]) : null;
@@ -242,56 +255,74 @@ _JS = r"""
     if (current) current.classList.remove("hover");
     current = null; tip.hidden = true;
   }
-  if (svg) {
-    svg.addEventListener("mouseover", function (ev) {
-      var g = ev.target.closest("g.node");
-      if (g && g !== current) show(g, ev);
+  // root: what holds the picture's toolbar, canvas and node links; attr: "id" or "class", as the
+  // toolbar was written (picture_toolbar); data: the picture's hover facts (picture_data).
+  function install(root, data, attr) {
+    function part(name) { return root.querySelector((attr === "id" ? "#" : ".") + name); }
+    var canvas = part("canvas"), svg = canvas.querySelector("svg");
+    if (svg) {
+      svg.addEventListener("mouseover", function (ev) {
+        var g = ev.target.closest("g.node");
+        if (g && g !== current) show(g, ev, data);
+      });
+      svg.addEventListener("mousemove", function (ev) { if (current) place(ev); });
+      svg.addEventListener("mouseout", function (ev) {
+        var g = ev.target.closest("g.node");
+        if (g && !(ev.relatedTarget && g.contains(ev.relatedTarget))) hide();
+      });
+    }
+    // Zoom: scale the SVG's own size; the canvas scrolls.
+    var baseW = svg ? svg.width.baseVal.value : 0, baseH = svg ? svg.height.baseVal.value : 0, scale = 1;
+    function setScale(s) {
+      if (!svg) return;
+      scale = Math.min(8, Math.max(0.02, s));
+      svg.setAttribute("width", (baseW * scale) + "px"); svg.setAttribute("height", (baseH * scale) + "px");
+    }
+    function fitScale() { return baseW ? (canvas.clientWidth - 4) / baseW : 1; }
+    part("zoom-in").onclick = function () { setScale(scale * 1.25); };
+    part("zoom-out").onclick = function () { setScale(scale / 1.25); };
+    part("zoom-fit").onclick = function () { setScale(fitScale()); };
+    part("zoom-1").onclick = function () { setScale(1); };
+    setScale(Math.max(0.2, Math.min(1, fitScale())));
+    // Search: highlight nodes whose name contains the text; scroll to the first.
+    var search = part("search"), count = part("search-count");
+    search.addEventListener("input", function () {
+      var q = search.value.trim().toLowerCase(), first = null, n = 0;
+      svg && svg.querySelectorAll("g.node[data-node]").forEach(function (g) {
+        var hit = q !== "" && g.getAttribute("data-node").toLowerCase().indexOf(q) >= 0;
+        g.classList.toggle("match", hit);
+        if (hit) { n++; if (!first) first = g; }
+      });
+      count.textContent = q ? n + " found" : "";
+      if (first) first.scrollIntoView({block: "center", inline: "center"});
     });
-    svg.addEventListener("mousemove", function (ev) { if (current) place(ev); });
-    svg.addEventListener("mouseout", function (ev) {
-      var g = ev.target.closest("g.node");
-      if (g && !(ev.relatedTarget && g.contains(ev.relatedTarget))) hide();
+    root.querySelectorAll("code.node-link").forEach(function (c) {
+      c.addEventListener("click", function () {
+        search.value = c.getAttribute("data-node"); search.dispatchEvent(new Event("input"));
+      });
     });
   }
-  // Zoom: scale the SVG's own size; the canvas scrolls.
-  var baseW = svg ? svg.width.baseVal.value : 0, baseH = svg ? svg.height.baseVal.value : 0, scale = 1;
-  function setScale(s) {
-    if (!svg) return;
-    scale = Math.min(8, Math.max(0.02, s));
-    svg.setAttribute("width", (baseW * scale) + "px"); svg.setAttribute("height", (baseH * scale) + "px");
-  }
-  function fitScale() { return baseW ? (canvas.clientWidth - 4) / baseW : 1; }
-  document.getElementById("zoom-in").onclick = function () { setScale(scale * 1.25); };
-  document.getElementById("zoom-out").onclick = function () { setScale(scale / 1.25); };
-  document.getElementById("zoom-fit").onclick = function () { setScale(fitScale()); };
-  document.getElementById("zoom-1").onclick = function () { setScale(1); };
-  setScale(Math.max(0.2, Math.min(1, fitScale())));
-  // Search: highlight nodes whose name contains the text; scroll to the first.
-  var search = document.getElementById("search"), count = document.getElementById("search-count");
-  search.addEventListener("input", function () {
-    var q = search.value.trim().toLowerCase(), first = null, n = 0;
-    svg && svg.querySelectorAll("g.node[data-node]").forEach(function (g) {
-      var hit = q !== "" && g.getAttribute("data-node").toLowerCase().indexOf(q) >= 0;
-      g.classList.toggle("match", hit);
-      if (hit) { n++; if (!first) first = g; }
+  // A click on a link (matching selector) to an element of this page calls act(element, event).
+  function onLinks(selector, act) {
+    document.querySelectorAll(selector).forEach(function (a) {
+      a.addEventListener("click", function (ev) {
+        var el = document.getElementById(a.getAttribute("href").slice(1));
+        if (el) act(el, ev);
+      });
     });
-    count.textContent = q ? n + " found" : "";
-    if (first) first.scrollIntoView({block: "center", inline: "center"});
-  });
+  }
+  return {install: install, onLinks: onLinks};
+})();
+"""
+
+_JS = r"""
+(function () {
+  "use strict";
+  tfxlaPicture.install(document, JSON.parse(document.getElementById("viz-data").textContent), "id");
   function flash(el) {
     el.classList.add("flash"); el.scrollIntoView({block: "center", inline: "center"});
     setTimeout(function () { el.classList.remove("flash"); }, 1500);
   }
-  document.querySelectorAll("a.cluster-link").forEach(function (a) {
-    a.addEventListener("click", function (ev) {
-      var el = document.getElementById(a.getAttribute("href").slice(1));
-      if (el) { ev.preventDefault(); flash(el); }
-    });
-  });
-  document.querySelectorAll("code.node-link").forEach(function (c) {
-    c.addEventListener("click", function () {
-      search.value = c.getAttribute("data-node"); search.dispatchEvent(new Event("input"));
-    });
-  });
+  tfxlaPicture.onLinks("a.cluster-link", function (el, ev) { ev.preventDefault(); flash(el); });
 })();
 """
