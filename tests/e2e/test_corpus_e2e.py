@@ -76,7 +76,7 @@ def test_auto_clustering_equals_tf(c: Case) -> None:
 def test_jit_compile_equals_tf(c: Case) -> None:
     want = corpus.run_tf(c)
     got = _run_ours(c, True)
-    assert got.clusters == 1 and not got.fallbacks
+    assert (got.clusters > 1 if c.jit_split else got.clusters == 1) and not got.fallbacks
     problems = corpus.compare(got, want, c.tol)
     assert not problems, "\n".join(problems)
 

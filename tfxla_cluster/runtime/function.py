@@ -59,8 +59,14 @@ class CompiledGraph:
                 raise must_compile.error_for(concrete.function_def.signature.name, problems,
                                              created_at=must_compile.CreationStacks(concrete))
             members = [n.name for n in graph.op_nodes() if n.op not in ("_Arg", "_Retval")]
-            self.clusters = {"cluster_0": members} if members else {}
-            self.mark_result = None
+            dynamic = sorted({graph.node(n).op for n in members} & DATA_DEPENDENT_SHAPE_OPS)
+            if dynamic:
+                self.mark_result = _split_at_dynamic_shapes(graph, flags, dynamic,
+                                                            concrete.function_def.signature.name)
+                self.clusters = self.mark_result.clusters
+            else:
+                self.clusters = {"cluster_0": members} if members else {}
+                self.mark_result = None
         elif jit_compile is False:
             self.clusters, self.mark_result = {}, None
         else:
@@ -122,6 +128,31 @@ class CompiledGraph:
         if self.concrete.structured_outputs is None:
             return None  # a function that returns nothing (TF's ConcreteFunction returns None too)
         return tf.nest.pack_sequence_as(self.concrete.structured_outputs, outputs, expand_composites=True)
+
+
+# Ops whose output shape depends on input *values*. TF's XLA compiles them with bounded dynamic
+# dimensions; our HLO and code are static-shape, so a must-compile function holding one is compiled
+# as several clusters with these ops run on TF's kernels in between (see _split_at_dynamic_shapes).
+DATA_DEPENDENT_SHAPE_OPS = frozenset({"Unique", "UniqueV2", "UniqueWithCounts", "UniqueWithCountsV2", "Where"})
+
+
+def _split_at_dynamic_shapes(graph, flags, ops: list[str], function_name: str):
+    """Clusters for a ``jit_compile=True`` body that holds data-dependent-shape ops: TF's clustering
+    (cycle-safe, every compilable op a candidate, clusters of any size) with those ops left to TF's
+    kernels. Each cluster is still must-compile (a lowering error raises); downstream clusters are
+    specialised on the run-time shapes, one compile per shape, as every cluster is."""
+    import logging
+
+    from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
+
+    logging.getLogger("tfxla_cluster.runtime").warning(
+        "jit_compile=True: %s in %s has a data-dependent output shape, which TF's XLA compiles with bounded "
+        "dynamic dimensions; here it runs on TF's kernels between compiled clusters", ", ".join(ops),
+        function_name)
+    split = flags.replace(tf_xla_auto_jit="2", tf_xla_cpu_global_jit=True, tf_xla_min_cluster_size=1,
+                          tf_xla_max_cluster_size=2 ** 31 - 1, tf_xla_clustering_fuel=2 ** 63 - 1,
+                          tf_xla_ops_to_cluster="", tf_xla_cluster_exclude_ops="Where" if "Where" in ops else "")
+    return mark_for_compilation(graph, split)
 
 
 def _direct_plan(rewritten, signatures, launchers) -> Callable[[list], list] | None:
