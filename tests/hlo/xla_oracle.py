@@ -21,6 +21,12 @@ def _jax():
     return jax, xc, xla_bridge.get_backend("cpu")
 
 
+def xla_parse(text: str):
+    """XLA's parser; raises on text XLA rejects."""
+    _, xc, _ = _jax()
+    return xc.hlo.hlo_module_from_text(text)
+
+
 def xla_reprint(text: str) -> str:
     """XLA's parser + printer, with constants printed in full."""
     _, xc, _ = _jax()
@@ -32,7 +38,7 @@ def xla_reprint(text: str) -> str:
 def xla_run(text: str, *args) -> list[np.ndarray]:
     """Compile ``text`` with XLA:CPU and run it; a tuple result comes back flattened."""
     jax, xc, backend = _jax()
-    module = xc.hlo.hlo_module_from_text(text)
+    module = xla_parse(text)
     mlir = xc._xla.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
     device = backend.local_devices()[0]
     options = xc.CompileOptions()
