@@ -3,6 +3,8 @@ compiled == evaluator comparison (bounds checks on)."""
 from __future__ import annotations
 
 import functools
+import threading
+from typing import Callable
 
 import ml_dtypes
 import numpy as np
@@ -133,3 +135,22 @@ def inputs_for(module, seed=1):
         else:
             out.append(random_array(p.shape.dimensions, p.shape.dtype, rng, specials=False))
     return out
+
+
+def run_threads(work: Callable[[int], None], n: int) -> None:
+    """Run ``work(k)`` for k in range(n), each on its own thread, all at once; re-raise the first error
+    any of them raised (an assertion inside ``work`` fails the test)."""
+    errors: list[BaseException] = []
+
+    def guarded(k: int) -> None:
+        try:
+            work(k)
+        except Exception as e:  # reported on the test's thread below
+            errors.append(e)
+    threads = [threading.Thread(target=guarded, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from cg_helpers import module_of
+from cg_helpers import module_of, run_threads
 from tfxla_cluster.codegen import CodegenOptions, JitEngine
 from tfxla_cluster.codegen.cache import (CompilationCache, PersistentCache, Signature, clear_entries, list_entries,
                                          module_fingerprint)
@@ -143,22 +143,13 @@ def test_concurrent_callers_two_signatures_exactly_two_compiles():
     shapes = [(64, 33), (7, 5)]
     inputs = [np.random.default_rng(k).standard_normal(shapes[k % 2]).astype(np.float32) for k in range(8)]
     barrier = threading.Barrier(8)
-    errors = []
 
     def work(k):
-        try:
-            x = inputs[k]
-            barrier.wait()
-            for _ in range(3):
-                r = cache.get_or_compile("shared", Signature.of([x]), _builder(x.shape))
-                np.testing.assert_allclose(r.run(x)[0], x * x + x, rtol=1e-6)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+        x = inputs[k]
+        barrier.wait()
+        for _ in range(3):
+            r = cache.get_or_compile("shared", Signature.of([x]), _builder(x.shape))
+            np.testing.assert_allclose(r.run(x)[0], x * x + x, rtol=1e-6)
+    run_threads(work, 8)
     assert cache.engine.compiles == 2 and cache.clusters["shared"].compiles == 2
     assert cache.clusters["shared"].executions == 24

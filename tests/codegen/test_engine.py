@@ -1,11 +1,11 @@
 """JitEngine: compile IR text, call it, keep code alive, compile from many threads at once."""
 import ctypes
 import gc
-import threading
 
 import numpy as np
 import pytest
 
+from cg_helpers import run_threads
 from tfxla_cluster.codegen.engine import JitEngine, get_engine
 from tfxla_cluster.errors import InternalError
 
@@ -77,18 +77,11 @@ def test_bad_ir_and_missing_symbol_are_errors():
 
 def test_threaded_compiles():
     eng = JitEngine(opt_level=2)
-    out, errors = [], []
+    out = []
 
     def work(k):
-        try:
-            lib = eng.compile(SCALE, ["scale"], name=f"t{k}")
-            out.append(_call_scale(lib, np.full(33, k, np.float32), 2.0))
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+        lib = eng.compile(SCALE, ["scale"], name=f"t{k}")
+        out.append(_call_scale(lib, np.full(33, k, np.float32), 2.0))
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and len(out) == 6 and eng.compiles == 6
+    run_threads(work, 6)
+    assert len(out) == 6 and eng.compiles == 6

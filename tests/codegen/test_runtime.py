@@ -1,11 +1,10 @@
 """Runtime behaviour of executables: bounds checks catch a bad kernel, big kernels split across threads
 give the same results, concurrent calls are safe, inputs are validated, zero-copy where possible."""
-import threading
 
 import numpy as np
 import pytest
 
-from cg_helpers import CHECKED, check, module_of, parsed, random_array
+from cg_helpers import CHECKED, check, module_of, parsed, random_array, run_threads
 from tfxla_cluster.codegen import CodegenOptions, compile_module, elemental
 from tfxla_cluster.codegen.loops import Index
 from tfxla_cluster.codegen.runtime import split_range
@@ -68,20 +67,11 @@ def test_concurrent_calls_of_one_executable():
     exe = compile_module(m, CodegenOptions(threads=2, parallel_min_cost=1 << 16))
     inputs = [random_array((300, 257), np.float32, np.random.default_rng(k), specials=False) for k in range(8)]
     wants = [evaluate(m, a) for a in inputs]
-    errors = []
 
     def work(k):
-        try:
-            for _ in range(5):
-                np.testing.assert_allclose(exe(inputs[k])[0], wants[k], rtol=5e-6)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+        for _ in range(5):
+            np.testing.assert_allclose(exe(inputs[k])[0], wants[k], rtol=5e-6)
+    run_threads(work, 8)
     assert exe.calls == 40
 
 
@@ -172,21 +162,14 @@ def test_thread_pools_run_every_item_exactly_once(pool):
                                                ctypes.c_int64)
     else:
         fn = runtime._parallel_for_c
-    errors = []
 
     def work(seed):
         for n, tasks in [(1, 1), (7, 5), (1000 + seed, 2), (3, 8), (50000, 3)]:
             out = np.zeros(n, np.int64)
             table = np.array([out.ctypes.data], np.uint64)
             fn(kernel, table.ctypes.data, n, tasks)
-            if not (out == 1).all():
-                errors.append((n, tasks))
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+            assert (out == 1).all(), (n, tasks)
+    run_threads(work, 8)
 
 
 def test_one_long_row_is_split_in_chunks():
