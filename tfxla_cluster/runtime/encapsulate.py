@@ -173,11 +173,11 @@ def _add_debugging_ops(out: graph_pb2.GraphDef, graph: Graph, clusters: dict[str
         if flags.tf_xla_check_cluster_input_numerics:
             nonconst = c.args[c.num_constant_args:len(c.args) - c.num_resource_args]
             for idx, t in enumerate(nonconst):
-                dtype = sig.input_dtypes[sig.inputs.index(t)]
+                position = sig.inputs.index(t)
+                dtype = sig.input_dtypes[position]
                 if dtype not in _FLOATING:
                     continue
                 check = out.node.add(name=f"{scope}check_input_{idx}", op="CheckNumerics", device=device)
-                position = sig.inputs.index(t)
                 check.input.append(launch.input[position])
                 check.attr["T"].type = dtype
                 check.attr["message"].s = (f"CheckNumerics failed for input {idx}({t[0]}:{t[1]}) into "
