@@ -7,6 +7,7 @@ f32 1e-5, half types 2e-2 (bf16 5e-2).
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -100,7 +101,10 @@ def batch_norm_cases():
         for training in (True, False):
             fn = lambda x, sc, off, m, v, t=training: tf.raw_ops.FusedBatchNormV3(
                 x=x, scale=sc, offset=off, mean=m, variance=v, epsilon=0.001, is_training=t)[:5]
-            out.append(Case(f"FusedBatchNormV3[{dt}] training={training}", fn, [x, sc, off, mean, var], **BN_TOL[dt]))
+            # Inference: TF's CPU kernel without oneDNN leaves reserve_space_1/2 uninitialised; TF's XLA
+            # defines them (the population mean and variance), so they are compared with TF's XLA.
+            out.append(Case(f"FusedBatchNormV3[{dt}] training={training}", fn, [x, sc, off, mean, var],
+                            tf_undefined=() if training else (3, 4), **BN_TOL[dt]))
         fn = lambda x, sc, off, m, v: tf.raw_ops.FusedBatchNormV3(
             x=x, scale=sc, offset=off, mean=m, variance=v, epsilon=0.001, is_training=True,
             exponential_avg_factor=0.25)[:3]
@@ -134,11 +138,50 @@ def test_batch(name):
 
 
 def test_reserve_space_outputs_have_tf_shapes():
+    """Output shapes equal TF's XLA's. (TF's CPU kernel gives reserve_space_3 shape () without oneDNN and
+    (0,) with it; TF's XLA gives (0,) in both modes, and a cluster's outputs are XLA's.)"""
     from tfxla_cluster.tf2hlo import lower_function
 
     f = tf.function(lambda x: tf.raw_ops.FusedBatchNormV3(x=x, scale=tf.ones([2]), offset=tf.zeros([2]),
                                                           mean=tf.zeros([2]), variance=tf.ones([2])), autograph=False)
     x = values("f32", (1, 2, 2, 2))
     got = lower_function(f.get_concrete_function(tf.TensorSpec(x.shape)), x).run(x)
-    want = f(x)
+    want = tf.function(f.python_function, jit_compile=True, autograph=False)(x)
     assert [g.shape for g in got] == [tuple(w.shape) for w in want]
+
+
+def _fused_batch_norm_ex(x, scale, offset, mean, var, side=None, mode="Relu", training=False):
+    """A ``_FusedBatchNormEx`` node, as grappler's remapper makes it (no Python op wrapper exists)."""
+    from tensorflow.core.framework import attr_value_pb2 as av
+
+    attrs = {"T": av.AttrValue(type=x.dtype.as_datatype_enum), "U": av.AttrValue(type=tf.float32.as_datatype_enum),
+             "epsilon": av.AttrValue(f=0.001), "is_training": av.AttrValue(b=training),
+             "activation_mode": av.AttrValue(s=mode.encode()), "data_format": av.AttrValue(s=b"NHWC"),
+             "num_side_inputs": av.AttrValue(i=0 if side is None else 1)}
+    inputs = [x, scale, offset, mean, var] + ([] if side is None else [side])
+    op = tf.compat.v1.get_default_graph()._create_op_internal(
+        "_FusedBatchNormEx", inputs, [x.dtype] + [tf.float32] * 5, name="bn_ex", attrs=attrs)
+    return op.outputs[:5]
+
+
+@pytest.mark.parametrize("mode", ["Relu", "Identity"])
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("with_side", [False, True])
+def test_fused_batch_norm_ex_equals_tf_xla(mode, training, with_side):
+    """The remapper's _FusedBatchNormEx (oneDNN mode makes it from FusedBatchNormV3 [+ Add] + Relu) equals
+    TF's XLA. TF's own CPU kernel runs only some attribute combinations, so TF's XLA is the reference."""
+    from tfxla_cluster.tf2hlo import lower_function
+
+    args = [values("f32", (2, 3, 3, 4)), values("f32", (4,), "pos", seed=1), values("f32", (4,), seed=2),
+            values("f32", (4,), seed=3), values("f32", (4,), "pos", seed=4)]
+    if with_side:
+        args.append(values("f32", (2, 3, 3, 4), seed=5))
+
+    def fn(*a):
+        return _fused_batch_norm_ex(*a[:5], side=a[5] if with_side else None, mode=mode, training=training)
+    want = tf.function(fn, jit_compile=True, autograph=False)(*args)
+    concrete = tf.function(fn, autograph=False).get_concrete_function(*[tf.TensorSpec(a.shape) for a in args])
+    got = lower_function(concrete, *args).run(*args)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w.numpy(), **BN_TOL["f32"])

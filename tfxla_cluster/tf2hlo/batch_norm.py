@@ -11,6 +11,9 @@ opcode table). Half-precision inputs are computed in the scale type (f32).
   an empty f32 tensor, as tf2xla's default ``Tensor()``.
 * inference: y = (x - mean)·rsqrt(variance + ε)·scale + offset; the statistics pass through.
 * gradient (training): XLA's BatchNormGrad formulas; (inference): dx = dy·scale·rsqrt(var + ε).
+* ``_FusedBatchNormEx`` (grappler's remapper makes it from FusedBatchNormV3 [+ Add] + Relu): V3, then
+  ``relu(side_input + y)`` or ``relu(y)``. As in tf2xla, a side input is only added together with Relu
+  (``activation_mode`` "Identity" returns y and ignores it); other modes are InvalidArgument.
 """
 from __future__ import annotations
 
@@ -52,8 +55,30 @@ def _check(ctx, x, params, feature):
                                        f"{list(p.shape.dimensions)}")
 
 
+@lowers("_FusedBatchNormEx")
+def _fused_batch_norm_ex(ctx, node):
+    b = ctx.b
+    num_side_inputs = int(ctx.attr("num_side_inputs", 0))
+    if not 0 <= num_side_inputs <= 1:
+        raise InvalidArgumentError("FusedBatchNormEx supports at most 1 side input.")
+    mode = ctx.attr("activation_mode", "Identity")
+    if mode not in ("Identity", "Relu"):
+        raise InvalidArgumentError(f"Unsupported FusedBatchNormEx activation mode: {mode}")
+    outs = _batch_norm(ctx, node, v3=True)
+    if mode == "Relu":
+        y = outs[0]
+        if num_side_inputs:
+            y = b.add(ctx.input(5), y)
+        outs[0] = xl.maximum(b, 0, y)
+    return outs
+
+
 @lowers("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
 def _fused_batch_norm(ctx, node):
+    return _batch_norm(ctx, node, v3=node.op == "FusedBatchNormV3")
+
+
+def _batch_norm(ctx, node, v3: bool) -> list:
     b = ctx.b
     x = ctx.input(0)
     scale, offset, mean_in, var_in = (ctx.input(i) for i in range(1, 5))
@@ -65,7 +90,7 @@ def _fused_batch_norm(ctx, node):
     u = scale.shape.element_type
     xu = xl.convert(b, x, u)
     st = _Stats(b, x.shape.dimensions, feature, node.name)
-    outs_extra = [np.zeros((0,), np.float32)] if node.op == "FusedBatchNormV3" else []
+    outs_extra = [np.zeros((0,), np.float32)] if v3 else []
     if not ctx.attr("is_training", True):
         _check(ctx, x, [(3, mean_in), (4, var_in)], feature)
         inv = b.rsqrt(xl.add(b, var_in, eps))
