@@ -98,3 +98,27 @@ class Browser:
 @pytest.fixture
 def browser(driver, tmp_path) -> Browser:
     return Browser(driver, tmp_path)
+
+
+# Tests whose expectations depend on TF's oneDNN mode (TF's CPU kernels and grappler's remapper differ with
+# TF_ENABLE_ONEDNN_OPTS): every test under these paths is marked ``onednn_mode``, and
+# tests/test_onednn_modes.py re-runs the marked tests in the mode this process is not in. A single test
+# elsewhere carries the mark itself.
+ONEDNN_MODE_PATHS = (
+    "tests/tf2hlo/",
+    "tests/e2e/test_corpus_e2e.py",
+    "tests/e2e/test_runtime_regressions.py",
+    "tests/e2e/test_keras_plugin.py",
+    "tests/e2e/test_debugging_ops.py",
+    "tests/test_function_e2e.py",
+    "tests/test_readme_api.py",
+    "tests/report/test_numerics.py",
+    "tests/codegen/test_graphs.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        rel = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
+        if rel.startswith(ONEDNN_MODE_PATHS):
+            item.add_marker(pytest.mark.onednn_mode)

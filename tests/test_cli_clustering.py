@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 
@@ -67,6 +68,7 @@ def _tf_live_clusters(target: str) -> tuple[dict[str, str], dict[str, str]]:
     return ops, {n.name: n.attr["_XlaCluster"].s.decode() for n in graph.node if "_XlaCluster" in n.attr}
 
 
+@pytest.mark.onednn_mode
 def test_explain_text_and_node():
     """explain --grappler on the mlp sample says what TF's live run of the same function does in this
     oneDNN mode: the same ops (remapper fusions when oneDNN is on, named as such) and the same partition."""

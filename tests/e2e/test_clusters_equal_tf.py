@@ -62,6 +62,8 @@ def _params() -> list:
         for name in tfc.SELECTED:
             known = KNOWN.get((fs, name))
             marks = [pytest.mark.xfail(strict=True, raises=KnownDifference, reason=known[0])] if known else []
+            if fs == "default":  # re-run in TF's other oneDNN mode too (tests/test_onednn_modes.py)
+                marks.append(pytest.mark.onednn_mode)
             out.append(pytest.param(fs, name, id=f"{fs}/{name}", marks=marks))
     return out
 
