@@ -54,6 +54,25 @@ def conv_cases():
                             input=x, filter_sizes=list(ws), out_backprop=dy, strides=st, padding=pad,
                             dilations=dil), [values("f32", xs), values("f32", ys, seed=2)],
                         rtol=2e-5, atol=2e-5))
+    # Depthwise backprops (MobileNet/EfficientNet training steps) and grouped backprops.
+    for xs, ws, st, pad, dil, depthwise in [((1, 5, 5, 3), (3, 3, 3, 2), [1, 2, 2, 1], "SAME", [1, 1, 1, 1], True),
+                                            ((2, 6, 7, 4), (2, 3, 4, 1), [1, 1, 1, 1], "VALID", [1, 2, 2, 1], True),
+                                            ((1, 4, 4, 4), (1, 1, 2, 6), [1, 1, 1, 1], "SAME", [1, 1, 1, 1], False),
+                                            ((1, 6, 6, 6), (3, 3, 2, 3), [1, 2, 2, 1], "SAME", [1, 1, 1, 1], False)]:
+        fwd_op = "DepthwiseConv2dNative" if depthwise else "Conv2D"
+        fwd = tf.function(lambda x, w, op=fwd_op, st=st, pad=pad, dil=dil: getattr(tf.raw_ops, op)(
+            input=x, filter=w, strides=st, padding=pad, dilations=dil), autograph=False)
+        ys = tuple(fwd.get_concrete_function(tf.TensorSpec(xs), tf.TensorSpec(ws)).outputs[0].shape)
+        bi_op = "DepthwiseConv2dNativeBackpropInput" if depthwise else "Conv2DBackpropInput"
+        bf_op = "DepthwiseConv2dNativeBackpropFilter" if depthwise else "Conv2DBackpropFilter"
+        out.append(Case(f"{bi_op} {xs} {ws} {st} {pad} {dil}",
+                        lambda w, dy, op=bi_op, xs=xs, st=st, pad=pad, dil=dil: getattr(tf.raw_ops, op)(
+                            input_sizes=list(xs), filter=w, out_backprop=dy, strides=st, padding=pad,
+                            dilations=dil), [values("f32", ws, seed=1), values("f32", ys, seed=2)], **TOL["f32"]))
+        out.append(Case(f"{bf_op} {xs} {ws} {st} {pad} {dil}",
+                        lambda x, dy, op=bf_op, ws=ws, st=st, pad=pad, dil=dil: getattr(tf.raw_ops, op)(
+                            input=x, filter_sizes=list(ws), out_backprop=dy, strides=st, padding=pad,
+                            dilations=dil), [values("f32", xs), values("f32", ys, seed=2)], rtol=2e-5, atol=2e-5))
     return out
 
 

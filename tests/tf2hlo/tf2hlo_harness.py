@@ -216,15 +216,15 @@ def _tf_reference(case: Case) -> tuple[list[np.ndarray] | None, str | None]:
     """TF's result for ``case`` and, when it is not TF eager's, why.
 
     None: TF has no CPU kernel for these dtypes (compared with XLA only). When TF's CPU kernel rejects the
-    arguments (a limit of the kernel in this oneDNN mode, e.g. "Current CPU implementations do not yet
-    support dilation rates larger than 1"), TF's XLA is the reference; if XLA rejects them too, the
-    kernel's error stands.
+    arguments (a limit of the kernel in this oneDNN mode: "Current CPU implementations do not yet support
+    dilation rates larger than 1" without oneDNN, "could not create a primitive descriptor" from a
+    oneDNN kernel), TF's XLA is the reference; if XLA rejects them too, the kernel's error stands.
     """
     try:
         want = [np.asarray(w.numpy()) for w in _flatten(case.fn(*[tf.constant(a) for a in case.args]))]
     except (tf.errors.NotFoundError, tf.errors.UnimplementedError):  # no CPU kernel for this dtype
         return None, "no TF CPU kernel"
-    except tf.errors.InvalidArgumentError as kernel_error:
+    except (tf.errors.InvalidArgumentError, tf.errors.AbortedError) as kernel_error:  # oneDNN kernels abort
         try:
             return _tf_xla(case), f"TF's CPU kernel rejects it: {kernel_error.message.splitlines()[-1]}"
         except tf.errors.OpError:

@@ -13,8 +13,11 @@ Stage: lowering. All three are one HLO ``convolution``:
 * backprop filter: the input convolved with the output gradient as the kernel, batch and feature dims
   swapped (the batch is contracted), window strides = the forward dilations, window dilation = the
   forward strides; the result comes out directly as ``[h, w, in, out]``.
-
-Grouped (non-depthwise) backprop ops are not supported.
+* grouped and depthwise backprops, as tf2xla: backprop input convolves with ``feature_group_count`` =
+  groups (a grouped filter ``[h, w, in/G, out]`` is regrouped to ``[h, w, in, out/G]`` first; a
+  depthwise filter ``[h, w, in, multiplier]`` already has that form); backprop filter uses
+  ``batch_group_count`` = groups (depthwise: one per input channel, the ``[h, w, 1, in·multiplier]``
+  result reshaped to the filter's shape).
 """
 from __future__ import annotations
 
@@ -129,7 +132,7 @@ def _depthwise_conv(ctx, node):
     return [_forward(ctx, node, ctx.input(0), ctx.input(1), depthwise=True)]
 
 
-@lowers("Conv2DBackpropInput", "Conv3DBackpropInputV2")
+@lowers("Conv2DBackpropInput", "Conv3DBackpropInputV2", "DepthwiseConv2dNativeBackpropInput")
 def _conv_backprop_input(ctx, node):
     b = ctx.b
     input_sizes = ctx.const_ints(0)
@@ -140,8 +143,24 @@ def _conv_backprop_input(ctx, node):
     sp = attrs.spatial_dims(rank)
     f = attrs.feature_dim(rank)
     wd = list(w.shape.dimensions)
-    if wd[n] != input_sizes[f]:
-        raise UnimplementedError("grouped Conv2DBackpropInput is not supported")
+    depthwise = node.op == "DepthwiseConv2dNativeBackpropInput"
+    if len(input_sizes) != rank or len(wd) != rank:
+        raise InvalidArgumentError(f"{node.op}: input_sizes and filter must have rank {rank}")
+    if depthwise:
+        if wd[n] != input_sizes[f]:
+            raise InvalidArgumentError(f"{node.op}: input and filter must have the same depth: "
+                                       f"{input_sizes[f]} vs {wd[n]}")
+        groups = wd[n]
+    else:
+        if wd[n] == 0 or input_sizes[f] % wd[n]:
+            raise InvalidArgumentError(f"{node.op}: input depth must be evenly divisible by filter depth: "
+                                       f"{input_sizes[f]} vs {wd[n]}")
+        groups = input_sizes[f] // wd[n]
+        if groups != 1:  # [h, w, in/G, out] -> [h, w, G·in/G, out/G]: each group's out block becomes its in
+            out_g = wd[n + 1] // groups
+            w = b.reshape(w, wd[:n] + [wd[n], groups, out_g])
+            w = b.transpose(w, list(range(n)) + [n + 1, n, n + 2])
+            w = b.reshape(w, wd[:n] + [groups * wd[n], out_g])
     pads = window_padding(attrs, [input_sizes[d] for d in sp], wd[:n])
     bwd_pads = []
     for i, d in enumerate(sp):
@@ -153,14 +172,14 @@ def _conv_backprop_input(ctx, node):
     window = Window.make(wd[:n], None, bwd_pads, lhs_dilation=attrs.strides, rhs_dilation=attrs.dilations)
     # The filter's out dim is contracted with dy's features; its in dim gives the result's features.
     dn = ConvolutionDimensionNumbers(0, f, tuple(sp), n + 1, n, tuple(range(n)), 0, f, tuple(sp))
-    out = b.convolution(dy, w, window, dn)
+    out = b.convolution(dy, w, window, dn, feature_group_count=groups)
     if list(out.shape.dimensions) != list(input_sizes):
-        raise InvalidArgumentError(f"Conv2DBackpropInput: computed input shape {list(out.shape.dimensions)} "
+        raise InvalidArgumentError(f"{node.op}: computed input shape {list(out.shape.dimensions)} "
                                    f"does not match input_sizes {input_sizes}")
     return [out]
 
 
-@lowers("Conv2DBackpropFilter", "Conv3DBackpropFilterV2")
+@lowers("Conv2DBackpropFilter", "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropFilter")
 def _conv_backprop_filter(ctx, node):
     b = ctx.b
     x = ctx.input(0)
@@ -172,8 +191,19 @@ def _conv_backprop_filter(ctx, node):
     sp = attrs.spatial_dims(rank)
     f = attrs.feature_dim(rank)
     xd, dyd = x.shape.dimensions, dy.shape.dimensions
-    if filter_sizes[n] != xd[f]:
-        raise UnimplementedError("grouped Conv2DBackpropFilter is not supported")
+    depthwise = node.op == "DepthwiseConv2dNativeBackpropFilter"
+    if len(filter_sizes) != rank:
+        raise InvalidArgumentError(f"{node.op}: filter_sizes must have {rank} elements")
+    if depthwise:
+        if filter_sizes[n] != xd[f]:
+            raise InvalidArgumentError(f"{node.op}: input and filter must have the same depth: "
+                                       f"{xd[f]} vs {filter_sizes[n]}")
+        groups = filter_sizes[n]
+    else:
+        if filter_sizes[n] == 0 or xd[f] % filter_sizes[n]:
+            raise InvalidArgumentError(f"{node.op}: input depth must be evenly divisible by filter depth: "
+                                       f"{xd[f]} vs {filter_sizes[n]}")
+        groups = xd[f] // filter_sizes[n]
     pads = []
     for i, d in enumerate(sp):
         k = filter_sizes[i]
@@ -190,5 +220,7 @@ def _conv_backprop_filter(ctx, node):
     window = Window.make([dyd[d] for d in sp], attrs.dilations, pads, rhs_dilation=attrs.strides)
     # lhs: batch ↔ feature swapped (the batch is contracted); kernel = dy with its batch as input feature.
     dn = ConvolutionDimensionNumbers(f, 0, tuple(sp), 0, f, tuple(sp), n, n + 1, tuple(range(n)))
-    out = b.convolution(x, dy, window, dn)
+    out = b.convolution(x, dy, window, dn, batch_group_count=groups)
+    if depthwise:
+        out = b.reshape(out, list(filter_sizes))
     return [out]
