@@ -10,6 +10,8 @@ every call of the builder, so every run starts from the same state) plus what we
 * ``heavy`` — slow enough to be marked ``tfsweep``;
 * ``reference`` — TF's answer to compare with: "eager" (default), or "xla" (TF's own
   ``jit_compile=True`` result, where XLA's numbers legitimately differ from TF's kernels: stateless RNG);
+  ``reference_auto`` overrides it for auto mode, e.g. "graph" where grappler constant-folds ops before
+  TF clusters (their values are then TF's CPU kernels', not XLA's);
 * ``unknown_batch`` — the input signature leaves dim 0 of every input unknown;
 * ``xfail_auto`` / ``xfail_jit`` — a lowering/codegen gap owned by someone else, with the exact reason;
   ``gaps`` are the texts that identify it in a fallback reason or error (any other failure is real).
@@ -50,6 +52,7 @@ class Case:
     xfail_jit: str = ""
     gaps: tuple[str, ...] = ()
     reference: str = "eager"
+    reference_auto: str = ""
     unknown_batch: bool = False
     # jit_compile=True is compiled as several clusters: the body holds a data-dependent-shape op
     # (Unique, Where) that runs on TF's kernels in between (runtime/function.py).
@@ -334,6 +337,18 @@ def _stateless_random() -> Sample:
         keep = tf.random.stateless_uniform([2, 3], seed=seed + 2) > 0.3
         return (x + r) * 2.0 + tf.exp(n) * x - 1.0, tf.where(keep, x / 0.7, 0.0)
     return _s(stateless_random, _rand((2, 3), 24), np.array([7, 11], np.int32), names=["x", "seed"])
+
+
+@case("stateless_random_const_seed", reference="xla", reference_auto="graph")
+def _stateless_random_const_seed() -> Sample:
+    tf = _tf()
+
+    def stateless_random_const_seed(x):
+        """Stateless RNG with constant seeds: under jit_compile the Philox key becomes u64 constants that
+        algsimp folds; in auto mode grappler folds the random ops first, on TF's CPU kernels."""
+        r = tf.random.stateless_uniform([4, 4], seed=[1, 2])
+        return x + r + tf.random.stateless_normal([4, 4], seed=[3, 4])
+    return _s(stateless_random_const_seed, _rand((4, 4), 25), names=["x"])
 
 
 @case("reductions")

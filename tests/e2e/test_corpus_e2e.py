@@ -63,7 +63,7 @@ def _quiet_fallback_warnings():
 
 @pytest.mark.parametrize("c", _params(lambda c: True, "xfail_auto"))
 def test_auto_clustering_equals_tf(c: Case) -> None:
-    want = corpus.run_tf(c)
+    want = corpus.run_tf(c, c.reference_auto or None)
     got = _run_ours(c, None)
     assert got.clusters > 0, "auto-clustering with min cluster size 1 must cluster something"
     if got.fallbacks:
@@ -114,7 +114,7 @@ def test_corpus_covers_the_issue() -> None:
 @pytest.mark.parametrize("c", _params(lambda c: True, "xfail_auto"))
 def test_auto_clustering_on_the_evaluator_backend(c: Case) -> None:
     """The same in auto mode with clusters run by the numpy HLO evaluator (lowering alone, no codegen)."""
-    want = corpus.run_tf(c)
+    want = corpus.run_tf(c, c.reference_auto or None)
     try:
         got = corpus.run_ours(c, None, backend="evaluator")
     except Exception as e:

@@ -185,6 +185,10 @@ CASES = [
     ("constant_strided_iota", M("p: s32[4]", """
         c = s32[4] constant({0, 3, 6, 9})
         ROOT a = s32[4] add(p, c)"""), "CHECK: iota()\nCHECK: multiply(%iota"),
+    # a Philox-sized u64 stride (beyond a C long) is compared in u64, not in Python ints
+    ("constant_strided_iota", M("p: u64[2]", """
+        c = u64[2] constant({0, 13499775926154735616})
+        ROOT a = u64[2] add(p, c)"""), "CHECK: iota()\nCHECK: u64[] constant(13499775926154735616)"),
     ("reshape_noop", M("p: f32[2,3]", "ROOT r = f32[2,3] reshape(p)"), "CHECK: ROOT %p"),
     ("reshape_reshape", M("p: f32[2,3]", """
         r1 = f32[6] reshape(p)

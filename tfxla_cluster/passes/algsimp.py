@@ -130,7 +130,8 @@ def _constant_strided_iota(g, c):
     if lit is None or lit.ndim != 1 or lit.size <= 1 or not c.shape.element_type.is_integral:
         return None
     stride = int(lit[1])
-    if stride <= 1 or not np.array_equal(lit, (np.arange(lit.size) * stride).astype(lit.dtype)):
+    # In the literal's own type: iota * s wraps there too (u64 Philox keys exceed a C long).
+    if stride <= 1 or not np.array_equal(lit, np.arange(lit.size, dtype=lit.dtype) * lit[1]):
         return None
     iota = g.make(O.IOTA, [], c.shape, like=c, iota_dimension=0)
     return _binary(g, O.MULTIPLY, iota, make_scalar_like(g, c.shape, stride, like=c), c)
