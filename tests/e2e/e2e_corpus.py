@@ -762,6 +762,19 @@ def _print_and_asserts() -> Sample:
     return _s(print_and_asserts, _rand((2, 3), 112), names=["x"])
 
 
+@case("asserts_and_check_numerics")
+def _asserts_and_check_numerics() -> Sample:
+    tf = _tf()
+
+    def asserts_and_check_numerics(x):
+        """tf.debugging asserts and check_numerics, which TF's XLA compiles: the Asserts are dropped (their
+        string messages never reach HLO) and CheckNumerics passes its value through."""
+        tf.debugging.assert_positive(x + 10.0)
+        tf.debugging.assert_less(x, 100.0, message="too big")
+        return tf.debugging.check_numerics(x * 2.0, "bad value") + tf.exp(x)
+    return _s(asserts_and_check_numerics, _rand((2, 3), 114), names=["x"])
+
+
 @case("captured_tensor")
 def _captured_tensor() -> Sample:
     tf = _tf()

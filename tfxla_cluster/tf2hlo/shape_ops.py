@@ -12,6 +12,7 @@ arguments (reshape sizes, permutations, paddings, axes, ...) are compile-time-co
 from __future__ import annotations
 
 import numpy as np
+from tensorflow.core.framework import types_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.tf2hlo import xla_lib as xl
@@ -32,6 +33,10 @@ def _host(ctx, value, index: int = 0) -> np.ndarray:
 def _const(ctx, node):
     if node.op == "_EagerConst":
         return [ctx.input_value(0)]
+    if node.outputs[0].dtype == types_pb2.DT_STRING:
+        # Stays a host value, as tf2xla keeps constants: only an op that needs it as an HLO tensor
+        # fails (the messages of an Assert, which XLA drops, never reach HLO).
+        return [np.asarray(ctx.attr("value"))]
     return [_host(ctx, ctx.attr("value"))]
 
 
