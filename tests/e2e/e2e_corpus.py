@@ -775,6 +775,19 @@ def _asserts_and_check_numerics() -> Sample:
     return _s(asserts_and_check_numerics, _rand((2, 3), 114), names=["x"])
 
 
+@case("while_reads_variable")
+def _while_reads_variable() -> Sample:
+    tf = _tf()
+    w = tf.Variable(_rand((4, 4), 115, scale=0.5), name="w")
+
+    def while_reads_variable(x):
+        """An RNN-shaped while loop whose body reads a captured variable (the handle enters the While)."""
+        def body(i, a):
+            return i + 1, tf.tanh(a @ w)
+        return tf.while_loop(lambda i, a: i < 5, body, (0, x))[1]
+    return _s(while_reads_variable, _rand((4, 4), 116), names=["x"], variables={"w": w})
+
+
 @case("captured_tensor")
 def _captured_tensor() -> Sample:
     tf = _tf()

@@ -46,7 +46,7 @@ class CompiledGraph:
             gd = run_grappler(_with_resource_handle_data(graph_def_from_concrete(concrete, inline=False),
                                                          concrete))
         else:
-            gd = graph_def_from_concrete(concrete)
+            gd = _with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
         jit_on = jit_compile is True or flags_mod.global_jit_level_for_graph(flags, False) != \
             flags_mod.GlobalJitLevel.OFF
         gd = clone_constants(gd, jit_on=jit_on)
