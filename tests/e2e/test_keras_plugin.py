@@ -68,3 +68,57 @@ def test_keras_fit_under_the_plugin_compiles_every_cluster() -> None:
     logging.getLogger("tfxla_cluster.runtime").setLevel(logging.ERROR)
     fallbacks = _fit(False, plugin=True)[3]
     assert not fallbacks, fallbacks
+
+
+TRAIN_SCRIPT = '''
+import numpy as np, keras
+keras.utils.set_random_seed(0)
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(4)])
+model.compile(optimizer="adam", loss="mse", jit_compile=False)
+x = np.random.default_rng(0).random((64, 8), np.float32)
+y = np.random.default_rng(1).random((64, 4), np.float32)
+model.fit(x, y, epochs=1, batch_size=16, verbose=0)
+'''
+
+
+def test_keras_fit_jit_compile_false_clusters_like_tf(tmp_path) -> None:
+    """Keras wraps its train step in tf.function(jit_compile=False) (``_XlaMustCompile=false``) called from
+    ``multi_step_on_iterator``. TF's runtime inlines that call before clustering and clusters its ops under
+    TF_XLA_FLAGS; ours used to see our own rewritten inner graph (every node ``_XlaCompile=false``) and
+    formed no cluster. The expectation is TF's live run of the same script (its mark_for_compilation
+    dumps): the same number of clusters in the train step."""
+    import collections
+    import os
+    import subprocess
+    import sys
+
+    from google.protobuf import text_format
+    from tensorflow.core.framework import graph_pb2
+
+    flags = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_SCRIPT)
+    env = dict(os.environ, TF_XLA_FLAGS=flags + " --tf_xla_clustering_debug", TF_DUMP_GRAPH_PREFIX=str(tmp_path),
+               TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    tf_sizes = []
+    for dump in tmp_path.glob("mark_for_compilation_*.pbtxt"):
+        if "annotated" in dump.name:
+            continue
+        g = text_format.Parse(dump.read_text(), graph_pb2.GraphDef())
+        sizes = collections.Counter(n.attr["_XlaCluster"].s.decode() for n in g.node if "_XlaCluster" in n.attr)
+        if sizes:
+            tf_sizes.append(len(sizes))
+    assert tf_sizes, "TF formed no cluster"
+
+    from tfxla_cluster.runtime import plugin as plugin_mod
+
+    txc.install(flags=flags)
+    try:
+        exec(compile(TRAIN_SCRIPT, str(script), "exec"), {})
+        ours = [len(c.clusters) for fn in list(plugin_mod._functions) for c in fn._compiled.values() if c.clusters]
+    finally:
+        txc.uninstall()
+        plugin_mod._functions.clear()
+    assert sorted(ours) == sorted(tf_sizes)

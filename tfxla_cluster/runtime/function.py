@@ -258,6 +258,12 @@ def _with_resource_handle_data(graph_def, concrete):
 
 _EagerTensor: type | None = None   # tensorflow's EagerTensor class, imported on the first call
 
+# How many of our Functions are tracing their Python function on this thread. A (not must-compile)
+# Function called while one of ours traces becomes a plain call of its tf.function: TF's runtime inlines
+# such a call (``_XlaMustCompile=false`` included, as Keras marks its train step) into the caller's
+# graph before clustering, so the caller's clustering — ours — must see its ops, not our launch nodes.
+_tracing = threading.local()
+
 
 class Function:
     """What :func:`function` returns: call it like the ``tf.function`` it wraps."""
@@ -282,7 +288,11 @@ class Function:
         self._lock = threading.Lock()
 
     def get_compiled(self, *args: Any, **kwargs: Any) -> CompiledGraph:
-        concrete = self._tf_function.get_concrete_function(*args, **kwargs)
+        _tracing.depth = getattr(_tracing, "depth", 0) + 1
+        try:
+            concrete = self._tf_function.get_concrete_function(*args, **kwargs)
+        finally:
+            _tracing.depth -= 1
         with self._lock:
             compiled = self._compiled.get(id(concrete))
             if compiled is None:
@@ -297,6 +307,8 @@ class Function:
         global _EagerTensor
         if _EagerTensor is None:
             from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
+        if getattr(_tracing, "depth", 0) and self.jit_compile is not True and not tf.executing_eagerly():
+            return self._tf_function(*args, **kwargs)
         specs = None
         if not kwargs and all(type(a) is _EagerTensor for a in args):
             specs = tuple((a.dtype, a._shape_tuple()) for a in args)
