@@ -215,14 +215,15 @@ def test_the_asm_check_sees_avx512_where_the_target_has_it():
         pytest.skip("the host has no AVX-512")
     asm = _asm(SOFTMAX, dataclasses.replace(CHECKED, target=tg.make_target("skylake-avx512")))
     assert AVX512_ASM.search(asm) and "vscalefps" in asm
-    assert "vscalefps" in _asm(SOFTMAX, CHECKED)   # the host target, default options
+    host = dataclasses.replace(CHECKED, target=tg.host_target())
+    assert "vscalefps" in _asm(SOFTMAX, host)
 
 
 def test_host_target_is_llvmlites_view_of_the_host():
     import llvmlite.binding as llvm
     host = tg.host_target()
     assert (host.cpu, host.features) == (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
-    assert CodegenOptions().cpu_target == host and get_engine().target == host
+    assert CodegenOptions().cpu_target == tg.default_target() == get_engine().target
     assert host.info.isa in tg.ISA_LEVELS
     has_avx512 = tg.host_features().get("avx512f", False)
     assert (host.info.isa == "AVX-512") == has_avx512 and host.info.scalef == (
@@ -250,10 +251,25 @@ def test_named_cpu_uses_its_own_features_not_the_hosts():
 
 
 def test_engine_and_options_must_agree_on_the_target():
-    haswell = _target_or_skip(lambda: tg.make_target("haswell"))
-    opts = dataclasses.replace(CHECKED, target=haswell)
+    opts = dataclasses.replace(CHECKED, target=tg.make_target("x86-64"))
     with pytest.raises(InternalError, match="JIT engine compiles for"):
         compile_module(parsed(DOT), opts, JitEngine(3))
+
+
+def test_the_environments_flags_set_the_default_target(monkeypatch):
+    """What lets CI run every codegen test as an AVX2 (or SSE2) machine would, on any x86-64 host."""
+    from tfxla_cluster.flags import get_flags
+    monkeypatch.setenv("TFXLA_CLUSTER_FLAGS", "--tfxla_cpu_target=x86-64")
+    get_flags.cache_clear()
+    try:
+        assert CodegenOptions().cpu_target == tg.CpuTarget("x86-64", "") == get_engine().target
+        assert not AVX_ASM.search(_asm(DOT, CodegenOptions(use_blas=False)))
+        _, args, _ = KERNELS["dot"]
+        (got,) = compile_module(parsed(DOT), CodegenOptions(use_blas=False))(*args)
+        np.testing.assert_allclose(got, args[0].astype(np.float64) @ args[1], rtol=2e-5, atol=2e-5)
+    finally:
+        monkeypatch.undo()
+        get_flags.cache_clear()
 
 
 @pytest.mark.parametrize("own,message", [

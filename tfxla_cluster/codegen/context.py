@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
-from tfxla_cluster.codegen.target import CpuTarget, host_target, resolve_target
+from tfxla_cluster.codegen.target import CpuTarget, default_target, resolve_target
 
 BOUNDS_CHECK_ENV = "TFXLA_CODEGEN_BOUNDS_CHECKS"
 
@@ -43,7 +43,7 @@ class CodegenOptions:
     fast_transcendentals: bool = True  # inline, vectorisable exp/log/tanh approximations for f32
     row_groups: bool = True            # run consecutive row-local kernels block of rows by block of rows
     prefer_vector_width: int = 256     # xla_cpu_prefer_vector_width: SIMD width the vectorisers aim for
-    target: CpuTarget | None = None    # CPU the code is for (--tfxla_cpu_target..., --xla_cpu_max_isa); None = host
+    target: CpuTarget | None = None    # CPU the code is for; None = default_target() (env flags, else host)
 
     @staticmethod
     def from_flags(flags=None, **overrides) -> "CodegenOptions":
@@ -67,8 +67,8 @@ class CodegenOptions:
 
     @property
     def cpu_target(self) -> CpuTarget:
-        """The CPU the generated code is for: ``target``, or the host."""
-        return self.target or host_target()
+        """The CPU the generated code is for: ``target``, or the process's default (flags, else host)."""
+        return self.target or default_target()
 
     @property
     def thread_count(self) -> int:

@@ -219,10 +219,11 @@ _engines_lock = threading.Lock()
 
 
 def get_engine(opt_level: int = 3, target: CpuTarget | None = None) -> JitEngine:
-    """The process-wide engine for ``target`` (default: the host) at ``opt_level``."""
-    from tfxla_cluster.codegen.target import host_target
+    """The process-wide engine for ``target`` at ``opt_level``; default: the target the process's flags
+    ask for, else the host (``codegen.target.default_target``)."""
+    from tfxla_cluster.codegen.target import default_target
 
-    target = target or host_target()
+    target = target or default_target()
     key = (opt_level, target.cpu, target.features)
     with _engines_lock:
         eng = _engines.get(key)

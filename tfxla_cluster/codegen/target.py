@@ -15,6 +15,9 @@ host — what it can do (:meth:`CpuTarget.info`). How the target is chosen (:fun
    ISA name is logged and ignored, like XLA does.
 4. Otherwise the host: ``llvm.get_host_cpu_name()`` and ``llvm.get_host_cpu_features()``.
 
+``CodegenOptions.target`` of None and ``get_engine()`` without a target mean :func:`default_target`: the
+target the process's flags (environment) ask for, else the host.
+
 Guarantees:
 - what a target provides is read back from LLVM (:func:`target_info` compiles a small probe module and
   looks at the instructions it gets), so named CPUs need no feature table of ours;
@@ -282,6 +285,23 @@ def target_info(target: CpuTarget) -> TargetInfo:
                         f"{' with features ' + target.features if target.features else ''}: "
                         f"{detail if isinstance(detail, str) else detail[0]}")
     return _info_from_asm(proc.stdout)
+
+
+_default_memo: tuple[object, CpuTarget] | None = None
+
+
+def default_target() -> CpuTarget:
+    """The process's target: what the environment's flags (``get_flags()``) ask for, else the host. What
+    ``CodegenOptions()`` and ``get_engine()`` compile for, so running the tests with
+    ``TFXLA_CLUSTER_FLAGS=--tfxla_cpu_target=haswell`` runs every kernel as an AVX2 machine would."""
+    global _default_memo
+    from tfxla_cluster.flags import get_flags
+
+    flags = get_flags()
+    memo = _default_memo
+    if memo is None or memo[0] is not flags:
+        memo = _default_memo = (flags, resolve_target(flags) or host_target())
+    return memo[1]
 
 
 def resolve_target(flags) -> CpuTarget | None:
