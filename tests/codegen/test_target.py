@@ -247,13 +247,13 @@ def test_max_isa_filters_the_host_features_like_xla():
 def test_named_cpu_uses_its_own_features_not_the_hosts():
     eng = JitEngine(3, cpu="haswell")
     assert (eng.cpu, eng.features) == ("haswell", "") and "haswell" in eng.key
-    assert eng.key != JitEngine(3).key
+    assert eng.key != JitEngine(3, target=tg.host_target()).key
 
 
 def test_engine_and_options_must_agree_on_the_target():
     opts = dataclasses.replace(CHECKED, target=tg.make_target("x86-64"))
     with pytest.raises(InternalError, match="JIT engine compiles for"):
-        compile_module(parsed(DOT), opts, JitEngine(3))
+        compile_module(parsed(DOT), opts, JitEngine(3, target=tg.host_target()))
 
 
 def test_the_environments_flags_set_the_default_target(monkeypatch):

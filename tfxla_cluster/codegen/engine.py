@@ -105,15 +105,16 @@ class JitEngine:
 
     def __init__(self, opt_level: int = 3, cpu: str | None = None, features: str | None = None,
                  target: CpuTarget | None = None) -> None:
-        """``target`` (or ``cpu`` + ``features``) picks the CPU; default the host. A ``cpu`` without
-        ``features`` means that CPU's own features, never the host's."""
-        from tfxla_cluster.codegen.target import CpuTarget, host_target
+        """``target`` (or ``cpu`` + ``features``) picks the CPU; default: the target the process's flags ask
+        for, else the host (``default_target``). A ``cpu`` without ``features`` means that CPU's own
+        features, never the host's."""
+        from tfxla_cluster.codegen.target import CpuTarget, default_target
 
         _initialize_llvm()
         if not 0 <= opt_level <= 3:
             raise InternalError(f"LLVM optimisation level must be 0..3, got {opt_level}")
         if target is None:
-            target = host_target() if cpu is None and features is None else \
+            target = default_target() if cpu is None and features is None else \
                 CpuTarget(cpu if cpu is not None else llvm.get_host_cpu_name(), features or "", named=True)
         self.opt_level = opt_level
         self.target = target
