@@ -141,7 +141,7 @@ def host_summary() -> str:
             f"TF oneDNN {d['tf_onednn_mode']}")
     from tfxla_cluster.codegen.target import default_target, host_target
     if default_target() != host_target():
-        text += f"; code generated for {d['codegen_target']} ({d['codegen_isa']})"
+        text += f"; code generated for {default_target().description}"
     return text
 
 

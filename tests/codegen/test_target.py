@@ -244,6 +244,14 @@ def test_max_isa_filters_the_host_features_like_xla():
     assert CodegenOptions.from_flags(Flags.parse("", "--xla_cpu_max_isa=AVX9", "")).target is None
 
 
+@pytest.mark.parametrize("max_isa,isa", [("SSE4_2", "SSE4"), ("AVX", "AVX"), ("AVX2", "AVX2"), ("AVX512", "AVX-512")])
+def test_max_isa_caps_the_vector_isa(max_isa, isa):
+    """Turning AVX2 off also turns off what implies it (AVX-VNNI, AVX-512): XLA's sorted feature list."""
+    target = CodegenOptions.from_flags(Flags.parse("", f"--xla_cpu_max_isa={max_isa}", "")).cpu_target
+    host_level = tg.ISA_LEVELS.index(tg.host_target().info.isa)
+    assert tg.ISA_LEVELS.index(target.info.isa) == min(host_level, tg.ISA_LEVELS.index(isa))
+
+
 def test_named_cpu_uses_its_own_features_not_the_hosts():
     eng = JitEngine(3, cpu="haswell")
     assert (eng.cpu, eng.features) == ("haswell", "") and "haswell" in eng.key

@@ -89,8 +89,8 @@ class CpuTarget:
 
     @property
     def description(self) -> str:
-        extra = f" {self.features}" if self.named and self.features else ""
-        return f"{self.cpu}{extra} ({self.info.isa}{', FMA' if self.info.fma else ''})"
+        """``haswell (AVX2, FMA)``: the CPU name and what LLVM generates for it."""
+        return f"{self.cpu} ({self.info.isa}{', FMA' if self.info.fma else ''})"
 
     @property
     def info(self) -> TargetInfo:
@@ -131,13 +131,15 @@ def max_isa_target(max_isa: str) -> CpuTarget:
         return host_target()
     host = host_target()
     features, filtered = [], 0
-    for name, enabled in sorted(host_features().items()):
+    for name, enabled in host_features().items():
         keep = enabled and not _newer_than(name, isa)
         filtered += keep != enabled
         features.append(("+" if keep else "-") + name)
     if not filtered:
         return host
-    return CpuTarget(_MAX_ISA_CPU[isa], ",".join(features))
+    # Sorted as strings, as XLA does: every "-f" comes after every "+g", so turning a feature off also turns
+    # off what implies it (-avx2 after +avxvnni leaves no AVX2).
+    return CpuTarget(_MAX_ISA_CPU[isa], ",".join(sorted(features)))
 
 
 _FEATURE_RE = re.compile(r"^[+-][a-z0-9][a-z0-9.\-_]*$")
@@ -166,7 +168,9 @@ def make_target(cpu: str = "", features: str = "", max_isa: str = "") -> CpuTarg
 
 
 def check_runnable(target: CpuTarget) -> None:
-    """``FlagError`` if the host cannot run code for ``target`` (its vector ISA is newer than the host's)."""
+    """``FlagError`` if the host cannot run code for ``target``: its vector ISA is newer than the host's, or
+    it uses FMA the host lacks. Finer features (VNNI on a plain AVX-512 host, ...) are the user's to get
+    right."""
     have, want = host_target().info, target.info
     if ISA_LEVELS.index(want.isa) > ISA_LEVELS.index(have.isa) or (want.fma and not have.fma):
         raise FlagError(f"cannot compile for CPU target {target.cpu!r}: it uses {want.isa}"
