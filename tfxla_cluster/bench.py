@@ -296,9 +296,10 @@ def run(args: argparse.Namespace) -> int:
                    bandwidth_bound_ms=1e3 * min_bytes / bw, ours_vs_graph=t_ours / t_graph,
                    ours_vs_xla=t_ours / t_xla, bandwidth_fraction=(min_bytes / bw) / t_ours)
         rows.append(row)
-        print(f"{w.name:16s} graph {row['tf_graph_ms']:8.2f} ms ({_mode_note(row)})  xla {row['xla_ms']:8.2f} ms  ours "
-              f"{row['ours_ms']:8.2f} ms  ours/graph {row['ours_vs_graph']:5.2f}  ours/xla {row['ours_vs_xla']:5.2f}  "
-              f"first xla {first_xla:5.2f}s ours {first_ours:5.2f}s  bw {100 * row['bandwidth_fraction']:4.0f}%",
+        print(f"{w.name:16s} graph {row['tf_graph_ms']:8.2f} ms ({_mode_note(row)})  xla {row['xla_ms']:8.2f} ms  "
+              f"ours {row['ours_ms']:8.2f} ms  ours/graph {row['ours_vs_graph']:5.2f}  "
+              f"ours/xla {row['ours_vs_xla']:5.2f}  first xla {first_xla:5.2f}s ours {first_ours:5.2f}s  "
+              f"bw {100 * row['bandwidth_fraction']:4.0f}%",
               flush=True)
 
     def geomean(key: str) -> float:
@@ -313,12 +314,12 @@ def run(args: argparse.Namespace) -> int:
           "| first call XLA (s) | first call ours (s) | % of copy bandwidth |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['workload']} | {r['tf_graph_ms']:.2f} | {_mode_note(r)} | {r['xla_ms']:.2f} | {r['ours_ms']:.2f} | "
-              f"{r['ours_vs_graph']:.2f} | {r['ours_vs_xla']:.2f} | {r['first_call_xla_s']:.2f} | "
-              f"{r['first_call_ours_s']:.2f} | {100 * r['bandwidth_fraction']:.0f}% |")
-    print(f"\ngeomean ours/graph {summary['geomean_ours_vs_graph']:.2f}, ours/XLA {summary['geomean_ours_vs_xla']:.2f}; "
-          f"copy bandwidth {summary['copy_bandwidth_GBps']:.1f} GB/s; {summary['machine']}; TF graph mode "
-          f"in the faster oneDNN mode per workload")
+        print(f"| {r['workload']} | {r['tf_graph_ms']:.2f} | {_mode_note(r)} | {r['xla_ms']:.2f} | "
+              f"{r['ours_ms']:.2f} | {r['ours_vs_graph']:.2f} | {r['ours_vs_xla']:.2f} | "
+              f"{r['first_call_xla_s']:.2f} | {r['first_call_ours_s']:.2f} | {100 * r['bandwidth_fraction']:.0f}% |")
+    print(f"\ngeomean ours/graph {summary['geomean_ours_vs_graph']:.2f}, "
+          f"ours/XLA {summary['geomean_ours_vs_xla']:.2f}; copy bandwidth {summary['copy_bandwidth_GBps']:.1f} GB/s; "
+          f"{summary['machine']}; TF graph mode in the faster oneDNN mode per workload")
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as fh:
