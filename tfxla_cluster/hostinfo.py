@@ -115,7 +115,7 @@ def onednn_mode(environ=None) -> str:
     f = _host_features()
     have = [tf_name for tf_name, llvm_name in ONEDNN_DEFAULT_FEATURES.items() if f.get(llvm_name)]
     if on:
-        reason = f"it has {', '.join(have)}" if have else "its platform default"
+        reason = f"it has {', '.join(have[:2])}{', ...' if len(have) > 2 else ''}" if have else "its platform default"
     elif _is_x86_64_linux():
         reason = "it has none of " + ", ".join(ONEDNN_DEFAULT_FEATURES)
     else:
@@ -124,24 +124,37 @@ def onednn_mode(environ=None) -> str:
     return f"{'on' if on else 'off'} (TF's default on this CPU: {reason}{unreadable})"
 
 
+def _codegen_target():
+    """(target, "") — or (None, the flag error) when the target flags are bad: a report still prints."""
+    from tfxla_cluster.codegen.target import default_target
+    from tfxla_cluster.errors import FlagError
+    try:
+        return default_target(), ""
+    except FlagError as e:
+        return None, str(e)
+
+
 def host_dict() -> dict:
     """The facts of :func:`host_summary` as JSON-ready values."""
-    from tfxla_cluster.codegen.target import default_target, host_target
-    host, target = host_target(), default_target()
+    from tfxla_cluster.codegen.target import host_target
+    host, (target, error) = host_target(), _codegen_target()
     return {"cpu_model": cpu_model(), "llvm_cpu": host.cpu, "cores": os.cpu_count(), "vector_isa": vector_isa(),
             "tf_onednn": onednn_enabled(), "tf_onednn_mode": onednn_mode(),
-            "codegen_target": target.cpu, "codegen_isa": target.info.isa}
+            "codegen_target": target.cpu if target else error, "codegen_isa": target.info.isa if target else ""}
 
 
 def host_summary() -> str:
     """One line: CPU model (LLVM's name), cores, vector ISA, TF's oneDNN mode, and the code generation
     target when it is not the host."""
+    from tfxla_cluster.codegen.target import host_target
     d = host_dict()
     text = (f"{d['cpu_model']} (LLVM: {d['llvm_cpu']}), {d['cores']} cores, {d['vector_isa']}; "
             f"TF oneDNN {d['tf_onednn_mode']}")
-    from tfxla_cluster.codegen.target import default_target, host_target
-    if default_target() != host_target():
-        text += f"; code generated for {default_target().description}"
+    target, error = _codegen_target()
+    if error:
+        text += f"; code generation target: {error}"
+    elif target != host_target():
+        text += f"; code generated for {target.description}"
     return text
 
 

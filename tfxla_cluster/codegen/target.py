@@ -281,13 +281,14 @@ def target_info(target: CpuTarget) -> TargetInfo:
                               capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         raise FlagError(f"probing CPU target {target.cpu!r} with LLVM timed out") from None
-    problems = sorted({line.strip() for line in proc.stderr.splitlines()
-                       if "not a recognized" in line or "LLVM ERROR" in line})
-    if proc.returncode != 0 or problems:
-        detail = "; ".join(problems) or proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+    lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+    # LLVM's own words: the unknown names first (an unknown CPU then also aborts with "LLVM ERROR").
+    unknown = sorted({re.sub(r" \(ignoring \w+\)$", "", line) for line in lines if "not a recognized" in line})
+    if proc.returncode != 0 or unknown:
+        detail = "; ".join(unknown) or next((line for line in lines if "LLVM ERROR" in line),
+                                            lines[-1] if lines else f"exit {proc.returncode}")
         raise FlagError(f"LLVM cannot compile for CPU target {target.cpu!r}"
-                        f"{' with features ' + target.features if target.features else ''}: "
-                        f"{detail if isinstance(detail, str) else detail[0]}")
+                        f"{' with features ' + target.features if target.features else ''}: {detail}")
     return _info_from_asm(proc.stdout)
 
 
