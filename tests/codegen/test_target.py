@@ -292,6 +292,11 @@ def test_bad_target_flags_are_flag_errors(own, message):
     assert "\n" not in str(info.value)
 
 
+def test_engine_with_an_unknown_cpu_is_a_flag_error_not_an_llvm_abort():
+    with pytest.raises(FlagError, match="'nosuchcpu' is not a recognized processor"):
+        JitEngine(3, cpu="nosuchcpu")
+
+
 def test_a_target_the_host_cannot_run_is_refused(monkeypatch):
     monkeypatch.setattr(tg, "host_target", lambda: tg.CpuTarget("x86-64", ""))
     with pytest.raises(FlagError, match="this host has only SSE2"):

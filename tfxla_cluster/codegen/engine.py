@@ -101,7 +101,7 @@ class CodeLibrary:
 
 
 class JitEngine:
-    """Host target + LLVM pipeline; hands out :class:`CodeLibrary` objects. Thread-safe."""
+    """Target machine + LLVM pipeline; hands out :class:`CodeLibrary` objects. Thread-safe."""
 
     def __init__(self, opt_level: int = 3, cpu: str | None = None, features: str | None = None,
                  target: CpuTarget | None = None) -> None:
@@ -116,6 +116,8 @@ class JitEngine:
         if target is None:
             target = default_target() if cpu is None and features is None else \
                 CpuTarget(cpu if cpu is not None else llvm.get_host_cpu_name(), features or "", named=True)
+        if target.named:
+            target.info   # LLVM aborts the process on some unknown CPU names: a FlagError from the probe instead
         self.opt_level = opt_level
         self.target = target
         self.triple = llvm.get_default_triple()
