@@ -3,18 +3,28 @@ from __future__ import annotations
 
 import json
 
-from tfxla_cluster import cli
+from tfxla_cluster import cli, hostinfo
 
 
 def test_bench_quick_one_workload_writes_table_and_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert cli.main(["bench", "--quick", "--only", "dense_relu", "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "| workload | TF graph (ms) | real XLA (ms) | ours (ms) |" in text and "| dense_relu |" in text
+    assert "| workload | TF graph (ms) | TF oneDNN | real XLA (ms) | ours (ms) |" in text and "| dense_relu |" in text
     data = json.loads(out.read_text())
     [row] = data["rows"]
     assert row["workload"] == "dense_relu" and data["quick"] is True
     assert all(row[k] > 0 for k in ("tf_graph_ms", "xla_ms", "ours_ms", "ours_vs_graph", "ours_vs_xla"))
+    # The header names the CPU, its vector ISA and TF's oneDNN mode in this process (TF's own answer).
+    assert f"host: {hostinfo.cpu_model()}" in text and hostinfo.vector_isa() in text
+    assert data["tf_onednn_in_process"] == hostinfo.onednn_enabled() and data["host"]["cpu_model"]
+    # TF graph mode timed in both oneDNN modes (the other one in a child); the faster one is compared.
+    assert data["tf_graph_other_mode"] == "measured in a child process", data["tf_graph_other_mode"]
+    on, off = row["tf_graph_onednn_on_ms"], row["tf_graph_onednn_off_ms"]
+    assert on > 0 and off > 0 and row["tf_graph_ms"] == min(on, off)
+    assert row["tf_graph_ms"] == (on if row["tf_graph_onednn"] else off)
+    mode = "on" if row["tf_graph_onednn"] else "off"
+    assert f"| dense_relu | {row['tf_graph_ms']:.2f} | {mode}, " in text
 
 
 def test_bench_unknown_workload_is_one_line_error(capsys):

@@ -197,7 +197,8 @@ def test_lookup_and_flags_for():
     assert F.lookup("--tf_xla_auto_jit") is F.FLAGS_BY_NAME["tf_xla_auto_jit"]
     with pytest.raises(FlagError, match=r"(?s)^Unknown flag: tf_xla_auto_jitt\n  Did you mean --tf_xla_auto_jit\?"):
         F.lookup("tf_xla_auto_jitt")
-    assert [s.name for s in F.flags_for(F.TFXLA_CLUSTER_FLAGS)] == ["tfxla_cpu_threads"]
+    assert [s.name for s in F.flags_for(F.TFXLA_CLUSTER_FLAGS)] == ["tfxla_cpu_threads", "tfxla_cpu_target",
+                                                                 "tfxla_cpu_target_features"]
     with pytest.raises(FlagError, match="Unknown flag variable"):
         F.flags_for("JAX_FLAGS")
 

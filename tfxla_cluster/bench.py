@@ -9,6 +9,12 @@ the memory-bandwidth bound (minimum bytes moved ÷ copy bandwidth measured in th
 ratios. One-time process costs (imports, LLVM/XLA initialisation) are paid by a tiny warm-up function of
 each compiler before anything is timed. Results agree with TF (checked every run). Prints a table, writes JSON.
 
+TF graph mode is measured in both of TF's oneDNN modes, because which one is faster depends on the CPU:
+this process runs in the mode its environment gives (see ``tfxla_cluster.hostinfo``), and a child
+process (bounded in time) runs the graph-mode timings with ``TF_ENABLE_ONEDNN_OPTS`` flipped. The
+comparison uses the faster mode per workload and says which. The header line names the CPU model,
+its vector ISA and TF's oneDNN mode.
+
     tfxla-cluster bench                  # all workloads, full sizes (or: python tools/bench.py)
     tfxla-cluster bench --quick          # small sizes, few repeats (CI smoke)
     tfxla-cluster bench --only softmax,gelu --json out/bench.json
@@ -19,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import sys
 import time
@@ -157,6 +162,60 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes and few repeats (CI smoke)")
     ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--json", default="", help="write results here")
+    ap.add_argument("--graph-modes", choices=("both", "current"), default="both",
+                    help="time TF graph mode in both oneDNN modes and compare with the faster (default), or "
+                         "only in this process's mode")
+    ap.add_argument("--graph-only-child", action="store_true", help=argparse.SUPPRESS)
+
+
+# Seconds the child that times TF graph mode in the other oneDNN mode may take.
+OTHER_MODE_TIMEOUT = {True: 300, False: 1800}
+
+
+def _graph_times(workloads: list[Workload], quick: bool) -> dict[str, float]:
+    """Median graph-mode seconds per workload in this process (the child's job)."""
+    import tensorflow as tf
+
+    repeats, min_s = (3, 0.05) if quick else (10, 0.5)
+    out = {}
+    for w in workloads:
+        fn, arrays, _ = w.make(quick)
+        tensors = [tf.constant(a) for a in arrays]
+        graph = tf.function(fn)
+        graph(*tensors)   # trace
+        out[w.name] = _time(lambda: graph(*tensors), repeats, min_s)
+    return out
+
+
+def _other_mode_graph_times(names: list[str], quick: bool, onednn: bool) -> tuple[dict[str, float], str]:
+    """Graph-mode seconds per workload from a child with oneDNN set to ``onednn``, and "" — or ({}, why
+    not) when the child fails or runs out of time."""
+    import subprocess
+
+    from tfxla_cluster.hostinfo import ONEDNN_ENV
+
+    cmd = [sys.executable, "-m", "tfxla_cluster.bench", "--graph-only-child", "--only", ",".join(names)]
+    cmd += ["--quick"] if quick else []
+    env = {**os.environ, ONEDNN_ENV: "1" if onednn else "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=OTHER_MODE_TIMEOUT[quick])
+    except subprocess.TimeoutExpired:
+        return {}, f"timed out after {OTHER_MODE_TIMEOUT[quick]} s"
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return {}, f"child failed: {tail}"
+    data = json.loads(lines[-1])
+    if data["onednn"] != onednn:
+        return {}, f"the child's TF ignored {ONEDNN_ENV}={int(onednn)}"
+    return data["seconds"], ""
+
+
+def _mode_note(row: dict) -> str:
+    """Which oneDNN mode the graph time is from, and the other mode's time if measured."""
+    mode = "on" if row["tf_graph_onednn"] else "off"
+    other = row["tf_graph_onednn_off_ms" if row["tf_graph_onednn"] else "tf_graph_onednn_on_ms"]
+    return f"{mode}" + (f", {'off' if mode == 'on' else 'on'} {other:.2f} ms" if other is not None else "")
 
 
 def workload_names() -> list[str]:
@@ -179,15 +238,32 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise InvalidArgumentError(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(known)}")
 
+    selected = [w for w in _workloads() if w.name in wanted]
+    if getattr(args, "graph_only_child", False):
+        from tfxla_cluster.hostinfo import onednn_enabled
+        seconds = _graph_times(selected, args.quick)
+        print(json.dumps({"onednn": onednn_enabled(), "seconds": seconds}), flush=True)
+        return 0
+
     import tensorflow as tf
 
     import tfxla_cluster as txc
+    from tfxla_cluster.hostinfo import host_dict, host_summary, onednn_enabled
+
+    here = onednn_enabled()     # TF is imported: this is TF's own answer
+    print(f"host: {host_summary()}", flush=True)
+    other: dict[str, float] = {}
+    other_note = "not measured (--graph-modes current)"
+    if getattr(args, "graph_modes", "both") == "both":
+        other, why = _other_mode_graph_times([w.name for w in selected], args.quick, not here)
+        other_note = why or "measured in a child process"
+    print(f"TF graph mode: oneDNN {'on' if here else 'off'} in this process; oneDNN {'off' if here else 'on'}: "
+          f"{other_note}", flush=True)
 
     bw = copy_bandwidth()
     _warm_up(tf, txc)
     repeats, min_s = (3, 0.05) if args.quick else (10, 0.5)
     rows = []
-    selected = [w for w in _workloads() if w.name in wanted]
     for w in selected:
         fn, arrays, min_bytes = w.make(args.quick)
         tensors = [tf.constant(a) for a in arrays]
@@ -204,34 +280,46 @@ def run(args: argparse.Namespace) -> int:
         for g, r in zip(tf.nest.flatten(got), tf.nest.flatten(ref)):
             np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=w.tol, atol=w.tol)
         del got_xla
-        t_graph = _time(lambda: graph(*tensors), repeats, min_s)
+        t_here = _time(lambda: graph(*tensors), repeats, min_s)
         t_xla = _time(lambda: xla(*tensors), repeats, min_s)
         t_ours = _time(lambda: ours(*tensors), repeats, min_s)
-        row = dict(workload=w.name, tf_graph_ms=1e3 * t_graph, xla_ms=1e3 * t_xla, ours_ms=1e3 * t_ours,
+        by_mode = {here: t_here}
+        if w.name in other:
+            by_mode[not here] = other[w.name]
+        fastest = min(by_mode, key=by_mode.get)
+        t_graph = by_mode[fastest]
+        row = dict(workload=w.name, tf_graph_ms=1e3 * t_graph, tf_graph_onednn=fastest,
+                   tf_graph_onednn_on_ms=1e3 * by_mode[True] if True in by_mode else None,
+                   tf_graph_onednn_off_ms=1e3 * by_mode[False] if False in by_mode else None,
+                   xla_ms=1e3 * t_xla, ours_ms=1e3 * t_ours,
                    first_call_xla_s=first_xla, first_call_ours_s=first_ours,
                    bandwidth_bound_ms=1e3 * min_bytes / bw, ours_vs_graph=t_ours / t_graph,
                    ours_vs_xla=t_ours / t_xla, bandwidth_fraction=(min_bytes / bw) / t_ours)
         rows.append(row)
-        print(f"{w.name:16s} graph {row['tf_graph_ms']:8.2f} ms  xla {row['xla_ms']:8.2f} ms  ours "
-              f"{row['ours_ms']:8.2f} ms  ours/graph {row['ours_vs_graph']:5.2f}  ours/xla {row['ours_vs_xla']:5.2f}  "
-              f"first xla {first_xla:5.2f}s ours {first_ours:5.2f}s  bw {100 * row['bandwidth_fraction']:4.0f}%",
+        print(f"{w.name:16s} graph {row['tf_graph_ms']:8.2f} ms ({_mode_note(row)})  xla {row['xla_ms']:8.2f} ms  "
+              f"ours {row['ours_ms']:8.2f} ms  ours/graph {row['ours_vs_graph']:5.2f}  "
+              f"ours/xla {row['ours_vs_xla']:5.2f}  first xla {first_xla:5.2f}s ours {first_ours:5.2f}s  "
+              f"bw {100 * row['bandwidth_fraction']:4.0f}%",
               flush=True)
 
     def geomean(key: str) -> float:
         return math.exp(sum(math.log(r[key]) for r in rows) / len(rows)) if rows else float("nan")
 
-    summary = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+    host = host_dict()
+    summary = {"machine": f"{host['cpu_model']}, {host['vector_isa']}, {os.cpu_count()} cores", "host": host,
+               "tf_onednn_in_process": here, "tf_graph_other_mode": other_note,
                "copy_bandwidth_GBps": bw / 1e9, "geomean_ours_vs_graph": geomean("ours_vs_graph"),
                "geomean_ours_vs_xla": geomean("ours_vs_xla"), "quick": args.quick, "rows": rows}
-    print("\n| workload | TF graph (ms) | real XLA (ms) | ours (ms) | ours/graph | ours/XLA | first call XLA (s) "
-          "| first call ours (s) | % of copy bandwidth |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| workload | TF graph (ms) | TF oneDNN | real XLA (ms) | ours (ms) | ours/graph | ours/XLA "
+          "| first call XLA (s) | first call ours (s) | % of copy bandwidth |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['workload']} | {r['tf_graph_ms']:.2f} | {r['xla_ms']:.2f} | {r['ours_ms']:.2f} | "
-              f"{r['ours_vs_graph']:.2f} | {r['ours_vs_xla']:.2f} | {r['first_call_xla_s']:.2f} | "
-              f"{r['first_call_ours_s']:.2f} | {100 * r['bandwidth_fraction']:.0f}% |")
-    print(f"\ngeomean ours/graph {summary['geomean_ours_vs_graph']:.2f}, ours/XLA {summary['geomean_ours_vs_xla']:.2f}; "
-          f"copy bandwidth {summary['copy_bandwidth_GBps']:.1f} GB/s; {summary['machine']}")
+        print(f"| {r['workload']} | {r['tf_graph_ms']:.2f} | {_mode_note(r)} | {r['xla_ms']:.2f} | "
+              f"{r['ours_ms']:.2f} | {r['ours_vs_graph']:.2f} | {r['ours_vs_xla']:.2f} | "
+              f"{r['first_call_xla_s']:.2f} | {r['first_call_ours_s']:.2f} | {100 * r['bandwidth_fraction']:.0f}% |")
+    print(f"\ngeomean ours/graph {summary['geomean_ours_vs_graph']:.2f}, "
+          f"ours/XLA {summary['geomean_ours_vs_xla']:.2f}; copy bandwidth {summary['copy_bandwidth_GBps']:.1f} GB/s; "
+          f"{summary['machine']}; TF graph mode in the faster oneDNN mode per workload")
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as fh:

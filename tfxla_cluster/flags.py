@@ -314,6 +314,13 @@ FLAG_TABLE: tuple[FlagSpec, ...] = (
     # TFXLA_CLUSTER_FLAGS: this project's own knobs
     _own("tfxla_cpu_threads", int, 0,
          "Threads the CPU runtime may use to run one executable. 0 means one per core (os.cpu_count())."),
+    _own("tfxla_cpu_target", str, "",
+         "LLVM CPU name to generate code for instead of the host (haswell, skylake-avx512, x86-64, ...), with "
+         "that CPU's own features. Empty or 'host' means the host. Overrides --xla_cpu_max_isa. The host must "
+         "be able to run the code."),
+    _own("tfxla_cpu_target_features", str, "",
+         "LLVM feature changes applied after the target CPU's features (the host's if no "
+         "--tfxla_cpu_target), comma-separated: +avx2,+fma,-avx512f."),
 )
 
 FLAGS_BY_NAME: Mapping[str, FlagSpec] = types.MappingProxyType({s.name: s for s in FLAG_TABLE})

@@ -44,7 +44,7 @@ def test_compile_and_call_vectorised_loop():
     x = np.arange(1003, dtype=np.float32)
     np.testing.assert_array_equal(_call_scale(lib, x, 2.0), x * 2)
     assert "<8 x float>" in lib.optimized_ir or "<16 x float>" in lib.optimized_ir or "<4 x float>" in lib.optimized_ir
-    assert eng.cpu and eng.features and "O3" in eng.key
+    assert eng.cpu and "O3" in eng.key and eng.cpu in eng.key   # a named CPU target may have no feature string
 
 
 def test_object_code_round_trip():

@@ -254,7 +254,7 @@ class CompilationCache:
     def __init__(self, options: CodegenOptions | None = None, persistent: PersistentCache | None = None,
                  engine: JitEngine | None = None, version: str | None = None) -> None:
         self.options = options or CodegenOptions.from_flags()
-        self.engine = engine or get_engine(self.options.opt_level)
+        self.engine = engine or get_engine(self.options.opt_level, self.options.cpu_target)
         self.persistent = persistent
         if version is None:
             from tfxla_cluster import __version__ as version

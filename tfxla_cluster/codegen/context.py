@@ -1,7 +1,8 @@
 """Code generation options and the per-module / per-kernel emission contexts.
 
 ``CodegenOptions`` is everything that changes the generated code (so it is part of every cache key);
-``CodegenOptions.from_flags`` reads it from ``Flags`` (XLA_FLAGS and TFXLA_CLUSTER_FLAGS) and the
+``CodegenOptions.from_flags`` reads it from ``Flags`` (XLA_FLAGS and TFXLA_CLUSTER_FLAGS, including the CPU
+target: see ``codegen/target.py``) and the
 ``TFXLA_CODEGEN_BOUNDS_CHECKS`` environment switch.
 
 ``ModuleContext`` owns the ``llvmlite.ir.Module`` under construction, declares intrinsics and runtime
@@ -20,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen.target import CpuTarget, default_target, resolve_target
 
 BOUNDS_CHECK_ENV = "TFXLA_CODEGEN_BOUNDS_CHECKS"
 
@@ -41,6 +43,7 @@ class CodegenOptions:
     fast_transcendentals: bool = True  # inline, vectorisable exp/log/tanh approximations for f32
     row_groups: bool = True            # run consecutive row-local kernels block of rows by block of rows
     prefer_vector_width: int = 256     # xla_cpu_prefer_vector_width: SIMD width the vectorisers aim for
+    target: CpuTarget | None = None    # CPU the code is for; None = default_target() (env flags, else host)
 
     @staticmethod
     def from_flags(flags=None, **overrides) -> "CodegenOptions":
@@ -57,9 +60,15 @@ class CodegenOptions:
             bounds_checks=env in ("1", "true", "yes", "on"),
             threads=int(flags.tfxla_cpu_threads),
             prefer_vector_width=int(flags.xla_cpu_prefer_vector_width),
+            target=resolve_target(flags),
         )
         values.update(overrides)
         return CodegenOptions(**values)
+
+    @property
+    def cpu_target(self) -> CpuTarget:
+        """The CPU the generated code is for: ``target``, or the process's default (flags, else host)."""
+        return self.target or default_target()
 
     @property
     def thread_count(self) -> int:

@@ -1,7 +1,8 @@
 """Stage: LLVM IR text → native code in this process (numba's ``CodeLibrary``/``JITCPUCodegen`` role).
 
-One :class:`JitEngine` owns the host target description (triple, CPU name and features, optimisation
-level) and a target machine for it. ``engine.compile(ir_text, exports)`` runs
+One :class:`JitEngine` owns a target description (triple, CPU name and features — the host's unless a
+:class:`~tfxla_cluster.codegen.target.CpuTarget` says otherwise — and optimisation level) and a target
+machine for it. ``engine.compile(ir_text, exports)`` runs
 
     parse_assembly → verify → new pass manager (O3 by default) → emit object code → load
 
@@ -25,11 +26,15 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import llvmlite
 import llvmlite.binding as llvm
 
 from tfxla_cluster.errors import InternalError
+
+if TYPE_CHECKING:
+    from tfxla_cluster.codegen.target import CpuTarget
 
 log = logging.getLogger("tfxla_cluster.codegen")
 
@@ -96,16 +101,28 @@ class CodeLibrary:
 
 
 class JitEngine:
-    """Host target + LLVM pipeline; hands out :class:`CodeLibrary` objects. Thread-safe."""
+    """Target machine + LLVM pipeline; hands out :class:`CodeLibrary` objects. Thread-safe."""
 
-    def __init__(self, opt_level: int = 3, cpu: str | None = None, features: str | None = None) -> None:
+    def __init__(self, opt_level: int = 3, cpu: str | None = None, features: str | None = None,
+                 target: CpuTarget | None = None) -> None:
+        """``target`` (or ``cpu`` + ``features``) picks the CPU; default: the target the process's flags ask
+        for, else the host (``default_target``). A ``cpu`` without ``features`` means that CPU's own
+        features, never the host's."""
+        from tfxla_cluster.codegen.target import CpuTarget, default_target
+
         _initialize_llvm()
         if not 0 <= opt_level <= 3:
             raise InternalError(f"LLVM optimisation level must be 0..3, got {opt_level}")
+        if target is None:
+            target = default_target() if cpu is None and features is None else \
+                CpuTarget(cpu if cpu is not None else llvm.get_host_cpu_name(), features or "", named=True)
+        if target.named:
+            target.info   # LLVM aborts the process on some unknown CPU names: a FlagError from the probe instead
         self.opt_level = opt_level
+        self.target = target
         self.triple = llvm.get_default_triple()
-        self.cpu = cpu if cpu is not None else llvm.get_host_cpu_name()
-        self.features = features if features is not None else llvm.get_host_cpu_features().flatten()
+        self.cpu = target.cpu
+        self.features = target.features
         self._target = llvm.Target.from_triple(self.triple)
         self._lock = threading.RLock()
         self.target_machine = self._new_target_machine()
@@ -204,10 +221,15 @@ _engines: dict[tuple, JitEngine] = {}
 _engines_lock = threading.Lock()
 
 
-def get_engine(opt_level: int = 3) -> JitEngine:
-    """The process-wide engine for the host at ``opt_level`` (one per level)."""
+def get_engine(opt_level: int = 3, target: CpuTarget | None = None) -> JitEngine:
+    """The process-wide engine for ``target`` at ``opt_level``; default: the target the process's flags
+    ask for, else the host (``codegen.target.default_target``)."""
+    from tfxla_cluster.codegen.target import default_target
+
+    target = target or default_target()
+    key = (opt_level, target.cpu, target.features)
     with _engines_lock:
-        eng = _engines.get((opt_level,))
+        eng = _engines.get(key)
         if eng is None:
-            eng = _engines[(opt_level,)] = JitEngine(opt_level)
+            eng = _engines[key] = JitEngine(opt_level, target=target)
         return eng

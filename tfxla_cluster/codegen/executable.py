@@ -169,6 +169,13 @@ class Executable:
         return values[structure]
 
 
+def check_engine(engine: JitEngine, options: CodegenOptions) -> None:
+    """The IR is emitted for ``options.cpu_target`` (e.g. exp's 2^n step), so the engine must compile for it."""
+    if engine.target != options.cpu_target:
+        raise InternalError(f"the JIT engine compiles for {engine.cpu} but the code generation options are for "
+                            f"{options.cpu_target.cpu}; build both from the same CpuTarget")
+
+
 def emit_module(module, options: CodegenOptions) -> tuple[ProgramEmitter, str]:
     """The LLVM IR text of ``module`` and the emitter (buffer plan, kernels) that produced it."""
     runtime.ensure_registered()
@@ -183,7 +190,8 @@ def compile_module(module, options: CodegenOptions | None = None, engine: JitEng
     With ``--xla_dump_to`` in XLA_FLAGS (or a ``passes.dump.Dumper`` given as ``dumper``) the LLVM IR is
     dumped as XLA:CPU does: ``module_NNNN.<name>.ir-no-opt.ll`` and ``.ir-with-opt.ll``."""
     options = options or CodegenOptions.from_flags()
-    engine = engine or get_engine(options.opt_level)
+    engine = engine or get_engine(options.opt_level, options.cpu_target)
+    check_engine(engine, options)
     t0 = time.perf_counter()
     prog, text = emit_module(module, options)
     t1 = time.perf_counter()

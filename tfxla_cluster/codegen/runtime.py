@@ -13,6 +13,9 @@ They are resolved through llvmlite's symbol table (``llvm.add_symbol``) before a
                                             the GIL while native code runs)
     tfxla_bounds_fail(table, kernel, i, n)  debug mode: an out-of-range access; recorded per buffer
                                             table and raised by the executable after the call
+    __extendhfsf2, __truncsfhf2, ...        f16 <-> f32/f64 helpers LLVM calls on targets without F16C
+                                            (baseline x86-64): from libgcc_s, which Python does not
+                                            export them from
 
 Either pool has ``threads - 1`` workers and the calling thread takes ranges itself. Kernels never call
 back into ``parallel_for``, so concurrent executables cannot deadlock on the pool.
@@ -213,4 +216,30 @@ def ensure_registered() -> None:
         # our pool for the cores); without the thread-local setter this is a no-op.
         setter = _blas.get("threads") or ctypes.cast(_threads_noop_c, ctypes.c_void_p).value
         add_symbol("tfxla_blas_threads_local", setter)
+        _register_half_libcalls()
         _registered = True
+
+
+HALF_LIBCALLS = ("__extendhfsf2", "__truncsfhf2", "__extendhfdf2", "__truncdfhf2")
+
+
+def _register_half_libcalls() -> None:
+    """Make LLVM's f16 conversion libcalls resolvable. MCJIT looks symbols up in the process, and the
+    Python binary does not link them: without this, f16 code for a CPU without F16C calls address 0."""
+    import ctypes.util
+
+    import llvmlite.binding as llvm
+
+    missing = [s for s in HALF_LIBCALLS if not llvm.address_of_symbol(s)]
+    if not missing:
+        return
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("gcc_s") or "libgcc_s.so.1")
+    except OSError:
+        lib = None
+    for sym in missing:
+        fn = getattr(lib, sym, None) if lib is not None else None
+        if fn is None:   # libgcc before GCC 12; only targets without F16C need them
+            log.warning("%s not found: f16 code for CPUs without F16C cannot run", sym)
+            continue
+        add_symbol(sym, ctypes.cast(fn, ctypes.c_void_p).value)

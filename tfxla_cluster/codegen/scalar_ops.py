@@ -31,22 +31,6 @@ from tfxla_cluster.hlo.shape import PrimitiveType as T
 _HALF = (T.F16, T.BF16)
 
 
-def _host_has_scalef() -> bool:
-    """Whether LLVM lowers a vector ``llvm.ldexp`` to one instruction on this host (AVX-512's
-    vscalefps); elsewhere it becomes a libm call per element, so exp builds 2^n from bits instead.
-    The JIT engine's key holds the host features, so caches never mix the two forms."""
-    import llvmlite.binding as llvm
-
-    from tfxla_cluster.codegen.engine import _initialize_llvm
-
-    _initialize_llvm()
-    features = llvm.get_host_cpu_features()
-    return bool(features.get("avx512f")) and bool(features.get("avx512vl"))
-
-
-_HOST_SCALEF = _host_has_scalef()
-
-
 class ScalarOps:
     """Emits scalar HLO operations with one builder into one module."""
 
@@ -54,6 +38,10 @@ class ScalarOps:
         self.b = b
         self.mctx = mctx
         self.flags = mctx.options.float_flags
+        # Whether a vector llvm.ldexp is one instruction for the target (AVX-512's vscalefps); elsewhere it
+        # is a libm call per element, so exp builds 2^n from bits. The target, not the host: code compiled
+        # for an AVX2 CPU must not depend on what this machine has.
+        self.scalef = mctx.options.cpu_target.info.scalef
 
     # ---------------------------------------------------------------- float compute type
     def to_compute(self, et: T, v: ir.Value) -> ir.Value:
@@ -142,7 +130,7 @@ class ScalarOps:
                           1.6666665459e-1, 5.0000001201e-1])
         p = self.fadd(self.fadd(self.fmul(p, z), r), self.fconst(ty, 1.0))
         ni = b.fptosi(b.select(self.isnan(n), self.fconst(ty, 0.0), n), t.I32)
-        if _HOST_SCALEF and isinstance(ty, ir.FloatType):
+        if self.scalef and isinstance(ty, ir.FloatType):
             # p * 2^n in one correctly rounded step (AVX-512's vscalefps), subnormal results included.
             res = b.call(self.mctx.function("llvm.ldexp.f32.i32", ty, [ty, t.I32]), [p, ni])
         else:
