@@ -55,9 +55,12 @@ def _fmt_shape(shape) -> str:
 def cmd_info(args: argparse.Namespace) -> int:
     from tfxla_cluster.graph.opdefs import base_dtype, dtype_name
 
+    from tfxla_cluster.hostinfo import onednn_mode
+
     graph = _load(args)
     nodes = list(graph.op_nodes())
     print(f"graph: {args.graph}")
+    print(f"TF oneDNN: {onednn_mode()}")
     print(f"nodes: {len(nodes)}  edges: {sum(1 for e in graph.edges() if e.src.is_op and e.dst.is_op)}")
     hist = collections.Counter(n.op for n in nodes)
     print("ops:")
@@ -160,7 +163,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     result = _run_mark(args)
     if args.json:
-        print(explain.as_json(result))
+        text = explain.as_json(result)
+        if args.grappler:  # the graph is TF's grappler output, which TF's oneDNN mode shapes
+            import json
+
+            from tfxla_cluster.hostinfo import onednn_mode
+
+            text = json.dumps({"tf_onednn_mode": onednn_mode(), **json.loads(text)}, indent=2)
+        print(text)
     elif args.node:
         for name in args.node:
             if name not in result.decisions:
@@ -169,6 +179,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 raise NotFoundError(f"graph has no node named '{name}'")
             print(explain.explain_node(result, name))
     else:
+        if args.grappler:
+            from tfxla_cluster.hostinfo import onednn_mode
+
+            print(f"TF oneDNN: {onednn_mode()} (grappler's remapper makes oneDNN fusions such as _FusedMatMul "
+                  "only when it is on; TF_ENABLE_ONEDNN_OPTS=0/1 chooses)")
         print(explain.explain(result))
     return 0
 
