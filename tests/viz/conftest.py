@@ -11,7 +11,8 @@ FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "browser: opens pages in headless Chromium (skipped when absent)")
+    config.addinivalue_line("markers", "browser: opens pages in headless Chromium (fails in CI when absent, "
+                                       "else skipped loudly)")
 
 
 def _mark(name: str, grappler: bool = True):

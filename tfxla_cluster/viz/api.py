@@ -1,9 +1,9 @@
 """One call from a clustering result to a picture file: ``.dot``, ``.svg`` or ``.html``.
 
 Stage: visualization. ``render(result, "html", ...)`` = build the model → plan (all nodes, or a focus
-neighbourhood; clusters boxed or collapsed) → DOT → (Graphviz ``dot``) → annotated SVG → page. ``.dot``
-is produced by Python alone; ``.svg``/``.html`` raise ``FailedPreconditionError`` naming the package to
-install when Graphviz is missing.
+neighbourhood; clusters boxed or collapsed) → DOT text, or our own layered layout → annotated SVG →
+page. Every format is produced by Python alone: Graphviz is not needed (a ``.dot`` file can still be
+given to Graphviz by hand).
 """
 from __future__ import annotations
 
@@ -26,14 +26,13 @@ def render(result: MarkResult, fmt: str, *, flags=None, title: str = "", around:
     plan = make_plan(model, around=around, depth=depth, collapse=collapse, legend=legend)
     if fmt == "dot":
         return to_dot(plan, tooltips=True)
-    from tfxla_cluster.viz.svg import cluster_svg, standalone
-
-    svg = cluster_svg(plan)
     if fmt == "svg":
-        return standalone(svg)
+        from tfxla_cluster.viz.svg import cluster_svg, standalone
+
+        return standalone(cluster_svg(plan))
     from tfxla_cluster.viz.html import to_html
 
-    return to_html(plan, svg)
+    return to_html(plan)
 
 
 def write(result: MarkResult, path: str | Path, *, fmt: str | None = None, **options) -> Path:
