@@ -11,6 +11,7 @@ import argparse
 import os
 
 from tfxla_cluster.cli import _mark_args, _run_mark, command
+from tfxla_cluster.viz.layout import COLLAPSE_OVER
 
 
 def _graph_and_flags_args(p: argparse.ArgumentParser) -> None:
@@ -34,9 +35,12 @@ def _viz_args(p: argparse.ArgumentParser) -> None:
                    help="draw only NODE's neighbourhood (for big graphs); its boundary is marked")
     p.add_argument("--depth", metavar="K", type=int, default=2,
                    help="with --around: how many edges away from NODE to draw (default: %(default)s)")
-    p.add_argument("--collapse", action="store_true",
-                   help="start with each cluster drawn as one box (for graphs of thousands of nodes; "
-                        "the .html page expands a cluster on a click)")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--collapse", dest="collapse", action="store_const", const=True, default=None,
+                      help="start with each cluster drawn as one box (the .html page expands one on a click); "
+                           f"the default for .svg/.html of graphs over {COLLAPSE_OVER} nodes")
+    view.add_argument("--expand", dest="collapse", action="store_const", const=False,
+                      help="start with every cluster drawn with its nodes, however big the graph")
     p.add_argument("--no-legend", action="store_true", help="leave out the legend")
     p.add_argument("--title", default=None, help="picture title (default: the graph file's name)")
 

@@ -8,6 +8,8 @@ few thousand boxes (plus the dummy points of long edges) lay out in about a seco
    for layering and drawn back the other way;
 2. layering — longest path from the sources, then every source (constants, variables, placeholders)
    moved down next to its first consumer, so it does not sit in the top row far from where it is used;
+   many sources above one row are stacked in rows of about sqrt(n), so the picture does not become a
+   thin strip;
 3. dummy points on edges that span several layers, so long edges are routed between the boxes;
 4. ordering within layers — barycentre sweeps down and up (a few rounds) from depth-first order;
 5. x coordinates — each layer is placed as close as possible (least squares) to the mean of its
@@ -20,6 +22,7 @@ from its source towards its target.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
@@ -169,9 +172,17 @@ def _layers(n: int, succ: list[list[int]], pred: list[list[int]]) -> list[int]:
         for w in succ[v]:
             if layer[w] < layer[v] + 1:
                 layer[w] = layer[v] + 1
+    sources: dict[int, list[int]] = {}
     for v in range(n):
         if not pred[v] and succ[v]:
             layer[v] = min(layer[w] for w in succ[v]) - 1
+            sources.setdefault(layer[v], []).append(v)
+    # A row of many sources (a function's arguments) would make the picture a thin strip: stack
+    # them in rows of at most ``cap`` above their consumers.
+    cap = max(6, math.isqrt(n) + 1)
+    for lay, vs in sources.items():
+        for k, v in enumerate(vs):
+            layer[v] = lay - k // cap
     base = min(layer)
     return [lay - base for lay in layer]
 
