@@ -187,7 +187,7 @@ def picture(plan: Plan, *, prefix: str = "", cluster_extra: Callable[[Any], dict
     from tfxla_cluster.viz.svg import LEGEND_GAP, MARGIN, TITLE_H, cluster_inner, legend_svg, scene_svg
 
     scene = build_scene(plan, interiors=True)
-    svg = scene_svg(scene, prefix)
+    svg = scene_svg(scene, prefix, titles=False)
     keys = list(scene.items)
     index = {k: i for i, k in enumerate(keys)}
     ox, oy = MARGIN, MARGIN + TITLE_H       # the scene group's offset in the SVG
@@ -207,7 +207,7 @@ def picture(plan: Plan, *, prefix: str = "", cluster_extra: Callable[[Any], dict
     for name, cb in scene.clusters.items():
         clusters_layout[name] = {"item": index["c:" + name], "open": not cb.is_collapsed,
                                  "sizes": [[round(v, 1) for v in cb.collapsed], [round(v, 1) for v in cb.expanded]],
-                                 "frag": cluster_inner(cb, prefix, not cb.is_collapsed)}
+                                 "frag": cluster_inner(cb, prefix, not cb.is_collapsed, titles=False)}
     # Coordinates are the scene group's; the SVG's size adds the margins and title.
     layout = {"keys": keys, "items": items, "edges": edges, "clusters": clusters_layout,
               "width": round(width + 2 * ox, 1), "height": round(height + oy + MARGIN, 1)}

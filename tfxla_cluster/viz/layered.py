@@ -10,7 +10,9 @@ few thousand boxes (plus the dummy points of long edges) lay out in about a seco
    moved down next to its first consumer, so it does not sit in the top row far from where it is used;
    many sources above one row are stacked in rows of about sqrt(n), so the picture does not become a
    thin strip;
-3. dummy points on edges that span several layers, so long edges are routed between the boxes;
+3. dummy points on edges that span several layers, so long edges are routed between the boxes (up
+   to a budget of points proportional to the boxes, given to the shortest edges first; the longest
+   edges beyond it are drawn as one curve, which keeps big training steps fast and small);
 4. ordering within layers — barycentre sweeps down and up (a few rounds) from depth-first order;
 5. x coordinates — each layer is placed as close as possible (least squares) to the mean of its
    neighbours' x under the minimum-gap constraints, by pool-adjacent-violators, alternating down and
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Hashable, Sequence
 
 DUMMY_WIDTH = 6.0
+DUMMY_BUDGET_PER_NODE, DUMMY_BUDGET = 3, 2000   # dummy points per layout: 3 per box + 2000
 
 
 @dataclass
@@ -78,16 +81,22 @@ def layered_layout(keys: Sequence[Hashable], sizes: dict[Hashable, tuple[float, 
     up: list[list[int]] = [[] for _ in range(n)]     # neighbours one layer above
     down: list[list[int]] = [[] for _ in range(n)]   # one layer below
     chains: dict[tuple[int, int], list[int]] = {}
-    for (u, v) in dag_edges:
+    # Long edges get dummy points, shortest first, up to a budget; beyond it (a training step's
+    # forward-to-backward edges span hundreds of layers) an edge is drawn directly.
+    budget = DUMMY_BUDGET_PER_NODE * n + DUMMY_BUDGET
+    for (u, v) in sorted(dag_edges, key=lambda e: layer[e[1]] - layer[e[0]]):
+        span = layer[v] - layer[u] - 1
         chain = [u]
-        for lay in range(layer[u] + 1, layer[v]):
-            d = len(node_layer)
-            node_layer.append(lay)
-            widths.append(DUMMY_WIDTH)
-            heights.append(0.0)
-            up.append([])
-            down.append([])
-            chain.append(d)
+        if span <= budget:
+            budget -= span
+            for lay in range(layer[u] + 1, layer[v]):
+                d = len(node_layer)
+                node_layer.append(lay)
+                widths.append(DUMMY_WIDTH)
+                heights.append(0.0)
+                up.append([])
+                down.append([])
+                chain.append(d)
         chain.append(v)
         for a, b in zip(chain, chain[1:]):
             down[a].append(b)
@@ -97,7 +106,7 @@ def layered_layout(keys: Sequence[Hashable], sizes: dict[Hashable, tuple[float, 
     n_layers = max(node_layer) + 1
     rows = _initial_order(n, total, node_layer, n_layers, succ, down)
     rows = _order(rows, up, down, rounds)
-    xs = _x_coordinates(rows, widths, up, down, node_sep, rounds)
+    xs = _x_coordinates(rows, widths, up, down, node_sep, rounds, n)
     # y: layers stacked by their tallest box.
     layer_h = [0.0] * n_layers
     for v in range(total):
@@ -232,15 +241,22 @@ def _order(rows: list[list[int]], up: list[list[int]], down: list[list[int]], ro
 
 
 def _x_coordinates(rows: list[list[int]], widths: list[float], up: list[list[int]], down: list[list[int]],
-                   sep: float, rounds: int) -> list[float]:
+                   sep: float, rounds: int, n_real: int) -> list[float]:
+    """x of every box and dummy point; ids from ``n_real`` on are dummies, which may run closer together
+    (parallel long edges) than boxes."""
+    def gap(a: int, b: int) -> float:
+        return sep if a < n_real or b < n_real else sep / 4
+
     xs = [0.0] * len(widths)
     for row in rows:
         x = 0.0
-        for v in row:
+        for k, v in enumerate(row):
+            if k:
+                x += gap(row[k - 1], v)
             xs[v] = x + widths[v] / 2
-            x += widths[v] + sep
+            x += widths[v]
     # Start centred on the widest row.
-    widest = max((sum(widths[v] for v in row) + sep * (len(row) - 1), k) for k, row in enumerate(rows))
+    widest = max(((xs[row[-1]] + widths[row[-1]] / 2) if row else 0.0, k) for k, row in enumerate(rows))
     for k, row in enumerate(rows):
         if k == widest[1] or not row:
             continue
@@ -263,12 +279,12 @@ def _x_coordinates(rows: list[list[int]], widths: list[float], up: list[list[int
                         total += xs[u]
                         count += 1
                 want.append(total / count if count else xs[v])
-            for v, x in zip(row, _place_row(row, want, widths, sep)):
+            for v, x in zip(row, _place_row(row, want, widths, gap)):
                 xs[v] = x
     return xs
 
 
-def _place_row(row: list[int], want: list[float], widths: list[float], sep: float) -> list[float]:
+def _place_row(row: list[int], want: list[float], widths: list[float], gap) -> list[float]:
     """Centres closest (least squares) to ``want`` keeping the row's order and gaps: with
     ``y_k = x_k - offset_k`` (offset = the minimum distance from the first centre) the gaps become
     ``y`` non-decreasing, an isotonic regression solved by pool-adjacent-violators."""
@@ -276,7 +292,7 @@ def _place_row(row: list[int], want: list[float], widths: list[float], sep: floa
     off = 0.0
     for k, v in enumerate(row):
         if k:
-            off += widths[row[k - 1]] / 2 + sep + widths[v] / 2
+            off += widths[row[k - 1]] / 2 + gap(row[k - 1], v) + widths[v] / 2
         offsets.append(off)
     targets = [w - o for w, o in zip(want, offsets)]
     blocks: list[list[float]] = []   # [mean, count]

@@ -45,8 +45,9 @@ def item_name(key: str) -> str:
     return key.split(":", 1)[1]
 
 
-def scene_svg(scene: Scene, prefix: str = "") -> str:
-    """The ``<svg>`` element of a laid-out scene."""
+def scene_svg(scene: Scene, prefix: str = "", titles: bool = True) -> str:
+    """The ``<svg>`` element of a laid-out scene. Without ``titles`` nodes have no ``<title>`` (the
+    HTML page shows the same facts in its own panel, from its data; this keeps big pages small)."""
     model = scene.plan.model
     title = model.title or "graph"
     if scene.plan.focus is not None:
@@ -69,9 +70,9 @@ def scene_svg(scene: Scene, prefix: str = "") -> str:
         if isinstance(item, ClusterBox):
             state = "node xla-cluster collapsed" if item.is_collapsed else "cluster xla-cluster expanded"
             parts.append(f'<g id="{prefix}{item.cluster.dom_id}" class="{state}" data-cluster="{_e(item.cluster.name)}"'
-                         f"{tr}>{cluster_inner(item, prefix, item.is_collapsed)}</g>")
+                         f"{tr}>{cluster_inner(item, prefix, item.is_collapsed, titles)}</g>")
         else:
-            parts.append(node_svg(item, prefix, tr))
+            parts.append(node_svg(item, prefix, tr, titles=titles))
     width, height = scene.width, scene.height
     if scene.plan.legend:
         legend, lw, lh = legend_svg(scene)
@@ -87,7 +88,8 @@ def scene_svg(scene: Scene, prefix: str = "") -> str:
             f'<g class="scene" transform="translate({MARGIN},{MARGIN + TITLE_H})">{"".join(parts)}</g></g></svg>')
 
 
-def node_svg(b: Box, prefix: str, extra: str = "", at: tuple[float, float] | None = None) -> str:
+def node_svg(b: Box, prefix: str, extra: str = "", at: tuple[float, float] | None = None,
+             titles: bool = True) -> str:
     """One node's group; ``at`` (top-left) for members placed inside a cluster box."""
     n = b.node
     if at is not None:
@@ -101,10 +103,11 @@ def node_svg(b: Box, prefix: str, extra: str = "", at: tuple[float, float] | Non
     if "boundary" in b.classes:   # neighbours left out: a double, dashed border
         shapes.append(f'<rect x="2.5" y="2.5" width="{b.w - 5:.1f}" height="{b.h - 5:.1f}" rx="3" fill="none" '
                       f'stroke="{stroke}" stroke-dasharray="3,2"/>')
+    title = f"<title>{_e(n.details_text())}</title>" if titles else ""
     texts = "".join(f'<text x="{b.w / 2:.1f}" y="{PAD_Y + LINE_H * i + 9.5:.1f}" text-anchor="middle" '
                     f'font-size="{FONT:g}">{_e(line)}</text>' for i, line in enumerate(b.lines))
     return (f'<g id="{prefix}n{n.index}" class="node {b.classes}" data-node="{_e(n.name)}" data-op="{_e(n.op)}" '
-            f'data-code="{_e(n.code)}"{cluster}{extra}><title>{_e(n.details_text())}</title>{"".join(shapes)}'
+            f'data-code="{_e(n.code)}"{cluster}{extra}>{title}{"".join(shapes)}'
             f"{texts}</g>")
 
 
@@ -119,7 +122,7 @@ def edge_svg(e: Edge, src: tuple, dst: tuple, dom_id: str, src_name: str, dst_na
             f'stroke-width="{e.width:.1f}"{dash}/><polygon points="{arrow}" fill="{e.color}" stroke="{e.color}"/></g>')
 
 
-def cluster_inner(cb: ClusterBox, prefix: str, collapsed: bool) -> str:
+def cluster_inner(cb: ClusterBox, prefix: str, collapsed: bool, titles: bool = True) -> str:
     """The inside of a cluster's group, collapsed (one 3-D box) or expanded (its members)."""
     c = cb.cluster
     if collapsed:
@@ -140,7 +143,7 @@ def cluster_inner(cb: ClusterBox, prefix: str, collapsed: bool) -> str:
         a, b = members[e.src], members[e.dst]
         edges.append(edge_svg(e, (a.x - a.w / 2, a.y - a.h / 2, a.w, a.h), (b.x - b.w / 2, b.y - b.h / 2, b.w, b.h),
                               f"{prefix}{c.dom_id}-e{k}", e.src, e.dst))
-    nodes = "".join(node_svg(b, prefix, at=(b.x - b.w / 2, b.y - b.h / 2)) for b in cb.members)
+    nodes = "".join(node_svg(b, prefix, at=(b.x - b.w / 2, b.y - b.h / 2), titles=titles) for b in cb.members)
     return (f"<title>{_e(cb.head)}\n{_e(c.histogram_text(8))}\n(click the box to collapse)</title>"
             f'<rect class="cluster-box" width="{w:.1f}" height="{h:.1f}" rx="6" fill="{c.box_fill}" '
             f'stroke="{c.border}" stroke-width="2"/>'
