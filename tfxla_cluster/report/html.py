@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from tfxla_cluster.report.model import Advice, ClusterReport, FunctionReport, Report
-from tfxla_cluster.viz.layout import COLLAPSE_OVER  # noqa: F401  (nodes: over this, pictures start collapsed)
+from tfxla_cluster.viz.layout import COLLAPSE_OVER  # nodes: over this, pictures start collapsed
 MAX_HLO_LINES = 3000       # per module shown; the rest is elided with a note
 _MAX_ROWS = 400            # clusters listed in full before the table is cut
 _MAX_ADVICE = 300          # advisor findings shown per severity

@@ -183,7 +183,7 @@ def picture(plan: Plan, *, prefix: str = "", cluster_extra: Callable[[Any], dict
     hovering (``cluster_extra(cluster)`` adds fields), the layout for expanding and collapsing
     (base boxes, edge waypoints, each cluster's two sizes and the markup of its other state) and the
     node graph for search and focus. ``prefix`` goes before every id in the SVG."""
-    from tfxla_cluster.viz.scene import build_scene
+    from tfxla_cluster.viz.scene import ClusterBox, build_scene
     from tfxla_cluster.viz.svg import LEGEND_GAP, MARGIN, TITLE_H, cluster_inner, legend_svg, scene_svg
 
     scene = build_scene(plan, interiors=True)
@@ -193,8 +193,8 @@ def picture(plan: Plan, *, prefix: str = "", cluster_extra: Callable[[Any], dict
     ox, oy = MARGIN, MARGIN + TITLE_H       # the scene group's offset in the SVG
     items = []
     for item in scene.items.values():
-        w, h = item.size if hasattr(item, "cluster") else (item.w, item.h)
-        items.append([round(item.x - w / 2 + 0, 1), round(item.y - h / 2, 1), round(w, 1), round(h, 1)])
+        w, h = item.size if isinstance(item, ClusterBox) else (item.w, item.h)
+        items.append([round(item.x - w / 2, 1), round(item.y - h / 2, 1), round(w, 1), round(h, 1)])
     width, height = scene.width, scene.height
     if plan.legend:
         _, lw, lh = legend_svg(scene)

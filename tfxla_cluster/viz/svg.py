@@ -21,7 +21,7 @@ import html
 
 from tfxla_cluster.viz.graph_dot import CONTROL_COLOR, CROSSING_COLOR, Plan
 from tfxla_cluster.viz.model import reason_fill
-from tfxla_cluster.viz.scene import (CLUSTER_FONT, FONT, LINE_H, PAD_X, PAD_Y, Box, ClusterBox, Edge, Scene,
+from tfxla_cluster.viz.scene import (CLUSTER_FONT, FONT, LINE_H, PAD_Y, Box, ClusterBox, Edge, Scene,
                                      build_scene, edge_path, text_width)
 
 SVG_NS = "http://www.w3.org/2000/svg"
