@@ -6,6 +6,7 @@ skipped loudly elsewhere (tests/conftest.py).
 """
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -246,3 +247,22 @@ def test_colour_by_cluster_or_by_reason(driver, browser, pages):
     select.select_by_value("both")
     assert (driver.execute_script(fill, "Unique"), driver.execute_script(fill, "mul")) == both
     assert browser.severe_logs() == []
+
+
+def test_page_script_draws_edges_as_python_does(driver, pages):
+    """The page redraws edges after expanding with picture.js edgePath; it must match scene.edge_path."""
+    from tfxla_cluster.viz.scene import edge_path
+
+    driver.get(pages["full"].as_uri())
+    cases = [((0, 0, 80, 30), (10, 100, 120, 40), []),
+             ((0, 0, 80, 30), (300, 200, 60, 20), [(150.0, 64.0), (280.5, 130.25)]),
+             ((200, 300, 50, 20), (0, 0, 400, 100), [(220.0, 200.0)]),       # upward (a reversed cycle edge)
+             ((0, 0, 10, 10), (0, 50, 10, 10), [])]
+    for src, dst, pts in cases:
+        got = driver.execute_script("return tfxlaPicture.edgePath(arguments[0], arguments[1], arguments[2]);",
+                                    list(src), list(dst), [list(p) for p in pts])
+        want = edge_path(src, dst, pts)
+        for g, w in zip(got, want):   # same numbers to the printed 0.1 (JS rounds halves up, Python to even)
+            gn, wn = re.findall(r"-?[\d.]+", g), re.findall(r"-?[\d.]+", w)
+            assert re.sub(r"-?[\d.]+", "#", g) == re.sub(r"-?[\d.]+", "#", w) and len(gn) == len(wn)
+            assert all(abs(float(a) - float(b)) <= 0.1001 for a, b in zip(gn, wn)), (g, w)
