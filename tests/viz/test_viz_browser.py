@@ -254,14 +254,18 @@ def test_page_script_draws_edges_as_python_does(driver, pages):
     from tfxla_cluster.viz.scene import edge_path
 
     driver.get(pages["full"].as_uri())
-    cases = [((0, 0, 80, 30), (10, 100, 120, 40), []),
-             ((0, 0, 80, 30), (300, 200, 60, 20), [(150.0, 64.0), (280.5, 130.25)]),
-             ((200, 300, 50, 20), (0, 0, 400, 100), [(220.0, 200.0)]),       # upward (a reversed cycle edge)
-             ((0, 0, 10, 10), (0, 50, 10, 10), [])]
-    for src, dst, pts in cases:
-        got = driver.execute_script("return tfxlaPicture.edgePath(arguments[0], arguments[1], arguments[2]);",
-                                    list(src), list(dst), [list(p) for p in pts])
-        want = edge_path(src, dst, pts)
+    members = [(320, 230, 40, 20), (380, 260, 50, 20)]
+    cases = [((0, 0, 80, 30), (10, 100, 120, 40), [], [], []),
+             ((0, 0, 80, 30), (300, 200, 60, 20), [(150.0, 64.0), (280.5, 130.25)], [], []),
+             ((200, 300, 50, 20), (0, 0, 400, 100), [(220.0, 200.0)], [], []),    # upward (a reversed cycle edge)
+             ((0, 0, 10, 10), (0, 50, 10, 10), [], [], []),
+             ((0, 0, 80, 30), (300, 200, 200, 100), [(150.0, 64.0)], [], members),  # into an expanded cluster
+             ((300, 0, 200, 100), (0, 300, 80, 30), [], [(320, 10, 40, 20)], []),   # out of one
+             ((0, 300, 80, 30), (300, 0, 200, 100), [], [], members)]               # upward into one
+    for src, dst, pts, sp, dp in cases:
+        got = driver.execute_script("return tfxlaPicture.edgePath.apply(null, arguments);", list(src), list(dst),
+                                    [list(p) for p in pts], [list(p) for p in sp], [list(p) for p in dp])
+        want = edge_path(src, dst, pts, sp, dp)
         for g, w in zip(got, want):   # same numbers to the printed 0.1 (JS rounds halves up, Python to even)
             gn, wn = re.findall(r"-?[\d.]+", g), re.findall(r"-?[\d.]+", w)
             assert re.sub(r"-?[\d.]+", "#", g) == re.sub(r"-?[\d.]+", "#", w) and len(gn) == len(wn)

@@ -202,7 +202,15 @@ def picture(plan: Plan, *, prefix: str = "", cluster_extra: Callable[[Any], dict
         keys.append("legend")
         width += LEGEND_GAP + lw
         height = max(height, lh)
-    edges = [[index[e.src], index[e.dst], [round(c, 1) for p in e.points for c in p]] for e in scene.edges]
+    local = {name: cb.member_boxes() for name, cb in scene.clusters.items()}
+
+    def ports(key: str, names: list[str]) -> list | None:
+        boxes = local.get(key[2:]) if key.startswith("c:") else None
+        return [[round(v, 1) for v in boxes[n]] for n in names if n in boxes] if boxes and names else None
+
+    # [source item, target item, waypoints (x, y, x, y…), source ports, target ports]
+    edges = [[index[e.src], index[e.dst], [round(c, 1) for p in e.points for c in p], ports(e.src, e.src_ports),
+              ports(e.dst, e.dst_ports)] for e in scene.edges]
     clusters_layout = {}
     for name, cb in scene.clusters.items():
         clusters_layout[name] = {"item": index["c:" + name], "open": not cb.is_collapsed,

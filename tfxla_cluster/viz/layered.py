@@ -20,7 +20,7 @@ few thousand boxes (plus the dummy points of long edges) lay out in about a seco
 
 Guarantees: deterministic for the same input; boxes in one layer never overlap (gap ``node_sep``);
 layers are ``rank_sep`` apart; every edge of the input gets a waypoint list (possibly empty) that runs
-from its source towards its target.
+from its source towards its target, vertically through each layer's band (curves bend between bands).
 """
 from __future__ import annotations
 
@@ -120,19 +120,34 @@ def layered_layout(keys: Sequence[Hashable], sizes: dict[Hashable, tuple[float, 
     left = min(xs[v] - widths[v] / 2 for v in range(total))
     right = max(xs[v] + widths[v] / 2 for v in range(total))
     pos = {keys[i]: (xs[i] - left, layer_y[node_layer[i]]) for i in range(n)}
+
+    def band(v: int) -> tuple[float, float]:
+        lay = node_layer[v]
+        return layer_y[lay] - layer_h[lay] / 2, layer_y[lay] + layer_h[lay] / 2
+
+    def route(u: int, v: int) -> list[tuple[float, float]]:
+        # Vertical through every layer band (a dummy's point becomes the band's top and bottom), so the
+        # curves between layers bend only in the gaps, never across a tall box beside the edge.
+        pts = []
+        if layer_y[node_layer[u]] + heights[u] / 2 < band(u)[1] - 0.5:
+            pts.append((xs[u] - left, band(u)[1]))
+        for d in chains[(u, v)][1:-1]:
+            top, bottom = band(d)
+            pts.append((xs[d] - left, top))
+            if bottom > top:
+                pts.append((xs[d] - left, bottom))
+        if layer_y[node_layer[v]] - heights[v] / 2 > band(v)[0] + 0.5:
+            pts.append((xs[v] - left, band(v)[0]))
+        return pts
+
     routes: list[list[tuple[float, float]]] = []
     for pair in pair_of_edge:
         if pair is None:
             routes.append([])
-            continue
-        i, j = pair
-        if (i, j) in reversed_pairs:
-            chain = chains.get((j, i))
-            inner = list(reversed(chain[1:-1])) if chain else []
+        elif pair in reversed_pairs:
+            routes.append(list(reversed(route(pair[1], pair[0]))))
         else:
-            chain = chains.get((i, j))
-            inner = chain[1:-1] if chain else []
-        routes.append([(xs[d] - left, layer_y[node_layer[d]]) for d in inner])
+            routes.append(route(*pair))
     return Layout(pos, routes, right - left, height, n_layers)
 
 

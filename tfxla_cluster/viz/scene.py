@@ -63,6 +63,8 @@ class Edge:
     crossing: bool
     tensors: list[str]
     count: int
+    src_ports: list[str] = field(default_factory=list)   # members the edge leaves from / goes to, when
+    dst_ports: list[str] = field(default_factory=list)   # that end is a cluster (drawn when it is expanded)
 
     @property
     def css(self) -> str:
@@ -97,6 +99,10 @@ class ClusterBox:
     @property
     def size(self) -> tuple[float, float]:
         return self.collapsed if self.is_collapsed else self.expanded
+
+    def member_boxes(self) -> dict[str, tuple[float, float, float, float]]:
+        """Each member's (left, top, width, height) inside the expanded box."""
+        return {b.node.name: (b.x - b.w / 2, b.y - b.h / 2, b.w, b.h) for b in self.members}
 
 
 @dataclass
@@ -144,7 +150,15 @@ def _shown_count(cluster: ClusterView, shown: int) -> str:
     return f"{shown} of {len(cluster.members)} nodes shown"
 
 
-def _merge_edges(plan: Plan, key_of, route_of=None) -> list[Edge]:
+MAX_PORTS = 16   # an edge into an expanded cluster fans out to at most this many members, else ends at the box
+
+
+def _ports(names: list[str]) -> list[str]:
+    unique = list(dict.fromkeys(names))
+    return unique if len(unique) <= MAX_PORTS else []
+
+
+def _merge_edges(plan: Plan, key_of) -> list[Edge]:
     """Edges between the boxes ``key_of(node name)`` names (None: not drawn), merged per box pair."""
     model = plan.model
     merged: dict[tuple[str, str, bool], list] = {}
@@ -161,7 +175,9 @@ def _merge_edges(plan: Plan, key_of, route_of=None) -> list[Edge]:
                    for e in group[:6]]
         if len(group) > 6:
             tensors.append(f"… ({len(group)} edges)")
-        out.append(Edge(a, b, [], control, crossing, tensors, len(group)))
+        out.append(Edge(a, b, [], control, crossing, tensors, len(group),
+                        _ports([e.src for e in group]) if a.startswith("c:") else [],
+                        _ports([e.dst for e in group]) if b.startswith("c:") else []))
     return out
 
 
@@ -242,26 +258,53 @@ def _cluster_box(plan: Plan, cluster: ClusterView, members: list[NodeView], visi
 
 
 # ----- edge geometry (the page's script computes the same; see picture.js edgePath) -----------------
-def edge_path(src: tuple[float, float, float, float], dst: tuple[float, float, float, float],
-              points: list[tuple[float, float]]) -> tuple[str, str]:
-    """(SVG path ``d``, arrowhead polygon ``points``) for an edge from box ``src`` to box ``dst``
-    (each ``left, top, width, height``) through ``points``: vertical S-curves between layers."""
+Rect = tuple[float, float, float, float]
+
+
+def edge_path(src: Rect, dst: Rect, points: list[tuple[float, float]], src_ports: list[Rect] = (),
+              dst_ports: list[Rect] = ()) -> tuple[str, str]:
+    """(SVG path ``d`` of the line, path ``d`` of the arrowheads) for an edge from box ``src`` to box
+    ``dst`` (each ``left, top, width, height``) through ``points``: vertical S-curves between layers.
+    With ports (member boxes of an expanded cluster at that end) the line leaves/enters the cluster's
+    border above/below their mean and fans out to each of them, one arrowhead per target member."""
     sl, st, sw, sh = src
     dl, dt, dw, dh = dst
     downward = st + sh / 2 <= dt + dh / 2
     nxt = points[0] if points else (dl + dw / 2, dt)
     prv = points[-1] if points else (sl + sw / 2, st)
+    if src_ports:
+        nxt = (sum(p[0] + p[2] / 2 for p in src_ports) / len(src_ports), nxt[1])
+    if dst_ports:
+        prv = (sum(p[0] + p[2] / 2 for p in dst_ports) / len(dst_ports), prv[1])
     x0 = min(max(nxt[0], sl + 0.2 * sw), sl + 0.8 * sw)
     x1 = min(max(prv[0], dl + 0.2 * dw), dl + 0.8 * dw)
-    if downward:
-        y0, y1, tip = st + sh, dt - ARROW, dt
+    y0 = st + sh if downward else st
+    border = dt if downward else dt + dh
+    y1 = border if dst_ports else (border - ARROW if downward else border + ARROW)
+    d = [_curve([(x0, y0), *points, (x1, y1)])]
+    arrows = []
+    for p in src_ports:   # member → the cluster's border
+        px, py = p[0] + p[2] / 2, (p[1] + p[3] if downward else p[1])
+        d.append(_curve([(px, py), (x0, y0)]))
+    if dst_ports:
+        for p in dst_ports:
+            px, tip = p[0] + p[2] / 2, (p[1] if downward else p[1] + p[3])
+            base = tip - ARROW if downward else tip + ARROW
+            d.append(_curve([(x1, y1), (px, base)]))
+            arrows.append(_arrow(px, base, tip))
     else:
-        y0, y1, tip = st, dt + dh + ARROW, dt + dh
-    pts = [(x0, y0), *points, (x1, y1)]
-    d = [f"M{pts[0][0]:.1f},{pts[0][1]:.1f}"]
+        arrows.append(_arrow(x1, y1, border))
+    return " ".join(d), " ".join(arrows)
+
+
+def _curve(pts: list[tuple[float, float]]) -> str:
+    out = [f"M{pts[0][0]:.1f},{pts[0][1]:.1f}"]
     for (ax, ay), (bx, by) in zip(pts, pts[1:]):
         my = (ay + by) / 2
-        d.append(f"C{ax:.1f},{my:.1f} {bx:.1f},{my:.1f} {bx:.1f},{by:.1f}")
+        out.append(f"C{ax:.1f},{my:.1f} {bx:.1f},{my:.1f} {bx:.1f},{by:.1f}")
+    return " ".join(out)
+
+
+def _arrow(x: float, base: float, tip: float) -> str:
     half = ARROW / 2
-    arrow = f"{x1 - half:.1f},{y1:.1f} {x1 + half:.1f},{y1:.1f} {x1:.1f},{tip:.1f}"
-    return " ".join(d), arrow
+    return f"M{x - half:.1f},{base:.1f} L{x + half:.1f},{base:.1f} L{x:.1f},{tip:.1f} Z"

@@ -62,7 +62,8 @@ def scene_svg(scene: Scene, prefix: str = "", titles: bool = True) -> str:
     edge_parts = []
     for k, e in enumerate(scene.edges):
         edge_parts.append(edge_svg(e, boxes[e.src], boxes[e.dst], f"{prefix}e{k}", item_name(e.src),
-                                   item_name(e.dst), k))
+                                   item_name(e.dst), k, ports(scene, e.src, e.src_ports, boxes),
+                                   ports(scene, e.dst, e.dst_ports, boxes)))
     parts.append('<g class="edges">' + "".join(edge_parts) + "</g>")
     for k, item in scene.items.items():
         left, top, _, _ = boxes[k]
@@ -86,6 +87,16 @@ def scene_svg(scene: Scene, prefix: str = "", titles: bool = True) -> str:
             f'<g id="{prefix}graph0" class="graph"><title>{_e(model.title or "graph")}</title>'
             f'<text class="graph-title" x="{MARGIN}" y="{MARGIN + 10}" font-size="14">{_e(title)}</text>'
             f'<g class="scene" transform="translate({MARGIN},{MARGIN + TITLE_H})">{"".join(parts)}</g></g></svg>')
+
+
+def ports(scene: Scene, key: str, names: list[str], boxes: dict) -> list[tuple]:
+    """Absolute boxes of the members ``names`` of the cluster ``key`` if it is drawn expanded."""
+    item = scene.items[key]
+    if not names or not isinstance(item, ClusterBox) or item.is_collapsed:
+        return []
+    left, top = boxes[key][0], boxes[key][1]
+    local = item.member_boxes()
+    return [(left + local[n][0], top + local[n][1], local[n][2], local[n][3]) for n in names if n in local]
 
 
 def node_svg(b: Box, prefix: str, extra: str = "", at: tuple[float, float] | None = None,
@@ -112,14 +123,14 @@ def node_svg(b: Box, prefix: str, extra: str = "", at: tuple[float, float] | Non
 
 
 def edge_svg(e: Edge, src: tuple, dst: tuple, dom_id: str, src_name: str, dst_name: str,
-             index: int | None = None) -> str:
-    d, arrow = edge_path(src, dst, e.points)
+             index: int | None = None, src_ports: list = (), dst_ports: list = ()) -> str:
+    d, arrow = edge_path(src, dst, e.points, src_ports, dst_ports)
     dash = ' stroke-dasharray="5,3"' if e.control else ""
     data_e = f' data-e="{index}"' if index is not None else ""
     title = f"{src_name} → {dst_name}\n" + "\n".join(e.tensors)
     return (f'<g id="{dom_id}" class="edge {e.css}"{data_e} data-src="{_e(src_name)}" data-dst="{_e(dst_name)}">'
             f"<title>{_e(title)}</title><path d=\"{d}\" fill=\"none\" stroke=\"{e.color}\" "
-            f'stroke-width="{e.width:.1f}"{dash}/><polygon points="{arrow}" fill="{e.color}" stroke="{e.color}"/></g>')
+            f'stroke-width="{e.width:.1f}"{dash}/><path class="arrow" d="{arrow}" fill="{e.color}" stroke="{e.color}"/></g>')
 
 
 def cluster_inner(cb: ClusterBox, prefix: str, collapsed: bool, titles: bool = True) -> str:
@@ -145,7 +156,7 @@ def cluster_inner(cb: ClusterBox, prefix: str, collapsed: bool, titles: bool = T
                               f"{prefix}{c.dom_id}-e{k}", e.src, e.dst))
     nodes = "".join(node_svg(b, prefix, at=(b.x - b.w / 2, b.y - b.h / 2), titles=titles) for b in cb.members)
     return (f"<title>{_e(cb.head)}\n{_e(c.histogram_text(8))}\n(click the box to collapse)</title>"
-            f'<rect class="cluster-box" width="{w:.1f}" height="{h:.1f}" rx="6" fill="{c.box_fill}" '
+            f'<rect class="cluster-box" width="{w:.1f}" height="{h:.1f}" rx="6" fill="{c.box_fill}" fill-opacity="0.6" '
             f'stroke="{c.border}" stroke-width="2"/>'
             f'<text class="cluster-label" x="10" y="14" font-size="{CLUSTER_FONT + 1:g}" font-weight="bold" '
             f'fill="{c.border}">{_e(cb.head)}</text><g class="inner-edges">{"".join(edges)}</g>{nodes}')

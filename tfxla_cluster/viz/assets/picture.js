@@ -58,22 +58,47 @@ var tfxlaPicture = (function () {
     current = null; tip.hidden = true;
   }
   function f(x) { return x.toFixed(1); }
-  // From box s to box d (each [left, top, width, height]) through pts: vertical S-curves between layers.
-  function edgePath(s, d, pts) {
+  function curve(pts) {
+    var out = "M" + f(pts[0][0]) + "," + f(pts[0][1]);
+    for (var i = 1; i < pts.length; i++) {
+      var a = pts[i - 1], b = pts[i], my = (a[1] + b[1]) / 2;
+      out += " C" + f(a[0]) + "," + f(my) + " " + f(b[0]) + "," + f(my) + " " + f(b[0]) + "," + f(b[1]);
+    }
+    return out;
+  }
+  function arrow(x, base, tip) {
+    var h = ARROW / 2;
+    return "M" + f(x - h) + "," + f(base) + " L" + f(x + h) + "," + f(base) + " L" + f(x) + "," + f(tip) + " Z";
+  }
+  function meanX(ports) {
+    return ports.reduce(function (t, p) { return t + p[0] + p[2] / 2; }, 0) / ports.length;
+  }
+  // From box s to box d (each [left, top, width, height]) through pts: vertical S-curves between layers;
+  // sp/dp: member boxes of an expanded cluster at that end (the line fans out to them). Returns
+  // [line path, arrowheads path].
+  function edgePath(s, d, pts, sp, dp) {
+    sp = sp || []; dp = dp || [];
     var down = s[1] + s[3] / 2 <= d[1] + d[3] / 2;
     var nxt = pts.length ? pts[0] : [d[0] + d[2] / 2, d[1]];
     var prv = pts.length ? pts[pts.length - 1] : [s[0] + s[2] / 2, s[1]];
+    if (sp.length) nxt = [meanX(sp), nxt[1]];
+    if (dp.length) prv = [meanX(dp), prv[1]];
     var x0 = Math.min(Math.max(nxt[0], s[0] + 0.2 * s[2]), s[0] + 0.8 * s[2]);
     var x1 = Math.min(Math.max(prv[0], d[0] + 0.2 * d[2]), d[0] + 0.8 * d[2]);
-    var y0, y1, tipY;
-    if (down) { y0 = s[1] + s[3]; y1 = d[1] - ARROW; tipY = d[1]; } else { y0 = s[1]; y1 = d[1] + d[3] + ARROW; tipY = d[1] + d[3]; }
-    var all = [[x0, y0]].concat(pts, [[x1, y1]]), out = "M" + f(x0) + "," + f(y0);
-    for (var i = 1; i < all.length; i++) {
-      var a = all[i - 1], b = all[i], my = (a[1] + b[1]) / 2;
-      out += " C" + f(a[0]) + "," + f(my) + " " + f(b[0]) + "," + f(my) + " " + f(b[0]) + "," + f(b[1]);
+    var y0 = down ? s[1] + s[3] : s[1], border = down ? d[1] : d[1] + d[3];
+    var y1 = dp.length ? border : (down ? border - ARROW : border + ARROW);
+    var lines = [curve([[x0, y0]].concat(pts, [[x1, y1]]))], arrows = [];
+    sp.forEach(function (p) { lines.push(curve([[p[0] + p[2] / 2, down ? p[1] + p[3] : p[1]], [x0, y0]])); });
+    if (dp.length) {
+      dp.forEach(function (p) {
+        var px = p[0] + p[2] / 2, tip = down ? p[1] : p[1] + p[3], base = down ? tip - ARROW : tip + ARROW;
+        lines.push(curve([[x1, y1], [px, base]]));
+        arrows.push(arrow(px, base, tip));
+      });
+    } else {
+      arrows.push(arrow(x1, y1, border));
     }
-    var h = ARROW / 2;
-    return [out, f(x1 - h) + "," + f(y1) + " " + f(x1 + h) + "," + f(y1) + " " + f(x1) + "," + f(tipY)];
+    return [lines.join(" "), arrows.join(" ")];
   }
   // root: what holds the picture's toolbar, canvas and node links; attr: "id" or "class", as the
   // toolbar was written (picture_toolbar); data: the picture's facts and layout (viz/html.py picture).
@@ -144,12 +169,18 @@ var tfxlaPicture = (function () {
         itemEls[i].setAttribute("transform", "translate(" + f(box[0]) + "," + f(box[1]) + ")");
         return box;
       });
+      // Member boxes (cluster-local) of an expanded cluster's end, placed where the cluster now is.
+      function ports(item, local) {
+        var cl = clusterOfItem[item];
+        if (!local || cl === undefined || !open[cl]) return [];
+        return local.map(function (m) { return [boxes[item][0] + m[0], boxes[item][1] + m[1], m[2], m[3]]; });
+      }
       L.edges.forEach(function (e, k) {
         var pts = [], p = e[2];
         for (var i = 0; i < p.length; i += 2) { var s = shift(p[i], p[i + 1]); pts.push([p[i] + s[0], p[i + 1] + s[1]]); }
-        var d = edgePath(boxes[e[0]], boxes[e[1]], pts), el = edgeEls[k];
+        var d = edgePath(boxes[e[0]], boxes[e[1]], pts, ports(e[0], e[3]), ports(e[1], e[4])), el = edgeEls[k];
         el.querySelector("path").setAttribute("d", d[0]);
-        el.querySelector("polygon").setAttribute("points", d[1]);
+        el.querySelector("path.arrow").setAttribute("d", d[1]);
       });
       baseW = L.width + gw; baseH = L.height + gh;
       svg.setAttribute("viewBox", "0 0 " + f(baseW) + " " + f(baseH));
