@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from tfxla_cluster.viz import write
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.browser
 
@@ -270,3 +273,32 @@ def test_page_script_draws_edges_as_python_does(driver, pages):
             gn, wn = re.findall(r"-?[\d.]+", g), re.findall(r"-?[\d.]+", w)
             assert re.sub(r"-?[\d.]+", "#", g) == re.sub(r"-?[\d.]+", "#", w) and len(gn) == len(wn)
             assert all(abs(float(a) - float(b)) <= 0.1001 for a, b in zip(gn, wn)), (g, w)
+
+
+def test_a_training_step_of_hundreds_of_nodes_starts_collapsed(driver, browser, tmp_path):
+    """A real training step (4-layer MLP, gradients, Adam; ~340 op nodes after grappler) is over the
+    collapse threshold: the page starts with one box per cluster, apart, and expands one on a click."""
+    import importlib.util
+
+    from tfxla_cluster.viz.layout import COLLAPSE_OVER
+
+    spec = importlib.util.spec_from_file_location("viz_page_timing", ROOT / "tools" / "viz_page_timing.py")
+    timing = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(timing)
+    result = timing.clustered(4)
+    assert len(result.decisions) > COLLAPSE_OVER and result.clusters
+    page = write(result, tmp_path / "train_step.html", title="training step")
+    driver.get(page.as_uri())
+    boxes = driver.execute_script("return Array.from(document.querySelectorAll('g.xla-cluster.collapsed'))"
+                                  ".map(g => g.dataset.cluster);")
+    assert sorted(boxes) == sorted(result.clusters)
+    assert driver.execute_script("return document.querySelectorAll('g.node[data-node]').length;") == \
+        sum(1 for n in result.decisions if not result.cluster_of(n))
+    assert_apart(driver.execute_script(TOP_BOXES))
+    browser.keep_screenshot("viz_browser_train_step.png")
+    name = max(result.clusters, key=lambda c: len(result.clusters[c]))
+    driver.execute_script("document.getElementById(arguments[0]).dispatchEvent(new MouseEvent('click', {bubbles: true}));",
+                          f"cluster_{name}")
+    assert members_drawn(driver, name) == sorted(result.clusters[name])
+    assert_apart(driver.execute_script(TOP_BOXES))
+    assert browser.severe_logs() == []
