@@ -1,5 +1,6 @@
 """Fixtures for the visualization tests: clustering results of sample graphs (computed once per session),
-the ``browser`` marker, and skips for missing Graphviz / Chromium."""
+the ``browser`` marker (the browser fixtures are in tests/conftest.py), and ``needs_graphviz`` for the
+tests of Graphviz itself on our DOT text (our pictures never need it)."""
 from __future__ import annotations
 
 from pathlib import Path
