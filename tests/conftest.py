@@ -4,11 +4,16 @@ Tests run with ``--import-mode=importlib`` (test files in different folders shar
 test folder's helper modules (gdb.py, hlo_corpus.py, harness.py, ...) are made importable here; their
 names are unique across folders. TF's C++ logs stay quiet. The headless-Chromium fixtures of the
 browser tests (tests/viz, tests/report) are here, so both drive the browser the same way.
+
+A missing browser (Chromium, chromedriver or Selenium) fails the browser tests when ``CI`` is set
+(``CI=true``: .ci/run installs them, so their absence is a broken set-up, not a reason to skip);
+anywhere else they are skipped loudly: a pytest warning and a line in the terminal summary.
 """
 import os
 import shutil
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import pytest
@@ -34,24 +39,54 @@ def _chromedriver() -> str | None:
     return "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else shutil.which("chromedriver")
 
 
+BROWSER_SKIP = "browser test skipped: "
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def no_browser(what: str) -> None:
+    """Fail (in CI) or skip loudly: ``what`` is missing."""
+    if in_ci():
+        pytest.fail(f"CI is set but {what}: the browser tests must run in CI (.ci/run installs the Debian "
+                    "packages chromium and chromium-driver, and the test extra installs selenium)", pytrace=False)
+    warnings.warn(pytest.PytestWarning(BROWSER_SKIP + what))
+    pytest.skip(BROWSER_SKIP + what)
+
+
+def pytest_terminal_summary(terminalreporter):
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if BROWSER_SKIP in str(getattr(r, "longrepr", ""))]
+    if skipped:
+        reason = str(skipped[0].longrepr[-1]) if isinstance(skipped[0].longrepr, tuple) else str(skipped[0].longrepr)
+        terminalreporter.write_sep("!", f"{len(skipped)} BROWSER TESTS WERE SKIPPED, NOT RUN", red=True, bold=True)
+        terminalreporter.write_line(reason.replace("Skipped: ", ""), red=True)
+        terminalreporter.write_line("(with CI=true they fail instead; install: apt-get install chromium "
+                                    "chromium-driver; pip install selenium)", red=True)
+
+
 @pytest.fixture
 def chrome_command() -> list[str]:
-    """Chromium and its headless flags, for running it without Selenium; skips when it is absent."""
+    """Chromium and its headless flags, for running it without Selenium (see :func:`no_browser`)."""
     browser = _chromium()
     if not browser:
-        pytest.skip("headless Chromium needs the Debian package chromium")
+        no_browser("headless Chromium is not installed (Debian package chromium)")
     return [browser, *CHROME_ARGS]
 
 
 @pytest.fixture(scope="module")
 def driver():
-    """Headless Chromium under Selenium, one per test module; skips when any of them is absent."""
-    webdriver = pytest.importorskip("selenium.webdriver", reason="Selenium (pip install selenium) is not installed")
-    from selenium.webdriver.chrome.service import Service
-
+    """Headless Chromium under Selenium, one per test module (see :func:`no_browser`)."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        no_browser("Selenium is not installed (pip install selenium)")
     browser, drv = _chromium(), _chromedriver()
     if not browser or not drv:
-        pytest.skip("headless Chromium needs the Debian packages chromium and chromium-driver")
+        no_browser("headless Chromium needs the Debian packages chromium and chromium-driver "
+                   f"(missing: {', '.join(n for n, p in (('chromium', browser), ('chromedriver', drv)) if not p)})")
     profile = tempfile.mkdtemp(prefix="tfxla-chrome-")
     opts = webdriver.ChromeOptions()
     opts.binary_location = browser

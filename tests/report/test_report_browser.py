@@ -2,21 +2,15 @@
 the page of tests/report/tiny_program.py from a local file; one SVG group per cluster in each function's
 picture, the reasons' text, hovering a node shows its details, the advisor has an entry for the
 deliberately tiny cluster, cluster details open from the table, no script errors. Screenshots are kept
-in pytest's tmp_path and copied to ``out/`` (gitignored), next to the viz ones. Skipped, not failed,
-when Chromium, chromedriver, Selenium or Graphviz is absent.
+in pytest's tmp_path and copied to ``out/`` (gitignored), next to the viz ones. No Graphviz is needed.
+Without Chromium, chromedriver or Selenium: failed when CI is set, skipped loudly elsewhere
+(tests/conftest.py).
 """
 from __future__ import annotations
 
 import pytest
 
 pytestmark = pytest.mark.browser
-
-@pytest.fixture(scope="module", autouse=True)
-def _graphviz():
-    from tfxla_cluster.viz.layout import graphviz_available
-
-    if not graphviz_available():
-        pytest.skip("Graphviz (Debian package graphviz, PyPI graphviz) is not installed")
 
 
 def _tiny(report):
@@ -84,4 +78,37 @@ def test_cluster_details_open_from_the_table(driver, browser, script_report):
     assert detail.get_attribute("open") is not None
     text = detail.text
     assert "HLO before optimisation" in text and "TF's kernels" in text and "launch overhead dominates" in text
+    assert browser.severe_logs() == []
+
+
+def test_collapsed_pictures_expand_with_unique_ids(driver, browser, script_report, tmp_path):
+    """Every function's picture starts collapsed; expanding a cluster in one puts its members there,
+    with ids prefixed per function (no id twice on the page), and focus works per picture."""
+    from tfxla_cluster.report import write_report
+
+    report, _ = script_report
+    path = write_report(report, tmp_path / "collapsed.html", collapse=True)
+    driver.get(path.as_uri())
+    for k, fn in enumerate(report.functions):
+        for name, c in fn.clusters.items():
+            sel = f'#fn-{k} svg g.xla-cluster[data-cluster="{name}"]'
+            assert driver.execute_script(f"return document.querySelector('{sel}').getAttribute('class');") == \
+                "node xla-cluster collapsed"
+            driver.execute_script("var g = document.querySelector(arguments[0]); g.scrollIntoView({block: 'center'});"
+                                  "g.dispatchEvent(new MouseEvent('click', {bubbles: true}));", sel)
+            inside = driver.execute_script(
+                "return Array.from(document.querySelector(arguments[0]).querySelectorAll('g.node'))"
+                ".map(g => g.dataset.node);", sel)
+            assert sorted(inside) == sorted(c.members)
+    ids = driver.execute_script("return Array.from(document.querySelectorAll('[id]')).map(e => e.id);")
+    assert len(ids) == len(set(ids))
+    step = next(k for k, f in enumerate(report.functions) if f.name.startswith("step"))
+    driver.execute_script("document.querySelector('#fn-' + arguments[0] + ' g.node[data-node=\"Unique\"]')"
+                          ".dispatchEvent(new MouseEvent('click', {bubbles: true}));", step)
+    info = driver.execute_script("return document.querySelector('#fn-' + arguments[0] + ' .focus-info').textContent;", step)
+    assert info.startswith("neighbourhood of Unique")
+    others = [k for k in range(len(report.functions)) if k != step]
+    for k in others:   # the other pictures are not dimmed
+        assert driver.execute_script("return document.querySelectorAll('#fn-' + arguments[0] + ' g.dim').length;", k) == 0
+    browser.keep_screenshot("report_browser_expanded.png")
     assert browser.severe_logs() == []

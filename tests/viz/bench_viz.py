@@ -2,14 +2,15 @@
 
 Uses ``tools/bench_clustering.py``'s ``synthetic_graph(n)`` (random DAGs with barriers, constants and
 control edges). For each size prints the seconds for: clustering, the model (with TF shape inference),
-``.dot`` (everything: model + DOT text), ``.svg`` and ``.html`` with ``--collapse`` (Graphviz layout
-included), a focus view (``--around`` a middle node, depth 3), and the ``report`` page: static (clustering,
+``.dot`` (everything: model + DOT text), ``.svg`` and ``.html`` with ``--collapse`` (our layered layout
+included; the .html also lays out every cluster's inside, for expanding it in the page), a focus view (``--around`` a middle node, depth 3), and the ``report`` page: static (clustering,
 reasons, advisor's static findings, collapsed picture, focus-ready) and, with ``--report-run``, run on
 generated inputs (every cluster compiled, launched, timed against TF's kernels within the report's
-timing budget; the run's own compile time is listed separately). Target: under 30 s each at 10k nodes.
+timing budget; the run's own compile time is listed separately). Target: under 30 s each at 10k nodes. (The page's
+opening time in Chromium: tools/viz_page_timing.py.)
 
     python tests/viz/bench_viz.py            # 10k nodes
-    python tests/viz/bench_viz.py 1000 10000 --full-svg   # also lay out every node (slow: dot is O(n^2)-ish)
+    python tests/viz/bench_viz.py 1000 10000 --full-svg   # also lay out every node in the .svg
     python tests/viz/bench_viz.py 1000 10000 --report-run # also the report with run-time numbers
 """
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Fixtures for the visualization tests: clustering results of sample graphs (computed once per session),
-the ``browser`` marker, and skips for missing Graphviz / Chromium."""
+the ``browser`` marker (the browser fixtures are in tests/conftest.py), and ``needs_graphviz`` for the
+tests of Graphviz itself on our DOT text (our pictures never need it)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,7 +12,8 @@ FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "browser: opens pages in headless Chromium (skipped when absent)")
+    config.addinivalue_line("markers", "browser: opens pages in headless Chromium (fails in CI when absent, "
+                                       "else skipped loudly)")
 
 
 def _mark(name: str, grappler: bool = True):

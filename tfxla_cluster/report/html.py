@@ -8,8 +8,9 @@ Stage: report (rendering). :func:`to_html` lays out, top to bottom:
 * ``#numerics`` — with ``--check-numerics``: max abs/rel error per cluster output, and the first
   diverging HLO instruction of a divergence;
 * per function ``section.function#fn-K``: TF's clustering summary, the cluster picture (the viz SVG:
-  one ``g.xla-cluster`` per cluster holding one ``g.node`` per member; hover shows details; zoom and
-  search; clusters collapsed automatically on big graphs, or a focus neighbourhood), a table of
+  one ``g.xla-cluster`` per cluster holding one ``g.node`` per member; hover shows details; zoom,
+  search, expand/collapse a cluster on a click, a node's neighbourhood on a click, colour by cluster or
+  reason; clusters start collapsed on big graphs, or a focus neighbourhood is drawn; no Graphviz), a table of
   clusters with compile and run times, the unclustered nodes by reason, and one ``details.cluster-detail``
   per cluster: compiles and causes, signatures with timings compiled vs TF's kernels, kernels of the
   optimised module, HLO before and after optimisation, numerics.
@@ -25,8 +26,7 @@ import re
 from typing import Any
 
 from tfxla_cluster.report.model import Advice, ClusterReport, FunctionReport, Report
-
-COLLAPSE_OVER = 600        # nodes: above this the picture shows clusters collapsed
+from tfxla_cluster.viz.layout import COLLAPSE_OVER  # nodes: over this, pictures start collapsed
 MAX_HLO_LINES = 3000       # per module shown; the rest is elided with a note
 _MAX_ROWS = 400            # clusters listed in full before the table is cut
 _MAX_ADVICE = 300          # advisor findings shown per severity
@@ -175,10 +175,10 @@ def _prefix_ids(fragment: str, prefix: str) -> str:
 
 def _picture(report: Report, fn: FunctionReport, k: int, *, around: str | None, depth: int,
              collapse: bool | None) -> tuple[str, dict]:
-    """(the picture's HTML, its hover data)."""
+    """(the picture's HTML, its data: hover facts and layout). Laid out by the viz package's own
+    layered layout: no Graphviz needed."""
     from tfxla_cluster.viz.graph_dot import make_plan
-    from tfxla_cluster.viz.html import picture_data, picture_toolbar
-    from tfxla_cluster.viz.layout import graphviz_available
+    from tfxla_cluster.viz.html import picture, picture_toolbar
     from tfxla_cluster.viz.model import build_model
 
     if fn.mark_result is None:
@@ -189,24 +189,19 @@ def _picture(report: Report, fn: FunctionReport, k: int, *, around: str | None, 
     big = len(model.nodes) > COLLAPSE_OVER
     plan = make_plan(model, around=here, depth=depth, collapse=bool(collapse) if collapse is not None else
                      (big and here is None), legend=True)
-    data = picture_data(plan, lambda c: {"timing": _timing_text(fn.clusters.get(c.name))})
     view = []
     if plan.collapse:
-        view.append(f"clusters collapsed ({len(model.nodes)} nodes; hover a cluster for its size and ops; "
+        view.append(f"clusters collapsed ({len(model.nodes)} nodes; click a cluster to expand it; "
                     "--around NODE draws one node's neighbourhood in full)")
     if plan.focus is not None:
         view.append(f"around {here}, depth {plan.focus.radius}: {len(plan.visible)} of {len(model.nodes)} nodes")
-    if not graphviz_available():
-        return ('<p class="warn">No picture: Graphviz (Debian package graphviz and PyPI graphviz) is not '
-                "installed.</p>", data)
-    from tfxla_cluster.viz.svg import cluster_svg
-
     try:
-        svg = cluster_svg(plan)
+        svg, data = picture(plan, prefix=f"f{k}-",
+                            cluster_extra=lambda c: {"timing": _timing_text(fn.clusters.get(c.name))})
     except Exception as e:   # the rest of the report does not depend on the picture
-        return f'<p class="warn">No picture: {_e(type(e).__name__)}: {_e(str(e)[:300])}</p>', data
-    svg = _prefix_ids(svg, f"f{k}-")
-    toolbar = picture_toolbar("class", " · ".join(view) or "hover a node for details")
+        return f'<p class="warn">No picture: {_e(type(e).__name__)}: {_e(str(e)[:300])}</p>', {}
+    toolbar = picture_toolbar("class", " · ".join(view) or
+                              "hover: details · click a cluster: expand/collapse · click a node: its neighbourhood")
     return f'{toolbar}<div class="canvas" data-fn="{k}">{svg}</div>', data
 
 

@@ -5,10 +5,15 @@ Stage: visualization — reads results of the earlier stages, never changes them
     model.py        MarkResult → VizModel (nodes with reasons, shapes, attrs; clusters with boundaries);
                     focus (``--around NODE --depth K``)
     graph_dot.py    Plan (what to draw: all / focus, boxed / collapsed clusters) → DOT text (pure Python)
-    layout.py       Graphviz ``dot`` through the ``graphviz`` binding (clear error when missing); formats
-    svg.py          the clustering SVG annotated: one group per cluster (``id="cluster_<name>"``) holding
-                    one group per node (``data-node``)
-    html.py         one self-contained HTML page: inline SVG, hover tooltips, cluster and reason tables
+    layered.py      a layered (Sugiyama-style) layout in pure Python: boxes and edges → centres, routes
+    scene.py        a Plan laid out in two levels (inside each cluster, then clusters and loose nodes)
+    svg.py          the scene as SVG: one group per cluster (``id="cluster_<name>"``) holding one group
+                    per node (``data-node``) — no Graphviz anywhere
+    html.py         one self-contained HTML page: inline SVG, hover panel, expand/collapse clusters,
+                    search, neighbourhood focus, colour by cluster/reason, cluster and reason tables;
+                    its script and style are package data in ``assets/``
+    layout.py       output formats, the collapse threshold, and ``dot_to_svg`` (Graphviz, for users'
+                    own DOT; our pictures do not use it)
     api.py          render(result, "dot"|"svg"|"html", ...) / write(result, path, ...)
     hlo_dot.py      hlo_to_dot(module): computations, fusions as nested boxes
     tensorboard.py  write_tensorboard(result, logdir): the marked graph as a TensorBoard event file
@@ -32,6 +37,8 @@ _LAZY = {
     "to_dot": "tfxla_cluster.viz.graph_dot",
     "cluster_dot": "tfxla_cluster.viz.graph_dot",
     "dot_to_svg": "tfxla_cluster.viz.layout",
+    "layered_layout": "tfxla_cluster.viz.layered",
+    "build_scene": "tfxla_cluster.viz.scene",
     "graphviz_available": "tfxla_cluster.viz.layout",
     "cluster_svg": "tfxla_cluster.viz.svg",
     "to_html": "tfxla_cluster.viz.html",

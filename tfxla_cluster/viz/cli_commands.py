@@ -3,7 +3,7 @@
 Stage: command line (visualization). Importing this module registers the commands with
 :func:`tfxla_cluster.cli.command`; it imports nothing heavy (TensorFlow loads when a command runs), so
 ``tfxla-cluster --help`` stays fast. Errors are the library's typed errors, which the CLI turns into
-one line and exit code 2 — including a missing Graphviz for ``.svg``/``.html`` output.
+one line and exit code 2. No format needs Graphviz: ``.svg``/``.html`` use our own layout.
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import argparse
 import os
 
 from tfxla_cluster.cli import _mark_args, _run_mark, command
+from tfxla_cluster.viz.layout import COLLAPSE_OVER
 
 
 def _graph_and_flags_args(p: argparse.ArgumentParser) -> None:
@@ -26,15 +27,20 @@ def _mark(args: argparse.Namespace):
 def _viz_args(p: argparse.ArgumentParser) -> None:
     _graph_and_flags_args(p)
     p.add_argument("-o", "--output", required=True,
-                   help="output file: .dot (needs only Python), .svg or .html (need Graphviz's dot)")
+                   help="output file: .dot (Graphviz text), .svg or .html (interactive page); all made by "
+                        "Python alone")
     p.add_argument("--format", choices=("dot", "svg", "html"), default=None,
                    help="output format (default: from the file extension)")
     p.add_argument("--around", metavar="NODE", default=None,
                    help="draw only NODE's neighbourhood (for big graphs); its boundary is marked")
     p.add_argument("--depth", metavar="K", type=int, default=2,
                    help="with --around: how many edges away from NODE to draw (default: %(default)s)")
-    p.add_argument("--collapse", action="store_true",
-                   help="draw each cluster as one node (for graphs of thousands of nodes)")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--collapse", dest="collapse", action="store_const", const=True, default=None,
+                      help="start with each cluster drawn as one box (the .html page expands one on a click); "
+                           f"the default for .svg/.html of graphs over {COLLAPSE_OVER} nodes")
+    view.add_argument("--expand", dest="collapse", action="store_const", const=False,
+                      help="start with every cluster drawn with its nodes, however big the graph")
     p.add_argument("--no-legend", action="store_true", help="leave out the legend")
     p.add_argument("--title", default=None, help="picture title (default: the graph file's name)")
 
@@ -42,12 +48,10 @@ def _viz_args(p: argparse.ArgumentParser) -> None:
 @command("viz", "draw the graph with its XLA clusters (.dot, .svg or interactive .html); "
                 "unclustered nodes show why", _viz_args)
 def cmd_viz(args: argparse.Namespace) -> int:
-    from tfxla_cluster.viz.layout import format_for, require_graphviz
+    from tfxla_cluster.viz.layout import format_for
 
-    # A bad file name or a missing Graphviz fails at once, before TensorFlow loads.
+    # A bad file name fails at once, before TensorFlow loads.
     fmt = format_for(args.output, args.format)
-    if fmt != "dot":
-        require_graphviz()
     from tfxla_cluster.viz.api import write
 
     result, flags = _mark(args)

@@ -1,27 +1,35 @@
 """The clustering as one self-contained HTML page.
 
-Stage: visualization. :func:`to_html` wraps an annotated SVG (:func:`~tfxla_cluster.viz.svg.cluster_svg`)
-in a page with no external assets (no CDN, no fonts, no images — it works from a file on a machine
-without network):
+Stage: visualization. :func:`to_html` puts the picture (:func:`picture`: our own layered layout, see
+:mod:`tfxla_cluster.viz.scene` — no Graphviz) in a page with no external assets (no CDN, no fonts, no
+images — it works from a file on a machine without network):
 
 * a summary block: the flags in effect (as ``TF_XLA_FLAGS=...``), TF's clustering summary text;
-* the picture, inline, with zoom and a node search; hovering a node shows a tooltip panel
-  (``#tooltip``) with its op, attributes, output dtypes and shapes, device and clustering reason
-  (the same facts are in each node's SVG ``<title>``);
+* the picture, inline, with zoom; hovering a node shows a tooltip panel (``#tooltip``) with its op,
+  attributes, output dtypes and shapes, device and clustering reason (the same facts are in each
+  node's SVG ``<title>``); a click on a collapsed cluster expands it (a click on an expanded cluster's
+  box collapses it); a click on a node dims everything but its neighbourhood (depth 1–3); search by
+  node name (Enter: expand the match's cluster and focus on it); colour by cluster, by reason or both;
 * a table of clusters (``#clusters``: size, op histogram, tensors crossing the boundary) and a table
   of unclustered nodes grouped by reason (``#reasons``: code, TF's reason, our hint, the nodes).
 
-The node facts travel as JSON in ``<script id="viz-data" type="application/json">``; ``</`` is
-escaped so no node name can end the script early. Everything shown is HTML-escaped.
+Clusters start collapsed with ``collapse`` (the CLI's ``--collapse``; the report collapses big graphs):
+the page then holds only the collapsed boxes and lays nothing out on load; a cluster's members are put
+in the page when it is first expanded (their positions were computed in Python).
 
-The picture's toolbar, hover data and script (:func:`picture_toolbar`, :func:`picture_data`,
-:data:`PICTURE_JS`) and :data:`CSS` serve the report page too (one picture per function there).
+The node facts and the layout travel as JSON in ``<script id="viz-data" type="application/json">``;
+``</`` is escaped so no node name can end the script early. Everything shown is HTML-escaped.
+
+The picture's toolbar, data and script (:func:`picture_toolbar`, :func:`picture`, :data:`PICTURE_JS`)
+and :data:`CSS` serve the report page too (one picture per function there). The script and style
+are package data (``tfxla_cluster/viz/assets``), read once.
 """
 from __future__ import annotations
 
 import collections
 import html
 import json
+from importlib import resources
 from typing import Any, Callable
 
 from tfxla_cluster.viz.graph_dot import Plan
@@ -30,12 +38,20 @@ from tfxla_cluster.viz.model import VizModel, reason_fill
 _MAX_LISTED = 60
 
 
+def _asset(name: str) -> str:
+    return resources.files("tfxla_cluster.viz").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+CSS = _asset("picture.css")
+PICTURE_JS = _asset("picture.js")
+
+
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def to_html(plan: Plan, svg: str) -> str:
-    """The page for ``plan`` with its annotated ``svg`` (an ``<svg>`` element)."""
+def to_html(plan: Plan) -> str:
+    """The page for ``plan``."""
     model = plan.model
     title = model.title or "graph"
     view = ""
@@ -48,6 +64,7 @@ def to_html(plan: Plan, svg: str) -> str:
              f" ({clustered} nodes clustered) · {len(model.nodes) - clustered} not clustered")
     if plan.focus is not None:
         stats += f" · {len(plan.visible)} shown"
+    svg, data = picture(plan)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -57,12 +74,12 @@ def to_html(plan: Plan, svg: str) -> str:
         f'<header><h1>XLA clusters: {_e(title)}{view}</h1><p class="stats">{stats}</p></header>',
         _summary_section(model),
         '<section id="graph"><h2>Graph</h2>',
-        picture_toolbar("id", "hover a node for details"),
+        picture_toolbar("id", "hover: details · click a cluster: expand/collapse · click a node: its neighbourhood"),
         f'<div id="canvas">{svg}</div></section>',
         _clusters_section(model),
         _reasons_section(model),
         '<div id="tooltip" role="tooltip" hidden></div>',
-        f'<script type="application/json" id="viz-data">{script_json(picture_data(plan))}</script>',
+        f'<script type="application/json" id="viz-data">{script_json(data)}</script>',
         f"<script>{PICTURE_JS}{_JS}</script>",
         "</body></html>",
     ]
@@ -141,26 +158,82 @@ def _reasons_section(model: VizModel) -> str:
 
 
 def picture_toolbar(attr: str, help_text: str) -> str:
-    """Zoom and search over a picture; ``attr`` names its parts by "id" (one picture on the page) or by
+    """The picture's controls; ``attr`` names its parts by "id" (one picture on the page) or by
     "class" (several), as :data:`PICTURE_JS` ``install`` is told."""
-    return (f'<div class="toolbar"><button {attr}="zoom-in" title="zoom in">+</button>'
-            f'<button {attr}="zoom-out" title="zoom out">−</button><button {attr}="zoom-fit">fit</button>'
-            f'<button {attr}="zoom-1">100%</button>'
-            f'<input {attr}="search" type="search" placeholder="find node by name…" autocomplete="off">'
-            f'<span {attr}="search-count"></span>'
-            f'<span class="help">{_e(help_text)}</span></div>')
+    def el(tag: str, name: str, inner: str = "", extra: str = "") -> str:
+        return f'<{tag} {attr}="{name}"{extra}>{inner}</{tag}>'
+
+    return ('<div class="toolbar">'
+            + el("button", "zoom-in", "+", ' title="zoom in"') + el("button", "zoom-out", "−", ' title="zoom out"')
+            + el("button", "zoom-fit", "fit") + el("button", "zoom-1", "100%")
+            + el("button", "expand-all", "expand all", ' title="expand every cluster"')
+            + el("button", "collapse-all", "collapse all", ' title="collapse every cluster"')
+            + f'<input {attr}="search" type="search" placeholder="find node by name…" autocomplete="off">'
+            + el("span", "search-count")
+            + '<label>colour by ' + el("select", "color-by", '<option value="both">cluster and reason</option>'
+                                       '<option value="cluster">cluster</option><option value="reason">reason</option>')
+            + '</label><label>neighbourhood depth ' + el("select", "focus-depth", "".join(
+                f'<option value="{k}"{" selected" if k == 2 else ""}>{k}</option>' for k in (1, 2, 3)))
+            + "</label>" + el("span", "focus-info") + el("button", "focus-clear", "show all", " hidden")
+            + f'<span class="help">{_e(help_text)}</span></div>')
 
 
-def picture_data(plan: Plan, cluster_extra: Callable[[Any], dict] | None = None) -> dict:
-    """The hover facts of ``plan``'s picture; ``cluster_extra(cluster)`` adds fields to a cluster's."""
+def picture(plan: Plan, *, prefix: str = "", cluster_extra: Callable[[Any], dict] | None = None) -> tuple[str, dict]:
+    """(the ``<svg>`` of ``plan``, the JSON-ready data its script needs): node and cluster facts for
+    hovering (``cluster_extra(cluster)`` adds fields), the layout for expanding and collapsing
+    (base boxes, edge waypoints, each cluster's two sizes and the markup of its other state) and the
+    node graph for search and focus. ``prefix`` goes before every id in the SVG."""
+    from tfxla_cluster.viz.scene import ClusterBox, build_scene
+    from tfxla_cluster.viz.svg import LEGEND_GAP, MARGIN, TITLE_H, cluster_inner, legend_svg, scene_svg
+
+    scene = build_scene(plan, interiors=True)
+    svg = scene_svg(scene, prefix, titles=False)
+    keys = list(scene.items)
+    index = {k: i for i, k in enumerate(keys)}
+    ox, oy = MARGIN, MARGIN + TITLE_H       # the scene group's offset in the SVG
+    items = []
+    for item in scene.items.values():
+        w, h = item.size if isinstance(item, ClusterBox) else (item.w, item.h)
+        items.append([round(item.x - w / 2, 1), round(item.y - h / 2, 1), round(w, 1), round(h, 1)])
+    width, height = scene.width, scene.height
+    if plan.legend:
+        _, lw, lh = legend_svg(scene)
+        items.append([round(width + LEGEND_GAP, 1), 0.0, round(lw, 1), round(lh, 1)])
+        keys.append("legend")
+        width += LEGEND_GAP + lw
+        height = max(height, lh)
+    local = {name: cb.member_boxes() for name, cb in scene.clusters.items()}
+
+    def ports(key: str, names: list[str]) -> list | None:
+        boxes = local.get(key[2:]) if key.startswith("c:") else None
+        return [[round(v, 1) for v in boxes[n]] for n in names if n in boxes] if boxes and names else None
+
+    # [source item, target item, waypoints (x, y, x, y…), source ports, target ports]
+    edges = [[index[e.src], index[e.dst], [round(c, 1) for p in e.points for c in p], ports(e.src, e.src_ports),
+              ports(e.dst, e.dst_ports)] for e in scene.edges]
+    clusters_layout = {}
+    for name, cb in scene.clusters.items():
+        clusters_layout[name] = {"item": index["c:" + name], "open": not cb.is_collapsed,
+                                 "sizes": [[round(v, 1) for v in cb.collapsed], [round(v, 1) for v in cb.expanded]],
+                                 "frag": cluster_inner(cb, prefix, not cb.is_collapsed, titles=False)}
+    # Coordinates are the scene group's; the SVG's size adds the margins and title.
+    layout = {"keys": keys, "items": items, "edges": edges, "clusters": clusters_layout,
+              "width": round(width + 2 * ox, 1), "height": round(height + oy + MARGIN, 1)}
     clusters = {}
     for c in plan.model.clusters.values():
         clusters[c.name] = {"name": c.name, "size": len(c.members), "ops": c.histogram_text(12),
                             "inputs": len(c.inputs), "outputs": len(c.outputs)}
         if cluster_extra is not None:
             clusters[c.name].update(cluster_extra(c))
-    # Collapsed clusters are hovered as a whole: their members' details are not needed.
-    return {"nodes": {n.name: n.details() for n in plan.visible if not plan.is_collapsed(n)}, "clusters": clusters}
+    visible = plan.visible
+    names = [n.name for n in visible]
+    pos = {n: i for i, n in enumerate(names)}
+    graph_edges = sorted({(pos[e.src], pos[e.dst]) for e in plan.model.edges if e.src in pos and e.dst in pos})
+    members = {name: [b.node.name for b in cb.members] or
+               [n.name for n in visible if n.cluster == name] for name, cb in scene.clusters.items()}
+    data = {"nodes": {n.name: n.details() for n in visible}, "clusters": clusters, "layout": layout,
+            "graph": {"names": names, "edges": [list(e) for e in graph_edges]}, "members": members}
+    return svg, data
 
 
 def script_json(data: object) -> str:
@@ -169,152 +242,7 @@ def script_json(data: object) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "\\u003c/")
 
 
-CSS = """
-:root { --fg:#222; --muted:#666; --line:#ddd; }
-body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: var(--fg);
-       margin: 0 1.2em 2em; }
-h1 { font-size: 1.35em; margin: .8em 0 .2em; } h2 { font-size: 1.15em; margin: 1.2em 0 .4em; }
-h3 { font-size: 1em; margin: .4em 0; } .stats { color: var(--muted); margin: 0; }
-pre { background: #f6f6f6; border: 1px solid var(--line); padding: .5em .7em; overflow: auto; max-height: 22em;
-      font-size: 12px; }
-.cols { display: flex; gap: 1.5em; flex-wrap: wrap; } .cols > div { flex: 1 1 28em; min-width: 0; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { border-bottom: 1px solid var(--line); padding: .25em .6em; text-align: left; vertical-align: top; }
-td.num { text-align: right; } table.kv th { font-weight: normal; color: var(--muted); }
-.swatch { display: inline-block; width: .9em; height: .9em; border: 1px solid #999; margin-right: .4em;
-          vertical-align: -2px; }
-.warn { color: #a33; }
-.toolbar { display: flex; gap: .4em; align-items: center; margin-bottom: .4em; }
-.toolbar button { min-width: 2.2em; } .toolbar .help { color: var(--muted); margin-left: auto; font-size: 12px; }
-#canvas, .canvas { border: 1px solid var(--line); overflow: auto; max-height: 82vh; background: #fff; }
-#canvas svg, .canvas svg { display: block; }
-g.node { cursor: default; }
-g.node.hover > path, g.node.hover > polygon, g.node.hover > ellipse { stroke-width: 3; }
-g.node.match > path, g.node.match > polygon { stroke: #c00000; stroke-width: 3; }
-g.xla-cluster.flash > path, g.xla-cluster.flash > polygon { stroke-width: 5; }
-#tooltip { position: fixed; z-index: 10; max-width: 30em; background: #fffff8; border: 1px solid #999;
-           box-shadow: 0 2px 8px rgba(0,0,0,.25); padding: .5em .7em; font-size: 12px; pointer-events: none; }
-#tooltip .t-name { font-weight: bold; word-break: break-all; } #tooltip .t-op { color: #1a5fb4; }
-#tooltip table { font-size: 12px; } #tooltip th, #tooltip td { border: 0; padding: 0 .5em 0 0; }
-#tooltip th { color: var(--muted); font-weight: normal; } #tooltip code { word-break: break-all; }
-#tooltip .t-reason { margin-top: .3em; } #tooltip .t-hint { color: var(--muted); }
-code.node-link { cursor: pointer; text-decoration: underline dotted; }
-"""
-
-# The picture's hover panel, zoom and search; a page calls tfxlaPicture.install for each picture.
-PICTURE_JS = r"""
-var tfxlaPicture = (function () {
-  "use strict";
-  var tip = document.getElementById("tooltip");
-  function esc(s) {
-    return String(s).replace(/[&<>"]/g, function (c) {
-      return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c];
-    });
-  }
-  function row(k, v) { return "<tr><th>" + esc(k) + "</th><td>" + v + "</td></tr>"; }
-  function nodeHtml(d) {
-    var h = '<div class="t-name">' + esc(d.name) + '</div><div class="t-op">op: ' + esc(d.op) + "</div><table>";
-    h += row("device", esc(d.device || "?"));
-    h += row("outputs", d.outputs.length ? d.outputs.map(function (o) { return "<code>" + esc(o) + "</code>"; })
-                                                     .join("<br>") : "none");
-    d.attrs.forEach(function (kv) { h += row(kv[0], "<code>" + esc(kv[1]) + "</code>"); });
-    h += "</table>";
-    if (d.cluster) {
-      h += '<div class="t-reason">cluster: <b>' + esc(d.cluster) + "</b></div>";
-    } else {
-      h += '<div class="t-reason">not clustered <code>[' + esc(d.code) + "]</code>: " + esc(d.reason) + "</div>";
-      if (d.hint) h += '<div class="t-hint">' + esc(d.hint) + "</div>";
-    }
-    return h;
-  }
-  function clusterHtml(c) {
-    return '<div class="t-name">' + esc(c.name) + "</div><table>" + row("size", c.size + " nodes") +
-           row("ops", esc(c.ops)) + row("inputs", c.inputs + " tensors") + row("outputs", c.outputs + " tensors") +
-           (c.timing ? row("cost", esc(c.timing)) : "") + "</table>";
-  }
-  function place(ev) {
-    var pad = 14, r = tip.getBoundingClientRect();
-    var x = ev.clientX + pad, y = ev.clientY + pad;
-    if (x + r.width > window.innerWidth) x = Math.max(0, ev.clientX - r.width - pad);
-    if (y + r.height > window.innerHeight) y = Math.max(0, ev.clientY - r.height - pad);
-    tip.style.left = x + "px"; tip.style.top = y + "px";
-  }
-  var current = null;   // one panel for all pictures of the page
-  function show(g, ev, data) {
-    var name = g.getAttribute("data-node"), cl = g.getAttribute("data-cluster");
-    var html = name && data.nodes[name] ? nodeHtml(data.nodes[name])
-             : cl && data.clusters[cl] ? clusterHtml(data.clusters[cl]) : null;
-    if (!html) return;
-    if (current) current.classList.remove("hover");
-    current = g; g.classList.add("hover");
-    tip.innerHTML = html; tip.hidden = false;
-    tip.setAttribute("data-node", name || ""); tip.setAttribute("data-cluster", cl || "");
-    place(ev);
-  }
-  function hide() {
-    if (current) current.classList.remove("hover");
-    current = null; tip.hidden = true;
-  }
-  // root: what holds the picture's toolbar, canvas and node links; attr: "id" or "class", as the
-  // toolbar was written (picture_toolbar); data: the picture's hover facts (picture_data).
-  function install(root, data, attr) {
-    function part(name) { return root.querySelector((attr === "id" ? "#" : ".") + name); }
-    var canvas = part("canvas"), svg = canvas.querySelector("svg");
-    if (svg) {
-      svg.addEventListener("mouseover", function (ev) {
-        var g = ev.target.closest("g.node");
-        if (g && g !== current) show(g, ev, data);
-      });
-      svg.addEventListener("mousemove", function (ev) { if (current) place(ev); });
-      svg.addEventListener("mouseout", function (ev) {
-        var g = ev.target.closest("g.node");
-        if (g && !(ev.relatedTarget && g.contains(ev.relatedTarget))) hide();
-      });
-    }
-    // Zoom: scale the SVG's own size; the canvas scrolls.
-    var baseW = svg ? svg.width.baseVal.value : 0, baseH = svg ? svg.height.baseVal.value : 0, scale = 1;
-    function setScale(s) {
-      if (!svg) return;
-      scale = Math.min(8, Math.max(0.02, s));
-      svg.setAttribute("width", (baseW * scale) + "px"); svg.setAttribute("height", (baseH * scale) + "px");
-    }
-    function fitScale() { return baseW ? (canvas.clientWidth - 4) / baseW : 1; }
-    part("zoom-in").onclick = function () { setScale(scale * 1.25); };
-    part("zoom-out").onclick = function () { setScale(scale / 1.25); };
-    part("zoom-fit").onclick = function () { setScale(fitScale()); };
-    part("zoom-1").onclick = function () { setScale(1); };
-    setScale(Math.max(0.2, Math.min(1, fitScale())));
-    // Search: highlight nodes whose name contains the text; scroll to the first.
-    var search = part("search"), count = part("search-count");
-    search.addEventListener("input", function () {
-      var q = search.value.trim().toLowerCase(), first = null, n = 0;
-      svg && svg.querySelectorAll("g.node[data-node]").forEach(function (g) {
-        var hit = q !== "" && g.getAttribute("data-node").toLowerCase().indexOf(q) >= 0;
-        g.classList.toggle("match", hit);
-        if (hit) { n++; if (!first) first = g; }
-      });
-      count.textContent = q ? n + " found" : "";
-      if (first) first.scrollIntoView({block: "center", inline: "center"});
-    });
-    root.querySelectorAll("code.node-link").forEach(function (c) {
-      c.addEventListener("click", function () {
-        search.value = c.getAttribute("data-node"); search.dispatchEvent(new Event("input"));
-      });
-    });
-  }
-  // A click on a link (matching selector) to an element of this page calls act(element, event).
-  function onLinks(selector, act) {
-    document.querySelectorAll(selector).forEach(function (a) {
-      a.addEventListener("click", function (ev) {
-        var el = document.getElementById(a.getAttribute("href").slice(1));
-        if (el) act(el, ev);
-      });
-    });
-  }
-  return {install: install, onLinks: onLinks};
-})();
-"""
-
+# The viz page's own script: one picture; cluster table links flash their cluster.
 _JS = r"""
 (function () {
   "use strict";

@@ -1,6 +1,7 @@
-"""Running Graphviz: DOT text in, SVG text out — and the output formats of the ``viz`` command.
+"""The output formats of the ``viz`` command, and running Graphviz for whoever wants its layout.
 
-Stage: visualization. :func:`dot_to_svg` lays out DOT with Graphviz's ``dot`` program through the
+Stage: visualization. Our pictures do not need Graphviz (:mod:`tfxla_cluster.viz.scene` lays them
+out); :func:`dot_to_svg` is for a user's own DOT text. It lays out DOT with Graphviz's ``dot`` program through the
 maintained ``graphviz`` Python binding (which runs the program; nothing is re-implemented). When the
 binding or the program is missing it raises :class:`~tfxla_cluster.errors.FailedPreconditionError`
 naming exactly what to install. This module imports nothing heavy, so the CLI can check before it
@@ -13,6 +14,9 @@ from pathlib import Path
 from tfxla_cluster.errors import FailedPreconditionError, InternalError, InvalidArgumentError
 
 FORMATS = ("dot", "svg", "html")
+# Pictures (.svg/.html) of graphs with more op nodes than this start with clusters collapsed (the page
+# expands one on a click); the viz command and the report both use it.
+COLLAPSE_OVER = 200
 DOT_MISSING = ("Graphviz's 'dot' program was not found on PATH: install the Debian package 'graphviz' "
                "(apt-get install graphviz), or write .dot output, which needs only Python")
 BINDING_MISSING = ("the Python package 'graphviz' is not installed (pip install graphviz); it runs Graphviz's "
