@@ -11,6 +11,7 @@ import argparse
 import os
 
 from tfxla_cluster.cli import command
+from tfxla_cluster.viz.layout import COLLAPSE_OVER
 
 
 def _report_args(p: argparse.ArgumentParser) -> None:
@@ -39,7 +40,8 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--depth", metavar="K", type=int, default=2, help="with --around: edges away (default: %(default)s)")
     collapse = p.add_mutually_exclusive_group()
     collapse.add_argument("--collapse", dest="collapse", action="store_const", const=True, default=None,
-                          help="picture: draw each cluster as one node (default: only for graphs over 600 nodes)")
+                          help="picture: start with each cluster drawn as one box, click to expand "
+                               f"(default: only for graphs over {COLLAPSE_OVER} nodes)")
     collapse.add_argument("--no-collapse", dest="collapse", action="store_const", const=False,
                           help="picture: draw every node, however big the graph")
     p.add_argument("--title", default=None, help="page title (default: the graph's or script's file name)")
