@@ -347,6 +347,8 @@ class HloModule:
         self.is_scheduled = False
         # Header attributes we keep verbatim (e.g. alias_passthrough_params=true).
         self.raw_attributes: dict[str, str] = {}
+        # XLA's stack frame index sections (FileNames ... StackFrames), verbatim; "" when absent.
+        self.stack_frames = ""
 
     def add_computation(self, comp: HloComputation, *, entry: bool = False,
                         uniquify: bool = True) -> HloComputation:

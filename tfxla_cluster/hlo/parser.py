@@ -4,6 +4,7 @@ Recursive descent over characters: module → computations → instructions → 
 attributes. It reads our printer's output and XLA's own dumps, old and new:
 
 - operands as ``%name`` or ``shape %name``, with or without ``%``; ``/*index=5*/`` and ``//`` comments;
+- the stack frame index XLA prints after the header (``FileNames`` ... ``StackFrames``), kept verbatim;
 - layouts ``{1,0}`` (tiling after ``:`` is skipped); ``ROOT`` optional (last instruction is the root);
   ``ENTRY`` optional (last computation is the entry);
 - attributes go through the shared table in ``attr_table``; attributes we do not model
@@ -31,6 +32,7 @@ _NAME = re.compile(r"%?([A-Za-z0-9_.\-]+)")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)")
 _FLOAT_WORD = re.compile(r"(-?)(inf|nan)(?:\((0x[0-9a-fA-F]+)\))?")
 _SHAPE_START = re.compile(r"([a-z]+\d*)\[")
+_STACK_FRAME_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _PRIMITIVE_NAMES = {t.value for t in PrimitiveType} - {"tuple"}
 
 
@@ -293,6 +295,7 @@ class _Parser:
                 module.is_scheduled = value == "true"
             elif key != "entry_computation_layout":
                 module.raw_attributes[key] = value
+        module.stack_frames = self.stack_frame_sections()
         comps: dict[str, HloComputation] = {}
         entry = None
         order: list[HloComputation] = []
@@ -318,6 +321,26 @@ class _Parser:
                 if instr.opcode is HloOpcode.FUSION:
                     instr.fused_computation.is_fusion_computation = True
         return module
+
+    def stack_frame_sections(self) -> str:
+        """XLA's stack frame index (``FileNames``, ``FunctionNames``, ``FileLocations``, ``StackFrames``
+        sections of ``N value`` lines after the header), kept verbatim: metadata's ``stack_frame_id``
+        points into it, nothing we run does."""
+        start = None
+        while True:
+            self.ws()
+            m = _IDENT.match(self.s, self.i)
+            if not m or m[0] not in _STACK_FRAME_SECTIONS:
+                break
+            start = self.i if start is None else start
+            self.i = m.end()
+            while True:
+                self.ws()
+                if not re.match(r"\d", self.s[self.i:self.i + 1]):
+                    break
+                end = self.s.find("\n", self.i)
+                self.i = len(self.s) if end < 0 else end
+        return "" if start is None else self.s[start:self.i].rstrip()
 
     def computation(self, comps: dict[str, HloComputation]) -> HloComputation:
         comp = HloComputation(self.name())
