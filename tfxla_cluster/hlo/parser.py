@@ -36,20 +36,33 @@ _STACK_FRAME_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFr
 _PRIMITIVE_NAMES = {t.value for t in PrimitiveType} - {"tuple"}
 
 
+class HloParseError(InvalidArgumentError):
+    """Unparseable HLO text: ``line``/``column`` (1-based) and ``what`` is wrong; the message adds the
+    offending line and a caret."""
+
+    def __init__(self, message: str, line: int, column: int, what: str) -> None:
+        super().__init__(message)
+        self.line, self.column, self.what = line, column, what
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.s = text
         self.i = 0
+        self.positions: dict[int, int] = {}   # id(computation or instruction) -> offset of its name
 
     # ---------------------------------------------------------------- low level
-    def error(self, message: str, pos: int | None = None) -> InvalidArgumentError:
+    def line_col(self, pos: int) -> tuple[int, int]:
+        return self.s.count("\n", 0, pos) + 1, pos - (self.s.rfind("\n", 0, pos) + 1) + 1
+
+    def error(self, message: str, pos: int | None = None) -> HloParseError:
         pos = self.i if pos is None else pos
-        line_no = self.s.count("\n", 0, pos) + 1
-        start = self.s.rfind("\n", 0, pos) + 1
+        line_no, col = self.line_col(pos)
+        start = pos - col + 1
         end = self.s.find("\n", pos)
         line = self.s[start:end if end >= 0 else len(self.s)]
-        col = pos - start + 1
-        return InvalidArgumentError(f"{line_no}:{col}: error: {message}\n{line}\n{' ' * (col - 1)}^")
+        return HloParseError(f"{line_no}:{col}: error: {message}\n{line}\n{' ' * (col - 1)}^", line_no, col,
+                             message)
 
     def ws(self) -> None:
         s, n = self.s, len(self.s)
@@ -343,7 +356,10 @@ class _Parser:
         return "" if start is None else self.s[start:self.i].rstrip()
 
     def computation(self, comps: dict[str, HloComputation]) -> HloComputation:
+        self.ws()
+        pos = self.i
         comp = HloComputation(self.name())
+        self.positions[id(comp)] = pos
         if self.accept("("):  # the signature repeats what the parameters say
             depth = 1
             while depth and self.i < len(self.s):
@@ -385,6 +401,7 @@ class _Parser:
         except ValueError:
             raise self.error(f"unknown opcode: {op_text}", op_pos) from None
         instr = HloInstruction(name, opcode, shape)
+        self.positions[id(instr)] = pos
         self.expect("(", "after the opcode")
         if opcode is HloOpcode.PARAMETER:
             instr.parameter_number = self.integer()
@@ -501,6 +518,18 @@ class _Parser:
 def parse_module(text: str) -> HloModule:
     """Parse HLO module text (ours or XLA's) into an ``HloModule``."""
     return _Parser(text).module()
+
+
+def parse_module_located(text: str):
+    """``(module, locate)``: ``locate(x)`` is the (line, column) where computation or instruction ``x``
+    of the parsed module is defined in ``text`` (for messages about the text), or None."""
+    p = _Parser(text)
+    module = p.module()
+
+    def locate(x) -> tuple[int, int] | None:
+        pos = p.positions.get(id(x))
+        return None if pos is None else p.line_col(pos)
+    return module, locate
 
 
 def parse_shape(text: str) -> Shape:
