@@ -416,6 +416,7 @@ class _Parser:
             instr.operands = self.operands(names)
         attrs: dict[str, str] = {}
         positions: dict[str, int] = {}
+        key_positions: dict[str, int] = {}
         while self.inline_accept(","):
             self.ws()
             key_pos = self.i
@@ -424,8 +425,8 @@ class _Parser:
             value, vpos = self.raw_value()
             if key in attrs:
                 raise self.error(f"attribute {key} already exists", key_pos)
-            attrs[key], positions[key] = value, vpos
-        self.apply_attributes(instr, attrs, positions, names, comps, op_pos)
+            attrs[key], positions[key], key_positions[key] = value, vpos, key_pos
+        self.apply_attributes(instr, attrs, positions, names, comps, op_pos, key_positions)
         self.end_of_line()
         names[name] = instr
         return instr
@@ -471,7 +472,8 @@ class _Parser:
         m = _SHAPE_START.match(self.s, self.i)
         return bool(m) and m[1] in _PRIMITIVE_NAMES
 
-    def apply_attributes(self, instr, attrs, positions, names, comps, op_pos: int) -> None:
+    def apply_attributes(self, instr, attrs, positions, names, comps, op_pos: int,
+                         key_positions: dict[str, int] | None = None) -> None:
         def computation(name: str) -> HloComputation:
             if name not in comps:
                 raise T.AttrError(f"computation does not exist: {name}", "")
@@ -497,7 +499,8 @@ class _Parser:
             elif key in T.RAW_ATTRIBUTE_PLACES or key in T.RAW_PRE_ATTRIBUTES:
                 instr.raw_attributes[key] = value
             else:
-                raise self.error(f"unexpected attribute {key} for {instr.opcode.text}", positions[key])
+                raise self.error(f"unexpected attribute {key} for {instr.opcode.text}",
+                                 (key_positions or positions)[key])
 
     def metadata(self, text: str, pos: int) -> OpMetadata:
         if not (text.startswith("{") and text.endswith("}")):
