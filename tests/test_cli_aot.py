@@ -55,16 +55,19 @@ def _elf_header(path: Path) -> tuple[int, int]:
     return struct.unpack_from("<HH", data, 16)
 
 
-def test_example_makefile_builds_and_matches_tf(tmp_path):
+@pytest.mark.parametrize("aotflags", ["", "--target-cpu=x86-64"], ids=["host", "baseline-x86-64"])
+def test_example_makefile_builds_and_matches_tf(tmp_path, aotflags):
     cc = _cc()
     if not shutil.which("make"):
         pytest.skip("no make on PATH")
     build = tmp_path / "build"
-    proc = subprocess.run(["make", "-C", str(EXAMPLE), "all", f"BUILD={build}", f"CC={cc}",
+    proc = subprocess.run(["make", "-C", str(EXAMPLE), "all", f"BUILD={build}", f"CC={cc}", f"AOTFLAGS={aotflags}",
                            f"TFXLA={sys.executable} -m tfxla_cluster"], env=_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _elf_header(build / "mlp.o") == (1, 62)
     header = (build / "mlp.h").read_text()
+    if aotflags:
+        assert "cpu x86-64;" in header
     for line in ("#define mlp_NUM_ARGS 1", "#define mlp_NUM_RESULTS 2",
                  "extern const int64_t mlp_arg_bytes[mlp_NUM_ARGS];",
                  "extern const int64_t mlp_result_bytes[mlp_NUM_RESULTS];",
@@ -232,3 +235,7 @@ def test_bad_graph_and_name_exit_2(tmp_path, capsys):
     assert cli.main(["aot", "--graph", str(EXAMPLE / "model.pbtxt"), "--config", str(tmp_path / "c.pbtxt"),
                      "--name", "my-model", "--out-dir", str(tmp_path)]) == 2
     assert "--name 'my-model' is not a C identifier" in capsys.readouterr().err
+    assert cli.main(["aot", "--graph", str(EXAMPLE / "model.pbtxt"), "--config", str(tmp_path / "c.pbtxt"),
+                     "--name", "m", "--out-dir", str(tmp_path), "--target-cpu", "no-such-cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "'no-such-cpu' is not a recognized processor" in err and len(err.strip().splitlines()) == 1

@@ -213,3 +213,21 @@ def test_compare_follows_xla_error_spec():
     assert compare(a, [np.array([1.0, 2.1, np.nan, np.inf], np.float32)], 0.0, 0.05).ok  # within rel
     r = compare(a, [np.array([1.0, 2.0, 0.0, np.inf], np.float32)], 1.0, 1.0)
     assert not r.ok and r.index == (2,)                                # NaN vs number always differs
+
+
+@pytest.mark.parametrize("sample", ["mlp.hlo", "mlp.optimized.hlo"])
+def test_readme_sample_modules(tmp_path, capsys, sample):
+    """The README's command on the committed XLA-printed samples; results equal the layer in numpy."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent.parent / "tools" / "examples" / "run_hlo"
+    code, out, err = _run(capsys, here / sample, "--inputs", here / "mlp.inputs.npz", "--output",
+                          tmp_path / "out.npz", "--reference", "evaluator", "--iterations", "2")
+    assert code == 0, err
+    with np.load(here / "mlp.inputs.npz") as z:
+        x, w, b = (z[f"arg{k}"].astype(np.float64) for k in range(3))
+    h = np.tanh(x @ w + b)
+    e = np.exp(h - h.max(axis=-1, keepdims=True))
+    probs, sums = _outputs(tmp_path / "out.npz")
+    np.testing.assert_allclose(probs, e / e.sum(axis=-1, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sums, h.sum(axis=0), rtol=1e-5, atol=1e-5)

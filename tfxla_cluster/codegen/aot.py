@@ -72,6 +72,30 @@ def check_c_identifier(name: str) -> None:
         raise InvalidArgumentError(f"--name '{name}' is not a C identifier ([A-Za-z_][A-Za-z0-9_]*)")
 
 
+_PROBE = """
+import sys
+import llvmlite.binding as llvm
+llvm.initialize_native_target(); llvm.initialize_native_asmprinter()
+tm = llvm.Target.from_triple(sys.argv[1]).create_target_machine(cpu=sys.argv[2], features=sys.argv[3])
+tm.emit_object(llvm.parse_assembly(""))
+"""
+
+
+def check_target(triple: str, cpu: str, features: str) -> None:
+    """LLVM only warns about an unknown CPU or feature on stderr (and may then abort the process), so the
+    names are tried in a child process first."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _PROBE, triple, cpu, features], capture_output=True, text=True)
+    complaints = sorted({line.strip() for line in proc.stderr.splitlines()
+                         if "is not a recognized" in line or "LLVM ERROR" in line})
+    if proc.returncode != 0 or complaints:
+        why = complaints[0] if complaints else \
+            (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        raise InvalidArgumentError(f"target cpu '{cpu}' / features '{features}' rejected by LLVM: {why}")
+
+
 def compile_object(module, name: str, *, cpu: str | None = None, features: str | None = None,
                    threads: int = 1, opt_level: int = 3, fast_math: bool = False) -> AotObject:
     """Compile the entry computation of an *optimised* ``module`` into an object exporting ``name``'s
@@ -89,6 +113,10 @@ def compile_object(module, name: str, *, cpu: str | None = None, features: str |
                              bounds_checks=False)
     prog = ProgramEmitter(module, options)
     program_ir = prog.emit()
+    if cpu is not None or features is not None:
+        host = JitEngine(opt_level)
+        check_target(host.triple, cpu if cpu is not None else host.cpu,
+                     features if features is not None else host.features)
     engine = JitEngine(opt_level, cpu=cpu, features=features)
     wrapper_ir = _wrapper_ir(prog, name, engine.triple)
     llmod = engine.parse(program_ir)
