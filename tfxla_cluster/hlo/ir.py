@@ -103,6 +103,8 @@ class HloInstruction:
     exponent_bits: int | None = None
     mantissa_bits: int | None = None
     is_stable: bool = False
+    k: int | None = None                             # topk
+    largest: bool = True                             # topk
     distribution: A.RandomDistribution | None = None
     rng_algorithm: A.RandomAlgorithm | None = None
     custom_call_target: str | None = None
