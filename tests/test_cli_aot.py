@@ -239,3 +239,30 @@ def test_bad_graph_and_name_exit_2(tmp_path, capsys):
                      "--name", "m", "--out-dir", str(tmp_path), "--target-cpu", "no-such-cpu"]) == 2
     err = capsys.readouterr().err
     assert "'no-such-cpu' is not a recognized processor" in err and len(err.strip().splitlines()) == 1
+
+
+def test_unused_feed_stays_an_argument_and_shape_feeds_are_refused(tmp_path, capsys):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [4], name="x")
+        s = tf.compat.v1.placeholder(tf.int32, [2], name="s")
+        tf.compat.v1.placeholder(tf.float32, [3], name="unused")
+        tf.reshape(x, s, name="r")
+        tf.identity(x * 2, name="y")
+    (tmp_path / "g.pbtxt").write_text(str(g.as_graph_def()))
+    (tmp_path / "c.pbtxt").write_text('feed { id { node_name: "x" } shape { dim { size: 4 } } }\n'
+                                      'feed { id { node_name: "unused" } shape { dim { size: 3 } } }\n'
+                                      'fetch { id { node_name: "y" } }\n')
+    argv = ["aot", "--graph", str(tmp_path / "g.pbtxt"), "--config", str(tmp_path / "c.pbtxt"), "--name", "m",
+            "--out-dir", str(tmp_path)]
+    assert cli.main(argv) == 0
+    header = (tmp_path / "m.h").read_text()
+    assert "#define m_NUM_ARGS 2" in header and '//   arg 1: "unused" (feed unused:0) DT_FLOAT [3], 12 bytes' in header
+    capsys.readouterr()
+    (tmp_path / "c.pbtxt").write_text('feed { id { node_name: "x" } shape { dim { size: 4 } } }\n'
+                                      'feed { id { node_name: "s" } shape { dim { size: 2 } } }\n'
+                                      'fetch { id { node_name: "r" } }\n')
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "feed 1 (s:0) reaches input 1 of node 'r' (Reshape), which must be a compile-time constant" in err

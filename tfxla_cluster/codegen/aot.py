@@ -24,6 +24,7 @@ computation layout); ``args`` and ``results`` must not overlap.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -66,8 +67,6 @@ class AotObject:
 
 def check_c_identifier(name: str) -> None:
     """``name`` prefixes C symbols and macros: it must be a C identifier."""
-    import re
-
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise InvalidArgumentError(f"--name '{name}' is not a C identifier ([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -99,7 +98,8 @@ def check_target(triple: str, cpu: str, features: str) -> None:
 def compile_object(module, name: str, *, cpu: str | None = None, features: str | None = None,
                    threads: int = 1, opt_level: int = 3, fast_math: bool = False) -> AotObject:
     """Compile the entry computation of an *optimised* ``module`` into an object exporting ``name``'s
-    symbols (see the module docstring). ``cpu``/``features`` default to this machine's."""
+    symbols (see the module docstring). ``cpu``/``features`` default to this machine's; a named ``cpu``
+    without ``features`` brings only its own features (like tfcompile's ``--target_cpu``)."""
     check_c_identifier(name)
     if threads < 1:
         raise InvalidArgumentError(f"threads must be at least 1, got {threads}")
@@ -113,6 +113,8 @@ def compile_object(module, name: str, *, cpu: str | None = None, features: str |
                              bounds_checks=False)
     prog = ProgramEmitter(module, options)
     program_ir = prog.emit()
+    if cpu is not None and features is None:
+        features = ""
     if cpu is not None or features is not None:
         host = JitEngine(opt_level)
         check_target(host.triple, cpu if cpu is not None else host.cpu,

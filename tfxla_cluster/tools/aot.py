@@ -20,6 +20,7 @@ with the graph, a feed that must be a compile-time constant) is an ``InvalidArgu
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,10 +86,10 @@ def _dims_text(dims) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def _proto_dims(shape_proto) -> tuple[int, ...]:
+def _proto_dims(shape_proto, where: str) -> tuple[int, ...]:
     dims = tuple(int(d.size) for d in shape_proto.dim)
     if shape_proto.unknown_rank or any(d < 0 for d in dims):
-        raise InvalidArgumentError(f"config shape {_dims_text(dims)} is not fully defined")
+        raise InvalidArgumentError(f"{where}: config shape {_dims_text(dims)} is not fully defined")
     return dims
 
 
@@ -100,102 +101,126 @@ def _compatible(config_dims: tuple[int, ...], graph_dims) -> bool:
 
 # ---------------------------------------------------------------------------------------------- rewrite
 def rewrite_for_aot(graph_def, config):
-    """(pruned GraphDef with _Arg/_Retval nodes, argument specs, fetch specs, variable specs); the
-    checks of tfcompile's ``ValidateConfig`` and ``RewriteAndPruneGraph``."""
-    from tensorflow.core.framework import graph_pb2, types_pb2
-
+    """(pruned GraphDef with _Arg/_Retval nodes, feed specs, fetch specs, variable specs): the checks of
+    tfcompile's ``ValidateConfig`` and its ``RewriteAndPruneGraph``."""
     from tfxla_cluster.graph import Graph
 
     graph = Graph(graph_def, assign_devices=False)
+    feeds = _check_feeds(graph, config)
+    variables = _check_variables(graph, config)
+    fetches = _check_fetches(graph, config)
+    return _rewritten(graph_def, config, feeds, variables, fetches), feeds, fetches, variables
 
-    def node_output(tid, what: str, k: int):
-        node = graph.get(tid.node_name)
-        if node is None:
-            raise InvalidArgumentError(f"{what} {k} ({_tensor_text(tid)}): the graph has no node named "
-                                       f"'{tid.node_name}'")
-        if not 0 <= tid.output_index < len(node.outputs):
-            raise InvalidArgumentError(f"{what} {k} ({_tensor_text(tid)}): output index {tid.output_index} is out "
-                                       f"of range; node '{node.name}' ({node.op}) has {len(node.outputs)} outputs")
-        return node
 
-    args: list[TensorSpec] = []
-    feeds: dict[tuple[str, int], int] = {}
+def _node_output(graph, tid, what: str, k: int):
+    node = graph.get(tid.node_name)
+    if node is None:
+        raise InvalidArgumentError(f"{what} {k} ({_tensor_text(tid)}): the graph has no node named "
+                                   f"'{tid.node_name}'")
+    if not 0 <= tid.output_index < len(node.outputs):
+        raise InvalidArgumentError(f"{what} {k} ({_tensor_text(tid)}): output index {tid.output_index} is out "
+                                   f"of range; node '{node.name}' ({node.op}) has {len(node.outputs)} outputs")
+    return node
+
+
+def _type_name(dtype: int) -> str:
+    from tensorflow.core.framework import types_pb2
+
+    return types_pb2.DataType.Name(dtype)
+
+
+def _check_feeds(graph, config) -> list[TensorSpec]:
+    from tfxla_cluster.graph.opdefs import base_dtype
+
+    specs: list[TensorSpec] = []
+    seen: set[tuple[str, int]] = set()
     for k, feed in enumerate(config.feed):
-        node = node_output(feed.id, "feed", k)
+        where = f"feed {k} ({_tensor_text(feed.id)})"
+        node = _node_output(graph, feed.id, "feed", k)
         key = (feed.id.node_name, feed.id.output_index)
-        if key in feeds:
-            raise InvalidArgumentError(f"feed {k} ({_tensor_text(feed.id)}) is fed twice")
-        graph_type = node.outputs[feed.id.output_index].dtype
-        graph_type = graph_type - 100 if graph_type > 100 else graph_type  # a ref type's base type
+        if key in seen:
+            raise InvalidArgumentError(f"{where} is fed twice")
+        seen.add(key)
+        graph_type = base_dtype(node.outputs[feed.id.output_index].dtype)
         dtype = feed.type or graph_type
         if dtype != graph_type:
-            raise InvalidArgumentError(f"feed {k} ({_tensor_text(feed.id)}): config type "
-                                       f"{types_pb2.DataType.Name(dtype)} disagrees with the graph's "
-                                       f"{types_pb2.DataType.Name(graph_type)}")
-        try:
-            dims = _proto_dims(feed.shape)
-        except InvalidArgumentError as e:
-            raise InvalidArgumentError(f"feed {k} ({_tensor_text(feed.id)}): {e}") from None
+            raise InvalidArgumentError(f"{where}: config type {_type_name(dtype)} disagrees with the graph's "
+                                       f"{_type_name(graph_type)}")
+        dims = _proto_dims(feed.shape, where)
         graph_dims = _graph_dims(graph, node, feed.id.output_index)
         if not _compatible(dims, graph_dims):
-            raise InvalidArgumentError(f"feed {k} ({_tensor_text(feed.id)}): config shape {_dims_text(dims)} "
-                                       f"disagrees with the graph's {_dims_text(graph_dims)}")
-        feeds[key] = k
-        args.append(TensorSpec(feed.name or feed.id.node_name, f"feed {_tensor_text(feed.id)}", dtype, dims))
+            raise InvalidArgumentError(f"{where}: config shape {_dims_text(dims)} disagrees with the graph's "
+                                       f"{_dims_text(graph_dims)}")
+        specs.append(TensorSpec(feed.name or feed.id.node_name, f"feed {_tensor_text(feed.id)}", dtype, dims))
+    return specs
 
-    variables: list[TensorSpec] = []
-    var_index: dict[str, int] = {}
+
+def _check_variables(graph, config) -> list[TensorSpec]:
+    from tfxla_cluster.graph.shapes import shape_from_proto
+
+    specs: list[TensorSpec] = []
+    seen: set[str] = set()
     for j, var in enumerate(config.variable):
+        where = f"variable {j} ('{var.node_name}')"
         node = graph.get(var.node_name)
         if node is None:
             raise InvalidArgumentError(f"variable {j}: the graph has no node named '{var.node_name}'")
         if node.op != "VarHandleOp":
             raise InvalidArgumentError(f"variable {j}: node '{var.node_name}' is a {node.op}, not a VarHandleOp")
-        if var.node_name in var_index:
-            raise InvalidArgumentError(f"variable {j}: '{var.node_name}' is listed twice")
+        if var.node_name in seen:
+            raise InvalidArgumentError(f"{where} is listed twice")
+        seen.add(var.node_name)
         if not var.type:
-            raise InvalidArgumentError(f"variable {j} ('{var.node_name}'): the config gives no type")
+            raise InvalidArgumentError(f"{where}: the config gives no type")
         graph_type = node.attr("dtype").type if node.has_attr("dtype") else var.type
         if var.type != graph_type:
-            raise InvalidArgumentError(f"variable {j} ('{var.node_name}'): config type "
-                                       f"{types_pb2.DataType.Name(var.type)} disagrees with the graph's "
-                                       f"{types_pb2.DataType.Name(graph_type)}")
-        try:
-            dims = _proto_dims(var.shape)
-        except InvalidArgumentError as e:
-            raise InvalidArgumentError(f"variable {j} ('{var.node_name}'): {e}") from None
-        if node.has_attr("shape"):
-            from tfxla_cluster.graph.shapes import shape_from_proto
+            raise InvalidArgumentError(f"{where}: config type {_type_name(var.type)} disagrees with the graph's "
+                                       f"{_type_name(graph_type)}")
+        dims = _proto_dims(var.shape, where)
+        graph_dims = shape_from_proto(node.attr("shape").shape) if node.has_attr("shape") else None
+        if not _compatible(dims, graph_dims):
+            raise InvalidArgumentError(f"{where}: config shape {_dims_text(dims)} disagrees with the graph's "
+                                       f"{_dims_text(graph_dims)}")
+        specs.append(TensorSpec(var.name or var.node_name, f"variable {var.node_name}", var.type, dims))
+    return specs
 
-            graph_dims = shape_from_proto(node.attr("shape").shape)
-            if not _compatible(dims, graph_dims):
-                raise InvalidArgumentError(f"variable {j} ('{var.node_name}'): config shape {_dims_text(dims)} "
-                                           f"disagrees with the graph's {_dims_text(graph_dims)}")
-        var_index[var.node_name] = len(args) + j
-        variables.append(TensorSpec(var.name or var.node_name, f"variable {var.node_name}", var.type, dims))
 
-    fetches: list[TensorSpec] = []
+def _check_fetches(graph, config) -> list[TensorSpec]:
+    from tensorflow.core.framework import types_pb2
+
+    from tfxla_cluster.graph.opdefs import base_dtype
+
+    specs: list[TensorSpec] = []
     for k, fetch in enumerate(config.fetch):
-        node = node_output(fetch.id, "fetch", k)
-        dtype = node.outputs[fetch.id.output_index].dtype
-        dtype = dtype - 100 if dtype > 100 else dtype
+        node = _node_output(graph, fetch.id, "fetch", k)
+        dtype = base_dtype(node.outputs[fetch.id.output_index].dtype)
         if dtype == types_pb2.DT_RESOURCE:
             raise InvalidArgumentError(f"fetch {k} ({_tensor_text(fetch.id)}) is a resource handle")
-        fetches.append(TensorSpec(fetch.name or fetch.id.node_name, f"fetch {_tensor_text(fetch.id)}", dtype, ()))
+        # The dimensions are known once the graph is lowered.
+        specs.append(TensorSpec(fetch.name or fetch.id.node_name, f"fetch {_tensor_text(fetch.id)}", dtype, ()))
+    return specs
 
-    # ---- the rewritten graph: _Arg for feeds and variables, _Retval for fetches
+
+def _rewritten(graph_def, config, feeds: list[TensorSpec], variables: list[TensorSpec],
+               fetches: list[TensorSpec]):
+    """The graph with an _Arg per feed (index = feed order) and per variable (after the feeds, replacing
+    the VarHandleOp), a _Retval per fetch, pruned to what the fetches need."""
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
     out = graph_pb2.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     out.library.CopyFrom(graph_def.library)
     renames: dict[tuple[str, int], str] = {}
-    fed_nodes = {n for n, _ in feeds} | set(var_index)
-    for (node_name, slot), k in feeds.items():
-        renames[(node_name, slot)] = _add_arg(out, f"_aot_feed_{k}", k, args[k].dtype, args[k].dims)
+    for k, feed in enumerate(config.feed):
+        renames[(feed.id.node_name, feed.id.output_index)] = _add_arg(out, f"_aot_feed_{k}", k, feeds[k].dtype,
+                                                                      feeds[k].dims)
+    var_nodes = {var.node_name for var in config.variable}
     for j, var in enumerate(config.variable):
-        index = len(args) + j
-        renames[(var.node_name, 0)] = _add_arg(out, f"_aot_variable_{j}", index, types_pb2.DT_RESOURCE, None)
+        renames[(var.node_name, 0)] = _add_arg(out, f"_aot_variable_{j}", len(feeds) + j, types_pb2.DT_RESOURCE,
+                                               None)
+    fed_nodes = {node for node, _ in renames}
     for nd in graph_def.node:
-        if (nd.name, 0) in renames and nd.name in var_index:
+        if nd.name in var_nodes:
             continue  # the VarHandleOp itself is replaced
         copy = out.node.add()
         copy.CopyFrom(nd)
@@ -209,8 +234,8 @@ def rewrite_for_aot(graph_def, config):
         r = out.node.add(name=f"_aot_fetch_{k}", op="_Retval", input=[tensor])
         r.attr["T"].type = fetches[k].dtype
         r.attr["index"].i = k
-    pruned = _prune(out, [f"_aot_fetch_{k}" for k in range(len(config.fetch))])
-    return pruned, args, fetches, variables
+    # Every feed and variable stays an argument, needed or not: the C signature follows the config.
+    return _prune(out, [n.name for n in out.node if n.op in ("_Arg", "_Retval")])
 
 
 def _graph_dims(graph, node, slot: int):
@@ -282,12 +307,18 @@ def lower_for_aot(graph_def, config, name: str):
     arg_shapes: dict[int, object] = {k: a.dims for k, a in enumerate(args)}
     for j, v in enumerate(variables):
         arg_shapes[len(args) + j] = (types.element_type(v.dtype), v.dims)
-    lowered = lower_cluster(graph, [n.name for n in graph.op_nodes()], arg_shapes=arg_shapes, name=name)
-    inputs = {i.index: i for i in lowered.inputs}
-    for k, spec in enumerate(args):
-        if inputs[k].kind == "constant":
-            raise InvalidArgumentError(f"feed {k} ({spec.origin[5:]}) must be a compile-time constant "
-                                       "(it feeds a shape or axis operand); tfcompile cannot feed it")
+    try:
+        lowered = lower_cluster(graph, [n.name for n in graph.op_nodes()], arg_shapes=arg_shapes, name=name)
+    except InvalidArgumentError as e:
+        # A feed reaching an operand that must be known at compile time (a shape, an axis): say it in
+        # the config's terms, not the lowering API's (const_args).
+        m = re.match(r"Input (\d+) to node `([^`]*)` with op (\S+) must be a compile-time constant, but cluster "
+                     r"input \d+ \(_aot_feed_(\d+):0\)", e.message)
+        if not m:
+            raise
+        k = int(m[4])
+        raise InvalidArgumentError(f"feed {k} ({args[k].origin[5:]}) reaches input {m[1]} of node '{m[2]}' "
+                                   f"({m[3]}), which must be a compile-time constant; it cannot be fed") from None
     leaves = lowered.module.entry.root.shape.tuple_shapes
     results: list[TensorSpec] = []
     by_var = {len(args) + j: v for j, v in enumerate(variables)}
@@ -323,10 +354,7 @@ def compile_aot(graph_path: str | os.PathLike, config_path: str | os.PathLike, n
     config = read_config(config_path)
     lowered, args, results = lower_for_aot(graph_def, config, name)
     module, _ = optimize(lowered.module, cluster=name)
-    features = target_features
-    if features is None and target_cpu:
-        features = ""  # a named CPU brings its own features, not this machine's
-    obj = compile_object(module, name, cpu=target_cpu or None, features=features, threads=threads)
+    obj = compile_object(module, name, cpu=target_cpu or None, features=target_features, threads=threads)
     for spec, n in zip(args, obj.arg_bytes):
         spec.nbytes = n
     for spec, n in zip(results, obj.result_bytes):
