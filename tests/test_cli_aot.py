@@ -266,3 +266,12 @@ def test_unused_feed_stays_an_argument_and_shape_feeds_are_refused(tmp_path, cap
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert "feed 1 (s:0) reaches input 1 of node 'r' (Reshape), which must be a compile-time constant" in err
+
+
+def test_help_has_a_runnable_example(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["aot", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "tfxla-cluster aot --graph tools/examples/aot/model.pbtxt" in out
+    assert "int NAME_run(const void* const* args, void* const* results);" in out

@@ -233,3 +233,12 @@ def test_readme_sample_modules(tmp_path, capsys, sample):
     probs, sums = _outputs(tmp_path / "out.npz")
     np.testing.assert_allclose(probs, e / e.sum(axis=-1, keepdims=True), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(sums, h.sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+def test_help_has_a_runnable_example(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run-hlo", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "tfxla-cluster run-hlo tools/examples/run_hlo/mlp.optimized.hlo --reference evaluator" in out
+    assert "file:line:column" in out

@@ -6,25 +6,33 @@ Stage: command line (tools). Importing this module registers the commands with
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 from tfxla_cluster.cli import command
 
 _RUN_HLO_EPILOG = """\
 examples:
-  # an HLO module printed by XLA (jax: jax.jit(f).lower(x).compile().as_text()), random inputs,
-  # checked against our HLO evaluator, timed over 20 runs:
-  tfxla-cluster run-hlo module.hlo --reference evaluator --iterations 20
+  # a module as XLA printed it after its optimizations (the sample is jax's
+  # jax.jit(f).lower(x).compile().as_text()), random inputs, checked against our HLO evaluator, timed:
+  tfxla-cluster run-hlo tools/examples/run_hlo/mlp.optimized.hlo --reference evaluator --iterations 20
   # given inputs (npz with arg0, arg1, ...), results to out.npz (out0, out1, ...):
-  tfxla-cluster run-hlo module.hlo --inputs in.npz --output out.npz --print-literals
+  tfxla-cluster run-hlo tools/examples/run_hlo/mlp.hlo --inputs tools/examples/run_hlo/mlp.inputs.npz \
+      --output out.npz --print-literals
 
 exit codes: 0 ok; 1 results differ from the reference beyond the bounds; 2 bad input (unparseable HLO,
 wrong number, shape or dtype of inputs: one line, file:line:column: what)
 """
 
 
-def _run_hlo_args(p: argparse.ArgumentParser) -> None:
+def _raw_help(p: argparse.ArgumentParser, epilog: str) -> None:
+    """Keep the epilog's examples as written (and wrap the description ourselves)."""
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = _RUN_HLO_EPILOG
+    p.description = textwrap.fill(p.description or "", 100)
+    p.epilog = epilog
+
+
+def _run_hlo_args(p: argparse.ArgumentParser) -> None:
+    _raw_help(p, _RUN_HLO_EPILOG)
     p.add_argument("module", help="HLO text (ours, or as XLA prints it: unoptimized or optimized)")
     p.add_argument("--inputs", metavar="IN.npz",
                    help="arguments: an npz with arg0 ... argN-1 in ENTRY parameter order (default: random)")
@@ -53,14 +61,15 @@ def cmd_run_hlo(args: argparse.Namespace) -> int:
 
 
 _AOT_EPILOG = """\
-example (tools/examples/aot has a complete one with a Makefile and main.c):
-  tfxla-cluster aot --graph model.pbtxt --config model.config.pbtxt --name mlp --out-dir build
-  cc main.c build/mlp.o -Ibuild -lm -lpthread -o build/mlp
+example (tools/examples/aot also has a Makefile: make -C tools/examples/aot run):
+  tfxla-cluster aot --graph tools/examples/aot/model.pbtxt --config tools/examples/aot/model.config.pbtxt \
+      --name mlp --out-dir build
+  cc tools/examples/aot/main.c build/mlp.o -Ibuild -lm -lpthread -o build/mlp && build/mlp
 
 CONFIG is tfcompile's tf2xla.Config text proto:
   feed  { id { node_name: "x" } shape { dim { size: 2 } dim { size: 8 } } type: DT_FLOAT }
   fetch { id { node_name: "probs" output_index: 0 } }
-  variable { node_name: "step" shape { } type: DT_INT32 }     # a VarHandleOp; readonly: true if never assigned
+  variable { node_name: "step" shape { } type: DT_INT32 }   # a VarHandleOp (readonly: true forbids assigning it)
 
 NAME.h declares, with NAME literally the given name:
   #define NAME_NUM_ARGS n / NAME_NUM_RESULTS m
@@ -72,8 +81,7 @@ each variable the graph assigns. Buffers are dense row-major and allocated by th
 
 
 def _aot_args(p: argparse.ArgumentParser) -> None:
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = _AOT_EPILOG
+    _raw_help(p, _AOT_EPILOG)
     p.add_argument("--graph", required=True, metavar="GRAPH.pb|GRAPH.pbtxt", help="the GraphDef to compile")
     p.add_argument("--config", required=True, metavar="CONFIG.pbtxt",
                    help="tf2xla.Config text proto: feeds, fetches, variables")
