@@ -1,8 +1,8 @@
 """Dot and convolution on the fast path: GEMM calls (XLA:CPU's DotOpEmitter ``kEigen`` strategy).
 
 A dot whose result is f32/f64 and whose B·M·N·K reaches ``gemm_min_flops`` becomes, per batch, one
-``cblas_?gemm`` call into numpy's OpenBLAS (or, without BLAS, an i-k-j IR loop whose inner loop
-vectorises). Operands already laid out as ``[batch…, M, K]`` or ``[batch…, K, M]`` in memory (size-1
+``cblas_?gemm`` call into numpy's OpenBLAS (or, without BLAS — AOT objects — an IR GEMM that keeps a
+tile of C in vector registers while k runs). Operands already laid out as ``[batch…, M, K]`` or ``[batch…, K, M]`` in memory (size-1
 dims ignored) are passed as they are, with the transpose flag; anything else — a fused expression, an
 awkward layout, another element type — is first materialised into a row-major scratch buffer. The
 result goes straight into the output buffer when its layout is ``[batch…, M, N]``.
