@@ -189,6 +189,14 @@ def test_unparseable_hlo_exits_2_with_file_line_column(tmp_path, capsys, edit, w
     assert f"{tmp_path / 'm.hlo'}:{where}" in err and message in err, err
 
 
+def test_elided_constant_exits_2_at_the_constant(tmp_path, capsys):
+    (tmp_path / "m.hlo").write_text(_MODULE.replace("  %c = f32[4]{0} convert(%n)\n",
+                                                    "  %c = f32[4]{0} constant({...})\n"))
+    code, out, err = _run(capsys, tmp_path / "m.hlo")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"{tmp_path / 'm.hlo'}:6:3: constant %c was printed without its value" in err
+
+
 def test_difference_beyond_bounds_exits_1_with_one_line(tmp_path, capsys):
     # Native exp/tanh are vectorised approximations, the evaluator's are numpy's: a few ulps apart on
     # 4096 random inputs — invisible at the default bounds, a failure at zero bounds.

@@ -88,6 +88,14 @@ def load_module(path: str | Path):
         m = re.search(r"instruction %(\S+)", e.message) or re.search(r"computation %(\S+)", e.message)
         pos = _locate_name(module, locate, m[1]) if m else None
         raise RunHloError(f"{p}:{pos[0]}:{pos[1]}: {e.message}" if pos else f"{p}: {e.message}") from None
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.literal_elided:
+                line, col = locate(instr)
+                raise RunHloError(
+                    f"{p}:{line}:{col}: constant %{instr.name} was printed without its value ({{...}}): XLA elides "
+                    "large constants unless printed with HloPrintOptions.print_large_constants=True (jax's "
+                    "unoptimized .lower(x).as_text(dialect='hlo') keeps them)")
     return module, locate
 
 
