@@ -275,3 +275,31 @@ def test_help_has_a_runnable_example(capsys):
     out = capsys.readouterr().out
     assert "tfxla-cluster aot --graph tools/examples/aot/model.pbtxt" in out
     assert "int NAME_run(const void* const* args, void* const* results);" in out
+
+
+def test_half_types_on_the_baseline_cpu_match_tf(tmp_path, capsys):
+    """f16 in, bf16 and f16 out, for plain x86-64 (no F16C: conversions go through the C compiler's
+    runtime, which every C compiler links)."""
+    cc = _cc()
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float16, [8], name="x")
+        tf.cast(tf.exp(tf.cast(x, tf.float32)) * 2, tf.bfloat16, name="y")
+        tf.identity(x * x - 1, name="z")
+    (tmp_path / "g.pbtxt").write_text(str(g.as_graph_def()))
+    (tmp_path / "c.pbtxt").write_text('feed { id { node_name: "x" } shape { dim { size: 8 } } }\n'
+                                      'fetch { id { node_name: "y" } }\nfetch { id { node_name: "z" } }\n')
+    assert cli.main(["aot", "--graph", str(tmp_path / "g.pbtxt"), "--config", str(tmp_path / "c.pbtxt"),
+                     "--name", "half", "--out-dir", str(tmp_path), "--target-cpu", "x86-64"]) == 0
+    assert "DT_BFLOAT16 [8], 16 bytes" in (tmp_path / "half.h").read_text()
+    (tmp_path / "driver.c").write_text(_DRIVER.replace("NAME", "half"))
+    subprocess.run([cc, "-I", str(tmp_path), str(tmp_path / "driver.c"), str(tmp_path / "half.o"), "-lm",
+                    "-o", str(tmp_path / "driver")], check=True)
+    x = np.linspace(-2, 3, 8).astype(np.float16)
+    x.tofile(tmp_path / "arg0.bin")
+    subprocess.run([str(tmp_path / "driver"), str(tmp_path)], check=True)
+    y = np.fromfile(tmp_path / "result0.bin", tf.bfloat16.as_numpy_dtype)
+    z = np.fromfile(tmp_path / "result1.bin", np.float16)
+    want_y, want_z = _tf_run(g.as_graph_def(), {"x": x}, ["y:0", "z:0"])
+    np.testing.assert_allclose(y.astype(np.float32), want_y.astype(np.float32), rtol=1e-2)
+    np.testing.assert_array_equal(z, want_z)
