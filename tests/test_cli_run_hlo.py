@@ -256,3 +256,15 @@ def test_help_has_a_runnable_example(capsys):
     out = capsys.readouterr().out
     assert "tfxla-cluster run-hlo tools/examples/run_hlo/mlp.optimized.hlo --reference evaluator" in out
     assert "file:line:column" in out
+
+
+@pytest.mark.parametrize("dump", ["convgrad.optimized_hlo.txt", "while.optimized_hlo.txt", "scatter.hlo.txt",
+                                  "rng.optimized_hlo.txt"])
+def test_tf_compiler_ir_dumps_agree_with_the_evaluator(capsys, dump):
+    """TF 2.21's experimental_get_compiler_ir text (XLA's printer, via TF) runs and agrees."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "hlo" / "data" / "tf" / dump
+    code, out, err = _run(capsys, path, "--reference", "evaluator", "--random-seed", 3)
+    assert code == 0, err
+    assert "evaluator: all" in out
