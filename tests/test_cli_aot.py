@@ -226,6 +226,24 @@ def test_bad_config_exits_2_with_one_line(tmp_path, capsys, config, message):
     assert not (tmp_path / "out" / "m.o").exists()
 
 
+@pytest.mark.parametrize("config, message", [
+    (_VARIABLE_CONFIG.replace('name: "v" }', 'name: "v" readonly: true }'),
+     'Variable "v" is marked as readonly, but is modified by the computation.'),
+    (_VARIABLE_CONFIG.replace('node_name: "out"', 'node_name: "y"'),   # y does not need the update
+     'Variable "v" is marked as not readonly, but is not modified by the computation.'),
+    (_VARIABLE_CONFIG + 'fetch { id { node_name: "init_value" } }\n'.replace("init_value", "Const"),
+     "resulted in 1 constant results.  The configuration of the output args (i.e. fetch ids) is probably wrong."),
+])
+def test_tf2xla_result_checks_exit_2(tmp_path, capsys, config, message):
+    """tf2xla.cc's checks after lowering, with its messages: readonly bits, constant results."""
+    (tmp_path / "g.pb").write_bytes(_variable_graph().SerializeToString())
+    (tmp_path / "c.pbtxt").write_text(config)
+    assert cli.main(["aot", "--graph", str(tmp_path / "g.pb"), "--config", str(tmp_path / "c.pbtxt"),
+                     "--name", "m", "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+
+
 def test_bad_graph_and_name_exit_2(tmp_path, capsys):
     (tmp_path / "c.pbtxt").write_text(_GOOD_FEED + _GOOD_FETCH)
     (tmp_path / "g.pbtxt").write_text("node { name: ")

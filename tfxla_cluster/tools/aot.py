@@ -10,7 +10,8 @@ Stage: the whole tfcompile pipeline, as TF's ``tf2xla.cc`` runs it:
    the graph is pruned to what the fetches need;
 4. lower the rest as one cluster — exactly how a ``jit_compile=True`` function is lowered
    (``tf2hlo.lower_cluster`` over a graph of ``_Arg``/``_Retval`` nodes): results are the fetches, then
-   the new value of every variable the graph writes (in config order);
+   the new value of every variable the graph writes (in config order); as in tf2xla.cc, a variable's
+   ``readonly`` must match whether the graph writes it, and no fetch may fold to a constant;
 5. run our XLA:CPU pipeline, then ``codegen.aot.compile_object``;
 6. write the object and a header whose comments name each argument's and result's dtype and shape.
 
@@ -24,7 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfxla_cluster.errors import InvalidArgumentError, NotFoundError
+from tfxla_cluster.errors import InvalidArgumentError, NotFoundError, UnimplementedError
 
 
 @dataclass
@@ -319,26 +320,41 @@ def lower_for_aot(graph_def, config, name: str):
         k = int(m[4])
         raise InvalidArgumentError(f"feed {k} ({args[k].origin[5:]}) reaches input {m[1]} of node '{m[2]}' "
                                    f"({m[3]}), which must be a compile-time constant; it cannot be fed") from None
-    leaves = lowered.module.entry.root.shape.tuple_shapes
+    root = lowered.module.entry.root
+    constant = sum(1 for out in lowered.outputs if out.kind == "retval" and _is_constant(root.operands[out.index]))
+    if constant:
+        # tf2xla.cc's words: a fetch that folds to a constant is a configuration mistake for tfcompile.
+        raise UnimplementedError(f"Conversion from TensorFlow graph to XLA resulted in {constant} constant "
+                                 "results.  The configuration of the output args (i.e. fetch ids) is probably wrong.")
     results: list[TensorSpec] = []
-    by_var = {len(args) + j: v for j, v in enumerate(variables)}
-    config_vars = list(config.variable)
+    updated = {out.resource_input: out for out in lowered.outputs if out.kind == "resource"}
+    for j, var in enumerate(config.variable):
+        if var.readonly == (len(args) + j in updated):  # tf2xla.cc's check, both ways
+            raise InvalidArgumentError(
+                f'Variable "{var.node_name}" is marked as {"" if var.readonly else "not "}readonly, but is '
+                f'{"" if len(args) + j in updated else "not "}modified by the computation.')
     for out in lowered.outputs:
-        shape: Shape = leaves[out.index]
+        shape: Shape = root.shape.tuple_shapes[out.index]
         if out.kind == "retval":
             spec = fetches[out.retval_index]
             spec.dims = shape.dimensions
             results.append(spec)
         elif out.kind == "resource":
-            var = by_var[out.resource_input]
             j = out.resource_input - len(args)
-            if config_vars[j].readonly:
-                raise InvalidArgumentError(f"variable {j} ('{config_vars[j].node_name}') is marked readonly but "
-                                           "the graph assigns it")
-            results.append(TensorSpec(var.name, f"updated variable {config_vars[j].node_name}", var.dtype,
+            var = variables[j]
+            results.append(TensorSpec(var.name, f"updated variable {config.variable[j].node_name}", var.dtype,
                                       var.dims))
-    all_args = args + variables
-    return lowered, all_args, results
+    return lowered, args + variables, results
+
+
+def _is_constant(instr) -> bool:
+    """Whether a lowered fetch is a compile-time constant (tf2xla's ``is_constant`` output): a literal,
+    or the broadcast scalar literal a uniform host constant becomes."""
+    from tfxla_cluster.hlo.opcode import HloOpcode
+
+    if instr.opcode is HloOpcode.BROADCAST:
+        instr = instr.operands[0]
+    return instr.opcode is HloOpcode.CONSTANT
 
 
 def compile_aot(graph_path: str | os.PathLike, config_path: str | os.PathLike, name: str,
@@ -395,7 +411,7 @@ def render_header(name: str, args: list[TensorSpec], results: list[TensorSpec], 
         "//",
         "// Arguments (feeds in config order, then variables):",
         *[describe("arg", k, a) for k, a in enumerate(args)],
-        "// Results (fetches in config order, then the new value of each variable the graph assigns):",
+        "// Results (fetches in config order, then the new value of each variable not marked readonly):",
         *[describe("result", k, r) for k, r in enumerate(results)],
         f"#ifndef {guard}",
         f"#define {guard}",

@@ -69,14 +69,14 @@ example (tools/examples/aot also has a Makefile: make -C tools/examples/aot run)
 CONFIG is tfcompile's tf2xla.Config text proto:
   feed  { id { node_name: "x" } shape { dim { size: 2 } dim { size: 8 } } type: DT_FLOAT }
   fetch { id { node_name: "probs" output_index: 0 } }
-  variable { node_name: "step" shape { } type: DT_INT32 }   # a VarHandleOp (readonly: true forbids assigning it)
+  variable { node_name: "step" shape { } type: DT_INT32 readonly: true }   # a VarHandleOp the graph only reads
 
 NAME.h declares, with NAME literally the given name:
   #define NAME_NUM_ARGS n / NAME_NUM_RESULTS m
   extern const int64_t NAME_arg_bytes[NAME_NUM_ARGS], NAME_result_bytes[NAME_NUM_RESULTS];
   int NAME_run(const void* const* args, void* const* results);   /* 0 on success */
 args: feeds in config order, then variables; results: fetches in config order, then the new value of
-each variable the graph assigns. Buffers are dense row-major and allocated by the caller.
+each variable not marked readonly. Buffers are dense row-major and allocated by the caller.
 """
 
 
