@@ -192,41 +192,40 @@ def flatten(value) -> list[np.ndarray]:
 
 
 def compare(actual: list[np.ndarray], expected: list[np.ndarray], abs_bound: float, rel_bound: float) -> Comparison:
-    """Elementwise comparison under XLA's ErrorSpec rule; the worst element (largest abs error, NaN
-    mismatches first) is reported."""
-    worst = Comparison(ok=True)
+    """Elementwise comparison under XLA's ErrorSpec rule. The reported element is the worst failing one
+    (largest abs error; a NaN mismatch counts as infinite), or the largest error when nothing fails."""
+    if len(actual) != len(expected):
+        return Comparison(False, min(len(actual), len(expected)), (), f"{len(actual)} results",
+                          f"{len(expected)} results", float("inf"), float("inf"), 1, 1)
+    result = Comparison(ok=True)
+    worst_key = None
     for k, (a, e) in enumerate(zip(actual, expected)):
         a, e = np.asarray(a), np.asarray(e)
         if a.shape != e.shape:
             return Comparison(False, k, (), f"shape {a.shape}", f"shape {e.shape}", float("inf"), float("inf"), 1, 1)
-        worst.total += a.size
+        result.total += a.size
         if a.size == 0:
             continue
-        if a.dtype.kind == "c" or e.dtype.kind == "c":
-            af, ef = a.astype(np.complex128), e.astype(np.complex128)
-        else:
-            af, ef = a.astype(np.float64), e.astype(np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):
+        wide = np.complex128 if a.dtype.kind == "c" or e.dtype.kind == "c" else np.float64
+        af, ef = a.astype(wide), e.astype(wide)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             nan_a, nan_e = np.isnan(af), np.isnan(ef)
-            same = (af == ef) | (nan_a & nan_e)          # equal infinities count as equal
+            same = (af == ef) | (nan_a & nan_e)          # equal infinities are equal
             err = np.where(same, 0.0, np.abs(af - ef))
-            err = np.where(nan_a != nan_e, np.inf, err)
-            err = np.where(np.isnan(err), np.inf, err)   # inf - inf of opposite signs
+            err = np.where((nan_a != nan_e) | np.isnan(err), np.inf, err)   # NaN vs number, inf vs -inf
             rel = np.where(err == 0, 0.0, err / np.abs(ef))
         bad = (err > abs_bound) & (rel > rel_bound)
-        worst.bad += int(bad.sum())
-        flat = int(np.argmax(np.where(bad, err, -1.0) if bad.any() else err))
-        idx = np.unravel_index(flat, a.shape)
-        if (bad.any() and (worst.ok or err[idx] > worst.abs_error)) or (worst.ok and not bad.any()
-                                                                       and err[idx] >= worst.abs_error):
-            worst.ok = worst.ok and not bad.any()
-            worst.output, worst.index = k, tuple(int(i) for i in idx)
-            worst.actual, worst.expected = str(a[idx]), str(e[idx])
-            worst.abs_error, worst.rel_error = float(err[idx]), float(rel[idx])
-    if len(actual) != len(expected):
-        return Comparison(False, min(len(actual), len(expected)), (), f"{len(actual)} results",
-                          f"{len(expected)} results", float("inf"), float("inf"), 1, worst.total)
-    return worst
+        n_bad = int(bad.sum())
+        result.bad += n_bad
+        idx = np.unravel_index(int(np.argmax(np.where(bad, err, -1.0) if n_bad else err)), a.shape)
+        key = (n_bad > 0, float(err[idx]))
+        if worst_key is None or key > worst_key:
+            worst_key = key
+            result.output, result.index = k, tuple(int(i) for i in idx)
+            result.actual, result.expected = str(a[idx]), str(e[idx])
+            result.abs_error, result.rel_error = float(err[idx]), float(rel[idx])
+    result.ok = result.bad == 0
+    return result
 
 
 def run_module(module, args: list[np.ndarray], *, iterations: int = 1, reference: str | None = None,
