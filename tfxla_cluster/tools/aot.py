@@ -7,7 +7,7 @@ Stage: the whole tfcompile pipeline, as TF's ``tf2xla.cc`` runs it:
    feed's type and shape agree with what the graph knows, every variable is a ``VarHandleOp``;
 3. rewrite (``RewriteAndPruneGraph``): feed tensors become ``_Arg`` nodes (index = feed order), variables
    become resource ``_Arg`` nodes after them, fetches get ``_Retval`` nodes (index = fetch order), and
-   the graph is pruned to what the fetches need;
+   the graph is pruned to what the fetches need (every feed and variable stays an argument);
 4. lower the rest as one cluster — exactly how a ``jit_compile=True`` function is lowered
    (``tf2hlo.lower_cluster`` over a graph of ``_Arg``/``_Retval`` nodes): results are the fetches, then
    the new value of every variable the graph writes (in config order); as in tf2xla.cc, a variable's
@@ -16,7 +16,8 @@ Stage: the whole tfcompile pipeline, as TF's ``tf2xla.cc`` runs it:
 6. write the object and a header whose comments name each argument's and result's dtype and shape.
 
 Every bad input (unreadable file, a feed naming no node, a fetch out of range, a shape that disagrees
-with the graph, a feed that must be a compile-time constant) is an ``InvalidArgumentError``.
+with the graph, a feed that must be a compile-time constant, a wrong ``readonly``) is an
+``InvalidArgumentError``; a constant fetch is tf2xla's ``UnimplementedError``.
 """
 from __future__ import annotations
 
