@@ -211,7 +211,7 @@ def _wrapper_ir(prog: ProgramEmitter, name: str, triple: str) -> str:
         else:
             src = b.gep(arena, [t.i64(s.offset)], inbounds=True, source_etype=t.I8)
         b.store(src, slot_ptr(s.index))
-    b.call(entry, [slot_ptr(0)])
+    b.call(entry, [table])
     if arena is not None:
         free = ir.Function(m, ir.FunctionType(t.VOID, [t.PTR]), "free")
         b.call(free, [arena])
