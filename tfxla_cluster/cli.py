@@ -337,6 +337,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 import tfxla_cluster.viz.cli_commands  # noqa: E402,F401  (registers the viz and tensorboard commands)
 import tfxla_cluster.report.cli_commands  # noqa: E402,F401  (registers the report command)
+import tfxla_cluster.tools.cli_commands  # noqa: E402,F401  (registers the run-hlo and aot commands)
 
 
 def build_parser() -> argparse.ArgumentParser:

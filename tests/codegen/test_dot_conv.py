@@ -58,6 +58,21 @@ def test_dot_against_numpy(case, opts):
         assert any(k.kind == "gemm" for k in exe.kernels)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shapes", [((37, 50), (50, 70)), ((64, 9), (9, 32)), ((5, 3), (3, 16))],
+                         ids=lambda s: f"{s[0]}x{s[1]}")
+def test_ir_gemm_tiles_and_edges(dtype, shapes):
+    """The IR GEMM's register tiles (4 rows x 2 vectors) and its leftover rows/columns, threaded
+    (row blocks start at any row) and not."""
+    x = random_array(shapes[0], dtype, RNG, specials=False)
+    y = random_array(shapes[1], dtype, RNG, specials=False)
+    want = x.astype(np.float64) @ y.astype(np.float64)
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    for opts in (NO_BLAS, CodegenOptions(bounds_checks=True, use_blas=False, threads=3, parallel_min_cost=1)):
+        got = compile_module(_dot(x, y, (1,), (0,)), opts)(x, y)[0]
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.int32, np.float16, np.int8])
 def test_dot_other_types(dtype):
     x = random_array((9, 13), dtype, RNG, specials=False, low=-9, high=9)

@@ -102,6 +102,8 @@ ENTRY %main (a.2: f32[2,3], b.2: f32[3,4], v.1: f32[4], s: s32[], img: f32[1,4,4
   %iota = s32[2,4]{1,0} iota(), iota_dimension=1
   %srt = (f32[2,4]{1,0}, s32[2,4]{1,0}) sort(%cp, %iota), dimensions={1}, is_stable=true, to_apply=%lt_sort
   %gte = f32[2,4]{1,0} get-tuple-element(%srt), index=0
+  %tk = (f32[2,2]{1,0}, s32[2,2]{1,0}) topk(%cp), k=2, largest=true
+  %tk2 = (f32[2,3]{1,0}, s32[2,3]{1,0}) topk(%cp), k=3, largest=false
   %init = (s32[], f32[4]{0}) tuple(%s, %v.1)
   %wh = (s32[], f32[4]{0}) while(%init), condition=%cond, body=%body
   %call = f32[4]{0} call(%v.1), to_apply=%br0

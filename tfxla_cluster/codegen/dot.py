@@ -1,8 +1,8 @@
 """Dot and convolution on the fast path: GEMM calls (XLA:CPU's DotOpEmitter ``kEigen`` strategy).
 
 A dot whose result is f32/f64 and whose B·M·N·K reaches ``gemm_min_flops`` becomes, per batch, one
-``cblas_?gemm`` call into numpy's OpenBLAS (or, without BLAS, an i-k-j IR loop whose inner loop
-vectorises). Operands already laid out as ``[batch…, M, K]`` or ``[batch…, K, M]`` in memory (size-1
+``cblas_?gemm`` call into numpy's OpenBLAS (or, without BLAS — AOT objects — an IR GEMM that keeps a
+tile of C in vector registers while k runs). Operands already laid out as ``[batch…, M, K]`` or ``[batch…, K, M]`` in memory (size-1
 dims ignored) are passed as they are, with the transpose flag; anything else — a fused expression, an
 awkward layout, another element type — is first materialised into a row-major scratch buffer. The
 result goes straight into the output buffer when its layout is ``[batch…, M, N]``.
@@ -251,18 +251,79 @@ def gemm_kernel(prog, name: str, et: T, B: int, M: int, N: int, K: int, a_ref: B
 
 
 def _ir_gemm(kb, sty, M, N, K, pa, ta, lda, pb, tb, ldb, pc) -> None:
-    """i-k-j loops: the inner j loop is a vectorisable axpy over a row of C."""
+    """C = A·B in LLVM IR (no BLAS: AOT objects, or no OpenBLAS found). With B row-major and N at least
+    two vectors wide, the bulk runs as a register-blocked micro-kernel: a tile of C stays in registers
+    while k runs, each step loading a row segment of B and broadcasting _MR elements of A (what a BLAS
+    micro-kernel does, minus packing). Leftover rows and columns take the i-k-j loops. Every element of
+    C sums its products in k order either way."""
+    b = kb.builder
+    vw = _VECTOR_BYTES // (4 if isinstance(sty, ir.FloatType) else 8)
+    nr = 2 * vw
+    if tb != "N" or N < nr:
+        _ir_gemm_loops(kb, sty, t.i64(0), M, 0, N, K, pa, ta, lda, pb, tb, ldb, pc, N)
+        return
+    n_full = N - N % nr
+    m_full = b.mul(b.udiv(M, t.i64(_MR)), t.i64(_MR))
+    _micro_tiles(kb, sty, vw, m_full, n_full, K, pa, ta, lda, pb, ldb, pc, N)
+    _ir_gemm_loops(kb, sty, m_full, M, 0, N, K, pa, ta, lda, pb, tb, ldb, pc, N)
+    if n_full < N:
+        _ir_gemm_loops(kb, sty, t.i64(0), m_full, n_full, N, K, pa, ta, lda, pb, tb, ldb, pc, N)
+
+
+_VECTOR_BYTES = 32  # the tile's vectors are 256-bit (8 floats, 4 doubles): legal on every x86-64
+_MR = 4             # rows of a C tile (two vectors wide): 8 accumulators + 2 B vectors + a broadcast
+
+
+def _micro_tiles(kb, sty, vw: int, m_full, n_full: int, K: int, pa, ta, lda, pb, ldb, pc, ldc: int) -> None:
+    b = kb.builder
+    flags = kb.kctx.options.reduction_flags
+    vty = ir.VectorType(sty, vw)
+    nr = 2 * vw
+    align = 4 if isinstance(sty, ir.FloatType) else 8   # B and C rows start anywhere
+    zero = ir.Constant(vty, [t.float_constant(sty, 0.0)] * vw)
+    splat_mask = ir.Constant(ir.VectorType(t.I32, vw), [0] * vw)
+    accs = [[kb.kctx.alloca(vty, f"acc{r}_{v}") for v in range(2)] for r in range(_MR)]
+    with for_range(b, 0, b.udiv(m_full, t.i64(_MR)), "ti") as ti:
+        i0 = b.mul(ti, t.i64(_MR))
+        with for_range(b, 0, n_full // nr, "tj") as tj:
+            j0 = b.mul(tj, t.i64(nr))
+            for row in accs:
+                for acc in row:
+                    b.store(zero, acc)
+            with for_range(b, 0, K, "tk") as k:
+                b_row = b.add(b.mul(k, t.i64(ldb)), j0)
+                bvecs = [b.load(b.gep(pb, [b.add(b_row, t.i64(v * vw))], source_etype=sty), typ=vty, align=align)
+                         for v in range(2)]
+                for r in range(_MR):
+                    i = b.add(i0, t.i64(r))
+                    a_off = b.add(b.mul(i, t.i64(lda)), k) if ta == "N" else b.add(b.mul(k, t.i64(lda)), i)
+                    a = b.load(b.gep(pa, [a_off], source_etype=sty), typ=sty)
+                    splat = b.shuffle_vector(b.insert_element(ir.Constant(vty, ir.Undefined), a, t.i64(0)),
+                                             ir.Constant(vty, ir.Undefined), splat_mask)
+                    for v, bv in enumerate(bvecs):
+                        acc = accs[r][v]
+                        b.store(b.fadd(b.load(acc, typ=vty), b.fmul(splat, bv, flags=flags), flags=flags), acc)
+            for r in range(_MR):
+                c_row = b.add(b.mul(b.add(i0, t.i64(r)), t.i64(ldc)), j0)
+                for v in range(2):
+                    dst = b.gep(pc, [b.add(c_row, t.i64(v * vw))], source_etype=sty)
+                    b.store(b.load(accs[r][v], typ=vty), dst, align=align)
+
+
+def _ir_gemm_loops(kb, sty, i_lo, i_hi, j_lo: int, j_hi: int, K: int, pa, ta, lda, pb, tb, ldb, pc,
+                   ldc: int) -> None:
+    """Rows [i_lo, i_hi) x columns [j_lo, j_hi) of C by i-k-j loops (the inner j loop vectorises)."""
     b = kb.builder
     flags = kb.kctx.options.reduction_flags
     zero = t.float_constant(sty, 0.0)
-    with for_range(b, 0, M, "gi") as i:
-        row = b.mul(i, t.i64(N))
-        with for_range(b, 0, N, "gz") as j:
+    with for_range(b, i_lo, i_hi, "gi") as i:
+        row = b.mul(i, t.i64(ldc))
+        with for_range(b, j_lo, j_hi, "gz") as j:
             b.store(zero, b.gep(pc, [b.add(row, j)], source_etype=sty))
         with for_range(b, 0, K, "gk") as k:
             a_off = b.add(b.mul(i, t.i64(lda)), k) if ta == "N" else b.add(b.mul(k, t.i64(lda)), i)
             a = b.load(b.gep(pa, [a_off], source_etype=sty), typ=sty)
-            with for_range(b, 0, N, "gj") as j:
+            with for_range(b, j_lo, j_hi, "gj") as j:
                 b_off = b.add(b.mul(k, t.i64(ldb)), j) if tb == "N" else b.add(b.mul(j, t.i64(ldb)), k)
                 bv = b.load(b.gep(pb, [b_off], source_etype=sty), typ=sty)
                 cp = b.gep(pc, [b.add(row, j)], source_etype=sty)

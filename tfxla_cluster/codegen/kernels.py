@@ -511,8 +511,24 @@ def _topk(prog, instr, operands, out) -> None:
         raise UnimplementedError(f"custom-call TopK %{instr.name} must map one operand to (values, indices)")
     kb = KernelBuilder(prog, instr.name)
     values, indices = leaves(out)
-    emit_sort(prog, kb, instr.name, [kb.array(operands[0])], [(kb.array(values), 0), (kb.array(indices), "index")],
-              instr.called_computations[0], operands[0].shape.rank - 1, "topk")
+    comparator = instr.called_computations[0]
+    dim = operands[0].shape.rank - 1
+    ins = [kb.array(operands[0])]
+    if comparator.num_parameters == 4:  # XLA's form: (values lhs, rhs, indices lhs, rhs)
+        ins.append(_Positions(kb.builder, Shape(T.S32, operands[0].shape.dimensions), dim))
+    emit_sort(prog, kb, instr.name, ins, [(kb.array(values), 0), (kb.array(indices), "index")], comparator, dim,
+              "topk")
+
+
+class _Positions:
+    """An s32 "array" whose element is its own position along ``dim`` (the iota TopK's indices come from),
+    read like an ``IrArray`` by ``emit_sort``'s comparator calls."""
+
+    def __init__(self, b, shape: Shape, dim: int) -> None:
+        self.b, self.shape, self.dim, self.et = b, shape, dim, T.S32
+
+    def load(self, index):
+        return self.b.trunc(index.get_dims(self.b)[self.dim], t.I32)
 
 
 def emit_sort(prog, kb, name, ins, outs, comp, dim, kind) -> None:

@@ -335,6 +335,8 @@ OPCODE_ATTRS: dict[O, tuple] = {
                 Field("indices_are_sorted", BOOL, "indices_are_sorted", required=False, default=False),
                 Field("unique_indices", BOOL, "unique_indices", required=False, default=False), TO_APPLY),
     O.SORT: (DIMENSIONS, Field("is_stable", BOOL, "is_stable", required=False, default=False), TO_APPLY),
+    # XLA always prints largest=; its parser defaults it to true.
+    O.TOPK: (Field("k", INT, "k"), Field("largest", BOOL, "largest", required=False)),
     O.GET_TUPLE_ELEMENT: (Field("index", INT, "tuple_index"),),
     O.CALL: (TO_APPLY,),
     O.WHILE: (Comp("condition", 0), Comp("body", 1)),

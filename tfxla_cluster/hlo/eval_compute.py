@@ -240,6 +240,16 @@ def sort(ev, instr, args):
     return out[0] if len(out) == 1 else tuple(out)
 
 
+def topk(ev, instr, args):
+    """kTopK: the k largest (``largest=false``: smallest) along the last dimension in total order, ties
+    to the lower index (XLA's TopkDecomposer: a stable sort of (x, iota) by x), and their s32 indices."""
+    (x,) = args
+    et = instr.operands[0].shape.element_type
+    key = total_order_key(x) if et.is_float else (x.astype(np.int8) if et.is_pred else x)
+    order = np.argsort(~key if instr.largest else key, axis=-1, kind="stable")[..., :instr.k]
+    return np.take_along_axis(x, order, axis=-1), order.astype(np.int32)
+
+
 def sort_along(ev, comparator, args, dim: int, carry=()) -> list:
     """Stable sort of ``args`` along ``dim`` by ``comparator`` (a strict "less than" over pairs of
     ``args`` elements); ``carry`` arrays are permuted alongside without being compared."""
@@ -273,4 +283,5 @@ HANDLERS = {
     O.DOT: dot,
     O.CONVOLUTION: convolution,
     O.SORT: sort,
+    O.TOPK: topk,
 }

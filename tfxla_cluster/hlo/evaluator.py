@@ -64,11 +64,16 @@ def _conditional(ev, instr, args):
 
 def _topk(ev, instr, args):
     """XLA:CPU's "TopK" custom call: (values, s32 indices) of the k largest along the last dimension,
-    ordered by the attached comparator (TopkRewriter's form of a sort+slice)."""
+    ordered by the attached comparator — over values (TopkRewriter's form of a sort+slice) or, as XLA
+    prints it, over (value, index) pairs."""
     (x,) = args
     k = instr.shape.tuple_shapes[0].dimensions[-1]
     idx = np.broadcast_to(np.arange(x.shape[-1], dtype=np.int32), x.shape)
-    values, indices = eval_compute.sort_along(ev, instr.called_computations[0], [x], x.ndim - 1, carry=[idx])
+    comparator = instr.called_computations[0]
+    if comparator.num_parameters == 4:  # XLA's form compares (value, index) pairs
+        values, indices = eval_compute.sort_along(ev, comparator, [x, idx], x.ndim - 1)
+    else:
+        values, indices = eval_compute.sort_along(ev, comparator, [x], x.ndim - 1, carry=[idx])
     return values[..., :k].copy(), indices[..., :k].copy()
 
 

@@ -103,6 +103,8 @@ class HloInstruction:
     exponent_bits: int | None = None
     mantissa_bits: int | None = None
     is_stable: bool = False
+    k: int | None = None                             # topk
+    largest: bool = True                             # topk
     distribution: A.RandomDistribution | None = None
     rng_algorithm: A.RandomAlgorithm | None = None
     custom_call_target: str | None = None
@@ -347,6 +349,8 @@ class HloModule:
         self.is_scheduled = False
         # Header attributes we keep verbatim (e.g. alias_passthrough_params=true).
         self.raw_attributes: dict[str, str] = {}
+        # XLA's stack frame index sections (FileNames ... StackFrames), verbatim; "" when absent.
+        self.stack_frames = ""
 
     def add_computation(self, comp: HloComputation, *, entry: bool = False,
                         uniquify: bool = True) -> HloComputation:

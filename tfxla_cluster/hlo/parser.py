@@ -4,6 +4,7 @@ Recursive descent over characters: module → computations → instructions → 
 attributes. It reads our printer's output and XLA's own dumps, old and new:
 
 - operands as ``%name`` or ``shape %name``, with or without ``%``; ``/*index=5*/`` and ``//`` comments;
+- the stack frame index XLA prints after the header (``FileNames`` ... ``StackFrames``), kept verbatim;
 - layouts ``{1,0}`` (tiling after ``:`` is skipped); ``ROOT`` optional (last instruction is the root);
   ``ENTRY`` optional (last computation is the entry);
 - attributes go through the shared table in ``attr_table``; attributes we do not model
@@ -31,23 +32,37 @@ _NAME = re.compile(r"%?([A-Za-z0-9_.\-]+)")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)")
 _FLOAT_WORD = re.compile(r"(-?)(inf|nan)(?:\((0x[0-9a-fA-F]+)\))?")
 _SHAPE_START = re.compile(r"([a-z]+\d*)\[")
+_STACK_FRAME_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _PRIMITIVE_NAMES = {t.value for t in PrimitiveType} - {"tuple"}
+
+
+class HloParseError(InvalidArgumentError):
+    """Unparseable HLO text: ``line``/``column`` (1-based) and ``what`` is wrong; the message adds the
+    offending line and a caret."""
+
+    def __init__(self, message: str, line: int, column: int, what: str) -> None:
+        super().__init__(message)
+        self.line, self.column, self.what = line, column, what
 
 
 class _Parser:
     def __init__(self, text: str) -> None:
         self.s = text
         self.i = 0
+        self.positions: dict[int, int] = {}   # id(computation or instruction) -> offset of its name
 
     # ---------------------------------------------------------------- low level
-    def error(self, message: str, pos: int | None = None) -> InvalidArgumentError:
+    def line_col(self, pos: int) -> tuple[int, int]:
+        return self.s.count("\n", 0, pos) + 1, pos - (self.s.rfind("\n", 0, pos) + 1) + 1
+
+    def error(self, message: str, pos: int | None = None) -> HloParseError:
         pos = self.i if pos is None else pos
-        line_no = self.s.count("\n", 0, pos) + 1
-        start = self.s.rfind("\n", 0, pos) + 1
+        line_no, col = self.line_col(pos)
+        start = pos - col + 1
         end = self.s.find("\n", pos)
         line = self.s[start:end if end >= 0 else len(self.s)]
-        col = pos - start + 1
-        return InvalidArgumentError(f"{line_no}:{col}: error: {message}\n{line}\n{' ' * (col - 1)}^")
+        return HloParseError(f"{line_no}:{col}: error: {message}\n{line}\n{' ' * (col - 1)}^", line_no, col,
+                             message)
 
     def ws(self) -> None:
         s, n = self.s, len(self.s)
@@ -293,6 +308,7 @@ class _Parser:
                 module.is_scheduled = value == "true"
             elif key != "entry_computation_layout":
                 module.raw_attributes[key] = value
+        module.stack_frames = self.stack_frame_sections()
         comps: dict[str, HloComputation] = {}
         entry = None
         order: list[HloComputation] = []
@@ -319,8 +335,31 @@ class _Parser:
                     instr.fused_computation.is_fusion_computation = True
         return module
 
+    def stack_frame_sections(self) -> str:
+        """XLA's stack frame index (``FileNames``, ``FunctionNames``, ``FileLocations``, ``StackFrames``
+        sections of ``N value`` lines after the header), kept verbatim: metadata's ``stack_frame_id``
+        points into it, nothing we run does."""
+        start = None
+        while True:
+            self.ws()
+            m = _IDENT.match(self.s, self.i)
+            if not m or m[0] not in _STACK_FRAME_SECTIONS:
+                break
+            start = self.i if start is None else start
+            self.i = m.end()
+            while True:
+                self.ws()
+                if not re.match(r"\d", self.s[self.i:self.i + 1]):
+                    break
+                end = self.s.find("\n", self.i)
+                self.i = len(self.s) if end < 0 else end
+        return "" if start is None else self.s[start:self.i].rstrip()
+
     def computation(self, comps: dict[str, HloComputation]) -> HloComputation:
+        self.ws()
+        pos = self.i
         comp = HloComputation(self.name())
+        self.positions[id(comp)] = pos
         if self.accept("("):  # the signature repeats what the parameters say
             depth = 1
             while depth and self.i < len(self.s):
@@ -362,6 +401,7 @@ class _Parser:
         except ValueError:
             raise self.error(f"unknown opcode: {op_text}", op_pos) from None
         instr = HloInstruction(name, opcode, shape)
+        self.positions[id(instr)] = pos
         self.expect("(", "after the opcode")
         if opcode is HloOpcode.PARAMETER:
             instr.parameter_number = self.integer()
@@ -376,6 +416,7 @@ class _Parser:
             instr.operands = self.operands(names)
         attrs: dict[str, str] = {}
         positions: dict[str, int] = {}
+        key_positions: dict[str, int] = {}
         while self.inline_accept(","):
             self.ws()
             key_pos = self.i
@@ -384,8 +425,8 @@ class _Parser:
             value, vpos = self.raw_value()
             if key in attrs:
                 raise self.error(f"attribute {key} already exists", key_pos)
-            attrs[key], positions[key] = value, vpos
-        self.apply_attributes(instr, attrs, positions, names, comps, op_pos)
+            attrs[key], positions[key], key_positions[key] = value, vpos, key_pos
+        self.apply_attributes(instr, attrs, positions, names, comps, op_pos, key_positions)
         self.end_of_line()
         names[name] = instr
         return instr
@@ -431,7 +472,8 @@ class _Parser:
         m = _SHAPE_START.match(self.s, self.i)
         return bool(m) and m[1] in _PRIMITIVE_NAMES
 
-    def apply_attributes(self, instr, attrs, positions, names, comps, op_pos: int) -> None:
+    def apply_attributes(self, instr, attrs, positions, names, comps, op_pos: int,
+                         key_positions: dict[str, int] | None = None) -> None:
         def computation(name: str) -> HloComputation:
             if name not in comps:
                 raise T.AttrError(f"computation does not exist: {name}", "")
@@ -457,7 +499,8 @@ class _Parser:
             elif key in T.RAW_ATTRIBUTE_PLACES or key in T.RAW_PRE_ATTRIBUTES:
                 instr.raw_attributes[key] = value
             else:
-                raise self.error(f"unexpected attribute {key} for {instr.opcode.text}", positions[key])
+                raise self.error(f"unexpected attribute {key} for {instr.opcode.text}",
+                                 (key_positions or positions)[key])
 
     def metadata(self, text: str, pos: int) -> OpMetadata:
         if not (text.startswith("{") and text.endswith("}")):
@@ -478,6 +521,18 @@ class _Parser:
 def parse_module(text: str) -> HloModule:
     """Parse HLO module text (ours or XLA's) into an ``HloModule``."""
     return _Parser(text).module()
+
+
+def parse_module_located(text: str):
+    """``(module, locate)``: ``locate(x)`` is the (line, column) where computation or instruction ``x``
+    of the parsed module is defined in ``text`` (for messages about the text), or None."""
+    p = _Parser(text)
+    module = p.module()
+
+    def locate(x) -> tuple[int, int] | None:
+        pos = p.positions.get(id(x))
+        return None if pos is None else p.line_col(pos)
+    return module, locate
 
 
 def parse_shape(text: str) -> Shape:

@@ -91,6 +91,8 @@ def module_to_string(module, **options) -> str:
     header += "".join(f", {k}={v}" for k, v in module.raw_attributes.items())
     header += f", entry_computation_layout={entry_computation_layout(module)}"
     blocks = [header]
+    if module.stack_frames:
+        blocks.append(module.stack_frames)
     for comp in module.computation_post_order():
         blocks.append(computation_to_string(comp, is_entry=comp is module.entry, **options))
     return "\n\n".join(blocks) + "\n"

@@ -511,6 +511,18 @@ def _sort(instr) -> Shape:
     return _result(instr, [s.without_layout() for s in shapes])
 
 
+def _topk(instr) -> Shape:
+    """(values, s32 indices) of the k largest (smallest) elements along the last dimension."""
+    _expect_operands(instr, 1)
+    s = _array(instr, 0)
+    if s.rank < 1:
+        _fail(instr, "topk needs an operand of rank >= 1")
+    if instr.k is None or not 0 <= instr.k <= s.dimensions[-1]:
+        _fail(instr, f"k={instr.k} is out of range for the last dimension of {s}")
+    dims = s.dimensions[:-1] + (instr.k,)
+    return Shape.tuple_of([Shape.array(s.element_type, dims), Shape.array(T.S32, dims)])
+
+
 def _tuple(instr) -> Shape:
     return Shape.tuple_of(o.shape.without_layout() for o in instr.operands)
 
@@ -611,7 +623,7 @@ _RULES.update({
     O.TRANSPOSE: _transpose, O.REVERSE: _reverse, O.SLICE: _slice, O.DYNAMIC_SLICE: _dynamic_slice,
     O.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice, O.CONCATENATE: _concatenate, O.PAD: _pad,
     O.REDUCE: _reduce, O.REDUCE_WINDOW: _reduce_window, O.SELECT_AND_SCATTER: _select_and_scatter,
-    O.DOT: _dot, O.CONVOLUTION: _convolution, O.GATHER: _gather, O.SCATTER: _scatter, O.SORT: _sort,
+    O.DOT: _dot, O.CONVOLUTION: _convolution, O.GATHER: _gather, O.SCATTER: _scatter, O.SORT: _sort, O.TOPK: _topk,
     O.TUPLE: _tuple, O.GET_TUPLE_ELEMENT: _get_tuple_element, O.CALL: _call,
     O.CONDITIONAL: _conditional, O.WHILE: _while, O.FUSION: _fusion, O.MAP: _map, O.RNG: _rng,
     O.RNG_BIT_GENERATOR: _rng_bit_generator, O.SET_DIMENSION_SIZE: _set_dimension_size,

@@ -20,6 +20,10 @@
   read through slices of the first k elements, becomes ``custom-call "TopK"`` returning
   ``(values[..., k], s32 indices[..., k])`` — XLA:CPU's top-k runtime routine instead of a full sort.
   Codegen must provide that routine; ``--xla_disable_hlo_passes=topk-rewriter`` keeps the sort.
+- ``TopkDecomposer`` (xla/service/topk_decomposer.cc): the ``topk`` opcode (XLA prints it in
+  unoptimized modules, e.g. jax's ``lax.top_k``) becomes a stable ``sort`` of ``(x, s32 iota)`` along the
+  last dimension by ``compare(p0.lhs, p0.rhs), direction=GT`` (``LT`` with ``largest=false``),
+  ``type=TOTALORDER``, read through slices of the first k — the form ``TopkRewriter`` recognises.
 Batch-norm expansion does not apply: the IR has no batch-norm opcodes (tf2xla lowers them already).
 """
 from __future__ import annotations
@@ -273,6 +277,45 @@ class TopkRewriter(HloPass):
         for index, s in readers:
             g.replace(s, outputs[index])
         return True
+
+
+class TopkDecomposer(HloPass):
+    name = "topk-decomposer"
+
+    def run_on_module(self, module: HloModule) -> bool:
+        changed = False
+        for comp in non_fusion_computations(module):
+            g = UseGraph(comp)
+            for topk in comp.post_order():
+                if topk.opcode is O.TOPK and topk.parent is comp:
+                    g.replace(topk, self._decompose(g, module, topk))
+                    changed = True
+            g.finish()
+        return changed
+
+    @staticmethod
+    def _decompose(g: UseGraph, module: HloModule, topk: HloInstruction) -> HloInstruction:
+        from tfxla_cluster.hlo.builder import HloBuilder
+
+        x = topk.operands[0]
+        et, dims = x.shape.element_type, x.shape.dimensions
+        last = len(dims) - 1
+        b = HloBuilder("compare-greater-than" if topk.largest else "compare-less-than")
+        params = [b.parameter(n, Shape.scalar(t), f"p.{n // 2}.{'rhs' if n % 2 else 'lhs'}")
+                  for n, t in enumerate((et, et, PrimitiveType.S32, PrimitiveType.S32))]
+        ctype = A.ComparisonType.TOTALORDER if et.is_float else None
+        b.compare(params[0], params[1], "GT" if topk.largest else "LT", ctype)
+        comparator = b.build()
+        module.add_computation(comparator)
+        iota = g.make(O.IOTA, [], Shape.array(PrimitiveType.S32, dims), like=topk, iota_dimension=last)
+        sort = g.make(O.SORT, [x, iota], Shape.tuple_of([x.shape.without_layout(), iota.shape]), like=topk,
+                      dimensions=(last,), is_stable=True, called_computations=[comparator])
+        limits = tuple(A.SliceRange(0, d if i < last else topk.k, 1) for i, d in enumerate(dims))
+        parts = []
+        for index in range(2):
+            gte = g.make(O.GET_TUPLE_ELEMENT, [sort], sort.shape.tuple_shapes[index], like=topk, tuple_index=index)
+            parts.append(g.make(O.SLICE, [gte], like=topk, slices=limits))
+        return g.make(O.TUPLE, parts, like=topk)
 
 
 def _scalar_gt(module: HloModule) -> HloComputation:

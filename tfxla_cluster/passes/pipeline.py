@@ -4,7 +4,7 @@
 
     dce                                   start clean
     call-inliner, dot_decomposer, logistic-expander, rng-bit-generator-expander,
-    topk-rewriter (only when the backend lists the "TopK" runtime routine)
+    topk-decomposer, topk-rewriter (only when the backend lists the "TopK" runtime routine)
                                                            expanders (RunHloPassesThroughLayoutAssn 2-4)
     simplification (fixed point, <= 25):  algsimp, simplify-sorts, simplify-conditional, tuple-simplifier, dce,
                                           constant_folding
@@ -37,8 +37,8 @@ from tfxla_cluster.passes.control_flow import ConditionalSimplifier, SortSimplif
 from tfxla_cluster.passes.cse import HloCSE
 from tfxla_cluster.passes.dce import HloDCE
 from tfxla_cluster.passes.dump import Dumper
-from tfxla_cluster.passes.expanders import (CallInliner, DotDecomposer, LogisticExpander, TopkRewriter,
-                                            TransposeFolding)
+from tfxla_cluster.passes.expanders import (CallInliner, DotDecomposer, LogisticExpander, TopkDecomposer,
+                                            TopkRewriter, TransposeFolding)
 from tfxla_cluster.passes.fusion import CpuInstructionFusion
 from tfxla_cluster.passes.fusion_naming import FusionNamer
 from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
@@ -75,6 +75,7 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
         DotDecomposer(),
         LogisticExpander(),
         RngBitGeneratorExpander(),
+        TopkDecomposer(),
         *topk,
         FixedPoint("simplification", [
             AlgebraicSimplifier(),
