@@ -129,6 +129,40 @@ def test_compiler_ir_stages():
         ours.experimental_get_compiler_ir(*args)(stage="nope")
 
 
+def test_compiler_ir_before_the_first_call_matches_tf():
+    """Like TF's, the compiler IR of a jit_compile=True function needs no call: it is compiled for the given
+    arguments without running (the variable is not updated). Its ENTRY parameters and results are TF's
+    (arguments, then variables; a tf.cond inside), and real XLA runs both texts to the same results."""
+    pytest.importorskip("jax")
+    import re
+
+    from xla_oracle import xla_parse, xla_run
+
+    v = tf.Variable(tf.ones([4]))
+
+    def g(x, n):
+        v.assign_add(tf.fill([4], tf.reduce_sum(x)))
+        y = tf.cond(x[0] > 0, lambda: x * 2.0, lambda: x + 1.0)
+        return y, tf.cast(n, tf.float32) * 3.0 + tf.reduce_sum(v)
+    args = (tf.constant([1.0, -2.0]), tf.constant([1, 2, 3]))
+    ours = txc.function(g, jit_compile=True)
+    text = ours.experimental_get_compiler_ir(*args)(stage="hlo")
+    theirs = tf.function(g, jit_compile=True).experimental_get_compiler_ir(*args)(stage="hlo")
+    np.testing.assert_array_equal(v.numpy(), np.ones(4))
+
+    def entry_types(t: str) -> list[str]:
+        line = next(ln for ln in t.splitlines() if ln.startswith("ENTRY"))
+        return re.findall(r"\b(?:f32|s32|pred)\[[\d,]*\]", line)
+    assert entry_types(text) == entry_types(theirs)
+    inputs = [a.numpy() for a in args] + [v.numpy()]
+    for got, want in zip(xla_run(text, *inputs), xla_run(theirs, *inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    # XLA parses the optimized text; running it through XLA:CPU's backend is not asked here (its loop
+    # fusion emitter rejects our fused reductions — noted in the issue).
+    xla_parse(ours.experimental_get_compiler_ir(*args)(stage="optimized_hlo"))
+    np.testing.assert_array_equal(v.numpy(), np.ones(4))
+
+
 def test_compiler_ir_serialized_stages_are_hlo_module_protos():
     pytest.importorskip("jax")
     from tensorflow.compiler.xla.service import hlo_pb2

@@ -208,6 +208,10 @@ def _direct_plan(rewritten, signatures, launchers) -> Callable[[list], list] | N
             return None
     launcher = launchers[sig.name]
 
+    def launch_inputs(args: list) -> list:
+        """The launch node's inputs among the function's flat arguments (captured inputs included)."""
+        return [args[i] for i in inputs]
+
     def run(args: list) -> list:
         from tfxla_cluster.runtime.launcher import to_tensor
 
@@ -217,6 +221,7 @@ def _direct_plan(rewritten, signatures, launchers) -> Callable[[list], list] | N
             raise _as_tf_error(e) from e
         outs = [to_tensor(v) for v in values]
         return [outs[i] if kind == "out" else args[i] for kind, i in returns]
+    run.launcher, run.launch_inputs = launcher, launch_inputs
     return run
 
 
@@ -317,6 +322,16 @@ class Function:
                     len(compiled.concrete.captured_inputs):
                 return compiled(list(args))
         compiled = self.get_compiled(*args, **kwargs)
+        flat = self._flat_inputs(compiled, args, kwargs)
+        if specs is not None and len(flat) == len(args):
+            self._by_tensor_specs[specs] = compiled
+        return compiled(flat)
+
+    @staticmethod
+    def _flat_inputs(compiled: CompiledGraph, args: tuple, kwargs: dict) -> list:
+        """The tensors of a call, in the concrete function's input order (captured inputs excluded)."""
+        import tensorflow as tf
+
         flat = [a for a in tf.nest.flatten((args, kwargs), expand_composites=True)
                 if isinstance(a, (tf.Tensor, tf.Variable)) or hasattr(a, "__array__") or isinstance(a, (int, float))]
         expected = len(compiled.concrete.inputs) - len(compiled.concrete.captured_inputs)
@@ -332,17 +347,35 @@ class Function:
                 raise InvalidArgumentError(
                     f"cannot compute {compiled.concrete.name} as input #{flat.index(given)} was expected to be "
                     f"a {spec.dtype.name} tensor but is a {given.dtype.name} tensor")
-        if specs is not None and len(flat) == len(args):
-            self._by_tensor_specs[specs] = compiled
-        return compiled(flat)
+        return flat
 
     def experimental_get_compiler_ir(self, *args: Any, **kwargs: Any) -> Callable[..., str | bytes]:
         """TF's API: ``f.experimental_get_compiler_ir(*args)(stage='hlo')``. Stages: TF's 'hlo',
         'optimized_hlo', 'optimized_hlo_dot' (Graphviz), 'hlo_serialized' and 'optimized_hlo_serialized'
         (HloModuleProto bytes; needs jaxlib's XLA to parse our text), plus 'llvm_ir' (the LLVM IR our
         code generator emitted, before LLVM's optimisation) and 'clusters' (our clustering report).
-        One text per cluster, in cluster order; the function must have run with these arguments."""
+        One text per cluster, in cluster order. A ``jit_compile=True`` function is compiled for these
+        arguments without running it (as TF's: variables are read, not updated); other functions' clusters
+        take their inputs from TF's ops, so they must have run with these arguments first."""
         compiled = self.get_compiled(*args, **kwargs)
+        direct = compiled._direct
+        entry_for: dict[str, Any] = {}
+
+        def entries() -> list:
+            if direct is not None and not entry_for:
+                flat = [*self._flat_inputs(compiled, args, kwargs), *compiled.concrete.captured_inputs]
+                try:
+                    entry_for[direct.launcher.sig.name] = direct.launcher.compile_for(*direct.launch_inputs(flat))
+                except Exception as e:
+                    raise _as_tf_error(e) from e
+            out = []
+            for name, launcher in compiled.launchers.items():
+                entry = entry_for.get(name) or next(iter(launcher.cache.values()), None)
+                if entry is None:
+                    raise InvalidArgumentError(f"{name} has not been compiled yet: the compiler IR of a function "
+                                               "without jit_compile=True needs a call with these arguments first")
+                out.append(entry)
+            return out
 
         def get(stage: str = "hlo", **_: Any) -> str | bytes:
             if stage == "clusters":
@@ -353,11 +386,7 @@ class Function:
             if render is None:
                 raise InvalidArgumentError(f"Unsupported stage '{stage}': use one of "
                                            f"{', '.join(sorted([*_IR_STAGES, 'clusters']))}")
-            texts = []
-            for name, launcher in compiled.launchers.items():
-                if not launcher.cache:
-                    raise InvalidArgumentError(f"{name} has not been compiled yet; call the function first")
-                texts.append(render(next(iter(launcher.cache.values()))))
+            texts = [render(entry) for entry in entries()]
             if stage.endswith("_serialized"):
                 return b"".join(texts)
             return "\n".join(texts)

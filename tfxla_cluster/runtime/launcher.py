@@ -242,6 +242,16 @@ class Launcher:
 
     # ----- run ----------------------------------------------------------------------------------
     def __call__(self, *tensors: Any) -> list[np.ndarray]:
+        arrays, handles = self._arrays(tensors)
+        return self._with_passthrough(self._run(tensors, arrays, handles), tensors)
+
+    def compile_for(self, *tensors: Any) -> CompiledCluster | None:
+        """The compiled entry for a launch on ``tensors`` (the launch node's inputs), compiling it on a miss
+        without running it: variables are read, never written (TF's ``experimental_get_compiler_ir``)."""
+        return self._lookup(self._arrays(tensors)[0])
+
+    def _arrays(self, tensors: tuple) -> tuple[list[np.ndarray], dict[int, tuple[Any, int]]]:
+        """The launch's input values, and the variable handles among them (position -> (handle, dtype))."""
         from tensorflow.core.framework import types_pb2
 
         arrays: list[np.ndarray] = []
@@ -257,7 +267,7 @@ class Launcher:
                 # EagerTensor._numpy() is a view of the tensor's buffer; .numpy() would copy it.
                 view = getattr(t, "_numpy", None)
                 arrays.append(np.asarray(view() if view is not None else t))
-        return self._with_passthrough(self._run(tensors, arrays, handles), tensors)
+        return arrays, handles
 
     def _with_passthrough(self, values: list, tensors: tuple) -> list:
         """The launch node's outputs: computed values, with resource outputs as their input handles."""
