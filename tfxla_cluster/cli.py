@@ -15,8 +15,6 @@ from typing import Callable
 # TF's C++ logging is noise for a CLI user; keep it quiet unless they asked for it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from tfxla_cluster.errors import TfXlaError  # noqa: E402
-
 Handler = Callable[[argparse.Namespace], int]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
 
@@ -361,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         from tfxla_cluster import _quiet
 
         _quiet.install()
+    from tfxla_cluster.errors import TfXlaError  # imports TF: after the log filter is in place
     try:
         return args.handler(args)
     except BrokenPipeError:  # e.g. `tfxla-cluster info g.pbtxt | head`

@@ -11,15 +11,22 @@ from __future__ import annotations
 
 from tensorflow.core.framework import function_pb2, graph_pb2
 
-from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.errors import InvalidArgumentError, TfXlaError
 from tfxla_cluster.jit.compilability import Frame, Uncompilable, must_compile_checker
 
 # Nodes of a traced graph that stand for the function's arguments and results, not body ops.
 _INTERFACE_OPS = ("_Arg", "_Retval", "Placeholder")
 
 
+# The context TF's XlaCompiler appends to every error of a must-compile function.
+_TF2XLA_CONTEXT = ("tf2xla conversion failed while converting {fn}[{attrs}]. Run with "
+                   "TF_DUMP_GRAPH_PREFIX=/path/to/dump/dir and --vmodule=xla_compiler=2 to obtain a dump of the "
+                   "compiled functions.")
+
+
 class MustCompileError(InvalidArgumentError):
-    """A ``jit_compile=True`` function that XLA can't compile; ``problems`` lists every reason."""
+    """A ``jit_compile=True`` function that XLA can't compile; ``problems`` lists every reason. It is a
+    ``tf.errors.InvalidArgumentError``, the class TF raises for the same function."""
 
     def __init__(self, message: str, problems: list[Uncompilable]) -> None:
         super().__init__(message)
@@ -135,9 +142,13 @@ def _common_dir_prefix(paths: list[str]) -> str:
 
 
 def error_for(function_name: str, problems: list[Uncompilable], jit_device: str = "XLA_CPU_JIT",
-              attrs: str = "_XlaMustCompile=true", created_at: CreationStacks | None = None) -> MustCompileError:
-    """TF's ValidateGraph error text, listing all problems (TF lists the first). With ``created_at``,
-    each problem is followed by TF's "The op is created at:" block naming the user's source lines."""
+              attrs: str = "_XlaMustCompile=true", created_at: CreationStacks | None = None,
+              eager_op: bool = False) -> MustCompileError:
+    """TF's must-compile error (a ``tf.errors.InvalidArgumentError``) listing all problems (TF lists
+    the first). With ``created_at``, each problem is followed by TF's "The op is created at:" block
+    naming the user's source lines. The message keeps TF's form: the ValidateGraph text, then each
+    problem's call stack and TF's "tf2xla conversion failed" context as ``\n\t`` lines (TF's
+    ``AppendToMessage``), and with ``eager_op`` (the error of a call) TF's `` [Op:<function>]`` suffix."""
     parts, with_stacks = [], False
     for p in problems:
         text = _describe(p)
@@ -154,8 +165,34 @@ def error_for(function_name: str, problems: list[Uncompilable], jit_device: str 
     for p in problems:
         frames = " -> ".join(f"{f.node}" + (f" (in {f.function})" if f.function else "") for f in p.stack)
         stacks.append(f"\t{p.node}: {frames}")
-    return MustCompileError(message + "\nUncompilable nodes and their call stacks:\n" + "\n".join(stacks),
-                            problems)
+    message += "\nUncompilable nodes and their call stacks:\n" + "\n".join(stacks)
+    message += "\n\t" + _TF2XLA_CONTEXT.format(fn=function_name, attrs=attrs)
+    if eager_op:
+        message += f" [Op:{function_name}]"
+    return MustCompileError(message, problems)
+
+
+def conversion_error(error: Exception, function_name: str, created_at: CreationStacks | None = None,
+                     attrs: str = "_XlaMustCompile=true") -> Exception:
+    """A failure while compiling a must-compile function, in the form TF's XLA reports it:
+    ``<reason>\n\nStack trace for op definition: ...\n\n\t [[{{node N}}]]\n\ttf2xla conversion failed
+    while converting <f>[...]. ... [Op:<f>]``, as the same class (a ``tf.errors`` type). Errors not
+    raised while lowering one node (they carry ``node_name``) are returned unchanged."""
+    node = getattr(error, "node_name", None)
+    if node is None or not isinstance(error, TfXlaError):
+        return error
+    message = getattr(error, "reason", error.message)
+    frames = created_at.lookup(None, node) if created_at else []
+    if frames:
+        message += "\n\nStack trace for op definition: \n" + "\n".join(frames) + "\n"
+    message += f"\n\t [[{{{{node {node}}}}}]]\n\t" + _TF2XLA_CONTEXT.format(fn=function_name, attrs=attrs)
+    message += f" [Op:{function_name}]"
+    try:
+        converted = type(error)(message)
+    except TypeError:  # a subclass with its own constructor: keep it as it is
+        return error
+    converted.node_name, converted.reason = node, getattr(error, "reason", error.message)
+    return converted
 
 
 def check_function(library: function_pb2.FunctionDefLibrary, function_name: str,

@@ -69,8 +69,10 @@ def _registry() -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
     # --xla_dump_to directory and log TF's once-per-process "Compiled cluster using XLA!" line.
     from tfxla_cluster.runtime.plugin import tf_function
 
-    # TF's own tf.function even when our plugin has replaced it.
-    tf_function()(lambda x: x + 1, jit_compile=True).experimental_get_compiler_ir(tf.constant(1.0))(stage="hlo")
+    # TF's own tf.function even when our plugin has replaced it; eagerly, even when the first
+    # question comes while another function is being traced (a graph-mode call would only add an op).
+    with tf.init_scope():
+        tf_function()(lambda x: x + 1, jit_compile=True).experimental_get_compiler_ir(tf.constant(1.0))(stage="hlo")
     by_device: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}
     for kdef in kernels.get_all_registered_kernels().kernel:
         if kdef.device_type.endswith("_JIT"):

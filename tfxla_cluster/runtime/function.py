@@ -14,6 +14,7 @@ Results are TF tensors with the function's own output structure.
 """
 from __future__ import annotations
 
+import collections
 import threading
 from typing import Any, Callable
 
@@ -57,7 +58,7 @@ class CompiledGraph:
             problems = must_compile.uncompilable_in_graph(gd, concrete.function_def.signature.name)
             if problems:
                 raise must_compile.error_for(concrete.function_def.signature.name, problems,
-                                             created_at=must_compile.CreationStacks(concrete))
+                                             created_at=must_compile.CreationStacks(concrete), eager_op=True)
             members = [n.name for n in graph.op_nodes() if n.op not in ("_Arg", "_Retval")]
             dynamic = sorted({graph.node(n).op for n in members} & DATA_DEPENDENT_SHAPE_OPS)
             if dynamic:
@@ -78,13 +79,23 @@ class CompiledGraph:
         self.graph = graph
         self.launchers: dict[str, Launcher] = {}
         self._callbacks: list[Callable] = []
+        self._jit_compile = jit_compile
+        self._created_at = None
+        # Launch errors raised inside TF's EagerPyFunc, which reports them as UNKNOWN (or
+        # INVALID_ARGUMENT for a ValueError) with a Python traceback: the call re-raises the original.
+        self._launch_errors: collections.deque = collections.deque(maxlen=8)
 
         def register(sig) -> bytes:
             launcher = Launcher(graph, sig, must_compile=jit_compile is True, backend=backend, flags=flags)
             self.launchers[sig.name] = launcher
 
             def call(*tensors):
-                return [to_tensor(a) for a in launcher(*tensors)]
+                try:
+                    return [to_tensor(a) for a in launcher(*tensors)]
+                except Exception as e:
+                    err = self.tf_error(e)
+                    self._launch_errors.append(err)
+                    raise _across_py_func(err) from None
             # EagerPyFunc runs registered EagerFunc objects with eager tensors in and out.
             eager = script_ops.EagerFunc(call, [tf.as_dtype(t) for t in sig.output_dtypes], False)
             self._callbacks.append(eager)  # TF's registry only holds weak references
@@ -108,7 +119,7 @@ class CompiledGraph:
                                  [wrapped.graph.get_tensor_by_name(f"{r.name}:0") for r in rets] +
                                  [wrapped.graph.get_operation_by_name(n) for n in control if n in present])
         self._num_outputs = len(rets)
-        self._direct = _direct_plan(rewritten, self.signatures, self.launchers)
+        self._direct = _direct_plan(rewritten, self.signatures, self.launchers, self.tf_error)
 
     def __call__(self, flat_inputs: list) -> Any:
         import tensorflow as tf
@@ -123,11 +134,57 @@ class CompiledGraph:
             # fail, formatting every tensor) a structured bind first. The flat call is what that falls
             # back to.
             call_flat = getattr(self._fn, "_call_flat", None)
-            outputs = call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
+            try:
+                outputs = call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
+            except tf.errors.OpError as e:
+                original = self._take_launch_error(e)
+                if original is None:
+                    raise
+                raise original from None
             outputs = list(outputs or [])[:self._num_outputs]  # control outputs come back as None
         if self.concrete.structured_outputs is None:
             return None  # a function that returns nothing (TF's ConcreteFunction returns None too)
         return tf.nest.pack_sequence_as(self.concrete.structured_outputs, outputs, expand_composites=True)
+
+
+    def tf_error(self, e: Exception) -> Exception:
+        """A launch error as TF reports it: its ``tf.errors`` class, and for a ``jit_compile=True``
+        function TF's tf2xla form naming the node and the function."""
+        if self._jit_compile is True:
+            from tfxla_cluster.jit import must_compile
+
+            if self._created_at is None:
+                self._created_at = must_compile.CreationStacks(self.concrete)
+            e = must_compile.conversion_error(e, self.concrete.function_def.signature.name, self._created_at)
+        return _as_tf_error(e)
+
+    def _take_launch_error(self, raised: Exception) -> Exception | None:
+        """The launch error behind ``raised`` (TF's wrapping of it by EagerPyFunc), if it was ours."""
+        text = str(raised)
+        for err in reversed(self._launch_errors):
+            if str(err).splitlines()[0] in text:
+                self._launch_errors.remove(err)
+                return err
+        return None
+
+
+class _PyFuncInvalidArgument(ValueError):
+    """Carries an INVALID_ARGUMENT launch error out of TF's EagerPyFunc, which maps ValueError (and
+    only it) to INVALID_ARGUMENT — so a launch inside another traced function keeps TF's class."""
+
+
+class _PyFuncUnimplemented(NotImplementedError):
+    """The same for UNIMPLEMENTED (EagerPyFunc maps NotImplementedError to it)."""
+
+
+def _across_py_func(err: Exception) -> Exception:
+    import tensorflow as tf
+
+    if isinstance(err, tf.errors.InvalidArgumentError):
+        return _PyFuncInvalidArgument(str(err))
+    if isinstance(err, tf.errors.UnimplementedError):
+        return _PyFuncUnimplemented(str(err))
+    return err
 
 
 # Ops whose output shape depends on input *values*. TF's XLA compiles them with bounded dynamic
@@ -155,7 +212,8 @@ def _split_at_dynamic_shapes(graph, flags, ops: list[str], function_name: str):
     return mark_for_compilation(graph, split)
 
 
-def _direct_plan(rewritten, signatures, launchers) -> Callable[[list], list] | None:
+def _direct_plan(rewritten, signatures, launchers, to_tf_error: Callable[[Exception], Exception]
+                 ) -> Callable[[list], list] | None:
     """A call that skips TF's graph runtime when the rewritten graph is one launch node between the
     ``_Arg``s and the ``_Retval``s (the usual ``jit_compile=True`` shape), else None.
 
@@ -164,7 +222,7 @@ def _direct_plan(rewritten, signatures, launchers) -> Callable[[list], list] | N
     and writes back variables itself, the function's control outputs are all cluster members (so they
     run with it), and captured inputs are ordinary ``_Arg``s. A launcher error is raised as the
     ``tf.errors`` class of its status code (TF's own errors pass through), as XLA's launch op reports
-    it, instead of the UnknownError EagerPyFunc would have made of it.
+    it (``to_tf_error``), instead of the UnknownError EagerPyFunc would have made of it.
     """
     if len(signatures) != 1:
         return None
@@ -214,7 +272,7 @@ def _direct_plan(rewritten, signatures, launchers) -> Callable[[list], list] | N
         try:
             values = launcher(*[args[i] for i in inputs])
         except Exception as e:
-            raise _as_tf_error(e) from e
+            raise to_tf_error(e) from e
         outs = [to_tensor(v) for v in values]
         return [outs[i] if kind == "out" else args[i] for kind, i in returns]
     return run

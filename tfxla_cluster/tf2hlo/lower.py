@@ -192,9 +192,14 @@ class GraphLowerer:
             except TfXlaError as e:
                 if e.message.startswith(f"Lowering node '{node.name}'"):
                     raise
-                raise type(e)(f"Lowering node '{node.name}' ({node.op}): {e.message}") from e
+                err = type(e)(f"Lowering node '{node.name}' ({node.op}): {e.message}")
+                # The node and bare reason, for TF's tf2xla message form (jit/must_compile.py).
+                err.node_name, err.reason = node.name, e.message
+                raise err from e
             except Exception as e:  # a bug or an unexpected input: keep the node in the message
-                raise InternalError(f"Lowering node '{node.name}' ({node.op}): {type(e).__name__}: {e}") from e
+                err = InternalError(f"Lowering node '{node.name}' ({node.op}): {type(e).__name__}: {e}")
+                err.node_name, err.reason = node.name, f"{type(e).__name__}: {e}"
+                raise err from e
         if len(outs) != len(node.outputs):
             raise InternalError(f"Lowering node '{node.name}' ({node.op}): lowering gave {len(outs)} outputs, "
                                 f"the op has {len(node.outputs)}")
