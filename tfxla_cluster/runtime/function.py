@@ -361,8 +361,11 @@ class Function:
             compiled = self._by_tensor_specs.get(specs)
             if compiled is not None and len(args) == len(compiled.concrete.inputs) - \
                     len(compiled.concrete.captured_inputs):
+                _record_call(self._tf_function, traced=False)
                 return compiled(list(args))
+        traces = _tracing_count(self._tf_function)
         compiled = self.get_compiled(*args, **kwargs)
+        _record_call(self._tf_function, traced=_tracing_count(self._tf_function) != traces)
         flat = [a for a in tf.nest.flatten((args, kwargs), expand_composites=True)
                 if isinstance(a, (tf.Tensor, tf.Variable)) or hasattr(a, "__array__") or isinstance(a, (int, float))]
         expected = len(compiled.concrete.inputs) - len(compiled.concrete.captured_inputs)
@@ -408,6 +411,38 @@ class Function:
                 return b"".join(texts)
             return "\n".join(texts)
         return get
+
+
+def _tracing_count(tf_fn) -> int | None:
+    get = getattr(tf_fn, "experimental_get_tracing_count", None)
+    return get() if get is not None else None
+
+
+_tracing_detector = None   # TF's process-wide frequent-retracing detector (private API; None if absent)
+
+
+def _record_call(tf_fn, traced: bool) -> None:
+    """Tell TF's frequent-retracing detector about a call, as ``tf.function.__call__`` does (eager
+    calls only), so TF's "N out of the last N calls to <f> triggered tf.function retracing" warning
+    appears — from TF's own logger, with TF's wording and limits — for our functions too."""
+    global _tracing_detector
+    import tensorflow as tf
+
+    if _tracing_detector is None:
+        try:
+            from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
+
+            _tracing_detector = pf._frequent_tracing_detector_manager
+        except (ImportError, AttributeError):
+            _tracing_detector = False
+    key = getattr(tf_fn, "_key_for_call_stats", None)
+    if not _tracing_detector or key is None or not tf.executing_eagerly():
+        return
+    if traced:
+        _tracing_detector.called_with_tracing(key, getattr(tf_fn, "_python_function", tf_fn),
+                                              getattr(tf_fn, "_omit_frequent_tracing_warning", False))
+    else:
+        _tracing_detector.called_without_tracing(key)
 
 
 def _llvm_ir(entry) -> str:
