@@ -280,7 +280,9 @@ def cmd_cache(args: argparse.Namespace) -> int:
                                    "TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR")
     prefix = flags.tf_xla_persistent_cache_prefix
     if args.action == "clear":
-        print(f"removed {cache.clear_entries(directory, prefix)} entries from {directory}")
+        theirs = len(cache.tf_entries(directory, prefix))
+        removed = cache.clear_entries(directory, prefix)
+        print(f"removed {removed} entries from {directory}" + (f" ({theirs} of them TF's own)" if theirs else ""))
         return 0
     entries = cache.list_entries(directory, prefix)
     bad = [e for e in entries if not e["ok"]]

@@ -66,6 +66,7 @@ class ClusterStats:
     fallback_reason: str = ""
     compile_seconds: float = 0.0
     causes: list[str] = field(default_factory=list)
+    persistent_hits: int = 0              # of ``compiles``: native code loaded from the persistent cache
 
 
 class Launcher:
@@ -181,6 +182,7 @@ class Launcher:
             with self._lock:
                 self.stats.compiles += 1
                 self.stats.compile_seconds += result.executable.compile_seconds
+                self.stats.persistent_hits += result.executable.origin == "persistent cache"
                 self.stats.causes.append(result.cause)
         return result.executable
 
