@@ -9,14 +9,10 @@ stack that reaches it.
 """
 from __future__ import annotations
 
-from tensorflow.core.framework import function_pb2, graph_pb2
+from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError, TfXlaError
 from tfxla_cluster.jit.compilability import Frame, Uncompilable, must_compile_checker
-
-# Nodes of a traced graph that stand for the function's arguments and results, not body ops.
-_INTERFACE_OPS = ("_Arg", "_Retval", "Placeholder")
-
 
 # The context TF's XlaCompiler appends to every error of a must-compile function.
 _TF2XLA_CONTEXT = ("tf2xla conversion failed while converting {fn}[{attrs}]. Run with "
@@ -35,24 +31,56 @@ class MustCompileError(InvalidArgumentError):
 
 def uncompilable_nodes(library: function_pb2.FunctionDefLibrary, function_name: str,
                        jit_device: str = "XLA_CPU_JIT") -> list[Uncompilable]:
-    """Every node of ``function_name`` (recursively through calls and control flow) XLA can't compile."""
-    return must_compile_checker(jit_device, library).find_uncompilable_in_function(function_name)
+    """Every node of ``function_name`` (recursively through calls and control flow) XLA can't compile,
+    its arguments and results included: TF checks the instantiated body, whose ``_Arg``/``_Retval``
+    nodes have XLA kernels only for XLA's types (a string argument is TF's first complaint)."""
+    checker = must_compile_checker(jit_device, library)
+    fdef = next((f for f in library.function if f.signature.name == function_name), None)
+    args, rets = [], []
+    if fdef is not None:
+        for i, arg in enumerate(fdef.signature.input_arg):
+            if arg.type:  # a type given by an attr is resolved only at instantiation
+                args.append(_interface_node(arg.name, "_Arg", arg.type, i))
+        for i, out in enumerate(fdef.signature.output_arg):
+            if out.type:
+                rets.append(_interface_node(f"{out.name}_RetVal", "_Retval", out.type, i))
+    problems = _check_interface(checker, args, function_name)
+    problems += checker.find_uncompilable_in_function(function_name)
+    return problems + _check_interface(checker, rets, function_name)
 
 
 def uncompilable_in_graph(graph_def: graph_pb2.GraphDef, name: str = "graph",
                           jit_device: str = "XLA_CPU_JIT") -> list[Uncompilable]:
-    """The same check on a traced graph taken as a function body (its Placeholders are the args)."""
+    """The same check on a traced graph taken as a function body: its Placeholders are the ``_Arg``s
+    (checked as such), and ``_Arg``/``_Retval`` nodes of a runtime-form graph are checked too."""
     checker = must_compile_checker(jit_device, graph_def.library)
     by_name = {n.name: n for n in graph_def.node}
     problems: list[Uncompilable] = []
+    placeholders = 0
     for nd in graph_def.node:
-        if nd.op in _INTERFACE_OPS:
-            continue
+        if nd.op == "Placeholder":
+            nd = _interface_node(nd.name, "_Arg", nd.attr["dtype"].type, placeholders)
+            placeholders += 1
         # Depth 2: inside a function body, as TF sees the nodes of a must-compile call.
         found = checker._check(nd, (Frame(name, None), Frame(nd.name, name)), first_only=False,
                                ref_input=checker._has_ref_input(nd, by_name))
         problems.extend(found)
     return problems
+
+
+def _interface_node(name: str, op: str, dtype: int, index: int) -> node_def_pb2.NodeDef:
+    nd = node_def_pb2.NodeDef(name=name, op=op)
+    nd.attr["T"].type = dtype
+    nd.attr["index"].i = index
+    if op == "_Retval":
+        nd.input.append("value")
+    return nd
+
+
+def _check_interface(checker, nodes: list[node_def_pb2.NodeDef], function_name: str) -> list[Uncompilable]:
+    return [p for nd in nodes
+            for p in checker._check(nd, (Frame(function_name, None), Frame(nd.name, function_name)),
+                                    first_only=False)]
 
 
 def _describe(problem: Uncompilable) -> str:
