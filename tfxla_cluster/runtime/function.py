@@ -29,7 +29,8 @@ class CompiledGraph:
         from tensorflow.python.ops import script_ops
 
         from tfxla_cluster import flags as flags_mod
-        from tfxla_cluster.graph.function import graph_def_from_concrete, runtime_to_placeholders
+        from tfxla_cluster.graph.function import (graph_def_from_concrete, runtime_to_placeholders,
+                                                  with_resource_handle_data)
         from tfxla_cluster.graph.graph import Graph
         from tfxla_cluster.jit.clone_constants import clone_constants
         from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
@@ -44,7 +45,7 @@ class CompiledGraph:
         if grappler and jit_compile is not True:
             from tfxla_cluster.graph.grappler import run_grappler
 
-            gd = run_grappler(_with_resource_handle_data(graph_def_from_concrete(concrete, inline=False),
+            gd = run_grappler(with_resource_handle_data(graph_def_from_concrete(concrete, inline=False),
                                                          concrete))
         else:
             gd = graph_def_from_concrete(concrete)
@@ -290,28 +291,6 @@ def _as_tf_error(e: Exception) -> Exception:
            "FAILED_PRECONDITION": tf.errors.FailedPreconditionError,
            "DATA_LOSS": tf.errors.DataLossError}.get(code if isinstance(code, str) else "", tf.errors.UnknownError)
     return cls(None, None, f"{type(e).__name__}: {e}")
-
-
-def _with_resource_handle_data(graph_def, concrete):
-    """Give each resource ``_Arg`` the dtype and shape of the variable it carries
-    (``_handle_dtypes`` / ``_handle_shapes``), as TF's eager runtime does when it instantiates a function
-    for a call — before grappler, whose shape inference (and so the remapper's ``_FusedMatMul`` of a
-    MatMul + bias read from a variable) depends on them."""
-    from tensorflow.core.framework import types_pb2
-    from tensorflow.python.ops import handle_data_util
-
-    placeholders = concrete.graph.inputs
-    for nd in graph_def.node:
-        if nd.op != "_Arg" or nd.attr["T"].type != types_pb2.DT_RESOURCE:
-            continue
-        index = nd.attr["index"].i
-        data = handle_data_util.get_resource_handle_data(placeholders[index]) if index < len(placeholders) else None
-        if data is None or not data.is_set or not data.shape_and_type:
-            continue
-        nd.attr["_handle_dtypes"].list.type.extend(x.dtype for x in data.shape_and_type)
-        for x in data.shape_and_type:
-            nd.attr["_handle_shapes"].list.shape.add().CopyFrom(x.shape)
-    return graph_def
 
 
 _EagerTensor: type | None = None   # tensorflow's EagerTensor class, imported on the first call
