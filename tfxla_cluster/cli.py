@@ -187,31 +187,43 @@ def _lower_all(result, names: list[str], shapes: dict, fetches: list) -> dict:
     """Each named cluster's HLO module. A cluster fed by another whose output shape the graph leaves
     unknown (it depends on a variable's shape given by --arg-shape) is lowered once that producer has
     been: its lowered output shapes fill the gap, as TF's shape inference would at run time."""
-    from tfxla_cluster.errors import InvalidArgumentError
-    from tfxla_cluster.tf2hlo import lower_cluster
+    from tfxla_cluster import progress
 
     known = dict(shapes)
     modules: dict = {}
     pending = list(dict.fromkeys([*names, *result.clusters]))  # others may produce a needed shape
-    while pending and not all(n in modules for n in names):
-        progressed, failed = False, None
-        for name in list(pending):
-            try:
-                lowered = lower_cluster(result.graph, result.clusters[name], name=name, arg_shapes=known,
-                                        fetches=fetches)
-            except InvalidArgumentError as e:
-                failed = failed or e
-                continue
-            pending.remove(name)
-            progressed = True
-            modules[name] = lowered.module
-            results = lowered.module.entry.root.shape.tuple_shapes
-            for out in lowered.outputs:
-                if out.kind == "tensor" and out.tensor not in known:
-                    known[out.tensor] = tuple(results[out.index].dimensions)
-        if not progressed:
-            raise failed
+    with progress.task("hlo: lowering clusters", total=len(names)) as bar:
+        while pending and not all(n in modules for n in names):
+            _lower_round(result, pending, known, modules, fetches, names, bar)
     return modules
+
+
+def _lower_round(result, pending: list[str], known: dict, modules: dict, fetches: list, names: list[str],
+                 bar) -> None:
+    """One pass over the clusters not lowered yet; raises the first failure when none could be."""
+    from tfxla_cluster.errors import InvalidArgumentError
+    from tfxla_cluster.tf2hlo import lower_cluster
+
+    failed: Exception | None = None
+    progressed = False
+    for name in list(pending):
+        try:
+            lowered = lower_cluster(result.graph, result.clusters[name], name=name, arg_shapes=known,
+                                    fetches=fetches)
+        except InvalidArgumentError as e:
+            failed = failed or e
+            continue
+        pending.remove(name)
+        progressed = True
+        modules[name] = lowered.module
+        if name in names:
+            bar.advance(name)
+        results = lowered.module.entry.root.shape.tuple_shapes
+        for out in lowered.outputs:
+            if out.kind == "tensor" and out.tensor not in known:
+                known[out.tensor] = tuple(results[out.index].dimensions)
+    if not progressed:
+        raise failed
 
 
 def _graph_outputs(graph) -> list[tuple[str, int]]:

@@ -183,6 +183,9 @@ class Launcher:
                 self.stats.compiles += 1
                 self.stats.compile_seconds += result.executable.compile_seconds
                 self.stats.persistent_hits += result.executable.origin == "persistent cache"
+            from tfxla_cluster import progress
+
+            progress.note(f"compiled {self.sig.name}")
                 self.stats.causes.append(result.cause)
         return result.executable
 
