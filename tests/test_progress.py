@@ -104,3 +104,16 @@ def test_cli_shows_progress_only_on_a_terminal():
     code, out_piped, err = _hlo(stderr_tty=False)
     assert code == 0 and out_piped == out
     assert err == ""
+
+
+def test_cluster_compiles_advance_the_open_task():
+    """What `report` shows while it runs a graph: each cluster compile advances its task."""
+    import tensorflow as tf
+
+    import tfxla_cluster as txc
+
+    term = _Terminal()
+    f = txc.function(lambda x: tf.nn.relu(x * 3.0) + 1.0, jit_compile=True)
+    with progress.task("report: compiling and running clusters", total=1, stream=term) as t:
+        f(tf.ones([5]))
+    assert t.done == 1 and "compiled cluster_0" in term.getvalue()

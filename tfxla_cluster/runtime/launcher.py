@@ -183,10 +183,10 @@ class Launcher:
                 self.stats.compiles += 1
                 self.stats.compile_seconds += result.executable.compile_seconds
                 self.stats.persistent_hits += result.executable.origin == "persistent cache"
+                self.stats.causes.append(result.cause)
             from tfxla_cluster import progress
 
             progress.note(f"compiled {self.sig.name}")
-                self.stats.causes.append(result.cause)
         return result.executable
 
     def _compile(self, arrays: list[np.ndarray], key) -> CompiledCluster:
