@@ -147,7 +147,6 @@ class CompiledGraph:
             return None  # a function that returns nothing (TF's ConcreteFunction returns None too)
         return tf.nest.pack_sequence_as(self.concrete.structured_outputs, outputs, expand_composites=True)
 
-
     def tf_error(self, e: Exception) -> Exception:
         """A launch error as TF reports it: its ``tf.errors`` class, and for a ``jit_compile=True``
         function TF's tf2xla form naming the node and the function."""
@@ -163,7 +162,8 @@ class CompiledGraph:
         """The launch error behind ``raised`` (TF's wrapping of it by EagerPyFunc), if it was ours."""
         text = str(raised)
         for err in reversed(self._launch_errors):
-            if str(err).splitlines()[0] in text:
+            first = (str(err).strip().splitlines() or [""])[0]
+            if first and first in text:
                 self._launch_errors.remove(err)
                 return err
         return None
