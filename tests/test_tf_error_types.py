@@ -111,3 +111,25 @@ def test_launch_error_through_tfs_graph_runtime_is_reraised_as_is():
     assert "Traceback" not in str(ours.value)
     assert str(ours.value).split("\n")[0] == str(tf_err.value).split("\n")[0]
     assert _tail(str(ours.value)) == _tail(str(tf_err.value))
+
+
+def test_classes_are_made_once_and_importing_the_package_does_not_import_tf():
+    """The classes derive from TF's, so they are made on first use: once, even when threads race."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, threading\n"
+            "import tfxla_cluster\n"
+            "assert 'tensorflow' not in sys.modules\n"
+            "import tfxla_cluster.errors as E\n"
+            "seen = []\n"
+            "ts = [threading.Thread(target=lambda: seen.append(E.InvalidArgumentError)) for _ in range(8)]\n"
+            "[t.start() for t in ts]; [t.join() for t in ts]\n"
+            "assert len(set(map(id, seen))) == 1 and tfxla_cluster.InvalidArgumentError is seen[0]\n"
+            "print('ok')\n")
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]

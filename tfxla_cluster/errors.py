@@ -12,6 +12,7 @@ this module — and so ``import tfxla_cluster`` or ``tfxla-cluster --help`` — 
 """
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 # Our class → (TF's status code name, TF's errors_impl class for it; None: only OpError).
@@ -31,6 +32,7 @@ _DOCS = {
     "FlagError": "A bad ``TF_XLA_FLAGS`` / ``XLA_FLAGS`` entry. TF aborts the process here; we raise.",
 }
 __all__ = [*_CLASSES, "FlagError"]
+_define_lock = threading.Lock()
 
 
 def _restore(cls: type, message: str, state: dict) -> Any:
@@ -76,6 +78,8 @@ def _define() -> None:
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        _define()
+        with _define_lock:  # made once: every importer must see the same classes
+            if "TfXlaError" not in globals():
+                _define()
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
