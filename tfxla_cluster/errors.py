@@ -27,7 +27,7 @@ _CLASSES: dict[str, tuple[str, str | None]] = {
     "DataLossError": ("DATA_LOSS", "DataLossError"),
 }
 _DOCS = {
-    "TfXlaError": "Base class. ``code`` is TF's absl status code name.",
+    "TfXlaError": "Base class (a ``tf.errors.OpError``). ``code`` is TF's absl status code name; raise a subclass.",
     "DataLossError": "A file that is truncated or not the format it claims (TF uses DATA_LOSS for bad protos).",
     "FlagError": "A bad ``TF_XLA_FLAGS`` / ``XLA_FLAGS`` entry. TF aborts the process here; we raise.",
 }

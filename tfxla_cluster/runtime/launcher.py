@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tfxla_cluster.codegen.buffers import is_fresh
-from tfxla_cluster.errors import TfXlaError
+from tfxla_cluster.errors import InternalError, InvalidArgumentError
 from tfxla_cluster.graph.graph import Graph
 from tfxla_cluster.runtime.encapsulate import ClusterSignature
 
@@ -126,7 +126,7 @@ class Launcher:
                     return attr["dtype"].type
                 elif "T" in attr and attr["T"].type not in (types_pb2.DT_RESOURCE, types_pb2.DT_INVALID):
                     return attr["T"].type
-        raise TfXlaError(f"cluster {self.sig.name}: can't tell the dtype of resource input {src}:{slot}")
+        raise InvalidArgumentError(f"cluster {self.sig.name}: can't tell the dtype of resource input {src}:{slot}")
 
     # ----- compile ------------------------------------------------------------------------------
     @property
@@ -208,7 +208,7 @@ class Launcher:
         out_index = lowered.output_tensors()
         missing = [t for t in self._value_outputs if t not in out_index]
         if missing:
-            raise TfXlaError(f"cluster {self.sig.name}: lowering produced no value for {missing}")
+            raise InternalError(f"cluster {self.sig.name}: lowering produced no value for {missing}")
         order = [out_index[t] for t in self._value_outputs]
         # Resource variables: the cluster's final value of each, written back after the run.
         updates = {by_tensor[lowered.inputs[i].tensor]: k for i, k in lowered.resource_updates().items()}
