@@ -117,3 +117,30 @@ def test_cluster_compiles_advance_the_open_task():
     with progress.task("report: compiling and running clusters", total=1, stream=term) as t:
         f(tf.ones([5]))
     assert t.done == 1 and "compiled cluster_0" in term.getvalue()
+
+
+def test_first_call_of_a_function_with_several_clusters_counts_its_compiles(monkeypatch):
+    import tensorflow as tf
+
+    import tfxla_cluster as txc
+
+    def f(x):
+        y = tf.nn.relu(x * 2.0) + 1.0
+        s = tf.strings.as_string(y)               # TF's kernels between two clusters
+        z = tf.strings.to_number(s)
+        return tf.tanh(z * 3.0) - 1.0
+
+    g = txc.function(f, flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1")
+    x = tf.ones([4])
+    assert len(g.get_compiled(x).launchers) == 2
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    np_out = g(x).numpy()
+    text = term.getvalue()
+    assert "compiling the clusters of" in text and "2/2" in text, text
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    g(x)                                          # compiled: no bar again
+    assert term.getvalue() == ""
+    monkeypatch.undo()
+    assert (abs(np_out - tf.function(f)(x).numpy()) < 1e-6).all()

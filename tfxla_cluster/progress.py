@@ -125,6 +125,12 @@ def track(items: Iterable[T], description: str, total: int | None = None, stream
             t.advance()
 
 
+def busy() -> bool:
+    """Whether some task is open (an inner piece of work then notes into it rather than opening its own)."""
+    with _lock:
+        return bool(_open)
+
+
 def note(what: str) -> None:
     """Advance the innermost open task (e.g. "compiled cluster_3"), or for a ``track`` only show the
     note; no open task: nothing."""

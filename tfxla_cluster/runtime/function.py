@@ -85,6 +85,7 @@ class CompiledGraph:
         # Launch errors raised inside TF's EagerPyFunc, which reports them as UNKNOWN (or
         # INVALID_ARGUMENT for a ValueError) with a Python traceback: the call re-raises the original.
         self._launch_errors: collections.deque = collections.deque(maxlen=8)
+        self._first_call = True
 
         def register(sig) -> bytes:
             launcher = Launcher(graph, sig, must_compile=jit_compile is True, backend=backend, flags=flags)
@@ -136,7 +137,10 @@ class CompiledGraph:
             # back to.
             call_flat = getattr(self._fn, "_call_flat", None)
             try:
-                outputs = call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
+                if self._first_call and len(self.launchers) > 1:
+                    outputs = self._first_call_with_progress(call_flat, args)
+                else:
+                    outputs = call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
             except tf.errors.OpError as e:
                 original = self._take_launch_error(e)
                 if original is None:
@@ -146,6 +150,21 @@ class CompiledGraph:
         if self.concrete.structured_outputs is None:
             return None  # a function that returns nothing (TF's ConcreteFunction returns None too)
         return tf.nest.pack_sequence_as(self.concrete.structured_outputs, outputs, expand_composites=True)
+
+    def _first_call_with_progress(self, call_flat, args: list):
+        """The first call compiles every cluster it launches: on a terminal, a bar counts them."""
+        from tfxla_cluster import progress
+
+        def run():
+            return call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
+        if not tf_executing_eagerly():
+            return run()  # inside another function's trace: nothing runs (or compiles) now
+        self._first_call = False
+        if progress.busy():
+            return run()  # a command's own task (e.g. report's) counts these compiles
+        name = self.concrete.name.decode() if isinstance(self.concrete.name, bytes) else self.concrete.name
+        with progress.task(f"compiling the clusters of {name}", total=len(self.launchers)):
+            return run()
 
     def tf_error(self, e: Exception) -> Exception:
         """A launch error as TF reports it: its ``tf.errors`` class, and for a ``jit_compile=True``
@@ -167,6 +186,12 @@ class CompiledGraph:
                 self._launch_errors.remove(err)
                 return err
         return None
+
+
+def tf_executing_eagerly() -> bool:
+    import tensorflow as tf
+
+    return tf.executing_eagerly()
 
 
 class _PyFuncInvalidArgument(ValueError):
