@@ -204,8 +204,8 @@ def conversion_error(error: Exception, function_name: str, created_at: CreationS
                      attrs: str = "_XlaMustCompile=true") -> Exception:
     """A failure while compiling a must-compile function, in the form TF's XLA reports it:
     ``<reason>\n\nStack trace for op definition: ...\n\n\t [[{{node N}}]]\n\ttf2xla conversion failed
-    while converting <f>[...]. ... [Op:<f>]``, as the same class (a ``tf.errors`` type). Errors not
-    raised while lowering one node (they carry ``node_name``) are returned unchanged."""
+    while converting <f>[...]. ... [Op:<f>]``, as the same class (a ``tf.errors`` type). Only errors
+    raised while lowering a node carry ``node_name``; any other error is returned unchanged."""
     node = getattr(error, "node_name", None)
     if node is None or not isinstance(error, TfXlaError):
         return error
