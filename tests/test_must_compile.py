@@ -41,8 +41,10 @@ def test_function_with_unique_and_nested_string_op():
     with pytest.raises(must_compile.MustCompileError) as err:
         must_compile.check_concrete(concrete)
     ops = {p.op for p in err.value.problems}
-    # The string Identity that returns AsString's result has no XLA kernel for DT_STRING either.
-    assert ops == {"AsString", "StringLength", "Identity"}
+    # The string Identity that returns AsString's result has no XLA kernel for DT_STRING either, nor do
+    # the string argument's _Arg and the string result's _Retval of the instantiated body.
+    assert ops == {"AsString", "StringLength", "Identity", "_Arg", "_Retval"}
+    assert err.value.problems[0].op == "_Arg" and err.value.problems[0].node == "s"
     nested = next(p for p in err.value.problems if p.op == "StringLength")
     assert len(nested.stack) >= 3  # f -> call of inner -> StringLength
     assert "Unique" not in str(err.value)
@@ -86,3 +88,26 @@ def test_error_says_where_each_op_was_created_like_tf():
     assert any(len(f) > 1 and f[-2].endswith(at_b) and f[-1].endswith(at_a) for f in blocks), text
     assert any(f[-1].endswith(at_b) for f in blocks), blocks
     assert "tensorflow/python" not in text and "tfxla_cluster/" not in text
+
+
+def test_string_argument_is_tfs_first_complaint():
+    """TF's must-compile check names a string ``_Arg`` (it has no XLA kernel for DT_STRING) first."""
+    def g(s):
+        return tf.strings.length(s)
+
+    s = tf.constant(["ab"])
+    with pytest.raises(tf.errors.InvalidArgumentError) as tf_err:
+        tf.function(g, jit_compile=True)(s)
+    first = re.search(r"on XLA_CPU_JIT: (\w+) \(No registered '\w+' OpKernel for XLA_CPU_JIT devices compatible "
+                      r"with node \{\{node (\w+)\}\}", str(tf_err.value)).groups()
+    assert first == ("_Arg", "s")
+    import tfxla_cluster as txc
+
+    with pytest.raises(must_compile.MustCompileError) as ours:
+        txc.function(g, jit_compile=True)(s)
+    assert (ours.value.problems[0].op, ours.value.problems[0].node) == first
+
+    def head(text: str) -> str:  # up to the first reason, function name and attributes made generic
+        return re.sub(r"__inference_g_\d+\[[^\]]*\]", "FN", text.split(" (No registered")[0])
+
+    assert head(str(ours.value)) == head(str(tf_err.value))

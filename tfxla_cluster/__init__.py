@@ -18,12 +18,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from tfxla_cluster.errors import (DataLossError, FailedPreconditionError, FlagError, InternalError,
-                                  InvalidArgumentError, NotFoundError, TfXlaError, UnimplementedError)
-
 __version__ = "0.1.0"
 
 _LAZY = {
+    **{name: "tfxla_cluster.errors" for name in ("DataLossError", "FailedPreconditionError", "FlagError",
+                                                  "InternalError", "InvalidArgumentError", "NotFoundError",
+                                                  "TfXlaError", "UnimplementedError", "UnknownError")},
     "Flags": "tfxla_cluster.flags",
     "Graph": "tfxla_cluster.graph",
     "load_graph": "tfxla_cluster.graph",
@@ -40,8 +40,7 @@ _LAZY = {
     "check_numerics": "tfxla_cluster.runtime.numerics",
 }
 
-__all__ = ["DataLossError", "FailedPreconditionError", "FlagError", "InternalError", "InvalidArgumentError",
-           "NotFoundError", "TfXlaError", "UnimplementedError", "__version__", *_LAZY]
+__all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

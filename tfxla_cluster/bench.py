@@ -264,7 +264,9 @@ def run(args: argparse.Namespace) -> int:
     _warm_up(tf, txc)
     repeats, min_s = (3, 0.05) if args.quick else (10, 0.5)
     rows = []
-    for w in selected:
+    from tfxla_cluster import progress
+
+    for w in progress.track(selected, "bench", label=lambda w: w.name):
         fn, arrays, min_bytes = w.make(args.quick)
         tensors = [tf.constant(a) for a in arrays]
         graph = tf.function(fn)

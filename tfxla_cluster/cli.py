@@ -15,8 +15,6 @@ from typing import Callable
 # TF's C++ logging is noise for a CLI user; keep it quiet unless they asked for it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from tfxla_cluster.errors import TfXlaError  # noqa: E402
-
 Handler = Callable[[argparse.Namespace], int]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
 
@@ -193,8 +191,91 @@ def _hlo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", action="append", default=[], help="only this cluster (repeatable)")
     p.add_argument("--optimized", action="store_true", help="print the module after our XLA:CPU pipeline")
     p.add_argument("--dot", action="store_true", help="print Graphviz DOT (fusions as nested boxes)")
-    p.add_argument("--arg-shape", action="append", default=[], metavar="NODE:SLOT=D0,D1,...",
-                   help="specialise an unknown input shape of a cluster (repeatable)")
+    p.add_argument("--arg-shape", action="append", default=[], metavar="NODE[:SLOT]=D0,D1,...[:DTYPE]",
+                   help="shape (and dtype, e.g. float32) of a cluster input the graph leaves unknown, such as "
+                        "a resource variable's; '=' alone or '=:int64' is a scalar (repeatable). Shapes the "
+                        "graph declares (VarHandleOp 'shape', _Arg '_output_shapes'/'_handle_shapes') are "
+                        "used without it")
+
+
+def _lower_all(result, names: list[str], shapes: dict, fetches: list) -> dict:
+    """Each named cluster's HLO module. A cluster fed by another whose output shape the graph leaves
+    unknown (it depends on a variable's shape given by --arg-shape) is lowered once that producer has
+    been: its lowered output shapes fill the gap, as TF's shape inference would at run time."""
+    from tfxla_cluster import progress
+
+    known = dict(shapes)
+    modules: dict = {}
+    pending = list(dict.fromkeys([*names, *result.clusters]))  # others may produce a needed shape
+    with progress.task("hlo: lowering clusters", total=len(names)) as bar:
+        while pending and not all(n in modules for n in names):
+            _lower_round(result, pending, known, modules, fetches, names, bar)
+    return modules
+
+
+def _lower_round(result, pending: list[str], known: dict, modules: dict, fetches: list, names: list[str],
+                 bar) -> None:
+    """One pass over the clusters not lowered yet; raises the first failure when none could be."""
+    from tfxla_cluster.errors import InvalidArgumentError
+    from tfxla_cluster.tf2hlo import lower_cluster
+
+    failed: Exception | None = None
+    progressed = False
+    for name in list(pending):
+        try:
+            lowered = lower_cluster(result.graph, result.clusters[name], name=name, arg_shapes=known,
+                                    fetches=fetches)
+        except InvalidArgumentError as e:
+            failed = failed or e
+            continue
+        pending.remove(name)
+        progressed = True
+        modules[name] = lowered.module
+        if name in names:
+            bar.advance(name)
+        results = lowered.module.entry.root.shape.tuple_shapes
+        for out in lowered.outputs:
+            if out.kind == "tensor" and out.tensor not in known:
+                known[out.tensor] = tuple(results[out.index].dimensions)
+    if not progressed:
+        raise failed
+
+
+def _graph_outputs(graph) -> list[tuple[str, int]]:
+    """The tensors a GraphDef's caller fetches: every data output of a node no other node consumes
+    (what ``info`` lists as outputs; a function graph's ``_Retval`` inputs are consumed, so none)."""
+    from tensorflow.core.framework import types_pb2
+
+    from tfxla_cluster.graph.opdefs import base_dtype
+
+    return [(n.name, i) for n in graph.op_nodes() if n.outputs and not any(e.dst.is_op for e in n.out_edges)
+            for i in range(len(n.outputs)) if base_dtype(n.outputs[i].dtype) != types_pb2.DT_RESOURCE]
+
+
+def _parse_arg_shape(spec: str) -> tuple[tuple[str, int], tuple]:
+    """``NODE[:SLOT]=D0,D1,...[:DTYPE]`` → ((node, slot), (numpy dtype or None, dims))."""
+    from tfxla_cluster.errors import InvalidArgumentError
+
+    tensor, eq, rest = spec.partition("=")
+    dims_text, _, dtype_text = rest.partition(":")
+    node, _, slot = tensor.rpartition(":") if tensor.rpartition(":")[2].isdigit() else (tensor, "", "0")
+    try:
+        if not eq or not node:
+            raise ValueError
+        dims = tuple(int(d) for d in dims_text.split(",") if d.strip())
+        if any(d < 0 for d in dims):
+            raise ValueError
+    except ValueError:
+        raise InvalidArgumentError(f"bad --arg-shape '{spec}': expected NODE[:SLOT]=D0,D1,...[:DTYPE]") from None
+    dtype = None
+    if dtype_text:
+        import tensorflow as tf
+
+        try:
+            dtype = tf.as_dtype(dtype_text).as_numpy_dtype
+        except TypeError:
+            raise InvalidArgumentError(f"bad --arg-shape '{spec}': unknown dtype '{dtype_text}'") from None
+    return (node, int(slot)), (dtype, dims)
 
 
 @command("hlo", "lower each cluster to HLO (XLA's text syntax) and print it", _hlo_args)
@@ -204,21 +285,23 @@ def cmd_hlo(args: argparse.Namespace) -> int:
 
     shapes = {}
     for spec in args.arg_shape:
-        try:
-            tensor, dims = spec.split("=")
-            node, _, slot = tensor.partition(":")
-            shapes[(node, int(slot or 0))] = tuple(int(d) for d in dims.split(",") if d)
-        except ValueError:
-            raise InvalidArgumentError(f"bad --arg-shape '{spec}': expected NODE:SLOT=D0,D1,...") from None
+        shapes.update([_parse_arg_shape(spec)])
     result = _run_mark(args)
+    for node, _ in shapes:
+        if node not in result.graph:
+            raise NotFoundError(f"--arg-shape: graph has no node named '{node}'")
     names = args.cluster or list(result.clusters)
     for name in names:
         if name not in result.clusters:
             raise NotFoundError(f"no cluster named '{name}'; clusters: {', '.join(result.clusters) or '(none)'}")
     if not names:
         print(f"# no clusters{': ' + result.skipped if result.skipped else ''}")
+    # The graph's own outputs (nodes nothing consumes, which a session fetches) are cluster outputs
+    # too; without them a cluster that ends the graph would lower to an empty module.
+    fetches = _graph_outputs(result.graph)
+    modules = _lower_all(result, names, shapes, fetches)
     for name in names:
-        module = lower_cluster(result.graph, result.clusters[name], name=name, arg_shapes=shapes).module
+        module = modules[name]
         if args.optimized:
             from tfxla_cluster.passes.pipeline import optimize
 
@@ -297,7 +380,9 @@ def cmd_cache(args: argparse.Namespace) -> int:
                                    "TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR")
     prefix = flags.tf_xla_persistent_cache_prefix
     if args.action == "clear":
-        print(f"removed {cache.clear_entries(directory, prefix)} entries from {directory}")
+        theirs = len(cache.tf_entries(directory, prefix))
+        removed = cache.clear_entries(directory, prefix)
+        print(f"removed {removed} entries from {directory}" + (f" ({theirs} of them TF's own)" if theirs else ""))
         return 0
     entries = cache.list_entries(directory, prefix)
     bad = [e for e in entries if not e["ok"]]
@@ -377,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         from tfxla_cluster import _quiet
 
         _quiet.install()
+    from tfxla_cluster.errors import TfXlaError  # imports TF: after the log filter is in place
     try:
         return args.handler(args)
     except BrokenPipeError:  # e.g. `tfxla-cluster info g.pbtxt | head`

@@ -17,17 +17,30 @@ from typing import Callable
 
 import numpy as np
 
-GRAPHS = Path(__file__).resolve().parent.parent / "graphs"
 AUTO_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
 
 
-def function_from_sample(name: str, graphs_dir: Path = GRAPHS) -> tuple[Callable, list[np.ndarray]]:
+def samples_dir() -> Path:
+    """The bundled sample graphs: the copy a built wheel carries inside the package (``_graphs``, see
+    ``setup.py``), else the source checkout's ``graphs/`` (editable install, or run from the tree)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_graphs", here.parent / "graphs"):
+        if (candidate / "README.md").is_file():
+            return candidate
+    from tfxla_cluster.errors import NotFoundError
+
+    raise NotFoundError(f"the sample graphs are missing: neither {here / '_graphs'} nor {here.parent / 'graphs'} "
+                        "exists (reinstall tfxla_cluster)")
+
+
+def function_from_sample(name: str, graphs_dir: Path | None = None) -> tuple[Callable, list[np.ndarray]]:
     """A TF-callable function built from ``graphs/<name>.pbtxt`` and its recorded inputs."""
     import tensorflow as tf
 
     from tfxla_cluster.errors import NotFoundError
     from tfxla_cluster.graph.io import read_graph_def
 
+    graphs_dir = graphs_dir or samples_dir()
     meta_path = graphs_dir / f"{name}.json"
     if not meta_path.exists():
         samples = sorted(p.stem for p in graphs_dir.glob("*.json"))

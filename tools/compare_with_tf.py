@@ -328,7 +328,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 2
     impl = None if args.self_check else load_impl(args.impl)
     results: list[RunResult] = []
-    for fs, fn, rec in recs:
+    from tfxla_cluster import progress
+
+    for fs, fn, rec in progress.track(recs, "compare with TF", label=lambda r: f"{r[0]}/{r[1]}"):
         meta = json.loads((rec / "meta.json").read_text())
         for run in runs_to_compare(meta):
             use = impl

@@ -30,6 +30,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -197,23 +198,43 @@ def read_entry(path: Path) -> tuple[dict, bytes]:
     return header, obj
 
 
+def tf_entries(directory, prefix: str = "xla_compile_cache") -> list[Path]:
+    """TF's own entries in the same directory: real XLA (a ``tf.function(jit_compile=True)`` run with
+    the same ``--tf_xla_persistent_cache_directory``) writes one file per compiled cluster, named by TF's
+    ``XlaSerializedCacheKeyToFileName``: ``<prefix>__<signature fp>__<cluster fp>__<device>[__pjrt].pb``
+    (no ``<prefix>__`` when the prefix is empty)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    head = re.escape(prefix) + "__" if prefix else ""
+    pattern = re.compile(rf"{head}\d+__\d+__[A-Z0-9_]+(?:__pjrt)?\.pb")
+    return sorted(p for p in directory.iterdir() if pattern.fullmatch(p.name) and p.is_file())
+
+
 def list_entries(directory, prefix: str = "xla_compile_cache") -> list[dict]:
-    """One dict per entry: file, module, bytes, and ``ok``/``error`` from reading it (``cache list``)."""
+    """One dict per entry: file, module, bytes, and ``ok``/``error`` from reading it (``cache list``);
+    ``owner`` is "tfxla_cluster", or "tf" for TF's own entries (listed, not checked: their format,
+    a serialized XLA executable, is TF's)."""
     out = []
     for path in PersistentCache(Path(directory), prefix).entries():
         try:
             header, obj = read_entry(path)
-            out.append({"file": path.name, "module": header["module"], "bytes": len(obj), "ok": True})
+            out.append({"file": path.name, "module": header["module"], "bytes": len(obj), "ok": True,
+                        "owner": "tfxla_cluster"})
         except (ValueError, OSError) as e:
             out.append({"file": path.name, "module": "?", "bytes": path.stat().st_size, "ok": False,
-                        "error": str(e)})
+                        "error": str(e), "owner": "tfxla_cluster"})
+    for path in tf_entries(directory, prefix):
+        device = path.stem.split("__")[-2 if path.stem.endswith("__pjrt") else -1]
+        out.append({"file": path.name, "module": f"(TF's own XLA executable, {device})",
+                    "bytes": path.stat().st_size, "ok": True, "owner": "tf"})
     return out
 
 
 def clear_entries(directory, prefix: str = "xla_compile_cache") -> int:
-    """Delete every entry (``cache clear``); returns how many were removed."""
+    """Delete every entry (``cache clear``), ours and TF's own; returns how many were removed."""
     n = 0
-    for path in PersistentCache(Path(directory), prefix).entries():
+    for path in [*PersistentCache(Path(directory), prefix).entries(), *tf_entries(directory, prefix)]:
         path.unlink()
         n += 1
     return n

@@ -208,11 +208,14 @@ def _prune_unused_control_gates(graph_def: graph_pb2.GraphDef) -> None:
         graph_def.node.extend(keep)
 
 
-def graph_def_from_concrete(concrete, *, inline: bool = True, grappler: bool = False) -> graph_pb2.GraphDef:
+def graph_def_from_concrete(concrete, *, inline: bool = True, grappler: bool = False,
+                            resource_handle_data: bool = False) -> graph_pb2.GraphDef:
     """The runtime-form GraphDef (``_Arg``/``_Retval``) of a ConcreteFunction.
 
     ``grappler=True`` runs TF's grappler as TF's function runtime does (it inlines calls itself, so the
     result is the graph TF's MarkForCompilation sees); otherwise ``inline`` uses our inliner.
+    ``resource_handle_data``: resource ``_Arg``s carry their variable's dtype and shape (see
+    :func:`with_resource_handle_data`), so shapes downstream of variable reads are known.
     """
     library = concrete.graph.as_graph_def().library
     fdef = concrete.function_def
@@ -222,11 +225,35 @@ def graph_def_from_concrete(concrete, *, inline: bool = True, grappler: bool = F
     # keep the FunctionDef itself in the library so callers can look them up.
     if _find_function(gd.library, fdef.signature.name) is None:
         gd.library.function.add().CopyFrom(fdef)
+    if resource_handle_data:
+        gd = with_resource_handle_data(gd, concrete)
     if grappler:
         from tfxla_cluster.graph.grappler import run_grappler
 
         return run_grappler(gd)
     return inline_calls(gd) if inline else gd
+
+
+def with_resource_handle_data(graph_def, concrete):
+    """Give each resource ``_Arg`` the dtype and shape of the variable it carries
+    (``_handle_dtypes`` / ``_handle_shapes``), as TF's eager runtime does when it instantiates a function
+    for a call — before grappler, whose shape inference (and so the remapper's ``_FusedMatMul`` of a
+    MatMul + bias read from a variable) depends on them."""
+    from tensorflow.core.framework import types_pb2
+    from tensorflow.python.ops import handle_data_util
+
+    placeholders = concrete.graph.inputs
+    for nd in graph_def.node:
+        if nd.op != "_Arg" or nd.attr["T"].type != types_pb2.DT_RESOURCE:
+            continue
+        index = nd.attr["index"].i
+        data = handle_data_util.get_resource_handle_data(placeholders[index]) if index < len(placeholders) else None
+        if data is None or not data.is_set or not data.shape_and_type:
+            continue
+        nd.attr["_handle_dtypes"].list.type.extend(x.dtype for x in data.shape_and_type)
+        for x in data.shape_and_type:
+            nd.attr["_handle_shapes"].list.shape.add().CopyFrom(x.shape)
+    return graph_def
 
 
 def graph_def_from_function(fn: Callable[..., Any], *args: Any, input_signature=None,

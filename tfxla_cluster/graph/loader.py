@@ -29,7 +29,10 @@ def load_graph_def(source: Any, *args: Any, signature: str = "serving_default", 
         p = Path(source)
         if p.is_dir():
             concrete = io.load_saved_model(p, signature)
-            return function.graph_def_from_concrete(concrete, inline=inline, grappler=grappler)
+            # The variables' shapes are known to the restored function: shapes downstream of their
+            # reads (the signature's outputs) are then inferred, not unknown.
+            return function.graph_def_from_concrete(concrete, inline=inline, grappler=grappler,
+                                                    resource_handle_data=True)
         gd = io.read_graph_def(p)
     else:
         return function.graph_def_from_function(source, *args, inline=inline, grappler=grappler, **kwargs)

@@ -2,7 +2,8 @@
 
 Stage: import. Shapes come, in order of preference, from a node's ``_output_shapes`` attribute (what TF
 dumps and concrete functions record) or from TF's own C++ shape inference, run by importing the graph
-into a ``tf.Graph``. Function arguments (``_Arg``) are given their recorded shapes for inference. A
+into a ``tf.Graph``. Function arguments (``_Arg``) are given their recorded shapes for inference (a
+resource ``_Arg`` its variable's, from ``_handle_dtypes``/``_handle_shapes``, as TF's runtime does). A
 shape that cannot be known is ``None`` (unknown rank) or has ``None`` dims; nothing is guessed.
 """
 from __future__ import annotations
@@ -46,7 +47,9 @@ def _recorded(node) -> list["Shape"] | None:
 def infer_shapes(graph: "Graph") -> dict[str, list["Shape"]]:
     """Shapes of every op node's outputs, by node name."""
     shapes: dict[str, list[Shape]] = {}
-    inferred = _tf_shape_inference(graph)
+    inferred = _tf_shape_inference(graph, handle_data=True)
+    if not inferred:  # the graph did not import with typed resource _Args: try plain Placeholders
+        inferred = _tf_shape_inference(graph, handle_data=False)
     for node in graph.op_nodes():
         recorded = _recorded(node)
         if recorded is not None:
@@ -56,7 +59,7 @@ def infer_shapes(graph: "Graph") -> dict[str, list["Shape"]]:
     return shapes
 
 
-def _tf_shape_inference(graph: "Graph") -> dict[str, list["Shape"]]:
+def _tf_shape_inference(graph: "Graph", handle_data: bool) -> dict[str, list["Shape"]]:
     import tensorflow as tf
 
     gd = graph_pb2.GraphDef()
@@ -68,7 +71,14 @@ def _tf_shape_inference(graph: "Graph") -> dict[str, list["Shape"]]:
         nd = gd.node.add()
         nd.CopyFrom(node.node_def)
         nd.device = ""  # inference must not depend on devices this host lacks
-        if node.op in _ARG_OPS:
+        if handle_data and node.op in _ARG_OPS and node.attr("_handle_shapes") is not None:
+            # A resource _Arg with its variable's dtype and shape: TF's _Arg shape function passes
+            # them on to the reads. Only the attributes that function reads are kept.
+            nd.ClearField("attr")
+            for key in ("T", "index", "_handle_dtypes", "_handle_shapes"):
+                nd.attr[key].CopyFrom(node.node_def.attr[key])
+            nd.op = "_Arg"
+        elif node.op in _ARG_OPS:
             # An _Arg's shape comes from its caller; stand in a Placeholder with the recorded shape.
             recorded = _recorded(node)
             nd.op = "Placeholder"

@@ -87,6 +87,18 @@ def explain_node(result: MarkResult, name: str) -> str:
     return "\n".join(lines)
 
 
+# Where a grouped reason named its node (TF's "{{node NAME}}"); never printed as such.
+_NODE_SLOT = "\0node\0"
+
+
+def _group_reason(reason: str, nodes: list[str]) -> str:
+    """A group's reason as printed: TF's own text for one node; for several, the node reference points
+    at the list below instead of naming one of them."""
+    if len(nodes) == 1:
+        return reason.replace(_NODE_SLOT, f"{{{{node {nodes[0]}}}}}")
+    return reason.replace(f"with node {_NODE_SLOT}", "with the nodes below").replace(_NODE_SLOT, "(the nodes below)")
+
+
 def explain(result: MarkResult, max_examples: int = 4) -> str:
     """The full text report."""
     graph = result.graph
@@ -103,7 +115,7 @@ def explain(result: MarkResult, max_examples: int = 4) -> str:
         if d.cluster:
             continue
         # De-duplicate reasons that differ only in the node they name.
-        key_reason = d.reason.replace(f"{{{{node {d.node}}}}}", "{{node <node>}}")
+        key_reason = d.reason.replace(f"{{{{node {d.node}}}}}", _NODE_SLOT)
         groups[(d.code, key_reason)].append(d.node)
     if groups:
         out.append("Unclustered nodes, by reason:")
@@ -113,7 +125,8 @@ def explain(result: MarkResult, max_examples: int = 4) -> str:
                                                         if len(nodes) > max_examples else "")
             hint = hint_for(code, result.decisions[nodes[0]].op)
             hint = f" ({hint})" if hint else ""
-            out.append(f"  [{code}] {len(nodes)} node{'s' if len(nodes) != 1 else ''}: {reason}{hint}")
+            out.append(f"  [{code}] {len(nodes)} node{'s' if len(nodes) != 1 else ''}: "
+                       f"{_group_reason(reason, nodes)}{hint}")
             out.append(f"      {shown}")
             first = result.decisions[nodes[0]]
             for rel in first.related[:3]:

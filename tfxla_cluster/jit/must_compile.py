@@ -9,17 +9,20 @@ stack that reaches it.
 """
 from __future__ import annotations
 
-from tensorflow.core.framework import function_pb2, graph_pb2
+from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
-from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.errors import InvalidArgumentError, TfXlaError
 from tfxla_cluster.jit.compilability import Frame, Uncompilable, must_compile_checker
 
-# Nodes of a traced graph that stand for the function's arguments and results, not body ops.
-_INTERFACE_OPS = ("_Arg", "_Retval", "Placeholder")
+# The context TF's XlaCompiler appends to every error of a must-compile function.
+_TF2XLA_CONTEXT = ("tf2xla conversion failed while converting {fn}[{attrs}]. Run with "
+                   "TF_DUMP_GRAPH_PREFIX=/path/to/dump/dir and --vmodule=xla_compiler=2 to obtain a dump of the "
+                   "compiled functions.")
 
 
 class MustCompileError(InvalidArgumentError):
-    """A ``jit_compile=True`` function that XLA can't compile; ``problems`` lists every reason."""
+    """A ``jit_compile=True`` function that XLA can't compile; ``problems`` lists every reason. It is a
+    ``tf.errors.InvalidArgumentError``, the class TF raises for the same function."""
 
     def __init__(self, message: str, problems: list[Uncompilable]) -> None:
         super().__init__(message)
@@ -28,24 +31,56 @@ class MustCompileError(InvalidArgumentError):
 
 def uncompilable_nodes(library: function_pb2.FunctionDefLibrary, function_name: str,
                        jit_device: str = "XLA_CPU_JIT") -> list[Uncompilable]:
-    """Every node of ``function_name`` (recursively through calls and control flow) XLA can't compile."""
-    return must_compile_checker(jit_device, library).find_uncompilable_in_function(function_name)
+    """Every node of ``function_name`` (recursively through calls and control flow) XLA can't compile,
+    its arguments and results included: TF checks the instantiated body, whose ``_Arg``/``_Retval``
+    nodes have XLA kernels only for XLA's types (a string argument is TF's first complaint)."""
+    checker = must_compile_checker(jit_device, library)
+    fdef = next((f for f in library.function if f.signature.name == function_name), None)
+    args, rets = [], []
+    if fdef is not None:
+        for i, arg in enumerate(fdef.signature.input_arg):
+            if arg.type:  # a type given by an attr is resolved only at instantiation
+                args.append(_interface_node(arg.name, "_Arg", arg.type, i))
+        for i, out in enumerate(fdef.signature.output_arg):
+            if out.type:
+                rets.append(_interface_node(f"{out.name}_RetVal", "_Retval", out.type, i))
+    problems = _check_interface(checker, args, function_name)
+    problems += checker.find_uncompilable_in_function(function_name)
+    return problems + _check_interface(checker, rets, function_name)
 
 
 def uncompilable_in_graph(graph_def: graph_pb2.GraphDef, name: str = "graph",
                           jit_device: str = "XLA_CPU_JIT") -> list[Uncompilable]:
-    """The same check on a traced graph taken as a function body (its Placeholders are the args)."""
+    """The same check on a traced graph taken as a function body: its Placeholders are the ``_Arg``s
+    (checked as such), and ``_Arg``/``_Retval`` nodes of a runtime-form graph are checked too."""
     checker = must_compile_checker(jit_device, graph_def.library)
     by_name = {n.name: n for n in graph_def.node}
     problems: list[Uncompilable] = []
+    placeholders = 0
     for nd in graph_def.node:
-        if nd.op in _INTERFACE_OPS:
-            continue
+        if nd.op == "Placeholder":
+            nd = _interface_node(nd.name, "_Arg", nd.attr["dtype"].type, placeholders)
+            placeholders += 1
         # Depth 2: inside a function body, as TF sees the nodes of a must-compile call.
         found = checker._check(nd, (Frame(name, None), Frame(nd.name, name)), first_only=False,
                                ref_input=checker._has_ref_input(nd, by_name))
         problems.extend(found)
     return problems
+
+
+def _interface_node(name: str, op: str, dtype: int, index: int) -> node_def_pb2.NodeDef:
+    nd = node_def_pb2.NodeDef(name=name, op=op)
+    nd.attr["T"].type = dtype
+    nd.attr["index"].i = index
+    if op == "_Retval":
+        nd.input.append("value")
+    return nd
+
+
+def _check_interface(checker, nodes: list[node_def_pb2.NodeDef], function_name: str) -> list[Uncompilable]:
+    return [p for nd in nodes
+            for p in checker._check(nd, (Frame(function_name, None), Frame(nd.name, function_name)),
+                                    first_only=False)]
 
 
 def _describe(problem: Uncompilable) -> str:
@@ -135,9 +170,13 @@ def _common_dir_prefix(paths: list[str]) -> str:
 
 
 def error_for(function_name: str, problems: list[Uncompilable], jit_device: str = "XLA_CPU_JIT",
-              attrs: str = "_XlaMustCompile=true", created_at: CreationStacks | None = None) -> MustCompileError:
-    """TF's ValidateGraph error text, listing all problems (TF lists the first). With ``created_at``,
-    each problem is followed by TF's "The op is created at:" block naming the user's source lines."""
+              attrs: str = "_XlaMustCompile=true", created_at: CreationStacks | None = None,
+              eager_op: bool = False) -> MustCompileError:
+    """TF's must-compile error (a ``tf.errors.InvalidArgumentError``) listing all problems (TF lists
+    the first). With ``created_at``, each problem is followed by TF's "The op is created at:" block
+    naming the user's source lines. The message keeps TF's form: the ValidateGraph text, then each
+    problem's call stack and TF's "tf2xla conversion failed" context as ``\n\t`` lines (TF's
+    ``AppendToMessage``), and with ``eager_op`` (the error of a call) TF's `` [Op:<function>]`` suffix."""
     parts, with_stacks = [], False
     for p in problems:
         text = _describe(p)
@@ -154,8 +193,34 @@ def error_for(function_name: str, problems: list[Uncompilable], jit_device: str 
     for p in problems:
         frames = " -> ".join(f"{f.node}" + (f" (in {f.function})" if f.function else "") for f in p.stack)
         stacks.append(f"\t{p.node}: {frames}")
-    return MustCompileError(message + "\nUncompilable nodes and their call stacks:\n" + "\n".join(stacks),
-                            problems)
+    message += "\nUncompilable nodes and their call stacks:\n" + "\n".join(stacks)
+    message += "\n\t" + _TF2XLA_CONTEXT.format(fn=function_name, attrs=attrs)
+    if eager_op:
+        message += f" [Op:{function_name}]"
+    return MustCompileError(message, problems)
+
+
+def conversion_error(error: Exception, function_name: str, created_at: CreationStacks | None = None,
+                     attrs: str = "_XlaMustCompile=true") -> Exception:
+    """A failure while compiling a must-compile function, in the form TF's XLA reports it:
+    ``<reason>\n\nStack trace for op definition: ...\n\n\t [[{{node N}}]]\n\ttf2xla conversion failed
+    while converting <f>[...]. ... [Op:<f>]``, as the same class (a ``tf.errors`` type). Only errors
+    raised while lowering a node carry ``node_name``; any other error is returned unchanged."""
+    node = getattr(error, "node_name", None)
+    if node is None or not isinstance(error, TfXlaError):
+        return error
+    message = getattr(error, "reason", error.message)
+    frames = created_at.lookup(None, node) if created_at else []
+    if frames:
+        message += "\n\nStack trace for op definition: \n" + "\n".join(frames) + "\n"
+    message += f"\n\t [[{{{{node {node}}}}}]]\n\t" + _TF2XLA_CONTEXT.format(fn=function_name, attrs=attrs)
+    message += f" [Op:{function_name}]"
+    try:
+        converted = type(error)(message)
+    except TypeError:  # a subclass with its own constructor: keep it as it is
+        return error
+    converted.node_name, converted.reason = node, getattr(error, "reason", error.message)
+    return converted
 
 
 def check_function(library: function_pb2.FunctionDefLibrary, function_name: str,

@@ -2,7 +2,8 @@
 
 Stage: clustering helper. TF registers a kernel per op on the ``XLA_CPU_JIT`` (and, in GPU builds,
 ``XLA_GPU_JIT``) compilation devices, with dtype constraints, once XLA is initialised. This module
-initialises XLA with one tiny ``jit_compile=True`` call, reads
+initialises XLA by lowering one tiny ``jit_compile=True`` function to HLO (no compile, so nothing
+reaches the user's ``--xla_dump_to`` directory or TF's compile log), reads
 ``tensorflow.python.framework.kernels.get_all_registered_kernels()`` and answers TF's ``FindKernelDef``
 question — "does this NodeDef, with these attr values, match a registered XLA kernel?" — with TF's
 answer. Nothing here is a hand-written op list.
@@ -63,11 +64,15 @@ def _registry() -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
     import tensorflow as tf
     from tensorflow.python.framework import kernels
 
-    # XLA registers its JIT kernels lazily, on first use; one tiny compile makes them visible.
+    # XLA registers its JIT kernels lazily, on first use. Lowering one tiny function to HLO makes
+    # them visible without compiling it: a real compile would write its modules into the user's
+    # --xla_dump_to directory and log TF's once-per-process "Compiled cluster using XLA!" line.
     from tfxla_cluster.runtime.plugin import tf_function
 
-    # TF's own tf.function even when our plugin has replaced it.
-    tf_function()(lambda x: x + 1, jit_compile=True)(tf.constant(1.0))
+    # TF's own tf.function even when our plugin has replaced it; eagerly, even when the first
+    # question comes while another function is being traced (a graph-mode call would only add an op).
+    with tf.init_scope():
+        tf_function()(lambda x: x + 1, jit_compile=True).experimental_get_compiler_ir(tf.constant(1.0))(stage="hlo")
     by_device: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}
     for kdef in kernels.get_all_registered_kernels().kernel:
         if kdef.device_type.endswith("_JIT"):

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tfxla_cluster import progress
 from tfxla_cluster.report.collect import Recorder, cluster_report, measure
 from tfxla_cluster.report.model import FunctionReport, Report
 
@@ -109,7 +110,8 @@ def build_report(source: Any = None, *, script: str | None = None, script_args: 
         if checker:
             checker.install()
         try:
-            functions, code, summary = run_script(script, list(script_args or []), backend=backend)
+            with progress.task("report: running the script, compiling clusters"):
+                functions, code, summary = run_script(script, list(script_args or []), backend=backend)
         finally:
             recorder.uninstall()
             if checker:
@@ -132,8 +134,9 @@ def build_report(source: Any = None, *, script: str | None = None, script_args: 
         if is_saved_model and run and result is None:
             report = Report(title or os.path.basename(os.path.normpath(str(source))), str(source), flags)
             t0 = time.perf_counter()
-            ran = _run_saved_model(report, str(source), signature, flags, recorder, checker,
-                                   input_shapes=input_shapes, calls=calls, backend=backend)
+            with progress.task("report: running the SavedModel, compiling clusters"):
+                ran = _run_saved_model(report, str(source), signature, flags, recorder, checker,
+                                       input_shapes=input_shapes, calls=calls, backend=backend)
             seconds["run"] = time.perf_counter() - t0
             if ran:
                 return _finish(report, recorder, checker, seconds, t_start, measure_timings, repeats,
@@ -166,8 +169,9 @@ def build_report(source: Any = None, *, script: str | None = None, script_args: 
             if checker:
                 checker.install()
             try:
-                launchers, report.inputs = run_graph(result, flags, input_shapes=input_shapes, calls=calls,
-                                                     backend=backend)
+                with progress.task("report: compiling and running clusters", total=len(result.clusters)):
+                    launchers, report.inputs = run_graph(result, flags, input_shapes=input_shapes, calls=calls,
+                                                         backend=backend)
                 report.dynamic = True
             except NotRunnable as e:
                 report.dynamic_missing = str(e)
@@ -198,7 +202,8 @@ def _finish(report: Report, recorder: Recorder, checker: Any, seconds: dict, t_s
         work = [(c, run_) for fr in report.functions for c in fr.clusters.values() if c.launcher is not None
                 for run_ in c.signatures[:3]]     # the first few signatures tell the story
         work.sort(key=lambda cr: -sum(cr[1].launch_seconds))
-        for c, run_ in work:
+        for c, run_ in progress.track(work, "report: timing clusters against TF's kernels",
+                                      label=lambda cr: cr[0].name):
             if time.perf_counter() - t0 > measure_budget:
                 run_.measure_error = f"not measured: the report's {measure_budget:g} s timing budget was spent"
                 continue

@@ -14,6 +14,7 @@ Results are TF tensors with the function's own output structure.
 """
 from __future__ import annotations
 
+import collections
 import threading
 from typing import Any, Callable
 
@@ -28,7 +29,8 @@ class CompiledGraph:
         from tensorflow.python.ops import script_ops
 
         from tfxla_cluster import flags as flags_mod
-        from tfxla_cluster.graph.function import graph_def_from_concrete, runtime_to_placeholders
+        from tfxla_cluster.graph.function import (graph_def_from_concrete, runtime_to_placeholders,
+                                                  with_resource_handle_data)
         from tfxla_cluster.graph.graph import Graph
         from tfxla_cluster.jit.clone_constants import clone_constants
         from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
@@ -43,10 +45,10 @@ class CompiledGraph:
         if grappler and jit_compile is not True:
             from tfxla_cluster.graph.grappler import run_grappler
 
-            gd = run_grappler(_with_resource_handle_data(graph_def_from_concrete(concrete, inline=False),
+            gd = run_grappler(with_resource_handle_data(graph_def_from_concrete(concrete, inline=False),
                                                          concrete))
         else:
-            gd = _with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
+            gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
         jit_on = jit_compile is True or flags_mod.global_jit_level_for_graph(flags, False) != \
             flags_mod.GlobalJitLevel.OFF
         gd = clone_constants(gd, jit_on=jit_on)
@@ -57,7 +59,7 @@ class CompiledGraph:
             problems = must_compile.uncompilable_in_graph(gd, concrete.function_def.signature.name)
             if problems:
                 raise must_compile.error_for(concrete.function_def.signature.name, problems,
-                                             created_at=must_compile.CreationStacks(concrete))
+                                             created_at=must_compile.CreationStacks(concrete), eager_op=True)
             members = [n.name for n in graph.op_nodes() if n.op not in ("_Arg", "_Retval")]
             dynamic = sorted({graph.node(n).op for n in members} & DATA_DEPENDENT_SHAPE_OPS)
             if dynamic:
@@ -78,13 +80,24 @@ class CompiledGraph:
         self.graph = graph
         self.launchers: dict[str, Launcher] = {}
         self._callbacks: list[Callable] = []
+        self._jit_compile = jit_compile
+        self._created_at = None
+        # Launch errors raised inside TF's EagerPyFunc, which reports them as UNKNOWN (or
+        # INVALID_ARGUMENT for a ValueError) with a Python traceback: the call re-raises the original.
+        self._launch_errors: collections.deque = collections.deque(maxlen=8)
+        self._first_call = True
 
         def register(sig) -> bytes:
             launcher = Launcher(graph, sig, must_compile=jit_compile is True, backend=backend, flags=flags)
             self.launchers[sig.name] = launcher
 
             def call(*tensors):
-                return [to_tensor(a) for a in launcher(*tensors)]
+                try:
+                    return [to_tensor(a) for a in launcher(*tensors)]
+                except Exception as e:
+                    err = self.tf_error(e)
+                    self._launch_errors.append(err)
+                    raise _across_py_func(err) from None
             # EagerPyFunc runs registered EagerFunc objects with eager tensors in and out.
             eager = script_ops.EagerFunc(call, [tf.as_dtype(t) for t in sig.output_dtypes], False)
             self._callbacks.append(eager)  # TF's registry only holds weak references
@@ -108,7 +121,7 @@ class CompiledGraph:
                                  [wrapped.graph.get_tensor_by_name(f"{r.name}:0") for r in rets] +
                                  [wrapped.graph.get_operation_by_name(n) for n in control if n in present])
         self._num_outputs = len(rets)
-        self._direct = _direct_plan(rewritten, self.signatures, self.launchers)
+        self._direct = _direct_plan(rewritten, self.signatures, self.launchers, self.tf_error)
 
     def __call__(self, flat_inputs: list) -> Any:
         import tensorflow as tf
@@ -123,11 +136,81 @@ class CompiledGraph:
             # fail, formatting every tensor) a structured bind first. The flat call is what that falls
             # back to.
             call_flat = getattr(self._fn, "_call_flat", None)
-            outputs = call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
+            try:
+                if self._first_call and len(self.launchers) > 1:
+                    outputs = self._first_call_with_progress(call_flat, args)
+                else:
+                    outputs = call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
+            except tf.errors.OpError as e:
+                original = self._take_launch_error(e)
+                if original is None:
+                    raise
+                raise original from None
             outputs = list(outputs or [])[:self._num_outputs]  # control outputs come back as None
         if self.concrete.structured_outputs is None:
             return None  # a function that returns nothing (TF's ConcreteFunction returns None too)
         return tf.nest.pack_sequence_as(self.concrete.structured_outputs, outputs, expand_composites=True)
+
+    def _first_call_with_progress(self, call_flat, args: list):
+        """The first call compiles every cluster it launches: on a terminal, a bar counts them."""
+        from tfxla_cluster import progress
+
+        def run():
+            return call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
+        if not tf_executing_eagerly():
+            return run()  # inside another function's trace: nothing runs (or compiles) now
+        self._first_call = False
+        if progress.busy():
+            return run()  # a command's own task (e.g. report's) counts these compiles
+        name = self.concrete.name.decode() if isinstance(self.concrete.name, bytes) else self.concrete.name
+        with progress.task(f"compiling the clusters of {name}", total=len(self.launchers)):
+            return run()
+
+    def tf_error(self, e: Exception) -> Exception:
+        """A launch error as TF reports it: its ``tf.errors`` class, and for a ``jit_compile=True``
+        function TF's tf2xla form naming the node and the function."""
+        if self._jit_compile is True:
+            from tfxla_cluster.jit import must_compile
+
+            if self._created_at is None:
+                self._created_at = must_compile.CreationStacks(self.concrete)
+            e = must_compile.conversion_error(e, self.concrete.function_def.signature.name, self._created_at)
+        return _as_tf_error(e)
+
+    def _take_launch_error(self, raised: Exception) -> Exception | None:
+        """The launch error behind ``raised`` (TF's wrapping of it by EagerPyFunc), if it was ours."""
+        text = str(raised)
+        for err in reversed(self._launch_errors):
+            first = (str(err).strip().splitlines() or [""])[0]
+            if first and first in text:
+                self._launch_errors.remove(err)
+                return err
+        return None
+
+
+def tf_executing_eagerly() -> bool:
+    import tensorflow as tf
+
+    return tf.executing_eagerly()
+
+
+class _PyFuncInvalidArgument(ValueError):
+    """Carries an INVALID_ARGUMENT launch error out of TF's EagerPyFunc, which maps ValueError (and
+    only it) to INVALID_ARGUMENT — so a launch inside another traced function keeps TF's class."""
+
+
+class _PyFuncUnimplemented(NotImplementedError):
+    """The same for UNIMPLEMENTED (EagerPyFunc maps NotImplementedError to it)."""
+
+
+def _across_py_func(err: Exception) -> Exception:
+    import tensorflow as tf
+
+    if isinstance(err, tf.errors.InvalidArgumentError):
+        return _PyFuncInvalidArgument(str(err))
+    if isinstance(err, tf.errors.UnimplementedError):
+        return _PyFuncUnimplemented(str(err))
+    return err
 
 
 # Ops whose output shape depends on input *values*. TF's XLA compiles them with bounded dynamic
@@ -155,7 +238,8 @@ def _split_at_dynamic_shapes(graph, flags, ops: list[str], function_name: str):
     return mark_for_compilation(graph, split)
 
 
-def _direct_plan(rewritten, signatures, launchers) -> Callable[[list], list] | None:
+def _direct_plan(rewritten, signatures, launchers, to_tf_error: Callable[[Exception], Exception]
+                 ) -> Callable[[list], list] | None:
     """A call that skips TF's graph runtime when the rewritten graph is one launch node between the
     ``_Arg``s and the ``_Retval``s (the usual ``jit_compile=True`` shape), else None.
 
@@ -164,7 +248,7 @@ def _direct_plan(rewritten, signatures, launchers) -> Callable[[list], list] | N
     and writes back variables itself, the function's control outputs are all cluster members (so they
     run with it), and captured inputs are ordinary ``_Arg``s. A launcher error is raised as the
     ``tf.errors`` class of its status code (TF's own errors pass through), as XLA's launch op reports
-    it, instead of the UnknownError EagerPyFunc would have made of it.
+    it (``to_tf_error``), instead of the UnknownError EagerPyFunc would have made of it.
     """
     if len(signatures) != 1:
         return None
@@ -218,7 +302,7 @@ def _direct_plan(rewritten, signatures, launchers) -> Callable[[list], list] | N
         try:
             values = launcher(*[args[i] for i in inputs])
         except Exception as e:
-            raise _as_tf_error(e) from e
+            raise to_tf_error(e) from e
         outs = [to_tensor(v) for v in values]
         return [outs[i] if kind == "out" else args[i] for kind, i in returns]
     run.launcher, run.launch_inputs = launcher, launch_inputs
@@ -237,28 +321,6 @@ def _as_tf_error(e: Exception) -> Exception:
            "FAILED_PRECONDITION": tf.errors.FailedPreconditionError,
            "DATA_LOSS": tf.errors.DataLossError}.get(code if isinstance(code, str) else "", tf.errors.UnknownError)
     return cls(None, None, f"{type(e).__name__}: {e}")
-
-
-def _with_resource_handle_data(graph_def, concrete):
-    """Give each resource ``_Arg`` the dtype and shape of the variable it carries
-    (``_handle_dtypes`` / ``_handle_shapes``), as TF's eager runtime does when it instantiates a function
-    for a call — before grappler, whose shape inference (and so the remapper's ``_FusedMatMul`` of a
-    MatMul + bias read from a variable) depends on them."""
-    from tensorflow.core.framework import types_pb2
-    from tensorflow.python.ops import handle_data_util
-
-    placeholders = concrete.graph.inputs
-    for nd in graph_def.node:
-        if nd.op != "_Arg" or nd.attr["T"].type != types_pb2.DT_RESOURCE:
-            continue
-        index = nd.attr["index"].i
-        data = handle_data_util.get_resource_handle_data(placeholders[index]) if index < len(placeholders) else None
-        if data is None or not data.is_set or not data.shape_and_type:
-            continue
-        nd.attr["_handle_dtypes"].list.type.extend(x.dtype for x in data.shape_and_type)
-        for x in data.shape_and_type:
-            nd.attr["_handle_shapes"].list.shape.add().CopyFrom(x.shape)
-    return graph_def
 
 
 _EagerTensor: type | None = None   # tensorflow's EagerTensor class, imported on the first call
@@ -320,8 +382,11 @@ class Function:
             compiled = self._by_tensor_specs.get(specs)
             if compiled is not None and len(args) == len(compiled.concrete.inputs) - \
                     len(compiled.concrete.captured_inputs):
+                _record_call(self._tf_function, traced=False)
                 return compiled(list(args))
+        traces = _tracing_count(self._tf_function)
         compiled = self.get_compiled(*args, **kwargs)
+        _record_call(self._tf_function, traced=_tracing_count(self._tf_function) != traces)
         flat = self._flat_inputs(compiled, args, kwargs)
         if specs is not None and len(flat) == len(args):
             self._by_tensor_specs[specs] = compiled
@@ -391,6 +456,38 @@ class Function:
                 return b"".join(texts)
             return "\n".join(texts)
         return get
+
+
+def _tracing_count(tf_fn) -> int | None:
+    get = getattr(tf_fn, "experimental_get_tracing_count", None)
+    return get() if get is not None else None
+
+
+_tracing_detector = None   # TF's process-wide frequent-retracing detector (private API; None if absent)
+
+
+def _record_call(tf_fn, traced: bool) -> None:
+    """Tell TF's frequent-retracing detector about a call, as ``tf.function.__call__`` does (eager
+    calls only), so TF's "N out of the last N calls to <f> triggered tf.function retracing" warning
+    appears — from TF's own logger, with TF's wording and limits — for our functions too."""
+    global _tracing_detector
+    import tensorflow as tf
+
+    if _tracing_detector is None:
+        try:
+            from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
+
+            _tracing_detector = pf._frequent_tracing_detector_manager
+        except (ImportError, AttributeError):
+            _tracing_detector = False
+    key = getattr(tf_fn, "_key_for_call_stats", None)
+    if not _tracing_detector or key is None or not tf.executing_eagerly():
+        return
+    if traced:
+        _tracing_detector.called_with_tracing(key, getattr(tf_fn, "_python_function", tf_fn),
+                                              getattr(tf_fn, "_omit_frequent_tracing_warning", False))
+    else:
+        _tracing_detector.called_without_tracing(key)
 
 
 def _llvm_ir(entry) -> str:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tfxla_cluster.codegen.buffers import is_fresh
-from tfxla_cluster.errors import TfXlaError
+from tfxla_cluster.errors import InternalError, InvalidArgumentError
 from tfxla_cluster.graph.graph import Graph
 from tfxla_cluster.runtime.encapsulate import ClusterSignature
 
@@ -66,6 +66,7 @@ class ClusterStats:
     fallback_reason: str = ""
     compile_seconds: float = 0.0
     causes: list[str] = field(default_factory=list)
+    persistent_hits: int = 0              # of ``compiles``: native code loaded from the persistent cache
 
 
 class Launcher:
@@ -125,7 +126,7 @@ class Launcher:
                     return attr["dtype"].type
                 elif "T" in attr and attr["T"].type not in (types_pb2.DT_RESOURCE, types_pb2.DT_INVALID):
                     return attr["T"].type
-        raise TfXlaError(f"cluster {self.sig.name}: can't tell the dtype of resource input {src}:{slot}")
+        raise InvalidArgumentError(f"cluster {self.sig.name}: can't tell the dtype of resource input {src}:{slot}")
 
     # ----- compile ------------------------------------------------------------------------------
     @property
@@ -181,7 +182,11 @@ class Launcher:
             with self._lock:
                 self.stats.compiles += 1
                 self.stats.compile_seconds += result.executable.compile_seconds
+                self.stats.persistent_hits += result.executable.origin == "persistent cache"
                 self.stats.causes.append(result.cause)
+            from tfxla_cluster import progress
+
+            progress.note(f"compiled {self.sig.name}")
         return result.executable
 
     def _compile(self, arrays: list[np.ndarray], key) -> CompiledCluster:
@@ -203,7 +208,7 @@ class Launcher:
         out_index = lowered.output_tensors()
         missing = [t for t in self._value_outputs if t not in out_index]
         if missing:
-            raise TfXlaError(f"cluster {self.sig.name}: lowering produced no value for {missing}")
+            raise InternalError(f"cluster {self.sig.name}: lowering produced no value for {missing}")
         order = [out_index[t] for t in self._value_outputs]
         # Resource variables: the cluster's final value of each, written back after the run.
         updates = {by_tensor[lowered.inputs[i].tensor]: k for i, k in lowered.resource_updates().items()}

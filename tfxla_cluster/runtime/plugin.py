@@ -63,7 +63,8 @@ def uninstall() -> None:
 
 
 def summary() -> str:
-    """What the plugin did: functions, clusters, compiles (with causes), executions, fallbacks."""
+    """What the plugin did: functions, clusters, compiles (with causes; entries loaded from the
+    persistent cache counted apart), executions, fallbacks."""
     lines = ["tfxla_cluster summary:"]
     count = 0
     for fn in list(_functions):
@@ -75,7 +76,9 @@ def summary() -> str:
             for cname, launcher in compiled.launchers.items():
                 st = launcher.stats
                 state = f"fell back to TF ({st.fallback_reason})" if st.fallback_reason else (
-                    f"{st.compiles} compile(s) in {st.compile_seconds:.2f} s, {st.executions} execution(s)")
+                    f"{st.compiles - st.persistent_hits} compile(s)"
+                    + (f" + {st.persistent_hits} loaded from the persistent cache" if st.persistent_hits else "")
+                    + f" in {st.compile_seconds:.2f} s, {st.executions} execution(s)")
                 lines.append(f"    {cname}: {len(launcher.sig.members)} nodes; {state}"
                              + (f"; causes: {', '.join(st.causes)}" if st.causes else ""))
     if not count:

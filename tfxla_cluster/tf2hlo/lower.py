@@ -192,9 +192,14 @@ class GraphLowerer:
             except TfXlaError as e:
                 if e.message.startswith(f"Lowering node '{node.name}'"):
                     raise
-                raise type(e)(f"Lowering node '{node.name}' ({node.op}): {e.message}") from e
+                err = type(e)(f"Lowering node '{node.name}' ({node.op}): {e.message}")
+                # The node and bare reason, for TF's tf2xla message form (jit/must_compile.py).
+                err.node_name, err.reason = node.name, e.message
+                raise err from e
             except Exception as e:  # a bug or an unexpected input: keep the node in the message
-                raise InternalError(f"Lowering node '{node.name}' ({node.op}): {type(e).__name__}: {e}") from e
+                err = InternalError(f"Lowering node '{node.name}' ({node.op}): {type(e).__name__}: {e}")
+                err.node_name, err.reason = node.name, f"{type(e).__name__}: {e}"
+                raise err from e
         if len(outs) != len(node.outputs):
             raise InternalError(f"Lowering node '{node.name}' ({node.op}): lowering gave {len(outs)} outputs, "
                                 f"the op has {len(node.outputs)}")
@@ -264,7 +269,7 @@ def _retval(ctx: LoweringContext, node: Node) -> list[Value]:
 # ===================================================================================== clusters
 def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
                   const_args: Mapping[int, Any] | None = None, name: str | None = None,
-                  check_kernels: bool = False) -> LoweredCluster:
+                  check_kernels: bool = False, fetches: Iterable[Tensor] = ()) -> LoweredCluster:
     """Lower the nodes ``node_names`` of ``graph`` to one module (see the module docstring).
 
     ``arg_shapes`` (dict input index → dims, or a list in input order; a resource may be given as
@@ -272,6 +277,8 @@ def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
     shapes; ``const_args`` (input index or producer tensor → value) gives the
     values of compile-time-constant inputs that are not constant in the graph. ``check_kernels``
     first checks every node against TF's XLA_CPU_JIT kernel registry (op and dtype constraints).
+    ``fetches``: tensors of member nodes the program reads although no node consumes them (a GraphDef's
+    outputs, which a session fetches); they become outputs after those consumed outside the cluster.
     """
     members = list(dict.fromkeys(node_names))
     member_set = set(members)
@@ -346,6 +353,11 @@ def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
         seen.add(t)
         outputs.append(ClusterOutput(len(outputs), "tensor", t))
         elements.append(_output_hlo(lowerer, t))
+    for t in fetches:
+        if t[0] in member_set and t not in seen and graph.node(t[0]).op not in _ARG_OPS + _RETVAL_OPS:
+            seen.add(t)
+            outputs.append(ClusterOutput(len(outputs), "tensor", t))
+            elements.append(_output_hlo(lowerer, t))
     for inp, v in zip(inputs, values):
         if isinstance(v, Resource) and v.written:
             outputs.append(ClusterOutput(len(outputs), "resource", resource_input=inp.index))
@@ -436,37 +448,80 @@ def _static_dims(graph: Graph, t: Tensor) -> tuple[int | None, ...] | None:
     return shapes[t[1]] if t[1] < len(shapes) else None
 
 
+def _split_given(given) -> tuple[Any, tuple[int, ...] | None]:
+    """(dtype or None, dims or None) of an ``arg_shapes`` entry: dims, ``(dtype, dims)`` (dtype may be
+    None: from the graph) or an array-like value (its dtype and shape)."""
+    if given is None:
+        return None, None
+    if hasattr(given, "dtype") and hasattr(given, "shape") and not isinstance(given, tuple):
+        return getattr(given.dtype, "as_numpy_dtype", given.dtype), tuple(int(d) for d in given.shape)
+    if hasattr(given, "shape") and not isinstance(given, tuple):
+        return None, tuple(int(d) for d in given.shape)
+    if isinstance(given, (tuple, list)) and len(given) == 2 and isinstance(given[1], (tuple, list)):
+        return given[0], tuple(int(d) for d in given[1])
+    return None, tuple(int(d) for d in given)
+
+
+def _element_type(dtype) -> PrimitiveType:
+    from tfxla_cluster.hlo.shape import primitive_type_from_dtype
+
+    if isinstance(dtype, PrimitiveType):
+        return dtype
+    if isinstance(dtype, int):  # a DataType enum value
+        return types.element_type(dtype)
+    return primitive_type_from_dtype(np.dtype(dtype))
+
+
 def _input_dims(graph: Graph, t: Tensor, given, index: int) -> tuple[int, ...]:
-    if given is not None:
-        if hasattr(given, "shape") and not isinstance(given, tuple):
-            given = tuple(given.shape)
-        return tuple(int(d) for d in given)
+    _, dims = _split_given(given)
+    if dims is not None:
+        return dims
     dims = _static_dims(graph, t)
     if dims is None or any(d is None for d in dims):
         shown = "unknown rank" if dims is None else "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
         raise InvalidArgumentError(f"input {index} ({t[0]}:{t[1]}) has shape {shown}; pass arg_shapes to "
-                                   "specialise it")
+                                   f"specialise it (command line: --arg-shape {t[0]}=D0,D1,...)")
     return tuple(dims)
 
 
+def _declared_resource(graph: Graph, t: Tensor) -> tuple[int | None, tuple[int | None, ...] | None]:
+    """(DataType, dims) a resource handle declares in the graph, either possibly None: a VarHandleOp's
+    ``dtype``/``shape`` attrs, or the ``_handle_dtypes``/``_handle_shapes`` TF's runtime puts on a
+    resource ``_Arg`` (and a Placeholder standing for one), looking through Identity nodes."""
+    from tfxla_cluster.graph.shapes import shape_from_proto
+
+    node, slot = graph.node(t[0]), t[1]
+    for _ in range(64):  # Identity chains are short; the bound only guards against a malformed cycle
+        if node.op in ("Identity", "IdentityN") and node.data_inputs():
+            edge = node.data_inputs()[slot if node.op == "IdentityN" else 0]
+            node, slot = edge.src, edge.src_output
+            continue
+        break
+    if node.op in ("VarHandleOp", "_VarHandlesOp"):
+        dtype, shape = node.attr("dtype"), node.attr("shape")
+        return (dtype.type if dtype is not None else None,
+                shape_from_proto(shape.shape) if shape is not None else None)
+    dtypes, shapes = node.attr("_handle_dtypes"), node.attr("_handle_shapes")
+    dtype = dtypes.list.type[0] if dtypes is not None and dtypes.list.type else None
+    dims = shape_from_proto(shapes.list.shape[0]) if shapes is not None and shapes.list.shape else None
+    return dtype, dims
+
+
 def _resource_spec(graph: Graph, t: Tensor, given, members: set[str]) -> tuple[PrimitiveType, tuple[int, ...]]:
-    """A resource's element type and shape: from ``given`` (``(dtype, dims)`` or a value), else from
-    how the cluster uses it (a read's static shape, an assigned value's shape)."""
-    if given is not None:
-        if hasattr(given, "dtype") and hasattr(given, "shape"):
-            from tfxla_cluster.hlo.shape import primitive_type_from_dtype
-
-            return primitive_type_from_dtype(np.dtype(getattr(given.dtype, "as_numpy_dtype", given.dtype))), \
-                tuple(int(d) for d in given.shape)
-        dtype, dims = given
-        from tfxla_cluster.hlo.shape import primitive_type_from_dtype
-
-        et = dtype if isinstance(dtype, PrimitiveType) else (
-            types.element_type(dtype) if isinstance(dtype, int) else primitive_type_from_dtype(dtype))
-        return et, tuple(int(d) for d in dims)
+    """A resource's element type and shape: from ``given`` (dims, ``(dtype, dims)`` or a value), then
+    from what the graph declares (VarHandleOp attrs, the ``_Arg``'s handle data), then from how the
+    cluster uses it (a read's dtype and static shape, an assigned value's shape)."""
+    dtype, dims = _split_given(given)
+    et = _element_type(dtype) if dtype is not None else None
+    declared_dtype, declared_dims = _declared_resource(graph, t)
+    if et is None and declared_dtype is not None:
+        et = types.element_type(declared_dtype)
+    if dims is None and declared_dims is not None and all(d is not None for d in declared_dims):
+        dims = tuple(declared_dims)
     producer = graph.node(t[0])
-    et = None
     for e in producer.out_edges:
+        if et is not None and dims is not None:
+            break
         if e.is_control or e.src_output != t[1]:
             continue
         user = e.dst
@@ -474,15 +529,19 @@ def _resource_spec(graph: Graph, t: Tensor, given, members: set[str]) -> tuple[P
         if dtype_attr is not None and et is None:
             et = types.element_type(dtype_attr.type)
         if user.op == "ReadVariableOp":
-            dims = graph.output_shapes(user)[0]
+            used = graph.output_shapes(user)[0]
         elif user.op in ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"):
-            dims = graph.output_shapes(user.data_inputs()[1].src)[user.data_inputs()[1].src_output]
+            used = graph.output_shapes(user.data_inputs()[1].src)[user.data_inputs()[1].src_output]
         else:
             continue
-        if dims is not None and all(d is not None for d in dims) and et is not None:
-            return et, tuple(dims)
-    raise InvalidArgumentError(f"resource input {t[0]}:{t[1]}: its shape is not known from the graph; pass "
-                               "arg_shapes={index: (dtype, dims)}")
+        if dims is None and used is not None and all(d is not None for d in used):
+            dims = tuple(used)
+    if et is None or dims is None:
+        missing = "shape and dtype" if et is None and dims is None else ("shape" if dims is None else "dtype")
+        raise InvalidArgumentError(f"resource input {t[0]}:{t[1]}: its {missing} is not known from the graph; "
+                                   f"pass arg_shapes={{index: (dtype, dims)}} (command line: --arg-shape "
+                                   f"{t[0]}=D0,D1,...:DTYPE)")
+    return et, dims
 
 
 def _must_be_constant(graph: Graph, members: set[str], order: list[Node]) -> set[Tensor]:
