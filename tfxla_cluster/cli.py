@@ -280,8 +280,7 @@ def _parse_arg_shape(spec: str) -> tuple[tuple[str, int], tuple]:
 
 @command("hlo", "lower each cluster to HLO (XLA's text syntax) and print it", _hlo_args)
 def cmd_hlo(args: argparse.Namespace) -> int:
-    from tfxla_cluster.errors import InvalidArgumentError, NotFoundError
-    from tfxla_cluster.tf2hlo import lower_cluster
+    from tfxla_cluster.errors import NotFoundError
 
     shapes = {}
     for spec in args.arg_shape:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfxla_cluster.errors import FailedPreconditionError, InternalError, InvalidArgumentError
+from tfxla_cluster import errors  # its classes import TF on first use: only when an error is raised
 
 FORMATS = ("dot", "svg", "html")
 # Pictures (.svg/.html) of graphs with more op nodes than this start with clusters collapsed (the page
@@ -29,7 +29,7 @@ def format_for(path: str | Path, fmt: str | None = None) -> str:
         fmt = Path(path).suffix.lower().lstrip(".")
         fmt = {"htm": "html", "gv": "dot"}.get(fmt, fmt)
     if fmt not in FORMATS:
-        raise InvalidArgumentError(f"cannot tell the output format of '{path}': use a .dot, .svg or .html "
+        raise errors.InvalidArgumentError(f"cannot tell the output format of '{path}': use a .dot, .svg or .html "
                                    "file name, or --format")
     return fmt
 
@@ -39,14 +39,14 @@ def dot_to_svg(dot_text: str) -> str:
     try:
         import graphviz
     except ImportError:
-        raise FailedPreconditionError(BINDING_MISSING) from None
+        raise errors.FailedPreconditionError(BINDING_MISSING) from None
     try:
         data = graphviz.pipe("dot", "svg", dot_text.encode("utf-8"), quiet=True)
     except graphviz.ExecutableNotFound:
-        raise FailedPreconditionError(DOT_MISSING) from None
+        raise errors.FailedPreconditionError(DOT_MISSING) from None
     except graphviz.CalledProcessError as e:
         stderr = (e.stderr or b"").decode("utf-8", "replace").strip().splitlines()
-        raise InternalError(f"Graphviz's dot failed (exit {e.returncode}): "
+        raise errors.InternalError(f"Graphviz's dot failed (exit {e.returncode}): "
                             f"{stderr[0] if stderr else 'no message'}") from None
     return data.decode("utf-8")
 
@@ -61,5 +61,5 @@ def graphviz_available() -> bool:
     try:
         require_graphviz()
         return True
-    except (FailedPreconditionError, InternalError):
+    except (errors.FailedPreconditionError, errors.InternalError):
         return False
