@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
+from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.hlo.attrs import ConvolutionDimensionNumbers, Window
 from tfxla_cluster.tf2hlo.registry import lowers
 
@@ -98,6 +98,19 @@ def _dnums(attrs: ConvAttrs, rank: int) -> ConvolutionDimensionNumbers:
     return ConvolutionDimensionNumbers(0, f, sp, n, n + 1, tuple(range(n)), 0, f, sp)
 
 
+def _groups(op: str, in_depth: int, filter_in_depth: int, depthwise: bool) -> int:
+    """Feature groups of a convolution: one per input channel when depthwise, else in / filter-in depth."""
+    if depthwise:
+        if filter_in_depth != in_depth:
+            raise InvalidArgumentError(f"{op}: input and filter must have the same depth: {in_depth} vs "
+                                       f"{filter_in_depth}")
+        return in_depth
+    if filter_in_depth == 0 or in_depth % filter_in_depth:
+        raise InvalidArgumentError(f"{op}: input depth must be evenly divisible by filter depth: {in_depth} vs "
+                                   f"{filter_in_depth}")
+    return in_depth // filter_in_depth
+
+
 def _forward(ctx, node, x, w, depthwise: bool):
     b = ctx.b
     rank = x.shape.rank
@@ -108,15 +121,9 @@ def _forward(ctx, node, x, w, depthwise: bool):
     sp = attrs.spatial_dims(rank)
     in_depth = xd[attrs.feature_dim(rank)]
     n = rank - 2
+    groups = _groups(node.op, in_depth, wd[n], depthwise)
     if depthwise:
-        if wd[n] != in_depth:
-            raise InvalidArgumentError(f"input and filter must have the same depth: {in_depth} vs {wd[n]}")
         w = b.reshape(w, wd[:n] + [1, wd[n] * wd[n + 1]])
-        groups = in_depth
-    else:
-        if wd[n] == 0 or in_depth % wd[n]:
-            raise InvalidArgumentError(f"input depth must be evenly divisible by filter depth: {in_depth} vs {wd[n]}")
-        groups = in_depth // wd[n]
     pads = window_padding(attrs, [xd[d] for d in sp], wd[:n])
     window = Window.make(wd[:n], attrs.strides, pads, rhs_dilation=attrs.dilations)
     return b.convolution(x, w, window, _dnums(attrs, rank), feature_group_count=groups)
@@ -146,21 +153,13 @@ def _conv_backprop_input(ctx, node):
     depthwise = node.op == "DepthwiseConv2dNativeBackpropInput"
     if len(input_sizes) != rank or len(wd) != rank:
         raise InvalidArgumentError(f"{node.op}: input_sizes and filter must have rank {rank}")
-    if depthwise:
-        if wd[n] != input_sizes[f]:
-            raise InvalidArgumentError(f"{node.op}: input and filter must have the same depth: "
-                                       f"{input_sizes[f]} vs {wd[n]}")
-        groups = wd[n]
-    else:
-        if wd[n] == 0 or input_sizes[f] % wd[n]:
-            raise InvalidArgumentError(f"{node.op}: input depth must be evenly divisible by filter depth: "
-                                       f"{input_sizes[f]} vs {wd[n]}")
-        groups = input_sizes[f] // wd[n]
-        if groups != 1:  # [h, w, in/G, out] -> [h, w, G·in/G, out/G]: each group's out block becomes its in
-            out_g = wd[n + 1] // groups
-            w = b.reshape(w, wd[:n] + [wd[n], groups, out_g])
-            w = b.transpose(w, list(range(n)) + [n + 1, n, n + 2])
-            w = b.reshape(w, wd[:n] + [groups * wd[n], out_g])
+    groups = _groups(node.op, input_sizes[f], wd[n], depthwise)
+    if not depthwise and groups != 1:
+        # [h, w, in/G, out] -> [h, w, G·in/G, out/G]: each group's block of out channels becomes its in
+        out_g = wd[n + 1] // groups
+        w = b.reshape(w, wd[:n] + [wd[n], groups, out_g])
+        w = b.transpose(w, list(range(n)) + [n + 1, n, n + 2])
+        w = b.reshape(w, wd[:n] + [groups * wd[n], out_g])
     pads = window_padding(attrs, [input_sizes[d] for d in sp], wd[:n])
     bwd_pads = []
     for i, d in enumerate(sp):
@@ -194,16 +193,7 @@ def _conv_backprop_filter(ctx, node):
     depthwise = node.op == "DepthwiseConv2dNativeBackpropFilter"
     if len(filter_sizes) != rank:
         raise InvalidArgumentError(f"{node.op}: filter_sizes must have {rank} elements")
-    if depthwise:
-        if filter_sizes[n] != xd[f]:
-            raise InvalidArgumentError(f"{node.op}: input and filter must have the same depth: "
-                                       f"{xd[f]} vs {filter_sizes[n]}")
-        groups = filter_sizes[n]
-    else:
-        if filter_sizes[n] == 0 or xd[f] % filter_sizes[n]:
-            raise InvalidArgumentError(f"{node.op}: input depth must be evenly divisible by filter depth: "
-                                       f"{xd[f]} vs {filter_sizes[n]}")
-        groups = xd[f] // filter_sizes[n]
+    groups = _groups(node.op, xd[f], filter_sizes[n], depthwise)
     pads = []
     for i, d in enumerate(sp):
         k = filter_sizes[i]
