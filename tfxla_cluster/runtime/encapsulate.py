@@ -1,8 +1,9 @@
 """Encapsulation: each cluster of a marked graph becomes one launch node TF can run.
 
 Stage: after clustering (TF's EncapsulateSubgraphs + BuildXlaOps, passes 50/60). For every cluster the
-rewritten GraphDef has one node named after the cluster — an ``EagerPyFunc`` (TF's own py-func
-mechanism), so TF imports and runs the graph with its own kernels everywhere else — whose inputs are
+rewritten GraphDef has one node named after the cluster — a ``TfxlaLaunch`` (the native launch op of
+:mod:`.native`) when ``register`` returns a :class:`NativeLaunch`, else an ``EagerPyFunc`` (TF's own
+py-func mechanism); TF imports and runs the graph with its own kernels everywhere else — whose inputs are
 the cluster's external data inputs in a fixed order (:attr:`ClusterSignature.inputs`), whose outputs
 are the cluster tensors used outside it, and which carries the control edges of its members:
 
@@ -10,7 +11,7 @@ are the cluster tensors used outside it, and which carries the control edges of 
 * outside nodes that waited on a member wait on the launch node;
 * references ``member:i`` outside the cluster become ``<cluster>:k``.
 
-Attributes ``_tfxla_cluster`` (the cluster name) and ``_tfxla_launch`` (the launcher's token) name what
+Attributes ``_tfxla_cluster`` (the cluster name) and ``_tfxla_launch`` (the launcher's token or key) name what
 the node runs; every node gets ``_XlaCompile=false`` so that TF's own auto-clustering, if enabled in
 the process, leaves the rewritten graph alone. The Python callable behind the token is a :class:`Launcher` (see :mod:`.launcher`).
 """
@@ -40,6 +41,13 @@ class ClusterSignature:
     control_inputs: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class NativeLaunch:
+    """What ``register`` returns for a cluster bound to the native ``TfxlaLaunch`` op: its ``key`` attr."""
+
+    key: str
+
+
 def cluster_signatures(graph: Graph, clusters: dict[str, list[str]]) -> list[ClusterSignature]:
     """The boundary of every cluster: inputs in edge order, outputs in (node id, slot) order."""
     sigs = []
@@ -67,10 +75,10 @@ def cluster_signatures(graph: Graph, clusters: dict[str, list[str]]) -> list[Clu
 
 
 def encapsulate(graph: Graph, clusters: dict[str, list[str]],
-                register: Callable[[ClusterSignature], bytes], *,
+                register: Callable[[ClusterSignature], "bytes | NativeLaunch"], *,
                 flags=None) -> tuple[graph_pb2.GraphDef, list[ClusterSignature]]:
     """Rewrite ``graph`` with one launch node per cluster. ``register(signature)`` returns the
-    EagerPyFunc token of the callable that runs the cluster. ``flags`` (a :class:`~tfxla_cluster.flags.Flags`)
+    EagerPyFunc token of the callable that runs the cluster, or a :class:`NativeLaunch`. ``flags`` (a :class:`~tfxla_cluster.flags.Flags`)
     are the flags in effect for the function being rewritten (debug dumps follow them)."""
     write_tf_dumps(graph, clusters, flags)
     sigs = cluster_signatures(graph, clusters)
@@ -102,15 +110,21 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
             if sig.name in emitted:
                 continue
             emitted.add(sig.name)
-            launch = out.node.add(name=sig.name, op="EagerPyFunc", device=node.assigned_device)
+            handle = register(sig)
+            native = isinstance(handle, NativeLaunch)
+            launch = out.node.add(name=sig.name, op="TfxlaLaunch" if native else "EagerPyFunc",
+                                  device=node.assigned_device)
             launch.input.extend(rewrite_ref(f"{n}:{i}") for n, i in sig.inputs)
             launch.input.extend(dict.fromkeys(rewrite_ref("^" + c) for c in sig.control_inputs))
-            launch.attr["token"].s = register(sig)
+            if native:
+                launch.attr["key"].s = handle.key.encode()
+            else:
+                launch.attr["token"].s = handle
+                launch.attr["is_async"].b = False
             launch.attr["Tin"].list.type.extend(sig.input_dtypes)
             launch.attr["Tout"].list.type.extend(sig.output_dtypes)
-            launch.attr["is_async"].b = False
             launch.attr["_tfxla_cluster"].s = sig.name.encode()
-            launch.attr["_tfxla_launch"].s = launch.attr["token"].s
+            launch.attr["_tfxla_launch"].s = launch.attr["key" if native else "token"].s
             continue
         nd = out.node.add()
         nd.CopyFrom(node.node_def)

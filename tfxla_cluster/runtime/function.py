@@ -32,7 +32,8 @@ class CompiledGraph:
         from tfxla_cluster.graph.graph import Graph
         from tfxla_cluster.jit.clone_constants import clone_constants
         from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
-        from tfxla_cluster.runtime.encapsulate import encapsulate
+        from tfxla_cluster.runtime import native
+        from tfxla_cluster.runtime.encapsulate import NativeLaunch, encapsulate
         from tfxla_cluster.runtime.launcher import Launcher, to_tensor
 
         self.concrete = concrete
@@ -82,6 +83,9 @@ class CompiledGraph:
         def register(sig) -> bytes:
             launcher = Launcher(graph, sig, must_compile=jit_compile is True, backend=backend, flags=flags)
             self.launchers[sig.name] = launcher
+            key = native.bind(launcher)
+            if key is not None:
+                return NativeLaunch(key)
 
             def call(*tensors):
                 return [to_tensor(a) for a in launcher(*tensors)]

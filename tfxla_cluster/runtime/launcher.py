@@ -37,11 +37,20 @@ def add_observer(fn: Callable[..., None]) -> None:
     """Call ``fn`` after every cluster launch in this process (see ``_observers``)."""
     if fn not in _observers:
         _observers.append(fn)
+    _observers_changed()
 
 
 def remove_observer(fn: Callable[..., None]) -> None:
     if fn in _observers:
         _observers.remove(fn)
+    _observers_changed()
+
+
+def _observers_changed() -> None:
+    """Native launches skip Python: while anyone observes, every launch goes through it."""
+    from tfxla_cluster.runtime import native
+
+    native.set_force_python(bool(_observers))
 
 
 @dataclass
@@ -57,6 +66,10 @@ class CompiledCluster:
     optimized_hlo_text: str = ""
     executable: Any = None                # codegen.Executable (llvm backend): LLVM IR, kernels
     origin: str = "compiled"              # or "persistent cache", "evaluator"
+    # How the launch node's values map onto the executable (the native launch op reads these):
+    param_specs: list = field(default_factory=list)   # (launch input position, numpy dtype) per parameter
+    output_order: list = field(default_factory=list)  # top-level result index of each value output
+    updates: dict = field(default_factory=dict)       # resource input position -> result index
 
 
 @dataclass
@@ -79,7 +92,10 @@ class Launcher:
         self.backend = backend
         self.flags = flags                    # the function's Flags (None: the environment's)
         self.const_positions: frozenset[int] | None = None  # known after the first lowering
-        self.stats = ClusterStats()
+        self._stats = ClusterStats()
+        # Set by runtime.native when the cluster runs as a TfxlaLaunch node: folds the executions
+        # the native kernel counted into the stats and the cache (TF's megamorphic rule needs them).
+        self.native_sync: Callable[[], None] | None = None
         self._lock = threading.Lock()
         self._first_compile = threading.Lock()
         self._compilation_cache = None        # made on the first compile (it builds the JIT engine)
@@ -95,6 +111,12 @@ class Launcher:
         from tfxla_cluster.tf2hlo.registry import lowered_ops
 
         lowered_ops()
+
+    @property
+    def stats(self) -> ClusterStats:
+        if self.native_sync is not None:
+            self.native_sync()
+        return self._stats
 
     def _resource_dtype(self, position: int) -> int:
         """The variable's dtype: the producing ``_Arg``'s ``_handle_dtypes``, else how the cluster's
@@ -175,13 +197,13 @@ class Launcher:
         if result.executable is None:
             st = cache.clusters[self.sig.name]
             with self._lock:
-                self.stats.fallback_reason = f"megamorphic: {st.compiles} compiles for {st.executions} executions"
+                self._stats.fallback_reason = f"megamorphic: {st.compiles} compiles for {st.executions} executions"
             return None
         if result.compiled:
             with self._lock:
-                self.stats.compiles += 1
-                self.stats.compile_seconds += result.executable.compile_seconds
-                self.stats.causes.append(result.cause)
+                self._stats.compiles += 1
+                self._stats.compile_seconds += result.executable.compile_seconds
+                self._stats.causes.append(result.cause)
         return result.executable
 
     def _compile(self, arrays: list[np.ndarray], key) -> CompiledCluster:
@@ -238,7 +260,7 @@ class Launcher:
             self.const_positions = frozenset(by_tensor[i.tensor] for i in lowered.inputs if i.kind == "constant")
         seconds = time.perf_counter() - t0
         return CompiledCluster(key, run, lowered.inputs, self.backend, seconds, hlo_text, optimized_text,
-                               executable, origin)
+                               executable, origin, param_specs, order, updates)
 
     # ----- run ----------------------------------------------------------------------------------
     def __call__(self, *tensors: Any) -> list[np.ndarray]:
@@ -268,19 +290,24 @@ class Launcher:
                 for k in range(len(self.sig.outputs))]
 
     def _run(self, tensors: tuple, arrays: list[np.ndarray], handles: dict[int, tuple[Any, int]]) -> list:
+        return self.run_observed(tensors, arrays, handles)[0]
+
+    def run_observed(self, tensors: tuple, arrays: list[np.ndarray],
+                     handles: dict[int, tuple[Any, int]]) -> tuple[list, CompiledCluster | None]:
+        """(value outputs, the CompiledCluster that ran or None), observers called."""
         if not _observers:
-            return self._run_unobserved(tensors, arrays, handles)[0]
+            return self._run_unobserved(tensors, arrays, handles)
         t0 = time.perf_counter()
         outputs, compiled = self._run_unobserved(tensors, arrays, handles)
         seconds = time.perf_counter() - t0
         for fn in list(_observers):
             fn(self, compiled, arrays, outputs, seconds)
-        return outputs
+        return outputs, compiled
 
     def _run_unobserved(self, tensors: tuple, arrays: list[np.ndarray],
                         handles: dict[int, tuple[Any, int]]) -> tuple[list, CompiledCluster | None]:
         """(outputs, the CompiledCluster that produced them or None when TF's kernels did)."""
-        if self.stats.fallback_reason:
+        if self._stats.fallback_reason:
             return self._run_tf(list(tensors)), None
         # Without compile-time-constant inputs, dtypes and shapes alone pick the entry: a plain tuple
         # lookup skips building the cache's Signature on every launch.
@@ -298,7 +325,7 @@ class Launcher:
             if hot is not None:
                 self._hot[hot] = compiled
         with self._lock:
-            self.stats.executions += 1
+            self._stats.executions += 1
         self._compilation_cache.record_execution(self.sig.name)
         outputs, updates = _unshared(*compiled.run(arrays))
         for position, value in updates.items():
@@ -306,7 +333,7 @@ class Launcher:
         return outputs, compiled
 
     def _fall_back(self, tensors: list, reason: str) -> list[np.ndarray]:
-        self.stats.fallback_reason = reason
+        self._stats.fallback_reason = reason
         log.warning("Cluster %s falls back to TF's kernels: %s", self.sig.name, reason)
         return self._run_tf(tensors)
 
