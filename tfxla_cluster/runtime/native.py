@@ -213,7 +213,14 @@ def bind(launcher) -> str | None:
 
                     cache.clusters.setdefault(sig.name, ClusterStats()).executions += delta
     launcher.native_sync = sync
+    launcher.native_id = cid
     return key
+
+
+def native_executions(launcher) -> int:
+    """How many launches of ``launcher``'s cluster ran in the kernel without Python (0 if not bound)."""
+    cid = getattr(launcher, "native_id", None)
+    return int(_state["lib"].tfxla_executions(cid)) if cid is not None and "lib" in _state else 0
 
 
 # ---------------------------------------------------------------------------- the Python side of a launch
