@@ -172,3 +172,51 @@ def test_without_a_compiler_it_falls_back_loudly_to_the_python_launch(tmp_path):
     assert "EagerPyFunc" in done.stdout and "TfxlaLaunch" not in done.stdout
     warnings = [line for line in done.stderr.splitlines() if "Native launch unavailable" in line]
     assert len(warnings) == 1 and "no-such-gcc" in warnings[0]
+
+
+def test_resource_variables_read_and_assigned_in_loop_clusters_equal_tf():
+    """Variables move out of the native node: read before it, assigned after, in loop order."""
+    def make():
+        v = tf.Variable(np.full((4, 4), 0.5, np.float32))
+        acc = tf.Variable(np.zeros((4,), np.float32))
+
+        def step(x, n):
+            def body(i, h):
+                y = tf.tanh(tf.matmul(h, v) * 0.5)
+                v.assign_add(y * 0.01)
+                acc.assign(acc + tf.reduce_sum(y, axis=0))
+                return i + 1, y
+            return tf.while_loop(lambda i, h: i < n, body, (tf.constant(0), x))[1] + tf.reduce_sum(acc)
+        return v, acc, step
+
+    v1, acc1, ours = make()
+    v2, acc2, theirs = make()
+    f, g = txc.function(ours, flags=AUTO), tf.function(theirs)
+    x = RNG.random((4, 4), np.float32)
+    for n in (3, 10, 10):
+        n = tf.constant(n)
+        np.testing.assert_allclose(f(x, n).numpy(), g(x, n).numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(v1.numpy(), v2.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(acc1.numpy(), acc2.numpy(), rtol=1e-5, atol=1e-5)
+    compiled = f.get_compiled(x, n)
+    ops = _ops(compiled)
+    assert "TfxlaLaunch" in ops and "EagerPyFunc" not in ops and "AssignVariableOp" in ops
+    assert sum(native.native_executions(la) for la in compiled.launchers.values()) > 20
+
+
+def test_jit_compile_function_with_a_variable_inside_a_trace_updates_it_like_tf():
+    def make():
+        w = tf.Variable(np.ones((3, 2), np.float32))
+        return w, lambda x: w.assign_sub(0.1 * tf.matmul(tf.transpose(x), x)[:, :2]) * 2.0
+
+    w1, body1 = make()
+    w2, body2 = make()
+    step = txc.function(body1, jit_compile=True)
+    outer = tf.function(lambda x: step(x) + 1.0)
+    ref = tf.function(lambda x: tf.function(body2, jit_compile=True)(x) + 1.0)
+    x = RNG.random((5, 3), np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(outer(x).numpy(), ref(x).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(w1.numpy(), w2.numpy(), rtol=1e-5)
+    (la,) = step.get_compiled(x).launchers.values()
+    assert la.stats.compiles == 1 and native.native_executions(la) == 2

@@ -96,6 +96,9 @@ class Launcher:
         # Set by runtime.native when the cluster runs as a TfxlaLaunch node: folds the executions
         # the native kernel counted into the stats and the cache (TF's megamorphic rule needs them).
         self.native_sync: Callable[[], None] | None = None
+        # Native launch nodes with variables (runtime.native): the inputs whose final value the node
+        # returns; resource inputs then arrive as values, not handles.
+        self.written: list[int] | None = None
         self._lock = threading.Lock()
         self._first_compile = threading.Lock()
         self._compilation_cache = None        # made on the first compile (it builds the JIT engine)
@@ -292,23 +295,25 @@ class Launcher:
     def _run(self, tensors: tuple, arrays: list[np.ndarray], handles: dict[int, tuple[Any, int]]) -> list:
         return self.run_observed(tensors, arrays, handles)[0]
 
-    def run_observed(self, tensors: tuple, arrays: list[np.ndarray],
-                     handles: dict[int, tuple[Any, int]]) -> tuple[list, CompiledCluster | None]:
-        """(value outputs, the CompiledCluster that ran or None), observers called."""
+    def run_observed(self, tensors: tuple, arrays: list[np.ndarray], handles: dict[int, tuple[Any, int]] | None,
+                     updates_out: dict | None = None) -> tuple[list, CompiledCluster | None]:
+        """(value outputs, the CompiledCluster that ran or None), observers called. With ``handles``
+        None (the native op, which holds the variables locked), ``tensors`` and ``arrays`` carry the
+        variables' values and their new values go to ``updates_out`` (input position -> array)."""
         if not _observers:
-            return self._run_unobserved(tensors, arrays, handles)
+            return self._run_unobserved(tensors, arrays, handles, updates_out)
         t0 = time.perf_counter()
-        outputs, compiled = self._run_unobserved(tensors, arrays, handles)
+        outputs, compiled = self._run_unobserved(tensors, arrays, handles, updates_out)
         seconds = time.perf_counter() - t0
         for fn in list(_observers):
             fn(self, compiled, arrays, outputs, seconds)
         return outputs, compiled
 
-    def _run_unobserved(self, tensors: tuple, arrays: list[np.ndarray],
-                        handles: dict[int, tuple[Any, int]]) -> tuple[list, CompiledCluster | None]:
+    def _run_unobserved(self, tensors: tuple, arrays: list[np.ndarray], handles: dict[int, tuple[Any, int]] | None,
+                        updates_out: dict | None = None) -> tuple[list, CompiledCluster | None]:
         """(outputs, the CompiledCluster that produced them or None when TF's kernels did)."""
         if self._stats.fallback_reason:
-            return self._run_tf(list(tensors)), None
+            return self._run_tf(list(tensors), updates_out if handles is None else None), None
         # Without compile-time-constant inputs, dtypes and shapes alone pick the entry: a plain tuple
         # lookup skips building the cache's Signature on every launch.
         hot = tuple((a.dtype.str, a.shape) for a in arrays) if self.const_positions == frozenset() else None
@@ -319,31 +324,46 @@ class Launcher:
             except Exception as e:  # auto mode: TF runs this cluster; must-compile: error
                 if self.must_compile:
                     raise
-                return self._fall_back(list(tensors), f"{type(e).__name__}: {str(e).splitlines()[0]}"), None
+                return self._fall_back(list(tensors), f"{type(e).__name__}: {str(e).splitlines()[0]}",
+                                       updates_out if handles is None else None), None
             if compiled is None:  # megamorphic (the cache warned)
-                return self._run_tf(list(tensors)), None
+                return self._run_tf(list(tensors), updates_out if handles is None else None), None
             if hot is not None:
                 self._hot[hot] = compiled
         with self._lock:
             self._stats.executions += 1
         self._compilation_cache.record_execution(self.sig.name)
         outputs, updates = _unshared(*compiled.run(arrays))
-        for position, value in updates.items():
-            _assign_variable(handles[position][0], value)
+        if handles is None:
+            updates_out.update(updates)
+        else:
+            for position, value in updates.items():
+                _assign_variable(handles[position][0], value)
         return outputs, compiled
 
-    def _fall_back(self, tensors: list, reason: str) -> list[np.ndarray]:
+    def _fall_back(self, tensors: list, reason: str, updates_out: dict | None = None) -> list[np.ndarray]:
         self._stats.fallback_reason = reason
         log.warning("Cluster %s falls back to TF's kernels: %s", self.sig.name, reason)
-        return self._run_tf(tensors)
+        return self._run_tf(tensors, updates_out)
 
-    def _run_tf(self, tensors: list) -> list[np.ndarray]:
+    def _run_tf(self, tensors: list, updates_out: dict | None = None) -> list[np.ndarray]:
         """Run the cluster's nodes on TF's own kernels (the subgraph, inputs fed as placeholders;
-        resource handles are passed through, so variable ops act on the real variables)."""
+        resource handles are passed through, so variable ops act on the real variables). With
+        ``updates_out`` (the native op holds the variables), resource inputs are values: the nodes act
+        on temporary variables holding them, whose final values go to ``updates_out``."""
         if self._tf_fallback is None:
             self._tf_fallback = (_eager_subgraph_runner(self.graph, self.sig, self._value_outputs) or
                                  _tf_subgraph_runner(self.graph, self.sig, self._value_outputs))
-        return self._tf_fallback(tensors)
+        if updates_out is None:
+            return self._tf_fallback(tensors)
+        import tensorflow as tf
+        from tensorflow.core.framework import types_pb2
+
+        temps = {p: tf.Variable(tensors[p]) for p, dt in enumerate(self.sig.input_dtypes)
+                 if dt == types_pb2.DT_RESOURCE}
+        outputs = self._tf_fallback([temps[p].handle if p in temps else t for p, t in enumerate(tensors)])
+        updates_out.update({p: v.numpy() for p, v in temps.items()})
+        return outputs
 
 
 def _unshared(outputs: list, updates: dict) -> tuple[list, dict]:

@@ -18,7 +18,9 @@ Guarantees:
   conversions), observers installed — goes to the :class:`~.launcher.Launcher` in Python, which
   compiles (once per signature, under the cache's locks), runs, and writes the outputs through TF's C
   API. An error there is the op's error, with the exception's TF status code.
-* Clusters with resource inputs or outputs are not bound: they keep the Python launch.
+* Resource variables never reach the kernel: the launch node is given their values (ReadVariableOp
+  nodes before it) and returns the final value of every variable a member may assign (AssignVariableOp
+  nodes after it), as XlaLaunch snapshots variables and writes them back; see ``encapsulate.NativeLaunch``.
 """
 from __future__ import annotations
 
@@ -176,16 +178,29 @@ def set_force_python(on: bool) -> None:
         lib.tfxla_set_force_python(int(on))
 
 
-def bind(launcher) -> str | None:
-    """Register ``launcher``'s cluster with the kernel; the launch node's ``key`` attr, or None when the
-    cluster must keep the Python launch (resources; the op unavailable)."""
+def bind(launcher, *, resources: bool = True):
+    """Register ``launcher``'s cluster with the kernel: the :class:`~.encapsulate.NativeLaunch` its launch
+    node is built from, or None when the cluster keeps the Python launch (the op unavailable; resource
+    variables with ``resources`` False or that can't move out of the node)."""
     from tensorflow.core.framework import types_pb2
+
+    from tfxla_cluster.errors import TfXlaError
+    from tfxla_cluster.runtime.encapsulate import NativeLaunch
 
     sig = launcher.sig
     if disabled():
         return None
-    if types_pb2.DT_RESOURCE in sig.input_dtypes or types_pb2.DT_RESOURCE in sig.output_dtypes:
+    positions = [i for i, dt in enumerate(sig.input_dtypes) if dt == types_pb2.DT_RESOURCE]
+    if positions and not resources:
         return None
+    # A resource output must be an input handle passed through (its consumers take the handle).
+    if any(dt == types_pb2.DT_RESOURCE and k not in launcher._passthrough for k, dt in enumerate(sig.output_dtypes)):
+        return None
+    try:
+        reads = {p: launcher._resource_dtype(p) for p in positions}
+    except TfXlaError:
+        return None
+    written = _written_variables(launcher, positions)
     if not available():
         return None
     lib = _state["lib"]
@@ -196,6 +211,7 @@ def bind(launcher) -> str | None:
             return None
         _launchers[cid] = launcher
         _published[cid] = []
+    launcher.written = written
     seen = [0]
 
     def sync() -> None:
@@ -214,7 +230,37 @@ def bind(launcher) -> str | None:
                     cache.clusters.setdefault(sig.name, ClusterStats()).executions += delta
     launcher.native_sync = sync
     launcher.native_id = cid
-    return key
+    return NativeLaunch(key, reads, tuple(written), dict(launcher._passthrough))
+
+
+# Ops that only read the variable behind a handle; any other member taking a handle may write it.
+_READ_ONLY = frozenset({"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape"})
+_PASS_THROUGH = frozenset({"Identity", "Snapshot", "IdentityN"})
+
+
+def _written_variables(launcher, positions: list[int]) -> list[int]:
+    """The resource inputs some member may assign (a superset of what the lowering updates), following
+    handles through pass-through members."""
+    members = set(launcher.sig.members)
+    written = []
+    for p in positions:
+        frontier, seen = [launcher.sig.inputs[p]], set()
+        writes = False
+        while frontier and not writes:
+            tensor = frontier.pop()
+            if tensor in seen:
+                continue
+            seen.add(tensor)
+            for e in launcher.graph.node(tensor[0]).out_edges:
+                if e.is_control or e.src_output != tensor[1] or e.dst.name not in members:
+                    continue
+                if e.dst.op in _PASS_THROUGH:
+                    frontier.append((e.dst.name, e.dst_input if e.dst.op == "IdentityN" else 0))
+                elif e.dst.op not in _READ_ONLY:
+                    writes = True
+        if writes:
+            written.append(p)
+    return written
 
 
 def native_executions(launcher) -> int:
@@ -257,6 +303,7 @@ def _status_of(e: BaseException) -> tuple[int, str]:
 
 
 def _serve(launcher, cid: int, ctx: int, status: int) -> None:
+    from tfxla_cluster.errors import InternalError
     from tfxla_cluster.runtime.launcher import _observers
 
     tf = _state["tf"]
@@ -276,7 +323,14 @@ def _serve(launcher, cid: int, ctx: int, status: int) -> None:
             # Observers may keep the inputs past this launch: give them memory TF does not reclaim.
             arrays = [np.array(a, copy=True) for a in arrays]
         launcher.stats  # fold native executions in first: the megamorphic rule counts them
-        outputs, compiled = launcher.run_observed(tuple(arrays), arrays, {})
+        updates: dict[int, np.ndarray] = {}
+        outputs, compiled = launcher.run_observed(tuple(arrays), arrays, None, updates)
+        written = launcher.written or ()
+        if set(updates) - set(written):
+            raise InternalError(f"cluster {launcher.sig.name} assigned variables at inputs "
+                                f"{sorted(set(updates) - set(written))} its launch node does not write back")
+        # The variables' final values follow the value outputs (AssignVariableOp nodes store them).
+        outputs = list(outputs) + [updates.get(p, arrays[p]) for p in written]
         _write_outputs(tf, ctx, outputs, status)
         if compiled is not None and not _observers:
             _publish(launcher, cid, compiled, arrays)
@@ -354,7 +408,7 @@ def signature_key(arrays: list[np.ndarray], consts) -> list[int]:
 def _entry_blob(launcher, compiled, arrays: list[np.ndarray]) -> np.ndarray | None:
     """The int64 words native_launch.c's tfxla_add_entry reads, or None if the kernel can't run it."""
     exe = compiled.executable
-    if compiled.backend != "llvm" or exe is None or compiled.updates or exe.options.bounds_checks:
+    if compiled.backend != "llvm" or exe is None or exe.options.bounds_checks:
         return None
     if not compiled.param_specs and exe._params:
         return None
@@ -376,12 +430,21 @@ def _entry_blob(launcher, compiled, arrays: list[np.ndarray]) -> np.ndarray | No
     structure = exe._structure if exe._root_is_tuple else (0,)
     if not all(isinstance(s, int) for s in structure):
         return None
-    words.append(len(compiled.output_order))
+    # The launch node's outputs: value outputs, then each written variable's final value.
+    written = list(launcher.written or ())
+    value_dtypes = [dt for k, dt in enumerate(launcher.sig.output_dtypes) if k not in launcher._passthrough]
+    results = [(k, _np_dtype(dt), None) for k, dt in zip(compiled.output_order, value_dtypes)]
+    results += [(compiled.updates.get(p), arrays[p].dtype, p) for p in written]
+    words.append(len(results))
     first_of_leaf: dict[int, int] = {}
-    for j, k in enumerate(compiled.output_order):
+    for j, (k, want, position) in enumerate(results):
+        if k is None:   # a variable the cluster left as is: its value read in, copied out
+            a = arrays[position]
+            words += [-2 - position, 0, a.nbytes, a.ndim, *a.shape]
+            continue
         leaf = structure[k]
         slot, shape = exe._outputs[leaf]
-        if np.dtype(shape.dtype) != _np_dtype(launcher.sig.output_dtypes[j]):
+        if np.dtype(shape.dtype) != want:
             return None
         dims = [int(d) for d in shape.dimensions]
         nbytes = int(np.prod(dims, dtype=np.int64)) * np.dtype(shape.dtype).itemsize

@@ -41,7 +41,8 @@ typedef void (*entry_fn)(uint64_t *table);
 typedef int (*miss_fn)(int64_t cluster, void *ctx);
 
 typedef struct Output {
-    int64_t copy_of;    /* -1: HLO result written into `slot`; else an earlier launch output to copy */
+    int64_t copy_of;    /* -1: HLO result written into `slot`; >= 0: an earlier launch output to copy;
+                           <= -2: a copy of input -copy_of-2 (a variable's value the cluster left as is) */
     int64_t slot;
     int64_t nbytes;
     int64_t rank;
@@ -278,7 +279,7 @@ static void run_entry(const Entry *e, TF_OpKernelContext *ctx, TF_Tensor **input
             TF_OpKernelContext_Failure(ctx, status);
             goto done;
         }
-        if (o->copy_of < 0) table[o->slot] = (uint64_t)(uintptr_t)TF_TensorData(outs[made]);
+        if (o->copy_of == -1) table[o->slot] = (uint64_t)(uintptr_t)TF_TensorData(outs[made]);
     }
     if (e->n_temps) {
         if (posix_memalign(&arena, ALIGN, e->arena_bytes ? (size_t)e->arena_bytes : ALIGN) != 0) {
@@ -294,6 +295,8 @@ static void run_entry(const Entry *e, TF_OpKernelContext *ctx, TF_Tensor **input
         const Output *o = &e->outputs[k];
         if (o->copy_of >= 0 && o->nbytes)
             memcpy(TF_TensorData(outs[k]), TF_TensorData(outs[o->copy_of]), (size_t)o->nbytes);
+        else if (o->copy_of <= -2 && o->nbytes)
+            memcpy(TF_TensorData(outs[k]), TF_TensorData(inputs[-o->copy_of - 2]), (size_t)o->nbytes);
     }
 done:
     for (int64_t k = 0; k < made; k++) TF_DeleteTensor(outs[k]);
