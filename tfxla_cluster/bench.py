@@ -167,6 +167,9 @@ def _launch_rows(names: list[str], quick: bool) -> list[dict]:
     repeats, min_s = (3, 0.05) if quick else (15, 0.5)
     steps = 200 if quick else LOOP_STEPS
     rows = []
+    tf_auto, why = _tf_auto_times([n for n in names if n != "launch_tiny_jit"], quick)
+    if why:
+        print(f"TF's auto-clustering times: {why}", flush=True)
     for name, fn, arrays, how in _launch_cases(quick):
         if name not in names:
             continue
@@ -198,7 +201,8 @@ def _launch_rows(names: list[str], quick: bool) -> list[dict]:
         launches = (sum(la.stats.executions for la in launchers) - before) / per
         native_on = any(n.op == "TfxlaLaunch" for n in compiled.graph_def.node)
         rows.append(dict(row=name, per="iteration" if how == "loop" else "call", graph_us=times["graph"],
-                         xla_us=times["xla"], ours_us=times["ours"], python_launch_us=times["python"],
+                         xla_us=times["xla"], xla_auto_us=tf_auto.get(name), ours_us=times["ours"],
+                         python_launch_us=times["python"],
                          launches=launches, native=native_on or (how == "call" and compiled._direct is not None),
                          ours_vs_graph=times["ours"] / times["graph"], ours_vs_xla=times["ours"] / times["xla"],
                          overhead_per_launch_us=(times["ours"] - times["graph"]) / launches if launches else None))
@@ -207,15 +211,54 @@ def _launch_rows(names: list[str], quick: bool) -> list[dict]:
     return rows
 
 
+def _tf_auto_loop_times(names: list[str], quick: bool) -> dict[str, float]:
+    """The child's job: µs per iteration of each loop row under TF's own auto-clustering (this
+    process's TF_XLA_FLAGS turn it on), as TF's XlaCompile/XlaRun launch each cluster per iteration."""
+    import tensorflow as tf
+
+    repeats, min_s = (3, 0.05) if quick else (15, 0.5)
+    steps = 200 if quick else LOOP_STEPS
+    out = {}
+    for name, fn, arrays, how in _launch_cases(quick):
+        if name in names and how == "loop":
+            tensors = [tf.constant(a) for a in arrays]
+            auto = tf.function(fn)
+            auto(*tensors)
+            out[name] = 1e6 * _time(lambda: auto(*tensors), repeats, min_s) / steps
+    return out
+
+
+def _tf_auto_times(names: list[str], quick: bool) -> tuple[dict[str, float], str]:
+    """Per-iteration µs of the loop rows under TF's auto-clustering, from a child process (TF reads
+    ``TF_XLA_FLAGS`` once per process), and "" — or ({}, why not)."""
+    import subprocess
+
+    if not names:
+        return {}, ""
+    cmd = [sys.executable, "-m", "tfxla_cluster.bench", "--tf-auto-child", "--only", ",".join(names)]
+    cmd += ["--quick"] if quick else []
+    env = {**os.environ, "TF_XLA_FLAGS": AUTO_FLAGS, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=OTHER_MODE_TIMEOUT[quick])
+    except subprocess.TimeoutExpired:
+        return {}, f"timed out after {OTHER_MODE_TIMEOUT[quick]} s"
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return {}, f"child failed: {tail}"
+    return json.loads(lines[-1]), ""
+
+
 def _print_launch_rows(rows: list[dict]) -> None:
-    print("\n| launch row | per | TF graph (µs) | TF XLA (µs) | ours (µs) | ours, Python launch (µs) "
-          "| launches | ours/graph | ours/XLA | (ours-graph)/launch (µs) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| launch row | per | TF graph (µs) | TF XLA jit_compile (µs) | TF XLA auto-clustering (µs) | ours (µs) "
+          "| ours, Python launch (µs) | launches | ours/graph | ours/XLA auto | (ours-graph)/launch (µs) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         over = f"{r['overhead_per_launch_us']:.1f}" if r["overhead_per_launch_us"] is not None else "-"
-        print(f"| {r['row']} | {r['per']} | {r['graph_us']:.2f} | {r['xla_us']:.2f} | {r['ours_us']:.2f} | "
-              f"{r['python_launch_us']:.2f} | {r['launches']:.0f} | {r['ours_vs_graph']:.2f} | "
-              f"{r['ours_vs_xla']:.2f} | {over} |")
+        auto = f"{r['xla_auto_us']:.2f}" if r["xla_auto_us"] is not None else "-"
+        vs_auto = f"{r['ours_us'] / r['xla_auto_us']:.2f}" if r["xla_auto_us"] else "-"
+        print(f"| {r['row']} | {r['per']} | {r['graph_us']:.2f} | {r['xla_us']:.2f} | {auto} | {r['ours_us']:.2f} | "
+              f"{r['python_launch_us']:.2f} | {r['launches']:.0f} | {r['ours_vs_graph']:.2f} | {vs_auto} | {over} |")
 
 
 def _time(fn: Callable[[], Any], repeats: int, min_seconds: float) -> float:
@@ -259,6 +302,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="time TF graph mode in both oneDNN modes and compare with the faster (default), or "
                          "only in this process's mode")
     ap.add_argument("--graph-only-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--tf-auto-child", action="store_true", help=argparse.SUPPRESS)
 
 
 # Seconds the child that times TF graph mode in the other oneDNN mode may take.
@@ -332,6 +376,9 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(known)}")
 
     selected = [w for w in _workloads() if w.name in wanted]
+    if getattr(args, "tf_auto_child", False):
+        print(json.dumps(_tf_auto_loop_times(wanted, args.quick)), flush=True)
+        return 0
     if getattr(args, "graph_only_child", False):
         from tfxla_cluster.hostinfo import onednn_enabled
         seconds = _graph_times(selected, args.quick)
