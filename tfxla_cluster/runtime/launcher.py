@@ -362,7 +362,7 @@ class Launcher:
         temps = {p: tf.Variable(tensors[p]) for p, dt in enumerate(self.sig.input_dtypes)
                  if dt == types_pb2.DT_RESOURCE}
         outputs = self._tf_fallback([temps[p].handle if p in temps else t for p, t in enumerate(tensors)])
-        updates_out.update({p: v.numpy() for p, v in temps.items()})
+        updates_out.update({p: v.numpy() for p, v in temps.items() if self.written is None or p in self.written})
         return outputs
 
 
