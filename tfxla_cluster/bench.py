@@ -463,9 +463,10 @@ def run(args: argparse.Namespace) -> int:
               f"{r['first_call_xla_s']:.2f} | {r['first_call_ours_s']:.2f} | {100 * r['bandwidth_fraction']:.0f}% |")
     if launch_rows:
         _print_launch_rows(launch_rows)
-    print(f"\ngeomean ours/graph {summary['geomean_ours_vs_graph']:.2f}, "
-          f"ours/XLA {summary['geomean_ours_vs_xla']:.2f}; copy bandwidth {summary['copy_bandwidth_GBps']:.1f} GB/s; "
-          f"{summary['machine']}; TF graph mode in the faster oneDNN mode per workload")
+    if rows:
+        print(f"\ngeomean ours/graph {summary['geomean_ours_vs_graph']:.2f}, "
+              f"ours/XLA {summary['geomean_ours_vs_xla']:.2f}; copy bandwidth {summary['copy_bandwidth_GBps']:.1f} "
+              f"GB/s; {summary['machine']}; TF graph mode in the faster oneDNN mode per workload")
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as fh:
