@@ -28,6 +28,7 @@ import ctypes
 import hashlib
 import logging
 import os
+import shlex
 import subprocess
 import tempfile
 import threading
@@ -87,7 +88,7 @@ def build_library() -> Path:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     cc = os.environ.get("CC", "gcc")
-    cmd = [cc, "-O2", "-shared", "-fPIC", "-std=gnu11", f"-I{include}", str(_SOURCE), "-o", tmp,
+    cmd = [*shlex.split(cc), "-O2", "-shared", "-fPIC", "-std=gnu11", f"-I{include}", str(_SOURCE), "-o", tmp,
            f"-L{libdir}", "-l:libtensorflow_framework.so.2", f"-Wl,-rpath,{libdir}", "-lpthread"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
