@@ -244,7 +244,7 @@ static int64_t build_key(const Cluster *c, TF_Tensor **inputs, int64_t *key, int
             int64_t words = (bytes + 7) / 8;
             if (n + 1 + words > cap) return -1;
             key[n++] = bytes;
-            key[n + words - 1] = 0;   /* zero the padding of the last word */
+            if (words) key[n + words - 1] = 0;   /* zero the padding of the last word */
             if (bytes) memcpy(&key[n], TF_TensorData(inputs[i]), bytes);
             n += words;
         }
