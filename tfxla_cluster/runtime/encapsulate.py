@@ -193,9 +193,13 @@ def _emit_variable_io(out: graph_pb2.GraphDef, sig: ClusterSignature, handle: Na
     ``inputs`` (the launch node's data inputs) get the read values in place of the handles."""
     values = len(sig.outputs) - len(handle.passthrough)
     handle_refs = {p: inputs[p] for p in handle.reads}
+    # A read waits for everything the launch waits for (its control inputs and the producers of its
+    # other inputs), so it sees the variable when the Python launch, reading inside the node, did.
+    after = list(dict.fromkeys([*control, *("^" + r.split(":")[0] for p, r in enumerate(inputs)
+                                            if p not in handle.reads)]))
     for p, dtype in handle.reads.items():
         read = out.node.add(name=f"{sig.name}/read_{p}", op="ReadVariableOp", device=launch.device,
-                            input=[inputs[p], *control])
+                            input=[inputs[p], *after])
         read.attr["dtype"].type = dtype
         inputs[p] = read.name
     assigns = []
