@@ -31,3 +31,19 @@ def test_bench_unknown_workload_is_one_line_error(capsys):
     assert cli.main(["bench", "--only", "nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("tfxla-cluster: error:") and "unknown workload(s) nope" in err and "\n" not in err
+
+
+def test_bench_launch_rows_compare_ours_with_tf_graph_and_xla(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert cli.main(["bench", "--quick", "--only", "launch_rnn_loop,launch_tiny_jit", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| launch row | per | TF graph (µs) | TF XLA jit_compile (µs) | TF XLA auto-clustering (µs) |" in text
+    data = json.loads(out.read_text())
+    assert data["rows"] == []
+    rows = {r["row"]: r for r in data["launch_rows"]}
+    assert set(rows) == {"launch_rnn_loop", "launch_tiny_jit"}
+    loop, call = rows["launch_rnn_loop"], rows["launch_tiny_jit"]
+    assert loop["per"] == "iteration" and call["per"] == "call"
+    assert all(r[k] > 0 for r in rows.values() for k in ("graph_us", "xla_us", "ours_us", "python_launch_us"))
+    assert loop["xla_auto_us"] > 0 and loop["launches"] >= 1 and call["launches"] == 1
+    assert f"| launch_rnn_loop | iteration | {loop['graph_us']:.2f} |" in text

@@ -125,6 +125,142 @@ def _workloads() -> list[Workload]:
             Workload("mlp_adam_step", mlp_adam_step, 1e-3), Workload("conv_block", conv_block, 1e-3)]
 
 
+# Launch-overhead rows (issue 15): what each cluster launch costs on top of its kernels. Times are per
+# iteration of a 1000-step tf.while_loop (auto-clustering puts the body's clusters in the loop, one
+# launch each per iteration), or per call of a tiny jit_compile=True function called from Python.
+LOOP_STEPS = 1000
+LAUNCH_ROWS = ("launch_empty_loop", "launch_rnn_loop", "launch_tiny_jit")
+AUTO_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1"
+
+
+def _launch_cases(quick: bool) -> list[tuple[str, Callable, list, str]]:
+    """(row, fn, args, how): ``how`` is "loop" (per iteration of LOOP_STEPS) or "call" (per call)."""
+    import tensorflow as tf
+
+    steps = 200 if quick else LOOP_STEPS
+
+    def empty_loop(x):
+        # Almost no work per launch: a scalar multiply-add per iteration.
+        return tf.while_loop(lambda i, h: i < steps, lambda i, h: (i + 1, h * 0.5 + 1.0), (0, x))[1]
+
+    def rnn_loop(x, w):
+        # A small RNN-shaped cluster per iteration: matmul, add, tanh.
+        return tf.while_loop(lambda i, h: i < steps, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, w) + 0.5)),
+                             (0, x))[1]
+
+    def tiny(x):
+        return x * 2.0 + 1.0
+    return [("launch_empty_loop", empty_loop, [np.float32(0.5)], "loop"),
+            ("launch_rnn_loop", rnn_loop, [_rand(4, 16), 0.1 * _rand(16, 16, seed=1)], "loop"),
+            ("launch_tiny_jit", tiny, [_rand(16)], "call")]
+
+
+def _launch_rows(names: list[str], quick: bool) -> list[dict]:
+    """Per-iteration (or per-call) microseconds: TF graph, TF's XLA (jit_compile=True), ours with the
+    native launch op, ours with the Python launch (``TFXLA_NATIVE_LAUNCH=0``); loops run auto-clustering,
+    the tiny function jit_compile=True. ``launches`` counts our cluster launches per iteration."""
+    import tensorflow as tf
+
+    import tfxla_cluster as txc
+    from tfxla_cluster.runtime import native
+
+    repeats, min_s = (3, 0.05) if quick else (15, 0.5)
+    steps = 200 if quick else LOOP_STEPS
+    rows = []
+    tf_auto, why = _tf_auto_times([n for n in names if n != "launch_tiny_jit"], quick)
+    if why:
+        print(f"TF's auto-clustering times: {why}", flush=True)
+    for name, fn, arrays, how in _launch_cases(quick):
+        if name not in names:
+            continue
+        tensors = [tf.constant(a) for a in arrays]
+        per = steps if how == "loop" else 1
+        graph = tf.function(fn)
+        xla = tf.function(fn, jit_compile=True)
+        jit = {"jit_compile": True} if how == "call" else {"flags": AUTO_FLAGS}
+        ours = txc.function(fn, **jit)
+        saved = os.environ.get("TFXLA_NATIVE_LAUNCH")
+        os.environ["TFXLA_NATIVE_LAUNCH"] = "0"
+        try:
+            python_launch = txc.function(fn, **jit)
+            python_launch(*tensors)     # traced (and bound) while the native launch is off
+        finally:
+            if saved is None:
+                os.environ.pop("TFXLA_NATIVE_LAUNCH", None)
+            else:
+                os.environ["TFXLA_NATIVE_LAUNCH"] = saved
+        ref = graph(*tensors)
+        for f in (xla, ours):
+            np.testing.assert_allclose(np.asarray(f(*tensors)), np.asarray(ref), rtol=1e-4, atol=1e-5)
+        times = {k: 1e6 * _time(lambda f=f: f(*tensors), repeats, min_s) / per
+                 for k, f in (("graph", graph), ("xla", xla), ("ours", ours), ("python", python_launch))}
+        compiled = ours.get_compiled(*tensors)
+        launchers = compiled.launchers.values()
+        before = sum(la.stats.executions for la in launchers)
+        ours(*tensors)
+        launches = (sum(la.stats.executions for la in launchers) - before) / per
+        native_on = any(n.op == "TfxlaLaunch" for n in compiled.graph_def.node)
+        rows.append(dict(row=name, per="iteration" if how == "loop" else "call", graph_us=times["graph"],
+                         xla_us=times["xla"], xla_auto_us=tf_auto.get(name), ours_us=times["ours"],
+                         python_launch_us=times["python"],
+                         launches=launches, native=native_on or (how == "call" and compiled._direct is not None),
+                         ours_vs_graph=times["ours"] / times["graph"], ours_vs_xla=times["ours"] / times["xla"],
+                         overhead_per_launch_us=(times["ours"] - times["graph"]) / launches if launches else None))
+    if rows and not native.available():
+        print(f"native launch unavailable: {native.unavailable_reason()}", flush=True)
+    return rows
+
+
+def _tf_auto_loop_times(names: list[str], quick: bool) -> dict[str, float]:
+    """The child's job: µs per iteration of each loop row under TF's own auto-clustering (this
+    process's TF_XLA_FLAGS turn it on), as TF's XlaCompile/XlaRun launch each cluster per iteration."""
+    import tensorflow as tf
+
+    repeats, min_s = (3, 0.05) if quick else (15, 0.5)
+    steps = 200 if quick else LOOP_STEPS
+    out = {}
+    for name, fn, arrays, how in _launch_cases(quick):
+        if name in names and how == "loop":
+            tensors = [tf.constant(a) for a in arrays]
+            auto = tf.function(fn)
+            auto(*tensors)
+            out[name] = 1e6 * _time(lambda: auto(*tensors), repeats, min_s) / steps
+    return out
+
+
+def _tf_auto_times(names: list[str], quick: bool) -> tuple[dict[str, float], str]:
+    """Per-iteration µs of the loop rows under TF's auto-clustering, from a child process (TF reads
+    ``TF_XLA_FLAGS`` once per process), and "" — or ({}, why not)."""
+    import subprocess
+
+    if not names:
+        return {}, ""
+    cmd = [sys.executable, "-m", "tfxla_cluster.bench", "--tf-auto-child", "--only", ",".join(names)]
+    cmd += ["--quick"] if quick else []
+    env = {**os.environ, "TF_XLA_FLAGS": AUTO_FLAGS, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=OTHER_MODE_TIMEOUT[quick])
+    except subprocess.TimeoutExpired:
+        return {}, f"timed out after {OTHER_MODE_TIMEOUT[quick]} s"
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return {}, f"child failed: {tail}"
+    return json.loads(lines[-1]), ""
+
+
+def _print_launch_rows(rows: list[dict]) -> None:
+    print("\n| launch row | per | TF graph (µs) | TF XLA jit_compile (µs) | TF XLA auto-clustering (µs) | ours (µs) "
+          "| ours, Python launch (µs) | launches | ours/graph | ours/XLA auto | (ours-graph)/launch (µs) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        over = f"{r['overhead_per_launch_us']:.1f}" if r["overhead_per_launch_us"] is not None else "-"
+        auto = f"{r['xla_auto_us']:.2f}" if r["xla_auto_us"] is not None else "-"
+        vs_auto = f"{r['ours_us'] / r['xla_auto_us']:.2f}" if r["xla_auto_us"] else "-"
+        print(f"| {r['row']} | {r['per']} | {r['graph_us']:.2f} | {r['xla_us']:.2f} | {auto} | {r['ours_us']:.2f} | "
+              f"{r['python_launch_us']:.2f} | {r['launches']:.0f} | {r['ours_vs_graph']:.2f} | {vs_auto} | {over} |")
+
+
 def _time(fn: Callable[[], Any], repeats: int, min_seconds: float) -> float:
     samples = []
     start = time.perf_counter()
@@ -166,6 +302,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="time TF graph mode in both oneDNN modes and compare with the faster (default), or "
                          "only in this process's mode")
     ap.add_argument("--graph-only-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--tf-auto-child", action="store_true", help=argparse.SUPPRESS)
 
 
 # Seconds the child that times TF graph mode in the other oneDNN mode may take.
@@ -232,13 +369,16 @@ def run(args: argparse.Namespace) -> int:
     """Run the selected workloads, print the table, write the JSON; 0 on success."""
     from tfxla_cluster.errors import InvalidArgumentError
 
-    known = workload_names()
+    known = workload_names() + list(LAUNCH_ROWS)
     wanted = [n for n in args.only.split(",") if n] if args.only else known
     unknown = [n for n in wanted if n not in known]
     if unknown:
         raise InvalidArgumentError(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(known)}")
 
     selected = [w for w in _workloads() if w.name in wanted]
+    if getattr(args, "tf_auto_child", False):
+        print(json.dumps(_tf_auto_loop_times(wanted, args.quick)), flush=True)
+        return 0
     if getattr(args, "graph_only_child", False):
         from tfxla_cluster.hostinfo import onednn_enabled
         seconds = _graph_times(selected, args.quick)
@@ -254,7 +394,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"host: {host_summary()}", flush=True)
     other: dict[str, float] = {}
     other_note = "not measured (--graph-modes current)"
-    if getattr(args, "graph_modes", "both") == "both":
+    if getattr(args, "graph_modes", "both") == "both" and selected:
         other, why = _other_mode_graph_times([w.name for w in selected], args.quick, not here)
         other_note = why or "measured in a child process"
     print(f"TF graph mode: oneDNN {'on' if here else 'off'} in this process; oneDNN {'off' if here else 'on'}: "
@@ -304,6 +444,8 @@ def run(args: argparse.Namespace) -> int:
               f"bw {100 * row['bandwidth_fraction']:4.0f}%",
               flush=True)
 
+    launch_rows = _launch_rows([n for n in wanted if n in LAUNCH_ROWS], args.quick)
+
     def geomean(key: str) -> float:
         return math.exp(sum(math.log(r[key]) for r in rows) / len(rows)) if rows else float("nan")
 
@@ -311,17 +453,22 @@ def run(args: argparse.Namespace) -> int:
     summary = {"machine": f"{host['cpu_model']}, {host['vector_isa']}, {os.cpu_count()} cores", "host": host,
                "tf_onednn_in_process": here, "tf_graph_other_mode": other_note,
                "copy_bandwidth_GBps": bw / 1e9, "geomean_ours_vs_graph": geomean("ours_vs_graph"),
-               "geomean_ours_vs_xla": geomean("ours_vs_xla"), "quick": args.quick, "rows": rows}
-    print("\n| workload | TF graph (ms) | TF oneDNN | real XLA (ms) | ours (ms) | ours/graph | ours/XLA "
-          "| first call XLA (s) | first call ours (s) | % of copy bandwidth |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+               "geomean_ours_vs_xla": geomean("ours_vs_xla"), "quick": args.quick, "rows": rows,
+               "launch_rows": launch_rows}
+    if rows:
+        print("\n| workload | TF graph (ms) | TF oneDNN | real XLA (ms) | ours (ms) | ours/graph | ours/XLA "
+              "| first call XLA (s) | first call ours (s) | % of copy bandwidth |")
+        print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['workload']} | {r['tf_graph_ms']:.2f} | {_mode_note(r)} | {r['xla_ms']:.2f} | "
               f"{r['ours_ms']:.2f} | {r['ours_vs_graph']:.2f} | {r['ours_vs_xla']:.2f} | "
               f"{r['first_call_xla_s']:.2f} | {r['first_call_ours_s']:.2f} | {100 * r['bandwidth_fraction']:.0f}% |")
-    print(f"\ngeomean ours/graph {summary['geomean_ours_vs_graph']:.2f}, "
-          f"ours/XLA {summary['geomean_ours_vs_xla']:.2f}; copy bandwidth {summary['copy_bandwidth_GBps']:.1f} GB/s; "
-          f"{summary['machine']}; TF graph mode in the faster oneDNN mode per workload")
+    if launch_rows:
+        _print_launch_rows(launch_rows)
+    if rows:
+        print(f"\ngeomean ours/graph {summary['geomean_ours_vs_graph']:.2f}, "
+              f"ours/XLA {summary['geomean_ours_vs_xla']:.2f}; copy bandwidth {summary['copy_bandwidth_GBps']:.1f} "
+              f"GB/s; {summary['machine']}; TF graph mode in the faster oneDNN mode per workload")
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as fh:

@@ -1,8 +1,9 @@
 """Encapsulation: each cluster of a marked graph becomes one launch node TF can run.
 
 Stage: after clustering (TF's EncapsulateSubgraphs + BuildXlaOps, passes 50/60). For every cluster the
-rewritten GraphDef has one node named after the cluster — an ``EagerPyFunc`` (TF's own py-func
-mechanism), so TF imports and runs the graph with its own kernels everywhere else — whose inputs are
+rewritten GraphDef has one node named after the cluster — a ``TfxlaLaunch`` (the native launch op of
+:mod:`.native`) when ``register`` returns a :class:`NativeLaunch`, else an ``EagerPyFunc`` (TF's own
+py-func mechanism); TF imports and runs the graph with its own kernels everywhere else — whose inputs are
 the cluster's external data inputs in a fixed order (:attr:`ClusterSignature.inputs`), whose outputs
 are the cluster tensors used outside it, and which carries the control edges of its members:
 
@@ -10,7 +11,7 @@ are the cluster tensors used outside it, and which carries the control edges of 
 * outside nodes that waited on a member wait on the launch node;
 * references ``member:i`` outside the cluster become ``<cluster>:k``.
 
-Attributes ``_tfxla_cluster`` (the cluster name) and ``_tfxla_launch`` (the launcher's token) name what
+Attributes ``_tfxla_cluster`` (the cluster name) and ``_tfxla_launch`` (the launcher's token or key) name what
 the node runs; every node gets ``_XlaCompile=false`` so that TF's own auto-clustering, if enabled in
 the process, leaves the rewritten graph alone. The Python callable behind the token is a :class:`Launcher` (see :mod:`.launcher`).
 """
@@ -38,6 +39,28 @@ class ClusterSignature:
     input_dtypes: list[int] = field(default_factory=list)
     output_dtypes: list[int] = field(default_factory=list)
     control_inputs: list[str] = field(default_factory=list)
+    control_node: str = ""                # what waits on a member waits on this node (default: the launch)
+
+
+@dataclass(frozen=True)
+class NativeLaunch:
+    """What ``register`` returns for a cluster bound to the native ``TfxlaLaunch`` op: its ``key`` attr,
+    and for resource variables how they move out of the op (the kernel sees values, never handles):
+
+    * ``reads``: input position -> variable dtype; a ``ReadVariableOp`` (``<cluster>/read_<p>``, with the
+      launch node's control inputs) feeds the value in place of the handle;
+    * ``written``: input positions whose variable the cluster may assign; the op's extra outputs (after
+      the value outputs, in this order) are their final values, stored by ``AssignVariableOp`` nodes
+      (``<cluster>/assign_<p>``); whatever waited on a member waits on ``<cluster>/done``, a ``NoOp``
+      after the launch and the assignments — as XlaLaunch reads variables before and writes them after;
+    * ``passthrough``: output index -> input position, resource outputs that are an input handle: their
+      consumers take the handle itself.
+    """
+
+    key: str
+    reads: dict = field(default_factory=dict)
+    written: tuple = ()
+    passthrough: dict = field(default_factory=dict)
 
 
 def cluster_signatures(graph: Graph, clusters: dict[str, list[str]]) -> list[ClusterSignature]:
@@ -67,15 +90,24 @@ def cluster_signatures(graph: Graph, clusters: dict[str, list[str]]) -> list[Clu
 
 
 def encapsulate(graph: Graph, clusters: dict[str, list[str]],
-                register: Callable[[ClusterSignature], bytes], *,
+                register: Callable[[ClusterSignature], "bytes | NativeLaunch"], *,
                 flags=None) -> tuple[graph_pb2.GraphDef, list[ClusterSignature]]:
     """Rewrite ``graph`` with one launch node per cluster. ``register(signature)`` returns the
-    EagerPyFunc token of the callable that runs the cluster. ``flags`` (a :class:`~tfxla_cluster.flags.Flags`)
+    EagerPyFunc token of the callable that runs the cluster, or a :class:`NativeLaunch`. ``flags`` (a :class:`~tfxla_cluster.flags.Flags`)
     are the flags in effect for the function being rewritten (debug dumps follow them)."""
     write_tf_dumps(graph, clusters, flags)
     sigs = cluster_signatures(graph, clusters)
     member_of = {m: s for s in sigs for m in s.members}
-    out_index = {s.name: {t: k for k, t in enumerate(s.outputs)} for s in sigs}
+    handles = {s.name: register(s) for s in sigs}
+    out_index: dict[str, dict[Tensor, int]] = {}
+    passthrough: dict[str, dict[Tensor, Tensor]] = {}   # resource output -> the input handle tensor
+    for s in sigs:
+        h = handles[s.name]
+        through = h.passthrough if isinstance(h, NativeLaunch) else {}
+        kept = [t for k, t in enumerate(s.outputs) if k not in through]
+        out_index[s.name] = {t: k for k, t in enumerate(kept)}
+        passthrough[s.name] = {s.outputs[k]: s.inputs[p] for k, p in through.items()}
+        s.control_node = f"{s.name}/done" if isinstance(h, NativeLaunch) and h.written else s.name
     out = graph_pb2.GraphDef()
     out.versions.CopyFrom(graph.graph_def.versions)
     out.library.CopyFrom(graph.graph_def.library)
@@ -88,8 +120,12 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
         if sig is None:
             return ref
         if ctrl:
-            return "^" + sig.name
-        return f"{sig.name}:{out_index[sig.name][(name, int(idx or 0))]}"
+            return "^" + sig.control_node
+        t = (name, int(idx or 0))
+        if t in passthrough[sig.name]:
+            src = passthrough[sig.name][t]
+            return rewrite_ref(f"{src[0]}:{src[1]}")
+        return f"{sig.name}:{out_index[sig.name][t]}"
 
     def rewrite_colocation(loc: str) -> str:
         name = loc.removeprefix("loc:@")
@@ -102,15 +138,27 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
             if sig.name in emitted:
                 continue
             emitted.add(sig.name)
-            launch = out.node.add(name=sig.name, op="EagerPyFunc", device=node.assigned_device)
-            launch.input.extend(rewrite_ref(f"{n}:{i}") for n, i in sig.inputs)
-            launch.input.extend(dict.fromkeys(rewrite_ref("^" + c) for c in sig.control_inputs))
-            launch.attr["token"].s = register(sig)
-            launch.attr["Tin"].list.type.extend(sig.input_dtypes)
-            launch.attr["Tout"].list.type.extend(sig.output_dtypes)
-            launch.attr["is_async"].b = False
+            handle = handles[sig.name]
+            native = isinstance(handle, NativeLaunch)
+            launch = out.node.add(name=sig.name, op="TfxlaLaunch" if native else "EagerPyFunc",
+                                  device=node.assigned_device)
+            inputs = [rewrite_ref(f"{n}:{i}") for n, i in sig.inputs]
+            control = list(dict.fromkeys(rewrite_ref("^" + c) for c in sig.control_inputs))
+            if native:
+                _emit_variable_io(out, sig, handle, launch, inputs, control)
+                launch.attr["key"].s = handle.key.encode()
+            else:
+                launch.attr["token"].s = handle
+                launch.attr["is_async"].b = False
+            launch.input.extend(inputs + control)
+            reads = handle.reads if native else {}
+            through = handle.passthrough if native else {}
+            launch.attr["Tin"].list.type.extend(reads.get(p, dt) for p, dt in enumerate(sig.input_dtypes))
+            launch.attr["Tout"].list.type.extend(dt for k, dt in enumerate(sig.output_dtypes) if k not in through)
+            if native:
+                launch.attr["Tout"].list.type.extend(reads[p] for p in handle.written)
             launch.attr["_tfxla_cluster"].s = sig.name.encode()
-            launch.attr["_tfxla_launch"].s = launch.attr["token"].s
+            launch.attr["_tfxla_launch"].s = launch.attr["key" if native else "token"].s
             continue
         nd = out.node.add()
         nd.CopyFrom(node.node_def)
@@ -137,6 +185,32 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
         # launch nodes, or cluster what we left to TF on purpose).
         nd.attr["_XlaCompile"].b = False
     return out, sigs
+
+
+def _emit_variable_io(out: graph_pb2.GraphDef, sig: ClusterSignature, handle: NativeLaunch, launch,
+                      inputs: list[str], control: list[str]) -> None:
+    """The ReadVariableOp / AssignVariableOp / NoOp nodes around a native launch (see NativeLaunch);
+    ``inputs`` (the launch node's data inputs) get the read values in place of the handles."""
+    values = len(sig.outputs) - len(handle.passthrough)
+    handle_refs = {p: inputs[p] for p in handle.reads}
+    # A read waits for everything the launch waits for (its control inputs and the producers of its
+    # other inputs), so it sees the variable when the Python launch, reading inside the node, did.
+    after = list(dict.fromkeys([*control, *("^" + r.split(":")[0] for p, r in enumerate(inputs)
+                                            if p not in handle.reads)]))
+    for p, dtype in handle.reads.items():
+        read = out.node.add(name=f"{sig.name}/read_{p}", op="ReadVariableOp", device=launch.device,
+                            input=[inputs[p], *after])
+        read.attr["dtype"].type = dtype
+        inputs[p] = read.name
+    assigns = []
+    for j, p in enumerate(handle.written):
+        assign = out.node.add(name=f"{sig.name}/assign_{p}", op="AssignVariableOp", device=launch.device,
+                              input=[handle_refs[p], f"{sig.name}:{values + j}"])
+        assign.attr["dtype"].type = handle.reads[p]
+        assigns.append(assign.name)
+    if assigns:
+        out.node.add(name=sig.control_node, op="NoOp", device=launch.device,
+                     input=["^" + sig.name, *("^" + a for a in assigns)])
 
 
 # DataTypeIsFloating: what TF's debugging CheckNumerics ops are put on (the types CheckNumerics takes).

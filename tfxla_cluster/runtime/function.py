@@ -34,6 +34,7 @@ class CompiledGraph:
         from tfxla_cluster.graph.graph import Graph
         from tfxla_cluster.jit.clone_constants import clone_constants
         from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
+        from tfxla_cluster.runtime import native
         from tfxla_cluster.runtime.encapsulate import encapsulate
         from tfxla_cluster.runtime.launcher import Launcher, to_tensor
 
@@ -90,6 +91,13 @@ class CompiledGraph:
         def register(sig) -> bytes:
             launcher = Launcher(graph, sig, must_compile=jit_compile is True, backend=backend, flags=flags)
             self.launchers[sig.name] = launcher
+            # Variables move out of a native launch node; the debugging ops' output numbering assumes
+            # they don't, so with those flags resource clusters keep the Python launch.
+            debugging = (flags.tf_xla_check_cluster_input_numerics or flags.tf_xla_check_cluster_output_numerics
+                         or flags.tf_xla_print_cluster_outputs)
+            bound = native.bind(launcher, resources=not debugging)
+            if bound is not None:
+                return bound
 
             def call(*tensors):
                 try:
@@ -114,7 +122,7 @@ class CompiledGraph:
         # The function's control outputs (stateful ops nothing else depends on, e.g. the variable
         # updates of a function that returns nothing) must run too: TF's runtime runs them; a prune
         # to the return values alone would drop them. A clustered one runs as its launch node.
-        member_of = {m: cname for cname, members in self.clusters.items() for m in members}
+        member_of = {m: sig.control_node or sig.name for sig in self.signatures for m in sig.members}
         present = {n.name for n in runnable.node}
         control = dict.fromkeys(member_of.get(n, n) for n in concrete.function_def.control_ret.values())
         self._fn = wrapped.prune([wrapped.graph.get_tensor_by_name(f"{a.name}:0") for a in args],
@@ -255,6 +263,7 @@ def _direct_plan(rewritten, signatures, launchers, to_tf_error: Callable[[Except
     sig = signatures[0]
     arg_index: dict[str, int] = {}
     ret_refs: dict[int, str] = {}
+    reads: dict[str, str] = {}
     launch = None
     for nd in rewritten.node:
         if nd.op == "_Arg":
@@ -266,16 +275,26 @@ def _direct_plan(rewritten, signatures, launchers, to_tf_error: Callable[[Except
             ret_refs[nd.attr["index"].i] = data[0]
         elif nd.name == sig.name and "_tfxla_cluster" in nd.attr:
             launch = nd
+        elif nd.name.startswith(sig.name + "/") and nd.op in ("ReadVariableOp", "AssignVariableOp", "NoOp"):
+            # The variable reads/writes around a native launch node (encapsulate.NativeLaunch): the
+            # launcher called directly reads and writes the variables itself.
+            if nd.op == "ReadVariableOp":
+                reads[nd.name] = nd.input[0]
         else:
             return None  # anything else needs TF's runtime
     if launch is None or sorted(ret_refs) != list(range(len(ret_refs))):
         return None
+    # A native launch node leaves out resource outputs (their consumers take the handle): its output
+    # k is the launcher's value output kept[k].
+    through = launchers[sig.name]._passthrough if launch.op == "TfxlaLaunch" else {}
+    kept = [k for k in range(len(sig.outputs)) if k not in through]
     inputs = []
     for ref in launch.input:
         if ref.startswith("^"):
             if ref[1:] not in arg_index:
                 return None
             continue
+        ref = reads.get(ref, ref)
         name, _, slot = ref.partition(":")
         if name not in arg_index or int(slot or 0) != 0:
             return None
@@ -285,7 +304,7 @@ def _direct_plan(rewritten, signatures, launchers, to_tf_error: Callable[[Except
     for k in range(len(ret_refs)):
         name, _, slot = ret_refs[k].partition(":")
         if name == sig.name:
-            returns.append(("out", int(slot or 0)))
+            returns.append(("out", kept[int(slot or 0)]))
         elif name in arg_index and int(slot or 0) == 0:
             returns.append(("arg", arg_index[name]))
         else:

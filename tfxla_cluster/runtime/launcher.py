@@ -37,11 +37,20 @@ def add_observer(fn: Callable[..., None]) -> None:
     """Call ``fn`` after every cluster launch in this process (see ``_observers``)."""
     if fn not in _observers:
         _observers.append(fn)
+    _observers_changed()
 
 
 def remove_observer(fn: Callable[..., None]) -> None:
     if fn in _observers:
         _observers.remove(fn)
+    _observers_changed()
+
+
+def _observers_changed() -> None:
+    """Native launches skip Python: while anyone observes, every launch goes through it."""
+    from tfxla_cluster.runtime import native
+
+    native.set_force_python(bool(_observers))
 
 
 @dataclass
@@ -57,6 +66,10 @@ class CompiledCluster:
     optimized_hlo_text: str = ""
     executable: Any = None                # codegen.Executable (llvm backend): LLVM IR, kernels
     origin: str = "compiled"              # or "persistent cache", "evaluator"
+    # How the launch node's values map onto the executable (the native launch op reads these):
+    param_specs: list = field(default_factory=list)   # (launch input position, numpy dtype) per parameter
+    output_order: list = field(default_factory=list)  # top-level result index of each value output
+    updates: dict = field(default_factory=dict)       # resource input position -> result index
 
 
 @dataclass
@@ -80,7 +93,13 @@ class Launcher:
         self.backend = backend
         self.flags = flags                    # the function's Flags (None: the environment's)
         self.const_positions: frozenset[int] | None = None  # known after the first lowering
-        self.stats = ClusterStats()
+        self._stats = ClusterStats()
+        # Set by runtime.native when the cluster runs as a TfxlaLaunch node: folds the executions
+        # the native kernel counted into the stats and the cache (TF's megamorphic rule needs them).
+        self.native_sync: Callable[[], None] | None = None
+        # Native launch nodes with variables (runtime.native): the inputs whose final value the node
+        # returns; resource inputs then arrive as values, not handles.
+        self.written: list[int] | None = None
         self._lock = threading.Lock()
         self._first_compile = threading.Lock()
         self._compilation_cache = None        # made on the first compile (it builds the JIT engine)
@@ -96,6 +115,12 @@ class Launcher:
         from tfxla_cluster.tf2hlo.registry import lowered_ops
 
         lowered_ops()
+
+    @property
+    def stats(self) -> ClusterStats:
+        if self.native_sync is not None:
+            self.native_sync()
+        return self._stats
 
     def _resource_dtype(self, position: int) -> int:
         """The variable's dtype: the producing ``_Arg``'s ``_handle_dtypes``, else how the cluster's
@@ -176,14 +201,14 @@ class Launcher:
         if result.executable is None:
             st = cache.clusters[self.sig.name]
             with self._lock:
-                self.stats.fallback_reason = f"megamorphic: {st.compiles} compiles for {st.executions} executions"
+                self._stats.fallback_reason = f"megamorphic: {st.compiles} compiles for {st.executions} executions"
             return None
         if result.compiled:
             with self._lock:
-                self.stats.compiles += 1
-                self.stats.compile_seconds += result.executable.compile_seconds
-                self.stats.persistent_hits += result.executable.origin == "persistent cache"
-                self.stats.causes.append(result.cause)
+                self._stats.compiles += 1
+                self._stats.compile_seconds += result.executable.compile_seconds
+                self._stats.persistent_hits += result.executable.origin == "persistent cache"
+                self._stats.causes.append(result.cause)
             from tfxla_cluster import progress
 
             progress.note(f"compiled {self.sig.name}")
@@ -243,7 +268,7 @@ class Launcher:
             self.const_positions = frozenset(by_tensor[i.tensor] for i in lowered.inputs if i.kind == "constant")
         seconds = time.perf_counter() - t0
         return CompiledCluster(key, run, lowered.inputs, self.backend, seconds, hlo_text, optimized_text,
-                               executable, origin)
+                               executable, origin, param_specs, order, updates)
 
     # ----- run ----------------------------------------------------------------------------------
     def __call__(self, *tensors: Any) -> list[np.ndarray]:
@@ -283,20 +308,27 @@ class Launcher:
                 for k in range(len(self.sig.outputs))]
 
     def _run(self, tensors: tuple, arrays: list[np.ndarray], handles: dict[int, tuple[Any, int]]) -> list:
+        return self.run_observed(tensors, arrays, handles)[0]
+
+    def run_observed(self, tensors: tuple, arrays: list[np.ndarray], handles: dict[int, tuple[Any, int]] | None,
+                     updates_out: dict | None = None) -> tuple[list, CompiledCluster | None]:
+        """(value outputs, the CompiledCluster that ran or None), observers called. With ``handles``
+        None (the native op, which holds the variables locked), ``tensors`` and ``arrays`` carry the
+        variables' values and their new values go to ``updates_out`` (input position -> array)."""
         if not _observers:
-            return self._run_unobserved(tensors, arrays, handles)[0]
+            return self._run_unobserved(tensors, arrays, handles, updates_out)
         t0 = time.perf_counter()
-        outputs, compiled = self._run_unobserved(tensors, arrays, handles)
+        outputs, compiled = self._run_unobserved(tensors, arrays, handles, updates_out)
         seconds = time.perf_counter() - t0
         for fn in list(_observers):
             fn(self, compiled, arrays, outputs, seconds)
-        return outputs
+        return outputs, compiled
 
-    def _run_unobserved(self, tensors: tuple, arrays: list[np.ndarray],
-                        handles: dict[int, tuple[Any, int]]) -> tuple[list, CompiledCluster | None]:
+    def _run_unobserved(self, tensors: tuple, arrays: list[np.ndarray], handles: dict[int, tuple[Any, int]] | None,
+                        updates_out: dict | None = None) -> tuple[list, CompiledCluster | None]:
         """(outputs, the CompiledCluster that produced them or None when TF's kernels did)."""
-        if self.stats.fallback_reason:
-            return self._run_tf(list(tensors)), None
+        if self._stats.fallback_reason:
+            return self._run_tf(list(tensors), updates_out if handles is None else None), None
         # Without compile-time-constant inputs, dtypes and shapes alone pick the entry: a plain tuple
         # lookup skips building the cache's Signature on every launch.
         hot = tuple((a.dtype.str, a.shape) for a in arrays) if self.const_positions == frozenset() else None
@@ -307,31 +339,46 @@ class Launcher:
             except Exception as e:  # auto mode: TF runs this cluster; must-compile: error
                 if self.must_compile:
                     raise
-                return self._fall_back(list(tensors), f"{type(e).__name__}: {str(e).splitlines()[0]}"), None
+                return self._fall_back(list(tensors), f"{type(e).__name__}: {str(e).splitlines()[0]}",
+                                       updates_out if handles is None else None), None
             if compiled is None:  # megamorphic (the cache warned)
-                return self._run_tf(list(tensors)), None
+                return self._run_tf(list(tensors), updates_out if handles is None else None), None
             if hot is not None:
                 self._hot[hot] = compiled
         with self._lock:
-            self.stats.executions += 1
+            self._stats.executions += 1
         self._compilation_cache.record_execution(self.sig.name)
         outputs, updates = _unshared(*compiled.run(arrays))
-        for position, value in updates.items():
-            _assign_variable(handles[position][0], value)
+        if handles is None:
+            updates_out.update(updates)
+        else:
+            for position, value in updates.items():
+                _assign_variable(handles[position][0], value)
         return outputs, compiled
 
-    def _fall_back(self, tensors: list, reason: str) -> list[np.ndarray]:
-        self.stats.fallback_reason = reason
+    def _fall_back(self, tensors: list, reason: str, updates_out: dict | None = None) -> list[np.ndarray]:
+        self._stats.fallback_reason = reason
         log.warning("Cluster %s falls back to TF's kernels: %s", self.sig.name, reason)
-        return self._run_tf(tensors)
+        return self._run_tf(tensors, updates_out)
 
-    def _run_tf(self, tensors: list) -> list[np.ndarray]:
+    def _run_tf(self, tensors: list, updates_out: dict | None = None) -> list[np.ndarray]:
         """Run the cluster's nodes on TF's own kernels (the subgraph, inputs fed as placeholders;
-        resource handles are passed through, so variable ops act on the real variables)."""
+        resource handles are passed through, so variable ops act on the real variables). With
+        ``updates_out`` (the native op holds the variables), resource inputs are values: the nodes act
+        on temporary variables holding them, whose final values go to ``updates_out``."""
         if self._tf_fallback is None:
             self._tf_fallback = (_eager_subgraph_runner(self.graph, self.sig, self._value_outputs) or
                                  _tf_subgraph_runner(self.graph, self.sig, self._value_outputs))
-        return self._tf_fallback(tensors)
+        if updates_out is None:
+            return self._tf_fallback(tensors)
+        import tensorflow as tf
+        from tensorflow.core.framework import types_pb2
+
+        temps = {p: tf.Variable(tensors[p]) for p, dt in enumerate(self.sig.input_dtypes)
+                 if dt == types_pb2.DT_RESOURCE}
+        outputs = self._tf_fallback([temps[p].handle if p in temps else t for p, t in enumerate(tensors)])
+        updates_out.update({p: v.numpy() for p, v in temps.items() if self.written is None or p in self.written})
+        return outputs
 
 
 def _unshared(outputs: list, updates: dict) -> tuple[list, dict]:
