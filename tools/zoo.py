@@ -168,20 +168,21 @@ def _rand(shape: tuple[int, ...], seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
+# Small ones first: a long run that is stopped early still has them.
 MODELS: dict[str, ZooModel] = {m.name: m for m in [
-    ZooModel("resnet50", _app("ResNet50", 32), description="keras.applications.ResNet50, 32x32"),
+    ZooModel("transformer_block", _transformer_block, bounded=True,
+             description="one post-LN encoder layer (hidden 64, 4 heads, FFN 128) + classifier"),
+    ZooModel("gru", _rnn("GRU"), bounded=True, description="GRU(32) over 10 steps + Dense"),
+    ZooModel("small_cnn", _small_cnn, bounded=True, description="Conv/BN/ReLU + depthwise-separable block, 16x16"),
+    ZooModel("lstm", _rnn("LSTM"), description="LSTM(32) over 10 steps + Dense"),
+    ZooModel("bert_tiny", _bert_tiny, description="2 layers, hidden 128, 2 heads, seq 16"),
     ZooModel("mobilenetv2", _app("MobileNetV2", 32), description="keras.applications.MobileNetV2, 32x32"),
     # dropout off: TF's kernels and XLA draw different random numbers, which would hide everything else
     ZooModel("efficientnetb0", _app("EfficientNetB0", 32, dropout_rate=0.0, drop_connect_rate=0.0),
              description="keras.applications.EfficientNetB0, 32x32, no dropout"),
+    ZooModel("resnet50", _app("ResNet50", 32), description="keras.applications.ResNet50, 32x32"),
     ZooModel("densenet121", _app("DenseNet121", 32), description="keras.applications.DenseNet121, 32x32"),
     ZooModel("inceptionv3", _app("InceptionV3", 75), description="keras.applications.InceptionV3, 75x75 (its minimum)"),
-    ZooModel("transformer_block", _transformer_block, bounded=True,
-             description="one post-LN encoder layer (hidden 64, 4 heads, FFN 128) + classifier"),
-    ZooModel("bert_tiny", _bert_tiny, description="2 layers, hidden 128, 2 heads, seq 16"),
-    ZooModel("lstm", _rnn("LSTM"), description="LSTM(32) over 10 steps + Dense"),
-    ZooModel("gru", _rnn("GRU"), bounded=True, description="GRU(32) over 10 steps + Dense"),
-    ZooModel("small_cnn", _small_cnn, bounded=True, description="Conv/BN/ReLU + depthwise-separable block, 16x16"),
 ]}
 
 
@@ -783,7 +784,7 @@ class _Progress:
 
 
 def run_zoo(names: list[str], repeats: int, progress: _Progress | None = None, flags: str = AUTO_FLAGS,
-            tf_auto_timing: bool = True) -> dict:
+            tf_auto_timing: bool = True, on_row: Callable[[dict], None] | None = None) -> dict:
     """Run the named model functions; returns the JSON-able result (machine, rows, table).
     ``tf_auto_timing=False`` skips the timing child (TF auto-clustering's times stay empty)."""
     import logging
@@ -793,6 +794,14 @@ def run_zoo(names: list[str], repeats: int, progress: _Progress | None = None, f
     start = machine()
     started = time.perf_counter()
     rows: list[Row] = []
+
+    def result(end: dict[str, Any]) -> dict[str, Any]:
+        return {"machine": {"cpu": start["cpu"], "cores": start["cores"], "python": start["python"],
+                            "load_average_start": start["load_average"], "load_average_end": end["load_average"]},
+                "started": start["utc"], "finished": end["utc"],
+                "wall_seconds": round(time.perf_counter() - started, 1), "flags": flags, "repeats": repeats,
+                "complete": len(rows) == len(names), "rows": [_row_json(r) for r in rows], "table": table(rows),
+                "legend": LEGEND}
     with tempfile.TemporaryDirectory(prefix="tfxla_zoo_") as tmp:
         progress.status("starting TF's auto-clustering processes")
         runner = Runner(repeats, Path(tmp), flags, progress.status, tf_auto_timing)
@@ -816,17 +825,14 @@ def run_zoo(names: list[str], repeats: int, progress: _Progress | None = None, f
                         row.fail("harness", e)
                         rows.append(row)
                     progress.advance()
+                    if on_row is not None:
+                        on_row(result(machine()))
                 del built
                 gc.collect()
         finally:
             runner.close()
             progress.stop()
-    end = machine()
-    return {"machine": {"cpu": start["cpu"], "cores": start["cores"], "python": start["python"],
-                        "load_average_start": start["load_average"], "load_average_end": end["load_average"]},
-            "started": start["utc"], "finished": end["utc"], "wall_seconds": round(time.perf_counter() - started, 1),
-            "flags": flags, "repeats": repeats,
-            "rows": [_row_json(r) for r in rows], "table": table(rows), "legend": LEGEND}
+    return result(machine())
 
 
 def _by_model(names: list[str]) -> Iterator[tuple[str, list[str]]]:
@@ -872,16 +878,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{m:18s} {'[bounded] ' if z.bounded else ''}{z.description}")
         return 0
     repeats = args.repeats or (3 if args.quick else 10)
-    result = run_zoo(names, repeats, tf_auto_timing=not args.no_tf_auto_timing)
+    def save(res: dict[str, Any]) -> None:
+        if args.json:  # after every row: a long run stopped early keeps what it measured
+            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+            Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+
+    result = run_zoo(names, repeats, tf_auto_timing=not args.no_tf_auto_timing, on_row=save)
+    save(result)
     mach = result["machine"]
     print(f"{mach['cpu']}, {mach['cores']} cores; load average {mach['load_average_start']} at start, "
           f"{mach['load_average_end']} at end; {result['started']} to {result['finished']} "
           f"({result['wall_seconds']:.0f} s); {repeats} timing rounds\n")
     print(result["table"])
     print("\n" + LEGEND)
-    if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 
