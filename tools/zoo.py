@@ -477,10 +477,10 @@ def compare_partitions(tf_clusters: dict[str, list[str]], ours: dict[str, list[s
     res["clustered_only_tf"] = sorted(tf_member - our_member)
     res["clustered_only_ours"] = sorted(our_member - tf_member)
     if tf_graph is not None and our_graph is not None:
-        tf_nodes = {n.name for n in tf_graph.node}
-        our_nodes = {n.name for n in our_graph.node}
-        res["graph_only_tf"] = sorted(tf_nodes - our_nodes)
-        res["graph_only_ours"] = sorted(our_nodes - tf_nodes)
+        tf_nodes = {n.name: n.op for n in tf_graph.node}
+        our_nodes = {n.name: n.op for n in our_graph.node}
+        res["graph_only_tf"] = [f"{n} ({tf_nodes[n]})" for n in sorted(tf_nodes.keys() - our_nodes.keys())]
+        res["graph_only_ours"] = [f"{n} ({our_nodes[n]})" for n in sorted(our_nodes.keys() - tf_nodes.keys())]
     if tf_graph is not None:
         from tfxla_cluster import ProcessState, mark_for_compilation
 
