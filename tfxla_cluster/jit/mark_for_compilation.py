@@ -28,6 +28,7 @@ from typing import Iterable
 from tensorflow.core.framework import attr_value_pb2, graph_pb2, types_pb2
 
 from tfxla_cluster import flags as flags_mod
+from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.errors import InternalError
 from tfxla_cluster.graph.graph import Graph, Node
 from tfxla_cluster.jit import compilability, deadness, device_util, dumps, op_tables, resource_safety, xla_kernels
@@ -948,6 +949,13 @@ def mark_for_compilation(graph, flags=None, *, session_name: str = "", state: Pr
     ``$TF_DUMP_GRAPH_PREFIX``).
     """
     flags = flags_mod.Flags.resolve(flags)
+    with gc_paused():
+        return _mark_for_compilation(graph, flags, session_name, state, config_jit_level, cpu_global_jit_config,
+                                     ignore_xla_compile_attr, disable_deadness, explain_cycles, dump_prefix)
+
+
+def _mark_for_compilation(graph, flags, session_name, state, config_jit_level, cpu_global_jit_config,
+                          ignore_xla_compile_attr, disable_deadness, explain_cycles, dump_prefix) -> MarkResult:
     if not isinstance(graph, Graph):
         if isinstance(graph, graph_pb2.GraphDef):
             graph = Graph(graph, check_acyclic=False)
@@ -956,7 +964,7 @@ def mark_for_compilation(graph, flags=None, *, session_name: str = "", state: Pr
 
             graph = load_graph(graph)
     else:
-        graph = Graph(graph.graph_def, assign_devices=False, check_acyclic=False)  # never mutate the caller's
+        graph = graph.copy()  # never mutate the caller's
     return MarkForCompilationPass(
         graph, flags, session_name=session_name, config_jit_level=config_jit_level,
         cpu_global_jit_config=cpu_global_jit_config, ignore_xla_compile_attr=ignore_xla_compile_attr,
