@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from tensorflow.core.framework import attr_value_pb2, graph_pb2, types_pb2
+from tensorflow.core.framework import graph_pb2, types_pb2
 
 from tfxla_cluster import flags as flags_mod
 from tfxla_cluster._gc import gc_paused
@@ -457,7 +457,7 @@ class MarkForCompilationPass:
         return chosen
 
     def _devices_compatible(self, a: _Cluster, b: _Cluster) -> bool:
-        chosen = self._pick(a.devices | b.devices)
+        chosen = self._pick(a.devices if a.devices == b.devices else a.devices | b.devices)
         if chosen is None:
             return False
         return all(c.resource_op_device is None or c.resource_op_device == chosen for c in (a, b))
@@ -553,16 +553,20 @@ class MarkForCompilationPass:
         return ("" if unclustered else "(all clusters) ") + "[" + ",".join(labels) + "]"
 
     def for_each_edge_in_post_order(self, fn) -> bool:
+        # _cluster_for_cycles_node, inlined: this loop visits every edge four times.
         changed = False
+        n_graph = len(self.graph.nodes)
+        in_union, clusters, find = self._uf_parent, self.clusters, self._find
+        successors = self.cycles.successors
         for nid in self.cycles.all_nodes_in_post_order():
-            src = self._cluster_for_cycles_node(nid)
-            if src is None:
+            if nid >= n_graph or nid not in in_union:
                 continue
-            for to in self.cycles.successors_copy(src.rep):
-                dst = self._cluster_for_cycles_node(to)
-                if dst is None:
+            src = clusters[find(nid)]
+            for to in list(successors(src.rep)):
+                if to >= n_graph or to not in in_union:
                     continue
-                changed |= bool(fn(src, dst))
+                if fn(src, clusters[find(to)]):
+                    changed = True
         return changed
 
     def run_edge_contraction_loop(self) -> None:
@@ -629,8 +633,9 @@ class MarkForCompilationPass:
                         prefix += f"{fingerprint}_"
                     name = prefix + str(self.state.next_sequence(fingerprint))
                     names[cluster.rep] = name
-                node.node_def.attr[XLA_CLUSTER_ATTR].CopyFrom(attr_value_pb2.AttrValue(s=name.encode()))
-                node.node_def.attr[XLA_ALREADY_CLUSTERED_ATTR].CopyFrom(attr_value_pb2.AttrValue(b=True))
+                attrs = node.node_def.attr
+                attrs[XLA_CLUSTER_ATTR].s = name.encode()
+                attrs[XLA_ALREADY_CLUSTERED_ATTR].b = True
                 members.setdefault(name, []).append(node.name)
                 self._decide(node, "clustered", f"clustered into {name}", cluster=name)
             else:
@@ -769,13 +774,9 @@ def _is_identity_driving_consts_in_loop(node: Node) -> bool:
 def _is_single_gpu_graph(graph: Graph) -> bool:
     from tfxla_cluster.graph.devices import parse_device
 
-    gpus = set()
-    for n in graph.op_nodes():
-        if n.assigned_device:
-            p = parse_device(n.assigned_device)
-            if p.type == "GPU":
-                gpus.add(n.assigned_device)
-    return len(gpus) == 1
+    # Graphs name a handful of devices thousands of times: parse each distinct name once.
+    names = {n.assigned_device for n in graph.op_nodes() if n.assigned_device}
+    return sum(1 for name in names if parse_device(name).type == "GPU") == 1
 
 
 def fingerprint_graph(graph_def: graph_pb2.GraphDef) -> int:
