@@ -221,6 +221,8 @@ class MarkForCompilationPass:
         self._pick_cache: dict[frozenset[int], int | None] = {}
         self._failures_by_root: dict[int, list[str]] | None = None
         self.single_device = False
+        self._registrations: dict[str, xla_kernels.DeviceRegistration | None] = {}
+        self._attr_true: dict[int, bool] = {}
 
     # ----- helpers ----------------------------------------------------------------------------------
     def _decide(self, node: Node, code: str, reason: str, cluster: str | None = None,
@@ -238,8 +240,12 @@ class MarkForCompilationPass:
         return out
 
     def _xla_compile_attr_true(self, node: Node) -> bool:
-        return self._node_or_func_attr(node, XLA_COMPILE_ATTR) or (
-            self.jit_on and self._node_or_func_attr(node, XLA_MUST_COMPILE_ATTR))
+        # Asked for every candidate in steps A and C; reading proto attrs is the slow part.
+        found = self._attr_true.get(node.id)
+        if found is None:
+            found = self._attr_true[node.id] = self._node_or_func_attr(node, XLA_COMPILE_ATTR) or (
+                self.jit_on and self._node_or_func_attr(node, XLA_MUST_COMPILE_ATTR))
+        return found
 
     def _disallowed_by_xla_compile_attr(self, node: Node) -> str:
         if self.ignore_xla_compile_attr:
@@ -257,7 +263,12 @@ class MarkForCompilationPass:
                 or (device_type == "CPU" and policy == "if_explicitly_requested" and self.cpu_global_jit))
 
     def _registration(self, device_type: str) -> xla_kernels.DeviceRegistration | None:
-        return xla_kernels.device_registration(device_type, self.flags.tf_xla_cpu_global_jit)
+        try:
+            return self._registrations[device_type]
+        except KeyError:
+            reg = xla_kernels.device_registration(device_type, self.flags.tf_xla_cpu_global_jit)
+            self._registrations[device_type] = reg
+            return reg
 
     def _checker(self, reg: xla_kernels.DeviceRegistration, allow_where: bool):
         key = (reg.compilation_device, reg.cluster_resource_variable_ops_unsafely, allow_where)

@@ -35,7 +35,7 @@ def may_call_function(node: Node, graph: Graph) -> bool:
         declared = _DECLARED[op_def.name] = (tuple(a.name for a in op_def.attr if a.type == "func"),
                                               len(op_def.attr))
     func_attrs, n_declared = declared
-    if any(name in attrs and _holds_func(attrs[name]) for name in func_attrs):
+    if func_attrs and any(name in attrs and _holds_func(attrs[name]) for name in func_attrs):
         return True
     # Attrs the OpDef doesn't declare (``_...`` annotations) could hold functions too; only scan the
     # map when there are such extras, since scanning a proto map is slow.
