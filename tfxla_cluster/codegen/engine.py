@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import llvmlite
 import llvmlite.binding as llvm
 
+from tfxla_cluster import compile_profile
 from tfxla_cluster.errors import InternalError
 
 if TYPE_CHECKING:
@@ -184,6 +185,9 @@ class JitEngine:
             stats.parse, stats.optimize, stats.codegen = t1 - t0, t2 - t1, t3 - t2
             lib = self._load(obj, tuple(exports), name, optimized, stats)
             self.compiles += 1
+        for stage_name, seconds in (("llvm-parse", stats.parse), ("llvm-opt", stats.optimize),
+                                    ("machine-code", stats.codegen), ("load", stats.load)):
+            compile_profile.record(stage_name, seconds)
         log.debug("compiled %s: parse %.1f ms, optimize %.1f ms, codegen %.1f ms, load %.1f ms", name,
                   stats.parse * 1e3, stats.optimize * 1e3, stats.codegen * 1e3, stats.load * 1e3)
         return lib
@@ -191,7 +195,9 @@ class JitEngine:
     def load_object(self, obj: bytes, exports, name: str = "module") -> CodeLibrary:
         """Load object code produced by ``compile`` with an engine of the same ``key``."""
         with self._lock:
-            return self._load(obj, tuple(exports), name, "", CompileStats())
+            lib = self._load(obj, tuple(exports), name, "", CompileStats())
+        compile_profile.record("load", lib.stats.load)
+        return lib
 
     def _load(self, obj: bytes, exports: tuple[str, ...], name: str, optimized: str,
               stats: CompileStats) -> CodeLibrary:

@@ -20,14 +20,16 @@ and cycles that do not pass through loop back edges all raise typed errors with 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import networkx as nx
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.graph import devices, opdefs
+
+if TYPE_CHECKING:  # networkx costs ~0.15 s to import: only the views and error paths need it
+    import networkx as nx
 
 CONTROL_SLOT = -1
 SOURCE_ID = 0
@@ -356,6 +358,8 @@ class Graph:
 
     def to_networkx(self, include_control: bool = True) -> nx.MultiDiGraph:
         """A networkx view of the op nodes (edge keys are TF edge ids; attrs carry slots)."""
+        import networkx as nx
+
         g = nx.MultiDiGraph()
         for node in self.op_nodes():
             g.add_node(node.name, op=node.op, id=node.id, device=node.assigned_device)
@@ -378,6 +382,8 @@ def _is_back_edge(edge: Edge) -> bool:
 
 def _find_cycle(stuck: list[Node]) -> list[Node]:
     """One cycle among ``stuck`` nodes, for the error message (closed: first == last)."""
+    import networkx as nx
+
     stuck_ids = {n.id for n in stuck}
     g = nx.DiGraph()
     for n in stuck:
