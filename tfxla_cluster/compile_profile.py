@@ -66,9 +66,11 @@ class CompileProfile:
         with self._lock:
             self.records.append(StageTime(stage_name, cluster, seconds))
 
-    def extend(self, other: "CompileProfile") -> None:
+    def extend(self, other: "CompileProfile", prefix: str = "") -> None:
+        """Add ``other``'s records, their cluster names prefixed (e.g. with the function's name)."""
         with other._lock:
-            records = list(other.records)
+            records = [r if r.cluster is None or not prefix else StageTime(r.stage, prefix + r.cluster, r.seconds)
+                       for r in other.records]
         with self._lock:
             self.records.extend(records)
 
@@ -110,11 +112,11 @@ class CompileProfile:
                     continue
                 shown_passes = True
                 all_passes = sum(passes.values())
-                lines.append(f"  {'hlo passes':<40s} {all_passes:8.3f} s {100 * all_passes / total:5.1f}%")
+                lines.append(f"  {"hlo passes":<46s} {all_passes:8.3f} s {100 * all_passes / total:5.1f}%")
                 for pname, ps in sorted(passes.items(), key=lambda kv: -kv[1])[:top_passes]:
-                    lines.append(f"    {pname:<38s} {ps:8.3f} s {100 * ps / total:5.1f}%")
+                    lines.append(f"    {pname:<44s} {ps:8.3f} s {100 * ps / total:5.1f}%")
                 continue
-            lines.append(f"  {name:<40s} {seconds:8.3f} s {100 * seconds / total:5.1f}%")
+            lines.append(f"  {name:<46s} {seconds:8.3f} s {100 * seconds / total:5.1f}%")
         if per_cluster:
             for c in self.clusters():
                 t = self.totals(c)
