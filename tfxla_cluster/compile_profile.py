@@ -112,7 +112,7 @@ class CompileProfile:
                     continue
                 shown_passes = True
                 all_passes = sum(passes.values())
-                lines.append(f"  {"hlo passes":<46s} {all_passes:8.3f} s {100 * all_passes / total:5.1f}%")
+                lines.append(f"  {'hlo passes':<46s} {all_passes:8.3f} s {100 * all_passes / total:5.1f}%")
                 for pname, ps in sorted(passes.items(), key=lambda kv: -kv[1])[:top_passes]:
                     lines.append(f"    {pname:<44s} {ps:8.3f} s {100 * ps / total:5.1f}%")
                 continue
