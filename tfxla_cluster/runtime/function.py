@@ -19,6 +19,7 @@ import time
 from typing import Any, Callable
 
 from tfxla_cluster import compile_profile
+from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.errors import InvalidArgumentError
 
 
@@ -28,7 +29,7 @@ class CompiledGraph:
     def __init__(self, concrete, *, jit_compile: bool | None, flags, grappler: bool, backend: str,
                  profile: "compile_profile.CompileProfile | None" = None) -> None:
         self.profile = profile
-        with compile_profile.collecting(profile):
+        with compile_profile.collecting(profile), gc_paused():
             self._build(concrete, jit_compile=jit_compile, flags=flags, grappler=grappler, backend=backend)
 
     def _build(self, concrete, *, jit_compile: bool | None, flags, grappler: bool, backend: str) -> None:
