@@ -24,6 +24,7 @@ Stage names, in pipeline order (``STAGE_ORDER``):
     llvm-opt       LLVM's optimisation pipeline
     machine-code   LLVM's instruction selection and object emission
     load           loading the object code (also: a persistent-cache hit)
+    code-reuse     the LLVM IR equals IR compiled before (a repeated block): its code is reused
     compile-other  the rest of a cluster's compile (HLO text, cache bookkeeping)
     run            the cluster's first run (its launch minus its compile)
     other          the rest of a first call (Python imports in a cold process, argument handling)
@@ -38,7 +39,7 @@ from typing import Iterator
 
 STAGE_ORDER = ("trace", "import", "grappler", "clustering", "encapsulation", "tf-import", "lowering",
                "hlo-pass", "buffer-assignment", "llvm-ir", "llvm-parse", "llvm-opt", "machine-code", "load",
-               "compile-other", "run", "other")
+               "code-reuse", "compile-other", "run", "other")
 HLO_PASS = "hlo-pass"
 _ALL = object()
 
