@@ -301,6 +301,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--graph-modes", choices=("both", "current"), default="both",
                     help="time TF graph mode in both oneDNN modes and compare with the faster (default), or "
                          "only in this process's mode")
+    ap.add_argument("--profile", action="store_true",
+                    help="print each workload's first-call compile profile (stages per cluster); the JSON "
+                         "always carries the per-stage totals")
     ap.add_argument("--graph-only-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--tf-auto-child", action="store_true", help=argparse.SUPPRESS)
 
@@ -419,6 +422,8 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         got = ours(*tensors)
         first_ours = time.perf_counter() - t0
+        if getattr(args, "profile", False):
+            print(f"{w.name}: first call {first_ours:.3f} s; " + ours.compile_stats().table(), flush=True)
         for g, r in zip(tf.nest.flatten(got), tf.nest.flatten(ref)):
             np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=w.tol, atol=w.tol)
         del got_xla
@@ -435,6 +440,7 @@ def run(args: argparse.Namespace) -> int:
                    tf_graph_onednn_off_ms=1e3 * by_mode[False] if False in by_mode else None,
                    xla_ms=1e3 * t_xla, ours_ms=1e3 * t_ours,
                    first_call_xla_s=first_xla, first_call_ours_s=first_ours,
+                   first_call_ours_stages=ours.compile_stats().totals(),
                    bandwidth_bound_ms=1e3 * min_bytes / bw, ours_vs_graph=t_ours / t_graph,
                    ours_vs_xla=t_ours / t_xla, bandwidth_fraction=(min_bytes / bw) / t_ours)
         rows.append(row)

@@ -323,6 +323,10 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                    help="also run every cluster launch on TF's kernels and compare (max abs/rel error per "
                         "output); a divergence is bisected to the first differing HLO instruction, and the "
                         "exit code is 1 if the script itself succeeded")
+    p.add_argument("--profile", action="store_true",
+                   help="after the summary, print where first calls spent their time: trace, import, grappler, "
+                        "clustering, encapsulation, then per cluster lowering, each HLO pass, LLVM IR, LLVM "
+                        "optimisation, machine code and the first run")
 
 
 @command("run", "run a TF program with every tf.function going through tfxla_cluster (TF_XLA_FLAGS apply)",
@@ -352,6 +356,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if checker is not None:
             checker.uninstall()
     print(plugin.summary(), file=sys.stderr)
+    if getattr(args, "profile", False):
+        print(plugin.profile().table(), file=sys.stderr)
     if checker is not None:
         print(checker.report(), file=sys.stderr)
         if code == 0 and not checker.ok:

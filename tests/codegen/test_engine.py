@@ -80,8 +80,32 @@ def test_threaded_compiles():
     out = []
 
     def work(k):
-        lib = eng.compile(SCALE, ["scale"], name=f"t{k}")
-        out.append(_call_scale(lib, np.full(33, k, np.float32), 2.0))
+        # Distinct IR per thread (the body's value names), so each one really compiles.
+        lib = eng.compile(SCALE.replace("%m", f"%m{k}"), ["scale"], name=f"t{k}")
+        out.append((k, _call_scale(lib, np.full(33, k, np.float32), 2.0)))
 
     run_threads(work, 6)
-    assert len(out) == 6 and eng.compiles == 6
+    assert len(out) == 6 and eng.compiles == 6 and eng.reused == 0
+    for k, y in out:
+        np.testing.assert_array_equal(y, np.full(33, 2.0 * k, np.float32))
+
+
+def test_identical_ir_is_compiled_once_and_its_code_shared():
+    eng = JitEngine(opt_level=2)
+    a = eng.compile('; ModuleID = "cluster_1"\n' + SCALE, ["scale"], name="cluster_1")
+    b = eng.compile('; ModuleID = "cluster_2"\n' + SCALE, ["scale"], name="cluster_2")
+    assert eng.compiles == 1 and eng.reused == 1
+    assert b.name == "cluster_2" and b.stats.total == 0.0 and a.stats.total > 0.0
+    assert b.address_of("scale") == a.address_of("scale") and b.object_code == a.object_code
+    x = np.arange(9, dtype=np.float32)
+    del a
+    gc.collect()   # the shared code stays mapped while any library using it lives
+    np.testing.assert_array_equal(_call_scale(b, x, 3.0), x * 3.0)
+    # Different IR, or different exports: compiled.
+    eng.compile(SCALE.replace("fmul", "fadd"), ["scale"])
+    assert eng.compiles == 2
+    # Once every library with that code is gone, the same IR compiles again.
+    del b
+    gc.collect()
+    eng.compile(SCALE, ["scale"])
+    assert eng.compiles == 3

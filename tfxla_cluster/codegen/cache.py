@@ -39,6 +39,7 @@ from typing import Callable
 
 import numpy as np
 
+from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.codegen.context import CodegenOptions
 from tfxla_cluster.codegen.engine import JitEngine, get_engine
 from tfxla_cluster.codegen.executable import Executable, compile_module, emit_module
@@ -353,7 +354,8 @@ class CompilationCache:
                 stats = self.clusters[cluster]
                 cause = ("first signature " + str(signature)) if stats.last_signature is None else \
                     f"new signature {signature}: {signature.change_from(stats.last_signature)}"
-            exe = create()
+            with gc_paused():  # a full collection would walk TF's objects for nothing (see _gc)
+                exe = create()
             origin = getattr(exe, "origin", "compiled")
             with self._lock:
                 self._entries[key] = exe

@@ -21,16 +21,19 @@ Guarantees:
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 import logging
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import llvmlite
 import llvmlite.binding as llvm
 
+from tfxla_cluster import compile_profile
 from tfxla_cluster.errors import InternalError
 
 if TYPE_CHECKING:
@@ -128,6 +131,9 @@ class JitEngine:
         self.target_machine = self._new_target_machine()
         self.data_layout = str(self.target_machine.target_data)
         self.compiles = 0
+        self.reused = 0   # compiles answered by an identical earlier IR (see ``compile``)
+        # IR digest and exports → the library compiled from it, while some user keeps it alive.
+        self._by_ir: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     # ---- identity
     @property
@@ -167,7 +173,24 @@ class JitEngine:
         mpm.run(mod, pb)
 
     def compile(self, ir_text: str, exports, name: str = "module") -> CodeLibrary:
-        """IR text → loaded library exporting ``exports`` (function names)."""
+        """IR text → loaded library exporting ``exports`` (function names).
+
+        IR identical to a library this engine compiled earlier (and that is still alive) is not compiled
+        again: the ``ModuleID`` line aside, the same text gives the same machine code, and clusters that
+        repeat a block (ResNet's, DenseNet's, a transformer's layers) lower to the same IR. The
+        result then shares that library's loaded code, under ``name`` and with zero compile times;
+        ``reused`` counts these."""
+        exports = tuple(exports)
+        t_key = time.perf_counter()
+        key = (hashlib.sha256(_without_module_id(ir_text).encode()).digest(), exports)
+        with self._lock:
+            known = self._by_ir.get(key)
+            if known is not None:
+                self.reused += 1
+                lib = dataclasses.replace(known, name=name, stats=CompileStats())
+                self._by_ir[key] = lib   # the entry lives while any library with this code does
+                compile_profile.record("code-reuse", time.perf_counter() - t_key)
+                return lib
         stats = CompileStats()
         with self._lock:
             t0 = time.perf_counter()
@@ -182,8 +205,12 @@ class JitEngine:
             obj = self.target_machine.emit_object(mod)
             t3 = time.perf_counter()
             stats.parse, stats.optimize, stats.codegen = t1 - t0, t2 - t1, t3 - t2
-            lib = self._load(obj, tuple(exports), name, optimized, stats)
+            lib = self._load(obj, exports, name, optimized, stats)
             self.compiles += 1
+            self._by_ir[key] = lib
+        for stage_name, seconds in (("llvm-parse", stats.parse), ("llvm-opt", stats.optimize),
+                                    ("machine-code", stats.codegen), ("load", stats.load)):
+            compile_profile.record(stage_name, seconds)
         log.debug("compiled %s: parse %.1f ms, optimize %.1f ms, codegen %.1f ms, load %.1f ms", name,
                   stats.parse * 1e3, stats.optimize * 1e3, stats.codegen * 1e3, stats.load * 1e3)
         return lib
@@ -191,7 +218,9 @@ class JitEngine:
     def load_object(self, obj: bytes, exports, name: str = "module") -> CodeLibrary:
         """Load object code produced by ``compile`` with an engine of the same ``key``."""
         with self._lock:
-            return self._load(obj, tuple(exports), name, "", CompileStats())
+            lib = self._load(obj, tuple(exports), name, "", CompileStats())
+        compile_profile.record("load", lib.stats.load)
+        return lib
 
     def _load(self, obj: bytes, exports: tuple[str, ...], name: str, optimized: str,
               stats: CompileStats) -> CodeLibrary:
@@ -215,6 +244,13 @@ class JitEngine:
             mod = self.parse(ir_text)
             self.optimize(mod)
             return self.target_machine.emit_assembly(mod)
+
+
+def _without_module_id(ir_text: str) -> str:
+    """The IR minus llvmlite's first line, ``; ModuleID = "<name>"`` (a comment naming the module)."""
+    if ir_text.startswith("; ModuleID"):
+        return ir_text[ir_text.find("\n") + 1:]
+    return ir_text
 
 
 _engines: dict[tuple, JitEngine] = {}

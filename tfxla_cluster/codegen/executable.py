@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from tfxla_cluster import compile_profile
 from tfxla_cluster.codegen import runtime
 from tfxla_cluster.codegen.buffers import aligned_empty
 from tfxla_cluster.codegen.context import CodegenOptions
@@ -195,6 +196,7 @@ def compile_module(module, options: CodegenOptions | None = None, engine: JitEng
     t0 = time.perf_counter()
     prog, text = emit_module(module, options)
     t1 = time.perf_counter()
+    compile_profile.record("llvm-ir", t1 - t0)
     if dumper is None:
         dumper = _dumper_for(module)
     _dump(dumper, "ir-no-opt.ll", text)

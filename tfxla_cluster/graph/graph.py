@@ -20,13 +20,16 @@ and cycles that do not pass through loop back edges all raise typed errors with 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import networkx as nx
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
+from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.graph import devices, opdefs
+
+if TYPE_CHECKING:  # networkx costs ~0.15 s to import: only the views and error paths need it
+    import networkx as nx
 
 CONTROL_SLOT = -1
 SOURCE_ID = 0
@@ -123,6 +126,10 @@ class Graph:
 
     def __init__(self, graph_def: graph_pb2.GraphDef, *, assign_devices: bool = True,
                  check_acyclic: bool = True) -> None:
+        with gc_paused():
+            self._import(graph_def, assign_devices, check_acyclic)
+
+    def _import(self, graph_def: graph_pb2.GraphDef, assign_devices: bool, check_acyclic: bool) -> None:
         self.graph_def = graph_pb2.GraphDef()
         self.graph_def.CopyFrom(graph_def)
         source = node_def_pb2.NodeDef(name="_SOURCE", op="NoOp")
@@ -160,6 +167,43 @@ class Graph:
         self._build_edges()
         if check_acyclic:  # the clustering pass reports cycles itself, in TF's words
             self._check_acyclic()
+
+    def copy(self) -> "Graph":
+        """An independent copy — its own GraphDef, nodes and edges — made without re-importing.
+
+        Node ids, edge ids and edge order, devices, typed slots and OpDefs are carried over as they
+        are (slot lists are shared: they are never mutated), so the copy equals a fresh import of
+        this graph's GraphDef at a fraction of the cost. Passes that annotate their graph (the
+        clustering pass sets ``_XlaCluster``) work on a copy so the caller's graph stays untouched.
+        """
+        if len(self.graph_def.node) != len(self.nodes) - 2:  # the GraphDef was edited: import it afresh
+            return Graph(self.graph_def, assign_devices=False, check_acyclic=False)
+        with gc_paused():
+            return self._copy()
+
+    def _copy(self) -> "Graph":
+        new = Graph.__new__(Graph)
+        new.graph_def = graph_pb2.GraphDef()
+        new.graph_def.CopyFrom(self.graph_def)
+        nodes = new.nodes = [Node(SOURCE_ID, node_def_pb2.NodeDef(name="_SOURCE", op="NoOp")),
+                             Node(SINK_ID, node_def_pb2.NodeDef(name="_SINK", op="NoOp"))]
+        for old, node_def in zip(self.nodes[2:], new.graph_def.node):
+            node = Node(old.id, node_def)
+            node._op_def, node.outputs, node.inputs = old._op_def, old.outputs, old.inputs
+            node.assigned_device = old.assigned_device
+            nodes.append(node)
+        new._by_name = {node.name: node for node in nodes[2:]}
+        edges = new._edges = []
+        for e in self._edges:
+            src, dst = nodes[e.src.id], nodes[e.dst.id]
+            edge = Edge(e.id, src, e.src_output, dst, e.dst_input)
+            edges.append(edge)
+            src.out_edges.append(edge)
+            dst.in_edges.append(edge)
+        new._shapes = self._shapes
+        new._topo = None if self._topo is None else [nodes[n.id] for n in self._topo]
+        new._functions = {f.signature.name: f for f in new.graph_def.library.function}
+        return new
 
     # ----- construction -----------------------------------------------------------------------
     def _add_edge(self, src: Node, src_output: int, dst: Node, dst_input: int) -> Edge:
@@ -314,6 +358,8 @@ class Graph:
 
     def to_networkx(self, include_control: bool = True) -> nx.MultiDiGraph:
         """A networkx view of the op nodes (edge keys are TF edge ids; attrs carry slots)."""
+        import networkx as nx
+
         g = nx.MultiDiGraph()
         for node in self.op_nodes():
             g.add_node(node.name, op=node.op, id=node.id, device=node.assigned_device)
@@ -336,6 +382,8 @@ def _is_back_edge(edge: Edge) -> bool:
 
 def _find_cycle(stuck: list[Node]) -> list[Node]:
     """One cycle among ``stuck`` nodes, for the error message (closed: first == last)."""
+    import networkx as nx
+
     stuck_ids = {n.id for n in stuck}
     g = nx.DiGraph()
     for n in stuck:

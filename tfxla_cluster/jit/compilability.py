@@ -93,6 +93,11 @@ _FUNCTIONAL_BODIES = {op: ("while", ("cond", "body")) for op in ("While", "State
 _FUNCTIONAL_BODIES.update({op: ("if", ("then_branch", "else_branch")) for op in ("If", "StatelessIf")})
 
 
+# Attrs no check reads (a Const's tensor, shape annotations): left out of the memo key of
+# ``check_node`` so that nodes differing only in them share one answer.
+_UNREAD_ATTRS = frozenset({"value", "_output_shapes"})
+
+
 def _has_dtype(slots: Iterable[opdefs.ArgSlot], dtype: int) -> bool:
     return any(opdefs.base_dtype(s.dtype) == dtype for s in slots)
 
@@ -107,6 +112,10 @@ class CompilabilityChecker:
         self.library = library
         self._functions = {f.signature.name: f for f in library.function}
         self._call_cache: dict[tuple[str, int], list[Uncompilable]] = {}
+        self._op_defs: dict[str, object] = {}
+        # Top-level nodes found compilable, by (op, ref_input, attrs): graphs repeat the same op with
+        # the same attrs thousands of times. Only "yes" is kept; a "no" names its node.
+        self._compilable: set[tuple] = set()
 
     # ----- public ---------------------------------------------------------------------------------
     def check_node(self, node_def: node_def_pb2.NodeDef, stack: tuple[Frame, ...] = (),
@@ -114,9 +123,29 @@ class CompilabilityChecker:
         """None if compilable, else TF's reason. ``stack`` is the frames *above* this node;
         ``ref_input``: some data input is produced as a ref type (TF's HasForwardedRefInput looks at
         the producers, which a NodeDef alone doesn't show)."""
+        key = None
+        if not stack and node_def.name not in ("_SOURCE", "_SINK"):
+            key = (node_def.op, ref_input, tuple(sorted(
+                (k, v.SerializeToString(deterministic=True)) for k, v in node_def.attr.items()
+                if k not in _UNREAD_ATTRS)))
+            if key in self._compilable:
+                return None
         found = self._check(node_def, stack + (Frame(node_def.name, stack[-1].function if stack else None),),
                             first_only=True, ref_input=ref_input)
-        return found[0].reason if found else None
+        if found:
+            return found[0].reason
+        if key is not None:
+            self._compilable.add(key)
+        return None
+
+    def _lookup_op_def(self, op: str):
+        """``opdefs.lookup_op_def`` through a dict (the library is scanned once, not per node)."""
+        op_def = self._op_defs.get(op)
+        if op_def is None:
+            fdef = self._functions.get(op)
+            op_def = fdef.signature if fdef is not None else opdefs.lookup_op_def(op)
+            self._op_defs[op] = op_def
+        return op_def
 
     def find_uncompilable_in_function(self, fname: str) -> list[Uncompilable]:
         """Every uncompilable node of function ``fname`` (recursively), as TF's FindUncompilableNodes
@@ -137,7 +166,7 @@ class CompilabilityChecker:
         if "_scoped_allocator" in nd.attr or "_forward_from" in nd.attr:
             return bad("_scoped_allocator or _forward_from attribute")
         try:
-            op_def = opdefs.lookup_op_def(nd.op, self.library)
+            op_def = self._lookup_op_def(nd.op)
         except NotFoundError as e:
             return bad(f"unsupported op: {e}")
         inputs = opdefs.input_slots(nd, op_def) if op_def else []

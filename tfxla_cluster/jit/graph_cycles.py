@@ -352,15 +352,16 @@ class GraphCycles:
         """Merges a and b along a->b. Returns the surviving id, or None if the merge
         would make a cycle (the graph is then unchanged, except that a->b moves to the
         end of both lists)."""
-        if not self.has_edge(a, b):
+        in_seq, in_pos = self._in_seq, self._in_pos
+        out_seq, out_pos = self._out_seq, self._out_pos
+        if b not in out_pos[a]:
             raise ValueError(f"No edge exists from {a} to {b}")
-        self.remove_edge(a, b)
+        _erase(out_seq[a], out_pos[a], b)  # remove_edge(a, b)
+        _erase(in_seq[b], in_pos[b], a)
         if self.is_reachable_non_const(a, b):
             self.insert_edge(a, b)
             return None
 
-        in_seq, in_pos = self._in_seq, self._in_pos
-        out_seq, out_pos = self._out_seq, self._out_pos
         # Keep the node with more edges, so fewer edges get re-inserted.
         if len(in_seq[b]) + len(out_seq[b]) > len(in_seq[a]) + len(out_seq[a]):
             a, b = b, a
@@ -372,10 +373,21 @@ class GraphCycles:
         out_pos[b] = {}
         in_seq[b] = []
         in_pos[b] = {}
+        # _erase, inlined: every contraction detaches all of b's edges.
         for y in b_out:
-            _erase(in_seq[y], in_pos[y], b)
+            seq, pos = in_seq[y], in_pos[y]
+            i = pos.pop(b)
+            last = seq.pop()
+            if i < len(seq):
+                seq[i] = last
+                pos[last] = i
         for y in b_in:
-            _erase(out_seq[y], out_pos[y], b)
+            seq, pos = out_seq[y], out_pos[y]
+            i = pos.pop(b)
+            last = seq.pop()
+            if i < len(seq):
+                seq[i] = last
+                pos[last] = i
         self._free.append(b)
         self._live[b] = 0
 

@@ -25,9 +25,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from tensorflow.core.framework import attr_value_pb2, graph_pb2, types_pb2
+from tensorflow.core.framework import graph_pb2, types_pb2
 
 from tfxla_cluster import flags as flags_mod
+from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.errors import InternalError
 from tfxla_cluster.graph.graph import Graph, Node
 from tfxla_cluster.jit import compilability, deadness, device_util, dumps, op_tables, resource_safety, xla_kernels
@@ -220,6 +221,8 @@ class MarkForCompilationPass:
         self._pick_cache: dict[frozenset[int], int | None] = {}
         self._failures_by_root: dict[int, list[str]] | None = None
         self.single_device = False
+        self._registrations: dict[str, xla_kernels.DeviceRegistration | None] = {}
+        self._attr_true: dict[int, bool] = {}
 
     # ----- helpers ----------------------------------------------------------------------------------
     def _decide(self, node: Node, code: str, reason: str, cluster: str | None = None,
@@ -237,8 +240,12 @@ class MarkForCompilationPass:
         return out
 
     def _xla_compile_attr_true(self, node: Node) -> bool:
-        return self._node_or_func_attr(node, XLA_COMPILE_ATTR) or (
-            self.jit_on and self._node_or_func_attr(node, XLA_MUST_COMPILE_ATTR))
+        # Asked for every candidate in steps A and C; reading proto attrs is the slow part.
+        found = self._attr_true.get(node.id)
+        if found is None:
+            found = self._attr_true[node.id] = self._node_or_func_attr(node, XLA_COMPILE_ATTR) or (
+                self.jit_on and self._node_or_func_attr(node, XLA_MUST_COMPILE_ATTR))
+        return found
 
     def _disallowed_by_xla_compile_attr(self, node: Node) -> str:
         if self.ignore_xla_compile_attr:
@@ -256,7 +263,12 @@ class MarkForCompilationPass:
                 or (device_type == "CPU" and policy == "if_explicitly_requested" and self.cpu_global_jit))
 
     def _registration(self, device_type: str) -> xla_kernels.DeviceRegistration | None:
-        return xla_kernels.device_registration(device_type, self.flags.tf_xla_cpu_global_jit)
+        try:
+            return self._registrations[device_type]
+        except KeyError:
+            reg = xla_kernels.device_registration(device_type, self.flags.tf_xla_cpu_global_jit)
+            self._registrations[device_type] = reg
+            return reg
 
     def _checker(self, reg: xla_kernels.DeviceRegistration, allow_where: bool):
         key = (reg.compilation_device, reg.cluster_resource_variable_ops_unsafely, allow_where)
@@ -456,7 +468,7 @@ class MarkForCompilationPass:
         return chosen
 
     def _devices_compatible(self, a: _Cluster, b: _Cluster) -> bool:
-        chosen = self._pick(a.devices | b.devices)
+        chosen = self._pick(a.devices if a.devices == b.devices else a.devices | b.devices)
         if chosen is None:
             return False
         return all(c.resource_op_device is None or c.resource_op_device == chosen for c in (a, b))
@@ -552,16 +564,20 @@ class MarkForCompilationPass:
         return ("" if unclustered else "(all clusters) ") + "[" + ",".join(labels) + "]"
 
     def for_each_edge_in_post_order(self, fn) -> bool:
+        # _cluster_for_cycles_node, inlined: this loop visits every edge four times.
         changed = False
+        n_graph = len(self.graph.nodes)
+        in_union, clusters, find = self._uf_parent, self.clusters, self._find
+        successors = self.cycles.successors
         for nid in self.cycles.all_nodes_in_post_order():
-            src = self._cluster_for_cycles_node(nid)
-            if src is None:
+            if nid >= n_graph or nid not in in_union:
                 continue
-            for to in self.cycles.successors_copy(src.rep):
-                dst = self._cluster_for_cycles_node(to)
-                if dst is None:
+            src = clusters[find(nid)]
+            for to in list(successors(src.rep)):
+                if to >= n_graph or to not in in_union:
                     continue
-                changed |= bool(fn(src, dst))
+                if fn(src, clusters[find(to)]):
+                    changed = True
         return changed
 
     def run_edge_contraction_loop(self) -> None:
@@ -628,8 +644,9 @@ class MarkForCompilationPass:
                         prefix += f"{fingerprint}_"
                     name = prefix + str(self.state.next_sequence(fingerprint))
                     names[cluster.rep] = name
-                node.node_def.attr[XLA_CLUSTER_ATTR].CopyFrom(attr_value_pb2.AttrValue(s=name.encode()))
-                node.node_def.attr[XLA_ALREADY_CLUSTERED_ATTR].CopyFrom(attr_value_pb2.AttrValue(b=True))
+                attrs = node.node_def.attr
+                attrs[XLA_CLUSTER_ATTR].s = name.encode()
+                attrs[XLA_ALREADY_CLUSTERED_ATTR].b = True
                 members.setdefault(name, []).append(node.name)
                 self._decide(node, "clustered", f"clustered into {name}", cluster=name)
             else:
@@ -768,13 +785,9 @@ def _is_identity_driving_consts_in_loop(node: Node) -> bool:
 def _is_single_gpu_graph(graph: Graph) -> bool:
     from tfxla_cluster.graph.devices import parse_device
 
-    gpus = set()
-    for n in graph.op_nodes():
-        if n.assigned_device:
-            p = parse_device(n.assigned_device)
-            if p.type == "GPU":
-                gpus.add(n.assigned_device)
-    return len(gpus) == 1
+    # Graphs name a handful of devices thousands of times: parse each distinct name once.
+    names = {n.assigned_device for n in graph.op_nodes() if n.assigned_device}
+    return sum(1 for name in names if parse_device(name).type == "GPU") == 1
 
 
 def fingerprint_graph(graph_def: graph_pb2.GraphDef) -> int:
@@ -948,6 +961,13 @@ def mark_for_compilation(graph, flags=None, *, session_name: str = "", state: Pr
     ``$TF_DUMP_GRAPH_PREFIX``).
     """
     flags = flags_mod.Flags.resolve(flags)
+    with gc_paused():
+        return _mark_for_compilation(graph, flags, session_name, state, config_jit_level, cpu_global_jit_config,
+                                     ignore_xla_compile_attr, disable_deadness, explain_cycles, dump_prefix)
+
+
+def _mark_for_compilation(graph, flags, session_name, state, config_jit_level, cpu_global_jit_config,
+                          ignore_xla_compile_attr, disable_deadness, explain_cycles, dump_prefix) -> MarkResult:
     if not isinstance(graph, Graph):
         if isinstance(graph, graph_pb2.GraphDef):
             graph = Graph(graph, check_acyclic=False)
@@ -956,7 +976,7 @@ def mark_for_compilation(graph, flags=None, *, session_name: str = "", state: Pr
 
             graph = load_graph(graph)
     else:
-        graph = Graph(graph.graph_def, assign_devices=False, check_acyclic=False)  # never mutate the caller's
+        graph = graph.copy()  # never mutate the caller's
     return MarkForCompilationPass(
         graph, flags, session_name=session_name, config_jit_level=config_jit_level,
         cpu_global_jit_config=cpu_global_jit_config, ignore_xla_compile_attr=ignore_xla_compile_attr,

@@ -27,14 +27,25 @@ def may_call_function(node: Node, graph: Graph) -> bool:
     if not attrs:
         return False
     op_def = node.op_def
-    func_attrs = [a.name for a in op_def.attr if a.type == "func"] if op_def else []
-    if any(name in attrs and _holds_func(attrs[name]) for name in func_attrs):
+    if op_def is None:
+        return any(_holds_func(v) for v in attrs.values())
+    # Not a library function, so op_def is the registry's: its func attrs can be memoised by op name.
+    declared = _DECLARED.get(op_def.name)
+    if declared is None:
+        declared = _DECLARED[op_def.name] = (tuple(a.name for a in op_def.attr if a.type == "func"),
+                                              len(op_def.attr))
+    func_attrs, n_declared = declared
+    if func_attrs and any(name in attrs and _holds_func(attrs[name]) for name in func_attrs):
         return True
     # Attrs the OpDef doesn't declare (``_...`` annotations) could hold functions too; only scan the
     # map when there are such extras, since scanning a proto map is slow.
-    if op_def is not None and len(attrs) <= len(op_def.attr):
+    if len(attrs) <= n_declared:
         return False
     return any(_holds_func(v) for v in attrs.values())
+
+
+# Registry op name -> (names of its ``func`` attrs, number of attrs it declares).
+_DECLARED: dict[str, tuple[tuple[str, ...], int]] = {}
 
 
 def _holds_func(value) -> bool:

@@ -23,6 +23,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from tfxla_cluster import compile_profile
 from tfxla_cluster.errors import InternalError, TfXlaError
 from tfxla_cluster.hlo.ir import HloModule
 from tfxla_cluster.hlo.verifier import verify_module
@@ -134,7 +135,9 @@ class Pipeline(HloPass):
                 before = _unique(r.path for r in ctx.history)
                 raise _wrap(e, f"While running pass '{path}' after [{', '.join(before)}]: ") from e
             if not isinstance(p, Pipeline):
-                ctx.history.append(PassRecord(path, step, time.perf_counter() - t0))
+                seconds = time.perf_counter() - t0
+                ctx.history.append(PassRecord(path, step, seconds))
+                compile_profile.record(f"{compile_profile.HLO_PASS} {path}", seconds)
                 if ctx.dumper is not None:
                     ctx.dumper.after_pass(module, self.name, p.name, step)
             changed |= step

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tfxla_cluster import compile_profile
 from tfxla_cluster.hlo.ir import HloModule
 from tfxla_cluster.passes.algsimp import AlgebraicSimplifier
 from tfxla_cluster.passes.buffer_assignment import BufferAssignment, assign_buffers
@@ -136,7 +137,8 @@ def optimize_with_report(module: HloModule, flags=None, *, function: str | None 
     pipeline.run(module, ctx)
     # The instruction order is now the sequential schedule buffer assignment uses (XLA marks it too).
     module.is_scheduled = True
-    assignment = assign_buffers(module)
+    with compile_profile.stage("buffer-assignment"):
+        assignment = assign_buffers(module)
     if dumper is not None:
         fusion_log = "".join(f.decision_log() for f in find_passes(pipeline, CpuInstructionFusion))
         fusion_log += "".join(line + "\n" for m in find_passes(pipeline, CpuMultiOutputFusion) for line in m.decisions)

@@ -16,44 +16,58 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from typing import Any, Callable
 
+from tfxla_cluster import compile_profile
+from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.errors import InvalidArgumentError
 
 
 class CompiledGraph:
     """One traced signature: the rewritten graph, its launchers and the callable that runs it."""
 
-    def __init__(self, concrete, *, jit_compile: bool | None, flags, grappler: bool, backend: str) -> None:
-        import tensorflow as tf
-        from tensorflow.python.ops import script_ops
+    def __init__(self, concrete, *, jit_compile: bool | None, flags, grappler: bool, backend: str,
+                 profile: "compile_profile.CompileProfile | None" = None) -> None:
+        self.profile = profile
+        with compile_profile.collecting(profile), gc_paused():
+            self._build(concrete, jit_compile=jit_compile, flags=flags, grappler=grappler, backend=backend)
 
+    def _build(self, concrete, *, jit_compile: bool | None, flags, grappler: bool, backend: str) -> None:
         from tfxla_cluster import flags as flags_mod
-        from tfxla_cluster.graph.function import (graph_def_from_concrete, runtime_to_placeholders,
-                                                  with_resource_handle_data)
+        from tfxla_cluster.graph.function import graph_def_from_concrete, with_resource_handle_data
         from tfxla_cluster.graph.graph import Graph
         from tfxla_cluster.jit.clone_constants import clone_constants
-        from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
-        from tfxla_cluster.runtime import native
-        from tfxla_cluster.runtime.encapsulate import encapsulate
-        from tfxla_cluster.runtime.launcher import Launcher, to_tensor
 
         self.concrete = concrete
         flags = flags_mod.Flags.resolve(flags)
         # A must-compile function is compiled from its own body, as TF's XlaCompiler instantiates
         # it: grappler never sees it, so functional If/While/Case stay functional (grappler's
         # inlining would lower them to Switch/Merge, which have no XLA kernels).
+        stage = compile_profile.stage
         if grappler and jit_compile is not True:
             from tfxla_cluster.graph.grappler import run_grappler
 
-            gd = run_grappler(with_resource_handle_data(graph_def_from_concrete(concrete, inline=False),
-                                                         concrete))
+            with stage("import"):
+                gd = with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
+            with stage("grappler"):
+                gd = run_grappler(gd)
         else:
-            gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
+            with stage("import"):
+                gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
         jit_on = jit_compile is True or flags_mod.global_jit_level_for_graph(flags, False) != \
             flags_mod.GlobalJitLevel.OFF
-        gd = clone_constants(gd, jit_on=jit_on)
-        graph = Graph(gd)
+        with stage("import"):
+            gd = clone_constants(gd, jit_on=jit_on)
+            graph = Graph(gd)
+        with stage("clustering"):
+            self._cluster(concrete, graph, gd, jit_compile, flags)
+        self._finish(concrete, graph, gd, jit_compile, flags, backend)
+
+    def _cluster(self, concrete, graph, gd, jit_compile: bool | None, flags) -> None:
+        """Step 2 of the module docstring: ``self.clusters`` and ``self.mark_result``."""
+        from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
+
         if jit_compile is True:
             from tfxla_cluster.jit import must_compile
 
@@ -78,8 +92,20 @@ class CompiledGraph:
             self.mark_result = mark_for_compilation(graph, flags)
             self.mark_result.created_at = CreationStacks(concrete)
             self.clusters = self.mark_result.clusters
+
+    def _finish(self, concrete, graph, gd, jit_compile: bool | None, flags, backend: str) -> None:
+        """Steps 3 and 4 of the module docstring: launch nodes, and the graph TF runs."""
+        import tensorflow as tf
+        from tensorflow.python.ops import script_ops
+
+        from tfxla_cluster.runtime import native
+        from tfxla_cluster.runtime.encapsulate import encapsulate
+        from tfxla_cluster.runtime.launcher import Launcher, to_tensor
+
+        stage = compile_profile.stage
         self.graph = graph
         self.launchers: dict[str, Launcher] = {}
+        self._profiled: set[str] = set()   # clusters whose first launch was profiled
         self._callbacks: list[Callable] = []
         self._jit_compile = jit_compile
         self._created_at = None
@@ -101,7 +127,7 @@ class CompiledGraph:
 
             def call(*tensors):
                 try:
-                    return [to_tensor(a) for a in launcher(*tensors)]
+                    return [to_tensor(a) for a in self._launch(launcher, tensors)]
                 except Exception as e:
                     err = self.tf_error(e)
                     self._launch_errors.append(err)
@@ -111,8 +137,18 @@ class CompiledGraph:
             self._callbacks.append(eager)  # TF's registry only holds weak references
             return script_ops._py_funcs.insert(eager).encode()
 
-        rewritten, self.signatures = encapsulate(graph, self.clusters, register, flags=flags)
+        with stage("encapsulation"):
+            rewritten, self.signatures = encapsulate(graph, self.clusters, register, flags=flags)
         self.graph_def = rewritten
+        with stage("tf-import"):
+            self._import_into_tf(concrete, gd, rewritten)
+        self._direct = _direct_plan(rewritten, self.signatures, self.launchers, self._launch, self.tf_error)
+
+    def _import_into_tf(self, concrete, gd, rewritten) -> None:
+        import tensorflow as tf
+
+        from tfxla_cluster.graph.function import runtime_to_placeholders
+
         runnable = runtime_to_placeholders(rewritten)
         args = sorted((n for n in runnable.node if n.op == "Placeholder" and
                        n.name in {a.name for a in gd.node if a.op == "_Arg"}),
@@ -129,7 +165,24 @@ class CompiledGraph:
                                  [wrapped.graph.get_tensor_by_name(f"{r.name}:0") for r in rets] +
                                  [wrapped.graph.get_operation_by_name(n) for n in control if n in present])
         self._num_outputs = len(rets)
-        self._direct = _direct_plan(rewritten, self.signatures, self.launchers, self.tf_error)
+
+    def _launch(self, launcher, tensors) -> list:
+        """Run ``launcher``; its first launch is profiled: the compile's stages (recorded by the stages
+        themselves, on this thread) and the rest of the launch as ``run``."""
+        profile = self.profile
+        if profile is None or launcher.sig.name in self._profiled:
+            return launcher(*tensors)
+        self._profiled.add(launcher.sig.name)
+        name = launcher.sig.name
+        mark, compiled_before = len(profile.records), launcher.stats.compile_seconds
+        t0 = time.perf_counter()
+        with compile_profile.collecting(profile, name):
+            values = launcher(*tensors)
+        elapsed = time.perf_counter() - t0
+        compile_s = launcher.stats.compile_seconds - compiled_before
+        profile.add("compile-other", max(0.0, compile_s - compile_profile.seconds_since(mark, profile, name)), name)
+        profile.add("run", max(0.0, elapsed - compile_s), name)
+        return values
 
     def __call__(self, flat_inputs: list) -> Any:
         import tensorflow as tf
@@ -246,8 +299,8 @@ def _split_at_dynamic_shapes(graph, flags, ops: list[str], function_name: str):
     return mark_for_compilation(graph, split)
 
 
-def _direct_plan(rewritten, signatures, launchers, to_tf_error: Callable[[Exception], Exception]
-                 ) -> Callable[[list], list] | None:
+def _direct_plan(rewritten, signatures, launchers, run_launcher,
+                 to_tf_error: Callable[[Exception], Exception]) -> Callable[[list], list] | None:
     """A call that skips TF's graph runtime when the rewritten graph is one launch node between the
     ``_Arg``s and the ``_Retval``s (the usual ``jit_compile=True`` shape), else None.
 
@@ -319,7 +372,7 @@ def _direct_plan(rewritten, signatures, launchers, to_tf_error: Callable[[Except
         from tfxla_cluster.runtime.launcher import to_tensor
 
         try:
-            values = launcher(*[args[i] for i in inputs])
+            values = run_launcher(launcher, [args[i] for i in inputs])
         except Exception as e:
             raise to_tf_error(e) from e
         outs = [to_tensor(v) for v in values]
@@ -372,20 +425,32 @@ class Function:
         # and its answer for such a call depends on nothing else.
         self._by_tensor_specs: dict[tuple, CompiledGraph] = {}
         self._lock = threading.Lock()
+        self._profile = compile_profile.CompileProfile()
 
     def get_compiled(self, *args: Any, **kwargs: Any) -> CompiledGraph:
         _tracing.depth = getattr(_tracing, "depth", 0) + 1
+        t0 = time.perf_counter()
         try:
             concrete = self._tf_function.get_concrete_function(*args, **kwargs)
         finally:
             _tracing.depth -= 1
+        traced = time.perf_counter() - t0
         with self._lock:
             compiled = self._compiled.get(id(concrete))
             if compiled is None:
+                self._profile.add("trace", traced)  # a new concrete function: TF traced (or retraced)
                 compiled = CompiledGraph(concrete, jit_compile=self.jit_compile, flags=self._flags,
-                                         grappler=self._grappler, backend=self._backend)
+                                         grappler=self._grappler, backend=self._backend, profile=self._profile)
                 self._compiled[id(concrete)] = compiled
         return compiled
+
+    def compile_stats(self) -> "compile_profile.CompileProfile":
+        """Where this function's first calls spent their time: TF's tracing, import, grappler, clustering,
+        encapsulation, TF's import of the rewritten graph, then per cluster lowering, each HLO pass,
+        LLVM IR emission, LLVM optimisation, machine code, loading and the first run (see
+        :mod:`tfxla_cluster.compile_profile`). ``print(f.compile_stats().table())`` shows it; every
+        traced signature and cluster adds to it."""
+        return self._profile
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         import tensorflow as tf
@@ -403,6 +468,15 @@ class Function:
                     len(compiled.concrete.captured_inputs):
                 _record_call(self._tf_function, traced=False)
                 return compiled(list(args))
+        profile, known = self._profile, len(self._compiled)
+        mark, t0 = len(profile.records), time.perf_counter()
+        result = self._call_slow(args, kwargs, specs)
+        if len(self._compiled) > known:
+            # A first call: what no stage recorded (Python imports of a cold process, argument handling).
+            profile.add("other", max(0.0, time.perf_counter() - t0 - compile_profile.seconds_since(mark, profile)))
+        return result
+
+    def _call_slow(self, args: tuple, kwargs: dict, specs: tuple | None) -> Any:
         traces = _tracing_count(self._tf_function)
         compiled = self.get_compiled(*args, **kwargs)
         _record_call(self._tf_function, traced=_tracing_count(self._tf_function) != traces)

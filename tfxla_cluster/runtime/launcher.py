@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tfxla_cluster import compile_profile
 from tfxla_cluster.codegen.buffers import is_fresh
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
 from tfxla_cluster.graph.graph import Graph
@@ -225,8 +226,9 @@ class Launcher:
         shapes = {t: (a if dt == types_pb2.DT_RESOURCE else a.shape)
                   for t, a, dt in zip(self.sig.inputs, arrays, self.sig.input_dtypes)}
         consts = {t: a for t, a in zip(self.sig.inputs, arrays)}
-        lowered = lower_cluster(self.graph, self.sig.members, arg_shapes=shapes, const_args=consts,
-                                name=self.sig.name)
+        with compile_profile.stage("lowering"):
+            lowered = lower_cluster(self.graph, self.sig.members, arg_shapes=shapes, const_args=consts,
+                                    name=self.sig.name)
         by_tensor = {t: i for i, t in enumerate(self.sig.inputs)}
         # (launch-node input position, numpy dtype) of every HLO parameter, in parameter order.
         param_specs = [(by_tensor[inp.tensor], inp.element_type.dtype) for inp in lowered.parameters]

@@ -62,6 +62,16 @@ def uninstall() -> None:
             _original = None
 
 
+def profile():
+    """The compile profiles of every function the plugin made, merged (clusters named ``fn/cluster``)."""
+    from tfxla_cluster.compile_profile import CompileProfile
+
+    merged = CompileProfile()
+    for fn in list(_functions):
+        merged.extend(fn.compile_stats(), prefix=getattr(fn.python_function, "__name__", "function") + "/")
+    return merged
+
+
 def summary() -> str:
     """What the plugin did: functions, clusters, compiles (with causes; entries loaded from the
     persistent cache counted apart), executions, fallbacks."""

@@ -1,0 +1,110 @@
+"""The compile profile: stage timers, their thread-local routing, and a function's first-call split."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from tfxla_cluster import compile_profile as cp
+
+
+def test_stage_and_record_go_to_the_active_profile_only():
+    prof = cp.CompileProfile()
+    with cp.stage("lowering"):   # nothing active: no record, no error
+        pass
+    cp.record("llvm-opt", 1.0)
+    assert prof.records == []
+    with cp.collecting(prof, "cluster_0"):
+        with cp.stage("lowering"):
+            pass
+        cp.record("llvm-opt", 0.25)
+        with cp.collecting(prof):   # nested: whole-function stages, then back to the cluster
+            cp.record("clustering", 0.5)
+        cp.record("run", 0.125)
+    cp.record("run", 9.0)       # after the block: inactive again
+    assert [(r.stage, r.cluster) for r in prof.records] == [
+        ("lowering", "cluster_0"), ("llvm-opt", "cluster_0"), ("clustering", None), ("run", "cluster_0")]
+    assert prof.totals("cluster_0")["llvm-opt"] == 0.25 and prof.totals(None) == {"clustering": 0.5}
+    assert prof.clusters() == ["cluster_0"]
+
+
+def test_other_threads_do_not_see_this_threads_profile():
+    prof, seen = cp.CompileProfile(), []
+    with cp.collecting(prof, "c"):
+        t = threading.Thread(target=lambda: (cp.record("run", 1.0), seen.append(cp.active())))
+        t.start()
+        t.join()
+    assert prof.records == [] and seen == [None]
+
+
+def test_totals_follow_pipeline_order_and_sum_passes():
+    prof = cp.CompileProfile()
+    for stage, s in [("run", 1.0), ("hlo-pass cpu/fusion", 2.0), ("trace", 3.0), ("hlo-pass cpu/dce", 4.0),
+                     ("hlo-pass cpu/fusion", 5.0), ("lowering", 6.0)]:
+        prof.add(stage, s, None if stage == "trace" else "c")
+    assert list(prof.totals().items()) == [("trace", 3.0), ("lowering", 6.0), ("hlo-pass cpu/fusion", 7.0),
+                                          ("hlo-pass cpu/dce", 4.0), ("run", 1.0)]
+    assert prof.total == 21.0 and prof.as_dict()["clusters"]["c"]["hlo-pass cpu/fusion"] == 7.0
+    text = prof.table()
+    assert "hlo passes" in text and "11.000 s" in text and "cpu/fusion" in text and "c: 18.000 s" in text
+
+
+def test_function_first_call_is_split_into_stages():
+    tf = pytest.importorskip("tensorflow")
+    import tfxla_cluster as txc
+
+    def f(x, w):
+        return tf.reduce_sum(tf.nn.relu(x @ w + 1.0), axis=1)
+
+    x = tf.constant(np.random.default_rng(0).random((8, 16), dtype=np.float32))
+    w = tf.constant(np.random.default_rng(1).random((16, 4), dtype=np.float32))
+    fn = txc.function(f, jit_compile=True)
+    np.testing.assert_allclose(fn(x, w).numpy(), tf.function(f)(x, w).numpy(), rtol=1e-5)
+    prof = fn.compile_stats()
+    stages = prof.totals()
+    for stage in ("trace", "import", "clustering", "encapsulation", "tf-import", "lowering", "buffer-assignment",
+                  "llvm-ir", "llvm-parse", "llvm-opt", "machine-code", "load", "run"):
+        assert stage in stages, (stage, stages)
+    passes = [s for s in stages if s.startswith("hlo-pass ")]
+    assert "hlo-pass cpu/fusion" in passes and "hlo-pass cpu/layout-assignment" in passes
+    assert prof.clusters() == ["cluster_0"]
+    cluster = prof.totals("cluster_0")
+    assert "lowering" in cluster and "llvm-opt" in cluster and "trace" not in cluster
+    assert all(v >= 0 for v in stages.values())
+    # Later calls of the same signature add nothing: the profile is of first calls.
+    n = len(prof.records)
+    fn(x, w)
+    assert len(prof.records) == n
+
+
+def test_auto_clustering_profiles_grappler_and_each_cluster():
+    tf = pytest.importorskip("tensorflow")
+    import tfxla_cluster as txc
+
+    def f(x):
+        return tf.reduce_sum(tf.tanh(x) * x + 1.0)
+
+    fn = txc.function(f, flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert float(fn(x)) == pytest.approx(float(tf.function(f)(x)), rel=1e-5)
+    prof = fn.compile_stats()
+    assert {"grappler", "clustering", "lowering", "run"} <= set(prof.totals())
+    assert prof.clusters() == list(fn.get_compiled(x).launchers)
+
+
+def test_cli_run_profile_prints_the_table(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("tensorflow")
+    from tfxla_cluster.cli import main
+
+    monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    script = tmp_path / "prog.py"
+    script.write_text("import tensorflow as tf\n"
+                      "@tf.function(jit_compile=True)\n"
+                      "def double_plus(x):\n    return x * 2.0 + 1.0\n"
+                      "print(float(tf.reduce_sum(double_plus(tf.ones([3])))))\n")
+    assert main(["run", "--profile", str(script)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "9.0"
+    assert "compile profile:" in captured.err and "double_plus/cluster_0:" in captured.err
+    assert "llvm-opt" in captured.err and "machine-code" in captured.err

@@ -1,0 +1,177 @@
+"""Compile profile: where a function's first call spends its time, stage by stage, per cluster.
+
+Stage: instrumentation across all stages. A :class:`CompileProfile` is a list of (stage, cluster,
+seconds) records. Code that does a stage's work wraps it in ``with stage("lowering"):`` or calls
+``record("llvm-opt", seconds)`` with a time it measured anyway; both go to the profile *active on this
+thread* (``with collecting(profile, cluster):``) and cost one thread-local lookup when none is. So the
+numbers come from one place, and stages that run on TF's executor threads (a cluster's first launch)
+land in the right cluster.
+
+Stage names, in pipeline order (``STAGE_ORDER``):
+
+    trace          TF traces the Python function (get_concrete_function)
+    import         GraphDef of the concrete function → our Graph (with CloneConstants)
+    grappler       TF's grappler on the function graph
+    clustering     MarkForCompilation (or the must-compile check for jit_compile=True)
+    encapsulation  clusters → launch nodes
+    tf-import      TF imports and prunes the rewritten graph
+    lowering       a cluster's TF ops → HLO                                  (per cluster)
+    hlo-pass NAME  one HLO pass, e.g. ``hlo-pass cpu/simplification/algsimp``, summed over
+                   fixed-point iterations                                    (per cluster)
+    buffer-assignment
+    llvm-ir        emitting LLVM IR text
+    llvm-parse     LLVM parsing and verifying it
+    llvm-opt       LLVM's optimisation pipeline
+    machine-code   LLVM's instruction selection and object emission
+    load           loading the object code (also: a persistent-cache hit)
+    code-reuse     the LLVM IR equals IR compiled before (a repeated block): its code is reused
+    compile-other  the rest of a cluster's compile (HLO text, cache bookkeeping)
+    run            the cluster's first run (its launch minus its compile)
+    other          the rest of a first call (Python imports in a cold process, argument handling)
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+STAGE_ORDER = ("trace", "import", "grappler", "clustering", "encapsulation", "tf-import", "lowering",
+               "hlo-pass", "buffer-assignment", "llvm-ir", "llvm-parse", "llvm-opt", "machine-code", "load",
+               "code-reuse", "compile-other", "run", "other")
+HLO_PASS = "hlo-pass"
+_ALL = object()
+
+
+@dataclass(frozen=True, slots=True)
+class StageTime:
+    stage: str
+    cluster: str | None   # None for whole-function stages (trace, import, clustering, ...)
+    seconds: float
+
+
+def _order(stage: str) -> tuple[int, str]:
+    group = HLO_PASS if stage.startswith(HLO_PASS + " ") else stage
+    return (STAGE_ORDER.index(group) if group in STAGE_ORDER else len(STAGE_ORDER), "")
+
+
+class CompileProfile:
+    """Stage times of one function (all its traced signatures and clusters). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.records: list[StageTime] = []
+
+    def add(self, stage_name: str, seconds: float, cluster: str | None = None) -> None:
+        with self._lock:
+            self.records.append(StageTime(stage_name, cluster, seconds))
+
+    def extend(self, other: "CompileProfile", prefix: str = "") -> None:
+        """Add ``other``'s records, their cluster names prefixed (e.g. with the function's name)."""
+        with other._lock:
+            records = [r if r.cluster is None or not prefix else StageTime(r.stage, prefix + r.cluster, r.seconds)
+                       for r in other.records]
+        with self._lock:
+            self.records.extend(records)
+
+    def totals(self, cluster: object = _ALL) -> dict[str, float]:
+        """Seconds by stage in pipeline order; ``cluster`` given (None: whole-function stages): its only."""
+        out: dict[str, float] = {}
+        with self._lock:
+            for r in self.records:
+                if cluster is _ALL or r.cluster == cluster:
+                    out[r.stage] = out.get(r.stage, 0.0) + r.seconds
+        # Stable sort: passes keep the order they first ran in.
+        return dict(sorted(out.items(), key=lambda kv: _order(kv[0])))
+
+    def clusters(self) -> list[str]:
+        with self._lock:
+            return list(dict.fromkeys(r.cluster for r in self.records if r.cluster is not None))
+
+    @property
+    def total(self) -> float:
+        with self._lock:
+            return sum(r.seconds for r in self.records)
+
+    def as_dict(self) -> dict:
+        """JSON-ready: totals by stage, per cluster, and the sum."""
+        return {"total_seconds": self.total, "stages": self.totals(),
+                "clusters": {c: self.totals(c) for c in self.clusters()}}
+
+    def table(self, per_cluster: bool = True, top_passes: int = 8) -> str:
+        """A text table: total per stage (HLO passes folded into one line plus the slowest ones), then
+        one line per cluster."""
+        totals = self.totals()
+        total = sum(totals.values()) or 1e-12
+        passes = {k[len(HLO_PASS) + 1:]: v for k, v in totals.items() if k.startswith(HLO_PASS + " ")}
+        lines = [f"compile profile: {sum(totals.values()):.3f} s in {len(self.clusters())} cluster(s)"]
+        shown_passes = False
+        for name, seconds in totals.items():
+            if name.startswith(HLO_PASS + " "):
+                if shown_passes:
+                    continue
+                shown_passes = True
+                all_passes = sum(passes.values())
+                lines.append(f"  {'hlo passes':<46s} {all_passes:8.3f} s {100 * all_passes / total:5.1f}%")
+                for pname, ps in sorted(passes.items(), key=lambda kv: -kv[1])[:top_passes]:
+                    lines.append(f"    {pname:<44s} {ps:8.3f} s {100 * ps / total:5.1f}%")
+                continue
+            lines.append(f"  {name:<46s} {seconds:8.3f} s {100 * seconds / total:5.1f}%")
+        if per_cluster:
+            for c in self.clusters():
+                t = self.totals(c)
+                hlo = sum(v for k, v in t.items() if k.startswith(HLO_PASS + " "))
+                parts = [f"{k} {v:.3f}" for k, v in t.items() if not k.startswith(HLO_PASS + " ")]
+                lines.append(f"  {c}: {sum(t.values()):.3f} s (" + ", ".join(parts[:1] + [f"hlo passes {hlo:.3f}"]
+                                                                     + parts[1:]) + ")")
+        return "\n".join(lines)
+
+
+_local = threading.local()
+
+
+def active() -> tuple[CompileProfile, str | None] | None:
+    """The (profile, cluster) collecting on this thread, or None."""
+    return getattr(_local, "top", None)
+
+
+@contextlib.contextmanager
+def collecting(profile: CompileProfile | None, cluster: str | None = None) -> Iterator[None]:
+    """Send this thread's stage times to ``profile`` (under ``cluster``) for the body; nests."""
+    if profile is None:
+        yield
+        return
+    saved = getattr(_local, "top", None)
+    _local.top = (profile, cluster)
+    try:
+        yield
+    finally:
+        _local.top = saved
+
+
+def record(stage_name: str, seconds: float) -> None:
+    """Add a time measured elsewhere to the active profile (nothing when none is active)."""
+    top = getattr(_local, "top", None)
+    if top is not None:
+        top[0].add(stage_name, seconds, top[1])
+
+
+@contextlib.contextmanager
+def stage(stage_name: str) -> Iterator[None]:
+    """Time the body as ``stage_name`` in the active profile."""
+    top = getattr(_local, "top", None)
+    if top is None:
+        yield
+        return
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        top[0].add(stage_name, time.perf_counter() - t0, top[1])
+
+
+def seconds_since(mark: int, profile: CompileProfile, cluster: object = _ALL) -> float:
+    """Seconds recorded (for ``cluster``, or all) since ``len(profile.records)`` was ``mark``."""
+    with profile._lock:
+        return sum(r.seconds for r in profile.records[mark:] if cluster is _ALL or r.cluster == cluster)
