@@ -123,15 +123,14 @@ class CompiledGraph:
                          or flags.tf_xla_print_cluster_outputs)
             bound = native.bind(launcher, resources=not debugging)
             if bound is not None:
+                launcher.on_error = self._launch_error
                 return bound
 
             def call(*tensors):
                 try:
                     return [to_tensor(a) for a in self._launch(launcher, tensors)]
                 except Exception as e:
-                    err = self.tf_error(e)
-                    self._launch_errors.append(err)
-                    raise _across_py_func(err) from None
+                    raise _across_py_func(self._launch_error(e)) from None
             # EagerPyFunc runs registered EagerFunc objects with eager tensors in and out.
             eager = script_ops.EagerFunc(call, [tf.as_dtype(t) for t in sig.output_dtypes], False)
             self._callbacks.append(eager)  # TF's registry only holds weak references
@@ -238,8 +237,15 @@ class CompiledGraph:
             e = must_compile.conversion_error(e, self.concrete.function_def.signature.name, self._created_at)
         return _as_tf_error(e)
 
+    def _launch_error(self, e: Exception) -> Exception:
+        """A launch error raised inside TF's graph runtime, in TF's form, kept for the caller to re-raise."""
+        err = self.tf_error(e)
+        self._launch_errors.append(err)
+        return err
+
     def _take_launch_error(self, raised: Exception) -> Exception | None:
-        """The launch error behind ``raised`` (TF's wrapping of it by EagerPyFunc), if it was ours."""
+        """The launch error behind ``raised`` (TF's wrapping of it by EagerPyFunc or the native op's
+        "Graph execution error"), if it was ours."""
         text = str(raised)
         for err in reversed(self._launch_errors):
             first = (str(err).strip().splitlines() or [""])[0]

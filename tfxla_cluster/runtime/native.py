@@ -284,6 +284,11 @@ def _on_miss(cid: int, ctx: int) -> int:
     try:
         _serve(_launchers[cid], cid, ctx, status)
     except BaseException as e:  # noqa: BLE001 - every failure becomes the op's status
+        # The owner's hook gives the error TF's form and keeps it, so the caller can re-raise it as is
+        # (TF wraps an op's failure in "Graph execution error").
+        hook = getattr(_launchers.get(cid), "on_error", None)
+        if hook is not None and isinstance(e, Exception):
+            e = hook(e)
         code, text = _status_of(e)
         tf.TF_SetStatus(status, code, text.encode(errors="replace"))
         tf.TF_OpKernelContext_Failure(ctx, status)
