@@ -6,6 +6,8 @@ semantics are exactly those of the reference evaluator (``tfxla_cluster.hlo.eval
 - f16/bf16 arithmetic is done in f32 and rounded back (round-to-nearest-even) after each op;
 - integers wrap; x/0 is -1 (signed) or all ones (unsigned), INT_MIN/-1 = INT_MIN, x%0 = x,
   INT_MIN%-1 = 0 — emitted without undefined behaviour (the divisor is made safe first);
+- integer power with a negative exponent: XLA:CPU's emitter gives (-1)^y for x == -1 where its
+  evaluator (constant folding, ours too) gives 0 — each side follows its XLA counterpart;
 - shift amounts are unsigned; amounts >= the bit width give 0 (or the sign fill for arithmetic shift);
 - maximum/minimum propagate NaN and otherwise follow std::max/min (max(-0, +0) is the lhs);
 - convert float→int saturates and maps NaN to 0; anything → f16/bf16 goes through f32;
@@ -556,7 +558,11 @@ def _ipow(s, et, a, c):
         e = b.lshr(e, one)
     is_one = b.icmp_unsigned("==", a, one)
     if et.is_signed_int:
-        result = b.select(b.icmp_signed("<", c, zero), b.zext(is_one, ty), result)
+        # negative exponent: 1^y = 1, (-1)^y = ±1 by parity, else 0 (as XLA:CPU)
+        minus_one = ir.Constant(ty, -1)
+        parity = b.select(b.trunc(c, t.I1), minus_one, one)
+        negative = b.select(is_one, one, b.select(b.icmp_signed("==", a, minus_one), parity, zero))
+        result = b.select(b.icmp_signed("<", c, zero), negative, result)
     return b.select(b.or_(is_one, b.icmp_unsigned("==", c, zero)), one, result)
 
 
