@@ -52,13 +52,6 @@ def test_denormals_are_flushed_like_tf(dtype):
     assert_like_xla(f, x, y, auto=True)
 
 
-@pytest.mark.xfail(strict=True, reason="TF's XLA f32 log of a denormal is ln(2^-150) (its frexp "
-                   "normalises by a multiply that DAZ flushes) and NaN for a negative one; ours -inf")
-def test_log_of_denormal_f32():
-    tiny = np.finfo(np.float32).tiny
-    assert_like_xla(lambda x: tf.math.log(x), np.array([tiny / 4, -tiny / 4, tiny], np.float32))
-
-
 def test_denormals_flushed_in_parallel_kernels():
     # big enough that the elementwise kernel is split across pool threads
     x = np.full((1 << 20,), DENORMAL, np.float32)
@@ -79,3 +72,27 @@ def test_integer_pow_negative_exponents():
     assert_like_xla(lambda x, y: tf.pow(x, y), x, y)
     # constant-folded: XLA's evaluator (not its emitter) decides
     assert_like_xla(lambda: tf.pow(tf.constant([-1, -1, 2, 1]), tf.constant([-3, -2, -1, -5])))
+
+
+@pytest.mark.parametrize("dtype", [tf.int8, tf.uint8, tf.int16, tf.uint16])
+def test_narrow_int_reductions_accumulate_in_32_bits(dtype):
+    x = tf.constant([[dtype.max, dtype.max - 1, dtype.max, 3], [1, 2, 3, 4]], dtype)
+    assert_like_xla(lambda x: (tf.reduce_mean(x), tf.reduce_mean(x, 1), tf.reduce_sum(x, 0),
+                               tf.reduce_prod(x, 1)), x)
+
+
+def test_gather_with_empty_indices_or_empty_axis():
+    x = tf.zeros([3, 0, 2])
+    assert_like_xla(lambda x: (tf.gather(x, tf.constant([], tf.int32), axis=1),
+                               tf.gather(x, tf.zeros([0, 2], tf.int32), axis=0),
+                               tf.gather_nd(x, tf.zeros([0, 2], tf.int32))), x)
+    y = tf.reshape(tf.range(6.0), [3, 2])
+    assert_like_xla(lambda y: (tf.gather(y, tf.constant([], tf.int32)), tf.gather_nd(y, tf.zeros([0, 1], tf.int32))), y)
+
+
+def test_gather_from_empty_axis():
+    def f(x, y):
+        return (tf.gather(x, tf.constant([0, 0]), axis=1), tf.gather(x, tf.zeros([2, 1], tf.int32), axis=1),
+                tf.gather_nd(x, tf.zeros([4, 2], tf.int32)), tf.gather_nd(y, tf.zeros([2, 2], tf.int32)),
+                tf.gather(y, tf.constant([1]), axis=0))
+    assert_like_xla(f, np.zeros([3, 0, 2], np.float32), np.zeros([0, 3], np.int32))

@@ -87,8 +87,15 @@ def epsilon(et: P) -> float:
 
 
 def sum_accumulation_type(et: P) -> P:
-    """``XlaHelpers::SumAccumulationType``: sums of half-precision floats accumulate in f32."""
-    return P.F32 if et in (P.F16, P.BF16) else et
+    """``XlaHelpers::SumAccumulationType``: half-precision floats accumulate in f32, 8/16-bit integers
+    in 32 bits of their signedness (so a Mean of int8 does not wrap)."""
+    if et in (P.F16, P.BF16):
+        return P.F32
+    if et in (P.S8, P.S16):
+        return P.S32
+    if et in (P.U8, P.U16):
+        return P.U32
+    return et
 
 
 # ---------------------------------------------------------------- shapes and broadcasting
