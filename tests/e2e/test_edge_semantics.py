@@ -96,3 +96,41 @@ def test_gather_from_empty_axis():
                 tf.gather_nd(x, tf.zeros([4, 2], tf.int32)), tf.gather_nd(y, tf.zeros([2, 2], tf.int32)),
                 tf.gather(y, tf.constant([1]), axis=0))
     assert_like_xla(f, np.zeros([3, 0, 2], np.float32), np.zeros([0, 3], np.int32))
+
+
+def test_empty_slice_of_concat():
+    def f(x, y):
+        c = tf.concat([x, y], 0)
+        return tf.slice(c, [1], [0]), tf.slice(c, [0], [0]), tf.slice(c, [5], [0]), c[3:3], c[1:4]
+    assert_like_xla(f, np.ones([2], np.float32), np.arange(3, dtype=np.float32), auto=True)
+
+
+def test_roll_with_computed_shift():
+    assert_like_xla(lambda x: (tf.roll(x, tf.size(x) // 2, 0), tf.roll(x, tf.reduce_sum(tf.shape(x)) - 7, 0)),
+                    np.arange(5, dtype=np.float32))
+
+
+@pytest.mark.parametrize("op", [tf.reduce_max, tf.reduce_min, tf.reduce_sum, tf.reduce_prod])
+def test_reductions_over_many_elements(op):
+    x = np.random.default_rng(0).standard_normal(300_000).astype(np.float32) * 0.001 + 1.0
+    assert_like_xla(lambda x: (op(x), op(tf.reshape(x, [3, 100_000]), 1)), x) if op not in (
+        tf.reduce_sum, tf.reduce_prod) else None
+    if op in (tf.reduce_sum, tf.reduce_prod):  # reassociated: compare within rounding
+        want = tf.function(lambda x: op(x), jit_compile=True)(x).numpy()
+        got = txc.function(lambda x: op(x), jit_compile=True)(x).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_exact_gelu_special_values(dtype):
+    x = tf.constant([np.inf, -np.inf, 0.0, -0.0, np.nan, -30.0, 30.0, 1e4], dtype)
+    assert_like_xla(lambda x: tf.nn.gelu(x, approximate=False), x)
+
+
+@pytest.mark.parametrize("dtype", [tf.int32, tf.uint8, tf.bool])
+def test_integer_and_bool_reductions_over_many_elements(dtype):
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.integers(0, 2 if dtype == tf.bool else 100, 300_000).astype(dtype.as_numpy_dtype))
+    f = (lambda x: (tf.reduce_any(x), tf.reduce_all(x))) if dtype == tf.bool else \
+        (lambda x: (tf.reduce_max(x), tf.reduce_min(x), tf.reduce_sum(x)))
+    assert_like_xla(f, x)

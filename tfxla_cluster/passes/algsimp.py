@@ -741,13 +741,15 @@ def _slice_concat(g, s):
         return None
     dim = c.dimensions[0]
     r = s.slices[dim]
-    last = r.start + (s.shape.dimensions[dim] - 1) * r.stride if s.shape.dimensions[dim] else r.start
+    n = s.shape.dimensions[dim]
+    last = r.start + (n - 1) * r.stride if n else r.start
     offset = 0
     for x in c.operands:
         size = x.shape.dimensions[dim]
         if offset <= r.start and last < offset + size:
             ranges = list(s.slices)
-            ranges[dim] = A.SliceRange(r.start - offset, last - offset + 1, r.stride)
+            # an empty slice stays empty: limit == start
+            ranges[dim] = A.SliceRange(r.start - offset, last - offset + 1 if n else r.start - offset, r.stride)
             return g.make(O.SLICE, [x], s.shape, like=s, slices=tuple(ranges))
         offset += size
     return None

@@ -289,6 +289,9 @@ def erfc(b, x):
     near = div(b, b.multiply(z, polynomial(b, ax, _ERFC_P)), polynomial(b, ax, _ERFC_Q))
     far = div(b, b.multiply(z, polynomial(b, ax, _ERFC_R)), polynomial(b, ax, _ERFC_S))
     tail = select(b, lt(b, ax, 8.0), near, far)
+    # XLA's y_clamp: exp(-x²) below the smallest normal's log is 0 (so erfc(±inf) is 0 / 2, not NaN)
+    maxlog = 88.72283905206835 if x.shape.element_type is P.F32 else 7.09782712893383996843e2
+    tail = select(b, lt(b, b.negate(b.multiply(x, x)), -maxlog), 0.0, tail)
     tail = select(b, lt(b, x, 0.0), sub(b, 2.0, tail), tail)
     return select(b, lt(b, ax, 1.0), sub(b, 1.0, b.erf(x)), tail)
 
