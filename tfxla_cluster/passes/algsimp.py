@@ -280,6 +280,17 @@ def _mul_canonical(g, mul):
     return None
 
 
+@rule("minmax_constant_to_rhs", O.MAXIMUM, O.MINIMUM)
+def _minmax_canonical(g, instr):
+    """max/min(Const, A) -> max/min(A, Const). XLA:CPU's code returns the non-constant operand when
+    the two compare equal (max(0, -0) is -0, like max(-0, 0)), and ours returns the lhs on ties."""
+    a, b = instr.operands
+    const = lambda x: is_constant(x) or is_broadcast_of_constant(x)  # noqa: E731
+    if const(a) and not const(b):
+        return _binary(g, instr.opcode, b, a, instr, instr.shape)
+    return None
+
+
 @rule("mul_reassociate_constants", O.MULTIPLY)
 def _mul_reassociate(g, mul):
     """(A * C1) * C2 -> A * (C1 * C2)."""
