@@ -779,6 +779,35 @@ def shrink(p: Program, fail: Failure, budget: int = 60) -> Program:
     return cur
 
 
+# ----------------------------------------------------------------------------- batching
+
+def merge(progs: list[Program]) -> Program:
+    """One program computing every program of ``progs`` side by side (one compile for all)."""
+    inputs, nodes, outputs = [], [], []
+    n_in_total = sum(len(p.inputs) for p in progs)
+    in_off, node_off = 0, 0
+    for p in progs:
+        n_in = len(p.inputs)
+
+        def remap(i, n_in=n_in, in_off=in_off, node_off=node_off):
+            return in_off + i if i < n_in else n_in_total + node_off + (i - n_in)
+        inputs += p.inputs
+        nodes += [dataclasses.replace(n, args=[remap(a) for a in n.args]) for n in p.nodes]
+        outputs += [remap(o) for o in p.outputs]
+        in_off += n_in
+        node_off += len(p.nodes)
+    return Program(inputs, nodes, outputs)
+
+
+def check_batch(progs: list[Program], runners=("jit", "auto")) -> list[tuple[str, list[Failure]]]:
+    """``check`` of each program, compiling them together when all of them pass together."""
+    if len(progs) > 1:
+        status, fails, _ = check(merge(progs), runners=runners, eager=False)
+        if status == "ok" and not fails:
+            return [("ok", []) for _ in progs]
+    return [check(p, runners=runners, eager=False)[:2] for p in progs]
+
+
 # ----------------------------------------------------------------------------- driver
 
 def categorize(f: Failure, p: Program) -> str:
@@ -787,17 +816,31 @@ def categorize(f: Failure, p: Program) -> str:
 
 
 def fuzz(seed: int, count: int, long: bool = False, do_shrink: bool = True, log=print,
-         runners=("jit", "auto")) -> dict:
+         runners=("jit", "auto"), batch: int = 1, eager: bool = True) -> dict:
+    """Run ``count`` programs from ``seed``; ``batch`` > 1 compiles that many together (no eager)."""
     stats = {"programs": 0, "rejected": 0, "failures": [], "eager_differs": 0}
     t0 = time.time()
-    for k in range(count):
-        s = seed * 1_000_003 + k
-        prog = generate(s, long)
-        status, fails, results = check(prog, runners=runners)
+    seeds = [seed * 1_000_003 + k for k in range(count)]
+    for b0 in range(0, count, max(1, batch)):
+        chunk = seeds[b0:b0 + max(1, batch)]
+        progs = [generate(s, long) for s in chunk]
+        if batch > 1:
+            outcomes = [(st, fs, {}) for st, fs in check_batch(progs, runners)]
+        else:
+            outcomes = [check(p, runners=runners, eager=eager) for p in progs]
+        for s, prog, outcome in zip(chunk, progs, outcomes):
+            _one(stats, s, prog, outcome, do_shrink, log)
+    stats["seconds"] = round(time.time() - t0, 1)
+    return stats
+
+
+def _one(stats: dict, s: int, prog: Program, outcome, do_shrink: bool, log) -> None:
+    status, fails, results = outcome
+    if True:
         stats["programs"] += 1
         if status == "rejected":
             stats["rejected"] += 1
-            continue
+            return
         eager = results.get("eager")
         if eager is not None and (not eager.ok or any(
                 compare(e, g, prog.value_info(v)[0], 8, 0) for e, g, v in
@@ -812,8 +855,6 @@ def fuzz(seed: int, count: int, long: bool = False, do_shrink: bool = True, log=
             stats["failures"].append(entry)
             log(f"FAIL seed={s} {f.runner} {f.category}: {detail}\n{small.text()}\n")
             break  # one failure per program
-    stats["seconds"] = round(time.time() - t0, 1)
-    return stats
 
 
 def main(argv=None) -> int:
@@ -823,6 +864,8 @@ def main(argv=None) -> int:
     ap.add_argument("--long", action="store_true", help="bigger programs and shapes (nightly)")
     ap.add_argument("--no-shrink", action="store_true")
     ap.add_argument("--runners", default="jit,auto")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="compile this many programs together (faster; skips TF eager)")
     ap.add_argument("--json", help="write the statistics and shrunk failures here")
     ap.add_argument("--replay", help="run one program spec (JSON) and print the outcome")
     a = ap.parse_args(argv)
@@ -836,7 +879,7 @@ def main(argv=None) -> int:
         status, fails, res = check(prog, runners=runners)
         print(status, [f"{f.runner} {f.category}: {f.detail}" for f in fails])
         return 1 if fails else 0
-    stats = fuzz(a.seed, a.count, a.long, not a.no_shrink, runners=runners)
+    stats = fuzz(a.seed, a.count, a.long, not a.no_shrink, runners=runners, batch=a.batch)
     by_key: dict[str, int] = {}
     for f in stats["failures"]:
         by_key[f["key"]] = by_key.get(f["key"], 0) + 1

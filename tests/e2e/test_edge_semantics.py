@@ -158,3 +158,10 @@ def test_max_min_with_nan_follow_xla_fast_min_max(dtype):
         return (tf.maximum(x, y), tf.minimum(x, y), tf.reduce_max(x), tf.reduce_max(y), tf.reduce_min(x),
                 tf.maximum(x, 1.5), tf.nn.relu(y), tf.reduce_max(tf.reshape(tf.tile(x, [9]), [5, 9]), 1))
     assert_like_xla(f, x, y, auto=True)
+
+
+@pytest.mark.parametrize("dtype", [tf.int32, tf.int64])
+def test_integer_pow_huge_exponents(dtype):
+    x = tf.constant([10, 3, -1, 2, 7, 1, 0], dtype)
+    y = tf.constant([dtype.max, dtype.max - 1, dtype.max, 64, 65, dtype.max, dtype.max], dtype)
+    assert_like_xla(lambda x, y: tf.pow(x, y), x, y)

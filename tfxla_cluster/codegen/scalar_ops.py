@@ -6,7 +6,7 @@ semantics are exactly those of the reference evaluator (``tfxla_cluster.hlo.eval
 - f16/bf16 arithmetic is done in f32 and rounded back (round-to-nearest-even) after each op;
 - integers wrap; x/0 is -1 (signed) or all ones (unsigned), INT_MIN/-1 = INT_MIN, x%0 = x,
   INT_MIN%-1 = 0 — emitted without undefined behaviour (the divisor is made safe first);
-- integer power with a negative exponent: XLA:CPU's emitter gives (-1)^y for x == -1 where its
+- integer power uses the exponent's low 6 bits (XLA:CPU's emitter); with a negative exponent, XLA:CPU's emitter gives (-1)^y for x == -1 where its
   evaluator (constant folding, ours too) gives 0 — each side follows its XLA counterpart;
 - shift amounts are unsigned; amounts >= the bit width give 0 (or the sign fill for arithmetic shift);
 - maximum/minimum propagate NaN and otherwise follow std::max/min (max(-0, +0) is the lhs); with
@@ -562,7 +562,9 @@ def _ipow(s, et, a, c):
     if et.is_signed_int:
         e = b.select(b.icmp_signed("<", c, zero), zero, c)
     result, base = one, a
-    for _ in range(ty.width):
+    # XLA:CPU's EmitIntegerPow unrolls 6 squarings: only the exponent's low 6 bits count (any larger
+    # exponent overflows anyway unless |base| <= 1), so pow(10, 2**63 - 1) is 10**63 wrapped.
+    for _ in range(6):
         odd = b.trunc(e, t.I1)
         result = b.select(odd, b.mul(result, base), result)
         base = b.mul(base, base)

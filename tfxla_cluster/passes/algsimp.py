@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 
 from tfxla_cluster.hlo import attrs as A
@@ -387,6 +388,12 @@ def _div_const(g, div):
         return None
     with np.errstate(all="ignore"):
         inverse = (np.ones_like(lit) / lit).astype(lit.dtype)
+    # Generated code runs with denormals flushed (FTZ/DAZ): a denormal 1/C would read as 0. Decided
+    # on |C| > 1/tiny (a power of two, exact) — not on the computed 1/C, which this process may itself
+    # have flushed (TF leaves FTZ/DAZ set on threads that ran its kernels).
+    mag = np.abs(lit.astype(np.float64))
+    if np.any(np.isfinite(mag) & (mag > 1.0 / float(ml_dtypes.finfo(lit.dtype).tiny))):
+        return None
     inv = g.add(constant_instruction(inverse, c.shape.element_type, c.shape.dimensions, like=c))
     if b is not c:
         inv = g.make(O.BROADCAST, [inv], b.shape, like=b, dimensions=b.dimensions)
