@@ -165,3 +165,28 @@ def test_integer_pow_huge_exponents(dtype):
     x = tf.constant([10, 3, -1, 2, 7, 1, 0], dtype)
     y = tf.constant([dtype.max, dtype.max - 1, dtype.max, 64, 65, dtype.max, dtype.max], dtype)
     assert_like_xla(lambda x, y: tf.pow(x, y), x, y)
+
+
+def test_int32_sum_and_mean_wrap():
+    big = [0, 11, 0, 0, 0, 0, 2147483647, 0, 0, 0, 0, 0, 5, 2147483647, 9]
+    assert_like_xla(lambda x: (tf.reduce_mean(x), tf.reduce_sum(x), tf.reduce_sum(tf.reshape(x, [3, 5]), 0)),
+                    tf.constant(big, tf.int32))
+
+
+def test_hlo_evaluator_int32_reduce_wraps():
+    """XLA's HloEvaluator (constant folding) adds in the element type: int32 sums wrap."""
+    from tfxla_cluster.hlo.evaluator import evaluate
+    from tfxla_cluster.hlo.parser import parse_module
+
+    m = parse_module("""HloModule m
+%add (a: s32[], b: s32[]) -> s32[] {
+  %a = s32[] parameter(0)
+  %b = s32[] parameter(1)
+  ROOT %s = s32[] add(%a, %b)
+}
+ENTRY %e () -> s32[] {
+  %c = s32[3] constant({2147483647, 11, 2147483647})
+  %z = s32[] constant(0)
+  ROOT %r = s32[] reduce(%c, %z), dimensions={0}, to_apply=%add
+}""")
+    assert int(evaluate(m)) == (2 * 2147483647 + 11) - 2 ** 32
