@@ -190,3 +190,8 @@ ENTRY %e () -> s32[] {
   ROOT %r = s32[] reduce(%c, %z), dimensions={0}, to_apply=%add
 }""")
     assert int(evaluate(m)) == (2 * 2147483647 + 11) - 2 ** 32
+
+
+def test_tanh_saturates_to_exactly_one():
+    x = tf.constant([-92.6, -10.0, -8.0, -7.95, 7.95, 8.0, 9.0, 20.0, -3.0, 0.0003], tf.float32)
+    assert_like_xla(lambda x: (tf.tanh(x), tf.nn.gelu(x, approximate=True)), x)

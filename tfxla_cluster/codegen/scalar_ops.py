@@ -180,9 +180,11 @@ class ScalarOps:
     def tanh(self, x):
         if not self.fast(x):
             return self.call_libm("tanh", x)
-        # Eigen's (and XLA:CPU's) rational tanh approximation on [-7.9, 7.9].
+        # Eigen's (and XLA:CPU's EmitFastTanh) rational tanh approximation, the input clamped where the
+        # approximation is exactly ±1 — a different point when LLVM contracts it into FMAs.
         b, ty = self.b, x.type
-        xc = self.clamp_keep_nan(x, -7.90531110763549805, 7.90531110763549805)
+        clamp = 7.99881172180175781 if self.mctx.options.cpu_target.info.fma else 7.90531110763549805
+        xc = self.clamp_keep_nan(x, -clamp, clamp)
         x2 = self.fmul(xc, xc)
         p = self.fmul(xc, self.poly(x2, [-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
                                          5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
