@@ -192,6 +192,10 @@ class ScalarOps:
         q = self.poly(x2, [1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
                            4.89352518554385e-03])
         res = b.fdiv(p, q)
+        # At the clamp XLA's approximation is exactly ±1 when contracted as XLA:CPU's LLVM does; ours is
+        # made so whatever LLVM contracts here (saturated inputs give ±1, as TF's XLA).
+        sat = b.fcmp_ordered(">=", self.fabs(x), self.fconst(ty, clamp))
+        res = b.select(sat, self.call_intrinsic("copysign", self.fconst(ty, 1.0), x), res)
         small = b.fcmp_ordered("<", self.fabs(x), self.fconst(ty, 0.0004))
         return b.select(small, x, res)
 
