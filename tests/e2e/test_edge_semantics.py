@@ -195,3 +195,9 @@ ENTRY %e () -> s32[] {
 def test_tanh_saturates_to_exactly_one():
     x = tf.constant([-92.6, -10.0, -8.0, -7.95, 7.95, 8.0, 9.0, 20.0, -3.0, 0.0003], tf.float32)
     assert_like_xla(lambda x: (tf.tanh(x), tf.nn.gelu(x, approximate=True)), x)
+
+
+def test_max_min_with_nan_constant():
+    x = np.array([0.0, -1.0, 3.0, np.nan], np.float64)
+    assert_like_xla(lambda x: (tf.maximum(tf.constant(np.nan, tf.float64), x), tf.minimum(tf.constant(np.nan, tf.float64), x),
+                               tf.maximum(tf.constant(1.5, tf.float64), x)), x)

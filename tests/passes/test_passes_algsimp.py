@@ -34,8 +34,9 @@ CASES = [
         b = f32[2] broadcast(c), dimensions={}
         ROOT m = f32[2] maximum(b, p)"""), "CHECK: ROOT {{.*}} maximum(%p, %b)"),
     ("minmax_constant_to_rhs", M("p: s32[2]", """
-        c = s32[2] constant({1, 2})
-        ROOT m = s32[2] minimum(c, p)"""), "CHECK: ROOT {{.*}} minimum(%p, %c)"),
+        c = s32[] constant(1)
+        b = s32[2] broadcast(c), dimensions={}
+        ROOT m = s32[2] minimum(b, p)"""), "CHECK: ROOT {{.*}} minimum(%p, %b)"),
     ("add_reassociate_constants", M("p: f32[2]", """
         c1 = f32[2] constant({1, 2})
         c2 = f32[2] constant({3, 4})

@@ -283,11 +283,12 @@ def _mul_canonical(g, mul):
 
 @rule("minmax_constant_to_rhs", O.MAXIMUM, O.MINIMUM)
 def _minmax_canonical(g, instr):
-    """max/min(Const, A) -> max/min(A, Const). XLA:CPU's code returns the non-constant operand when
-    the two compare equal (max(0, -0) is -0, like max(-0, 0)), and ours returns the lhs on ties."""
+    """max/min(Broadcast(C), A) -> max/min(A, Broadcast(C)). With a broadcast constant XLA:CPU's code
+    returns A on ties and for any NaN (max(0, -0) is -0, max(1.5, NaN) and max(NaN, 1.5) are 1.5/NaN as
+    A is), which ours, lhs-first, does with the constant on the right. A rank-0 constant stays (TF's
+    XLA: max(NaN, x) of scalars is NaN)."""
     a, b = instr.operands
-    const = lambda x: is_constant(x) or is_broadcast_of_constant(x)  # noqa: E731
-    if const(a) and not const(b):
+    if is_broadcast_of_constant(a) and not (is_constant(b) or is_broadcast_of_constant(b)):
         return _binary(g, instr.opcode, b, a, instr, instr.shape)
     return None
 
