@@ -37,10 +37,21 @@ def _graph_args(p: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace):
+    from tfxla_cluster.errors import FlagError, TfXlaError
     from tfxla_cluster.graph import load_graph
 
-    return load_graph(args.graph, signature=args.signature, grappler=args.grappler,
-                      inline=not args.no_inline)
+    try:
+        return load_graph(args.graph, signature=args.signature, grappler=args.grappler,
+                          inline=not args.no_inline)
+    except TfXlaError as e:
+        # one line naming the file and the problem (errors from deep in the import don't know the file)
+        if isinstance(e, FlagError) or str(args.graph) in e.message:
+            raise
+        try:
+            named = type(e)(f"{args.graph}: {e.message}")
+        except TypeError:  # an error type with its own constructor
+            raise e from None
+        raise named from None
 
 
 def _fmt_shape(shape) -> str:
@@ -384,12 +395,18 @@ def cmd_cache(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("no cache directory: pass --dir or set "
                                    "TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR")
     prefix = flags.tf_xla_persistent_cache_prefix
-    if args.action == "clear":
-        theirs = len(cache.tf_entries(directory, prefix))
-        removed = cache.clear_entries(directory, prefix)
-        print(f"removed {removed} entries from {directory}" + (f" ({theirs} of them TF's own)" if theirs else ""))
-        return 0
-    entries = cache.list_entries(directory, prefix)
+    try:
+        if args.action == "clear":
+            theirs = len(cache.tf_entries(directory, prefix))
+            removed = cache.clear_entries(directory, prefix)
+            print(f"removed {removed} entries from {directory}" + (f" ({theirs} of them TF's own)" if theirs else ""))
+            left = cache.unremovable_entries(directory, prefix)
+            for p in left:
+                print(f"{p.name}  CORRUPT (is a directory; not removed)")
+            return 1 if left else 0
+        entries = cache.list_entries(directory, prefix)
+    except OSError as e:
+        raise InvalidArgumentError(f"{e.filename or directory}: {e.strerror or e}") from None
     bad = [e for e in entries if not e["ok"]]
     for e in entries if args.action == "list" else bad:
         status = "ok" if e["ok"] else f"CORRUPT ({e['error']})"

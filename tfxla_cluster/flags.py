@@ -551,7 +551,10 @@ def _simple_atoi(text: str, ctype: str) -> int | None:
     body = text.strip(_ASCII_SPACE)
     if not _INT_RE.fullmatch(body):
         return None
-    value = int(body)
+    digits = body.lstrip("+-").lstrip("0")
+    if len(digits) > 20:  # beyond any 64-bit range (and Python's int() digit limit)
+        return None
+    value = int(digits or "0") * (-1 if body.startswith("-") else 1)
     lo, hi = _INT_RANGE[ctype]
     return value if lo <= value <= hi else None
 

@@ -16,7 +16,9 @@ from tfxla_cluster.hlo.ir import HloModule
 from tfxla_cluster.hlo.parser import parse_module
 from tfxla_cluster.hlo.shape import Shape, primitive_type_from_dtype
 
-CHECKED = CodegenOptions(bounds_checks=True, threads=2)
+# NaN-propagating min/max, as the evaluator (XLA's default fast min/max is tested against TF's XLA in
+# tests/e2e/test_edge_semantics.py)
+CHECKED = CodegenOptions(bounds_checks=True, threads=2, fast_min_max=False)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 

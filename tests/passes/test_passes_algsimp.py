@@ -29,6 +29,14 @@ CASES = [
     ("add_constant_to_rhs", M("p: f32[2]", """
         c = f32[2] constant({1, 2})
         ROOT a = f32[2] add(c, p)"""), "CHECK: ROOT {{.*}} add(%p, %c)"),
+    ("minmax_constant_to_rhs", M("p: f32[2]", """
+        c = f32[] constant(0)
+        b = f32[2] broadcast(c), dimensions={}
+        ROOT m = f32[2] maximum(b, p)"""), "CHECK: ROOT {{.*}} maximum(%p, %b)"),
+    ("minmax_constant_to_rhs", M("p: s32[2]", """
+        c = s32[] constant(1)
+        b = s32[2] broadcast(c), dimensions={}
+        ROOT m = s32[2] minimum(b, p)"""), "CHECK: ROOT {{.*}} minimum(%p, %b)"),
     ("add_reassociate_constants", M("p: f32[2]", """
         c1 = f32[2] constant({1, 2})
         c2 = f32[2] constant({3, 4})

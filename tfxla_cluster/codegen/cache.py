@@ -190,8 +190,10 @@ def read_entry(path: Path) -> tuple[dict, bytes]:
         raise ValueError("no header")
     try:
         header = json.loads(head)
-    except json.JSONDecodeError as e:
+    except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8
         raise ValueError(f"unreadable header: {e}") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"header is JSON but not an object ({type(header).__name__})")
     if header.get("magic") != _MAGIC or header.get("format") != FORMAT_VERSION:
         raise ValueError("not a tfxla_cluster executable of this format")
     if len(obj) != header.get("object_bytes") or hashlib.sha256(obj).hexdigest() != header.get("object_sha256"):
@@ -220,25 +222,49 @@ def list_entries(directory, prefix: str = "xla_compile_cache") -> list[dict]:
     for path in PersistentCache(Path(directory), prefix).entries():
         try:
             header, obj = read_entry(path)
-            out.append({"file": path.name, "module": header["module"], "bytes": len(obj), "ok": True,
-                        "owner": "tfxla_cluster"})
+            out.append({"file": path.name, "module": str(header.get("module", "?")), "bytes": len(obj),
+                        "ok": True, "owner": "tfxla_cluster"})
         except (ValueError, OSError) as e:
-            out.append({"file": path.name, "module": "?", "bytes": path.stat().st_size, "ok": False,
-                        "error": str(e), "owner": "tfxla_cluster"})
+            out.append({"file": path.name, "module": "?", "bytes": _size(path), "ok": False,
+                        "error": _why(e), "owner": "tfxla_cluster"})
     for path in tf_entries(directory, prefix):
         device = path.stem.split("__")[-2 if path.stem.endswith("__pjrt") else -1]
         out.append({"file": path.name, "module": f"(TF's own XLA executable, {device})",
-                    "bytes": path.stat().st_size, "ok": True, "owner": "tf"})
+                    "bytes": _size(path), "ok": True, "owner": "tf"})
     return out
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.lstat().st_size
+    except OSError:
+        return 0
+
+
+def _why(e: Exception) -> str:
+    """A corrupt entry's reason in one line (OSErrors without the repeated path)."""
+    if isinstance(e, IsADirectoryError):
+        return "is a directory"
+    if isinstance(e, OSError):
+        return e.strerror or type(e).__name__
+    return str(e)
+
+
 def clear_entries(directory, prefix: str = "xla_compile_cache") -> int:
-    """Delete every entry (``cache clear``), ours and TF's own; returns how many were removed."""
+    """Delete every entry (``cache clear``), ours and TF's own; returns how many were removed. An entry that
+    cannot be a cache file (a directory) is left alone and reported by :func:`unremovable_entries`."""
     n = 0
     for path in [*PersistentCache(Path(directory), prefix).entries(), *tf_entries(directory, prefix)]:
+        if path.is_dir() and not path.is_symlink():
+            continue
         path.unlink()
         n += 1
     return n
+
+
+def unremovable_entries(directory, prefix: str = "xla_compile_cache") -> list[Path]:
+    """Entries ``cache clear`` leaves: directories named like cache files (corrupt entries)."""
+    return [p for p in PersistentCache(Path(directory), prefix).entries() if p.is_dir() and not p.is_symlink()]
 
 
 # ---------------------------------------------------------------------- the cache

@@ -35,6 +35,7 @@ class CodegenOptions:
     honor_nans: bool = True
     honor_infs: bool = True
     honor_division: bool = True
+    fast_min_max: bool = True          # xla_cpu_enable_fast_min_max: max/min need not propagate NaN
     bounds_checks: bool = False        # debug: check every buffer access, report instead of crashing
     threads: int = 0                   # 0 = os.cpu_count()
     use_blas: bool = True              # GEMM through OpenBLAS (numpy's) when it can be found
@@ -57,6 +58,7 @@ class CodegenOptions:
             honor_nans=bool(flags.xla_cpu_fast_math_honor_nans),
             honor_infs=bool(flags.xla_cpu_fast_math_honor_infs),
             honor_division=bool(flags.xla_cpu_fast_math_honor_division),
+            fast_min_max=bool(flags.xla_cpu_enable_fast_min_max),
             bounds_checks=env in ("1", "true", "yes", "on"),
             threads=int(flags.tfxla_cpu_threads),
             prefer_vector_width=int(flags.xla_cpu_prefer_vector_width),

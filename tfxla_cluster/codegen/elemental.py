@@ -21,6 +21,7 @@ instruction with several users inside one loop body is computed once. Tuple-shap
 """
 from __future__ import annotations
 
+import math
 from math import prod
 
 from llvmlite import ir
@@ -606,10 +607,23 @@ class _Accumulator:
 
 
 def _identity(op: O, et: T, ty):
+    """The identity of a reassociable reducer in the accumulation type ``ty`` (None if it has none)."""
     if op is O.ADD:
         return t.float_constant(ty, -0.0) if et.is_float else ir.Constant(ty, 0)
     if op is O.MULTIPLY:
         return t.float_constant(ty, 1.0) if et.is_float else ir.Constant(ty, 1)
+    if op in (O.MAXIMUM, O.MINIMUM):
+        low = op is O.MAXIMUM
+        if et.is_float:
+            return t.float_constant(ty, -math.inf if low else math.inf)
+        if et is T.PRED or not et.is_signed_int:
+            return ir.Constant(ty, 0 if low else (1 << ty.width) - 1)
+        half = 1 << (ty.width - 1)
+        return ir.Constant(ty, -half if low else half - 1)
+    if op is O.AND:
+        return ir.Constant(ty, (1 << ty.width) - 1)
+    if op in (O.OR, O.XOR):
+        return ir.Constant(ty, 0)
     return None
 
 
@@ -623,7 +637,10 @@ def _simple_combine(em, op: O, et: T, acc, x, reassoc: bool):
         if op is O.MULTIPLY:
             return b.fmul(acc, x, flags=flags)
         if op in (O.MAXIMUM, O.MINIMUM):
-            return em.ops.call_intrinsic("maximum" if op is O.MAXIMUM else "minimum", acc, x)
+            # fast min/max: a NaN element never wins over the accumulator (maxnum, vectorisable)
+            fast = em.kctx.options.fast_min_max
+            name = ("maxnum" if fast else "maximum") if op is O.MAXIMUM else ("minnum" if fast else "minimum")
+            return em.ops.call_intrinsic(name, acc, x)
     return em.ops.binary(op, et, acc, x)
 
 

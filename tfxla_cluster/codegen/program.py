@@ -84,6 +84,37 @@ class _RowGroup:
 ROW_BLOCK_BYTES = 256 * 1024   # bytes a row block of a group touches: stays in L2 between its kernels
 
 
+MXCSR_FTZ_DAZ = 0x8040   # MXCSR flush-to-zero (bit 15) | denormals-are-zero (bit 6)
+
+
+def _flush_denormals(mctx, fn: ir.Function) -> None:
+    """Run ``fn`` with denormals flushed (FTZ+DAZ), restoring the caller's MXCSR on return.
+
+    TF runs its kernels and XLA's code on threads with FTZ/DAZ set (``port::ScopedFlushDenormal``
+    in every thread-pool worker), so results never hold denormals and denormal inputs read as ±0.
+    The entry and every kernel handed to a pool thread set it themselves, so it holds whichever
+    thread (Python's, a pool worker, a tfcompile caller) runs them. x86 only (MXCSR)."""
+    import llvmlite.binding as llvm
+
+    if not llvm.get_default_triple().startswith(("x86_64", "i686", "i386")):
+        return
+    st = mctx.function("llvm.x86.sse.stmxcsr", t.VOID, [t.PTR])
+    ld = mctx.function("llvm.x86.sse.ldmxcsr", t.VOID, [t.PTR])
+    b = ir.IRBuilder(fn.entry_basic_block)
+    b.position_at_start(fn.entry_basic_block)
+    saved = b.alloca(t.I32, name="mxcsr_saved")
+    flushed = b.alloca(t.I32, name="mxcsr_ftz")
+    b.call(st, [saved])
+    old = b.load(saved, typ=t.I32)
+    b.store(b.or_(old, ir.Constant(t.I32, MXCSR_FTZ_DAZ)), flushed)
+    b.call(ld, [flushed])
+    for block in fn.blocks:
+        term = block.terminator
+        if term is not None and term.opname == "ret":
+            b.position_before(term)
+            b.call(ld, [saved])
+
+
 class KernelBuilder:
     """One kernel function ``void name(ptr noalias table, i64 lo, i64 hi)`` under construction."""
 
@@ -157,6 +188,7 @@ class ProgramEmitter:
         self._domain = None
         self._rows: _RowGroup | None = None
         self.row_groups: list[list[str]] = []   # names of the kernels run row block by row block
+        self._pool_fns: dict[str, ir.Function] = {}   # kernels run on pool threads
 
     # ------------------------------------------------------------------ top level
     def emit(self) -> str:
@@ -178,6 +210,8 @@ class ProgramEmitter:
         root = self.emit_computation(entry, params)
         self._finish_outputs(entry.root.shape, root)
         self.b.ret_void()
+        for fn in [self.entry, *self._pool_fns.values()]:
+            _flush_denormals(self.mctx, fn)
         self.plan.pack()
         return _with_vector_width(str(self.mctx.module), self.options.prefer_vector_width)
 
@@ -321,6 +355,7 @@ class ProgramEmitter:
     def _call(self, fn, work_items: int, tasks: int) -> None:
         table = self.entry.args[0]
         if tasks > 1:
+            self._pool_fns[fn.name] = fn
             pf = self.mctx.function("tfxla_parallel_for", t.VOID, [t.PTR, t.PTR, t.I64, t.I64])
             self.b.call(pf, [fn, table, t.i64(work_items), t.i64(tasks)])
         elif work_items > 0:

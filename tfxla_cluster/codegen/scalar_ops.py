@@ -6,8 +6,12 @@ semantics are exactly those of the reference evaluator (``tfxla_cluster.hlo.eval
 - f16/bf16 arithmetic is done in f32 and rounded back (round-to-nearest-even) after each op;
 - integers wrap; x/0 is -1 (signed) or all ones (unsigned), INT_MIN/-1 = INT_MIN, x%0 = x,
   INT_MIN%-1 = 0 — emitted without undefined behaviour (the divisor is made safe first);
+- integer power uses the exponent's low 6 bits (XLA:CPU's emitter); with a negative exponent, XLA:CPU's emitter gives (-1)^y for x == -1 where its
+  evaluator (constant folding, ours too) gives 0 — each side follows its XLA counterpart;
 - shift amounts are unsigned; amounts >= the bit width give 0 (or the sign fill for arithmetic shift);
-- maximum/minimum propagate NaN and otherwise follow std::max/min (max(-0, +0) is the lhs);
+- maximum/minimum propagate NaN and otherwise follow std::max/min (max(-0, +0) is the lhs); with
+  ``xla_cpu_enable_fast_min_max`` (XLA's default) they are XLA's fast form ``lhs >=u rhs ? lhs : rhs``
+  (a NaN lhs is kept, a NaN rhs dropped — what TF's XLA computes), and min/max reductions drop NaNs;
 - convert float→int saturates and maps NaN to 0; anything → f16/bf16 goes through f32;
 - compare FLOAT is IEEE, TOTALORDER orders -NaN < -inf < … < -0 < +0 < … < inf < +NaN.
 
@@ -176,9 +180,11 @@ class ScalarOps:
     def tanh(self, x):
         if not self.fast(x):
             return self.call_libm("tanh", x)
-        # Eigen's (and XLA:CPU's) rational tanh approximation on [-7.9, 7.9].
+        # Eigen's (and XLA:CPU's EmitFastTanh) rational tanh approximation, the input clamped where the
+        # approximation is exactly ±1 — a different point when LLVM contracts it into FMAs.
         b, ty = self.b, x.type
-        xc = self.clamp_keep_nan(x, -7.90531110763549805, 7.90531110763549805)
+        clamp = 7.99881172180175781 if self.mctx.options.cpu_target.info.fma else 7.90531110763549805
+        xc = self.clamp_keep_nan(x, -clamp, clamp)
         x2 = self.fmul(xc, xc)
         p = self.fmul(xc, self.poly(x2, [-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
                                          5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
@@ -186,6 +192,10 @@ class ScalarOps:
         q = self.poly(x2, [1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
                            4.89352518554385e-03])
         res = b.fdiv(p, q)
+        # At the clamp XLA's approximation is exactly ±1 when contracted as XLA:CPU's LLVM does; ours is
+        # made so whatever LLVM contracts here (saturated inputs give ±1, as TF's XLA).
+        sat = b.fcmp_ordered(">=", self.fabs(x), self.fconst(ty, clamp))
+        res = b.select(sat, self.call_intrinsic("copysign", self.fconst(ty, 1.0), x), res)
         small = b.fcmp_ordered("<", self.fabs(x), self.fconst(ty, 0.0004))
         return b.select(small, x, res)
 
@@ -243,8 +253,13 @@ class ScalarOps:
             xl = self.to_compute(et, lo)
             xx = self.to_compute(et, x)
             xh = self.to_compute(et, hi)
-            # numpy's maximum/minimum (the evaluator's) return the second operand on ties (±0).
             b = self.b
+            if self.mctx.options.fast_min_max:
+                # XLA:CPU: max(min(x, hi), lo) with fast min/max — the operand wins ties with a bound
+                # (clamp(0, -0, 6) is -0) and a NaN operand stays NaN.
+                r = _fmax(self, _fmin(self, xx, xh), xl)
+                return self.from_compute(et, r)
+            # numpy's maximum/minimum (the evaluator's) return the second operand on ties (±0).
             r = b.select(b.fcmp_ordered(">", xx, xl), xx, xl)
             r = b.select(b.fcmp_ordered("<", xh, r), xh, r)
             # NaN priority: low, then operand, then high (HandleClamp).
@@ -506,6 +521,8 @@ def _int_remainder(s, et, a, c):
 
 def _fmax(s, x, y, nan=True):
     b = s.b
+    if s.mctx.options.fast_min_max:  # EmitFloatMax's fast path: select(fcmp uge)
+        return b.select(b.fcmp_unordered(">=", x, y), x, y)
     r = b.select(b.fcmp_ordered("<", x, y), y, x)
     if nan:
         r = b.select(s.isnan(y), y, r)
@@ -515,6 +532,8 @@ def _fmax(s, x, y, nan=True):
 
 def _fmin(s, x, y, nan=True):
     b = s.b
+    if s.mctx.options.fast_min_max:  # EmitFloatMin's fast path: select(fcmp ule)
+        return b.select(b.fcmp_unordered("<=", x, y), x, y)
     r = b.select(b.fcmp_ordered("<", y, x), y, x)
     if nan:
         r = b.select(s.isnan(y), y, r)
@@ -549,14 +568,20 @@ def _ipow(s, et, a, c):
     if et.is_signed_int:
         e = b.select(b.icmp_signed("<", c, zero), zero, c)
     result, base = one, a
-    for _ in range(ty.width):
+    # XLA:CPU's EmitIntegerPow unrolls 6 squarings: only the exponent's low 6 bits count (any larger
+    # exponent overflows anyway unless |base| <= 1), so pow(10, 2**63 - 1) is 10**63 wrapped.
+    for _ in range(6):
         odd = b.trunc(e, t.I1)
         result = b.select(odd, b.mul(result, base), result)
         base = b.mul(base, base)
         e = b.lshr(e, one)
     is_one = b.icmp_unsigned("==", a, one)
     if et.is_signed_int:
-        result = b.select(b.icmp_signed("<", c, zero), b.zext(is_one, ty), result)
+        # negative exponent: 1^y = 1, (-1)^y = ±1 by parity, else 0 (as XLA:CPU)
+        minus_one = ir.Constant(ty, -1)
+        parity = b.select(b.trunc(c, t.I1), minus_one, one)
+        negative = b.select(is_one, one, b.select(b.icmp_signed("==", a, minus_one), parity, zero))
+        result = b.select(b.icmp_signed("<", c, zero), negative, result)
     return b.select(b.or_(is_one, b.icmp_unsigned("==", c, zero)), one, result)
 
 

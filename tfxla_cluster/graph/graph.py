@@ -153,6 +153,8 @@ class Graph:
                 op_def = op_defs[node_def.op] = opdefs.lookup_op_def(node_def.op, self.graph_def.library)
             node._op_def = op_def
             try:
+                if op_def.name == node_def.op and not self._functions.get(node_def.op):
+                    opdefs.validate_attrs(node_def, op_def)
                 node.outputs = slot_cache.slots(node_def, op_def, outputs=True)
                 node.inputs = slot_cache.slots(node_def, op_def, outputs=False)
             except InvalidArgumentError as e:

@@ -131,3 +131,58 @@ def base_dtype(dtype: int) -> int:
 def dtype_name(dtype: int) -> str:
     """TF's enum name, e.g. ``DT_FLOAT``."""
     return types_pb2.DataType.Name(dtype)
+
+
+# AttrValue's oneof field -> the attr type name TF's AttrValueHasType reports.
+_VALUE_KIND = {"s": "string", "i": "int", "f": "float", "b": "bool", "type": "type", "shape": "shape",
+               "tensor": "tensor", "func": "func"}
+_LIST_FIELDS = ("s", "i", "f", "b", "type", "shape", "tensor", "func")
+
+
+def _dtype_string(dtype: int) -> str:
+    """TF's DataTypeString: DT_FLOAT -> 'float', DT_FLOAT_REF -> 'float_ref'."""
+    try:
+        return types_pb2.DataType.Name(dtype)[3:].lower()
+    except ValueError:
+        return f"unknown dtype enum ({dtype})"
+
+
+def _value_type(value) -> str | None:
+    """The attr type ``value`` holds ('type', 'list(int)', ...); None for an empty list (fits any)."""
+    kind = value.WhichOneof("value")
+    if kind == "list":
+        present = [f for f in _LIST_FIELDS if len(getattr(value.list, f))]
+        return f"list({_VALUE_KIND[present[0]]})" if present else None
+    return _VALUE_KIND.get(kind or "", kind)
+
+
+def validate_attrs(node: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef) -> None:
+    """TF's importer checks (ValidateNodeDef): every attr the op declares has a value of its declared type
+    and, for type attrs, one of its allowed values; errors carry TF's wording."""
+    for attr in op_def.attr:
+        if attr.name not in node.attr:
+            continue  # a missing attr is reported where it is needed (with its default applied first)
+        value = node.attr[attr.name]
+        if value.WhichOneof("value") == "placeholder":
+            continue
+        have = _value_type(value)
+        if have is not None and have != attr.type:
+            if have == "list(tensor)" and attr.type == "list(tensor)" or (
+                    value.WhichOneof("value") == "list" and attr.type.startswith("list(") and have is None):
+                continue
+            raise InvalidArgumentError(
+                f"AttrValue had value with type '{have}' when '{attr.type}' expected for attr "
+                f"'{attr.name}'; NodeDef: {{{{node {node.name}}}}}")
+        if value.WhichOneof("value") == "list" and not attr.type.startswith("list("):
+            raise InvalidArgumentError(
+                f"AttrValue had value with type 'list' when '{attr.type}' expected for attr "
+                f"'{attr.name}'; NodeDef: {{{{node {node.name}}}}}")
+        allowed = list(attr.allowed_values.list.type) if attr.HasField("allowed_values") else []
+        if allowed and attr.type in ("type", "list(type)"):
+            got = [value.type] if attr.type == "type" else list(value.list.type)
+            for dt in got:
+                if dt not in allowed:
+                    raise InvalidArgumentError(
+                        f"Value for attr '{attr.name}' of {_dtype_string(dt)} is not in the list of allowed "
+                        f"values: {', '.join(_dtype_string(a) for a in allowed)}; NodeDef: "
+                        f"{{{{node {node.name}}}}}")

@@ -68,7 +68,8 @@ def reduce(ev, instr, args):
         if any(x.shape[d] == 0 for d in dims):
             # Nothing to reduce: the result is the init value (numpy's max/min have no identity).
             return np.broadcast_to(init, out_shape).astype(x.dtype).copy()
-        r = _UFUNCS[op].reduce(x.astype(ct), axis=tuple(dims))
+        # dtype=ct: numpy's add/multiply reductions would widen int32 to int64 (no wrap-around)
+        r = _UFUNCS[op].reduce(x.astype(ct), axis=tuple(dims), dtype=ct)
         return np.asarray(_UFUNCS[op](init.astype(ct), r)).astype(x.dtype).reshape(out_shape)
     moved = [np.transpose(x, keep + dims).reshape(out_shape + (-1,)) for x in inputs]
     acc = [np.broadcast_to(init, out_shape).copy() for init in inits]

@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 
 from tfxla_cluster.hlo import attrs as A
@@ -280,6 +281,18 @@ def _mul_canonical(g, mul):
     return None
 
 
+@rule("minmax_constant_to_rhs", O.MAXIMUM, O.MINIMUM)
+def _minmax_canonical(g, instr):
+    """max/min(Broadcast(C), A) -> max/min(A, Broadcast(C)). With a broadcast constant XLA:CPU's code
+    returns A on ties and for any NaN (max(0, -0) is -0, max(1.5, NaN) and max(NaN, 1.5) are 1.5/NaN as
+    A is), which ours, lhs-first, does with the constant on the right. A rank-0 constant stays (TF's
+    XLA: max(NaN, x) of scalars is NaN)."""
+    a, b = instr.operands
+    if is_broadcast_of_constant(a) and not (is_constant(b) or is_broadcast_of_constant(b)):
+        return _binary(g, instr.opcode, b, a, instr, instr.shape)
+    return None
+
+
 @rule("mul_reassociate_constants", O.MULTIPLY)
 def _mul_reassociate(g, mul):
     """(A * C1) * C2 -> A * (C1 * C2)."""
@@ -376,6 +389,12 @@ def _div_const(g, div):
         return None
     with np.errstate(all="ignore"):
         inverse = (np.ones_like(lit) / lit).astype(lit.dtype)
+    # Generated code runs with denormals flushed (FTZ/DAZ): a denormal 1/C would read as 0. Decided
+    # on |C| > 1/tiny (a power of two, exact) — not on the computed 1/C, which this process may itself
+    # have flushed (TF leaves FTZ/DAZ set on threads that ran its kernels).
+    mag = np.abs(lit.astype(np.float64))
+    if np.any(np.isfinite(mag) & (mag > 1.0 / float(ml_dtypes.finfo(lit.dtype).tiny))):
+        return None
     inv = g.add(constant_instruction(inverse, c.shape.element_type, c.shape.dimensions, like=c))
     if b is not c:
         inv = g.make(O.BROADCAST, [inv], b.shape, like=b, dimensions=b.dimensions)
@@ -741,13 +760,15 @@ def _slice_concat(g, s):
         return None
     dim = c.dimensions[0]
     r = s.slices[dim]
-    last = r.start + (s.shape.dimensions[dim] - 1) * r.stride if s.shape.dimensions[dim] else r.start
+    n = s.shape.dimensions[dim]
+    last = r.start + (n - 1) * r.stride if n else r.start
     offset = 0
     for x in c.operands:
         size = x.shape.dimensions[dim]
         if offset <= r.start and last < offset + size:
             ranges = list(s.slices)
-            ranges[dim] = A.SliceRange(r.start - offset, last - offset + 1, r.stride)
+            # an empty slice stays empty: limit == start
+            ranges[dim] = A.SliceRange(r.start - offset, last - offset + 1 if n else r.start - offset, r.stride)
             return g.make(O.SLICE, [x], s.shape, like=s, slices=tuple(ranges))
         offset += size
     return None

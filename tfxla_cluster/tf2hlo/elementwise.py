@@ -105,11 +105,12 @@ def _floor_div(b, x, y):
         return b.floor(b.divide(x, y))
     if et.is_unsigned_int:
         return b.divide(x, y)
-    # Different signs: -(|x| + |y| - 1) / |y|, i.e. round toward -inf.
+    # tf2xla's FloorDivImpl: q = x / y, minus one when inexact and the signs differ (so x / 0 is -2
+    # for x < 0 under XLA's x / 0 = -1).
+    q = b.divide(x, y)
+    inexact = b.compare(b.multiply(q, y), x, "NE")
     different_sign = b.compare(xl.lt(b, x, 0), xl.lt(b, y, 0), "NE")
-    ax, ay = b.abs(x), b.abs(y)
-    t = b.negate(xl.sub(b, b.add(ax, ay), 1))
-    return b.select(different_sign, b.divide(t, ay), b.divide(x, y))
+    return b.select(b.and_(inexact, different_sign), xl.sub(b, q, 1), q)
 
 
 def _floor_mod(b, x, y):

@@ -56,7 +56,26 @@ def _gather_v2(ctx, node):
         if params.shape.dimensions[d] != indices.shape.dimensions[d]:
             raise InvalidArgumentError(f"params.shape[{d}]: {params.shape.dimensions[d]} should be equal to "
                                        f"indices.shape[{d}]: {indices.shape.dimensions[d]}")
-    return [gather(ctx.b, params, indices, axis, batch_dims)]
+    pd, idims = params.shape.dimensions, indices.shape.dimensions
+    out = list(pd[:axis]) + list(idims[batch_dims:]) + list(pd[axis + 1:])
+    empty = _empty_gather(ctx.b, params, idims[batch_dims:], out, [axis])
+    return [empty if empty is not None else gather(ctx.b, params, indices, axis, batch_dims)]
+
+
+def _empty_gather(b, params, index_dims, out_dims, axes):
+    """tf2xla's XlaGather degenerate cases: no indices gives zeros of the output shape; indices into
+    an axis of size zero give zeros of the params shape without the (first) gathered axis — what TF's
+    XLA returns for GatherV2 and GatherNd alike (whatever the indices' shape)."""
+    n = 1
+    for d in index_dims:
+        n *= d
+    if n == 0:
+        return xl.full(b, 0, params.shape.element_type, out_dims)
+    pd = params.shape.dimensions
+    axes = list(axes)
+    if any(pd[a] == 0 for a in axes):
+        return xl.full(b, 0, params.shape.element_type, [d for i, d in enumerate(pd) if i != axes[0]])
+    return None
 
 
 @lowers("GatherNd")
@@ -71,6 +90,9 @@ def _gather_nd(ctx, node):
         raise InvalidArgumentError(f"index innermost dimension length must be <= params rank; saw: {k} vs. "
                                    f"{len(pd)}")
     batch = len(idims) - 1
+    empty = _empty_gather(b, params, idims[:-1], list(idims[:-1]) + list(pd[k:]), range(k))
+    if empty is not None:
+        return [empty]
     dn = GatherDimensionNumbers(
         offset_dims=tuple(range(batch, batch + len(pd) - k)), collapsed_slice_dims=tuple(range(k)),
         start_index_map=tuple(range(k)), index_vector_dim=batch)

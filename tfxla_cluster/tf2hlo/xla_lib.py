@@ -87,8 +87,15 @@ def epsilon(et: P) -> float:
 
 
 def sum_accumulation_type(et: P) -> P:
-    """``XlaHelpers::SumAccumulationType``: sums of half-precision floats accumulate in f32."""
-    return P.F32 if et in (P.F16, P.BF16) else et
+    """``XlaHelpers::SumAccumulationType``: half-precision floats accumulate in f32, 8/16-bit integers
+    in 32 bits of their signedness (so a Mean of int8 does not wrap)."""
+    if et in (P.F16, P.BF16):
+        return P.F32
+    if et in (P.S8, P.S16):
+        return P.S32
+    if et in (P.U8, P.U16):
+        return P.U32
+    return et
 
 
 # ---------------------------------------------------------------- shapes and broadcasting
@@ -282,6 +289,9 @@ def erfc(b, x):
     near = div(b, b.multiply(z, polynomial(b, ax, _ERFC_P)), polynomial(b, ax, _ERFC_Q))
     far = div(b, b.multiply(z, polynomial(b, ax, _ERFC_R)), polynomial(b, ax, _ERFC_S))
     tail = select(b, lt(b, ax, 8.0), near, far)
+    # XLA's y_clamp: exp(-x²) below the smallest normal's log is 0 (so erfc(±inf) is 0 / 2, not NaN)
+    maxlog = 88.72283905206835 if x.shape.element_type is P.F32 else 7.09782712893383996843e2
+    tail = select(b, lt(b, b.negate(b.multiply(x, x)), -maxlog), 0.0, tail)
     tail = select(b, lt(b, x, 0.0), sub(b, 2.0, tail), tail)
     return select(b, lt(b, ax, 1.0), sub(b, 1.0, b.erf(x)), tail)
 

@@ -1,0 +1,203 @@
+"""TF's XLA CPU semantics at the edges (issue 19): each case runs under TF's XLA (jit_compile=True,
+the oracle) and ours (jit_compile=True), and the results must be equal bit for bit (NaNs by position,
+zeros by sign)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        return bool(np.array_equal(np.isnan(a64), np.isnan(b64))
+                    and np.array_equal(np.signbit(a64), np.signbit(b64) | np.isnan(b64) & np.signbit(a64))
+                    and np.array_equal(np.nan_to_num(a64), np.nan_to_num(b64)))
+    return bool(np.array_equal(a, b))
+
+
+def assert_like_xla(fn, *args, auto: bool = False) -> None:
+    want = tf.function(fn, jit_compile=True)(*args)
+    runs = [txc.function(fn, jit_compile=True)(*args)]
+    if auto:
+        runs.append(txc.function(fn, flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit "
+                                           "--tf_xla_min_cluster_size=1")(*args))
+    want = want if isinstance(want, (list, tuple)) else [want]
+    bad = []
+    for got in runs:
+        got = got if isinstance(got, (list, tuple)) else [got]
+        bad += [f"output {k}: ours {g.numpy()!r}, TF's XLA {w.numpy()!r}"
+                for k, (w, g) in enumerate(zip(want, got)) if not _same(w.numpy(), g.numpy())]
+    assert not bad, "\n".join(bad)
+
+
+DENORMAL = np.float32(1e-40)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_denormals_are_flushed_like_tf(dtype):
+    tiny = np.finfo(dtype).tiny
+    x = np.array([tiny / 4, -tiny / 4, 1.0, 0.0, tiny], dtype)
+    y = np.array([1e30, 1e30, tiny / 8, 2.0, 0.5], dtype)
+
+    def f(x, y):
+        return (tf.sign(x), x * 1.0, tf.sqrt(x), x / y, x < 0, tf.floor(x), x * y,
+                tf.math.xlogy(x, y), tf.math.atan2(x, y), tf.argmin(x), tf.nn.l2_normalize(x))
+    assert_like_xla(f, x, y, auto=True)
+
+
+def test_denormals_flushed_in_parallel_kernels():
+    # big enough that the elementwise kernel is split across pool threads
+    x = np.full((1 << 20,), DENORMAL, np.float32)
+    assert_like_xla(lambda x: (tf.sign(x), x * 3.0), x)
+
+
+@pytest.mark.parametrize("dtype", [tf.int8, tf.int16, tf.int32, tf.int64])
+def test_floordiv_floormod_integer_edges(dtype):
+    xs = [-5, 5, 0, -7, dtype.min, 0, dtype.min, 7, -7, dtype.max]
+    ys = [0, 0, 0, 2, -1, dtype.min, 3, -2, -2, -1]
+    x, y = tf.constant(xs, dtype), tf.constant(ys, dtype)
+    assert_like_xla(lambda x, y: (tf.math.floordiv(x, y), tf.math.floormod(x, y)), x, y)
+
+
+def test_integer_pow_negative_exponents():
+    x = tf.constant([-1, -1, 2, 0, -1, 1, 3, -2], tf.int32)
+    y = tf.constant([-3, -2, -1, -1, -4, -5, 2, 3], tf.int32)
+    assert_like_xla(lambda x, y: tf.pow(x, y), x, y)
+    # constant-folded: XLA's evaluator (not its emitter) decides
+    assert_like_xla(lambda: tf.pow(tf.constant([-1, -1, 2, 1]), tf.constant([-3, -2, -1, -5])))
+
+
+@pytest.mark.parametrize("dtype", [tf.int8, tf.uint8, tf.int16, tf.uint16])
+def test_narrow_int_reductions_accumulate_in_32_bits(dtype):
+    x = tf.constant([[dtype.max, dtype.max - 1, dtype.max, 3], [1, 2, 3, 4]], dtype)
+    assert_like_xla(lambda x: (tf.reduce_mean(x), tf.reduce_mean(x, 1), tf.reduce_sum(x, 0),
+                               tf.reduce_prod(x, 1)), x)
+
+
+def test_gather_with_empty_indices_or_empty_axis():
+    x = tf.zeros([3, 0, 2])
+    assert_like_xla(lambda x: (tf.gather(x, tf.constant([], tf.int32), axis=1),
+                               tf.gather(x, tf.zeros([0, 2], tf.int32), axis=0),
+                               tf.gather_nd(x, tf.zeros([0, 2], tf.int32))), x)
+    y = tf.reshape(tf.range(6.0), [3, 2])
+    assert_like_xla(lambda y: (tf.gather(y, tf.constant([], tf.int32)), tf.gather_nd(y, tf.zeros([0, 1], tf.int32))), y)
+
+
+def test_gather_from_empty_axis():
+    def f(x, y):
+        return (tf.gather(x, tf.constant([0, 0]), axis=1), tf.gather(x, tf.zeros([2, 1], tf.int32), axis=1),
+                tf.gather_nd(x, tf.zeros([4, 2], tf.int32)), tf.gather_nd(y, tf.zeros([2, 2], tf.int32)),
+                tf.gather(y, tf.constant([1]), axis=0))
+    assert_like_xla(f, np.zeros([3, 0, 2], np.float32), np.zeros([0, 3], np.int32))
+
+
+def test_empty_slice_of_concat():
+    def f(x, y):
+        c = tf.concat([x, y], 0)
+        return tf.slice(c, [1], [0]), tf.slice(c, [0], [0]), tf.slice(c, [5], [0]), c[3:3], c[1:4]
+    assert_like_xla(f, np.ones([2], np.float32), np.arange(3, dtype=np.float32), auto=True)
+
+
+def test_roll_with_computed_shift():
+    assert_like_xla(lambda x: (tf.roll(x, tf.size(x) // 2, 0), tf.roll(x, tf.reduce_sum(tf.shape(x)) - 7, 0)),
+                    np.arange(5, dtype=np.float32))
+
+
+@pytest.mark.parametrize("op", [tf.reduce_max, tf.reduce_min, tf.reduce_sum, tf.reduce_prod])
+def test_reductions_over_many_elements(op):
+    x = np.random.default_rng(0).standard_normal(300_000).astype(np.float32) * 0.001 + 1.0
+    assert_like_xla(lambda x: (op(x), op(tf.reshape(x, [3, 100_000]), 1)), x) if op not in (
+        tf.reduce_sum, tf.reduce_prod) else None
+    if op in (tf.reduce_sum, tf.reduce_prod):  # reassociated: compare within rounding
+        want = tf.function(lambda x: op(x), jit_compile=True)(x).numpy()
+        got = txc.function(lambda x: op(x), jit_compile=True)(x).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_exact_gelu_special_values(dtype):
+    x = tf.constant([np.inf, -np.inf, 0.0, -0.0, np.nan, -30.0, 30.0, 1e4], dtype)
+    assert_like_xla(lambda x: tf.nn.gelu(x, approximate=False), x)
+
+
+@pytest.mark.parametrize("dtype", [tf.int32, tf.uint8, tf.bool])
+def test_integer_and_bool_reductions_over_many_elements(dtype):
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.integers(0, 2 if dtype == tf.bool else 100, 300_000).astype(dtype.as_numpy_dtype))
+    f = (lambda x: (tf.reduce_any(x), tf.reduce_all(x))) if dtype == tf.bool else \
+        (lambda x: (tf.reduce_max(x), tf.reduce_min(x), tf.reduce_sum(x)))
+    assert_like_xla(f, x)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_signed_zeros_of_max_min_relu_clip(dtype):
+    x = tf.constant([-0.0, 0.0, -0.0, 0.0, np.nan, 1.0], dtype)
+    y = tf.constant([0.0, -0.0, -0.0, 0.0, 0.0, np.nan], dtype)
+
+    def f(x, y):
+        z, mz = tf.constant(0.0, dtype), tf.constant(-0.0, dtype)
+        return (tf.nn.relu(x), tf.nn.relu6(x), tf.maximum(x, y), tf.minimum(x, y), tf.maximum(z, x),
+                tf.maximum(mz, x), tf.minimum(z, x), tf.minimum(x, mz), tf.clip_by_value(x, y, 6.0),
+                tf.clip_by_value(x, z, 6.0), tf.clip_by_value(x, -1.0, mz))
+    assert_like_xla(f, x, y, auto=True)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_max_min_with_nan_follow_xla_fast_min_max(dtype):
+    x = tf.constant([1.0, np.nan, 2.0, np.nan, -1.0], dtype)
+    y = tf.constant([np.nan, 1.0, np.nan, np.nan, 3.0], dtype)
+
+    def f(x, y):
+        return (tf.maximum(x, y), tf.minimum(x, y), tf.reduce_max(x), tf.reduce_max(y), tf.reduce_min(x),
+                tf.maximum(x, 1.5), tf.nn.relu(y), tf.reduce_max(tf.reshape(tf.tile(x, [9]), [5, 9]), 1))
+    assert_like_xla(f, x, y, auto=True)
+
+
+@pytest.mark.parametrize("dtype", [tf.int32, tf.int64])
+def test_integer_pow_huge_exponents(dtype):
+    x = tf.constant([10, 3, -1, 2, 7, 1, 0], dtype)
+    y = tf.constant([dtype.max, dtype.max - 1, dtype.max, 64, 65, dtype.max, dtype.max], dtype)
+    assert_like_xla(lambda x, y: tf.pow(x, y), x, y)
+
+
+def test_int32_sum_and_mean_wrap():
+    big = [0, 11, 0, 0, 0, 0, 2147483647, 0, 0, 0, 0, 0, 5, 2147483647, 9]
+    assert_like_xla(lambda x: (tf.reduce_mean(x), tf.reduce_sum(x), tf.reduce_sum(tf.reshape(x, [3, 5]), 0)),
+                    tf.constant(big, tf.int32))
+
+
+def test_hlo_evaluator_int32_reduce_wraps():
+    """XLA's HloEvaluator (constant folding) adds in the element type: int32 sums wrap."""
+    from tfxla_cluster.hlo.evaluator import evaluate
+    from tfxla_cluster.hlo.parser import parse_module
+
+    m = parse_module("""HloModule m
+%add (a: s32[], b: s32[]) -> s32[] {
+  %a = s32[] parameter(0)
+  %b = s32[] parameter(1)
+  ROOT %s = s32[] add(%a, %b)
+}
+ENTRY %e () -> s32[] {
+  %c = s32[3] constant({2147483647, 11, 2147483647})
+  %z = s32[] constant(0)
+  ROOT %r = s32[] reduce(%c, %z), dimensions={0}, to_apply=%add
+}""")
+    assert int(evaluate(m)) == (2 * 2147483647 + 11) - 2 ** 32
+
+
+def test_tanh_saturates_to_exactly_one():
+    x = tf.constant([-92.6, -10.0, -8.0, -7.95, 7.95, 8.0, 9.0, 20.0, -3.0, 0.0003], tf.float32)
+    assert_like_xla(lambda x: (tf.tanh(x), tf.nn.gelu(x, approximate=True)), x)
+
+
+def test_max_min_with_nan_constant():
+    x = np.array([0.0, -1.0, 3.0, np.nan], np.float64)
+    assert_like_xla(lambda x: (tf.maximum(tf.constant(np.nan, tf.float64), x), tf.minimum(tf.constant(np.nan, tf.float64), x),
+                               tf.maximum(tf.constant(1.5, tf.float64), x)), x)
