@@ -52,7 +52,6 @@ KNOWN_PARTITION: dict[str, tuple[str, str]] = {
 #: function -> the text of our jit_compile=True error (TF's XLA compiles these).
 KNOWN_JIT: dict[str, str] = {
     "gru_train": "no lowering for op EmptyTensorList",
-    "small_cnn_train": "no lowering for op DepthwiseConv2dNativeBackpropInput",
 }
 #: (function, variant) -> why ours is further from TF's XLA than TF's tolerance allows.
 KNOWN_NUMERICS: dict[tuple[str, str], str] = {}

@@ -110,7 +110,7 @@ def _flush_denormals(mctx, fn: ir.Function) -> None:
     b.call(ld, [flushed])
     for block in fn.blocks:
         term = block.terminator
-        if term is not None and term.opname == "ret":
+        if isinstance(term, ir.Ret):  # "ret" and "ret void" alike
             b.position_before(term)
             b.call(ld, [saved])
 
