@@ -68,7 +68,10 @@ def _xfail(known: dict, key: Any, reason: str | None = None) -> list:
     if key not in known:
         return []
     text = reason or (known[key][0] if isinstance(known[key], tuple) else known[key])
-    return [pytest.mark.xfail(strict=True, raises=KnownGap, reason=text)]
+    # clone_<n> numbers depend on what the process cloned before (the whole suite in one process vs this
+    # file alone), so that gap may or may not show; any other failure still fails (raises=KnownGap).
+    strict = not (isinstance(known[key], tuple) and known[key][1] == "clone")
+    return [pytest.mark.xfail(strict=strict, raises=KnownGap, reason=text)]
 
 
 def test_harness_runs_every_function_and_tf_itself(rows: dict[str, dict[str, Any]]) -> None:
