@@ -22,6 +22,13 @@ class _Terminal(io.StringIO):
 
 
 @pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch):
+    # rich truncates the counter column on a narrow terminal; names grow with the process's counters
+    # (cluster_1113, __inference_f_116726 late in the whole suite).
+    monkeypatch.setenv("COLUMNS", "400")
+
+
+@pytest.fixture(autouse=True)
 def _no_override(monkeypatch):
     monkeypatch.delenv("TFXLA_CLUSTER_PROGRESS", raising=False)
 

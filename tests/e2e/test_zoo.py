@@ -60,6 +60,11 @@ KNOWN_NUMERICS: dict[tuple[str, str], str] = {}
 @pytest.fixture(scope="module")
 def rows() -> dict[str, dict[str, Any]]:
     # Times are not asserted: one round, and TF's auto-clustering is only recorded, not timed.
+    # Keras numbers layer names per process (dense, dense_1, ...): start from a fresh count, as TF's recording
+    # process does, or every node name differs after other tests built Keras layers.
+    import keras
+
+    keras.backend.clear_session()
     result = zoo.run_zoo(NAMES, repeats=1, tf_auto_timing=False)
     return {r["name"]: r for r in result["rows"]}
 

@@ -100,9 +100,12 @@ def test_page_assets_are_package_data():
     """The page's script and style are read from the package: setup.cfg must ship them in a wheel."""
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
-    patterns = [p.strip() for p in cfg["options.package_data"]["tfxla_cluster.viz"].split(",")]
+    data = cfg["options.package_data"]
     assets = sorted((ROOT / "tfxla_cluster" / "viz" / "assets").iterdir())
     assert assets
     for path in assets:
-        rel = path.relative_to(ROOT / "tfxla_cluster" / "viz").as_posix()
-        assert any(fnmatch.fnmatch(rel, p) for p in patterns), rel
+        # a pattern of package tfxla_cluster.viz, or of tfxla_cluster itself (``**/`` matches any folder)
+        shipped = [(pkg, p.strip()) for pkg in ("tfxla_cluster.viz", "tfxla_cluster") if pkg in data
+                   for p in data[pkg].split(",")]
+        assert any(fnmatch.fnmatch(path.relative_to(ROOT / pkg.replace(".", "/")).as_posix(), pat)
+                   for pkg, pat in shipped), path
