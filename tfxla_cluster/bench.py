@@ -228,16 +228,10 @@ def _tf_auto_loop_times(names: list[str], quick: bool) -> dict[str, float]:
     return out
 
 
-def _tf_auto_times(names: list[str], quick: bool) -> tuple[dict[str, float], str]:
-    """Per-iteration µs of the loop rows under TF's auto-clustering, from a child process (TF reads
-    ``TF_XLA_FLAGS`` once per process), and "" — or ({}, why not)."""
+def _child_json(cmd: list[str], env: dict, quick: bool) -> tuple[dict, str]:
+    """Run a bench child process (bounded by OTHER_MODE_TIMEOUT); its last JSON line, or ({}, why not)."""
     import subprocess
 
-    if not names:
-        return {}, ""
-    cmd = [sys.executable, "-m", "tfxla_cluster.bench", "--tf-auto-child", "--only", ",".join(names)]
-    cmd += ["--quick"] if quick else []
-    env = {**os.environ, "TF_XLA_FLAGS": AUTO_FLAGS, "TF_CPP_MIN_LOG_LEVEL": "2"}
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=OTHER_MODE_TIMEOUT[quick])
     except subprocess.TimeoutExpired:
@@ -247,6 +241,17 @@ def _tf_auto_times(names: list[str], quick: bool) -> tuple[dict[str, float], str
         tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         return {}, f"child failed: {tail}"
     return json.loads(lines[-1]), ""
+
+
+def _tf_auto_times(names: list[str], quick: bool) -> tuple[dict[str, float], str]:
+    """Per-iteration µs of the loop rows under TF's auto-clustering, from a child process (TF reads
+    ``TF_XLA_FLAGS`` once per process), and "" — or ({}, why not)."""
+    if not names:
+        return {}, ""
+    cmd = [sys.executable, "-m", "tfxla_cluster.bench", "--tf-auto-child", "--only", ",".join(names)]
+    cmd += ["--quick"] if quick else []
+    env = {**os.environ, "TF_XLA_FLAGS": AUTO_FLAGS, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return _child_json(cmd, env, quick)
 
 
 def _print_launch_rows(rows: list[dict]) -> None:
@@ -330,22 +335,14 @@ def _graph_times(workloads: list[Workload], quick: bool) -> dict[str, float]:
 def _other_mode_graph_times(names: list[str], quick: bool, onednn: bool) -> tuple[dict[str, float], str]:
     """Graph-mode seconds per workload from a child with oneDNN set to ``onednn``, and "" — or ({}, why
     not) when the child fails or runs out of time."""
-    import subprocess
-
     from tfxla_cluster.hostinfo import ONEDNN_ENV
 
     cmd = [sys.executable, "-m", "tfxla_cluster.bench", "--graph-only-child", "--only", ",".join(names)]
     cmd += ["--quick"] if quick else []
     env = {**os.environ, ONEDNN_ENV: "1" if onednn else "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=OTHER_MODE_TIMEOUT[quick])
-    except subprocess.TimeoutExpired:
-        return {}, f"timed out after {OTHER_MODE_TIMEOUT[quick]} s"
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        return {}, f"child failed: {tail}"
-    data = json.loads(lines[-1])
+    data, why = _child_json(cmd, env, quick)
+    if why:
+        return {}, why
     if data["onednn"] != onednn:
         return {}, f"the child's TF ignored {ONEDNN_ENV}={int(onednn)}"
     return data["seconds"], ""
