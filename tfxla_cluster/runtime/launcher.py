@@ -135,8 +135,19 @@ class Launcher:
             "_handle_dtypes" in producer.node_def.attr else []
         if handle_dtypes:
             return handle_dtypes[0]
+        for node in self.handle_users(position):
+            attr = node.node_def.attr
+            if "dtype" in attr:
+                return attr["dtype"].type
+            if "T" in attr and attr["T"].type not in (types_pb2.DT_RESOURCE, types_pb2.DT_INVALID):
+                return attr["T"].type
+        raise InvalidArgumentError(f"cluster {self.sig.name}: can't tell the dtype of resource input {src}:{slot}")
+
+    def handle_users(self, position: int):
+        """The cluster members that use the resource handle at input ``position``, looking through
+        pass-through members (the Identity an inlined call puts on each of its inputs)."""
         members = set(self.sig.members)
-        frontier, seen = [(src, slot)], set()
+        frontier, seen = [self.sig.inputs[position]], set()
         while frontier:
             tensor = frontier.pop()
             if tensor in seen:
@@ -145,14 +156,10 @@ class Launcher:
             for e in self.graph.node(tensor[0]).out_edges:
                 if e.is_control or e.src_output != tensor[1] or e.dst.name not in members:
                     continue
-                attr = e.dst.node_def.attr
                 if e.dst.op in ("Identity", "Snapshot", "IdentityN"):
                     frontier.append((e.dst.name, e.dst_input if e.dst.op == "IdentityN" else 0))
-                elif "dtype" in attr:
-                    return attr["dtype"].type
-                elif "T" in attr and attr["T"].type not in (types_pb2.DT_RESOURCE, types_pb2.DT_INVALID):
-                    return attr["T"].type
-        raise InvalidArgumentError(f"cluster {self.sig.name}: can't tell the dtype of resource input {src}:{slot}")
+                else:
+                    yield e.dst
 
     # ----- compile ------------------------------------------------------------------------------
     @property

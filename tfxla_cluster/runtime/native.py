@@ -236,32 +236,12 @@ def bind(launcher, *, resources: bool = True):
 
 # Ops that only read the variable behind a handle; any other member taking a handle may write it.
 _READ_ONLY = frozenset({"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape"})
-_PASS_THROUGH = frozenset({"Identity", "Snapshot", "IdentityN"})
 
 
 def _written_variables(launcher, positions: list[int]) -> list[int]:
     """The resource inputs some member may assign (a superset of what the lowering updates), following
     handles through pass-through members."""
-    members = set(launcher.sig.members)
-    written = []
-    for p in positions:
-        frontier, seen = [launcher.sig.inputs[p]], set()
-        writes = False
-        while frontier and not writes:
-            tensor = frontier.pop()
-            if tensor in seen:
-                continue
-            seen.add(tensor)
-            for e in launcher.graph.node(tensor[0]).out_edges:
-                if e.is_control or e.src_output != tensor[1] or e.dst.name not in members:
-                    continue
-                if e.dst.op in _PASS_THROUGH:
-                    frontier.append((e.dst.name, e.dst_input if e.dst.op == "IdentityN" else 0))
-                elif e.dst.op not in _READ_ONLY:
-                    writes = True
-        if writes:
-            written.append(p)
-    return written
+    return [p for p in positions if any(node.op not in _READ_ONLY for node in launcher.handle_users(p))]
 
 
 def native_executions(launcher) -> int:
