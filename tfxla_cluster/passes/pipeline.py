@@ -7,7 +7,7 @@
     topk-decomposer, topk-rewriter (only when the backend lists the "TopK" runtime routine)
                                                            expanders (RunHloPassesThroughLayoutAssn 2-4)
     simplification (fixed point, <= 25):  algsimp, simplify-sorts, simplify-conditional, tuple-simplifier, dce,
-                                          constant_folding
+                                          reshape-mover, constant_folding
     transpose-folding, cse                                 (step 6)
     layout-assignment                                      (CpuLayoutAssignment)
     simplification-after-layout (fixed point): algsimp (layout-sensitive: reshape -> bitcast), dce
@@ -44,6 +44,7 @@ from tfxla_cluster.passes.fusion import CpuInstructionFusion
 from tfxla_cluster.passes.fusion_naming import FusionNamer
 from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
 from tfxla_cluster.passes.multi_output_fusion import CpuMultiOutputFusion
+from tfxla_cluster.passes.reshape_mover import ReshapeMover
 from tfxla_cluster.passes.rng_expander import RngBitGeneratorExpander
 from tfxla_cluster.passes.pass_ import FixedPoint, PassContext, Pipeline
 
@@ -84,6 +85,7 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
             ConditionalSimplifier(),
             TupleSimplifier(),
             HloDCE(),
+            ReshapeMover(),
             HloConstantFolding(),
         ]),
         TransposeFolding(),
