@@ -235,6 +235,19 @@ class HloComputation:
         Instructions are visited in list order and each one's unvisited operands are emitted first, so
         a topologically ordered list comes back unchanged.
         """
+        # Fast path: passes keep the list in definition order, so it usually is a post order already.
+        seen: set[int] = set()
+        for instr in self.instructions:
+            for pred in instr.operands:
+                if id(pred) not in seen:
+                    break
+            else:
+                if id(instr) not in seen and all(id(p) in seen for p in instr.control_predecessors):
+                    seen.add(id(instr))
+                    continue
+            break
+        else:
+            return list(self.instructions)
         order: list[HloInstruction] = []
         state: dict[int, int] = {}  # id -> 1 visiting, 2 done
         for start in self.instructions:

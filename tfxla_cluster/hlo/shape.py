@@ -253,13 +253,27 @@ class Shape:
 
     def without_layout(self) -> "Shape":
         """The shape with the default layout (for comparisons that ignore layout)."""
+        # Shapes are immutable: a shape that already has the default layout is its own answer (shape
+        # inference asks this for every instruction it checks).
         if self.is_tuple:
-            return Shape.tuple_of(s.without_layout() for s in self.tuple_shapes)
+            parts = tuple(s.without_layout() for s in self.tuple_shapes)
+            return self if all(a is b for a, b in zip(parts, self.tuple_shapes)) else Shape.tuple_of(parts)
+        if self.minor_to_major is None or self.is_default_layout:
+            return self
         return Shape(self.element_type, self.dimensions)
 
     def compatible(self, other: "Shape") -> bool:
         """Same element types and dimensions, recursively; layouts ignored."""
-        return self.without_layout() == other.without_layout()
+        # Compared field by field: passes ask this for every edit, and building two layout-free copies
+        # (``without_layout``) was a large part of a big module's compile time.
+        if self is other:
+            return True
+        if self.element_type is not other.element_type or self.dimensions != other.dimensions:
+            return False
+        if self.element_type is PrimitiveType.TUPLE:
+            return len(self.tuple_shapes) == len(other.tuple_shapes) and all(
+                a.compatible(b) for a, b in zip(self.tuple_shapes, other.tuple_shapes))
+        return True
 
     def leaves(self) -> list["Shape"]:
         """The array shapes of a (possibly nested) tuple in order; ``[self]`` for arrays."""

@@ -129,6 +129,10 @@ class ReshapeMover(HloPass):
         g.replace(instr, back)
 
     def _run_on_computation(self, comp: HloComputation) -> bool:
+        # Most computations have no elementwise user of a reshape/transpose: skip them before building
+        # the use graph (this pass runs in every simplification iteration).
+        if not any(_is_rearrange(op) for i in comp.instructions if i.is_elementwise() for op in i.operands):
+            return False
         g = UseGraph(comp)
         candidates = {i: None for i in comp.post_order() if self._is_candidate(g, i)}
         removed = True
