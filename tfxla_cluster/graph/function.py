@@ -240,14 +240,14 @@ def with_resource_handle_data(graph_def, concrete):
     for a call — before grappler, whose shape inference (and so the remapper's ``_FusedMatMul`` of a
     MatMul + bias read from a variable) depends on them."""
     from tensorflow.core.framework import types_pb2
-    from tensorflow.python.ops import handle_data_util
+    from tfxla_cluster.tf_compat import resource_handle_data
 
     placeholders = concrete.graph.inputs
     for nd in graph_def.node:
         if nd.op != "_Arg" or nd.attr["T"].type != types_pb2.DT_RESOURCE:
             continue
         index = nd.attr["index"].i
-        data = handle_data_util.get_resource_handle_data(placeholders[index]) if index < len(placeholders) else None
+        data = resource_handle_data(placeholders[index]) if index < len(placeholders) else None
         if data is None or not data.is_set or not data.shape_and_type:
             continue
         nd.attr["_handle_dtypes"].list.type.extend(x.dtype for x in data.shape_and_type)
@@ -265,14 +265,12 @@ def graph_def_from_function(fn: Callable[..., Any], *args: Any, input_signature=
     Give example ``args``/``kwargs`` (tensors, numpy arrays or ``tf.TensorSpec``) or an
     ``input_signature``. ``grappler=True`` gives exactly the graph TF's JIT passes see.
     """
-    from tensorflow.python.eager.polymorphic_function import concrete_function as cf_mod
+    from tfxla_cluster.tf_compat import concrete_function_type, tf_function
 
-    if isinstance(fn, cf_mod.ConcreteFunction):
+    if isinstance(fn, concrete_function_type()):
         concrete = fn
     else:
         if not hasattr(fn, "get_concrete_function"):
-            from tfxla_cluster.runtime.plugin import tf_function
-
             fn = tf_function()(fn, input_signature=input_signature, jit_compile=jit_compile)
         if input_signature is not None and not args and not kwargs:
             concrete = fn.get_concrete_function()

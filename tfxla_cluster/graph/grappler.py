@@ -51,11 +51,9 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
     ``inline``: inline function calls first with our inliner (TF's ``<call>/<node>`` names) — what TF's
     runtime item ends up with; grappler's own inlining through this entry point folds differently
     (e.g. ``inner(x, x + 1) - 1`` keeps ``sub`` as an Add of a folded Const)."""
-    from tensorflow.python.grappler import tf_optimizer
-
     from tfxla_cluster.graph.devices import canonical_device
-
     from tfxla_cluster.graph.function import inline_calls
+    from tfxla_cluster.tf_compat import optimize_graph
 
     meta = meta_graph_pb2.MetaGraphDef()
     meta.graph_def.CopyFrom(inline_calls(graph_def) if inline else graph_def)
@@ -66,7 +64,7 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
     args = _args_as_shaped_stand_ins(meta.graph_def) if arg_shapes else {}
     meta.collection_def["train_op"].node_list.value.extend(fetch or default_fetch(graph_def))
     try:
-        out = tf_optimizer.OptimizeGraph(config or config_pb2.ConfigProto(), meta, verbose=False)
+        out = optimize_graph(config or config_pb2.ConfigProto(), meta)
     except Exception as e:  # grappler reports through TF status exceptions; keep the first line
         raise InvalidArgumentError(f"grappler failed: {str(e).splitlines()[0]}") from None
     if not out.HasField("versions"):

@@ -634,17 +634,14 @@ def lower_function(fn_or_concrete, *example_args, name: str | None = None, **exa
     ``_Retval``s then updated variables. Shapes come from the example arguments; arguments that
     feed compile-time-constant inputs are specialised on their example values."""
     import tensorflow as tf
-    from tensorflow.python.eager.polymorphic_function import concrete_function as cf_mod
-
     from tfxla_cluster.graph.function import graph_def_from_concrete
+    from tfxla_cluster.tf_compat import concrete_function_type, tf_function
 
-    if isinstance(fn_or_concrete, cf_mod.ConcreteFunction):
+    if isinstance(fn_or_concrete, concrete_function_type()):
         concrete = fn_or_concrete
     else:
         fn = fn_or_concrete
         if not hasattr(fn, "get_concrete_function"):
-            from tfxla_cluster.runtime.plugin import tf_function
-
             fn = tf_function()(fn, jit_compile=True)
         concrete = fn.get_concrete_function(*example_args, **example_kwargs)
     graph = Graph(graph_def_from_concrete(concrete, inline=True), assign_devices=False)
@@ -681,9 +678,9 @@ def _example_spec(v):
     if isinstance(v, tf.Variable):
         return (v.dtype.as_numpy_dtype, tuple(v.shape))
     if isinstance(v, tf.Tensor) and v.dtype == tf.resource:
-        from tensorflow.python.ops import resource_variable_ops
+        from tfxla_cluster.tf_compat import read_variable
 
-        data = resource_variable_ops.read_variable_op(v, _handle_dtype(v))
+        data = read_variable(v, _handle_dtype(v))
         return (data.dtype.as_numpy_dtype, tuple(data.shape))
     return tuple(np.shape(v))
 
