@@ -3,7 +3,7 @@
 Stage: clustering (step A) and must-compile checking. ``CompilabilityChecker.check_node`` answers for
 one node exactly as TF 2.21's ``compilability_check_util.cc`` does, in TF's check order: SOURCE/SINK,
 top-level ``_Arg``/``_Retval``, ``_scoped_allocator``/``_forward_from``, function calls (recursively,
-depth-limited), the XLA kernel registry (:mod:`.xla_kernels`), functional While/If/Case bodies, then the
+depth-limited), the XLA kernel registry (:mod:`tfxla_cluster.tfops.xla_kernels`), functional While/If/Case bodies, then the
 operation filter (stateful RNG, ControlTrigger, Assert/CheckNumerics, CollectiveReduceV2, Where,
 Unique, DT_VARIANT, Stack, TensorArray, resource ops in called functions, inaccurate and slow ops).
 
@@ -12,7 +12,7 @@ function (with their call stack) for the must-compile error.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from tensorflow.core.framework import function_pb2, node_def_pb2, types_pb2
@@ -20,50 +20,8 @@ from tensorflow.core.framework import function_pb2, node_def_pb2, types_pb2
 from tfxla_cluster.errors import NotFoundError
 from tfxla_cluster.graph import opdefs
 from tfxla_cluster.graph.function import CALL_OPS, instantiate
-from tfxla_cluster.jit import op_tables, xla_kernels
-
-
-
-@dataclass(frozen=True, slots=True)
-class OperationFilter:
-    """``RecursiveCompilabilityChecker::OperationFilter``."""
-
-    allow_resource_ops_in_called_functions: bool = False
-    allow_stack_ops: bool = False
-    allow_tensor_array_ops: bool = False
-    allow_stateful_rng_ops: bool = False
-    allow_control_trigger: bool = False
-    allow_eliding_assert_and_checknumerics_ops: bool = False
-    allow_ops_producing_or_consuming_variant: bool = False
-    allow_slow_ops: bool = False
-    allow_inaccurate_ops: bool = False
-    require_always_compilable: bool = False
-    allow_string_consts: bool = True
-    allow_collective_reduce_v2: bool = True
-    allow_where_op: bool = True
-    allow_unique_op: bool = True
-
-
-def create_operation_filter(reg: xla_kernels.DeviceRegistration) -> OperationFilter:
-    """TF's ``CreateOperationFilter``: what the device registration lets auto-clustering include."""
-    return OperationFilter(
-        allow_resource_ops_in_called_functions=reg.cluster_resource_variable_ops_unsafely,
-        allow_stack_ops=reg.cluster_stack_ops,
-        allow_tensor_array_ops=reg.cluster_tensor_array_ops,
-        allow_stateful_rng_ops=reg.cluster_stateful_rng_ops,
-        allow_control_trigger=reg.cluster_control_trigger,
-        allow_eliding_assert_and_checknumerics_ops=reg.elide_assert_and_checknumerics,
-        allow_ops_producing_or_consuming_variant=reg.cluster_variant_ops,
-        allow_slow_ops=reg.cluster_slow_ops,
-        allow_inaccurate_ops=reg.cluster_inaccurate_ops)
-
-
-# What a jit_compile=True function may contain (xla_kernel_creator.cc / IsCompilable): everything XLA can
-# compile, even ops auto-clustering avoids.
-MUST_COMPILE_FILTER = OperationFilter(
-    allow_resource_ops_in_called_functions=True, allow_stack_ops=True, allow_tensor_array_ops=True,
-    allow_stateful_rng_ops=True, allow_control_trigger=True, allow_eliding_assert_and_checknumerics_ops=True,
-    allow_ops_producing_or_consuming_variant=True, allow_slow_ops=True, allow_inaccurate_ops=True)
+from tfxla_cluster.tfops import op_tables, xla_kernels
+from tfxla_cluster.tfops.filters import MUST_COMPILE_FILTER, OperationFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,9 +265,3 @@ class CompilabilityChecker:
 def must_compile_checker(jit_device: str, library: function_pb2.FunctionDefLibrary) -> CompilabilityChecker:
     """The permissive checker TF uses for ``jit_compile=True`` functions."""
     return CompilabilityChecker(MUST_COMPILE_FILTER, jit_device, library)
-
-
-def auto_clustering_filter(reg: xla_kernels.DeviceRegistration, allow_where: bool) -> OperationFilter:
-    """The filter MarkForCompilation uses for candidates (always-compilable, no string consts, ...)."""
-    return replace(create_operation_filter(reg), require_always_compilable=True, allow_string_consts=False,
-                   allow_collective_reduce_v2=False, allow_unique_op=False, allow_where_op=allow_where)

@@ -31,8 +31,10 @@ from tfxla_cluster import flags as flags_mod
 from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.errors import InternalError
 from tfxla_cluster.graph.graph import Graph, Node
-from tfxla_cluster.jit import compilability, deadness, device_util, dumps, op_tables, resource_safety, xla_kernels
-from tfxla_cluster.jit.const_analysis import ConstAnalysis
+from tfxla_cluster.jit import compilability, deadness, device_util, dumps, resource_safety
+from tfxla_cluster.tfops import op_tables, xla_kernels
+from tfxla_cluster.tfops.filters import auto_clustering_filter
+from tfxla_cluster.tfops.const_analysis import ConstAnalysis
 from tfxla_cluster.jit.graph_cycles import GraphCycles, describe_cycle
 
 log = logging.getLogger("tfxla_cluster.mark_for_compilation")
@@ -275,7 +277,7 @@ class MarkForCompilationPass:
         checker = self._checkers.get(key)
         if checker is None:
             checker = compilability.CompilabilityChecker(
-                compilability.auto_clustering_filter(reg, allow_where), reg.compilation_device,
+                auto_clustering_filter(reg, allow_where), reg.compilation_device,
                 self.graph.library)
             self._checkers[key] = checker
         return checker

@@ -351,7 +351,7 @@ def tf_clusters(graph: Graph, clusters: dict[str, list[str]]) -> list[TfCluster]
     one function gave three orders), so only the order of the call nodes in the dumps differs."""
     from tensorflow.core.framework import types_pb2
 
-    from tfxla_cluster.jit.const_analysis import ConstAnalysis
+    from tfxla_cluster.tfops.const_analysis import ConstAnalysis
 
     out = []
     for cname in sorted(clusters):

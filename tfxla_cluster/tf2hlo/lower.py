@@ -37,7 +37,7 @@ from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule, NameUniquer
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.hlo.verifier import verify_module
-from tfxla_cluster.jit import op_tables
+from tfxla_cluster.tfops import op_tables
 from tfxla_cluster.tf2hlo import types
 from tfxla_cluster.tf2hlo.builder import TfBuilder
 from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
@@ -418,7 +418,7 @@ def _finish_module(name: str, entry: HloComputation) -> HloModule:
 
 
 def _check_kernels(order: Sequence[Node]) -> None:
-    from tfxla_cluster.jit.xla_kernels import find_kernel_def
+    from tfxla_cluster.tfops.xla_kernels import find_kernel_def
 
     for node in order:
         ok, reason = find_kernel_def("XLA_CPU_JIT", node.node_def, node.op_def)
@@ -547,7 +547,7 @@ def _resource_spec(graph: Graph, t: Tensor, given, members: set[str]) -> tuple[P
 def _must_be_constant(graph: Graph, members: set[str], order: list[Node]) -> set[Tensor]:
     """Cluster inputs (external tensors, or the cluster's own ``_Arg`` outputs) that must be
     compile-time constants: ``BackwardsConstAnalysis`` restricted to the cluster."""
-    from tfxla_cluster.jit.const_analysis import ConstAnalysis
+    from tfxla_cluster.tfops.const_analysis import ConstAnalysis
 
     analysis = ConstAnalysis(graph.library)
     must: set[str] = set()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from tensorflow.core.framework import function_pb2
 
 from tfxla_cluster.graph.graph import Graph, Node
-from tfxla_cluster.jit import op_tables
+from tfxla_cluster.tfops import op_tables
 
 def _traversable(node: Node) -> bool:
     """``IsConstTraversableOpType``: these forward input i to output i, so the producer behind them
