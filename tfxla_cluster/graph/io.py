@@ -89,7 +89,7 @@ def write_graph_def(graph_def: graph_pb2.GraphDef, path: str | os.PathLike) -> P
 def load_saved_model(path: str | os.PathLike, signature: str = "serving_default"):
     """Load a SavedModel and return the ConcreteFunction of ``signature``.
 
-    The caller turns it into a GraphDef with :func:`tfxla_cluster.graph.function.graph_def_from_concrete`.
+    The caller turns it into a GraphDef with :func:`tfxla_cluster.graph.loader.graph_def_from_concrete`.
     """
     import tensorflow as tf
 

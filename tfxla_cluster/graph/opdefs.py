@@ -14,6 +14,13 @@ from tensorflow.core.framework import function_pb2, node_def_pb2, op_def_pb2, ty
 from tfxla_cluster.errors import InvalidArgumentError, NotFoundError
 from tfxla_cluster.tf_compat import op_def as registered_op_def
 
+# The ops and nodes TF's runtime puts at a graph's boundary: spelled here once for the package.
+ARG_OP, RETVAL_OP = "_Arg", "_Retval"                       # a function's inputs and outputs
+DEVICE_ARG_OP, DEVICE_RETVAL_OP = "_DeviceArg", "_DeviceRetval"  # the same, kept on the device
+ARG_OPS = frozenset({ARG_OP, DEVICE_ARG_OP})                # Node::IsArg
+RETVAL_OPS = frozenset({RETVAL_OP, DEVICE_RETVAL_OP})       # Node::IsRetval
+SOURCE_NODE, SINK_NODE = "_SOURCE", "_SINK"                 # Graph's implicit source and sink (NoOps)
+
 # Ops TF handles specially in the graph (not listed as ordinary OpDefs or with special semantics).
 REF_TYPE_OFFSET = 100  # DT_FLOAT_REF == DT_FLOAT + 100 in types.proto
 

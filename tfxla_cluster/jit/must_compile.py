@@ -12,6 +12,7 @@ from __future__ import annotations
 from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError, TfXlaError
+from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
 from tfxla_cluster.jit.compilability import Frame, Uncompilable, must_compile_checker
 
 # The context TF's XlaCompiler appends to every error of a must-compile function.
@@ -40,10 +41,10 @@ def uncompilable_nodes(library: function_pb2.FunctionDefLibrary, function_name: 
     if fdef is not None:
         for i, arg in enumerate(fdef.signature.input_arg):
             if arg.type:  # a type given by an attr is resolved only at instantiation
-                args.append(_interface_node(arg.name, "_Arg", arg.type, i))
+                args.append(_interface_node(arg.name, ARG_OP, arg.type, i))
         for i, out in enumerate(fdef.signature.output_arg):
             if out.type:
-                rets.append(_interface_node(f"{out.name}_RetVal", "_Retval", out.type, i))
+                rets.append(_interface_node(f"{out.name}_RetVal", RETVAL_OP, out.type, i))
     problems = _check_interface(checker, args, function_name)
     problems += checker.find_uncompilable_in_function(function_name)
     return problems + _check_interface(checker, rets, function_name)
@@ -59,7 +60,7 @@ def uncompilable_in_graph(graph_def: graph_pb2.GraphDef, name: str = "graph",
     placeholders = 0
     for nd in graph_def.node:
         if nd.op == "Placeholder":
-            nd = _interface_node(nd.name, "_Arg", nd.attr["dtype"].type, placeholders)
+            nd = _interface_node(nd.name, ARG_OP, nd.attr["dtype"].type, placeholders)
             placeholders += 1
         # Depth 2: inside a function body, as TF sees the nodes of a must-compile call.
         found = checker._check(nd, (Frame(name, None), Frame(nd.name, name)), first_only=False,
@@ -72,7 +73,7 @@ def _interface_node(name: str, op: str, dtype: int, index: int) -> node_def_pb2.
     nd = node_def_pb2.NodeDef(name=name, op=op)
     nd.attr["T"].type = dtype
     nd.attr["index"].i = index
-    if op == "_Retval":
+    if op == RETVAL_OP:
         nd.input.append("value")
     return nd
 

@@ -35,7 +35,7 @@ class CompiledGraph:
 
     def _build(self, concrete, *, jit_compile: bool | None, flags, grappler: bool, backend: str) -> None:
         from tfxla_cluster import flags as flags_mod
-        from tfxla_cluster.graph.function import graph_def_from_concrete, with_resource_handle_data
+        from tfxla_cluster.graph.loader import graph_def_from_concrete, with_resource_handle_data
         from tfxla_cluster.graph.graph import Graph
         from tfxla_cluster.jit.clone_constants import clone_constants
 
