@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 __all__ = ["mkl_enabled", "op_def", "eager_context", "eager_execute", "function_runtime_config",
            "eager_tensor_type", "concrete_function_type", "frequent_tracing_detector",
-           "register_eager_func", "resource_handle_data", "read_variable", "optimize_graph",
+           "register_eager_func", "called_functions", "resource_handle_data", "read_variable", "optimize_graph",
            "registered_xla_jit_kernels", "tf_function", "replace_tf_function", "restore_tf_function",
            "tf_function_replaced"]
 
@@ -158,6 +158,12 @@ def restore_tf_function() -> None:
 
 
 # ----------------------------------------------------------------------------- graphs, variables
+def called_functions(graph: Any) -> dict[str, Any]:
+    """The functions a ``tf.Graph``/``FuncGraph`` has registered (name → function object with its own
+    ``graph``); {} if this TF keeps none."""
+    return getattr(graph, "_functions", None) or {}
+
+
 def resource_handle_data(placeholder: Any) -> Any:
     """The handle data (dtype and shape of the variable) a resource placeholder carries, or None."""
     from tensorflow.python.ops import handle_data_util

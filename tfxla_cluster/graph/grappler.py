@@ -65,8 +65,8 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
     meta.collection_def["train_op"].node_list.value.extend(fetch or default_fetch(graph_def))
     try:
         out = optimize_graph(config or config_pb2.ConfigProto(), meta)
-    except Exception as e:  # grappler reports through TF status exceptions; keep the first line
-        raise InvalidArgumentError(f"grappler failed: {str(e).splitlines()[0]}") from None
+    except Exception as e:  # grappler reports through TF status exceptions: typed, first line, cause chained
+        raise InvalidArgumentError(f"grappler failed: {str(e).splitlines()[0]}") from e
     if not out.HasField("versions"):
         out.versions.CopyFrom(graph_def.versions)
     for nd in out.node:

@@ -88,7 +88,9 @@ def _tf_shape_inference(graph: "Graph", handle_data: bool) -> dict[str, list[Sha
     try:
         with tf.Graph().as_default() as g:
             tf.graph_util.import_graph_def(gd, name="")
-    except Exception:  # inference is best effort: an unimportable graph just has unknown shapes
+    except (TypeError, ValueError, tf.errors.OpError):
+        # What import_graph_def raises for a graph it can't import (its documented TypeError/ValueError,
+        # or a TF status): inference is best effort, such a graph just has unknown shapes.
         return {}
     out: dict[str, list[Shape]] = {}
     for op in g.get_operations():

@@ -13,6 +13,7 @@ from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError, TfXlaError
 from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
+from tfxla_cluster.tf_compat import called_functions
 from tfxla_cluster.jit.compilability import Frame, Uncompilable, must_compile_checker
 
 # The context TF's XlaCompiler appends to every error of a must-compile function.
@@ -108,7 +109,9 @@ class CreationStacks:
         self._callee: dict[tuple[str, str], str] = {}
         try:
             self._add(self.top, concrete.graph, depth=0)
-        except Exception:  # noqa: BLE001 — creation sites are a help in messages, never a reason to fail
+        except (AttributeError, TypeError, ValueError):
+            # A graph without TF's usual tracebacks (another TF version, a restored function): no
+            # creation sites, as TF's messages have none for functions without recorded stack traces.
             self._ops.clear()
 
     def _add(self, function: str, graph, depth: int) -> None:
@@ -120,9 +123,8 @@ class CreationStacks:
                     break
                 except (ValueError, AttributeError):
                     continue
-        # Called functions carry their own FuncGraphs (TF private API; without it, callee ops simply
-        # have no stack here).
-        for name, fn in (getattr(graph, "_functions", None) or {}).items():
+        # Called functions carry their own FuncGraphs (without them, callee ops have no stack here).
+        for name, fn in called_functions(graph).items():
             sub = getattr(fn, "graph", None)
             if sub is not None and depth < 8 and not any(k[0] == name for k in self._ops):
                 self._add(name, sub, depth + 1)
