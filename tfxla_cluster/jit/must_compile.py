@@ -13,8 +13,9 @@ from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError, TfXlaError
 from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
-from tfxla_cluster.tf_compat import called_functions
 from tfxla_cluster.jit.compilability import Frame, Uncompilable, must_compile_checker
+from tfxla_cluster.tf_compat import called_functions
+from tfxla_cluster.tfops.reasons import ReasonCode
 
 # The context TF's XlaCompiler appends to every error of a must-compile function.
 _TF2XLA_CONTEXT = ("tf2xla conversion failed while converting {fn}[{attrs}]. Run with "
@@ -86,7 +87,7 @@ def _check_interface(checker, nodes: list[node_def_pb2.NodeDef], function_name: 
 
 
 def _describe(problem: Uncompilable) -> str:
-    reason = problem.reason.removeprefix("unsupported op: ")
+    reason = problem.reason.removeprefix(f"{ReasonCode.NO_XLA_KERNEL.text}: ")
     where = "".join(f" in {f.function}" for f in problem.stack[1:-1] if f.function)
     return f"{problem.op} ({reason}){{{{node {problem.node}}}}}{where}"
 
