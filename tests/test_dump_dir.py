@@ -1,6 +1,6 @@
 """Our internal use of TF's XLA never shows in the user's ``--xla_dump_to`` directory or TF's log.
 
-Stage: clustering helper (jit/xla_kernels.py initialises XLA's kernel registry). A fresh process with
+Stage: clustering helper (tfops/xla_kernels.py initialises XLA's kernel registry). A fresh process with
 ``XLA_FLAGS=--xla_dump_to=DIR`` runs a function through our pipeline: DIR holds only our cluster's
 modules, TF's once-per-process "Compiled cluster using XLA!" line is not logged, and a real
 ``jit_compile=True`` call afterwards still dumps as the user asked.

@@ -18,7 +18,8 @@ from tensorflow.core.framework import graph_pb2
 from tfxla_cluster.errors import DataLossError, InvalidArgumentError, NotFoundError
 from tfxla_cluster.graph import Graph, load_graph, read_graph_def, write_graph_def
 from tfxla_cluster.graph.devices import DEFAULT_CPU_DEVICE, canonical_device
-from tfxla_cluster.graph.function import graph_def_from_function, runtime_to_placeholders
+from tfxla_cluster.graph.function import runtime_to_placeholders
+from tfxla_cluster.graph.loader import graph_def_from_function
 from tfxla_cluster.graph.opdefs import base_dtype
 
 from gdb import GDB, INT32, T

@@ -22,7 +22,7 @@ from tensorflow.core.framework import attr_value_pb2, node_def_pb2, types_pb2
 from tensorflow.python.framework import kernels, op_def_registry
 
 from tfxla_cluster.errors import InvalidArgumentError
-from tfxla_cluster.jit import op_tables as T
+from tfxla_cluster.tfops import op_tables as T
 
 # Names TF itself lists that are not registered ops: REF_CLASS("_SwitchN") in graph.cc also adds
 # "Ref_SwitchN", which no op registration defines.

@@ -43,7 +43,9 @@ def _restore(cls: type, message: str, state: dict) -> Any:
 
 
 def _define() -> None:
-    from tensorflow.python.framework import errors_impl as tf_errors
+    import tensorflow as tf
+
+    tf_errors = tf.errors  # the public module: OpError, the subclasses and the status code constants
 
     class TfXlaError(tf_errors.OpError):
         code = "UNKNOWN"

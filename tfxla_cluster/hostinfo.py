@@ -83,13 +83,9 @@ def onednn_default(features: dict[str, bool] | None = None) -> bool:
 
 def _tf_answer() -> bool | None:
     """TensorFlow's own ``IsMklEnabled()`` if TF is already imported in this process."""
-    if "tensorflow" not in sys.modules:
-        return None
-    try:
-        from tensorflow.python.util import _pywrap_util_port
-        return bool(_pywrap_util_port.IsMklEnabled())
-    except Exception:   # a TF without the binding: fall back to the rule
-        return None
+    from tfxla_cluster.tf_compat import mkl_enabled
+
+    return mkl_enabled()
 
 
 def onednn_enabled(environ=None) -> bool:

@@ -115,7 +115,7 @@ def test_other_failures_are_wrapped_with_the_node():
     try:
 
         f = tf.function(lambda x: -x, autograph=False).get_concrete_function(tf.TensorSpec([2]))
-        from tfxla_cluster.graph.function import graph_def_from_concrete
+        from tfxla_cluster.graph.loader import graph_def_from_concrete
 
         gd = graph_def_from_concrete(f)
         neg = next(n for n in gd.node if n.op == "Neg")

@@ -228,7 +228,7 @@ def test_compile_time_constant_from_argument_specialises():
 def test_non_constant_shape_input_is_an_error():
     from tfxla_cluster.errors import InvalidArgumentError
     from tfxla_cluster.graph import Graph
-    from tfxla_cluster.graph.function import graph_def_from_concrete
+    from tfxla_cluster.graph.loader import graph_def_from_concrete
     from tfxla_cluster.tf2hlo import lower_cluster
 
     f = tf.function(lambda x, s: tf.reshape(x, s), autograph=False)

@@ -51,7 +51,7 @@ TOL = {"f32": (2e-6, 1e-6), "f64": (1e-12, 1e-12), "f16": (2e-3, 1e-3), "bf16": 
 
 def xla_dtypes(op: str, attr: str = "T", among: Sequence[str] = tuple(DTYPES)) -> list[str]:
     """Our dtypes that TF's XLA_CPU_JIT registry allows for ``op``'s type attr ``attr``."""
-    from tfxla_cluster.jit.xla_kernels import jit_kernels
+    from tfxla_cluster.tfops.xla_kernels import jit_kernels
 
     op_def = op_def_registry.get(op)
     if op_def is not None and attr not in {a.name for a in op_def.attr}:

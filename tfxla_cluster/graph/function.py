@@ -8,22 +8,22 @@ MarkForCompilation runs. This module does the same in Python so the clustering p
 * :func:`instantiate` — FunctionDef → GraphDef in TF's runtime form (``FunctionDefToBodyHelper``);
 * :func:`inline_calls` — inline function calls recursively, except functions TF also keeps as calls
   (``_noinline``, or ``_XlaMustCompile=true``, which XLA compiles as a unit);
-* :func:`graph_def_from_function` / :func:`graph_def_from_concrete` — entry points for Python callers.
+* the entry points for Python callers (:func:`~tfxla_cluster.graph.loader.graph_def_from_function`,
+  :func:`~tfxla_cluster.graph.loader.graph_def_from_concrete`) are in :mod:`tfxla_cluster.graph.loader`.
 
 Functional control flow (If, While, Case and their stateless forms) stays as nodes; their branch and
 body functions remain in the library.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
 
 from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.graph import opdefs
+from tfxla_cluster.graph.opdefs import ARG_OP, ARG_OPS, RETVAL_OP, RETVAL_OPS
 
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
-ARG_OP, RETVAL_OP = "_Arg", "_Retval"
 
 
 def _flat_output_index(node_def: node_def_pb2.NodeDef, op_def, arg_name: str, index: int) -> int:
@@ -83,7 +83,7 @@ def instantiate(fdef: function_pb2.FunctionDef,
     return out
 
 
-def _find_function(library: function_pb2.FunctionDefLibrary, name: str) -> function_pb2.FunctionDef | None:
+def find_function(library: function_pb2.FunctionDefLibrary, name: str) -> function_pb2.FunctionDef | None:
     for fdef in library.function:
         if fdef.signature.name == name:
             return fdef
@@ -95,7 +95,7 @@ def callee_name(node_def: node_def_pb2.NodeDef, library: function_pb2.FunctionDe
     library function. None for other nodes."""
     if node_def.op in CALL_OPS and "f" in node_def.attr:
         return node_def.attr["f"].func.name
-    if _find_function(library, node_def.op) is not None:
+    if find_function(library, node_def.op) is not None:
         return node_def.op
     return None
 
@@ -133,7 +133,7 @@ def _inline_once(graph_def: graph_pb2.GraphDef,
     changed = False
     for nd in graph_def.node:
         fname = callee_name(nd, library)
-        fdef = _find_function(library, fname) if fname else None
+        fdef = find_function(library, fname) if fname else None
         if fdef is None or _keeps_call(fdef, nd):
             out.node.add().CopyFrom(nd)
             continue
@@ -208,86 +208,13 @@ def _prune_unused_control_gates(graph_def: graph_pb2.GraphDef) -> None:
         graph_def.node.extend(keep)
 
 
-def graph_def_from_concrete(concrete, *, inline: bool = True, grappler: bool = False,
-                            resource_handle_data: bool = False) -> graph_pb2.GraphDef:
-    """The runtime-form GraphDef (``_Arg``/``_Retval``) of a ConcreteFunction.
-
-    ``grappler=True`` runs TF's grappler as TF's function runtime does (it inlines calls itself, so the
-    result is the graph TF's MarkForCompilation sees); otherwise ``inline`` uses our inliner.
-    ``resource_handle_data``: resource ``_Arg``s carry their variable's dtype and shape (see
-    :func:`with_resource_handle_data`), so shapes downstream of variable reads are known.
-    """
-    library = concrete.graph.as_graph_def().library
-    fdef = concrete.function_def
-    gd = instantiate(fdef, library)
-    gd.versions.CopyFrom(concrete.graph.graph_def_versions)
-    # The function's own attributes (e.g. _XlaMustCompile from jit_compile) live on its FunctionDef;
-    # keep the FunctionDef itself in the library so callers can look them up.
-    if _find_function(gd.library, fdef.signature.name) is None:
-        gd.library.function.add().CopyFrom(fdef)
-    if resource_handle_data:
-        gd = with_resource_handle_data(gd, concrete)
-    if grappler:
-        from tfxla_cluster.graph.grappler import run_grappler
-
-        return run_grappler(gd)
-    return inline_calls(gd) if inline else gd
-
-
-def with_resource_handle_data(graph_def, concrete):
-    """Give each resource ``_Arg`` the dtype and shape of the variable it carries
-    (``_handle_dtypes`` / ``_handle_shapes``), as TF's eager runtime does when it instantiates a function
-    for a call — before grappler, whose shape inference (and so the remapper's ``_FusedMatMul`` of a
-    MatMul + bias read from a variable) depends on them."""
-    from tensorflow.core.framework import types_pb2
-    from tensorflow.python.ops import handle_data_util
-
-    placeholders = concrete.graph.inputs
-    for nd in graph_def.node:
-        if nd.op != "_Arg" or nd.attr["T"].type != types_pb2.DT_RESOURCE:
-            continue
-        index = nd.attr["index"].i
-        data = handle_data_util.get_resource_handle_data(placeholders[index]) if index < len(placeholders) else None
-        if data is None or not data.is_set or not data.shape_and_type:
-            continue
-        nd.attr["_handle_dtypes"].list.type.extend(x.dtype for x in data.shape_and_type)
-        for x in data.shape_and_type:
-            nd.attr["_handle_shapes"].list.shape.add().CopyFrom(x.shape)
-    return graph_def
-
-
-def graph_def_from_function(fn: Callable[..., Any], *args: Any, input_signature=None,
-                            jit_compile: bool | None = None, inline: bool = True, grappler: bool = False,
-                            **kwargs: Any) -> graph_pb2.GraphDef:
-    """Trace ``fn`` (a ``tf.function``, a plain Python function, or a ConcreteFunction) and return its
-    runtime-form GraphDef with the function library.
-
-    Give example ``args``/``kwargs`` (tensors, numpy arrays or ``tf.TensorSpec``) or an
-    ``input_signature``. ``grappler=True`` gives exactly the graph TF's JIT passes see.
-    """
-    from tensorflow.python.eager.polymorphic_function import concrete_function as cf_mod
-
-    if isinstance(fn, cf_mod.ConcreteFunction):
-        concrete = fn
-    else:
-        if not hasattr(fn, "get_concrete_function"):
-            from tfxla_cluster.runtime.plugin import tf_function
-
-            fn = tf_function()(fn, input_signature=input_signature, jit_compile=jit_compile)
-        if input_signature is not None and not args and not kwargs:
-            concrete = fn.get_concrete_function()
-        else:
-            concrete = fn.get_concrete_function(*args, **kwargs)
-    return graph_def_from_concrete(concrete, inline=inline, grappler=grappler)
-
-
 def runtime_to_placeholders(graph_def: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
     """A runnable (Session) form of a runtime-form graph: each ``_Arg`` becomes a Placeholder of its
     recorded dtype and shape, each ``_Retval`` an Identity of the same name (fetch ``<name>:0``)."""
     out = graph_pb2.GraphDef()
     out.CopyFrom(graph_def)
     for nd in out.node:
-        if nd.op in ("_Arg", "_DeviceArg"):
+        if nd.op in ARG_OPS:
             dtype = nd.attr["T"].type
             shapes = nd.attr["_output_shapes"].list.shape if "_output_shapes" in nd.attr else []
             nd.op = "Placeholder"
@@ -295,7 +222,7 @@ def runtime_to_placeholders(graph_def: graph_pb2.GraphDef) -> graph_pb2.GraphDef
             nd.attr["dtype"].type = dtype
             if shapes:
                 nd.attr["shape"].shape.CopyFrom(shapes[0])
-        elif nd.op in ("_Retval", "_DeviceRetval"):
+        elif nd.op in RETVAL_OPS:
             t = nd.attr["T"].type
             nd.op = "Identity"
             nd.ClearField("attr")

@@ -27,6 +27,8 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.graph import devices, opdefs
+from tfxla_cluster.graph.opdefs import SINK_NODE, SOURCE_NODE
+from tfxla_cluster.graph.shapes import Shape, infer_shapes
 
 if TYPE_CHECKING:  # networkx costs ~0.15 s to import: only the views and error paths need it
     import networkx as nx
@@ -34,9 +36,6 @@ if TYPE_CHECKING:  # networkx costs ~0.15 s to import: only the views and error 
 CONTROL_SLOT = -1
 SOURCE_ID = 0
 SINK_ID = 1
-
-# A static shape: None = unknown rank; otherwise a tuple of dims, None for an unknown dim.
-Shape = tuple[int | None, ...] | None
 
 
 @dataclass(slots=True, eq=False)
@@ -132,8 +131,8 @@ class Graph:
     def _import(self, graph_def: graph_pb2.GraphDef, assign_devices: bool, check_acyclic: bool) -> None:
         self.graph_def = graph_pb2.GraphDef()
         self.graph_def.CopyFrom(graph_def)
-        source = node_def_pb2.NodeDef(name="_SOURCE", op="NoOp")
-        sink = node_def_pb2.NodeDef(name="_SINK", op="NoOp")
+        source = node_def_pb2.NodeDef(name=SOURCE_NODE, op="NoOp")
+        sink = node_def_pb2.NodeDef(name=SINK_NODE, op="NoOp")
         self.nodes: list[Node] = [Node(SOURCE_ID, source), Node(SINK_ID, sink)]
         self._by_name: dict[str, Node] = {}
         self._edges: list[Edge] = []
@@ -187,8 +186,8 @@ class Graph:
         new = Graph.__new__(Graph)
         new.graph_def = graph_pb2.GraphDef()
         new.graph_def.CopyFrom(self.graph_def)
-        nodes = new.nodes = [Node(SOURCE_ID, node_def_pb2.NodeDef(name="_SOURCE", op="NoOp")),
-                             Node(SINK_ID, node_def_pb2.NodeDef(name="_SINK", op="NoOp"))]
+        nodes = new.nodes = [Node(SOURCE_ID, node_def_pb2.NodeDef(name=SOURCE_NODE, op="NoOp")),
+                             Node(SINK_ID, node_def_pb2.NodeDef(name=SINK_NODE, op="NoOp"))]
         for old, node_def in zip(self.nodes[2:], new.graph_def.node):
             node = Node(old.id, node_def)
             node._op_def, node.outputs, node.inputs = old._op_def, old.outputs, old.inputs
@@ -353,8 +352,6 @@ class Graph:
         if isinstance(node, str):
             node = self.node(node)
         if self._shapes is None:
-            from tfxla_cluster.graph.shapes import infer_shapes
-
             self._shapes = infer_shapes(self)
         return self._shapes.get(node.name, [None] * len(node.outputs))
 

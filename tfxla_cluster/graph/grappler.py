@@ -32,11 +32,15 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.graph.devices import canonical_device
+from tfxla_cluster.graph.function import inline_calls
+from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OPS
+from tfxla_cluster.tf_compat import optimize_graph
 
 
 def default_fetch(graph_def: graph_pb2.GraphDef) -> list[str]:
     """What the graph computes: its ``_Retval`` nodes, else the nodes nothing consumes."""
-    retvals = [n.name for n in graph_def.node if n.op in ("_Retval", "_DeviceRetval")]
+    retvals = [n.name for n in graph_def.node if n.op in RETVAL_OPS]
     if retvals:
         return retvals
     consumed = {ref.lstrip("^").split(":")[0] for n in graph_def.node for ref in n.input}
@@ -51,12 +55,6 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
     ``inline``: inline function calls first with our inliner (TF's ``<call>/<node>`` names) — what TF's
     runtime item ends up with; grappler's own inlining through this entry point folds differently
     (e.g. ``inner(x, x + 1) - 1`` keeps ``sub`` as an Add of a folded Const)."""
-    from tensorflow.python.grappler import tf_optimizer
-
-    from tfxla_cluster.graph.devices import canonical_device
-
-    from tfxla_cluster.graph.function import inline_calls
-
     meta = meta_graph_pb2.MetaGraphDef()
     meta.graph_def.CopyFrom(inline_calls(graph_def) if inline else graph_def)
     # TF places a function's nodes before grappler runs; device-dependent rewrites (the remapper's
@@ -66,9 +64,9 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
     args = _args_as_shaped_stand_ins(meta.graph_def) if arg_shapes else {}
     meta.collection_def["train_op"].node_list.value.extend(fetch or default_fetch(graph_def))
     try:
-        out = tf_optimizer.OptimizeGraph(config or config_pb2.ConfigProto(), meta, verbose=False)
-    except Exception as e:  # grappler reports through TF status exceptions; keep the first line
-        raise InvalidArgumentError(f"grappler failed: {str(e).splitlines()[0]}") from None
+        out = optimize_graph(config or config_pb2.ConfigProto(), meta)
+    except Exception as e:  # grappler reports through TF status exceptions: typed, first line, cause chained
+        raise InvalidArgumentError(f"grappler failed: {str(e).splitlines()[0]}") from e
     if not out.HasField("versions"):
         out.versions.CopyFrom(graph_def.versions)
     for nd in out.node:
@@ -94,7 +92,7 @@ def _args_as_shaped_stand_ins(graph_def: graph_pb2.GraphDef) -> dict[str, node_d
     that dtype and shape; returns the original NodeDefs by name."""
     originals: dict[str, node_def_pb2.NodeDef] = {}
     for nd in graph_def.node:
-        if nd.op != "_Arg" or nd.attr["T"].type == types_pb2.DT_RESOURCE:
+        if nd.op != ARG_OP or nd.attr["T"].type == types_pb2.DT_RESOURCE:
             continue
         shapes = nd.attr["_output_shapes"].list.shape if "_output_shapes" in nd.attr else []
         if len(shapes) != 1:

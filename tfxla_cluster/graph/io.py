@@ -89,7 +89,7 @@ def write_graph_def(graph_def: graph_pb2.GraphDef, path: str | os.PathLike) -> P
 def load_saved_model(path: str | os.PathLike, signature: str = "serving_default"):
     """Load a SavedModel and return the ConcreteFunction of ``signature``.
 
-    The caller turns it into a GraphDef with :func:`tfxla_cluster.graph.function.graph_def_from_concrete`.
+    The caller turns it into a GraphDef with :func:`tfxla_cluster.graph.loader.graph_def_from_concrete`.
     """
     import tensorflow as tf
 
@@ -98,8 +98,8 @@ def load_saved_model(path: str | os.PathLike, signature: str = "serving_default"
         raise NotFoundError(f"{p}: not a SavedModel directory (no saved_model.pb)")
     try:
         loaded = tf.saved_model.load(str(p))
-    except Exception as e:  # TF raises many types here; keep its text, in one line.
-        raise InvalidArgumentError(f"{p}: can't load SavedModel: {str(e).splitlines()[0]}") from None
+    except Exception as e:  # TF raises many types here: one typed error with its first line, cause chained
+        raise InvalidArgumentError(f"{p}: can't load SavedModel: {str(e).splitlines()[0]}") from e
     sigs = getattr(loaded, "signatures", {})
     if signature not in sigs:
         raise NotFoundError(

@@ -11,9 +11,15 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from tensorflow.core.framework import function_pb2, node_def_pb2, op_def_pb2, types_pb2
-from tensorflow.python.framework import op_def_registry
-
 from tfxla_cluster.errors import InvalidArgumentError, NotFoundError
+from tfxla_cluster.tf_compat import op_def as registered_op_def
+
+# The ops and nodes TF's runtime puts at a graph's boundary: spelled here once for the package.
+ARG_OP, RETVAL_OP = "_Arg", "_Retval"                       # a function's inputs and outputs
+DEVICE_ARG_OP, DEVICE_RETVAL_OP = "_DeviceArg", "_DeviceRetval"  # the same, kept on the device
+ARG_OPS = frozenset({ARG_OP, DEVICE_ARG_OP})                # Node::IsArg
+RETVAL_OPS = frozenset({RETVAL_OP, DEVICE_RETVAL_OP})       # Node::IsRetval
+SOURCE_NODE, SINK_NODE = "_SOURCE", "_SINK"                 # Graph's implicit source and sink (NoOps)
 
 # Ops TF handles specially in the graph (not listed as ordinary OpDefs or with special semantics).
 REF_TYPE_OFFSET = 100  # DT_FLOAT_REF == DT_FLOAT + 100 in types.proto
@@ -35,7 +41,7 @@ def lookup_op_def(op: str, library: function_pb2.FunctionDefLibrary | None = Non
         for fdef in library.function:
             if fdef.signature.name == op:
                 return fdef.signature
-    op_def = op_def_registry.get(op)
+    op_def = registered_op_def(op)
     if op_def is None:
         raise NotFoundError(
             f"Op type not registered '{op}' in binary running on this host. Make sure the Op and Kernel "

@@ -12,22 +12,22 @@ from typing import TYPE_CHECKING
 
 from tensorflow.core.framework import graph_pb2, tensor_shape_pb2
 
-from tfxla_cluster.graph.opdefs import base_dtype
+from tfxla_cluster.graph.opdefs import ARG_OP, ARG_OPS, RETVAL_OPS, base_dtype
 
-if TYPE_CHECKING:
-    from tfxla_cluster.graph.graph import Graph, Shape
+if TYPE_CHECKING:  # type names only: graph.graph imports this module, never the reverse
+    from tfxla_cluster.graph.graph import Graph
 
-_ARG_OPS = ("_Arg", "_DeviceArg")
-_RETVAL_OPS = ("_Retval", "_DeviceRetval")
+# A static shape: None = unknown rank; otherwise a tuple of dims, None for an unknown dim.
+Shape = tuple[int | None, ...] | None
 
 
-def shape_from_proto(proto: tensor_shape_pb2.TensorShapeProto) -> "Shape":
+def shape_from_proto(proto: tensor_shape_pb2.TensorShapeProto) -> Shape:
     if proto.unknown_rank:
         return None
     return tuple(None if d.size < 0 else int(d.size) for d in proto.dim)
 
 
-def shape_to_proto(shape: "Shape") -> tensor_shape_pb2.TensorShapeProto:
+def shape_to_proto(shape: Shape) -> tensor_shape_pb2.TensorShapeProto:
     proto = tensor_shape_pb2.TensorShapeProto()
     if shape is None:
         proto.unknown_rank = True
@@ -37,14 +37,14 @@ def shape_to_proto(shape: "Shape") -> tensor_shape_pb2.TensorShapeProto:
     return proto
 
 
-def _recorded(node) -> list["Shape"] | None:
+def _recorded(node) -> list[Shape] | None:
     attr = node.attr("_output_shapes")
     if attr is None or len(attr.list.shape) != len(node.outputs):
         return None
     return [shape_from_proto(s) for s in attr.list.shape]
 
 
-def infer_shapes(graph: "Graph") -> dict[str, list["Shape"]]:
+def infer_shapes(graph: "Graph") -> dict[str, list[Shape]]:
     """Shapes of every op node's outputs, by node name."""
     shapes: dict[str, list[Shape]] = {}
     inferred = _tf_shape_inference(graph, handle_data=True)
@@ -59,26 +59,26 @@ def infer_shapes(graph: "Graph") -> dict[str, list["Shape"]]:
     return shapes
 
 
-def _tf_shape_inference(graph: "Graph", handle_data: bool) -> dict[str, list["Shape"]]:
+def _tf_shape_inference(graph: "Graph", handle_data: bool) -> dict[str, list[Shape]]:
     import tensorflow as tf
 
     gd = graph_pb2.GraphDef()
     gd.versions.CopyFrom(graph.graph_def.versions)
     gd.library.CopyFrom(graph.graph_def.library)
     for node in graph.op_nodes():
-        if node.op in _RETVAL_OPS:
+        if node.op in RETVAL_OPS:
             continue  # no outputs to infer
         nd = gd.node.add()
         nd.CopyFrom(node.node_def)
         nd.device = ""  # inference must not depend on devices this host lacks
-        if handle_data and node.op in _ARG_OPS and node.attr("_handle_shapes") is not None:
+        if handle_data and node.op in ARG_OPS and node.attr("_handle_shapes") is not None:
             # A resource _Arg with its variable's dtype and shape: TF's _Arg shape function passes
             # them on to the reads. Only the attributes that function reads are kept.
             nd.ClearField("attr")
             for key in ("T", "index", "_handle_dtypes", "_handle_shapes"):
                 nd.attr[key].CopyFrom(node.node_def.attr[key])
-            nd.op = "_Arg"
-        elif node.op in _ARG_OPS:
+            nd.op = ARG_OP
+        elif node.op in ARG_OPS:
             # An _Arg's shape comes from its caller; stand in a Placeholder with the recorded shape.
             recorded = _recorded(node)
             nd.op = "Placeholder"
@@ -88,7 +88,9 @@ def _tf_shape_inference(graph: "Graph", handle_data: bool) -> dict[str, list["Sh
     try:
         with tf.Graph().as_default() as g:
             tf.graph_util.import_graph_def(gd, name="")
-    except Exception:  # inference is best effort: an unimportable graph just has unknown shapes
+    except (TypeError, ValueError, tf.errors.OpError):
+        # What import_graph_def raises for a graph it can't import (its documented TypeError/ValueError,
+        # or a TF status): inference is best effort, such a graph just has unknown shapes.
         return {}
     out: dict[str, list[Shape]] = {}
     for op in g.get_operations():

@@ -13,7 +13,7 @@ from __future__ import annotations
 from tensorflow.core.framework import graph_pb2
 
 from tfxla_cluster.graph.graph import Graph
-from tfxla_cluster.jit import op_tables
+from tfxla_cluster.tfops import op_tables
 
 SMALL_TENSOR_THRESHOLD = 16
 INPLACE_OPS = ("InplaceUpdate", "InplaceAdd", "InplaceSub")

@@ -3,7 +3,7 @@
 Stage: clustering (step A) and must-compile checking. ``CompilabilityChecker.check_node`` answers for
 one node exactly as TF 2.21's ``compilability_check_util.cc`` does, in TF's check order: SOURCE/SINK,
 top-level ``_Arg``/``_Retval``, ``_scoped_allocator``/``_forward_from``, function calls (recursively,
-depth-limited), the XLA kernel registry (:mod:`.xla_kernels`), functional While/If/Case bodies, then the
+depth-limited), the XLA kernel registry (:mod:`tfxla_cluster.tfops.xla_kernels`), functional While/If/Case bodies, then the
 operation filter (stateful RNG, ControlTrigger, Assert/CheckNumerics, CollectiveReduceV2, Where,
 Unique, DT_VARIANT, Stack, TensorArray, resource ops in called functions, inaccurate and slow ops).
 
@@ -12,7 +12,7 @@ function (with their call stack) for the must-compile error.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from tensorflow.core.framework import function_pb2, node_def_pb2, types_pb2
@@ -20,50 +20,10 @@ from tensorflow.core.framework import function_pb2, node_def_pb2, types_pb2
 from tfxla_cluster.errors import NotFoundError
 from tfxla_cluster.graph import opdefs
 from tfxla_cluster.graph.function import CALL_OPS, instantiate
-from tfxla_cluster.jit import op_tables, xla_kernels
-
-
-
-@dataclass(frozen=True, slots=True)
-class OperationFilter:
-    """``RecursiveCompilabilityChecker::OperationFilter``."""
-
-    allow_resource_ops_in_called_functions: bool = False
-    allow_stack_ops: bool = False
-    allow_tensor_array_ops: bool = False
-    allow_stateful_rng_ops: bool = False
-    allow_control_trigger: bool = False
-    allow_eliding_assert_and_checknumerics_ops: bool = False
-    allow_ops_producing_or_consuming_variant: bool = False
-    allow_slow_ops: bool = False
-    allow_inaccurate_ops: bool = False
-    require_always_compilable: bool = False
-    allow_string_consts: bool = True
-    allow_collective_reduce_v2: bool = True
-    allow_where_op: bool = True
-    allow_unique_op: bool = True
-
-
-def create_operation_filter(reg: xla_kernels.DeviceRegistration) -> OperationFilter:
-    """TF's ``CreateOperationFilter``: what the device registration lets auto-clustering include."""
-    return OperationFilter(
-        allow_resource_ops_in_called_functions=reg.cluster_resource_variable_ops_unsafely,
-        allow_stack_ops=reg.cluster_stack_ops,
-        allow_tensor_array_ops=reg.cluster_tensor_array_ops,
-        allow_stateful_rng_ops=reg.cluster_stateful_rng_ops,
-        allow_control_trigger=reg.cluster_control_trigger,
-        allow_eliding_assert_and_checknumerics_ops=reg.elide_assert_and_checknumerics,
-        allow_ops_producing_or_consuming_variant=reg.cluster_variant_ops,
-        allow_slow_ops=reg.cluster_slow_ops,
-        allow_inaccurate_ops=reg.cluster_inaccurate_ops)
-
-
-# What a jit_compile=True function may contain (xla_kernel_creator.cc / IsCompilable): everything XLA can
-# compile, even ops auto-clustering avoids.
-MUST_COMPILE_FILTER = OperationFilter(
-    allow_resource_ops_in_called_functions=True, allow_stack_ops=True, allow_tensor_array_ops=True,
-    allow_stateful_rng_ops=True, allow_control_trigger=True, allow_eliding_assert_and_checknumerics_ops=True,
-    allow_ops_producing_or_consuming_variant=True, allow_slow_ops=True, allow_inaccurate_ops=True)
+from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP, SINK_NODE, SOURCE_NODE
+from tfxla_cluster.tfops import op_tables, xla_kernels
+from tfxla_cluster.tfops.filters import MUST_COMPILE_FILTER, OperationFilter
+from tfxla_cluster.tfops.reasons import ReasonCode as R
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +42,7 @@ class Uncompilable:
     op: str
     reason: str
     stack: tuple[Frame, ...] = field(default=())
+    code: R = R.NOT_COMPILABLE
 
     @property
     def function(self) -> str | None:
@@ -89,8 +50,8 @@ class Uncompilable:
 
 
 # Functional control flow whose bodies must compile too: op → (kind, function attrs).
-_FUNCTIONAL_BODIES = {op: ("while", ("cond", "body")) for op in ("While", "StatelessWhile")}
-_FUNCTIONAL_BODIES.update({op: ("if", ("then_branch", "else_branch")) for op in ("If", "StatelessIf")})
+_FUNCTIONAL_BODIES = {op: (R.UNCOMPILABLE_WHILE, ("cond", "body")) for op in op_tables.WHILE_OPS}
+_FUNCTIONAL_BODIES.update({op: (R.UNCOMPILABLE_IF, ("then_branch", "else_branch")) for op in op_tables.IF_OPS})
 
 
 # Attrs no check reads (a Const's tensor, shape annotations): left out of the memo key of
@@ -124,7 +85,7 @@ class CompilabilityChecker:
         ``ref_input``: some data input is produced as a ref type (TF's HasForwardedRefInput looks at
         the producers, which a NodeDef alone doesn't show)."""
         key = None
-        if not stack and node_def.name not in ("_SOURCE", "_SINK"):
+        if not stack and node_def.name not in (SOURCE_NODE, SINK_NODE):
             key = (node_def.op, ref_input, tuple(sorted(
                 (k, v.SerializeToString(deterministic=True)) for k, v in node_def.attr.items()
                 if k not in _UNREAD_ATTRS)))
@@ -133,7 +94,7 @@ class CompilabilityChecker:
         found = self._check(node_def, stack + (Frame(node_def.name, stack[-1].function if stack else None),),
                             first_only=True, ref_input=ref_input)
         if found:
-            return found[0].reason
+            return found[0]
         if key is not None:
             self._compilable.add(key)
         return None
@@ -155,20 +116,20 @@ class CompilabilityChecker:
     # ----- TF's IsCompilableNode ------------------------------------------------------------------
     def _check(self, nd: node_def_pb2.NodeDef, stack: tuple[Frame, ...], first_only: bool,
                ref_input: bool = False) -> list[Uncompilable]:
-        def bad(reason: str) -> list[Uncompilable]:
-            return [Uncompilable(nd.name, nd.op, reason, stack)]
+        def bad(code: R, reason: str = "") -> list[Uncompilable]:
+            return [Uncompilable(nd.name, nd.op, reason or code.text, stack, code)]
 
         depth = len(stack)
-        if nd.name in ("_SOURCE", "_SINK") and nd.op == "NoOp" and depth == 1:
-            return bad("source or sink node")
-        if depth == 1 and nd.op in ("_Arg", "_Retval"):
-            return bad("top level _Arg or _Retval")
+        if nd.name in (SOURCE_NODE, SINK_NODE) and nd.op == "NoOp" and depth == 1:
+            return bad(R.SOURCE_SINK)
+        if depth == 1 and nd.op in (ARG_OP, RETVAL_OP):
+            return bad(R.TOP_LEVEL_ARG_RETVAL)
         if "_scoped_allocator" in nd.attr or "_forward_from" in nd.attr:
-            return bad("_scoped_allocator or _forward_from attribute")
+            return bad(R.SCOPED_ALLOCATOR)
         try:
             op_def = self._lookup_op_def(nd.op)
         except NotFoundError as e:
-            return bad(f"unsupported op: {e}")
+            return bad(R.NO_XLA_KERNEL, f"{R.NO_XLA_KERNEL.text}: {e}")
         inputs = opdefs.input_slots(nd, op_def) if op_def else []
         outputs = opdefs.output_slots(nd, op_def) if op_def else []
 
@@ -178,68 +139,71 @@ class CompilabilityChecker:
             if inner:
                 if first_only:
                     first = inner[0]
-                    return bad(f"unsupported function: {fname} (node {first.node}: {first.reason})")
+                    return bad(R.UNCOMPILABLE_FUNCTION,
+                               f"{R.UNCOMPILABLE_FUNCTION.text}: {fname} (node {first.node}: {first.reason})")
                 return inner
         else:
-            reason = self._xla_kernel_reason(nd, op_def, ref_input)
+            code, reason = self._xla_kernel_reason(nd, op_def, ref_input)
             if reason:
-                return bad(f"unsupported op: {reason}")
+                return bad(code, f"{R.NO_XLA_KERNEL.text}: {reason}")
 
         functional = _FUNCTIONAL_BODIES.get(nd.op)
         if functional is not None:
-            kind, attr_names = functional
+            code, attr_names = functional
             for attr in attr_names:
                 body = nd.attr[attr].func.name
                 inner = self._check_call(body, stack, first_only)
                 if inner:
                     return inner if not first_only else bad(
-                        f"unsupported {kind}: {attr} {body} (node {inner[0].node}: {inner[0].reason})")
+                        code, f"{code.text}: {attr} {body} (node {inner[0].node}: {inner[0].reason})")
         if self.filter.require_always_compilable and nd.op in op_tables.CASE_OPS:
             for branch in nd.attr["branches"].list.func:
                 inner = self._check_call(branch.name, stack, first_only)
                 if inner:
                     return inner if not first_only else bad(
-                        f"unsupported case: branch {branch.name} (node {inner[0].node}: {inner[0].reason})")
+                        R.UNCOMPILABLE_CASE,
+                        f"{R.UNCOMPILABLE_CASE.text}: branch {branch.name} (node {inner[0].node}: {inner[0].reason})")
 
         f = self.filter
         resource_info = op_tables.resource_op_info(nd.op)
         if not f.allow_stateful_rng_ops and nd.op in op_tables.STATEFUL_RANDOM_OPS:
-            return bad("stateful random op")
+            return bad(R.STATEFUL_RANDOM)
         if not f.allow_control_trigger and nd.op == "ControlTrigger":
-            return bad("not allowed control trigger")
+            return bad(R.CONTROL_TRIGGER)
         if not f.allow_eliding_assert_and_checknumerics_ops and nd.op in op_tables.ASSERT_OPS:
-            return bad("Assert or CheckNumerics")
+            return bad(R.ASSERT_OR_CHECKNUMERICS)
         if not f.allow_collective_reduce_v2 and nd.op == "CollectiveReduceV2":
-            return bad("Collective op")
+            return bad(R.COLLECTIVE)
         if not f.allow_where_op and nd.op == "Where":
-            return bad("Where op")
+            return bad(R.WHERE_EXCLUDED)
         if not f.allow_unique_op and nd.op == "Unique":
-            return bad("Unique op")
+            return bad(R.UNIQUE)
         if not f.allow_ops_producing_or_consuming_variant and (
                 _has_dtype(inputs, types_pb2.DT_VARIANT) or _has_dtype(outputs, types_pb2.DT_VARIANT)):
-            return bad("DT_VARIANT producer/consumer")
+            return bad(R.VARIANT)
         if not f.allow_stack_ops and resource_info is not None and resource_info[1] == "stack":
-            return bad("Stack op")
+            return bad(R.STACK_OP)
         if not f.allow_tensor_array_ops and resource_info is not None and resource_info[1] == "tensor_array":
-            return bad("TensorArray op")
+            return bad(R.TENSOR_ARRAY_OP)
         if not f.allow_resource_ops_in_called_functions and depth > 1 and _has_dtype(inputs, types_pb2.DT_RESOURCE):
-            return bad("resource variable op in called function")
+            return bad(R.RESOURCE_OP_IN_FUNCTION)
         if not f.allow_inaccurate_ops and nd.op in op_tables.INACCURATE_OPS:
-            return bad("operation with numerical accuracy issues")
+            return bad(R.INACCURATE_OP)
         if not f.allow_slow_ops and nd.op in op_tables.SLOW_OPS:
-            return bad("slow operation")
+            return bad(R.SLOW_OP)
         return []
 
-    def _xla_kernel_reason(self, nd: node_def_pb2.NodeDef, op_def, ref_input: bool) -> str:
-        """TF's HasXLAKernel: '' if a kernel matches, else the reason."""
-        if nd.op == "SymbolicGradient":
-            return "SymbolicGradient should be handled by IsCompilableCall()."
-        if nd.op == "Const" and not self.filter.allow_string_consts and nd.attr["dtype"].type == types_pb2.DT_STRING:
-            return "Const op with type DT_STRING is not supported by XLA."
+    def _xla_kernel_reason(self, nd: node_def_pb2.NodeDef, op_def, ref_input: bool) -> tuple[R, str]:
+        """TF's HasXLAKernel: (code, '') if a kernel matches, else (code, the reason)."""
+        if nd.op == op_tables.SYMBOLIC_GRADIENT_OP:
+            return R.NO_XLA_KERNEL, "SymbolicGradient should be handled by IsCompilableCall()."
+        if nd.op == op_tables.STRING_CONST_OP and not self.filter.allow_string_consts and \
+                nd.attr["dtype"].type == types_pb2.DT_STRING:
+            return R.STRING_CONST, R.STRING_CONST.text
         if nd.op in op_tables.FORWARDS_REF_INPUT_OPS and ref_input:
-            return "Identity with unsafe cast."
+            return R.REF_IDENTITY, R.REF_IDENTITY.text
         ok, reason = xla_kernels.find_kernel_def(self.jit_device, nd, op_def)
-        return "" if ok else reason
+        return R.NO_XLA_KERNEL, ("" if ok else reason)
 
     def _has_ref_input(self, nd: node_def_pb2.NodeDef, by_name: dict) -> bool:
         if nd.op not in op_tables.FORWARDS_REF_INPUT_OPS:
@@ -275,7 +239,7 @@ class CompilabilityChecker:
     def _check_call(self, fname: str, stack: tuple[Frame, ...], first_only: bool) -> list[Uncompilable]:
         """TF's IsCompilableCall: every op node of the instantiated body must be compilable."""
         if len(stack) > op_tables.MAX_RECURSION_DEPTH:
-            return [Uncompilable(stack[-1].node, "", "function depth limit exceeded", stack)]
+            return [Uncompilable(stack[-1].node, "", R.FUNCTION_DEPTH.text, stack, R.FUNCTION_DEPTH)]
         # Only the yes/no and reason text matter when stopping at the first problem, so those answers
         # are shared between call sites; full reports keep each site's own stack.
         key = (fname, len(stack))
@@ -285,13 +249,13 @@ class CompilabilityChecker:
         fdef = self._functions.get(fname)
         if fdef is None:
             result = [Uncompilable(stack[-1].node if stack else fname, "",
-                                   f"could not instantiate call: '{fname}'", stack)]
+                                   f"{R.BAD_FUNCTION.text}: '{fname}'", stack, R.BAD_FUNCTION)]
         else:
             body = instantiate(fdef, self.library)
             by_name = {n.name: n for n in body.node}
             result = []
             for nd in body.node:
-                if nd.op in ("_Arg", "_Retval"):
+                if nd.op in (ARG_OP, RETVAL_OP):
                     continue
                 found = self._check(nd, stack + (Frame(nd.name, fname),), first_only,
                                     ref_input=self._has_ref_input(nd, by_name))
@@ -307,9 +271,3 @@ class CompilabilityChecker:
 def must_compile_checker(jit_device: str, library: function_pb2.FunctionDefLibrary) -> CompilabilityChecker:
     """The permissive checker TF uses for ``jit_compile=True`` functions."""
     return CompilabilityChecker(MUST_COMPILE_FILTER, jit_device, library)
-
-
-def auto_clustering_filter(reg: xla_kernels.DeviceRegistration, allow_where: bool) -> OperationFilter:
-    """The filter MarkForCompilation uses for candidates (always-compilable, no string consts, ...)."""
-    return replace(create_operation_filter(reg), require_always_compilable=True, allow_string_consts=False,
-                   allow_collective_reduce_v2=False, allow_unique_op=False, allow_where_op=allow_where)

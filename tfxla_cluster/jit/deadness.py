@@ -24,7 +24,7 @@ fallback to pessimistic mode when the optimistic assumption fails).
 from __future__ import annotations
 
 from tfxla_cluster.graph.graph import Graph
-from tfxla_cluster.jit import op_tables
+from tfxla_cluster.tfops import op_tables
 
 # Expressions: ("sym", name) | ("not", ("sym", name)) | ("and", frozenset) | ("or", frozenset)
 TRUE = ("and", frozenset())

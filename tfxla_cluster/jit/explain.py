@@ -11,21 +11,22 @@ import collections
 import json
 
 from tfxla_cluster.jit.mark_for_compilation import MarkResult
+from tfxla_cluster.tfops.reasons import ReasonCode as R
 
 # Codes of nodes that were never candidates for structural reasons a user rarely cares about first.
-_QUIET_CODES = {"top_level_arg_retval"}
+_QUIET_CODES = frozenset({R.TOP_LEVEL_ARG_RETVAL})
 
 # What TF's terse reason means, for the codes whose TF text does not say it.
-HINTS = {
-    "unique": "TF never auto-clusters Unique: its output size depends on the data",
-    "where_excluded": "excluded by --tf_xla_cluster_exclude_ops=Where",
-    "stateful_random": "XLA's RNG does not reproduce TF's seeding, so auto-clustering leaves it to TF",
-    "assert_or_checknumerics": "XLA only has dummy implementations; auto-clustering leaves them to TF",
-    "variant": "DT_VARIANT values (TensorLists, datasets, ...) can't enter or leave an XLA cluster",
-    "top_level_arg_retval": "function inputs and outputs are fed and fetched by TF",
-    "min_cluster_size": "raise the cluster's size or lower --tf_xla_min_cluster_size",
-    "device_policy": "on CPU, auto-clustering needs --tf_xla_auto_jit and --tf_xla_cpu_global_jit",
-    "must_be_constant_stateful": "e.g. a random shape: XLA needs the value at compile time",
+HINTS: dict[R, str] = {
+    R.UNIQUE: "TF never auto-clusters Unique: its output size depends on the data",
+    R.WHERE_EXCLUDED: "excluded by --tf_xla_cluster_exclude_ops=Where",
+    R.STATEFUL_RANDOM: "XLA's RNG does not reproduce TF's seeding, so auto-clustering leaves it to TF",
+    R.ASSERT_OR_CHECKNUMERICS: "XLA only has dummy implementations; auto-clustering leaves them to TF",
+    R.VARIANT: "DT_VARIANT values (TensorLists, datasets, ...) can't enter or leave an XLA cluster",
+    R.TOP_LEVEL_ARG_RETVAL: "function inputs and outputs are fed and fetched by TF",
+    R.MIN_CLUSTER_SIZE: "raise the cluster's size or lower --tf_xla_min_cluster_size",
+    R.DEVICE_POLICY: "on CPU, auto-clustering needs --tf_xla_auto_jit and --tf_xla_cpu_global_jit",
+    R.MUST_BE_CONSTANT_STATEFUL: "e.g. a random shape: XLA needs the value at compile time",
 }
 
 
@@ -35,7 +36,7 @@ def _short_device(device: str) -> str:
 
 def hint_for(code: str, op: str) -> str:
     """A plain-words gloss of a reason, or ''."""
-    if code == "no_xla_kernel" and op.startswith("_Fused"):
+    if code == R.NO_XLA_KERNEL and op.startswith("_Fused"):
         return ("grappler's remapper fused this into a TF-only CPU kernel before clustering; XLA has no "
                 "kernel for it")
     return HINTS.get(code, "")

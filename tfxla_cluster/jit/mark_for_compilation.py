@@ -31,11 +31,15 @@ from tfxla_cluster import flags as flags_mod
 from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.errors import InternalError
 from tfxla_cluster.graph.graph import Graph, Node
-from tfxla_cluster.jit import compilability, deadness, device_util, dumps, op_tables, resource_safety, xla_kernels
-from tfxla_cluster.jit.const_analysis import ConstAnalysis
+from tfxla_cluster.jit import compilability, deadness, device_util, dumps, resource_safety
 from tfxla_cluster.jit.graph_cycles import GraphCycles, describe_cycle
+from tfxla_cluster.tfops import op_tables, xla_kernels
+from tfxla_cluster.tfops.const_analysis import ConstAnalysis
+from tfxla_cluster.tfops.filters import auto_clustering_filter
+from tfxla_cluster.tfops.reasons import ReasonCode
 
 log = logging.getLogger("tfxla_cluster.mark_for_compilation")
+R = ReasonCode  # short name for the many decisions below
 
 XLA_CLUSTER_ATTR = "_XlaCluster"
 XLA_ALREADY_CLUSTERED_ATTR = "_XlaAlreadyClustered"
@@ -78,7 +82,7 @@ class Decision:
     node: str
     op: str
     cluster: str | None
-    code: str
+    code: ReasonCode
     reason: str
     related: tuple[str, ...] = ()
 
@@ -97,7 +101,7 @@ class ContractionAttempt:
     dst: str
     src_id: int
     dst_id: int
-    code: str
+    code: ReasonCode
     reason: str
 
 
@@ -225,7 +229,7 @@ class MarkForCompilationPass:
         self._attr_true: dict[int, bool] = {}
 
     # ----- helpers ----------------------------------------------------------------------------------
-    def _decide(self, node: Node, code: str, reason: str, cluster: str | None = None,
+    def _decide(self, node: Node, code: R, reason: str, cluster: str | None = None,
                 related: Iterable[str] = ()) -> None:
         self.decisions[node.name] = Decision(node.name, node.op, cluster, code, reason, tuple(related))
 
@@ -275,7 +279,7 @@ class MarkForCompilationPass:
         checker = self._checkers.get(key)
         if checker is None:
             checker = compilability.CompilabilityChecker(
-                compilability.auto_clustering_filter(reg, allow_where), reg.compilation_device,
+                auto_clustering_filter(reg, allow_where), reg.compilation_device,
                 self.graph.library)
             self._checkers[key] = checker
         return checker
@@ -334,46 +338,43 @@ class MarkForCompilationPass:
         log.debug("Starting fuel: %s", "infinity" if fuel_start >= INT64_MAX // 2 else fuel_start)
         for node in self.graph.op_nodes():
             if self.state.fuel <= 0:
-                self._decide(node, "fuel_exhausted",
-                             f"--tf_xla_clustering_fuel exhausted (started at {fuel_start})")
+                self._decide(node, R.FUEL_EXHAUSTED, f"{R.FUEL_EXHAUSTED.text} (started at {fuel_start})")
                 continue
             device_type = self.devices.device_type(self.devices.id_for(node.assigned_device))
             why = self._disallowed_by_xla_compile_attr(node)
             if why:
-                self._decide(node, "xla_compile_false", f"disallowed by _XlaCompile attribute ({why})")
+                self._decide(node, R.XLA_COMPILE_FALSE, f"{R.XLA_COMPILE_FALSE.text} ({why})")
                 continue
             reg = self._registration(device_type)
             if reg is None:
-                self._decide(node, "no_jit_device", f"could not find JIT device for {device_type or '(none)'}")
+                self._decide(node, R.NO_JIT_DEVICE, f"{R.NO_JIT_DEVICE.text} {device_type or '(none)'}")
                 continue
             attr_true = self._xla_compile_attr_true(node)
             if not self._should_compile(attr_true, device_type, reg.autoclustering_policy):
-                self._decide(node, "device_policy", _policy_reason(device_type, reg, self.jit_on))
+                self._decide(node, R.DEVICE_POLICY, _policy_reason(device_type, reg, self.jit_on))
                 continue
             ref_input = any(not e.is_control and e.src.outputs[e.src_output].is_ref for e in node.in_edges
                             if e.src.is_op)
-            reason = self._checker(reg, allow_where).check_node(node.node_def, ref_input=ref_input)
-            if reason:
-                self._decide(node, _reason_code(reason), reason)
+            problem = self._checker(reg, allow_where).check_node(node.node_def, ref_input=ref_input)
+            if problem is not None:
+                self._decide(node, problem.code, problem.reason)
                 continue
-            if node.op == "Const" and node.node_def.attr["dtype"].type == types_pb2.DT_STRING:
-                self._decide(node, "string_const", "Const op with type DT_STRING is not supported by XLA.")
+            if node.op == op_tables.STRING_CONST_OP and node.node_def.attr["dtype"].type == types_pb2.DT_STRING:
+                self._decide(node, R.STRING_CONST, R.STRING_CONST.text)
                 continue
             if allowlist and node.op not in allowlist:
-                self._decide(node, "not_in_ops_to_cluster",
-                             f"Rejecting TF operation {node.op} as it is not listed in --tf_xla_ops_to_cluster.")
+                self._decide(node, R.NOT_IN_OPS_TO_CLUSTER,
+                             f"Rejecting TF operation {node.op} {R.NOT_IN_OPS_TO_CLUSTER.text}")
                 continue
             if node.id in const_nodes and node.op_def.is_stateful:
                 info = op_tables.resource_op_info(node.op)
                 if info is None or info[1] == "variable":
-                    self._decide(node, "must_be_constant_stateful",
-                                 "must-be-constant stateful op: its value feeds a compile-time constant input, "
+                    self._decide(node, R.MUST_BE_CONSTANT_STATEFUL,
+                                 f"{R.MUST_BE_CONSTANT_STATEFUL.text}: its value feeds a compile-time constant input, "
                                  "and a stateful op can't be constant-folded")
                     continue
             if _is_identity_driving_consts_in_loop(node):
-                self._decide(node, "loop_identity_driving_consts",
-                             "including it can create dependencies between while loop condition and body "
-                             "computations with runtime overhead.")
+                self._decide(node, R.LOOP_IDENTITY_DRIVING_CONSTS, R.LOOP_IDENTITY_DRIVING_CONSTS.text)
                 continue
             self.candidates.append(node)
             self.state.fuel -= 1
@@ -479,7 +480,7 @@ class MarkForCompilationPass:
             return f"<{node.name} #{cluster.rep}>"
         return f"<{node.name} + {cluster.size - 1} others #{cluster.rep}>"
 
-    def _fail(self, src: _Cluster, dst: _Cluster, code: str, reason: str) -> bool:
+    def _fail(self, src: _Cluster, dst: _Cluster, code: R, reason: str) -> bool:
         self.contractions.append(ContractionAttempt(self.phase, self._name(src), self._name(dst), src.rep, dst.rep,
                                                     code, reason))
         log.log(5, "Could not contract %s -> %s because %s.", self._name(src), self._name(dst), reason)
@@ -487,29 +488,26 @@ class MarkForCompilationPass:
 
     def try_to_contract_edge(self, src: _Cluster, dst: _Cluster) -> bool:
         if src.deadness != dst.deadness:
-            return self._fail(src, dst, "deadness", "the two nodes have mismatching deadness: "
+            return self._fail(src, dst, R.DEADNESS, f"{R.DEADNESS.text}: "
                               f"{deadness.to_string(src.deadness)} and {deadness.to_string(dst.deadness)}")
         if not self._devices_compatible(src, dst):
-            return self._fail(src, dst, "devices", "the two nodes have incompatible devices")
+            return self._fail(src, dst, R.DEVICES, R.DEVICES.text)
         if src.scope is not None and dst.scope is not None and src.scope != dst.scope:
-            return self._fail(src, dst, "scope", "the two nodes have mismatching XLA scopes")
+            return self._fail(src, dst, R.SCOPE, R.SCOPE.text)
         if src.size + dst.size > self.flags.tf_xla_max_cluster_size:
-            return self._fail(src, dst, "max_cluster_size",
-                              "the new cluster will be larger than the max cluster size")
+            return self._fail(src, dst, R.MAX_CLUSTER_SIZE, R.MAX_CLUSTER_SIZE.text)
         # With one device in the whole graph every device check passes; skip the predecessor scan.
         for in_id in (() if self.single_device else self.cycles.predecessors(dst.rep)):
             c_in = self._cluster_for_cycles_node(in_id)
             if c_in is not None and (not self._devices_compatible(dst, c_in)
                                      or not self._devices_compatible(src, c_in)):
-                return self._fail(src, dst, "cross_device",
-                                  "the new cluster will introduce a cross device dependency")
+                return self._fail(src, dst, R.CROSS_DEVICE, R.CROSS_DEVICE.text)
         if self.unsafe_pairs:
             for a in src.resource_var_ids:
                 for b in dst.resource_var_ids:
                     if (a, b) in self.unsafe_pairs:
-                        return self._fail(src, dst, "resource_safety",
-                                          "the new cluster would break resource variable semantics "
-                                          f"({self.graph.nodes[a].name} before {self.graph.nodes[b].name})")
+                        return self._fail(src, dst, R.RESOURCE_SAFETY,
+                                          f"{R.RESOURCE_SAFETY.text} ({self.graph.nodes[a].name} before {self.graph.nodes[b].name})")
         return self.merge_clusters(src, dst)
 
     def merge_clusters(self, src: _Cluster, dst: _Cluster) -> bool:
@@ -517,8 +515,8 @@ class MarkForCompilationPass:
         merged = self.cycles.contract_edge(a, b)
         if merged is None:
             path = self._potential_cycle(a, b) if self.explain_cycles else ""
-            reason = "contracting the edge would create a cycle" + (f" via {path}" if path else "")
-            return self._fail(src, dst, "cycle", reason)
+            reason = R.CYCLE.text + (f" via {path}" if path else "")
+            return self._fail(src, dst, R.CYCLE, reason)
         src.merge(dst)
         src.rep = merged
         self._uf_merge(a, b)
@@ -629,11 +627,10 @@ class MarkForCompilationPass:
             cluster = self._cluster_for_node(node.id)
             ok, why = self.should_compile_cluster(cluster, cache)
             if not ok:
-                self._decide(node, "device_policy", why)
+                self._decide(node, R.DEVICE_POLICY, why)
                 continue
             if node.id in self.declustered:
-                self._decide(node, "declustered_fill",
-                             "Fill whose consumers are all outside its cluster is left to TF (DeclusterNodes)")
+                self._decide(node, R.DECLUSTERED_FILL, R.DECLUSTERED_FILL.text)
                 continue
             if (cluster.effective_size >= min_size or cluster.has_functional_cf
                     or cluster.xla_compile_attr_true):
@@ -648,10 +645,10 @@ class MarkForCompilationPass:
                 attrs[XLA_CLUSTER_ATTR].s = name.encode()
                 attrs[XLA_ALREADY_CLUSTERED_ATTR].b = True
                 members.setdefault(name, []).append(node.name)
-                self._decide(node, "clustered", f"clustered into {name}", cluster=name)
+                self._decide(node, R.CLUSTERED, f"{R.CLUSTERED.text} {name}", cluster=name)
             else:
-                self._decide(node, "min_cluster_size",
-                             f"cluster below --tf_xla_min_cluster_size (effective size "
+                self._decide(node, R.MIN_CLUSTER_SIZE,
+                             f"{R.MIN_CLUSTER_SIZE.text} (effective size "
                              f"{cluster.effective_size} < {min_size}; Identity and Const count 0)",
                              related=self._cluster_failures(cluster))
         return members
@@ -702,7 +699,7 @@ class MarkForCompilationPass:
                                          self.dump_prefix)
         for node in graph.op_nodes():
             if node.name not in self.decisions:
-                self._decide(node, "not_marked", self.skipped or "not a candidate")
+                self._decide(node, R.NOT_MARKED, self.skipped or R.NOT_MARKED.text)
         result = MarkResult(graph.to_graph_def(), graph, clusters, self.decisions, self.contractions,
                             self.global_jit_level, self.cpu_global_jit, self.skipped, self.flags)
         for line in summary_lines(result.graph_def, verbose=log.isEnabledFor(logging.DEBUG)):
@@ -733,41 +730,6 @@ def _warn_cpu_once(flags) -> None:
         log.warning("(One-time warning): Not using XLA:CPU for cluster because envvar "
                     "TF_XLA_FLAGS=--tf_xla_cpu_global_jit was not set.  If you want XLA:CPU, either set "
                     "that envvar, or use experimental_jit_scope to enable XLA:CPU.")
-
-
-_REASON_CODES = (
-    ("top level _Arg or _Retval", "top_level_arg_retval"),
-    ("_scoped_allocator", "scoped_allocator"),
-    ("unsupported function", "uncompilable_function"),
-    ("unsupported while", "uncompilable_while"),
-    ("unsupported if", "uncompilable_if"),
-    ("unsupported case", "uncompilable_case"),
-    ("unsupported op: Const op with type DT_STRING", "string_const"),
-    ("unsupported op: Identity with unsafe cast", "ref_identity"),
-    ("unsupported op", "no_xla_kernel"),
-    ("stateful random op", "stateful_random"),
-    ("control trigger", "control_trigger"),
-    ("Assert or CheckNumerics", "assert_or_checknumerics"),
-    ("Collective op", "collective"),
-    ("Where op", "where_excluded"),
-    ("Unique op", "unique"),
-    ("DT_VARIANT", "variant"),
-    ("Stack op", "stack_op"),
-    ("TensorArray op", "tensor_array_op"),
-    ("resource variable op in called function", "resource_op_in_function"),
-    ("numerical accuracy", "inaccurate_op"),
-    ("slow operation", "slow_op"),
-    ("function depth limit", "function_depth"),
-    ("could not instantiate", "bad_function"),
-    ("source or sink", "source_sink"),
-)
-
-
-def _reason_code(reason: str) -> str:
-    for needle, code in _REASON_CODES:
-        if reason.startswith(needle) or needle in reason[:60]:
-            return code
-    return "not_compilable"
 
 
 def _is_identity_driving_consts_in_loop(node: Node) -> bool:

@@ -12,7 +12,10 @@ from __future__ import annotations
 from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError, TfXlaError
+from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
 from tfxla_cluster.jit.compilability import Frame, Uncompilable, must_compile_checker
+from tfxla_cluster.tf_compat import called_functions
+from tfxla_cluster.tfops.reasons import ReasonCode
 
 # The context TF's XlaCompiler appends to every error of a must-compile function.
 _TF2XLA_CONTEXT = ("tf2xla conversion failed while converting {fn}[{attrs}]. Run with "
@@ -40,10 +43,10 @@ def uncompilable_nodes(library: function_pb2.FunctionDefLibrary, function_name: 
     if fdef is not None:
         for i, arg in enumerate(fdef.signature.input_arg):
             if arg.type:  # a type given by an attr is resolved only at instantiation
-                args.append(_interface_node(arg.name, "_Arg", arg.type, i))
+                args.append(_interface_node(arg.name, ARG_OP, arg.type, i))
         for i, out in enumerate(fdef.signature.output_arg):
             if out.type:
-                rets.append(_interface_node(f"{out.name}_RetVal", "_Retval", out.type, i))
+                rets.append(_interface_node(f"{out.name}_RetVal", RETVAL_OP, out.type, i))
     problems = _check_interface(checker, args, function_name)
     problems += checker.find_uncompilable_in_function(function_name)
     return problems + _check_interface(checker, rets, function_name)
@@ -59,7 +62,7 @@ def uncompilable_in_graph(graph_def: graph_pb2.GraphDef, name: str = "graph",
     placeholders = 0
     for nd in graph_def.node:
         if nd.op == "Placeholder":
-            nd = _interface_node(nd.name, "_Arg", nd.attr["dtype"].type, placeholders)
+            nd = _interface_node(nd.name, ARG_OP, nd.attr["dtype"].type, placeholders)
             placeholders += 1
         # Depth 2: inside a function body, as TF sees the nodes of a must-compile call.
         found = checker._check(nd, (Frame(name, None), Frame(nd.name, name)), first_only=False,
@@ -72,7 +75,7 @@ def _interface_node(name: str, op: str, dtype: int, index: int) -> node_def_pb2.
     nd = node_def_pb2.NodeDef(name=name, op=op)
     nd.attr["T"].type = dtype
     nd.attr["index"].i = index
-    if op == "_Retval":
+    if op == RETVAL_OP:
         nd.input.append("value")
     return nd
 
@@ -84,7 +87,7 @@ def _check_interface(checker, nodes: list[node_def_pb2.NodeDef], function_name: 
 
 
 def _describe(problem: Uncompilable) -> str:
-    reason = problem.reason.removeprefix("unsupported op: ")
+    reason = problem.reason.removeprefix(f"{ReasonCode.NO_XLA_KERNEL.text}: ")
     where = "".join(f" in {f.function}" for f in problem.stack[1:-1] if f.function)
     return f"{problem.op} ({reason}){{{{node {problem.node}}}}}{where}"
 
@@ -107,7 +110,9 @@ class CreationStacks:
         self._callee: dict[tuple[str, str], str] = {}
         try:
             self._add(self.top, concrete.graph, depth=0)
-        except Exception:  # noqa: BLE001 — creation sites are a help in messages, never a reason to fail
+        except (AttributeError, TypeError, ValueError):
+            # A graph without TF's usual tracebacks (another TF version, a restored function): no
+            # creation sites, as TF's messages have none for functions without recorded stack traces.
             self._ops.clear()
 
     def _add(self, function: str, graph, depth: int) -> None:
@@ -119,9 +124,8 @@ class CreationStacks:
                     break
                 except (ValueError, AttributeError):
                     continue
-        # Called functions carry their own FuncGraphs (TF private API; without it, callee ops simply
-        # have no stack here).
-        for name, fn in (getattr(graph, "_functions", None) or {}).items():
+        # Called functions carry their own FuncGraphs (without them, callee ops have no stack here).
+        for name, fn in called_functions(graph).items():
             sub = getattr(fn, "graph", None)
             if sub is not None and depth < 8 and not any(k[0] == name for k in self._ops):
                 self._add(name, sub, depth + 1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from tfxla_cluster.graph.graph import Graph, Node
-from tfxla_cluster.jit import op_tables
+from tfxla_cluster.tfops import op_tables
 
 READ, WRITE, READ_WRITE = "Read", "Write", "ReadWrite"
 

@@ -141,11 +141,12 @@ def splitters(fn: FunctionReport) -> list[Advice]:
     if result is None:
         return []
     from tfxla_cluster.jit.explain import hint_for
+    from tfxla_cluster.tfops.reasons import ReasonCode
 
     graph = result.graph
     out = []
     for name, d in result.decisions.items():
-        if d.cluster or d.code in ("top_level_arg_retval",):
+        if d.cluster or d.code == ReasonCode.TOP_LEVEL_ARG_RETVAL:
             continue
         node = graph.node(name)
         before = {result.cluster_of(e.src.name) for e in node.in_edges if e.src.is_op} - {None, ""}

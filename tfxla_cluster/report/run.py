@@ -124,7 +124,7 @@ def run_graph(result: Any, flags: Any, *, input_shapes: dict | None = None, call
     """Run the clustered graph of ``result`` ``calls`` times on generated inputs. Returns the
     launchers by cluster name and a description of the inputs fed."""
     import tensorflow as tf
-    from tensorflow.python.ops import script_ops
+    from tfxla_cluster.tf_compat import register_eager_func
 
     from tfxla_cluster.graph.function import runtime_to_placeholders
     from tfxla_cluster.runtime.encapsulate import encapsulate
@@ -145,9 +145,9 @@ def run_graph(result: Any, flags: Any, *, input_shapes: dict | None = None, call
 
         def call(*tensors):
             return [tf.convert_to_tensor(a) for a in launcher(*tensors)]
-        eager = script_ops.EagerFunc(call, [tf.as_dtype(t) for t in sig.output_dtypes], False)
+        token, eager = register_eager_func(call, [tf.as_dtype(t) for t in sig.output_dtypes])
         keep.append(eager)   # TF's registry holds weak references only
-        return script_ops._py_funcs.insert(eager).encode()
+        return token
 
     rewritten, _ = encapsulate(graph, result.clusters, register, flags=flags)
     runnable = runtime_to_placeholders(rewritten)

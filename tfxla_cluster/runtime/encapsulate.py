@@ -351,7 +351,7 @@ def tf_clusters(graph: Graph, clusters: dict[str, list[str]]) -> list[TfCluster]
     one function gave three orders), so only the order of the call nodes in the dumps differs."""
     from tensorflow.core.framework import types_pb2
 
-    from tfxla_cluster.jit.const_analysis import ConstAnalysis
+    from tfxla_cluster.tfops.const_analysis import ConstAnalysis
 
     out = []
     for cname in sorted(clusters):
@@ -665,11 +665,9 @@ def _sort_control_inputs(gd: graph_pb2.GraphDef) -> None:
 def _function_runtime_config() -> bytes:
     """The ConfigProto TF's function runtime hands BuildXlaOps (the eager context's config with
     function inlining on), serialized deterministically as TF does."""
-    from tensorflow.core.protobuf import config_pb2
-    from tensorflow.python.eager import context
+    from tfxla_cluster.tf_compat import function_runtime_config
 
-    cfg = config_pb2.ConfigProto()
-    cfg.CopyFrom(context.context().config)
+    cfg = function_runtime_config()
     cfg.graph_options.optimizer_options.do_function_inlining = True
     return cfg.SerializeToString(deterministic=True)
 

@@ -35,7 +35,7 @@ class CompiledGraph:
 
     def _build(self, concrete, *, jit_compile: bool | None, flags, grappler: bool, backend: str) -> None:
         from tfxla_cluster import flags as flags_mod
-        from tfxla_cluster.graph.function import graph_def_from_concrete, with_resource_handle_data
+        from tfxla_cluster.graph.loader import graph_def_from_concrete, with_resource_handle_data
         from tfxla_cluster.graph.graph import Graph
         from tfxla_cluster.jit.clone_constants import clone_constants
 
@@ -96,7 +96,7 @@ class CompiledGraph:
     def _finish(self, concrete, graph, gd, jit_compile: bool | None, flags, backend: str) -> None:
         """Steps 3 and 4 of the module docstring: launch nodes, and the graph TF runs."""
         import tensorflow as tf
-        from tensorflow.python.ops import script_ops
+        from tfxla_cluster.tf_compat import register_eager_func
 
         from tfxla_cluster.runtime import native
         from tfxla_cluster.runtime.encapsulate import encapsulate
@@ -132,9 +132,9 @@ class CompiledGraph:
                 except Exception as e:
                     raise _across_py_func(self._launch_error(e)) from None
             # EagerPyFunc runs registered EagerFunc objects with eager tensors in and out.
-            eager = script_ops.EagerFunc(call, [tf.as_dtype(t) for t in sig.output_dtypes], False)
+            token, eager = register_eager_func(call, [tf.as_dtype(t) for t in sig.output_dtypes])
             self._callbacks.append(eager)  # TF's registry only holds weak references
-            return script_ops._py_funcs.insert(eager).encode()
+            return token
 
         with stage("encapsulation"):
             rewritten, self.signatures = encapsulate(graph, self.clusters, register, flags=flags)
@@ -415,7 +415,7 @@ class Function:
 
     def __init__(self, fn: Callable, *, jit_compile: bool | None, input_signature, reduce_retracing: bool,
                  flags, grappler: bool, backend: str) -> None:
-        from tfxla_cluster.runtime.plugin import tf_function
+        from tfxla_cluster.tf_compat import tf_function
 
         self.python_function = fn
         self.jit_compile = jit_compile
@@ -463,7 +463,9 @@ class Function:
 
         global _EagerTensor
         if _EagerTensor is None:
-            from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
+            from tfxla_cluster.tf_compat import eager_tensor_type
+
+            _EagerTensor = eager_tensor_type()
         if getattr(_tracing, "depth", 0) and self.jit_compile is not True and not tf.executing_eagerly():
             return self._tf_function(*args, **kwargs)
         specs = None
@@ -573,12 +575,9 @@ def _record_call(tf_fn, traced: bool) -> None:
     import tensorflow as tf
 
     if _tracing_detector is None:
-        try:
-            from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
+        from tfxla_cluster.tf_compat import frequent_tracing_detector
 
-            _tracing_detector = pf._frequent_tracing_detector_manager
-        except (ImportError, AttributeError):
-            _tracing_detector = False
+        _tracing_detector = frequent_tracing_detector() or False
     key = getattr(tf_fn, "_key_for_call_stats", None)
     if not _tracing_detector or key is None or not tf.executing_eagerly():
         return

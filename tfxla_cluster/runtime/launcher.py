@@ -505,10 +505,10 @@ def _tf_subgraph_runner(graph: Graph, sig: ClusterSignature,
 
 def _eager_attr(value: Any, attr_type: str) -> Any:
     """A NodeDef AttrValue as the Python value TF's eager ``execute`` takes for an attr of ``attr_type``."""
-    from tensorflow.python.framework import tensor_shape
+    import tensorflow as tf
 
     def shape(proto: Any) -> Any:
-        return tensor_shape.TensorShape(proto).as_list() if not proto.unknown_rank else None
+        return tf.TensorShape(proto).as_list() if not proto.unknown_rank else None
 
     if attr_type.startswith("list("):
         lst = value.list
@@ -530,8 +530,7 @@ def _eager_subgraph_runner(graph: Graph, sig: ClusterSignature,
     calling thread. Nodes run in topological order; control edges inside the cluster are implied.
     """
     import tensorflow as tf
-    from tensorflow.python.eager import context, execute
-    from tensorflow.python.framework import op_def_registry, tensor_util
+    from tfxla_cluster.tf_compat import eager_context, eager_execute, op_def as registered_op_def
 
     members = set(sig.members)
     steps = []
@@ -539,12 +538,12 @@ def _eager_subgraph_runner(graph: Graph, sig: ClusterSignature,
         if node.name not in members:
             continue
         nd = node.node_def
-        op_def = op_def_registry.get(nd.op)
+        op_def = registered_op_def(nd.op)
         if op_def is None:
             return None  # a function call: the function runner below handles it
         types = {a.name: a.type for a in op_def.attr}
         if nd.op in ("Const", "HostConst"):
-            value = tensor_util.MakeNdarray(nd.attr["value"].tensor)
+            value = tf.make_ndarray(nd.attr["value"].tensor)
             steps.append((node, None, value))
             continue
         if any(t not in ("int", "float", "bool", "string", "type", "shape") and not
@@ -559,7 +558,7 @@ def _eager_subgraph_runner(graph: Graph, sig: ClusterSignature,
     feeds = {t: i for i, t in enumerate(sig.inputs)}
 
     def run(tensors: list) -> list[np.ndarray]:
-        ctx = context.context()
+        ctx = eager_context()
         values: dict[tuple[str, int], Any] = {}
         for node, attrs, const in steps:
             if attrs is None:
@@ -569,7 +568,7 @@ def _eager_subgraph_runner(graph: Graph, sig: ClusterSignature,
             for e in node.data_inputs():
                 t = (e.src.name, e.src_output)
                 inputs.append(values[t] if t in values else tf.convert_to_tensor(tensors[feeds[t]]))
-            outs = execute.execute(node.op, len(node.outputs), inputs, attrs, ctx)
+            outs = eager_execute(node.op, len(node.outputs), inputs, attrs, ctx)
             for i, v in enumerate(outs or []):
                 values[(node.name, i)] = v
         return [np.asarray(values[t]) for t in outputs]

@@ -8,38 +8,25 @@ and cluster, what was compiled, how often, why, and what fell back to TF.
 """
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import Any, Callable
 
-_lock = threading.Lock()
-_original: Callable | None = None
+from tfxla_cluster.tf_compat import replace_tf_function, restore_tf_function, tf_function_replaced
+
 _functions: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
-def tf_function() -> Callable:
-    """TF's own ``tf.function`` (also while the plugin is installed)."""
-    import tensorflow as tf
-
-    return _original or tf.function
-
-
 def installed() -> bool:
-    return _original is not None
+    return tf_function_replaced()
 
 
 def install(flags=None, backend: str = "llvm") -> None:
-    """Route ``tf.function`` through tfxla_cluster (idempotent)."""
-    global _original
-    import tensorflow as tf
-
+    """Route ``tf.function`` through tfxla_cluster (idempotent). The swap itself is
+    :func:`tfxla_cluster.tf_compat.replace_tf_function`; the policy (which arguments, which pipeline)
+    is here."""
     from tfxla_cluster.runtime.function import Function
 
-    with _lock:
-        if _original is not None:
-            return
-        _original = tf.function
-
+    def make() -> Callable:
         def function(func=None, input_signature=None, autograph=True, jit_compile=None,
                      reduce_retracing=False, **_ignored: Any):
             def wrap(f: Callable) -> Function:
@@ -48,18 +35,13 @@ def install(flags=None, backend: str = "llvm") -> None:
                 _functions.add(wrapped)
                 return wrapped
             return wrap(func) if func is not None else wrap
+        return function
 
-        tf.function = function
+    replace_tf_function(make)
 
 
 def uninstall() -> None:
-    global _original
-    import tensorflow as tf
-
-    with _lock:
-        if _original is not None:
-            tf.function = _original
-            _original = None
+    restore_tf_function()
 
 
 def profile():

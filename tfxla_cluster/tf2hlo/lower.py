@@ -32,21 +32,21 @@ from tensorflow.core.framework import types_pb2
 
 from tfxla_cluster.errors import InternalError, InvalidArgumentError, TfXlaError, UnimplementedError
 from tfxla_cluster.graph import Graph, Node
-from tfxla_cluster.graph.opdefs import base_dtype
+from tfxla_cluster.graph.opdefs import ARG_OP, DEVICE_ARG_OP, DEVICE_RETVAL_OP, RETVAL_OP, base_dtype
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule, NameUniquer
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.hlo.verifier import verify_module
-from tfxla_cluster.jit import op_tables
 from tfxla_cluster.tf2hlo import types
 from tfxla_cluster.tf2hlo.builder import TfBuilder
 from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
 from tfxla_cluster.tf2hlo.registry import lookup, lowers
+from tfxla_cluster.tfops.const_analysis import ConstAnalysis
 
 Tensor = tuple[str, int]  # (node name, output slot)
 
-_ARG_OPS = ("_Arg", "_DeviceArg")
-_RETVAL_OPS = ("_Retval", "_DeviceRetval")
+_ARG_OPS = (ARG_OP, DEVICE_ARG_OP)
+_RETVAL_OPS = (RETVAL_OP, DEVICE_RETVAL_OP)
 
 
 # ===================================================================================== the result
@@ -418,7 +418,7 @@ def _finish_module(name: str, entry: HloComputation) -> HloModule:
 
 
 def _check_kernels(order: Sequence[Node]) -> None:
-    from tfxla_cluster.jit.xla_kernels import find_kernel_def
+    from tfxla_cluster.tfops.xla_kernels import find_kernel_def
 
     for node in order:
         ok, reason = find_kernel_def("XLA_CPU_JIT", node.node_def, node.op_def)
@@ -547,36 +547,9 @@ def _resource_spec(graph: Graph, t: Tensor, given, members: set[str]) -> tuple[P
 def _must_be_constant(graph: Graph, members: set[str], order: list[Node]) -> set[Tensor]:
     """Cluster inputs (external tensors, or the cluster's own ``_Arg`` outputs) that must be
     compile-time constants: ``BackwardsConstAnalysis`` restricted to the cluster."""
-    from tfxla_cluster.jit.const_analysis import ConstAnalysis
-
-    analysis = ConstAnalysis(graph.library)
-    must: set[str] = set()
-    result: set[Tensor] = set()
-
-    def mark(edge) -> None:
-        while edge.src.name in members and edge.src.op in op_tables.CONST_TRAVERSABLE_OPS:
-            ins = edge.src.data_inputs()
-            if edge.src_output >= len(ins):
-                return
-            edge = ins[edge.src_output]
-        if edge.src.name in members and edge.src.op not in _ARG_OPS:
-            must.add(edge.src.name)
-        else:
-            result.add((edge.src.name, edge.src_output))
-
-    for node in reversed(order):
-        if node.op in op_tables.METADATA_OPS:
-            continue
-        if node.name in must:
-            for e in node.data_inputs():
-                mark(e)
-            continue
-        idxs = analysis.const_input_indices(node)
-        if idxs:
-            for e in node.data_inputs():
-                if e.dst_input in idxs:
-                    mark(e)
-    return result
+    const_nodes, outside = ConstAnalysis(graph.library).propagate(order, lambda n: n.name in members)
+    # A member _Arg marked constant is a cluster input too.
+    return outside | {(n.name, 0) for n in order if n.id in const_nodes and n.op in _ARG_OPS}
 
 
 def _constant_input_value(graph: Graph, t: Tensor, index: int, const_args: Mapping[int, Any],
@@ -593,7 +566,7 @@ def _constant_input_value(graph: Graph, t: Tensor, index: int, const_args: Mappi
     return value
 
 
-_NOT_FOLDABLE_OPS = frozenset({"_Arg", "_DeviceArg", "Placeholder", "PlaceholderWithDefault", "VarHandleOp",
+_NOT_FOLDABLE_OPS = frozenset({*_ARG_OPS, "Placeholder", "PlaceholderWithDefault", "VarHandleOp",
                                "ReadVariableOp", "ResourceGather"})
 
 
@@ -634,17 +607,14 @@ def lower_function(fn_or_concrete, *example_args, name: str | None = None, **exa
     ``_Retval``s then updated variables. Shapes come from the example arguments; arguments that
     feed compile-time-constant inputs are specialised on their example values."""
     import tensorflow as tf
-    from tensorflow.python.eager.polymorphic_function import concrete_function as cf_mod
+    from tfxla_cluster.graph.loader import graph_def_from_concrete
+    from tfxla_cluster.tf_compat import concrete_function_type, tf_function
 
-    from tfxla_cluster.graph.function import graph_def_from_concrete
-
-    if isinstance(fn_or_concrete, cf_mod.ConcreteFunction):
+    if isinstance(fn_or_concrete, concrete_function_type()):
         concrete = fn_or_concrete
     else:
         fn = fn_or_concrete
         if not hasattr(fn, "get_concrete_function"):
-            from tfxla_cluster.runtime.plugin import tf_function
-
             fn = tf_function()(fn, jit_compile=True)
         concrete = fn.get_concrete_function(*example_args, **example_kwargs)
     graph = Graph(graph_def_from_concrete(concrete, inline=True), assign_devices=False)
@@ -681,9 +651,9 @@ def _example_spec(v):
     if isinstance(v, tf.Variable):
         return (v.dtype.as_numpy_dtype, tuple(v.shape))
     if isinstance(v, tf.Tensor) and v.dtype == tf.resource:
-        from tensorflow.python.ops import resource_variable_ops
+        from tfxla_cluster.tf_compat import read_variable
 
-        data = resource_variable_ops.read_variable_op(v, _handle_dtype(v))
+        data = read_variable(v, _handle_dtype(v))
         return (data.dtype.as_numpy_dtype, tuple(data.shape))
     return tuple(np.shape(v))
 

@@ -63,9 +63,9 @@ def _scalar(kind: str, v):
     if kind == "shape":
         return None if v.unknown_rank else tuple(d.size for d in v.dim)
     if kind == "tensor":
-        from tensorflow.python.framework import tensor_util
+        import tensorflow as tf
 
-        return tensor_util.MakeNdarray(v)
+        return tf.make_ndarray(v)
     if kind == "func":
         return v.name
     if kind == "placeholder":

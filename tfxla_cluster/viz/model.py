@@ -22,6 +22,7 @@ from tensorflow.core.framework import attr_value_pb2, types_pb2
 from tfxla_cluster.errors import InvalidArgumentError, NotFoundError
 from tfxla_cluster.jit.explain import hint_for
 from tfxla_cluster.jit.mark_for_compilation import MarkResult
+from tfxla_cluster.tfops.reasons import ReasonCode as R
 from tfxla_cluster.viz.dot_text import CLUSTER_FILLS, safe_id, shade, shorten, tint
 
 # Attributes that are bookkeeping, not meaning, in a tooltip.
@@ -30,19 +31,19 @@ _MAX_ATTRS = 10
 _ATTR_CHARS = 60
 
 # Fills for unclustered nodes by reason code; codes not listed take a neutral grey.
-REASON_FILLS = {
-    "no_xla_kernel": "#f4cccc",
-    "min_cluster_size": "#fff2cc",
-    "device_policy": "#e6e6e6",
-    "top_level_arg_retval": "#eeeeee",
-    "stateful_random": "#f9cb9c",
-    "unique": "#ead1dc",
-    "string_const": "#d9d2e9",
-    "variant": "#d0e0e3",
-    "assert_or_checknumerics": "#fce5cd",
-    "declustered_fill": "#d9ead3",
-    "not_in_ops_to_cluster": "#cfe2f3",
-    "xla_compile_false": "#e6b8af",
+REASON_FILLS: dict[str, str] = {
+    R.NO_XLA_KERNEL: "#f4cccc",
+    R.MIN_CLUSTER_SIZE: "#fff2cc",
+    R.DEVICE_POLICY: "#e6e6e6",
+    R.TOP_LEVEL_ARG_RETVAL: "#eeeeee",
+    R.STATEFUL_RANDOM: "#f9cb9c",
+    R.UNIQUE: "#ead1dc",
+    R.STRING_CONST: "#d9d2e9",
+    R.VARIANT: "#d0e0e3",
+    R.ASSERT_OR_CHECKNUMERICS: "#fce5cd",
+    R.DECLUSTERED_FILL: "#d9ead3",
+    R.NOT_IN_OPS_TO_CLUSTER: "#cfe2f3",
+    R.XLA_COMPILE_FALSE: "#e6b8af",
 }
 DEFAULT_REASON_FILL = "#f3f3f3"
 

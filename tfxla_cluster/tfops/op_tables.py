@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from tensorflow.core.framework import types_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.graph.opdefs import ARG_OP, DEVICE_ARG_OP, DEVICE_RETVAL_OP, RETVAL_OP
 
 if TYPE_CHECKING:
     from tensorflow.core.framework import node_def_pb2, op_def_pb2
@@ -210,29 +211,6 @@ STRING_CONST_OP = "Const"
 #: rejected with "function depth limit exceeded" when the stack of frames is deeper than this.
 MAX_RECURSION_DEPTH = 50
 
-#: Uncompilable-reason texts of IsCompilableNode / HasXLAKernel (as TF words them).
-UNCOMPILABLE_REASONS: Mapping[str, str] = _frozen({
-    "source_or_sink": "source or sink node",
-    "top_level_arg_or_retval": "top level _Arg or _Retval",
-    "scoped_allocator": "_scoped_allocator or _forward_from attribute",
-    "symbolic_gradient": "SymbolicGradient should be handled by IsCompilableCall().",
-    "string_const": "Const op with type DT_STRING is not supported by XLA.",
-    "forwarded_ref": "Identity with unsafe cast.",
-    "depth_limit": "function depth limit exceeded",
-    "stateful_random": "stateful random op",
-    "control_trigger": "not allowed control trigger",
-    "assert": "Assert or CheckNumerics",
-    "collective_reduce_v2": "Collective op",
-    "where": "Where op",
-    "unique": "Unique op",
-    "variant": "DT_VARIANT producer/consumer",
-    "stack": "Stack op",
-    "tensor_array": "TensorArray op",
-    "resource_in_callee": "resource variable op in called function",
-    "inaccurate": "operation with numerical accuracy issues",
-    "slow": "slow operation",
-})
-
 
 # =====================================================================================================
 # 3. Graph node classes (Node::GetNodeClassForOp, tensorflow/core/graph/graph.cc)
@@ -264,8 +242,8 @@ NODE_CLASSES: Mapping[str, str] = _frozen({
     "If": "IF", "StatelessIf": "IF",
     "While": "WHILE", "StatelessWhile": "WHILE",
     "Case": "CASE", "StatelessCase": "CASE",
-    "_Arg": "ARG", "_DeviceArg": "ARG",
-    "_Retval": "RETVAL", "_DeviceRetval": "RETVAL",
+    ARG_OP: "ARG", DEVICE_ARG_OP: "ARG",
+    RETVAL_OP: "RETVAL", DEVICE_RETVAL_OP: "RETVAL",
 })
 
 

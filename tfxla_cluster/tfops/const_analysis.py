@@ -10,10 +10,16 @@ bodies need.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from tensorflow.core.framework import function_pb2
 
+from tfxla_cluster.graph.function import instantiate
 from tfxla_cluster.graph.graph import Graph, Node
-from tfxla_cluster.jit import op_tables
+from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
+from tfxla_cluster.tfops import op_tables
+
+Tensor = tuple[str, int]  # (node name, output index)
 
 def _traversable(node: Node) -> bool:
     """``IsConstTraversableOpType``: these forward input i to output i, so the producer behind them
@@ -30,23 +36,37 @@ class ConstAnalysis:
 
     def compile_time_const_nodes(self, graph: Graph) -> tuple[set[int], set[int]]:
         """(ids of must-be-const nodes, indices of ``_Arg``s that must be const)."""
+        const_nodes, _ = self.propagate(graph.topological_order())
+        const_args = {graph.nodes[i].node_def.attr["index"].i for i in const_nodes if graph.nodes[i].op == ARG_OP}
+        return const_nodes, const_args
+
+    def propagate(self, order: list[Node], inside: Callable[[Node], bool] | None = None
+                  ) -> tuple[set[int], set[Tensor]]:
+        """``BackwardsConstAnalysis`` over ``order`` (a topological order), consumers first.
+
+        Returns the ids of the nodes that must be compile-time constants and, when ``inside`` restricts
+        the analysis to part of the graph (a cluster), the tensors from outside it that must be: the
+        walk through Identity/While stops at the border. An ``_Arg`` marked constant passes nothing on
+        (the caller feeds its value)."""
         const_nodes: set[int] = set()
-        const_args: set[int] = set()
+        outside: set[Tensor] = set()
 
         def mark_through(edge) -> None:
-            while _traversable(edge.src):
+            while (inside is None or inside(edge.src)) and _traversable(edge.src):
                 inputs = edge.src.data_inputs()
                 if edge.src_output >= len(inputs):
                     return
                 edge = inputs[edge.src_output]
-            const_nodes.add(edge.src.id)
+            if inside is None or inside(edge.src):
+                const_nodes.add(edge.src.id)
+            else:
+                outside.add((edge.src.name, edge.src_output))
 
-        for node in reversed(graph.topological_order()):
+        for node in reversed(order):
             if node.op in op_tables.METADATA_OPS:
                 continue  # a Shape of a tensor doesn't need the tensor's value
             if node.id in const_nodes:
-                if node.op == "_Arg":
-                    const_args.add(node.node_def.attr["index"].i)
+                if node.op in op_tables.ARG_OPS:
                     continue
                 for e in node.data_inputs():
                     mark_through(e)
@@ -56,7 +76,7 @@ class ConstAnalysis:
                 for e in node.data_inputs():
                     if e.dst_input in idxs:
                         mark_through(e)
-        return const_nodes, const_args
+        return const_nodes, outside
 
     def const_input_indices(self, node: Node) -> set[int]:
         """Flat input indices of ``node`` that must be compile-time constants."""
@@ -81,8 +101,6 @@ class ConstAnalysis:
 
     def _loop_invariant(self, node: Node, index: int) -> bool:
         """While arg ``index`` is loop-invariant iff the body returns its input ``index`` unchanged."""
-        from tfxla_cluster.graph.function import instantiate
-
         body_name = node.node_def.attr["body"].func.name
         fdef = next((f for f in self.library.function if f.signature.name == body_name), None)
         if fdef is None:
@@ -90,11 +108,11 @@ class ConstAnalysis:
         body = instantiate(fdef, self.library)
         by_name = {n.name: n for n in body.node}
         for nd in body.node:
-            if nd.op == "_Retval" and nd.attr["index"].i == index:
+            if nd.op == RETVAL_OP and nd.attr["index"].i == index:
                 src = by_name.get(nd.input[0].split(":")[0])
                 while src is not None and src.op in ("Identity",):
                     src = by_name.get(src.input[0].split(":")[0])
-                return src is not None and src.op == "_Arg" and src.attr["index"].i == index
+                return src is not None and src.op == ARG_OP and src.attr["index"].i == index
         return False
 
     def _const_args_of(self, fname: str) -> frozenset[int]:
@@ -102,8 +120,6 @@ class ConstAnalysis:
         if memo is not None:
             return memo
         self._arg_memo[fname] = frozenset()  # recursion guard
-        from tfxla_cluster.graph.function import instantiate
-
         fdef = next((f for f in self.library.function if f.signature.name == fname), None)
         if fdef is None:
             return frozenset()

@@ -2,9 +2,8 @@
 
 Stage: clustering helper. TF registers a kernel per op on the ``XLA_CPU_JIT`` (and, in GPU builds,
 ``XLA_GPU_JIT``) compilation devices, with dtype constraints, once XLA is initialised. This module
-initialises XLA by lowering one tiny ``jit_compile=True`` function to HLO (no compile, so nothing
-reaches the user's ``--xla_dump_to`` directory or TF's compile log), reads
-``tensorflow.python.framework.kernels.get_all_registered_kernels()`` and answers TF's ``FindKernelDef``
+reads them through :func:`tfxla_cluster.tf_compat.registered_xla_jit_kernels` (which initialises XLA
+without compiling anything) and answers TF's ``FindKernelDef``
 question — "does this NodeDef, with these attr values, match a registered XLA kernel?" — with TF's
 answer. Nothing here is a hand-written op list.
 
@@ -61,22 +60,11 @@ def device_registration(device_type: str, cpu_global_jit: bool) -> DeviceRegistr
 
 @functools.lru_cache(maxsize=None)
 def _registry() -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
-    import tensorflow as tf
-    from tensorflow.python.framework import kernels
+    from tfxla_cluster.tf_compat import registered_xla_jit_kernels
 
-    # XLA registers its JIT kernels lazily, on first use. Lowering one tiny function to HLO makes
-    # them visible without compiling it: a real compile would write its modules into the user's
-    # --xla_dump_to directory and log TF's once-per-process "Compiled cluster using XLA!" line.
-    from tfxla_cluster.runtime.plugin import tf_function
-
-    # TF's own tf.function even when our plugin has replaced it; eagerly, even when the first
-    # question comes while another function is being traced (a graph-mode call would only add an op).
-    with tf.init_scope():
-        tf_function()(lambda x: x + 1, jit_compile=True).experimental_get_compiler_ir(tf.constant(1.0))(stage="hlo")
     by_device: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}
-    for kdef in kernels.get_all_registered_kernels().kernel:
-        if kdef.device_type.endswith("_JIT"):
-            by_device.setdefault(kdef.device_type, {}).setdefault(kdef.op, []).append(kdef)
+    for kdef in registered_xla_jit_kernels():
+        by_device.setdefault(kdef.device_type, {}).setdefault(kdef.op, []).append(kdef)
     return by_device
 
 

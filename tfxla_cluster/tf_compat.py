@@ -1,0 +1,185 @@
+"""The one module that touches TensorFlow's internals.
+
+Stage: bottom layer (below ``graph/``). Every private ``tensorflow.python...`` import of the package,
+TF's kernel registry, and the hook that swaps ``tf.function`` live here; everything else uses public TF
+or this module. Guarantee: importing this module does not import TensorFlow (each function imports what
+it needs on first call), so ``tfxla-cluster --help`` and ``import tfxla_cluster`` stay TF-free. When a TF
+release moves one of these internals, this file is the only one to change.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, Callable
+
+__all__ = ["mkl_enabled", "op_def", "eager_context", "eager_execute", "function_runtime_config",
+           "eager_tensor_type", "concrete_function_type", "frequent_tracing_detector",
+           "register_eager_func", "called_functions", "resource_handle_data", "read_variable", "optimize_graph",
+           "registered_xla_jit_kernels", "tf_function", "replace_tf_function", "restore_tf_function",
+           "tf_function_replaced"]
+
+
+# ----------------------------------------------------------------------------------- process facts
+def mkl_enabled() -> bool | None:
+    """TensorFlow's own ``IsMklEnabled()`` if TF is already imported in this process, else None (this
+    question must not be the reason TF gets imported)."""
+    if "tensorflow" not in sys.modules:
+        return None
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):   # a TF without the binding: the caller predicts by rule
+        return None
+
+
+# ------------------------------------------------------------------------------------ op registry
+def op_def(op: str) -> Any:
+    """TF's registered ``OpDef`` for ``op`` (``op_def_registry.get``), None if not registered."""
+    from tensorflow.python.framework import op_def_registry
+
+    return op_def_registry.get(op)
+
+
+def registered_xla_jit_kernels() -> list[Any]:
+    """The ``KernelDef`` of every kernel registered on an XLA JIT compilation device (``*_JIT``).
+
+    XLA registers its JIT kernels lazily, on first use. Lowering one tiny function to HLO makes them
+    visible without compiling it: a real compile would write its modules into the user's
+    ``--xla_dump_to`` directory and log TF's once-per-process "Compiled cluster using XLA!" line."""
+    import tensorflow as tf
+    from tensorflow.python.framework import kernels
+
+    # TF's own tf.function even when ours has replaced it; eagerly, even when the first question
+    # comes while another function is being traced (a graph-mode call would only add an op).
+    with tf.init_scope():
+        tf_function()(lambda x: x + 1, jit_compile=True).experimental_get_compiler_ir(tf.constant(1.0))(stage="hlo")
+    return [k for k in kernels.get_all_registered_kernels().kernel if k.device_type.endswith("_JIT")]
+
+
+# ------------------------------------------------------------------------------------------ eager
+def eager_context() -> Any:
+    """TF's eager context object (what ``execute`` takes)."""
+    from tensorflow.python.eager import context
+
+    return context.context()
+
+
+def eager_execute(op: str, num_outputs: int, inputs: list, attrs: tuple, ctx: Any) -> Any:
+    """Run one op eagerly, as TF's generated op wrappers do (``execute.execute``)."""
+    from tensorflow.python.eager import execute
+
+    return execute.execute(op, num_outputs, inputs, attrs, ctx)
+
+
+def function_runtime_config() -> Any:
+    """A copy of the eager context's ``ConfigProto`` (what TF's function runtime starts from)."""
+    from tensorflow.core.protobuf import config_pb2
+
+    cfg = config_pb2.ConfigProto()
+    cfg.CopyFrom(eager_context().config)
+    return cfg
+
+
+def eager_tensor_type() -> type:
+    """TF's ``EagerTensor`` class (``type(t) is`` this is the fast test for a concrete eager tensor)."""
+    from tensorflow.python.framework.ops import EagerTensor
+
+    return EagerTensor
+
+
+def register_eager_func(call: Callable, output_dtypes: list) -> tuple[bytes, Any]:
+    """Register ``call`` for TF's ``EagerPyFunc`` op (eager tensors in and out). Returns the op's
+    ``token`` attr and the registered object, which the caller must keep alive: TF's registry holds
+    only weak references."""
+    from tensorflow.python.ops import script_ops
+
+    eager = script_ops.EagerFunc(call, output_dtypes, False)
+    return script_ops._py_funcs.insert(eager).encode(), eager
+
+
+# ------------------------------------------------------------------------------------ tf.function
+def concrete_function_type() -> type:
+    """The class of ``tf.function(...).get_concrete_function()`` results."""
+    from tensorflow.python.eager.polymorphic_function import concrete_function
+
+    return concrete_function.ConcreteFunction
+
+
+def frequent_tracing_detector() -> Any:
+    """TF's process-wide frequent-retracing detector (what ``tf.function.__call__`` reports each call
+    to), or None if this TF has none."""
+    try:
+        from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
+
+        return pf._frequent_tracing_detector_manager
+    except (ImportError, AttributeError):
+        return None
+
+
+_hook_lock = threading.Lock()
+_original_tf_function: Callable | None = None
+
+
+def tf_function() -> Callable:
+    """TF's own ``tf.function`` (also while :func:`replace_tf_function` has replaced it)."""
+    import tensorflow as tf
+
+    return _original_tf_function or tf.function
+
+
+def tf_function_replaced() -> bool:
+    return _original_tf_function is not None
+
+
+def replace_tf_function(make: Callable[[], Callable]) -> bool:
+    """Set ``tf.function`` to ``make()`` unless it is already replaced (then nothing happens and the
+    answer is False). ``make`` runs under the hook's lock, once."""
+    global _original_tf_function
+    import tensorflow as tf
+
+    with _hook_lock:
+        if _original_tf_function is not None:
+            return False
+        replacement = make()
+        _original_tf_function = tf.function
+        tf.function = replacement
+        return True
+
+
+def restore_tf_function() -> None:
+    """Put TF's own ``tf.function`` back (nothing if it was not replaced)."""
+    global _original_tf_function
+    import tensorflow as tf
+
+    with _hook_lock:
+        if _original_tf_function is not None:
+            tf.function = _original_tf_function
+            _original_tf_function = None
+
+
+# ----------------------------------------------------------------------------- graphs, variables
+def called_functions(graph: Any) -> dict[str, Any]:
+    """The functions a ``tf.Graph``/``FuncGraph`` has registered (name → function object with its own
+    ``graph``); {} if this TF keeps none."""
+    return getattr(graph, "_functions", None) or {}
+
+
+def resource_handle_data(placeholder: Any) -> Any:
+    """The handle data (dtype and shape of the variable) a resource placeholder carries, or None."""
+    from tensorflow.python.ops import handle_data_util
+
+    return handle_data_util.get_resource_handle_data(placeholder)
+
+
+def read_variable(handle: Any, dtype: Any) -> Any:
+    """The value of the resource variable behind ``handle`` (``ReadVariableOp``)."""
+    from tensorflow.python.ops import resource_variable_ops
+
+    return resource_variable_ops.read_variable_op(handle, dtype)
+
+
+def optimize_graph(config: Any, meta_graph: Any) -> Any:
+    """Grappler's meta optimizer on ``meta_graph`` (``tf_optimizer.OptimizeGraph``); raises TF's errors."""
+    from tensorflow.python.grappler import tf_optimizer
+
+    return tf_optimizer.OptimizeGraph(config, meta_graph, verbose=False)

@@ -1,0 +1,5 @@
+"""What TF knows about ops: op tables, the XLA kernel registry, compile-time-constant analysis, the
+reasons a node is not clustered (``ReasonCode``) and the operation filters.
+
+Layer: below ``jit/`` and ``tf2hlo/`` (both use it), above ``graph/`` and ``tf_compat``.
+"""
