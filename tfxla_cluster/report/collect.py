@@ -237,7 +237,7 @@ def measure(launcher: Any, run: SignatureRun, repeats: int = 5) -> None:
     try:
         tensors = _tensors(launcher, arrays)
         try:
-            tf_run = launcher_mod._tf_subgraph_runner(launcher.graph, launcher.sig, launcher._value_outputs)
+            tf_run = launcher_mod._tf_subgraph_runner(launcher.graph, launcher.sig, launcher.value_outputs)
             tf_run(tensors)
             run.tf_how = "TF graph function"
         except Exception:

@@ -18,28 +18,53 @@ the process, leaves the rewritten graph alone. The Python callable behind the to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from tensorflow.core.framework import graph_pb2
 
 from tfxla_cluster.graph.graph import Graph
-from tfxla_cluster.graph.opdefs import base_dtype
+from tfxla_cluster.jit.cluster_boundary import ClusterBoundary, cluster_boundaries
 
 Tensor = tuple[str, int]
 
 
-@dataclass
+@dataclass(eq=False)
 class ClusterSignature:
-    """What crosses a cluster's boundary, in the launch node's order."""
+    """One cluster's launch node: its :class:`~tfxla_cluster.jit.cluster_boundary.ClusterBoundary` in the
+    launch node's order (inputs in edge order, outputs by producer id and slot)."""
 
-    name: str
-    members: list[str]
-    inputs: list[Tensor]                  # external producer tensors (data edges into the cluster)
-    outputs: list[Tensor]                 # member tensors consumed outside (or fetched)
-    input_dtypes: list[int] = field(default_factory=list)
-    output_dtypes: list[int] = field(default_factory=list)
-    control_inputs: list[str] = field(default_factory=list)
+    boundary: ClusterBoundary
     control_node: str = ""                # what waits on a member waits on this node (default: the launch)
+
+    @property
+    def name(self) -> str:
+        return self.boundary.name
+
+    @property
+    def members(self) -> list[str]:
+        return self.boundary.members
+
+    @property
+    def inputs(self) -> list[Tensor]:
+        """External producer tensors (data edges into the cluster)."""
+        return self.boundary.inputs
+
+    @property
+    def outputs(self) -> list[Tensor]:
+        """Member tensors consumed outside."""
+        return self.boundary.launch_outputs
+
+    @property
+    def input_dtypes(self) -> list[int]:
+        return self.boundary.input_dtypes
+
+    @property
+    def output_dtypes(self) -> list[int]:
+        return self.boundary.launch_output_dtypes
+
+    @property
+    def control_inputs(self) -> list[str]:
+        return self.boundary.control_inputs
 
 
 @dataclass(frozen=True)
@@ -64,29 +89,8 @@ class NativeLaunch:
 
 
 def cluster_signatures(graph: Graph, clusters: dict[str, list[str]]) -> list[ClusterSignature]:
-    """The boundary of every cluster: inputs in edge order, outputs in (node id, slot) order."""
-    sigs = []
-    for name, members in clusters.items():
-        member_set = set(members)
-        inputs: list[Tensor] = []
-        outputs: set[Tensor] = set()
-        control: list[str] = []
-        for e in graph.edges():
-            src_in, dst_in = e.src.name in member_set, e.dst.name in member_set
-            if dst_in and not src_in and e.src.is_op:
-                if e.is_control:
-                    if e.src.name not in control:
-                        control.append(e.src.name)
-                elif (e.src.name, e.src_output) not in inputs:
-                    inputs.append((e.src.name, e.src_output))
-            if src_in and not dst_in and not e.is_control and (e.dst.is_op or e.dst.is_sink):
-                outputs.add((e.src.name, e.src_output))
-        ordered_outputs = sorted(outputs, key=lambda t: (graph.node(t[0]).id, t[1]))
-        sigs.append(ClusterSignature(
-            name, sorted(members, key=lambda n: graph.node(n).id), inputs, ordered_outputs,
-            [base_dtype(graph.node(n).outputs[i].dtype) for n, i in inputs],
-            [base_dtype(graph.node(n).outputs[i].dtype) for n, i in ordered_outputs], control))
-    return sigs
+    """The launch-node view of every cluster's boundary (computed once, in one walk over the edges)."""
+    return [ClusterSignature(b) for b in cluster_boundaries(graph, clusters).values()]
 
 
 def encapsulate(graph: Graph, clusters: dict[str, list[str]],
@@ -95,8 +99,8 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
     """Rewrite ``graph`` with one launch node per cluster. ``register(signature)`` returns the
     EagerPyFunc token of the callable that runs the cluster, or a :class:`NativeLaunch`. ``flags`` (a :class:`~tfxla_cluster.flags.Flags`)
     are the flags in effect for the function being rewritten (debug dumps follow them)."""
-    write_tf_dumps(graph, clusters, flags)
     sigs = cluster_signatures(graph, clusters)
+    write_tf_dumps(graph, [s.boundary for s in sigs], flags)
     member_of = {m: s for s in sigs for m in s.members}
     handles = {s.name: register(s) for s in sigs}
     out_index: dict[str, dict[Tensor, int]] = {}
@@ -179,7 +183,7 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
     flags = Flags.resolve(flags)
     if sigs and (flags.tf_xla_check_cluster_input_numerics or flags.tf_xla_check_cluster_output_numerics
                  or flags.tf_xla_print_cluster_outputs):
-        _add_debugging_ops(out, graph, clusters, sigs, flags)
+        _add_debugging_ops(out, sigs, flags)
     for nd in out.node:
         # TF's own auto-clustering must leave the rewritten graph alone (it would try to compile our
         # launch nodes, or cluster what we left to TF on purpose).
@@ -217,8 +221,7 @@ def _emit_variable_io(out: graph_pb2.GraphDef, sig: ClusterSignature, handle: Na
 _FLOATING = frozenset({1, 2, 14, 19})     # DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_HALF
 
 
-def _add_debugging_ops(out: graph_pb2.GraphDef, graph: Graph, clusters: dict[str, list[str]],
-                       sigs: list[ClusterSignature], flags) -> None:
+def _add_debugging_ops(out: graph_pb2.GraphDef, sigs: list[ClusterSignature], flags) -> None:
     """BuildXlaOps' debugging options on the launch nodes, with TF's node names and messages:
 
     * ``--tf_xla_check_cluster_input_numerics``: a ``CheckNumerics`` on every floating-point
@@ -233,7 +236,7 @@ def _add_debugging_ops(out: graph_pb2.GraphDef, graph: Graph, clusters: dict[str
     """
     from tensorflow.core.framework import types_pb2
 
-    tfcs = {c.name: c for c in tf_clusters(graph, {s.name: clusters[s.name] for s in sigs})}
+    tfcs = {c.name: c for c in tf_clusters(s.boundary for s in sigs)}
     names = {nd.name for nd in out.node}
     by_name = {nd.name: nd for nd in out.node}
     for sig in sigs:
@@ -345,7 +348,7 @@ def _ref(name: str, idx: int) -> str:
     return name if idx == 0 else f"{name}:{idx}"
 
 
-def tf_clusters(graph: Graph, clusters: dict[str, list[str]]) -> list[TfCluster]:
+def tf_clusters(boundaries: Iterable[ClusterBoundary]) -> list[TfCluster]:
     """Every cluster's boundary and function as TF's Encapsulator builds them. Clusters in name order:
     TF iterates its subgraphs in a hash map whose order changes from process to process (three runs of
     one function gave three orders), so only the order of the call nodes in the dumps differs."""
@@ -354,29 +357,13 @@ def tf_clusters(graph: Graph, clusters: dict[str, list[str]]) -> list[TfCluster]
     from tfxla_cluster.jit.const_analysis import ConstAnalysis
 
     out = []
-    for cname in sorted(clusters):
-        member_set = set(clusters[cname])
-        members = sorted(clusters[cname], key=lambda n: graph.node(n).id)
-        args: list[Tensor] = []
-        results: list[Tensor] = []
-        control: list[str] = []
-        control_outputs: set[str] = set()   # members with control successors outside: control_ret
-        for e in graph.edges():   # TF's CopySubgraphEdges walks the edges in id order
-            src_in, dst_in = e.src.name in member_set, e.dst.name in member_set
-            if e.is_control and src_in and e.dst.is_sink:
-                control_outputs.add(e.src.name)    # a member nothing waits for still has to run
-            if not e.src.is_op or not e.dst.is_op or src_in == dst_in:
-                continue
-            if e.is_control:
-                if dst_in and e.src.name not in control:
-                    control.append(e.src.name)
-                elif src_in:
-                    control_outputs.add(e.src.name)
-            elif dst_in and (e.src.name, e.src_output) not in args:
-                args.append((e.src.name, e.src_output))
-            elif src_in and (e.src.name, e.src_output) not in results:
-                results.append((e.src.name, e.src_output))
-        dtype_of = {t: base_dtype(graph.node(t[0]).outputs[t[1]].dtype) for t in args + results}
+    for boundary in sorted(boundaries, key=lambda b: b.name):
+        graph, cname = boundary.graph, boundary.name
+        member_set, members = boundary.member_set, boundary.members
+        # TF numbers arguments and results in edge order (CopySubgraphEdges walks the edges in id order).
+        args, results = list(boundary.inputs), list(boundary.outputs)
+        control, control_outputs = boundary.control_inputs, boundary.control_outputs
+        dtype_of = {t: boundary.dtype_of(t) for t in args + results}
         device = graph.node(members[0]).assigned_device
 
         # The subgraph: members (id order), then _Arg / _Retval nodes, as the Encapsulator adds them.
@@ -807,7 +794,7 @@ def _retarget(nd, old: str, new_ctrl: str, new_data) -> None:
             nd.input.append(new_data(int(i or 0)))
 
 
-def write_tf_dumps(graph: Graph, clusters: dict[str, list[str]], flags=None) -> list[str]:
+def write_tf_dumps(graph: Graph, boundaries: Iterable[ClusterBoundary], flags=None) -> list[str]:
     """TF's dumps of the passes after clustering, under TF's triggers (see :mod:`tfxla_cluster.jit.dumps`):
     ``before_increase_dynamism_for_auto_jit_pass`` (``--tf_xla_clustering_debug``; we do not run that
     pass's Slice rewrite), then with ``VLOG_IS_ON(1)`` in encapsulate_subgraphs_pass ``encapsulate_subgraphs_before``,
@@ -827,7 +814,7 @@ def write_tf_dumps(graph: Graph, clusters: dict[str, list[str]], flags=None) -> 
     enc_on, build_on = dumps.vlog_is_on("encapsulate_subgraphs_pass"), dumps.vlog_is_on("build_xla_ops_pass")
     if not (enc_on or build_on):
         return paths
-    tfcs = tf_clusters(graph, clusters)
+    tfcs = tf_clusters(boundaries)
     after = tf_encapsulated_graph(graph, tfcs)
     if enc_on:
         paths.append(dumps.dump_graph("encapsulate_subgraphs_before", graph.graph_def))

@@ -345,7 +345,7 @@ def _direct_plan(rewritten, signatures, launchers, run_launcher,
         return None
     # A native launch node leaves out resource outputs (their consumers take the handle): its output
     # k is the launcher's value output kept[k].
-    through = launchers[sig.name]._passthrough if launch.op == "TfxlaLaunch" else {}
+    through = launchers[sig.name].passthrough if launch.op == "TfxlaLaunch" else {}
     kept = [k for k in range(len(sig.outputs)) if k not in through]
     inputs = []
     for ref in launch.input:

@@ -21,7 +21,7 @@ import numpy as np
 
 from tfxla_cluster import compile_profile
 from tfxla_cluster.codegen.buffers import is_fresh
-from tfxla_cluster.errors import InternalError, InvalidArgumentError
+from tfxla_cluster.errors import InternalError
 from tfxla_cluster.graph.graph import Graph
 from tfxla_cluster.runtime.encapsulate import ClusterSignature
 
@@ -108,7 +108,7 @@ class Launcher:
         self._tf_fallback: Callable | None = None
         # Resource outputs (a handle passed through an Identity in the cluster, e.g. the input
         # Identity of an inlined call) are the input handle itself; everything else is a value.
-        self._passthrough = _resource_passthrough(graph, signature)
+        self._passthrough = signature.boundary.resource_passthrough
         self._value_outputs = [t for k, t in enumerate(signature.outputs) if k not in self._passthrough]
         # Load every lowering family now, on the caller's thread: TF runs independent launch nodes
         # concurrently, and the registry's lazy first load is not safe against a concurrent lookup
@@ -123,43 +123,24 @@ class Launcher:
             self.native_sync()
         return self._stats
 
-    def _resource_dtype(self, position: int) -> int:
-        """The variable's dtype: the producing ``_Arg``'s ``_handle_dtypes``, else how the cluster's
-        members use the handle (``dtype`` attrs; ``T`` of ResourceApply* ops), looking through
-        pass-through nodes (the Identity an inlined call puts on each of its inputs)."""
-        from tensorflow.core.framework import types_pb2
-
-        src, slot = self.sig.inputs[position]
-        producer = self.graph.node(src)
-        handle_dtypes = producer.node_def.attr["_handle_dtypes"].list.type if \
-            "_handle_dtypes" in producer.node_def.attr else []
-        if handle_dtypes:
-            return handle_dtypes[0]
-        for node in self.handle_users(position):
-            attr = node.node_def.attr
-            if "dtype" in attr:
-                return attr["dtype"].type
-            if "T" in attr and attr["T"].type not in (types_pb2.DT_RESOURCE, types_pb2.DT_INVALID):
-                return attr["T"].type
-        raise InvalidArgumentError(f"cluster {self.sig.name}: can't tell the dtype of resource input {src}:{slot}")
+    def resource_dtype(self, position: int) -> int:
+        """The dtype of the variable behind resource input ``position`` (see ``ClusterBoundary``)."""
+        return self.sig.boundary.resource_dtype(position)
 
     def handle_users(self, position: int):
         """The cluster members that use the resource handle at input ``position``, looking through
         pass-through members (the Identity an inlined call puts on each of its inputs)."""
-        members = set(self.sig.members)
-        frontier, seen = [self.sig.inputs[position]], set()
-        while frontier:
-            tensor = frontier.pop()
-            if tensor in seen:
-                continue
-            seen.add(tensor)
-            for e in self.graph.node(tensor[0]).out_edges:
-                if e.is_control or e.src_output != tensor[1] or e.dst.name not in members:
-                    continue
-                if e.dst.op in ("Identity", "Snapshot", "IdentityN"):
-                    frontier.append((e.dst.name, e.dst_input if e.dst.op == "IdentityN" else 0))
-                else:
-                    yield e.dst
+        return self.sig.boundary.handle_users(position)
+
+    @property
+    def passthrough(self) -> dict[int, int]:
+        """Output index -> input position of resource outputs that are an input handle passed through."""
+        return self._passthrough
+
+    @property
+    def value_outputs(self) -> list[tuple[str, int]]:
+        """The launch outputs the cluster computes (resource outputs passed through left out)."""
+        return self._value_outputs
 
     # ----- compile ------------------------------------------------------------------------------
     @property
@@ -224,7 +205,7 @@ class Launcher:
 
     def _compile(self, arrays: list[np.ndarray], key) -> CompiledCluster:
         """Lower, optimise and compile the cluster for ``arrays`` (the CompilationCache's create step)."""
-        from tfxla_cluster.tf2hlo import lower_cluster
+        from tfxla_cluster.tf2hlo.lower import lower_boundary
 
         t0 = time.perf_counter()
         from tensorflow.core.framework import types_pb2
@@ -234,8 +215,7 @@ class Launcher:
                   for t, a, dt in zip(self.sig.inputs, arrays, self.sig.input_dtypes)}
         consts = {t: a for t, a in zip(self.sig.inputs, arrays)}
         with compile_profile.stage("lowering"):
-            lowered = lower_cluster(self.graph, self.sig.members, arg_shapes=shapes, const_args=consts,
-                                    name=self.sig.name)
+            lowered = lower_boundary(self.sig.boundary, arg_shapes=shapes, const_args=consts)
         by_tensor = {t: i for i, t in enumerate(self.sig.inputs)}
         # (launch-node input position, numpy dtype) of every HLO parameter, in parameter order.
         param_specs = [(by_tensor[inp.tensor], inp.element_type.dtype) for inp in lowered.parameters]
@@ -299,7 +279,7 @@ class Launcher:
             if self.sig.input_dtypes[i] == types_pb2.DT_RESOURCE:
                 # A variable: the cluster reads its value now and writes it back after the run, as
                 # XlaLaunch snapshots resource variables.
-                dtype = self._resource_dtype(i)
+                dtype = self.resource_dtype(i)
                 handles[i] = (t, dtype)
                 arrays.append(_read_variable(t, dtype))
             else:
@@ -439,29 +419,6 @@ def to_tensor(value: Any) -> Any:
             and is_fresh(value)):
         return tf.experimental.dlpack.from_dlpack(np.asarray(value).__dlpack__())
     return tf.convert_to_tensor(np.asarray(value) if isinstance(value, np.ndarray) else value)
-
-
-def _resource_passthrough(graph: Graph, sig: ClusterSignature) -> dict[int, int]:
-    """Output index → launch-node input position, for each DT_RESOURCE output that is an input
-    handle forwarded through pass-through members (Identity, Snapshot, IdentityN)."""
-    from tensorflow.core.framework import types_pb2
-
-    members = set(sig.members)
-    positions = {t: i for i, t in enumerate(sig.inputs)}
-    out: dict[int, int] = {}
-    for k, (t, dtype) in enumerate(zip(sig.outputs, sig.output_dtypes)):
-        if dtype != types_pb2.DT_RESOURCE:
-            continue
-        while t not in positions and t[0] in members:
-            node = graph.node(t[0])
-            if node.op not in ("Identity", "Snapshot", "IdentityN"):
-                break
-            slot = t[1] if node.op == "IdentityN" else 0
-            edge = next(e for e in node.data_inputs() if e.dst_input == slot)
-            t = (edge.src.name, edge.src_output)
-        if t in positions:
-            out[k] = positions[t]
-    return out
 
 
 def _tf_subgraph_runner(graph: Graph, sig: ClusterSignature,

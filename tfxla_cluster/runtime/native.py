@@ -195,10 +195,10 @@ def bind(launcher, *, resources: bool = True):
     if positions and not resources:
         return None
     # A resource output must be an input handle passed through (its consumers take the handle).
-    if any(dt == types_pb2.DT_RESOURCE and k not in launcher._passthrough for k, dt in enumerate(sig.output_dtypes)):
+    if any(dt == types_pb2.DT_RESOURCE and k not in launcher.passthrough for k, dt in enumerate(sig.output_dtypes)):
         return None
     try:
-        reads = {p: launcher._resource_dtype(p) for p in positions}
+        reads = {p: launcher.resource_dtype(p) for p in positions}
     except TfXlaError:
         return None
     written = _written_variables(launcher, positions)
@@ -231,7 +231,7 @@ def bind(launcher, *, resources: bool = True):
                     cache.clusters.setdefault(sig.name, ClusterStats()).executions += delta
     launcher.native_sync = sync
     launcher.native_id = cid
-    return NativeLaunch(key, reads, tuple(written), dict(launcher._passthrough))
+    return NativeLaunch(key, reads, tuple(written), dict(launcher.passthrough))
 
 
 # Ops that only read the variable behind a handle; any other member taking a handle may write it.
@@ -418,7 +418,7 @@ def _entry_blob(launcher, compiled, arrays: list[np.ndarray]) -> np.ndarray | No
         return None
     # The launch node's outputs: value outputs, then each written variable's final value.
     written = list(launcher.written or ())
-    value_dtypes = [dt for k, dt in enumerate(launcher.sig.output_dtypes) if k not in launcher._passthrough]
+    value_dtypes = [dt for k, dt in enumerate(launcher.sig.output_dtypes) if k not in launcher.passthrough]
     results = [(k, _np_dtype(dt), None) for k, dt in zip(compiled.output_order, value_dtypes)]
     results += [(compiled.updates.get(p), arrays[p].dtype, p) for p in written]
     words.append(len(results))

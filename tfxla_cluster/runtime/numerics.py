@@ -366,7 +366,7 @@ class NumericsChecker:
         except Exception as e:
             res.error = f"TF's kernels could not run the cluster: {type(e).__name__}: {str(e).splitlines()[0]}"
             return
-        value_outputs = launcher._value_outputs
+        value_outputs = launcher.value_outputs
         got_vars: dict[int, np.ndarray] = {}
         if want_vars:
             _, got_vars = compiled.run(arrays)
