@@ -1,5 +1,5 @@
 """TF's dumps of the passes after clustering (``encapsulate_subgraphs_before/after``, ``build_xla_ops``,
-``encapsulate_fdef_<cluster>``), written by :func:`tfxla_cluster.runtime.encapsulate.write_tf_dumps`,
+``encapsulate_fdef_<cluster>``), written by :func:`tfxla_cluster.jit.build_xla_ops_dump.write_tf_dumps`,
 against real TF's.
 
 TF writes them when ``VLOG_IS_ON(1)`` holds in encapsulate_subgraphs_pass.cc / build_xla_ops_pass.cc
@@ -41,7 +41,7 @@ def _load(path: Path):
 def _ours(before):
     from tfxla_cluster.graph.graph import Graph
     from tfxla_cluster.jit.cluster_boundary import cluster_boundaries
-    from tfxla_cluster.runtime import encapsulate as enc
+    from tfxla_cluster.jit import build_xla_ops_dump as enc
 
     clusters: dict[str, list[str]] = {}
     for nd in before.node:
@@ -114,7 +114,7 @@ def test_single_cluster_dumps_are_byte_identical() -> None:
 def _dumps(before, clusters: dict[str, list[str]], flags) -> list[str]:
     from tfxla_cluster.graph.graph import Graph
     from tfxla_cluster.jit.cluster_boundary import cluster_boundaries
-    from tfxla_cluster.runtime.encapsulate import write_tf_dumps
+    from tfxla_cluster.jit.build_xla_ops_dump import write_tf_dumps
 
     graph = Graph(before)
     return write_tf_dumps(graph, cluster_boundaries(graph, clusters).values(), flags)
