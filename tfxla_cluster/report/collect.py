@@ -221,8 +221,6 @@ def measure(launcher: Any, run: SignatureRun, repeats: int = 5) -> None:
     (measured on one that computes nothing), so they compare the cluster's own cost. Resource inputs are
     temporary variables holding the captured values; the launcher's statistics are restored after.
     """
-    from tfxla_cluster.runtime import launcher as launcher_mod
-
     if run.arrays is None:
         run.measure_error = "no captured inputs"
         return
@@ -232,12 +230,12 @@ def measure(launcher: Any, run: SignatureRun, repeats: int = 5) -> None:
         empty = _empty_function(launcher, arrays)
         tensors = _tensors(launcher, arrays)
         base = _median_ms(lambda: empty(*tensors), repeats)
-    except Exception:
+    except Exception:  # the fixed cost is only subtracted when it can be measured
         base = 0.0
     try:
         tensors = _tensors(launcher, arrays)
         try:
-            tf_run = launcher_mod._tf_subgraph_runner(launcher.graph, launcher.sig, launcher.value_outputs)
+            tf_run = launcher.tf_graph_runner()
             tf_run(tensors)
             run.tf_how = "TF graph function"
         except Exception:
@@ -245,10 +243,10 @@ def measure(launcher: Any, run: SignatureRun, repeats: int = 5) -> None:
             # graph with the same nodes was imported in the process); TF's kernels one by one still
             # give the cluster's cost on TF, with eager dispatch per op (so TF looks slower).
             base = 0.0
-            tf_run = launcher._run_tf
+            tf_run = launcher.run_on_tf
             run.tf_how = "TF eager ops, one by one"
         run.tf_ms = max(_median_ms(lambda: tf_run(tensors), repeats) - base, 1e-3)
-    except Exception as e:
+    except Exception as e:  # a timing TF can't take is reported on the page, not raised
         run.measure_error = f"TF's kernels: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if run.compiled is None:
         return
@@ -256,17 +254,10 @@ def measure(launcher: Any, run: SignatureRun, repeats: int = 5) -> None:
         run.kernel_ms = _median_ms(lambda: run.compiled.run(arrays), repeats)
         # Same inputs, so the launch hits the compile cache: nothing is compiled. The program's own
         # launch counts are restored afterwards, and our observers are off while timing.
-        st = launcher.stats
-        saved = (st.executions, st.compiles, list(st.causes), st.compile_seconds, st.fallback_reason)
-        observers = list(launcher_mod._observers)
-        launcher_mod._observers.clear()
-        try:
+        with launcher.measuring():
             fn = _launch_function(launcher, arrays)
             tensors = _tensors(launcher, arrays)
             run.launch_ms = max(_median_ms(lambda: fn(*tensors), repeats) - base, run.kernel_ms)
-        finally:
-            launcher_mod._observers.extend(observers)
-            st.executions, st.compiles, st.causes, st.compile_seconds, st.fallback_reason = saved
-    except Exception as e:
+    except Exception as e:  # reported on the page, not raised
         run.measure_error = (run.measure_error + "; " if run.measure_error else "") + \
             f"compiled: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

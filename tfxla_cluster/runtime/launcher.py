@@ -11,11 +11,12 @@ to TF's own kernels for that cluster with a warning naming cluster, op and reaso
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -185,7 +186,7 @@ class Launcher:
 
     def _get_or_compile(self, cache, arrays: list[np.ndarray]) -> CompiledCluster | None:
         signature = self._signature(arrays)
-        result = cache.get_or_create(self.sig.name, signature, lambda: self._compile(arrays, signature),
+        result = cache.get_or_create(self.sig.name, signature, lambda: self.compile_signature(arrays, signature),
                                      strict=self.must_compile)
         if result.executable is None:
             st = cache.clusters[self.sig.name]
@@ -203,8 +204,9 @@ class Launcher:
             progress.note(f"compiled {self.sig.name}")
         return result.executable
 
-    def _compile(self, arrays: list[np.ndarray], key) -> CompiledCluster:
-        """Lower, optimise and compile the cluster for ``arrays`` (the CompilationCache's create step)."""
+    def compile_signature(self, arrays: list[np.ndarray], key) -> CompiledCluster:
+        """The pipeline's per-signature stages for ``arrays`` (the CompilationCache's create step, as
+        TF's ``_XlaCompile``): lower the cluster's boundary, optimise the module, compile native code."""
         from tfxla_cluster.tf2hlo.lower import lower_boundary
 
         t0 = time.perf_counter()
@@ -344,6 +346,30 @@ class Launcher:
             for position, value in updates.items():
                 _assign_variable(handles[position][0], value)
         return outputs, compiled
+
+    # ----- measuring (the report) ---------------------------------------------------------------
+    def tf_graph_runner(self) -> Callable[[list], list[np.ndarray]]:
+        """The cluster's nodes on TF's kernels as one TF graph function (TF's executor, so independent
+        ops run concurrently as in the program); ``run(tensors)`` -> value outputs."""
+        return _tf_subgraph_runner(self.graph, self.sig, self._value_outputs)
+
+    def run_on_tf(self, tensors: list) -> list[np.ndarray]:
+        """The cluster's nodes on TF's kernels as the fallback runs them (value outputs)."""
+        return self._run_tf(list(tensors))
+
+    @contextlib.contextmanager
+    def measuring(self) -> Iterator[None]:
+        """Launches inside are not the program's: observers do not see them, and this launcher's
+        statistics (launch counts, compiles, causes, fallback) are restored afterwards."""
+        st = self.stats
+        saved = (st.executions, st.compiles, list(st.causes), st.compile_seconds, st.fallback_reason)
+        observers = list(_observers)
+        _observers.clear()
+        try:
+            yield
+        finally:
+            _observers.extend(observers)
+            st.executions, st.compiles, st.causes, st.compile_seconds, st.fallback_reason = saved
 
     def _fall_back(self, tensors: list, reason: str, updates_out: dict | None = None) -> list[np.ndarray]:
         self._stats.fallback_reason = reason

@@ -180,7 +180,7 @@ def run_on_tf(launcher: Any, arrays: list[np.ndarray]) -> tuple[list[np.ndarray]
             tensors.append(temps[i].handle)
         else:
             tensors.append(tf.constant(a))
-    outputs = launcher._run_tf(tensors)
+    outputs = launcher.run_on_tf(tensors)
     return [np.asarray(o) for o in outputs], {i: v.numpy() for i, v in temps.items()}
 
 
