@@ -386,7 +386,7 @@ def _cache_args(p: argparse.ArgumentParser) -> None:
          _cache_args)
 def cmd_cache(args: argparse.Namespace) -> int:
     from tfxla_cluster import flags as flags_mod
-    from tfxla_cluster.codegen import cache
+    from tfxla_cluster.runtime import compile_cache as cache
     from tfxla_cluster.errors import InvalidArgumentError
 
     flags = flags_mod.Flags.from_env()

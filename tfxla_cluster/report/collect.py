@@ -23,7 +23,7 @@ _MAX_TIMES = 2000   # launch times kept per signature (a training loop need not 
 
 
 def key_text(key: Any) -> str:
-    """A signature key in HLO-like words: a ``codegen.Signature`` (``.args`` of ArgSpec: dtype name,
+    """A signature key in HLO-like words: a ``runtime.compile_cache.Signature`` (``.args`` of ArgSpec: dtype name,
     shape, constant-value digest) or a tuple of (dtype str, shape[, constant bytes]) per input."""
     parts = []
     entries = [(a.dtype, a.shape) + ((a.value_digest,) if a.value_digest else ()) for a in key.args] \

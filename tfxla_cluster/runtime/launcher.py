@@ -4,7 +4,7 @@ Stage: runtime. A :class:`Launcher` receives the cluster's inputs as tensors, an
 (input dtypes and shapes, plus the values of compile-time-constant inputs, which the cluster is
 specialised on as TF does) lowers the cluster (:mod:`tfxla_cluster.tf2hlo`), optimises it
 (:mod:`tfxla_cluster.passes`) and compiles it (:mod:`tfxla_cluster.codegen`), caching the result in a
-:class:`~tfxla_cluster.codegen.CompilationCache` — the one implementation of signature keys, compile
+:class:`~tfxla_cluster.runtime.compile_cache.CompilationCache` — the one implementation of signature keys, compile
 causes (logged at INFO), TF's megamorphic rule and the persistent cache (``--tf_xla_persistent_cache_*``). When lowering or compiling fails, auto-clustering falls back
 to TF's own kernels for that cluster with a warning naming cluster, op and reason; must-compile
 (``jit_compile=True``) raises instead.
@@ -59,7 +59,7 @@ def _observers_changed() -> None:
 class CompiledCluster:
     """One compiled signature of a cluster (the entry the launcher's CompilationCache holds)."""
 
-    key: Any                              # codegen.Signature (shapes, dtypes, compile-time-constant values)
+    key: Any                              # compile_cache.Signature (shapes, dtypes, compile-time-constant values)
     run: Callable[..., Any]
     inputs: list                          # LoweredCluster.inputs (kinds: parameter/constant/resource)
     backend: str                          # "llvm" or "evaluator"
@@ -150,16 +150,16 @@ class Launcher:
         return self._compilation_cache.entries(self.sig.name) if self._compilation_cache else {}
 
     def compilation_cache(self):
-        """The :class:`~tfxla_cluster.codegen.CompilationCache` of this cluster (from the function's flags)."""
+        """The :class:`~tfxla_cluster.runtime.compile_cache.CompilationCache` of this cluster (from the function's flags)."""
         with self._lock:
             if self._compilation_cache is None:
-                from tfxla_cluster.codegen import CompilationCache
+                from tfxla_cluster.runtime.compile_cache import CompilationCache
 
                 self._compilation_cache = CompilationCache.from_flags(self.flags)
             return self._compilation_cache
 
     def _signature(self, arrays: list[np.ndarray]):
-        from tfxla_cluster.codegen import Signature
+        from tfxla_cluster.runtime.compile_cache import Signature
 
         return Signature.of(arrays, self.const_positions or ())
 
@@ -174,7 +174,7 @@ class Launcher:
         with self._first_compile:
             if self.const_positions is not None:
                 return self._get_or_compile(cache, arrays)
-            from tfxla_cluster.codegen import Signature
+            from tfxla_cluster.runtime.compile_cache import Signature
 
             compiled = self._get_or_compile(cache, arrays)
             if compiled is not None and self.const_positions:

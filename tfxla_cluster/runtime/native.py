@@ -226,7 +226,7 @@ def bind(launcher, *, resources: bool = True):
             cache = launcher._compilation_cache
             if cache is not None:
                 with cache._lock:
-                    from tfxla_cluster.codegen.cache import ClusterStats
+                    from tfxla_cluster.runtime.compile_cache import ClusterStats
 
                     cache.clusters.setdefault(sig.name, ClusterStats()).executions += delta
     launcher.native_sync = sync
