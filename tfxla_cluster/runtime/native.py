@@ -57,9 +57,11 @@ _TF_CODES = {"CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCE
 
 
 def _cache_dir() -> Path:
-    if os.environ.get("TFXLA_NATIVE_CACHE"):
-        return Path(os.environ["TFXLA_NATIVE_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    from tfxla_cluster.flags import env_switch
+
+    if env_switch("TFXLA_NATIVE_CACHE"):
+        return Path(env_switch("TFXLA_NATIVE_CACHE"))
+    base = env_switch("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "tfxla_cluster"
 
 
@@ -87,7 +89,9 @@ def build_library() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
-    cc = os.environ.get("CC", "gcc")
+    from tfxla_cluster.flags import env_switch
+
+    cc = env_switch("CC")
     cmd = [*shlex.split(cc), "-O2", "-shared", "-fPIC", "-std=gnu11", f"-I{include}", str(_SOURCE), "-o", tmp,
            f"-L{libdir}", "-l:libtensorflow_framework.so.2", f"-Wl,-rpath,{libdir}", "-lpthread"]
     try:
@@ -156,7 +160,9 @@ def _declare(lib, tf) -> None:
 
 def disabled() -> bool:
     """``TFXLA_NATIVE_LAUNCH=0``: graphs built from now on launch their clusters through Python."""
-    return os.environ.get("TFXLA_NATIVE_LAUNCH", "1").strip().lower() in ("0", "false", "no", "off")
+    from tfxla_cluster.flags import env_switch
+
+    return env_switch("TFXLA_NATIVE_LAUNCH").strip().lower() in ("0", "false", "no", "off")
 
 
 def available() -> bool:
