@@ -56,7 +56,7 @@ def make_inputs(graph: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
         if shape is None:
             try:
                 shape = graph.output_shapes(node)[0]
-            except Exception:
+            except TfXlaError:   # shape inference refused the node: the shape must be given
                 shape = None
             if shape is None or any(d is None or d < 0 for d in shape):
                 raise NotRunnable(f"input '{node.name}' has unknown shape {_shape_text(shape)}; give it with "
@@ -226,7 +226,7 @@ def run_script(script: str, args: list[str], *, backend: str = "llvm", on_new_la
             namespace = runpy.run_path(script, run_name="__main__")
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except Exception as e:   # what ran until then is still worth a report
+        except Exception as e:   # the script's own error (as `run` reports it): what ran is still worth a report
             code = 1
             failure = f"the script raised {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         finally:

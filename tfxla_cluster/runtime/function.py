@@ -247,7 +247,7 @@ def _direct_plan(rewritten, signatures, launchers, run_launcher,
 
         try:
             values = run_launcher(launcher, [args[i] for i in inputs])
-        except Exception as e:
+        except Exception as e:  # any launch error: re-raised as its tf.errors class, with the cause
             raise to_tf_error(e) from e
         outs = [to_tensor(v) for v in values]
         return [outs[i] if kind == "out" else args[i] for kind, i in returns]
@@ -398,7 +398,7 @@ class Function:
                 flat = [*self._flat_inputs(compiled, args, kwargs), *compiled.concrete.captured_inputs]
                 try:
                     entry_for[direct.launcher.sig.name] = direct.launcher.compile_for(*direct.launch_inputs(flat))
-                except Exception as e:
+                except Exception as e:  # re-raised as its tf.errors class, with the cause
                     raise _as_tf_error(e) from e
             out = []
             for name, launcher in compiled.launchers.items():

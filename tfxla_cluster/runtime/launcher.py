@@ -5,9 +5,10 @@ Stage: runtime. A :class:`Launcher` receives the cluster's inputs as tensors, an
 specialised on as TF does) lowers the cluster (:mod:`tfxla_cluster.tf2hlo`), optimises it
 (:mod:`tfxla_cluster.passes`) and compiles it (:mod:`tfxla_cluster.codegen`), caching the result in a
 :class:`~tfxla_cluster.runtime.compile_cache.CompilationCache` — the one implementation of signature keys, compile
-causes (logged at INFO), TF's megamorphic rule and the persistent cache (``--tf_xla_persistent_cache_*``). When lowering or compiling fails, auto-clustering falls back
-to TF's own kernels for that cluster with a warning naming cluster, op and reason; must-compile
-(``jit_compile=True``) raises instead.
+causes (logged at INFO), TF's megamorphic rule and the persistent cache (``--tf_xla_persistent_cache_*``).
+When lowering or compiling refuses the cluster with a typed error, auto-clustering falls back to TF's
+own kernels for that cluster with a warning naming cluster, op and reason; must-compile
+(``jit_compile=True``) raises instead, and so does any InternalError or untyped exception (a bug).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from tfxla_cluster import compile_profile
 from tfxla_cluster.codegen.buffers import is_fresh
-from tfxla_cluster.errors import InternalError
+from tfxla_cluster.errors import InternalError, TfXlaError
 from tfxla_cluster.graph.graph import Graph
 from tfxla_cluster.runtime.encapsulate import ClusterSignature
 
@@ -327,8 +328,13 @@ class Launcher:
         if compiled is None:
             try:
                 compiled = self._lookup(arrays)
-            except Exception as e:  # auto mode: TF runs this cluster; must-compile: error
-                if self.must_compile:
+            except TfXlaError as e:
+                # Auto-clustering: a cluster we refuse with a typed error (an op or dtype without a
+                # lowering, a shape or constant we can't specialise on) runs on TF's kernels, as
+                # XlaCompileOp falls back to the cluster's function when compilation is refused.
+                # Must-compile raises; so does an InternalError (our own bug) and any untyped
+                # exception, which never reach here as silent fallbacks.
+                if self.must_compile or isinstance(e, InternalError):
                     raise
                 return self._fall_back(list(tensors), f"{type(e).__name__}: {str(e).splitlines()[0]}",
                                        updates_out if handles is None else None), None
