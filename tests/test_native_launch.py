@@ -95,7 +95,7 @@ def test_errors_on_the_python_path_are_the_ops_tf_errors(monkeypatch):
 
     def fail(self, arrays, key):
         raise InvalidArgumentError("shape check failed in the cluster")
-    monkeypatch.setattr(launcher_mod.Launcher, "_compile", fail)
+    monkeypatch.setattr(launcher_mod.Launcher, "compile_signature", fail)
     with pytest.raises(tf.errors.InvalidArgumentError, match="shape check failed in the cluster"):
         outer(tf.ones([3]))
 

@@ -29,7 +29,7 @@ _LAZY = {
     "load_graph": "tfxla_cluster.graph",
     "load_graph_def": "tfxla_cluster.graph",
     "MarkResult": "tfxla_cluster.jit.mark_for_compilation",
-    "ProcessState": "tfxla_cluster.jit.mark_for_compilation",
+    "ProcessState": "tfxla_cluster.process_state",
     "mark_for_compilation": "tfxla_cluster.jit.mark_for_compilation",
     "function": "tfxla_cluster.runtime.function",
     "install": "tfxla_cluster.runtime.plugin",

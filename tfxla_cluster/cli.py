@@ -386,7 +386,7 @@ def _cache_args(p: argparse.ArgumentParser) -> None:
          _cache_args)
 def cmd_cache(args: argparse.Namespace) -> int:
     from tfxla_cluster import flags as flags_mod
-    from tfxla_cluster.codegen import cache
+    from tfxla_cluster.runtime import compile_cache as cache
     from tfxla_cluster.errors import InvalidArgumentError
 
     flags = flags_mod.Flags.from_env()
@@ -498,7 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # a bug of ours: still one line, unless debugging
-        if os.environ.get("TFXLA_CLUSTER_DEBUG"):
+        from tfxla_cluster.flags import env_switch
+
+        if env_switch("TFXLA_CLUSTER_DEBUG"):
             raise
         print(f"tfxla-cluster: internal error: {type(e).__name__}: {e} "
               "(set TFXLA_CLUSTER_DEBUG=1 for a traceback)", file=sys.stderr)

@@ -44,7 +44,9 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from tfxla_cluster.errors import FlagError
+# The module, not its classes: they derive from TF's and are made on first use, and flags.py is imported
+# by modules the CLI parser needs (hostinfo), which must not import TensorFlow.
+from tfxla_cluster import errors
 
 __all__ = [
     "TF_XLA_FLAGS", "XLA_FLAGS", "TFXLA_CLUSTER_FLAGS", "ENV_VARS", "FlagSpec", "FLAG_TABLE", "FLAGS_BY_NAME",
@@ -680,10 +682,10 @@ class _Builder:
 # Errors
 # ----------------------------------------------------------------------------------------------------------
 
-def _error(message: str, *, env: str | None, tf_message: str | None = None) -> FlagError:
+def _error(message: str, *, env: str | None, tf_message: str | None = None) -> "errors.FlagError":
     """A FlagError carrying ``env_var`` (the variable at fault, if any) and ``tf_message`` (TF's own text for
     the same input, or None where TF has none)."""
-    err = FlagError(message)
+    err = errors.FlagError(message)
     err.env_var = env              # type: ignore[attr-defined]
     err.tf_message = tf_message    # type: ignore[attr-defined]  # what TF itself logs before aborting
     return err
@@ -1177,3 +1179,44 @@ def get_flags() -> Flags:
     Tests that change the environment call ``get_flags.cache_clear()``."""
     return Flags.from_env()
 
+
+
+# ------------------------------------------------------------------------------ environment switches
+@dataclasses.dataclass(frozen=True)
+class EnvSwitch:
+    """An environment variable read on its own (not a ``--flag`` in TF_XLA_FLAGS/XLA_FLAGS/
+    TFXLA_CLUSTER_FLAGS): its name, its value when unset, and what it does."""
+
+    name: str
+    default: str | None
+    help: str
+
+
+#: Every other environment variable the package reads, once: read with :func:`env_switch`.
+ENV_SWITCHES: Mapping[str, EnvSwitch] = types.MappingProxyType({s.name: s for s in (
+    # TF's own, read as TF reads them
+    EnvSwitch("TF_DUMP_GRAPH_PREFIX", "", "TF: directory of the GraphDef debug dumps (dump_graph.cc)."),
+    EnvSwitch("TF_CPP_VMODULE", "", "TF: per-source-file VLOG levels, name=level,... (switches TF's dumps on)."),
+    EnvSwitch("TF_CPP_MAX_VLOG_LEVEL", "", "TF: the VLOG level of every source file."),
+    EnvSwitch("TF_CPP_MIN_VLOG_LEVEL", "", "TF: legacy name of TF_CPP_MAX_VLOG_LEVEL."),
+    EnvSwitch("TF_ENABLE_ONEDNN_OPTS", None, "TF: oneDNN kernels on (1) or off (0); unset: TF's default for the CPU."),
+    # this project's
+    EnvSwitch("TFXLA_NATIVE_LAUNCH", "1",
+              "0/false/no/off: functions traced from now on launch their clusters through Python instead of "
+              "the native TfxlaLaunch op."),
+    EnvSwitch("TFXLA_NATIVE_CACHE", "", "Directory of the built native launch library (default: "
+                                        "$XDG_CACHE_HOME/tfxla_cluster, else ~/.cache/tfxla_cluster)."),
+    EnvSwitch("XDG_CACHE_HOME", "", "The user's cache directory (where the native launch library is built)."),
+    EnvSwitch("CC", "gcc", "The C compiler that builds the native launch op."),
+    EnvSwitch("TFXLA_CODEGEN_BOUNDS_CHECKS", "", "1: generated code checks every buffer access (debugging)."),
+    EnvSwitch("TFXLA_CODEGEN_POOL", "native", "python: parallel loops use Python threads instead of the native pool."),
+    EnvSwitch("TFXLA_CLUSTER_PROGRESS", "", "1/0: force progress bars on/off (default: when stderr is a terminal)."),
+    EnvSwitch("TFXLA_CLUSTER_DEBUG", "", "Set: the CLI shows tracebacks of internal errors; TF's logs are not quieted."),
+)})
+
+
+def env_switch(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The value of environment switch ``name`` in ``environ`` (default ``os.environ``, read now), or its
+    default when unset. ``name`` must be in :data:`ENV_SWITCHES` (KeyError otherwise)."""
+    switch = ENV_SWITCHES[name]
+    return (os.environ if environ is None else environ).get(name, switch.default)

@@ -21,6 +21,8 @@ import os
 import platform
 import sys
 
+from tfxla_cluster.flags import env_switch
+
 __all__ = ["cpu_model", "vector_isa", "onednn_env", "onednn_default", "onednn_enabled", "onednn_mode",
            "host_summary", "host_dict", "ONEDNN_ENV", "ONEDNN_DEFAULT_FEATURES"]
 
@@ -62,7 +64,7 @@ def vector_isa(features: dict[str, bool] | None = None) -> str:
 def onednn_env(environ=None) -> bool | None:
     """``TF_ENABLE_ONEDNN_OPTS`` as TF's ``ReadBoolFromEnvVar`` reads it; None when unset or unreadable
     (then TF uses its default)."""
-    value = (os.environ if environ is None else environ).get(ONEDNN_ENV)
+    value = env_switch(ONEDNN_ENV, environ)
     if value is None:
         return None
     return {"0": False, "false": False, "1": True, "true": True}.get(value.lower())
@@ -102,7 +104,7 @@ def onednn_enabled(environ=None) -> bool:
 def onednn_mode(environ=None) -> str:
     """One phrase: the mode and why, e.g. ``on (TF's default on this CPU: it has AVX512_VNNI)``."""
     on = onednn_enabled(environ)
-    value = (os.environ if environ is None else environ).get(ONEDNN_ENV)
+    value = env_switch(ONEDNN_ENV, environ)
     env = onednn_env(environ)
     if env is not None and env == on:
         return f"{'on' if on else 'off'} ({ONEDNN_ENV}={value})"

@@ -17,7 +17,6 @@ command opened; without an open task it does nothing.
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from typing import IO, Iterable, Iterator, TypeVar
@@ -30,7 +29,9 @@ _lock = threading.Lock()
 
 def enabled(stream: IO[str] | None = None) -> bool:
     """Whether progress is shown on ``stream`` (default: stderr)."""
-    forced = os.environ.get("TFXLA_CLUSTER_PROGRESS", "")
+    from tfxla_cluster.flags import env_switch
+
+    forced = env_switch("TFXLA_CLUSTER_PROGRESS")
     if forced in ("0", "1"):
         return forced == "1"
     return _isatty(stream if stream is not None else sys.stderr)

@@ -136,7 +136,7 @@ def test_auto_clustering_with_every_cluster_on_tf_equals_tf(c: Case, monkeypatch
 
     def fail(self, arrays, key):
         raise UnimplementedError("forced fallback")
-    monkeypatch.setattr(Launcher, "_compile", fail)
+    monkeypatch.setattr(Launcher, "compile_signature", fail)
     want = corpus.run_tf(c, "eager")
     got = corpus.run_ours(c, None)
     assert got.clusters > 0 and got.fallbacks

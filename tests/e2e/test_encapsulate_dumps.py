@@ -1,5 +1,5 @@
 """TF's dumps of the passes after clustering (``encapsulate_subgraphs_before/after``, ``build_xla_ops``,
-``encapsulate_fdef_<cluster>``), written by :func:`tfxla_cluster.runtime.encapsulate.write_tf_dumps`,
+``encapsulate_fdef_<cluster>``), written by :func:`tfxla_cluster.jit.build_xla_ops_dump.write_tf_dumps`,
 against real TF's.
 
 TF writes them when ``VLOG_IS_ON(1)`` holds in encapsulate_subgraphs_pass.cc / build_xla_ops_pass.cc
@@ -40,14 +40,15 @@ def _load(path: Path):
 
 def _ours(before):
     from tfxla_cluster.graph.graph import Graph
-    from tfxla_cluster.runtime import encapsulate as enc
+    from tfxla_cluster.tfops.cluster_boundary import cluster_boundaries
+    from tfxla_cluster.jit import build_xla_ops_dump as enc
 
     clusters: dict[str, list[str]] = {}
     for nd in before.node:
         if "_XlaCluster" in nd.attr:
             clusters.setdefault(nd.attr["_XlaCluster"].s.decode(), []).append(nd.name)
     graph = Graph(before)
-    tfcs = enc.tf_clusters(graph, clusters)
+    tfcs = enc.tf_clusters(cluster_boundaries(graph, clusters).values())
     after = enc.tf_encapsulated_graph(graph, tfcs)
     return after, enc.tf_build_xla_ops_graph(after, tfcs)
 
@@ -110,12 +111,19 @@ def test_single_cluster_dumps_are_byte_identical() -> None:
     assert tf_text_format(build) == (DATA / "dynamic_batch" / meta["files"]["build_xla_ops"]).read_text()
 
 
+def _dumps(before, clusters: dict[str, list[str]], flags) -> list[str]:
+    from tfxla_cluster.graph.graph import Graph
+    from tfxla_cluster.tfops.cluster_boundary import cluster_boundaries
+    from tfxla_cluster.jit.build_xla_ops_dump import write_tf_dumps
+
+    graph = Graph(before)
+    return write_tf_dumps(graph, cluster_boundaries(graph, clusters).values(), flags)
+
+
 def test_dumps_follow_tf_triggers(tmp_path, monkeypatch) -> None:
     """``write_tf_dumps`` writes TF's file names under TF's triggers, in TF's order."""
     from tfxla_cluster import flags as flags_mod
     from tfxla_cluster.jit import dumps
-    from tfxla_cluster.graph.graph import Graph
-    from tfxla_cluster.runtime.encapsulate import write_tf_dumps
 
     meta = json.loads((DATA / "strings_mid" / "meta.json").read_text())
     before = _load(DATA / "strings_mid" / meta["files"]["encapsulate_subgraphs_before"])
@@ -129,11 +137,11 @@ def test_dumps_follow_tf_triggers(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("TF_CPP_MIN_VLOG_LEVEL", raising=False)
     dumps.reset_counters()
     debug = flags_mod.Flags.parse(FLAGS + " --tf_xla_clustering_debug")
-    assert [Path(p).name for p in write_tf_dumps(Graph(before), clusters, debug)] == \
+    assert [Path(p).name for p in _dumps(before, clusters, debug)] == \
         ["before_increase_dynamism_for_auto_jit_pass.pbtxt"]
-    assert write_tf_dumps(Graph(before), clusters, flags_mod.Flags.parse(FLAGS)) == []
+    assert _dumps(before, clusters, flags_mod.Flags.parse(FLAGS)) == []
     monkeypatch.setenv("TF_CPP_VMODULE", "mark_for_compilation_pass=3,encapsulate_subgraphs_pass=1,build_xla_ops_pass=2")
-    names = [Path(p).name for p in write_tf_dumps(Graph(before), clusters, flags_mod.Flags.parse(FLAGS))]
+    names = [Path(p).name for p in _dumps(before, clusters, flags_mod.Flags.parse(FLAGS))]
     cl = sorted(clusters)
     assert names == ["encapsulate_subgraphs_before.pbtxt"] + [
         f for c in cl for f in (f"encapsulate_subgraphs_subgraph_{c}.pbtxt", f"encapsulate_fdef_graph_{c}.pbtxt",
@@ -142,7 +150,7 @@ def test_dumps_follow_tf_triggers(tmp_path, monkeypatch) -> None:
     assert (tmp_path / "build_xla_ops.pbtxt").read_text().count('op: "_XlaCompile"') == len(cl)
     monkeypatch.setenv("TF_CPP_VMODULE", "")
     monkeypatch.setenv("TF_CPP_MAX_VLOG_LEVEL", "1")
-    assert Path(write_tf_dumps(Graph(before), clusters, flags_mod.Flags.parse(FLAGS))[-1]).name == "build_xla_ops_1.pbtxt"
+    assert Path(_dumps(before, clusters, flags_mod.Flags.parse(FLAGS))[-1]).name == "build_xla_ops_1.pbtxt"
 
 
 def test_vlog_is_on_parses_tf_env(monkeypatch) -> None:

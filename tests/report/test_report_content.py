@@ -168,7 +168,7 @@ def test_key_text_of_tuple_and_codegen_signature():
     import numpy as np
 
     assert key_text((("<f4", (4, 8)), ("<i4", ()))) == "f32[4,8], s32[]"
-    from tfxla_cluster.codegen import Signature
+    from tfxla_cluster.runtime.compile_cache import Signature
 
     assert key_text(Signature.of([np.zeros((2, 3), np.float32), np.int64(3)], (1,))) == "f32[2,3], s64[] (const)"
 

@@ -12,13 +12,9 @@
     runtime.py     symbols the code calls: BLAS, parallel_for, bounds-failure reports
     native_pool.py the fork-join thread pool behind parallel_for, itself built as LLVM IR
     executable.py  compile_module(module) -> Executable;  Executable(*arrays) -> tuple of arrays
-    cache.py       CompilationCache (per cluster + signature, megamorphic rule, compile causes) and the
-                   PersistentCache on disk (--tf_xla_persistent_cache_directory)
 """
-from tfxla_cluster.codegen.cache import CacheResult, CompilationCache, PersistentCache, Signature
 from tfxla_cluster.codegen.context import CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, get_engine
 from tfxla_cluster.codegen.executable import Executable, compile_module
 
-__all__ = ["CacheResult", "CodeLibrary", "CodegenOptions", "CompilationCache", "Executable", "JitEngine",
-           "PersistentCache", "Signature", "compile_module", "get_engine"]
+__all__ = ["CodeLibrary", "CodegenOptions", "Executable", "JitEngine", "compile_module", "get_engine"]

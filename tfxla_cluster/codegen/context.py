@@ -51,7 +51,9 @@ class CodegenOptions:
         if flags is None:
             from tfxla_cluster.flags import Flags
             flags = Flags.from_env()
-        env = os.environ.get(BOUNDS_CHECK_ENV, "").strip().lower()
+        from tfxla_cluster.flags import env_switch
+
+        env = env_switch(BOUNDS_CHECK_ENV).strip().lower()
         values = dict(
             opt_level=int(flags.xla_backend_optimization_level),
             fast_math=bool(flags.xla_cpu_enable_fast_math),

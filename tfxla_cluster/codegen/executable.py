@@ -76,7 +76,7 @@ class Executable:
         self._has_temps = bool(len(self._temp_slots))
         self._local = threading.local()
         self.calls = 0
-        self.origin = "compiled"   # or "persistent cache" (set by CompilationCache)
+        self.origin = "compiled"   # or "persistent cache" (set by runtime.compile_cache.CompilationCache)
 
     # ---- inspection
     @property

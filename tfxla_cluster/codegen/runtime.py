@@ -178,7 +178,9 @@ def _native_parallel_for() -> int | None:
     """Address of the native fork-join pool (native_pool.py), or None to use the Python pool
     (``TFXLA_CODEGEN_POOL=python``, or when it cannot be built)."""
     global _native_pool
-    if os.environ.get(POOL_ENV, "native").strip().lower() == "python":
+    from tfxla_cluster.flags import env_switch
+
+    if env_switch(POOL_ENV).strip().lower() == "python":
         return None
     try:
         from tfxla_cluster.codegen.engine import get_engine

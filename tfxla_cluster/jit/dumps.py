@@ -13,22 +13,20 @@ in build_xla_ops_pass.cc) — :func:`vlog_is_on` answers the latter from TF's ow
 """
 from __future__ import annotations
 
-import collections
 import fnmatch
 import logging
 import math
 import re
-import os
-import threading
 from pathlib import Path
 
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 
+from tfxla_cluster.flags import env_switch
+from tfxla_cluster.process_state import PROCESS
+
 log = logging.getLogger("tfxla_cluster.dump_graph")
 
-_counts: collections.Counter = collections.Counter()
-_lock = threading.Lock()
 _ILLEGAL = str.maketrans({c: "_" for c in "/[]*?\\"})
 
 
@@ -38,12 +36,12 @@ def vlog_is_on(module: str, level: int = 1) -> bool:
     ``TF_CPP_VMODULE`` (``name=level,...``; globs as absl allows) gives the module at least ``level``.
     Read at each call (TF reads them once at start-up), so a test can switch dumps on and off."""
     for var in ("TF_CPP_MAX_VLOG_LEVEL", "TF_CPP_MIN_VLOG_LEVEL"):
-        value = os.environ.get(var, "").strip()
+        value = env_switch(var).strip()
         if value.lstrip("-").isdigit():
             if int(value) >= level:
                 return True
             break
-    for item in os.environ.get("TF_CPP_VMODULE", "").split(","):
+    for item in env_switch("TF_CPP_VMODULE").split(","):
         pattern, sep, value = item.strip().partition("=")
         if sep and value.strip().lstrip("-").isdigit() and fnmatch.fnmatchcase(module, pattern.strip()):
             return int(value) >= level
@@ -51,22 +49,20 @@ def vlog_is_on(module: str, level: int = 1) -> bool:
 
 
 def reset_counters() -> None:
-    with _lock:
-        _counts.clear()
+    """Dump names as in a fresh process (the per-name counter of :data:`~tfxla_cluster.process_state.PROCESS`)."""
+    PROCESS.reset_dump_names()
 
 
 def unique_filename(name: str, suffix: str = ".pbtxt") -> str:
     name = name.translate(_ILLEGAL)
-    with _lock:
-        count = _counts[name]
-        _counts[name] += 1
+    count = PROCESS.next_dump_count(name)
     return f"{name}_{count}{suffix}" if count else f"{name}{suffix}"
 
 
 def dump_graph(name: str, graph_def, prefix: str | None = None) -> str:
     """Write ``graph_def`` as TF's DumpGraphToFile would (or a FunctionDef, as DumpFunctionDefToFile —
     same counter); returns the path or TF's "not specified" text."""
-    prefix = prefix if prefix is not None else os.environ.get("TF_DUMP_GRAPH_PREFIX", "")
+    prefix = prefix if prefix is not None else env_switch("TF_DUMP_GRAPH_PREFIX")
     if not prefix:
         return "(TF_DUMP_GRAPH_PREFIX not specified)"
     path = Path(prefix) / unique_filename(name)

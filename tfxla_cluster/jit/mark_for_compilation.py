@@ -15,19 +15,20 @@ D. edge contraction in post-order, phases 0 (Shape/Rank/Size consumers), 1 (not 
 E. Fill declustering; F. marking with ``--tf_xla_min_cluster_size`` and TF's cluster names.
 
 Process-global state that TF keeps across graphs (fuel, the cluster sequence numbers) lives in a
-:class:`ProcessState`; the default is shared by the whole Python process, as in TF.
+:class:`~tfxla_cluster.process_state.ProcessState`; the default (``PROCESS``) is shared by the whole
+Python process, as in TF.
 """
 from __future__ import annotations
 
 import collections
 import logging
-import threading
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from tensorflow.core.framework import graph_pb2, types_pb2
 
 from tfxla_cluster import flags as flags_mod
+from tfxla_cluster.process_state import PROCESS, ProcessState
 from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.errors import InternalError
 from tfxla_cluster.graph.graph import Graph, Node
@@ -50,28 +51,8 @@ XLA_INTERNAL_SCOPE_ATTR = "_XlaInternalScope"
 INT64_MAX = 2**63 - 1
 
 
-class ProcessState:
-    """What TF keeps per process: clustering fuel (initialised once from the flag) and the cluster
-    sequence numbers (one counter per graph fingerprint; 0 when names are not deterministic)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.fuel: int | None = None
-        self.sequence: dict[int, int] = collections.defaultdict(int)
-
-    def next_sequence(self, fingerprint: int) -> int:
-        with self.lock:
-            n = self.sequence[fingerprint]
-            self.sequence[fingerprint] = n + 1
-            return n
-
-    def reset(self) -> None:
-        with self.lock:
-            self.fuel = None
-            self.sequence.clear()
-
-
-GLOBAL_STATE = ProcessState()
+# TF's per-process clustering state (fuel, cluster sequence numbers): the process's ProcessState.
+GLOBAL_STATE = PROCESS
 
 
 @dataclass(slots=True)

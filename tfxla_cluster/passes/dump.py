@@ -20,7 +20,6 @@ and several processes in turn, can share one dump directory.
 """
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
@@ -29,13 +28,14 @@ import tempfile
 import threading
 import warnings
 
-_COUNTER = itertools.count()
-_LOCK = threading.Lock()
+from tfxla_cluster.process_state import PROCESS
+
+_LOCK = threading.Lock()   # the manifest's read-update-replace
 
 
 def next_module_id() -> int:
-    with _LOCK:
-        return next(_COUNTER)
+    """XLA's next module unique id (process-wide: :data:`tfxla_cluster.process_state.PROCESS`)."""
+    return PROCESS.next_module_id()
 
 
 def sanitize_file_name(name: str) -> str:

@@ -43,7 +43,7 @@ def inter_op_threads() -> int:
         import tensorflow as tf
 
         n = tf.config.threading.get_inter_op_parallelism_threads()
-    except Exception:
+    except Exception:  # noqa: BLE001 - TF not importable or not configurable: one thread per core, TF's default
         n = 0
     return n or (os.cpu_count() or 1)
 

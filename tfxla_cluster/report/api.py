@@ -66,7 +66,7 @@ def _run_saved_model(report: Report, path: str, signature: str, flags: Any, reco
     except NotRunnable as e:
         report.dynamic_missing = str(e)
         return False
-    except Exception as e:
+    except Exception as e:   # the program's failure is shown on the page; the static report stands
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         report.dynamic_missing = f"running the SavedModel failed: {type(e).__name__}: {first}"
         return False

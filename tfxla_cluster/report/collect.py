@@ -23,7 +23,7 @@ _MAX_TIMES = 2000   # launch times kept per signature (a training loop need not 
 
 
 def key_text(key: Any) -> str:
-    """A signature key in HLO-like words: a ``codegen.Signature`` (``.args`` of ArgSpec: dtype name,
+    """A signature key in HLO-like words: a ``runtime.compile_cache.Signature`` (``.args`` of ArgSpec: dtype name,
     shape, constant-value digest) or a tuple of (dtype str, shape[, constant bytes]) per input."""
     parts = []
     entries = [(a.dtype, a.shape) + ((a.value_digest,) if a.value_digest else ()) for a in key.args] \
@@ -131,10 +131,7 @@ def cluster_report(name: str, members: list[str], graph: Any, *, function: str =
     """A :class:`ClusterReport` from the static clustering and, if it ran, its launcher and runs."""
     ops = collections.Counter(graph.node(m).op for m in members)
     rep = ClusterReport(name, list(members), ops, function=function, launcher=launcher)
-    try:
-        rep.groups = independent_groups(graph, members)
-    except Exception:   # structure is evidence only
-        rep.groups = 1
+    rep.groups = independent_groups(graph, members)
     if launcher is None:
         return rep
     st = launcher.stats
@@ -149,10 +146,7 @@ def cluster_report(name: str, members: list[str], graph: Any, *, function: str =
     rep.signatures += [r for k, r in runs.items() if r.compiled is None]
     first = next((s.compiled for s in rep.signatures if s.compiled is not None), None)
     if first is not None:
-        try:
-            rep.kernels = kernels_of(first.optimized_hlo_text)
-        except Exception:
-            rep.kernels = []
+        rep.kernels = kernels_of(first.optimized_hlo_text)
     arrays = next((s.arrays for s in rep.signatures if s.arrays), None)
     if arrays:
         rep.elements = sum(int(np.size(a)) for a in arrays)
@@ -221,8 +215,6 @@ def measure(launcher: Any, run: SignatureRun, repeats: int = 5) -> None:
     (measured on one that computes nothing), so they compare the cluster's own cost. Resource inputs are
     temporary variables holding the captured values; the launcher's statistics are restored after.
     """
-    from tfxla_cluster.runtime import launcher as launcher_mod
-
     if run.arrays is None:
         run.measure_error = "no captured inputs"
         return
@@ -232,23 +224,23 @@ def measure(launcher: Any, run: SignatureRun, repeats: int = 5) -> None:
         empty = _empty_function(launcher, arrays)
         tensors = _tensors(launcher, arrays)
         base = _median_ms(lambda: empty(*tensors), repeats)
-    except Exception:
+    except Exception:  # the fixed cost is only subtracted when it can be measured
         base = 0.0
     try:
         tensors = _tensors(launcher, arrays)
         try:
-            tf_run = launcher_mod._tf_subgraph_runner(launcher.graph, launcher.sig, launcher._value_outputs)
+            tf_run = launcher.tf_graph_runner()
             tf_run(tensors)
             run.tf_how = "TF graph function"
-        except Exception:
+        except Exception:  # noqa: BLE001 - any failure to build it: measure TF's kernels one by one
             # Some subgraphs fail to instantiate as a function (seen: "N nodes in a cycle" after another
             # graph with the same nodes was imported in the process); TF's kernels one by one still
             # give the cluster's cost on TF, with eager dispatch per op (so TF looks slower).
             base = 0.0
-            tf_run = launcher._run_tf
+            tf_run = launcher.run_on_tf
             run.tf_how = "TF eager ops, one by one"
         run.tf_ms = max(_median_ms(lambda: tf_run(tensors), repeats) - base, 1e-3)
-    except Exception as e:
+    except Exception as e:  # a timing TF can't take is reported on the page, not raised
         run.measure_error = f"TF's kernels: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if run.compiled is None:
         return
@@ -256,17 +248,10 @@ def measure(launcher: Any, run: SignatureRun, repeats: int = 5) -> None:
         run.kernel_ms = _median_ms(lambda: run.compiled.run(arrays), repeats)
         # Same inputs, so the launch hits the compile cache: nothing is compiled. The program's own
         # launch counts are restored afterwards, and our observers are off while timing.
-        st = launcher.stats
-        saved = (st.executions, st.compiles, list(st.causes), st.compile_seconds, st.fallback_reason)
-        observers = list(launcher_mod._observers)
-        launcher_mod._observers.clear()
-        try:
+        with launcher.measuring():
             fn = _launch_function(launcher, arrays)
             tensors = _tensors(launcher, arrays)
             run.launch_ms = max(_median_ms(lambda: fn(*tensors), repeats) - base, run.kernel_ms)
-        finally:
-            launcher_mod._observers.extend(observers)
-            st.executions, st.compiles, st.causes, st.compile_seconds, st.fallback_reason = saved
-    except Exception as e:
+    except Exception as e:  # reported on the page, not raised
         run.measure_error = (run.measure_error + "; " if run.measure_error else "") + \
             f"compiled: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

@@ -3,7 +3,7 @@
 Stage: report (drives the runtime). Two sources:
 
 * :func:`run_graph` — a loaded graph and its clustering: every cluster becomes a launch node
-  (:func:`tfxla_cluster.runtime.encapsulate.encapsulate`, exactly the clusters the static report
+  (:func:`tfxla_cluster.runtime.pipeline.compile_graph`, exactly the clusters the static report
   shows), TF imports the rewritten graph, and it is called a few times on deterministic random inputs
   made from the graph's input dtypes and shapes. When that is impossible (unknown input shapes,
   string or resource inputs, ...) it raises :class:`NotRunnable` with the reason the report prints.
@@ -56,7 +56,7 @@ def make_inputs(graph: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
         if shape is None:
             try:
                 shape = graph.output_shapes(node)[0]
-            except Exception:
+            except TfXlaError:   # shape inference refused the node: the shape must be given
                 shape = None
             if shape is None or any(d is None or d < 0 for d in shape):
                 raise NotRunnable(f"input '{node.name}' has unknown shape {_shape_text(shape)}; give it with "
@@ -121,53 +121,34 @@ def _shape_text(shape: Any) -> str:
 
 def run_graph(result: Any, flags: Any, *, input_shapes: dict | None = None, calls: int = 3, seed: int = 0,
               backend: str = "llvm") -> tuple[dict[str, Any], list[str]]:
-    """Run the clustered graph of ``result`` ``calls`` times on generated inputs. Returns the
-    launchers by cluster name and a description of the inputs fed."""
+    """Run the clustered graph of ``result`` ``calls`` times on generated inputs, through the pipeline's
+    stages from encapsulation on (:func:`tfxla_cluster.runtime.pipeline.compile_graph`; py-func launches,
+    so every launch is observed). Returns the launchers by cluster name and a description of the inputs fed."""
     import tensorflow as tf
-    from tfxla_cluster.tf_compat import register_eager_func
 
-    from tfxla_cluster.graph.function import runtime_to_placeholders
-    from tfxla_cluster.runtime.encapsulate import encapsulate
-    from tfxla_cluster.runtime.launcher import Launcher
+    from tfxla_cluster.runtime.pipeline import compile_graph
 
-    graph = result.graph
-    inputs = make_inputs(graph, input_shapes, seed)
-    graph, fetch_ops = _with_retvals(graph)
-    launchers: dict[str, Launcher] = {}
-    keep: list[Any] = []
-
-    def register(sig) -> bytes:
-        try:
-            launcher = Launcher(graph, sig, backend=backend, flags=flags)
-        except TypeError:   # a Launcher that does not take the function's flags
-            launcher = Launcher(graph, sig, backend=backend)
-        launchers[sig.name] = launcher
-
-        def call(*tensors):
-            return [tf.convert_to_tensor(a) for a in launcher(*tensors)]
-        token, eager = register_eager_func(call, [tf.as_dtype(t) for t in sig.output_dtypes])
-        keep.append(eager)   # TF's registry holds weak references only
-        return token
-
-    rewritten, _ = encapsulate(graph, result.clusters, register, flags=flags)
-    runnable = runtime_to_placeholders(rewritten)
-    member_of = {m: c for c, members in result.clusters.items() for m in members}
-    fetch_ops = list(dict.fromkeys(member_of.get(n, n) for n in fetch_ops))
+    inputs = make_inputs(result.graph, input_shapes, seed)
+    graph, fetch_ops = _with_retvals(result.graph)
     retvals = sorted((n for n in graph.op_nodes() if n.op in ("_Retval", "_DeviceRetval")),
                      key=lambda n: n.node_def.attr["index"].i)
     fetch_tensors = [f"{n.name}:0" for n in retvals]
     if not fetch_tensors and not fetch_ops:
         raise NotRunnable("the graph has no outputs to fetch")
-    wrapped = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(runnable, name=""), [])
-    g = wrapped.graph
-    fn = wrapped.prune([g.get_tensor_by_name(f"{name}:0") for name, _ in inputs],
-                       [g.get_tensor_by_name(t) for t in fetch_tensors] +
-                       [g.get_operation_by_name(o) for o in fetch_ops])
+
+    def py_launch(launcher: Any) -> Any:
+        def call(*tensors: Any) -> list:
+            return [tf.convert_to_tensor(a) for a in launcher(*tensors)]
+        return call
+
+    program = compile_graph(graph, result.clusters, flags=flags, backend=backend, must_compile=False,
+                            py_launch=py_launch, feeds=[name for name, _ in inputs], fetches=fetch_tensors,
+                            run_ops=fetch_ops)
     feeds = [tf.constant(v) for _, v in inputs]
     for _ in range(max(1, calls)):
-        fn(*feeds)
+        program.fn(*feeds)
     described = [f"{name}: {v.dtype}{list(v.shape)}" for name, v in inputs]
-    return launchers, described
+    return program.launchers, described
 
 
 def _with_retvals(graph: Any) -> tuple[Any, list[str]]:
@@ -245,7 +226,7 @@ def run_script(script: str, args: list[str], *, backend: str = "llvm", on_new_la
             namespace = runpy.run_path(script, run_name="__main__")
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except Exception as e:   # what ran until then is still worth a report
+        except Exception as e:   # the script's own error (as `run` reports it): what ran is still worth a report
             code = 1
             failure = f"the script raised {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         finally:

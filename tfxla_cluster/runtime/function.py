@@ -1,14 +1,9 @@
 """``tfxla_cluster.function``: a drop-in for ``tf.function`` whose clusters run through our pipeline.
 
-Stage: the user API. For each traced signature (TF's own tracing and retracing rules apply):
-
-1. the concrete function becomes the graph TF's JIT passes see (runtime form, TF's grappler with
-   nodes placed, CloneConstantsForBetterClustering);
-2. clusters: ``jit_compile=True`` — the whole body is one must-compile cluster (TF's error, listing
-   every uncompilable node, if it can't be); ``False`` — none; ``None`` — TF's auto-clustering under
-   ``TF_XLA_FLAGS`` (``--tf_xla_auto_jit``, ``--tf_xla_cpu_global_jit``);
-3. each cluster becomes a launch node (:mod:`.encapsulate`) backed by a :class:`~.launcher.Launcher`;
-4. TF imports and runs the rewritten graph; everything outside clusters runs on TF's kernels.
+Stage: the user API. For each traced signature (TF's own tracing and retracing rules apply) the
+concrete function goes through :func:`tfxla_cluster.runtime.pipeline.compile_concrete` (import → mark →
+encapsulate → TF import; lower → optimise → compile at each cluster's first launch of a signature);
+calls run TF's function over the rewritten graph, or the single launch node directly.
 
 Results are TF tensors with the function's own output structure.
 """
@@ -20,150 +15,49 @@ import time
 from typing import Any, Callable
 
 from tfxla_cluster import compile_profile
-from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
 
 
 class CompiledGraph:
-    """One traced signature: the rewritten graph, its launchers and the callable that runs it."""
+    """One traced signature: the rewritten graph, its launchers and the callable that runs it (built by
+    :func:`tfxla_cluster.runtime.pipeline.compile_concrete`)."""
 
     def __init__(self, concrete, *, jit_compile: bool | None, flags, grappler: bool, backend: str,
                  profile: "compile_profile.CompileProfile | None" = None) -> None:
-        self.profile = profile
-        with compile_profile.collecting(profile), gc_paused():
-            self._build(concrete, jit_compile=jit_compile, flags=flags, grappler=grappler, backend=backend)
-
-    def _build(self, concrete, *, jit_compile: bool | None, flags, grappler: bool, backend: str) -> None:
-        from tfxla_cluster import flags as flags_mod
-        from tfxla_cluster.graph.loader import graph_def_from_concrete, with_resource_handle_data
-        from tfxla_cluster.graph.graph import Graph
-        from tfxla_cluster.jit.clone_constants import clone_constants
+        from tfxla_cluster.runtime.pipeline import compile_concrete
 
         self.concrete = concrete
-        flags = flags_mod.Flags.resolve(flags)
-        # A must-compile function is compiled from its own body, as TF's XlaCompiler instantiates
-        # it: grappler never sees it, so functional If/While/Case stay functional (grappler's
-        # inlining would lower them to Switch/Merge, which have no XLA kernels).
-        stage = compile_profile.stage
-        if grappler and jit_compile is not True:
-            from tfxla_cluster.graph.grappler import run_grappler
-
-            with stage("import"):
-                gd = with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
-            with stage("grappler"):
-                gd = run_grappler(gd)
-        else:
-            with stage("import"):
-                gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
-        jit_on = jit_compile is True or flags_mod.global_jit_level_for_graph(flags, False) != \
-            flags_mod.GlobalJitLevel.OFF
-        with stage("import"):
-            gd = clone_constants(gd, jit_on=jit_on)
-            graph = Graph(gd)
-        with stage("clustering"):
-            self._cluster(concrete, graph, gd, jit_compile, flags)
-        self._finish(concrete, graph, gd, jit_compile, flags, backend)
-
-    def _cluster(self, concrete, graph, gd, jit_compile: bool | None, flags) -> None:
-        """Step 2 of the module docstring: ``self.clusters`` and ``self.mark_result``."""
-        from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
-
-        if jit_compile is True:
-            from tfxla_cluster.jit import must_compile
-
-            problems = must_compile.uncompilable_in_graph(gd, concrete.function_def.signature.name)
-            if problems:
-                raise must_compile.error_for(concrete.function_def.signature.name, problems,
-                                             created_at=must_compile.CreationStacks(concrete), eager_op=True)
-            members = [n.name for n in graph.op_nodes() if n.op not in ("_Arg", "_Retval")]
-            dynamic = sorted({graph.node(n).op for n in members} & DATA_DEPENDENT_SHAPE_OPS)
-            if dynamic:
-                self.mark_result = _split_at_dynamic_shapes(graph, flags, dynamic,
-                                                            concrete.function_def.signature.name)
-                self.clusters = self.mark_result.clusters
-            else:
-                self.clusters = {"cluster_0": members} if members else {}
-                self.mark_result = None
-        elif jit_compile is False:
-            self.clusters, self.mark_result = {}, None
-        else:
-            from tfxla_cluster.jit.must_compile import CreationStacks
-
-            self.mark_result = mark_for_compilation(graph, flags)
-            self.mark_result.created_at = CreationStacks(concrete)
-            self.clusters = self.mark_result.clusters
-
-    def _finish(self, concrete, graph, gd, jit_compile: bool | None, flags, backend: str) -> None:
-        """Steps 3 and 4 of the module docstring: launch nodes, and the graph TF runs."""
-        import tensorflow as tf
-        from tfxla_cluster.tf_compat import register_eager_func
-
-        from tfxla_cluster.runtime import native
-        from tfxla_cluster.runtime.encapsulate import encapsulate
-        from tfxla_cluster.runtime.launcher import Launcher, to_tensor
-
-        stage = compile_profile.stage
-        self.graph = graph
-        self.launchers: dict[str, Launcher] = {}
+        self.profile = profile
         self._profiled: set[str] = set()   # clusters whose first launch was profiled
-        self._callbacks: list[Callable] = []
         self._jit_compile = jit_compile
         self._created_at = None
         # Launch errors raised inside TF's EagerPyFunc, which reports them as UNKNOWN (or
         # INVALID_ARGUMENT for a ValueError) with a Python traceback: the call re-raises the original.
         self._launch_errors: collections.deque = collections.deque(maxlen=8)
         self._first_call = True
+        program = compile_concrete(concrete, jit_compile=jit_compile, flags=flags, grappler=grappler,
+                                   backend=backend, py_launch=self._py_launch, on_native=self._on_native,
+                                   profile=profile)
+        self.graph, self.clusters, self.mark_result = program.graph, program.clusters, program.mark_result
+        self.graph_def, self.signatures, self.launchers = program.graph_def, program.signatures, program.launchers
+        self._fn, self._num_outputs, self._callbacks = program.fn, program.num_outputs, program.keep
+        self._direct = _direct_plan(self.graph_def, self.signatures, self.launchers, self._launch, self.tf_error)
 
-        def register(sig) -> bytes:
-            launcher = Launcher(graph, sig, must_compile=jit_compile is True, backend=backend, flags=flags)
-            self.launchers[sig.name] = launcher
-            # Variables move out of a native launch node; the debugging ops' output numbering assumes
-            # they don't, so with those flags resource clusters keep the Python launch.
-            debugging = (flags.tf_xla_check_cluster_input_numerics or flags.tf_xla_check_cluster_output_numerics
-                         or flags.tf_xla_print_cluster_outputs)
-            bound = native.bind(launcher, resources=not debugging)
-            if bound is not None:
-                launcher.on_error = self._launch_error
-                return bound
+    def _on_native(self, launcher) -> None:
+        launcher.on_error = self._launch_error
 
-            def call(*tensors):
-                try:
-                    return [to_tensor(a) for a in self._launch(launcher, tensors)]
-                except Exception as e:
-                    raise _across_py_func(self._launch_error(e)) from None
-            # EagerPyFunc runs registered EagerFunc objects with eager tensors in and out.
-            token, eager = register_eager_func(call, [tf.as_dtype(t) for t in sig.output_dtypes])
-            self._callbacks.append(eager)  # TF's registry only holds weak references
-            return token
+    def _py_launch(self, launcher) -> Callable[..., list]:
+        """The py-func body of ``launcher``'s launch node: its outputs as eager tensors; an error is
+        kept in TF's form for the caller to re-raise (EagerPyFunc would report it as UNKNOWN)."""
+        from tfxla_cluster.runtime.launcher import to_tensor
 
-        with stage("encapsulation"):
-            rewritten, self.signatures = encapsulate(graph, self.clusters, register, flags=flags)
-        self.graph_def = rewritten
-        with stage("tf-import"):
-            self._import_into_tf(concrete, gd, rewritten)
-        self._direct = _direct_plan(rewritten, self.signatures, self.launchers, self._launch, self.tf_error)
-
-    def _import_into_tf(self, concrete, gd, rewritten) -> None:
-        import tensorflow as tf
-
-        from tfxla_cluster.graph.function import runtime_to_placeholders
-
-        runnable = runtime_to_placeholders(rewritten)
-        args = sorted((n for n in runnable.node if n.op == "Placeholder" and
-                       n.name in {a.name for a in gd.node if a.op == "_Arg"}),
-                      key=lambda n: next(a.attr["index"].i for a in gd.node if a.name == n.name))
-        rets = sorted((n for n in gd.node if n.op == "_Retval"), key=lambda n: n.attr["index"].i)
-        wrapped = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(runnable, name=""), [])
-        # The function's control outputs (stateful ops nothing else depends on, e.g. the variable
-        # updates of a function that returns nothing) must run too: TF's runtime runs them; a prune
-        # to the return values alone would drop them. A clustered one runs as its launch node.
-        member_of = {m: sig.control_node or sig.name for sig in self.signatures for m in sig.members}
-        present = {n.name for n in runnable.node}
-        control = dict.fromkeys(member_of.get(n, n) for n in concrete.function_def.control_ret.values())
-        self._fn = wrapped.prune([wrapped.graph.get_tensor_by_name(f"{a.name}:0") for a in args],
-                                 [wrapped.graph.get_tensor_by_name(f"{r.name}:0") for r in rets] +
-                                 [wrapped.graph.get_operation_by_name(n) for n in control if n in present])
-        self._num_outputs = len(rets)
+        def call(*tensors):
+            try:
+                return [to_tensor(a) for a in self._launch(launcher, tensors)]
+            except Exception as e:  # any launch error: re-raised as TF's class with the original message
+                raise _across_py_func(self._launch_error(e)) from None
+        return call
 
     def _launch(self, launcher, tensors) -> list:
         """Run ``launcher``; its first launch is profiled: the compile's stages (recorded by the stages
@@ -280,31 +174,6 @@ def _across_py_func(err: Exception) -> Exception:
     return err
 
 
-# Ops whose output shape depends on input *values*. TF's XLA compiles them with bounded dynamic
-# dimensions; our HLO and code are static-shape, so a must-compile function holding one is compiled
-# as several clusters with these ops run on TF's kernels in between (see _split_at_dynamic_shapes).
-DATA_DEPENDENT_SHAPE_OPS = frozenset({"Unique", "UniqueV2", "UniqueWithCounts", "UniqueWithCountsV2", "Where"})
-
-
-def _split_at_dynamic_shapes(graph, flags, ops: list[str], function_name: str):
-    """Clusters for a ``jit_compile=True`` body that holds data-dependent-shape ops: TF's clustering
-    (cycle-safe, every compilable op a candidate, clusters of any size) with those ops left to TF's
-    kernels. Each cluster is still must-compile (a lowering error raises); downstream clusters are
-    specialised on the run-time shapes, one compile per shape, as every cluster is."""
-    import logging
-
-    from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
-
-    logging.getLogger("tfxla_cluster.runtime").warning(
-        "jit_compile=True: %s in %s has a data-dependent output shape, which TF's XLA compiles with bounded "
-        "dynamic dimensions; here it runs on TF's kernels between compiled clusters", ", ".join(ops),
-        function_name)
-    split = flags.replace(tf_xla_auto_jit="2", tf_xla_cpu_global_jit=True, tf_xla_min_cluster_size=1,
-                          tf_xla_max_cluster_size=2 ** 31 - 1, tf_xla_clustering_fuel=2 ** 63 - 1,
-                          tf_xla_ops_to_cluster="", tf_xla_cluster_exclude_ops="Where" if "Where" in ops else "")
-    return mark_for_compilation(graph, split)
-
-
 def _direct_plan(rewritten, signatures, launchers, run_launcher,
                  to_tf_error: Callable[[Exception], Exception]) -> Callable[[list], list] | None:
     """A call that skips TF's graph runtime when the rewritten graph is one launch node between the
@@ -325,9 +194,9 @@ def _direct_plan(rewritten, signatures, launchers, run_launcher,
     reads: dict[str, str] = {}
     launch = None
     for nd in rewritten.node:
-        if nd.op == "_Arg":
+        if nd.op == ARG_OP:
             arg_index[nd.name] = nd.attr["index"].i
-        elif nd.op == "_Retval":
+        elif nd.op == RETVAL_OP:
             data = [r for r in nd.input if not r.startswith("^")]
             if len(data) != 1:
                 return None
@@ -345,7 +214,7 @@ def _direct_plan(rewritten, signatures, launchers, run_launcher,
         return None
     # A native launch node leaves out resource outputs (their consumers take the handle): its output
     # k is the launcher's value output kept[k].
-    through = launchers[sig.name]._passthrough if launch.op == "TfxlaLaunch" else {}
+    through = launchers[sig.name].passthrough if launch.op == "TfxlaLaunch" else {}
     kept = [k for k in range(len(sig.outputs)) if k not in through]
     inputs = []
     for ref in launch.input:
@@ -379,7 +248,7 @@ def _direct_plan(rewritten, signatures, launchers, run_launcher,
 
         try:
             values = run_launcher(launcher, [args[i] for i in inputs])
-        except Exception as e:
+        except Exception as e:  # any launch error: re-raised as its tf.errors class, with the cause
             raise to_tf_error(e) from e
         outs = [to_tensor(v) for v in values]
         return [outs[i] if kind == "out" else args[i] for kind, i in returns]
@@ -532,7 +401,7 @@ class Function:
                 flat = [*self._flat_inputs(compiled, args, kwargs), *compiled.concrete.captured_inputs]
                 try:
                     entry_for[direct.launcher.sig.name] = direct.launcher.compile_for(*direct.launch_inputs(flat))
-                except Exception as e:
+                except Exception as e:  # re-raised as its tf.errors class, with the cause
                     raise _as_tf_error(e) from e
             out = []
             for name, launcher in compiled.launchers.items():

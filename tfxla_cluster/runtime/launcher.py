@@ -4,24 +4,26 @@ Stage: runtime. A :class:`Launcher` receives the cluster's inputs as tensors, an
 (input dtypes and shapes, plus the values of compile-time-constant inputs, which the cluster is
 specialised on as TF does) lowers the cluster (:mod:`tfxla_cluster.tf2hlo`), optimises it
 (:mod:`tfxla_cluster.passes`) and compiles it (:mod:`tfxla_cluster.codegen`), caching the result in a
-:class:`~tfxla_cluster.codegen.CompilationCache` — the one implementation of signature keys, compile
-causes (logged at INFO), TF's megamorphic rule and the persistent cache (``--tf_xla_persistent_cache_*``). When lowering or compiling fails, auto-clustering falls back
-to TF's own kernels for that cluster with a warning naming cluster, op and reason; must-compile
-(``jit_compile=True``) raises instead.
+:class:`~tfxla_cluster.runtime.compile_cache.CompilationCache` — the one implementation of signature keys, compile
+causes (logged at INFO), TF's megamorphic rule and the persistent cache (``--tf_xla_persistent_cache_*``).
+When lowering or compiling refuses the cluster with a typed error, auto-clustering falls back to TF's
+own kernels for that cluster with a warning naming cluster, op and reason; must-compile
+(``jit_compile=True``) raises instead, and so does any InternalError or untyped exception (a bug).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from tfxla_cluster import compile_profile
 from tfxla_cluster.codegen.buffers import is_fresh
-from tfxla_cluster.errors import InternalError, InvalidArgumentError
+from tfxla_cluster.errors import InternalError, TfXlaError
 from tfxla_cluster.graph.graph import Graph
 from tfxla_cluster.runtime.encapsulate import ClusterSignature
 
@@ -58,7 +60,7 @@ def _observers_changed() -> None:
 class CompiledCluster:
     """One compiled signature of a cluster (the entry the launcher's CompilationCache holds)."""
 
-    key: Any                              # codegen.Signature (shapes, dtypes, compile-time-constant values)
+    key: Any                              # compile_cache.Signature (shapes, dtypes, compile-time-constant values)
     run: Callable[..., Any]
     inputs: list                          # LoweredCluster.inputs (kinds: parameter/constant/resource)
     backend: str                          # "llvm" or "evaluator"
@@ -108,7 +110,7 @@ class Launcher:
         self._tf_fallback: Callable | None = None
         # Resource outputs (a handle passed through an Identity in the cluster, e.g. the input
         # Identity of an inlined call) are the input handle itself; everything else is a value.
-        self._passthrough = _resource_passthrough(graph, signature)
+        self._passthrough = signature.boundary.resource_passthrough
         self._value_outputs = [t for k, t in enumerate(signature.outputs) if k not in self._passthrough]
         # Load every lowering family now, on the caller's thread: TF runs independent launch nodes
         # concurrently, and the registry's lazy first load is not safe against a concurrent lookup
@@ -123,43 +125,24 @@ class Launcher:
             self.native_sync()
         return self._stats
 
-    def _resource_dtype(self, position: int) -> int:
-        """The variable's dtype: the producing ``_Arg``'s ``_handle_dtypes``, else how the cluster's
-        members use the handle (``dtype`` attrs; ``T`` of ResourceApply* ops), looking through
-        pass-through nodes (the Identity an inlined call puts on each of its inputs)."""
-        from tensorflow.core.framework import types_pb2
-
-        src, slot = self.sig.inputs[position]
-        producer = self.graph.node(src)
-        handle_dtypes = producer.node_def.attr["_handle_dtypes"].list.type if \
-            "_handle_dtypes" in producer.node_def.attr else []
-        if handle_dtypes:
-            return handle_dtypes[0]
-        for node in self.handle_users(position):
-            attr = node.node_def.attr
-            if "dtype" in attr:
-                return attr["dtype"].type
-            if "T" in attr and attr["T"].type not in (types_pb2.DT_RESOURCE, types_pb2.DT_INVALID):
-                return attr["T"].type
-        raise InvalidArgumentError(f"cluster {self.sig.name}: can't tell the dtype of resource input {src}:{slot}")
+    def resource_dtype(self, position: int) -> int:
+        """The dtype of the variable behind resource input ``position`` (see ``ClusterBoundary``)."""
+        return self.sig.boundary.resource_dtype(position)
 
     def handle_users(self, position: int):
         """The cluster members that use the resource handle at input ``position``, looking through
         pass-through members (the Identity an inlined call puts on each of its inputs)."""
-        members = set(self.sig.members)
-        frontier, seen = [self.sig.inputs[position]], set()
-        while frontier:
-            tensor = frontier.pop()
-            if tensor in seen:
-                continue
-            seen.add(tensor)
-            for e in self.graph.node(tensor[0]).out_edges:
-                if e.is_control or e.src_output != tensor[1] or e.dst.name not in members:
-                    continue
-                if e.dst.op in ("Identity", "Snapshot", "IdentityN"):
-                    frontier.append((e.dst.name, e.dst_input if e.dst.op == "IdentityN" else 0))
-                else:
-                    yield e.dst
+        return self.sig.boundary.handle_users(position)
+
+    @property
+    def passthrough(self) -> dict[int, int]:
+        """Output index -> input position of resource outputs that are an input handle passed through."""
+        return self._passthrough
+
+    @property
+    def value_outputs(self) -> list[tuple[str, int]]:
+        """The launch outputs the cluster computes (resource outputs passed through left out)."""
+        return self._value_outputs
 
     # ----- compile ------------------------------------------------------------------------------
     @property
@@ -168,16 +151,16 @@ class Launcher:
         return self._compilation_cache.entries(self.sig.name) if self._compilation_cache else {}
 
     def compilation_cache(self):
-        """The :class:`~tfxla_cluster.codegen.CompilationCache` of this cluster (from the function's flags)."""
+        """The :class:`~tfxla_cluster.runtime.compile_cache.CompilationCache` of this cluster (from the function's flags)."""
         with self._lock:
             if self._compilation_cache is None:
-                from tfxla_cluster.codegen import CompilationCache
+                from tfxla_cluster.runtime.compile_cache import CompilationCache
 
                 self._compilation_cache = CompilationCache.from_flags(self.flags)
             return self._compilation_cache
 
     def _signature(self, arrays: list[np.ndarray]):
-        from tfxla_cluster.codegen import Signature
+        from tfxla_cluster.runtime.compile_cache import Signature
 
         return Signature.of(arrays, self.const_positions or ())
 
@@ -192,7 +175,7 @@ class Launcher:
         with self._first_compile:
             if self.const_positions is not None:
                 return self._get_or_compile(cache, arrays)
-            from tfxla_cluster.codegen import Signature
+            from tfxla_cluster.runtime.compile_cache import Signature
 
             compiled = self._get_or_compile(cache, arrays)
             if compiled is not None and self.const_positions:
@@ -204,7 +187,7 @@ class Launcher:
 
     def _get_or_compile(self, cache, arrays: list[np.ndarray]) -> CompiledCluster | None:
         signature = self._signature(arrays)
-        result = cache.get_or_create(self.sig.name, signature, lambda: self._compile(arrays, signature),
+        result = cache.get_or_create(self.sig.name, signature, lambda: self.compile_signature(arrays, signature),
                                      strict=self.must_compile)
         if result.executable is None:
             st = cache.clusters[self.sig.name]
@@ -222,9 +205,10 @@ class Launcher:
             progress.note(f"compiled {self.sig.name}")
         return result.executable
 
-    def _compile(self, arrays: list[np.ndarray], key) -> CompiledCluster:
-        """Lower, optimise and compile the cluster for ``arrays`` (the CompilationCache's create step)."""
-        from tfxla_cluster.tf2hlo import lower_cluster
+    def compile_signature(self, arrays: list[np.ndarray], key) -> CompiledCluster:
+        """The pipeline's per-signature stages for ``arrays`` (the CompilationCache's create step, as
+        TF's ``_XlaCompile``): lower the cluster's boundary, optimise the module, compile native code."""
+        from tfxla_cluster.tf2hlo.lower import lower_boundary
 
         t0 = time.perf_counter()
         from tensorflow.core.framework import types_pb2
@@ -234,8 +218,7 @@ class Launcher:
                   for t, a, dt in zip(self.sig.inputs, arrays, self.sig.input_dtypes)}
         consts = {t: a for t, a in zip(self.sig.inputs, arrays)}
         with compile_profile.stage("lowering"):
-            lowered = lower_cluster(self.graph, self.sig.members, arg_shapes=shapes, const_args=consts,
-                                    name=self.sig.name)
+            lowered = lower_boundary(self.sig.boundary, arg_shapes=shapes, const_args=consts)
         by_tensor = {t: i for i, t in enumerate(self.sig.inputs)}
         # (launch-node input position, numpy dtype) of every HLO parameter, in parameter order.
         param_specs = [(by_tensor[inp.tensor], inp.element_type.dtype) for inp in lowered.parameters]
@@ -299,7 +282,7 @@ class Launcher:
             if self.sig.input_dtypes[i] == types_pb2.DT_RESOURCE:
                 # A variable: the cluster reads its value now and writes it back after the run, as
                 # XlaLaunch snapshots resource variables.
-                dtype = self._resource_dtype(i)
+                dtype = self.resource_dtype(i)
                 handles[i] = (t, dtype)
                 arrays.append(_read_variable(t, dtype))
             else:
@@ -345,8 +328,13 @@ class Launcher:
         if compiled is None:
             try:
                 compiled = self._lookup(arrays)
-            except Exception as e:  # auto mode: TF runs this cluster; must-compile: error
-                if self.must_compile:
+            except TfXlaError as e:
+                # Auto-clustering: a cluster we refuse with a typed error (an op or dtype without a
+                # lowering, a shape or constant we can't specialise on) runs on TF's kernels, as
+                # XlaCompileOp falls back to the cluster's function when compilation is refused.
+                # Must-compile raises; so does an InternalError (our own bug) and any untyped
+                # exception, which never reach here as silent fallbacks.
+                if self.must_compile or isinstance(e, InternalError):
                     raise
                 return self._fall_back(list(tensors), f"{type(e).__name__}: {str(e).splitlines()[0]}",
                                        updates_out if handles is None else None), None
@@ -364,6 +352,30 @@ class Launcher:
             for position, value in updates.items():
                 _assign_variable(handles[position][0], value)
         return outputs, compiled
+
+    # ----- measuring (the report) ---------------------------------------------------------------
+    def tf_graph_runner(self) -> Callable[[list], list[np.ndarray]]:
+        """The cluster's nodes on TF's kernels as one TF graph function (TF's executor, so independent
+        ops run concurrently as in the program); ``run(tensors)`` -> value outputs."""
+        return _tf_subgraph_runner(self.graph, self.sig, self._value_outputs)
+
+    def run_on_tf(self, tensors: list) -> list[np.ndarray]:
+        """The cluster's nodes on TF's kernels as the fallback runs them (value outputs)."""
+        return self._run_tf(list(tensors))
+
+    @contextlib.contextmanager
+    def measuring(self) -> Iterator[None]:
+        """Launches inside are not the program's: observers do not see them, and this launcher's
+        statistics (launch counts, compiles, causes, fallback) are restored afterwards."""
+        st = self.stats
+        saved = (st.executions, st.compiles, list(st.causes), st.compile_seconds, st.fallback_reason)
+        observers = list(_observers)
+        _observers.clear()
+        try:
+            yield
+        finally:
+            _observers.extend(observers)
+            st.executions, st.compiles, st.causes, st.compile_seconds, st.fallback_reason = saved
 
     def _fall_back(self, tensors: list, reason: str, updates_out: dict | None = None) -> list[np.ndarray]:
         self._stats.fallback_reason = reason
@@ -439,29 +451,6 @@ def to_tensor(value: Any) -> Any:
             and is_fresh(value)):
         return tf.experimental.dlpack.from_dlpack(np.asarray(value).__dlpack__())
     return tf.convert_to_tensor(np.asarray(value) if isinstance(value, np.ndarray) else value)
-
-
-def _resource_passthrough(graph: Graph, sig: ClusterSignature) -> dict[int, int]:
-    """Output index → launch-node input position, for each DT_RESOURCE output that is an input
-    handle forwarded through pass-through members (Identity, Snapshot, IdentityN)."""
-    from tensorflow.core.framework import types_pb2
-
-    members = set(sig.members)
-    positions = {t: i for i, t in enumerate(sig.inputs)}
-    out: dict[int, int] = {}
-    for k, (t, dtype) in enumerate(zip(sig.outputs, sig.output_dtypes)):
-        if dtype != types_pb2.DT_RESOURCE:
-            continue
-        while t not in positions and t[0] in members:
-            node = graph.node(t[0])
-            if node.op not in ("Identity", "Snapshot", "IdentityN"):
-                break
-            slot = t[1] if node.op == "IdentityN" else 0
-            edge = next(e for e in node.data_inputs() if e.dst_input == slot)
-            t = (edge.src.name, edge.src_output)
-        if t in positions:
-            out[k] = positions[t]
-    return out
 
 
 def _tf_subgraph_runner(graph: Graph, sig: ClusterSignature,

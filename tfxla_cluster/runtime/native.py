@@ -57,9 +57,11 @@ _TF_CODES = {"CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCE
 
 
 def _cache_dir() -> Path:
-    if os.environ.get("TFXLA_NATIVE_CACHE"):
-        return Path(os.environ["TFXLA_NATIVE_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    from tfxla_cluster.flags import env_switch
+
+    if env_switch("TFXLA_NATIVE_CACHE"):
+        return Path(env_switch("TFXLA_NATIVE_CACHE"))
+    base = env_switch("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "tfxla_cluster"
 
 
@@ -87,7 +89,9 @@ def build_library() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
-    cc = os.environ.get("CC", "gcc")
+    from tfxla_cluster.flags import env_switch
+
+    cc = env_switch("CC")
     cmd = [*shlex.split(cc), "-O2", "-shared", "-fPIC", "-std=gnu11", f"-I{include}", str(_SOURCE), "-o", tmp,
            f"-L{libdir}", "-l:libtensorflow_framework.so.2", f"-Wl,-rpath,{libdir}", "-lpthread"]
     try:
@@ -156,7 +160,9 @@ def _declare(lib, tf) -> None:
 
 def disabled() -> bool:
     """``TFXLA_NATIVE_LAUNCH=0``: graphs built from now on launch their clusters through Python."""
-    return os.environ.get("TFXLA_NATIVE_LAUNCH", "1").strip().lower() in ("0", "false", "no", "off")
+    from tfxla_cluster.flags import env_switch
+
+    return env_switch("TFXLA_NATIVE_LAUNCH").strip().lower() in ("0", "false", "no", "off")
 
 
 def available() -> bool:
@@ -195,10 +201,10 @@ def bind(launcher, *, resources: bool = True):
     if positions and not resources:
         return None
     # A resource output must be an input handle passed through (its consumers take the handle).
-    if any(dt == types_pb2.DT_RESOURCE and k not in launcher._passthrough for k, dt in enumerate(sig.output_dtypes)):
+    if any(dt == types_pb2.DT_RESOURCE and k not in launcher.passthrough for k, dt in enumerate(sig.output_dtypes)):
         return None
     try:
-        reads = {p: launcher._resource_dtype(p) for p in positions}
+        reads = {p: launcher.resource_dtype(p) for p in positions}
     except TfXlaError:
         return None
     written = _written_variables(launcher, positions)
@@ -226,12 +232,12 @@ def bind(launcher, *, resources: bool = True):
             cache = launcher._compilation_cache
             if cache is not None:
                 with cache._lock:
-                    from tfxla_cluster.codegen.cache import ClusterStats
+                    from tfxla_cluster.runtime.compile_cache import ClusterStats
 
                     cache.clusters.setdefault(sig.name, ClusterStats()).executions += delta
     launcher.native_sync = sync
     launcher.native_id = cid
-    return NativeLaunch(key, reads, tuple(written), dict(launcher._passthrough))
+    return NativeLaunch(key, reads, tuple(written), dict(launcher.passthrough))
 
 
 # Ops that only read the variable behind a handle; any other member taking a handle may write it.
@@ -418,7 +424,7 @@ def _entry_blob(launcher, compiled, arrays: list[np.ndarray]) -> np.ndarray | No
         return None
     # The launch node's outputs: value outputs, then each written variable's final value.
     written = list(launcher.written or ())
-    value_dtypes = [dt for k, dt in enumerate(launcher.sig.output_dtypes) if k not in launcher._passthrough]
+    value_dtypes = [dt for k, dt in enumerate(launcher.sig.output_dtypes) if k not in launcher.passthrough]
     results = [(k, _np_dtype(dt), None) for k, dt in zip(compiled.output_order, value_dtypes)]
     results += [(compiled.updates.get(p), arrays[p].dtype, p) for p in written]
     words.append(len(results))

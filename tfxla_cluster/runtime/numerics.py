@@ -180,7 +180,7 @@ def run_on_tf(launcher: Any, arrays: list[np.ndarray]) -> tuple[list[np.ndarray]
             tensors.append(temps[i].handle)
         else:
             tensors.append(tf.constant(a))
-    outputs = launcher._run_tf(tensors)
+    outputs = launcher.run_on_tf(tensors)
     return [np.asarray(o) for o in outputs], {i: v.numpy() for i, v in temps.items()}
 
 
@@ -363,10 +363,10 @@ class NumericsChecker:
 
         try:
             want, want_vars = run_on_tf(launcher, arrays)
-        except Exception as e:
+        except Exception as e:  # a checker problem must never break the user's program: reported
             res.error = f"TF's kernels could not run the cluster: {type(e).__name__}: {str(e).splitlines()[0]}"
             return
-        value_outputs = launcher._value_outputs
+        value_outputs = launcher.value_outputs
         got_vars: dict[int, np.ndarray] = {}
         if want_vars:
             _, got_vars = compiled.run(arrays)
@@ -399,7 +399,7 @@ class NumericsChecker:
                 res.divergence = bisect(compiled.hlo_text, params)
                 res.bisect_error = "" if res.divergence else \
                     "the evaluator and the compiled module agree: the difference is outside the HLO (TF's kernels differ)"
-            except Exception as e:
+            except Exception as e:  # the bisection is a diagnosis aid: its failure is reported
                 res.bisect_error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
     # -- results

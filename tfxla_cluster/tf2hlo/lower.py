@@ -25,7 +25,7 @@ with the same ``Lowering node '<name>' (<op>): `` prefix.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 from tensorflow.core.framework import types_pb2
@@ -41,7 +41,9 @@ from tfxla_cluster.tf2hlo import types
 from tfxla_cluster.tf2hlo.builder import TfBuilder
 from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
 from tfxla_cluster.tf2hlo.registry import lookup, lowers
-from tfxla_cluster.tfops.const_analysis import ConstAnalysis
+
+if TYPE_CHECKING:
+    from tfxla_cluster.tfops.cluster_boundary import ClusterBoundary
 
 Tensor = tuple[str, int]  # (node name, output slot)
 
@@ -270,7 +272,19 @@ def _retval(ctx: LoweringContext, node: Node) -> list[Value]:
 def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
                   const_args: Mapping[int, Any] | None = None, name: str | None = None,
                   check_kernels: bool = False, fetches: Iterable[Tensor] = ()) -> LoweredCluster:
-    """Lower the nodes ``node_names`` of ``graph`` to one module (see the module docstring).
+    """Lower the nodes ``node_names`` of ``graph`` to one module (see the module docstring): the
+    cluster's boundary is computed here, then :func:`lower_boundary`."""
+    from tfxla_cluster.tfops.cluster_boundary import ClusterBoundary
+
+    boundary = ClusterBoundary.of(graph, node_names, name or "cluster")
+    return lower_boundary(boundary, arg_shapes=arg_shapes, const_args=const_args, check_kernels=check_kernels,
+                          fetches=fetches)
+
+
+def lower_boundary(boundary: "ClusterBoundary", *, arg_shapes=None, const_args: Mapping[int, Any] | None = None,
+                   check_kernels: bool = False, fetches: Iterable[Tensor] = ()) -> LoweredCluster:
+    """Lower the cluster whose boundary (:class:`~tfxla_cluster.tfops.cluster_boundary.ClusterBoundary`,
+    computed once when the cluster was encapsulated) is ``boundary`` to one module named after it.
 
     ``arg_shapes`` (dict input index → dims, or a list in input order; a resource may be given as
     ``(dtype, dims)``; keys may also be the producer tensors ``(node, slot)``) specialises unknown input
@@ -280,19 +294,16 @@ def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
     ``fetches``: tensors of member nodes the program reads although no node consumes them (a GraphDef's
     outputs, which a session fetches); they become outputs after those consumed outside the cluster.
     """
-    members = list(dict.fromkeys(node_names))
-    member_set = set(members)
-    for n in members:
-        graph.node(n)  # raises for unknown names
-    order = [n for n in graph.topological_order() if n.name in member_set]
+    graph, name = boundary.graph, boundary.name
+    member_set = boundary.member_set
+    order = boundary.topological_members
     if check_kernels:
         _check_kernels(order)
-    name = name or "cluster"
     shapes = _normalize_arg_shapes(arg_shapes)
     const_args = dict(const_args or {})
 
     # ---- inputs
-    tensors, must_const, consumers = _signature(graph, member_set, order)
+    tensors, must_const, consumers = boundary.lowering_inputs(), boundary.constants, boundary.consumers
 
     b = TfBuilder(name)
     inputs: list[ClusterInput] = []
@@ -344,11 +355,8 @@ def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
         outputs.append(ClusterOutput(len(outputs), "retval", (src.src.name, src.src_output), retval_index=i))
         elements.append(_output_hlo(lowerer, (src.src.name, src.src_output)))
     seen: set[Tensor] = set()
-    for e in graph.edges():
-        if e.is_control or e.src.name not in member_set or e.dst.name in member_set or e.src.op in _ARG_OPS:
-            continue
-        t = (e.src.name, e.src_output)
-        if t in seen:
+    for t in boundary.outputs:
+        if graph.node(t[0]).op in _ARG_OPS:
             continue
         seen.add(t)
         outputs.append(ClusterOutput(len(outputs), "tensor", t))
@@ -371,31 +379,9 @@ def lower_cluster(graph: Graph, node_names: Iterable[str], *, arg_shapes=None,
 def cluster_input_tensors(graph: Graph, node_names: Iterable[str]) -> list[Tensor]:
     """The cluster's inputs in input order (see the module docstring), without lowering anything —
     what a caller needs to fetch argument values and shapes first."""
-    member_set = set(node_names)
-    order = [n for n in graph.topological_order() if n.name in member_set]
-    return _signature(graph, member_set, order)[0]
+    from tfxla_cluster.tfops.cluster_boundary import ClusterBoundary
 
-
-def _signature(graph: Graph, member_set: set[str], order: list[Node]):
-    """(input tensors in input order, must-be-constant tensors, tensor → consumers in the cluster)."""
-    arg_nodes = sorted((n for n in order if n.op in _ARG_OPS), key=lambda n: n.node_def.attr["index"].i)
-    must_const = _must_be_constant(graph, member_set, order)
-    external: list[Tensor] = []
-    consumers: dict[Tensor, list[tuple[str, int]]] = {}
-    for e in graph.edges():
-        if e.is_control or e.src.name in member_set or e.dst.name not in member_set:
-            continue
-        t = (e.src.name, e.src_output)
-        if t not in consumers:
-            external.append(t)
-            consumers[t] = []
-        consumers[t].append((e.dst.name, e.dst_input))
-
-    def is_resource(t: Tensor) -> bool:
-        return base_dtype(graph.node(t[0]).outputs[t[1]].dtype) == types_pb2.DT_RESOURCE
-
-    external.sort(key=lambda t: 0 if t in must_const else (2 if is_resource(t) else 1))  # stable
-    return [(n.name, 0) for n in arg_nodes] + external, must_const, consumers
+    return ClusterBoundary.of(graph, node_names).lowering_inputs()
 
 
 def _output_hlo(lowerer: GraphLowerer, t: Tensor) -> HloInstruction:
@@ -542,14 +528,6 @@ def _resource_spec(graph: Graph, t: Tensor, given, members: set[str]) -> tuple[P
                                    f"pass arg_shapes={{index: (dtype, dims)}} (command line: --arg-shape "
                                    f"{t[0]}=D0,D1,...:DTYPE)")
     return et, dims
-
-
-def _must_be_constant(graph: Graph, members: set[str], order: list[Node]) -> set[Tensor]:
-    """Cluster inputs (external tensors, or the cluster's own ``_Arg`` outputs) that must be
-    compile-time constants: ``BackwardsConstAnalysis`` restricted to the cluster."""
-    const_nodes, outside = ConstAnalysis(graph.library).propagate(order, lambda n: n.name in members)
-    # A member _Arg marked constant is a cluster input too.
-    return outside | {(n.name, 0) for n in order if n.id in const_nodes and n.op in _ARG_OPS}
 
 
 def _constant_input_value(graph: Graph, t: Tensor, index: int, const_args: Mapping[int, Any],

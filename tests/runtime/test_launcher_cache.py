@@ -1,4 +1,4 @@
-"""The runtime's launchers use codegen's CompilationCache: compile causes, TF's megamorphic rule, the
+"""The runtime's launchers use the compile cache (runtime/compile_cache.py): compile causes, TF's megamorphic rule, the
 compile-time-constant part of the key, the persistent cache across processes (with TF's read-only and
 prefix flags), zero-copy outputs that later calls never overwrite, and the direct launch path."""
 from __future__ import annotations

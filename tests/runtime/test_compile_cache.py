@@ -8,7 +8,7 @@ import pytest
 
 from cg_helpers import module_of, run_threads
 from tfxla_cluster.codegen import CodegenOptions, JitEngine
-from tfxla_cluster.codegen.cache import (CompilationCache, PersistentCache, Signature, clear_entries, list_entries,
+from tfxla_cluster.runtime.compile_cache import (CompilationCache, PersistentCache, Signature, clear_entries, list_entries,
                                          module_fingerprint)
 from tfxla_cluster.flags import Flags
 

@@ -1,6 +1,9 @@
 """Compilation cache: in-memory per cluster and signature, with TF's megamorphic rule, compile-cause
 logging, and a persistent on-disk layer (TF's DeviceCompiler + XlaCompilationCache roles).
 
+Stage: runtime (the launcher's compile step keys and stores its executables here; codegen knows
+nothing of it).
+
     cache = CompilationCache.from_flags()
     result = cache.get_or_compile("cluster_0", Signature.of(args), build_module)
     if result.executable is None:     # megamorphic: run the cluster with TF instead
@@ -46,6 +49,8 @@ from tfxla_cluster.codegen.executable import Executable, compile_module, emit_mo
 from tfxla_cluster.codegen.program import ENTRY_NAME
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 
+# The logger keeps the name it had when the cache lived in codegen/: users' logging configuration
+# and the compile-cause messages they filter on stay the same.
 log = logging.getLogger("tfxla_cluster.codegen")
 
 MAX_COMPILES_BEFORE_MEGAMORPHIC = 10     # TF's kMaxNumberOfCompiles... ("more than 10 compiles")

@@ -1,0 +1,225 @@
+"""The driver: one straight line of named stages from a traced function to the program TF runs.
+
+Stage: runtime (TF's JIT pass registration plus the function runtime). :func:`compile_concrete` runs
+
+1. **import** — the concrete function becomes the graph TF's JIT passes see (runtime form; TF's
+   grappler with nodes placed; CloneConstantsForBetterClustering);
+2. **mark** — clusters: ``jit_compile=True`` the whole body is one must-compile cluster (TF's error,
+   listing every uncompilable node, if it can't be); ``False`` none; ``None`` TF's auto-clustering
+   under ``TF_XLA_FLAGS``;
+3. **encapsulate** — each cluster becomes one launch node (:mod:`.encapsulate`) backed by a
+   :class:`~.launcher.Launcher` (the native ``TfxlaLaunch`` op where it can, else a py-func);
+4. **TF import** — TF imports the rewritten graph as a pruned function; everything outside clusters
+   runs on TF's kernels;
+
+and then, per cluster and signature at its first launch, as TF's ``_XlaCompile`` does:
+5. **lower** → **optimise** → **compile** (:meth:`.launcher.Launcher.compile_signature`);
+6. **launch** — the compiled code runs on the launch node's inputs.
+
+:func:`compile_graph` is the same line from step 3 for a graph that is already marked (the report's
+GraphDefs). Each stage records its time under its name in :mod:`tfxla_cluster.compile_profile`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tensorflow.core.framework import graph_pb2
+
+from tfxla_cluster import compile_profile
+from tfxla_cluster._gc import gc_paused
+from tfxla_cluster.graph.graph import Graph
+from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
+from tfxla_cluster.runtime.encapsulate import ClusterSignature
+from tfxla_cluster.runtime.launcher import Launcher
+
+#: The py-func body of a launcher's launch node: ``body(launcher)(*tensors) -> [tensor, ...]``.
+PyLaunch = Callable[[Launcher], Callable[..., list]]
+
+# Ops whose output shape depends on input *values*. TF's XLA compiles them with bounded dynamic
+# dimensions; our HLO and code are static-shape, so a must-compile function holding one is compiled
+# as several clusters with these ops run on TF's kernels in between (see _split_at_dynamic_shapes).
+DATA_DEPENDENT_SHAPE_OPS = frozenset({"Unique", "UniqueV2", "UniqueWithCounts", "UniqueWithCountsV2", "Where"})
+
+
+@dataclass
+class Program:
+    """What the pipeline made of one graph: its clustering, launchers, and the function TF runs."""
+
+    graph: Graph                                  # the graph that was clustered
+    clusters: dict[str, list[str]]
+    mark_result: Any                              # jit.MarkResult (None without auto-clustering)
+    graph_def: graph_pb2.GraphDef                 # the rewritten graph (one launch node per cluster)
+    signatures: list[ClusterSignature]
+    launchers: dict[str, Launcher]
+    fn: Any                                       # TF's pruned function running graph_def
+    num_outputs: int                              # data outputs of fn (control outputs come after)
+    keep: list = field(default_factory=list)      # py-func objects: TF's registry holds weak references
+
+
+# ------------------------------------------------------------------------------------------ the driver
+def compile_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool, backend: str,
+                     py_launch: PyLaunch, on_native: Callable[[Launcher], None] | None = None,
+                     profile: "compile_profile.CompileProfile | None" = None) -> Program:
+    """Steps 1–4 of the module docstring for a ``ConcreteFunction``; ``py_launch`` makes the py-func
+    body of a launch node, ``on_native(launcher)`` is called for each cluster bound to the native op."""
+    from tfxla_cluster.flags import Flags
+
+    with compile_profile.collecting(profile), gc_paused():
+        flags = Flags.resolve(flags)
+        gd, graph = import_concrete(concrete, jit_compile=jit_compile, flags=flags, grappler=grappler)
+        with compile_profile.stage("clustering"):
+            clusters, mark_result = mark(concrete, graph, gd, jit_compile, flags)
+        args = sorted((n for n in gd.node if n.op == ARG_OP), key=lambda n: n.attr["index"].i)
+        rets = sorted((n for n in gd.node if n.op == RETVAL_OP), key=lambda n: n.attr["index"].i)
+        return compile_graph(graph, clusters, flags=flags, backend=backend, must_compile=jit_compile is True,
+                             py_launch=py_launch, on_native=on_native, mark_result=mark_result,
+                             feeds=[a.name for a in args], fetches=[f"{r.name}:0" for r in rets],
+                             run_ops=list(concrete.function_def.control_ret.values()))
+
+
+def compile_graph(graph: Graph, clusters: dict[str, list[str]], *, flags, backend: str, must_compile: bool,
+                  py_launch: PyLaunch, feeds: list[str], fetches: list[str], run_ops: list[str],
+                  on_native: Callable[[Launcher], None] | None = None, mark_result: Any = None) -> Program:
+    """Steps 3–4 for a marked graph: launch nodes, then TF's function with ``feeds`` (input node
+    names) in, ``fetches`` (tensor names) out, and ``run_ops`` (nodes that must run: the function's
+    control outputs; a clustered one runs as its launch node). ``on_native`` None keeps every
+    cluster on the py-func launch."""
+    from tfxla_cluster.flags import Flags
+
+    flags = Flags.resolve(flags)
+    with compile_profile.stage("encapsulation"):
+        rewritten, signatures, launchers, keep = encapsulate_clusters(
+            graph, clusters, flags=flags, backend=backend, must_compile=must_compile, py_launch=py_launch,
+            on_native=on_native)
+    with compile_profile.stage("tf-import"):
+        member_of = {m: sig.control_node or sig.name for sig in signatures for m in sig.members}
+        fn = import_into_tf(rewritten, feeds, fetches, [member_of.get(n, n) for n in run_ops])
+    return Program(graph, clusters, mark_result, rewritten, signatures, launchers, fn, len(fetches), keep)
+
+
+# ------------------------------------------------------------------------------------------ the stages
+def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool) -> tuple[graph_pb2.GraphDef, Graph]:
+    """Step 1: (the GraphDef, its Graph) TF's JIT passes would see for ``concrete``."""
+    from tfxla_cluster import flags as flags_mod
+    from tfxla_cluster.graph.loader import graph_def_from_concrete, with_resource_handle_data
+    from tfxla_cluster.jit.clone_constants import clone_constants
+
+    stage = compile_profile.stage
+    # A must-compile function is compiled from its own body, as TF's XlaCompiler instantiates
+    # it: grappler never sees it, so functional If/While/Case stay functional (grappler's
+    # inlining would lower them to Switch/Merge, which have no XLA kernels).
+    if grappler and jit_compile is not True:
+        from tfxla_cluster.graph.grappler import run_grappler
+
+        with stage("import"):
+            gd = with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
+        with stage("grappler"):
+            gd = run_grappler(gd)
+    else:
+        with stage("import"):
+            gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
+    jit_on = jit_compile is True or flags_mod.global_jit_level_for_graph(flags, False) != \
+        flags_mod.GlobalJitLevel.OFF
+    with stage("import"):
+        gd = clone_constants(gd, jit_on=jit_on)
+        graph = Graph(gd)
+    return gd, graph
+
+
+def mark(concrete, graph: Graph, gd: graph_pb2.GraphDef, jit_compile: bool | None, flags
+         ) -> tuple[dict[str, list[str]], Any]:
+    """Step 2: (clusters, the MarkResult or None)."""
+    from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
+
+    name = concrete.function_def.signature.name
+    if jit_compile is True:
+        from tfxla_cluster.jit import must_compile
+
+        problems = must_compile.uncompilable_in_graph(gd, name)
+        if problems:
+            raise must_compile.error_for(name, problems, created_at=must_compile.CreationStacks(concrete),
+                                         eager_op=True)
+        members = [n.name for n in graph.op_nodes() if n.op not in (ARG_OP, RETVAL_OP)]
+        dynamic = sorted({graph.node(n).op for n in members} & DATA_DEPENDENT_SHAPE_OPS)
+        if dynamic:
+            result = _split_at_dynamic_shapes(graph, flags, dynamic, name)
+            return result.clusters, result
+        return ({"cluster_0": members} if members else {}), None
+    if jit_compile is False:
+        return {}, None
+    from tfxla_cluster.jit.must_compile import CreationStacks
+
+    result = mark_for_compilation(graph, flags)
+    result.created_at = CreationStacks(concrete)
+    return result.clusters, result
+
+
+def _split_at_dynamic_shapes(graph, flags, ops: list[str], function_name: str):
+    """Clusters for a ``jit_compile=True`` body that holds data-dependent-shape ops: TF's clustering
+    (cycle-safe, every compilable op a candidate, clusters of any size) with those ops left to TF's
+    kernels. Each cluster is still must-compile (a lowering error raises); downstream clusters are
+    specialised on the run-time shapes, one compile per shape, as every cluster is."""
+    import logging
+
+    from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
+
+    logging.getLogger("tfxla_cluster.runtime").warning(
+        "jit_compile=True: %s in %s has a data-dependent output shape, which TF's XLA compiles with bounded "
+        "dynamic dimensions; here it runs on TF's kernels between compiled clusters", ", ".join(ops),
+        function_name)
+    split = flags.replace(tf_xla_auto_jit="2", tf_xla_cpu_global_jit=True, tf_xla_min_cluster_size=1,
+                          tf_xla_max_cluster_size=2 ** 31 - 1, tf_xla_clustering_fuel=2 ** 63 - 1,
+                          tf_xla_ops_to_cluster="", tf_xla_cluster_exclude_ops="Where" if "Where" in ops else "")
+    return mark_for_compilation(graph, split)
+
+
+def encapsulate_clusters(graph: Graph, clusters: dict[str, list[str]], *, flags, backend: str, must_compile: bool,
+                         py_launch: PyLaunch, on_native: Callable[[Launcher], None] | None = None
+                         ) -> tuple[graph_pb2.GraphDef, list[ClusterSignature], dict[str, Launcher], list]:
+    """Step 3: (rewritten GraphDef, signatures, launchers by cluster, py-func objects to keep alive)."""
+    import tensorflow as tf
+
+    from tfxla_cluster.runtime import native
+    from tfxla_cluster.runtime.encapsulate import encapsulate
+    from tfxla_cluster.tf_compat import register_eager_func
+
+    launchers: dict[str, Launcher] = {}
+    keep: list = []
+    # Variables move out of a native launch node; the debugging ops' output numbering assumes
+    # they don't, so with those flags resource clusters keep the Python launch.
+    debugging = (flags.tf_xla_check_cluster_input_numerics or flags.tf_xla_check_cluster_output_numerics
+                 or flags.tf_xla_print_cluster_outputs)
+
+    def register(sig: ClusterSignature):
+        launcher = Launcher(graph, sig, must_compile=must_compile, backend=backend, flags=flags)
+        launchers[sig.name] = launcher
+        if on_native is not None:
+            bound = native.bind(launcher, resources=not debugging)
+            if bound is not None:
+                on_native(launcher)
+                return bound
+        # EagerPyFunc runs registered EagerFunc objects with eager tensors in and out.
+        token, eager = register_eager_func(py_launch(launcher), [tf.as_dtype(t) for t in sig.output_dtypes])
+        keep.append(eager)  # TF's registry only holds weak references
+        return token
+
+    rewritten, signatures = encapsulate(graph, clusters, register, flags=flags)
+    return rewritten, signatures, launchers, keep
+
+
+def import_into_tf(rewritten: graph_pb2.GraphDef, feeds: list[str], fetches: list[str], run_ops: list[str]):
+    """Step 4: TF's function running ``rewritten`` (its ``_Arg``s as placeholders): ``feeds`` in,
+    ``fetches`` out, and the ``run_ops`` present in it run too (a prune to the fetches alone would drop
+    e.g. the variable updates of a function that returns nothing; TF's runtime runs them)."""
+    import tensorflow as tf
+
+    from tfxla_cluster.graph.function import runtime_to_placeholders
+
+    runnable = runtime_to_placeholders(rewritten)
+    present = {n.name for n in runnable.node}
+    wrapped = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(runnable, name=""), [])
+    g = wrapped.graph
+    return wrapped.prune([g.get_tensor_by_name(f"{name}:0") for name in feeds],
+                         [g.get_tensor_by_name(t) for t in fetches] +
+                         [g.get_operation_by_name(n) for n in dict.fromkeys(run_ops) if n in present])
