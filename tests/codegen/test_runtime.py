@@ -7,7 +7,7 @@ import pytest
 from cg_helpers import CHECKED, check, module_of, parsed, random_array, run_threads
 from tfxla_cluster.codegen import CodegenOptions, compile_module, elemental
 from tfxla_cluster.codegen.loops import Index
-from tfxla_cluster.codegen.runtime import split_range
+from tfxla_cluster.codegen.native_runtime import split_range
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.opcode import HloOpcode as O
@@ -150,18 +150,18 @@ d:
 def test_thread_pools_run_every_item_exactly_once(pool):
     """Both fork-join pools (native pthreads + futex, and the Python fallback), also from 8 threads."""
     import ctypes
-    from tfxla_cluster.codegen import runtime
+    from tfxla_cluster.codegen import native_runtime
     from tfxla_cluster.codegen.engine import get_engine
-    runtime.ensure_registered()
-    assert runtime.pool_kind() == "native"
+    native_runtime.ensure_registered()
+    assert native_runtime.pool_kind() == "native"
     library = get_engine().compile(MARK_KERNEL, ["mark"])  # keep it: dropping it unmaps the code
     kernel = library.address_of("mark")
     if pool == "native":
         from tfxla_cluster.codegen.native_pool import ENTRY
-        fn = runtime._native_pool.get_function(ENTRY, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+        fn = native_runtime._native_pool.get_function(ENTRY, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                                ctypes.c_int64)
     else:
-        fn = runtime._parallel_for_c
+        fn = native_runtime._parallel_for_c
 
     def work(seed):
         for n, tasks in [(1, 1), (7, 5), (1000 + seed, 2), (3, 8), (50000, 3)]:

@@ -9,7 +9,7 @@
     kernels.py     thunk kernels: loop nests, sort, scatter, select-and-scatter
     buffers.py     the buffer plan (slots, arena packing);  program.py  the entry function
     rng.py         rng-bit-generator (Philox, ThreeFry), bit-exact with the evaluator
-    runtime.py     symbols the code calls: BLAS, parallel_for, bounds-failure reports
+    native_runtime.py symbols the code calls: BLAS, parallel_for, bounds-failure reports
     native_pool.py the fork-join thread pool behind parallel_for, itself built as LLVM IR
     executable.py  compile_module(module) -> Executable;  Executable(*arrays) -> tuple of arrays
     cache.py       CompilationCache (per cluster + signature, megamorphic rule, compile causes) and the

@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from tfxla_cluster import compile_profile
-from tfxla_cluster.codegen import runtime
+from tfxla_cluster.codegen import native_runtime
 from tfxla_cluster.codegen.buffers import aligned_empty
 from tfxla_cluster.codegen.context import CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, get_engine
@@ -143,7 +143,7 @@ class Executable:
         self._entry(address)
         self.calls += 1
         if self.options.bounds_checks:
-            errors = runtime.take_bounds_errors(address)
+            errors = native_runtime.take_bounds_errors(address)
             if errors:
                 kernel, index, size = errors[0]
                 name = self.kernels[kernel].name if 0 <= kernel < len(self.kernels) else f"#{kernel}"
@@ -179,7 +179,7 @@ def check_engine(engine: JitEngine, options: CodegenOptions) -> None:
 
 def emit_module(module, options: CodegenOptions) -> tuple[ProgramEmitter, str]:
     """The LLVM IR text of ``module`` and the emitter (buffer plan, kernels) that produced it."""
-    runtime.ensure_registered()
+    native_runtime.ensure_registered()
     prog = ProgramEmitter(module, options)
     return prog, prog.emit()
 
