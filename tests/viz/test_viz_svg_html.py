@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-import tfxla_cluster.viz.cli_commands  # noqa: F401  (registers `viz` and `tensorboard`)
 from tfxla_cluster import cli
 from tfxla_cluster.errors import FailedPreconditionError
 from tfxla_cluster.viz import render
