@@ -4,7 +4,7 @@ give the same results, concurrent calls are safe, inputs are validated, zero-cop
 import numpy as np
 import pytest
 
-from cg_helpers import CHECKED, check, module_of, parsed, random_array, run_threads
+from tests.codegen.cg_helpers import CHECKED, check, module_of, parsed, random_array, run_threads
 from tfxla_cluster.codegen import CodegenOptions, compile_module, elemental
 from tfxla_cluster.codegen.loops import Index
 from tfxla_cluster.codegen.native_runtime import split_range
@@ -158,8 +158,8 @@ def test_thread_pools_run_every_item_exactly_once(pool):
     kernel = library.address_of("mark")
     if pool == "native":
         from tfxla_cluster.codegen.native_pool import ENTRY
-        fn = native_runtime._native_pool.get_function(ENTRY, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                                               ctypes.c_int64)
+        fn = native_runtime._native_pool.get_function(ENTRY, None, ctypes.c_void_p, ctypes.c_void_p,
+                                                      ctypes.c_int64, ctypes.c_int64)
     else:
         fn = native_runtime._parallel_for_c
 

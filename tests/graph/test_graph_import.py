@@ -21,7 +21,7 @@ from tfxla_cluster.graph.devices import DEFAULT_CPU_DEVICE, canonical_device
 from tfxla_cluster.graph.function import graph_def_from_function, runtime_to_placeholders
 from tfxla_cluster.graph.opdefs import base_dtype
 
-from gdb import GDB, INT32, T
+from tests.gdb import GDB, INT32, T
 
 
 @tf.function
@@ -331,7 +331,7 @@ def test_cli_info(tmp_path):
     assert "identity_RetVal <- " in proc.stdout
 
 
-SAMPLES = sorted((Path(__file__).resolve().parent.parent / "graphs").glob("*.pbtxt"))
+SAMPLES = sorted((Path(__file__).resolve().parents[2] / "graphs").glob("*.pbtxt"))
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=[p.stem for p in SAMPLES])

@@ -73,7 +73,7 @@ def test_html_is_self_contained(unique_result):
 
 
 def test_html_escapes_script_end():
-    from gdb import GDB
+    from tests.gdb import GDB
     import tensorflow as tf
     from tfxla_cluster.jit.mark_for_compilation import ProcessState, mark_for_compilation
 
