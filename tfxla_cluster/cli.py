@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-    except Exception as e:  # a bug of ours: still one line, unless debugging
+    except Exception as e:  # documented: a bug of ours is still one line (exit 1), unless TFXLA_CLUSTER_DEBUG
         if os.environ.get("TFXLA_CLUSTER_DEBUG"):
             raise
         print(f"tfxla-cluster: internal error: {type(e).__name__}: {e} "

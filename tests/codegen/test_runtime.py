@@ -172,6 +172,24 @@ def test_thread_pools_run_every_item_exactly_once(pool):
     run_threads(work, 8)
 
 
+def test_a_python_pool_failure_is_kept_for_the_caller_not_swallowed(monkeypatch):
+    """An exception inside the Python pool's ctypes callback cannot cross the C frame: it is kept per
+    buffer table, and the executable raises it after the call (as an InternalError with the cause)."""
+    from tfxla_cluster.codegen import native_runtime
+    from tfxla_cluster.codegen.engine import get_engine
+    library = get_engine().compile(MARK_KERNEL, ["mark"])  # keep it: dropping it unmaps the code
+
+    def broken(n, tasks):
+        raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(native_runtime, "split_range", broken)
+    out = np.zeros(4, np.int64)
+    table = np.array([out.ctypes.data], np.uint64)
+    native_runtime._parallel_for_c(library.address_of("mark"), table.ctypes.data, 4, 2)
+    failed = native_runtime.take_callback_error(table.ctypes.data)
+    assert isinstance(failed, RuntimeError) and "new thread" in str(failed)
+    assert native_runtime.take_callback_error(table.ctypes.data) is None
+
+
 def test_one_long_row_is_split_in_chunks():
     """[1, N] results have one row: the innermost dim is chunked so both threads get work."""
     x = random_array((1, 100003), np.float32, RNG, specials=False)

@@ -142,6 +142,10 @@ class Executable:
         address = table.__array_interface__["data"][0]
         self._entry(address)
         self.calls += 1
+        failed = native_runtime.take_callback_error(address)
+        if failed is not None:
+            raise InternalError(f"{self.name}: the Python thread pool failed to run a kernel: "
+                                f"{type(failed).__name__}: {failed}") from failed
         if self.options.bounds_checks:
             errors = native_runtime.take_bounds_errors(address)
             if errors:
