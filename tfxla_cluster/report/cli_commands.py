@@ -2,8 +2,8 @@
 
 Stage: command line (report). ``tfxla-cluster report GRAPH -o report.html`` or
 ``tfxla-cluster report -o report.html -- script.py ARGS``. Argument set-up and handler; ``cli.COMMANDS``
-lists them. Importing it imports nothing heavy. Bad input (missing file, bad flag, bad ``--input-shape``, an output that is
-not ``.html``) is a typed error: one line and exit code 2.
+lists them. Importing it imports nothing heavy. Bad input (missing file, bad flag, bad ``--input-shape``,
+an output that is not ``.html``) is a typed error: one line and exit code 2.
 """
 from __future__ import annotations
 
