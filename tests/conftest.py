@@ -1,8 +1,9 @@
 """Shared test set-up.
 
-Tests run with ``--import-mode=importlib`` (test files in different folders share names), so each
-test folder's helper modules (gdb.py, hlo_corpus.py, harness.py, ...) are made importable here; their
-names are unique across folders. TF's C++ logs stay quiet. The headless-Chromium fixtures of the
+Tests run with ``--import-mode=importlib`` (test files in different folders share names) and with the
+repository root on ``sys.path`` (``pythonpath = .`` in setup.cfg), so helper modules are imported by
+their package path: ``from tests.gdb import GDB``, ``from tests.codegen.cg_helpers import check``. TF's
+C++ logs stay quiet. The headless-Chromium fixtures of the
 browser tests (tests/viz, tests/report) are here, so both drive the browser the same way.
 
 A missing browser (Chromium, chromedriver or Selenium) fails the browser tests when ``CI`` is set
@@ -11,7 +12,6 @@ anywhere else they are skipped loudly: a pytest warning and a line in the termin
 """
 import os
 import shutil
-import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -19,13 +19,7 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-_HERE = os.path.dirname(os.path.abspath(__file__))
-for _root, _dirs, _files in os.walk(_HERE):
-    _dirs[:] = [d for d in _dirs if d not in ("data", "artifacts", "__pycache__")]
-    if _root not in sys.path:
-        sys.path.insert(0, _root)
-
-ROOT = Path(_HERE).parent
+ROOT = Path(__file__).resolve().parent.parent
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
                "--no-first-run"]
@@ -145,7 +139,7 @@ ONEDNN_MODE_PATHS = (
     "tests/e2e/test_runtime_regressions.py",
     "tests/e2e/test_keras_plugin.py",
     "tests/e2e/test_debugging_ops.py",
-    "tests/test_function_e2e.py",
+    "tests/runtime/test_function_e2e.py",
     "tests/test_readme_api.py",
     "tests/report/test_numerics.py",
     "tests/codegen/test_graphs.py",

@@ -1,8 +1,10 @@
 """The ``tfxla-cluster`` command line.
 
-Each subcommand is one function registered in ``COMMANDS`` with its argparse set-up. Bad input of any
-kind (missing file, bad graph, bad flag) ends with exit code 2 and one line on stderr — never a
-traceback. Set ``TFXLA_CLUSTER_DEBUG=1`` to see tracebacks of internal errors.
+Each subcommand is one row of ``COMMANDS``: name, help, argparse set-up, handler (the handlers of
+``viz``, ``report`` and the tools live in those packages' ``cli_commands.py``; what they share with this
+module is in ``cli_common.py``, below all of them). Bad input of any kind (missing file, bad graph,
+bad flag) ends with exit code 2 and one line on stderr — never a traceback. Set ``TFXLA_CLUSTER_DEBUG=1``
+to see tracebacks of internal errors.
 """
 from __future__ import annotations
 
@@ -10,48 +12,14 @@ import argparse
 import collections
 import os
 import sys
-from typing import Callable
+
+from tfxla_cluster.cli_common import Command, error_line, graph_args, load_graph, mark_args, run_mark
+from tfxla_cluster.report import cli_commands as report_cli
+from tfxla_cluster.tools import cli_commands as tools_cli
+from tfxla_cluster.viz import cli_commands as viz_cli
 
 # TF's C++ logging is noise for a CLI user; keep it quiet unless they asked for it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-Handler = Callable[[argparse.Namespace], int]
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
-
-
-def command(name: str, help_text: str, setup: Callable[[argparse.ArgumentParser], None]):
-    """Register a subcommand: ``help_text`` shows in ``--help``; ``setup`` adds its arguments."""
-    def register(fn: Handler) -> Handler:
-        COMMANDS[name] = (help_text, setup, fn)
-        return fn
-    return register
-
-
-def _graph_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("graph", help="a GraphDef (.pbtxt text or .pb binary) or a SavedModel directory")
-    p.add_argument("--signature", default="serving_default",
-                   help="SavedModel signature to load (default: %(default)s)")
-    p.add_argument("--grappler", action="store_true",
-                   help="run TF's grappler first, as TF's runtime does before clustering")
-    p.add_argument("--no-inline", action="store_true", help="keep function calls as call nodes")
-
-
-def _load(args: argparse.Namespace):
-    from tfxla_cluster.errors import FlagError, TfXlaError
-    from tfxla_cluster.graph import load_graph
-
-    try:
-        return load_graph(args.graph, signature=args.signature, grappler=args.grappler,
-                          inline=not args.no_inline)
-    except TfXlaError as e:
-        # one line naming the file and the problem (errors from deep in the import don't know the file)
-        if isinstance(e, FlagError) or str(args.graph) in e.message:
-            raise
-        try:
-            named = type(e)(f"{args.graph}: {e.message}")
-        except TypeError:  # an error type with its own constructor
-            raise e from None
-        raise named from None
 
 
 def _fmt_shape(shape) -> str:
@@ -60,13 +28,12 @@ def _fmt_shape(shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-@command("info", "summarize a graph: nodes, op histogram, functions, inputs and outputs", _graph_args)
 def cmd_info(args: argparse.Namespace) -> int:
     from tfxla_cluster.graph.opdefs import base_dtype, dtype_name
 
     from tfxla_cluster.hostinfo import onednn_mode
 
-    graph = _load(args)
+    graph = load_graph(args)
     nodes = list(graph.op_nodes())
     print(f"graph: {args.graph}")
     print(f"TF oneDNN: {onednn_mode()}")
@@ -110,8 +77,6 @@ def _flags_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--changed", action="store_true", help="show only flags that differ from TF's defaults")
 
 
-@command("flags", "print the effective TF_XLA_FLAGS / XLA_FLAGS configuration with each flag's help",
-         _flags_args)
 def cmd_flags(args: argparse.Namespace) -> int:
     from tfxla_cluster import flags
 
@@ -122,37 +87,15 @@ def cmd_flags(args: argparse.Namespace) -> int:
     return 0
 
 
-def _mark_args(p: argparse.ArgumentParser) -> None:
-    _graph_args(p)
-    p.add_argument("--flags", default=None,
-                   help="TF_XLA_FLAGS-style string (default: the TF_XLA_FLAGS environment variable)")
-    p.add_argument("--session-name", default="", help="cluster-name prefix (TF's session metadata name)")
-    p.add_argument("--dump-prefix", default=None,
-                   help="where --tf_xla_clustering_debug writes TF's dumps (default: $TF_DUMP_GRAPH_PREFIX)")
-
-
-def _run_mark(args: argparse.Namespace):
-    """The MarkResult for the graph and flags on the command line (``result.flags`` has the flags)."""
-    from tfxla_cluster import flags as flags_mod
-    from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
-
-    # Parse flags before loading: a bad flag should fail fast, before TF and grappler start.
-    flags = flags_mod.Flags.resolve(args.flags)
-    return mark_for_compilation(_load(args), flags, session_name=args.session_name,
-                                dump_prefix=getattr(args, "dump_prefix", None))
-
-
 def _mark_cmd_args(p: argparse.ArgumentParser) -> None:
-    _mark_args(p)
+    mark_args(p)
     p.add_argument("-o", "--output", help="write the marked GraphDef here (.pbtxt text, else binary)")
 
 
-@command("mark", "run TF's MarkForCompilation pass: print TF's clustering summary, write the marked graph",
-         _mark_cmd_args)
 def cmd_mark(args: argparse.Namespace) -> int:
     from tfxla_cluster.graph.io import write_graph_def
 
-    result = _run_mark(args)
+    result = run_mark(args)
     print(result.summary(verbose=True))
     if args.output:
         path = write_graph_def(result.graph_def, args.output)
@@ -161,16 +104,15 @@ def cmd_mark(args: argparse.Namespace) -> int:
 
 
 def _explain_args(p: argparse.ArgumentParser) -> None:
-    _mark_args(p)
+    mark_args(p)
     p.add_argument("--node", action="append", default=[], help="explain only this node (repeatable)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-@command("explain", "say for every node which cluster it joined, or why it was left out", _explain_args)
 def cmd_explain(args: argparse.Namespace) -> int:
     from tfxla_cluster.jit import explain
 
-    result = _run_mark(args)
+    result = run_mark(args)
     if args.json:
         text = explain.as_json(result)
         if args.grappler:  # the graph is TF's grappler output, which TF's oneDNN mode shapes
@@ -198,7 +140,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _hlo_args(p: argparse.ArgumentParser) -> None:
-    _mark_args(p)
+    mark_args(p)
     p.add_argument("--cluster", action="append", default=[], help="only this cluster (repeatable)")
     p.add_argument("--optimized", action="store_true", help="print the module after our XLA:CPU pipeline")
     p.add_argument("--dot", action="store_true", help="print Graphviz DOT (fusions as nested boxes)")
@@ -289,14 +231,13 @@ def _parse_arg_shape(spec: str) -> tuple[tuple[str, int], tuple]:
     return (node, int(slot)), (dtype, dims)
 
 
-@command("hlo", "lower each cluster to HLO (XLA's text syntax) and print it", _hlo_args)
 def cmd_hlo(args: argparse.Namespace) -> int:
     from tfxla_cluster.errors import NotFoundError
 
     shapes = {}
     for spec in args.arg_shape:
         shapes.update([_parse_arg_shape(spec)])
-    result = _run_mark(args)
+    result = run_mark(args)
     for node, _ in shapes:
         if node not in result.graph:
             raise NotFoundError(f"--arg-shape: graph has no node named '{node}'")
@@ -340,8 +281,6 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                         "optimisation, machine code and the first run")
 
 
-@command("run", "run a TF program with every tf.function going through tfxla_cluster (TF_XLA_FLAGS apply)",
-         _run_args)
 def cmd_run(args: argparse.Namespace) -> int:
     import runpy
 
@@ -382,8 +321,6 @@ def _cache_args(p: argparse.ArgumentParser) -> None:
                    help="cache directory (default: --tf_xla_persistent_cache_directory from TF_XLA_FLAGS)")
 
 
-@command("cache", "list, verify or clear the persistent compile cache (--tf_xla_persistent_cache_directory)",
-         _cache_args)
 def cmd_cache(args: argparse.Namespace) -> int:
     from tfxla_cluster import flags as flags_mod
     from tfxla_cluster.runtime import compile_cache as cache
@@ -420,8 +357,6 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
                    help="a sample in graphs/ (default: %(default)s)")
 
 
-@command("demo", "cluster, explain, lower, optimize, compile, run and time a bundled model against TF",
-         _demo_args)
 def cmd_demo(args: argparse.Namespace) -> int:
     from tfxla_cluster import demo
 
@@ -434,17 +369,48 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     bench.add_arguments(p)
 
 
-@command("bench", "time TF graph mode, real XLA (jit_compile=True) and us on standard workloads; print ratios",
-         _bench_args)
 def cmd_bench(args: argparse.Namespace) -> int:
     from tfxla_cluster import bench
 
     return bench.run(args)
 
 
-import tfxla_cluster.viz.cli_commands  # noqa: E402,F401  (registers the viz and tensorboard commands)
-import tfxla_cluster.report.cli_commands  # noqa: E402,F401  (registers the report command)
-import tfxla_cluster.tools.cli_commands  # noqa: E402,F401  (registers the run-hlo and aot commands)
+# The one table of subcommands, in --help order.
+COMMANDS: tuple[Command, ...] = (
+    Command("info", "summarize a graph: nodes, op histogram, functions, inputs and outputs",
+            graph_args, cmd_info),
+    Command("flags", "print the effective TF_XLA_FLAGS / XLA_FLAGS configuration with each flag's help",
+            _flags_args, cmd_flags),
+    Command("mark", "run TF's MarkForCompilation pass: print TF's clustering summary, write the marked graph",
+            _mark_cmd_args, cmd_mark),
+    Command("explain", "say for every node which cluster it joined, or why it was left out",
+            _explain_args, cmd_explain),
+    Command("hlo", "lower each cluster to HLO (XLA's text syntax) and print it",
+            _hlo_args, cmd_hlo),
+    Command("run", "run a TF program with every tf.function going through tfxla_cluster (TF_XLA_FLAGS apply)",
+            _run_args, cmd_run),
+    Command("cache", "list, verify or clear the persistent compile cache (--tf_xla_persistent_cache_directory)",
+            _cache_args, cmd_cache),
+    Command("demo", "cluster, explain, lower, optimize, compile, run and time a bundled model against TF",
+            _demo_args, cmd_demo),
+    Command("bench", "time TF graph mode, real XLA (jit_compile=True) and us on standard workloads; print ratios",
+            _bench_args, cmd_bench),
+    Command("viz", "draw the graph with its XLA clusters (.dot, .svg or interactive .html); "
+                   "unclustered nodes show why",
+            viz_cli.viz_args, viz_cli.cmd_viz),
+    Command("tensorboard", "write the marked graph as a TensorBoard event file (Graphs tab: color by XLA "
+                           "cluster)",
+            viz_cli.tensorboard_args, viz_cli.cmd_tensorboard),
+    Command("report", "one HTML page: flags, clusters and reasons, HLO before/after, kernels, compile and run "
+                      "times vs TF's kernels, a performance advisor (and --check-numerics)",
+            report_cli.report_args, report_cli.cmd_report),
+    Command("run-hlo", "run an HLO text module on the native backend (XLA's run_hlo_module): random or npz "
+                       "inputs, npz outputs, compare with the HLO evaluator, time it",
+            tools_cli.run_hlo_args, tools_cli.cmd_run_hlo),
+    Command("aot", "compile a TF graph ahead of time (tfcompile): an ELF object + C header that link with "
+                   "libc/libm/libpthread only",
+            tools_cli.aot_args, tools_cli.cmd_aot),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -452,10 +418,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tfxla-cluster",
         description="See, test and speed up how TensorFlow's XLA JIT clusters and compiles a graph.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (help_text, setup, handler) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        setup(p)
-        p.set_defaults(handler=handler)
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.setup(p)
+        p.set_defaults(handler=cmd.handler)
     return parser
 
 
@@ -491,13 +457,11 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except TfXlaError as e:
-        # One line, always: multi-line messages (hints, cycle drawings) are joined.
-        one_line = " | ".join(part.strip() for part in e.status.splitlines() if part.strip())
-        print(f"tfxla-cluster: error: {one_line}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    except Exception as e:  # a bug of ours: still one line, unless debugging
+    except Exception as e:  # documented: a bug of ours is still one line (exit 1), unless TFXLA_CLUSTER_DEBUG
         from tfxla_cluster.flags import env_switch
 
         if env_switch("TFXLA_CLUSTER_DEBUG"):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from cg_helpers import check, fill_elided, inputs_for, module_of, parsed, random_array
+from tests.codegen.cg_helpers import check, fill_elided, inputs_for, module_of, parsed, random_array
 from tfxla_cluster.hlo.attrs import ComparisonType, ScatterDimensionNumbers
 from tfxla_cluster.hlo.builder import HloBuilder, make_comparator, make_scalar_computation
 from tfxla_cluster.hlo.opcode import HloOpcode as O

@@ -4,7 +4,7 @@ gather (incl. batching dims), iota — unfused and fused into one loop nest."""
 import numpy as np
 import pytest
 
-from cg_helpers import check, module_of, parsed, random_array
+from tests.codegen.cg_helpers import check, module_of, parsed, random_array
 from tfxla_cluster.hlo.attrs import FusionKind, GatherDimensionNumbers
 from tfxla_cluster.hlo.builder import HloBuilder
 from tfxla_cluster.hlo.shape import PrimitiveType as T

@@ -4,9 +4,9 @@ epilogues written in place, f64/int/f16 dots, and convolutions with padding, str
 import numpy as np
 import pytest
 
-from cg_helpers import assert_same, check, module_of, parsed, random_array
+from tests.codegen.cg_helpers import assert_same, check, module_of, parsed, random_array
 from tfxla_cluster.codegen import CodegenOptions, compile_module
-from tfxla_cluster.codegen.runtime import blas_available
+from tfxla_cluster.codegen.native_runtime import blas_available
 from tfxla_cluster.hlo.attrs import FusionKind, Window
 from tfxla_cluster.hlo.builder import HloBuilder
 from tfxla_cluster.hlo.shape import PrimitiveType as T

@@ -6,7 +6,7 @@ import zlib
 import numpy as np
 import pytest
 
-from cg_helpers import BF16, assert_same, check, module_of, random_array, tolerance
+from tests.codegen.cg_helpers import BF16, assert_same, check, module_of, random_array, tolerance
 from tfxla_cluster.codegen import compile_module
 from tfxla_cluster.hlo.attrs import ComparisonDirection as D
 from tfxla_cluster.hlo.attrs import ComparisonType
@@ -15,7 +15,7 @@ from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import primitive_type_from_dtype
 
-from cg_helpers import CHECKED
+from tests.codegen.cg_helpers import CHECKED
 
 FLOAT_UNARY = [O.ABS, O.NEGATE, O.SIGN, O.COPY, O.SQRT, O.RSQRT, O.FLOOR, O.CEIL, O.ROUND_NEAREST_AFZ,
                O.ROUND_NEAREST_EVEN, O.IS_FINITE, O.EXP, O.EXPM1, O.LOG, O.LOG1P, O.CBRT, O.SIN, O.COS, O.TAN,

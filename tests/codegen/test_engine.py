@@ -5,7 +5,7 @@ import gc
 import numpy as np
 import pytest
 
-from cg_helpers import run_threads
+from tests.codegen.cg_helpers import run_threads
 from tfxla_cluster.codegen.engine import JitEngine, get_engine
 from tfxla_cluster.errors import InternalError
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cg_helpers import check, fill_elided, inputs_for, parsed
+from tests.codegen.cg_helpers import check, fill_elided, inputs_for, parsed
 
 GRAPHS = Path(__file__).parents[2] / "graphs" / "tf"
 MODULES = sorted(p for p in GRAPHS.glob("*/*hlo.txt") if p.name in ("optimized_hlo.txt", "hlo.txt"))
@@ -48,8 +48,6 @@ def test_recorded_module(path):
 def test_hlo_corpus_modules(name):
     """The HLO layer's corpus modules that only use ops with native code (nested tuple results,
     opt-barrier, get-dimension-size, partition/replica ids, tokens, batching gather/scatter...)."""
-    import sys
-    sys.path.insert(0, str(Path(__file__).parents[1] / "hlo"))
-    from hlo_corpus import MODULES as CORPUS
+    from tests.hlo.hlo_corpus import MODULES as CORPUS
     module = parsed(CORPUS[name])
     check(module, *inputs_for(module), rtol=1e-5, atol=1e-5)

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cg_helpers import check
+from tests.codegen.cg_helpers import check
 from tfxla_cluster.hlo.attrs import FusionKind
 from tfxla_cluster.hlo.builder import HloBuilder, make_scalar_computation
 from tfxla_cluster.hlo.ir import HloModule

@@ -3,7 +3,7 @@ and XLA:CPU's custom-call TopK."""
 import numpy as np
 import pytest
 
-from cg_helpers import check, parsed, random_array
+from tests.codegen.cg_helpers import check, parsed, random_array
 
 RBG = """HloModule rbg
 ENTRY %main (s: u64[STATE]) -> (u64[STATE], TYPE[DIMS]) {

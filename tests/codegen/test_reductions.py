@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from cg_helpers import BF16, CHECKED, assert_same, check, module_of, parsed, random_array
+from tests.codegen.cg_helpers import BF16, CHECKED, assert_same, check, module_of, parsed, random_array
 from tfxla_cluster.codegen import CodegenOptions, compile_module
 from tfxla_cluster.hlo.attrs import Window
 from tfxla_cluster.hlo.builder import make_comparator, make_scalar_computation

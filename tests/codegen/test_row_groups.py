@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cg_helpers import CHECKED
+from tests.codegen.cg_helpers import CHECKED
 from tfxla_cluster.codegen import compile_module
 from tfxla_cluster.codegen.executable import emit_module
 from tfxla_cluster.hlo.evaluator import evaluate

@@ -4,10 +4,10 @@ give the same results, concurrent calls are safe, inputs are validated, zero-cop
 import numpy as np
 import pytest
 
-from cg_helpers import CHECKED, check, module_of, parsed, random_array, run_threads
+from tests.codegen.cg_helpers import CHECKED, check, module_of, parsed, random_array, run_threads
 from tfxla_cluster.codegen import CodegenOptions, compile_module, elemental
 from tfxla_cluster.codegen.loops import Index
-from tfxla_cluster.codegen.runtime import split_range
+from tfxla_cluster.codegen.native_runtime import split_range
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.opcode import HloOpcode as O
@@ -150,18 +150,18 @@ d:
 def test_thread_pools_run_every_item_exactly_once(pool):
     """Both fork-join pools (native pthreads + futex, and the Python fallback), also from 8 threads."""
     import ctypes
-    from tfxla_cluster.codegen import runtime
+    from tfxla_cluster.codegen import native_runtime
     from tfxla_cluster.codegen.engine import get_engine
-    runtime.ensure_registered()
-    assert runtime.pool_kind() == "native"
+    native_runtime.ensure_registered()
+    assert native_runtime.pool_kind() == "native"
     library = get_engine().compile(MARK_KERNEL, ["mark"])  # keep it: dropping it unmaps the code
     kernel = library.address_of("mark")
     if pool == "native":
         from tfxla_cluster.codegen.native_pool import ENTRY
-        fn = runtime._native_pool.get_function(ENTRY, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                                               ctypes.c_int64)
+        fn = native_runtime._native_pool.get_function(ENTRY, None, ctypes.c_void_p, ctypes.c_void_p,
+                                                      ctypes.c_int64, ctypes.c_int64)
     else:
-        fn = runtime._parallel_for_c
+        fn = native_runtime._parallel_for_c
 
     def work(seed):
         for n, tasks in [(1, 1), (7, 5), (1000 + seed, 2), (3, 8), (50000, 3)]:
@@ -170,6 +170,24 @@ def test_thread_pools_run_every_item_exactly_once(pool):
             fn(kernel, table.ctypes.data, n, tasks)
             assert (out == 1).all(), (n, tasks)
     run_threads(work, 8)
+
+
+def test_a_python_pool_failure_is_kept_for_the_caller_not_swallowed(monkeypatch):
+    """An exception inside the Python pool's ctypes callback cannot cross the C frame: it is kept per
+    buffer table, and the executable raises it after the call (as an InternalError with the cause)."""
+    from tfxla_cluster.codegen import native_runtime
+    from tfxla_cluster.codegen.engine import get_engine
+    library = get_engine().compile(MARK_KERNEL, ["mark"])  # keep it: dropping it unmaps the code
+
+    def broken(n, tasks):
+        raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(native_runtime, "split_range", broken)
+    out = np.zeros(4, np.int64)
+    table = np.array([out.ctypes.data], np.uint64)
+    native_runtime._parallel_for_c(library.address_of("mark"), table.ctypes.data, 4, 2)
+    failed = native_runtime.take_callback_error(table.ctypes.data)
+    assert isinstance(failed, RuntimeError) and "new thread" in str(failed)
+    assert native_runtime.take_callback_error(table.ctypes.data) is None
 
 
 def test_one_long_row_is_split_in_chunks():

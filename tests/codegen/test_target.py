@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from cg_helpers import CHECKED, check, parsed, random_array, tolerance
+from tests.codegen.cg_helpers import CHECKED, check, parsed, random_array, tolerance
 from tfxla_cluster.codegen import CodegenOptions, JitEngine, compile_module, get_engine
 from tfxla_cluster.codegen import target as tg
 from tfxla_cluster.codegen.executable import emit_module

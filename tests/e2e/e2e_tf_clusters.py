@@ -12,7 +12,7 @@ TF's clustering comes from running the function in a fresh subprocess with
   (TF's cluster numbers are process-global); ``mark_on_tf_graph`` tells whether our pass, fed TF's
   own input graph, gives TF's partition, so a difference can be blamed on the graph or on the pass.
 
-Run as a script for the report: ``python tests/e2e/e2e_tf_clusters.py [--flags F] [NAME ...]``.
+Run as a script for the report: ``python -m tests.e2e.e2e_tf_clusters [--flags F] [NAME ...]``.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import e2e_corpus as corpus
+from tests.e2e import e2e_corpus as corpus
 
 import tf_record  # tools/ is on sys.path (e2e_corpus puts it there)
 
@@ -177,5 +177,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.exit(main(sys.argv[1:]))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-import e2e_tf_clusters as tfc
+from tests.e2e import e2e_tf_clusters as tfc
 
 pytestmark = pytest.mark.tfsweep  # ~72 TF subprocesses: about 3 minutes on 2 cores
 

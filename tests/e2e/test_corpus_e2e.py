@@ -16,8 +16,8 @@ import logging
 
 import pytest
 
-import e2e_corpus as corpus
-from e2e_corpus import Case
+from tests.e2e import e2e_corpus as corpus
+from tests.e2e.e2e_corpus import Case
 
 
 class KnownGap(Exception):

@@ -92,7 +92,7 @@ def test_resource_args_carry_handle_shapes_into_grappler() -> None:
     then fuses MatMul + bias (into _FusedMatMul when TF's oneDNN is on); without them ours clustered
     MatMul and add. The expectation is TF's own pre-clustering graph of the same function, recorded live
     in this machine's oneDNN mode: node for node the same, and the same partition."""
-    import e2e_tf_clusters as tfc
+    from tests.e2e import e2e_tf_clusters as tfc
 
     cmp = tfc.compare("var_reads", AUTO)
     assert not cmp.error, cmp.error

@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hlo_corpus import MODULES
+from tests.hlo.hlo_corpus import MODULES
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.hlo.literal import float_to_text, literal_to_text
 from tfxla_cluster.hlo.opcode import HloOpcode

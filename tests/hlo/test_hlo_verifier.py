@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from hlo_corpus import MODULES
+from tests.hlo.hlo_corpus import MODULES
 from tfxla_cluster.errors import InternalError
 from tfxla_cluster.hlo.builder import HloBuilder, make_scalar_computation
 from tfxla_cluster.hlo.ir import HloInstruction, HloModule

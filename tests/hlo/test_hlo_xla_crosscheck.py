@@ -18,8 +18,8 @@ import pytest
 
 pytest.importorskip("jax")
 
-from hlo_corpus import MODULES  # noqa: E402
-from xla_oracle import xla_reprint, xla_run  # noqa: E402
+from tests.hlo.hlo_corpus import MODULES  # noqa: E402
+from tests.hlo.xla_oracle import xla_reprint, xla_run  # noqa: E402
 
 from tfxla_cluster.hlo.evaluator import evaluate  # noqa: E402
 from tfxla_cluster.hlo.opcode import HloOpcode as O  # noqa: E402

@@ -1,6 +1,6 @@
 """Print the kernel-count and buffer tables: ours vs XLA:CPU's optimized HLO, per sample module.
 
-    python tests/passes/report_vs_xla.py
+    python -m tests.passes.report_vs_xla       (from the repository root)
 
 Ours uses XLA:CPU's TopK runtime routine (``runtime_targets={"TopK"}``), as XLA does.
 Kernels = fusions + unfused non-trivial instructions (parameters, constants, tuples,
@@ -11,17 +11,13 @@ per instruction, nothing reused), and "TF HLO intermediates" the same sum on the
 """
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-
-from passes_helpers import (TF_GOLDENS, TF_GRAPHS, kernel_count, load_tf_golden, load_tf_graph,  # noqa: E402
-                            tf_golden_modules, tf_graph_modules)
-from tfxla_cluster.flags import Flags  # noqa: E402
-from tfxla_cluster.hlo.parser import parse_module  # noqa: E402
-from tfxla_cluster.passes import optimize, unfused_intermediate_bytes  # noqa: E402
+from tests.passes.passes_helpers import (TF_GOLDENS, TF_GRAPHS, kernel_count, load_tf_golden, load_tf_graph,
+                                         tf_golden_modules, tf_graph_modules)
+from tfxla_cluster.flags import Flags
+from tfxla_cluster.hlo.parser import parse_module
+from tfxla_cluster.passes import optimize, unfused_intermediate_bytes
 
 
 def rows():

@@ -2,7 +2,7 @@
 negative cases, evaluator equality on random inputs, and idempotence."""
 import pytest
 
-from passes_helpers import assert_same_values, filecheck, module_text, random_args
+from tests.passes.passes_helpers import assert_same_values, filecheck, module_text, random_args
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.parser import parse_module
 from tfxla_cluster.hlo.verifier import verify_module

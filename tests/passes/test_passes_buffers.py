@@ -2,8 +2,8 @@
 bytes (on every sample module), dead buffers are reused, views resolve to what they alias."""
 import pytest
 
-from passes_helpers import load_tf_golden, load_tf_graph, tf_golden_modules, tf_graph_modules
-from test_passes_fusion import RELU_DENSE
+from tests.passes.passes_helpers import load_tf_golden, load_tf_graph, tf_golden_modules, tf_graph_modules
+from tests.passes.test_passes_fusion import RELU_DENSE
 from tfxla_cluster.flags import Flags
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.parser import parse_module

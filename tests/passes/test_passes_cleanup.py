@@ -3,7 +3,7 @@ XLA's rules as positive and negative cases, values preserved, second runs change
 import numpy as np
 import pytest
 
-from passes_helpers import assert_same_values, filecheck, module_text, random_args
+from tests.passes.passes_helpers import assert_same_values, filecheck, module_text, random_args
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.parser import parse_module

@@ -1,6 +1,7 @@
 """CPU instruction fusion and sibling multi-output fusion: XLA's structure on the reference examples,
 each rule's reason on a minimal module, values preserved, and second runs that change nothing."""
-from passes_helpers import assert_same_values, filecheck, kernel_count, load_tf_golden, module_text, random_args
+from tests.passes.passes_helpers import (assert_same_values, filecheck, kernel_count, load_tf_golden, module_text,
+                                         random_args)
 from tfxla_cluster.hlo.attrs import FusionKind
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.opcode import HloOpcode as O

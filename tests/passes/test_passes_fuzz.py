@@ -3,7 +3,7 @@ concatenations, constants and dots) keep their values through the whole CPU pipe
 import numpy as np
 import pytest
 
-from passes_helpers import assert_same_values, random_args
+from tests.passes.passes_helpers import assert_same_values, random_args
 from tfxla_cluster.flags import Flags
 from tfxla_cluster.hlo.builder import HloBuilder, make_scalar_computation
 from tfxla_cluster.hlo.evaluator import evaluate

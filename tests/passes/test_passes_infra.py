@@ -4,7 +4,7 @@ import warnings
 
 import pytest
 
-from passes_helpers import FileCheckError, filecheck
+from tests.passes.passes_helpers import FileCheckError, filecheck
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
 from tfxla_cluster.flags import Flags
 from tfxla_cluster.hlo.opcode import HloOpcode as O

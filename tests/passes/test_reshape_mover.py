@@ -1,6 +1,6 @@
 """ReshapeMover: XLA's reshape-mover rules as positive and negative cases (HLO text in, FileCheck out),
 values preserved (reference evaluator), a second run changes nothing."""
-from passes_helpers import assert_same_values, filecheck, module_text, random_args
+from tests.passes.passes_helpers import assert_same_values, filecheck, module_text, random_args
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.parser import parse_module
 from tfxla_cluster.hlo.verifier import verify_module

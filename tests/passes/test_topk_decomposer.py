@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from xla_oracle import xla_reprint, xla_run  # noqa: E402
+from tests.hlo.xla_oracle import xla_reprint, xla_run  # noqa: E402
 
 from tfxla_cluster.codegen import compile_module  # noqa: E402
 from tfxla_cluster.hlo.evaluator import evaluate  # noqa: E402

@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from cg_helpers import module_of, run_threads
+from tests.codegen.cg_helpers import module_of, run_threads
 from tfxla_cluster.codegen import CodegenOptions, JitEngine
 from tfxla_cluster.runtime.compile_cache import (CompilationCache, PersistentCache, Signature, clear_entries, list_entries,
                                          module_fingerprint)

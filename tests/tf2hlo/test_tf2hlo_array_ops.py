@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import Case, raw, run_batch, values
+from tests.tf2hlo.tf2hlo_harness import Case, raw, run_batch, values
 
 EXACT = {"rtol": 0.0, "atol": 0.0}
 

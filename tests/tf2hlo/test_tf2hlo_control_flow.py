@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import Case, run_batch, values
+from tests.tf2hlo.tf2hlo_harness import Case, run_batch, values
 
 
 def _cond(x, y):

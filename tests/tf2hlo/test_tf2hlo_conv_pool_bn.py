@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import FLOATS, Case, raw, run_batch, values, xla_dtypes
+from tests.tf2hlo.tf2hlo_harness import FLOATS, Case, raw, run_batch, values, xla_dtypes
 
 TOL = {"f32": {"rtol": 1e-5, "atol": 1e-5}, "f64": {"rtol": 1e-11, "atol": 1e-11},
        "f16": {"rtol": 4e-3, "atol": 4e-3}, "bf16": {"rtol": 3e-2, "atol": 3e-2}}

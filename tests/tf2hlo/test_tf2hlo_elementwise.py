@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import FLOATS, INTS, Case, raw, run_batch, values, xla_dtypes
+from tests.tf2hlo.tf2hlo_harness import FLOATS, INTS, Case, raw, run_batch, values, xla_dtypes
 
 UNARY_SHAPES = [(), (0,), (2, 3)]
 # scalar, rank broadcast, degenerate dims on both sides, size-0, rank difference plus degenerate dims.

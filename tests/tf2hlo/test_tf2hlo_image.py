@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tf2hlo_harness import Case, raw, run_batch, values
+from tests.tf2hlo.tf2hlo_harness import Case, raw, run_batch, values
 
 FLAGS = [(False, False), (True, False), (False, True)]   # (align_corners, half_pixel_centers)
 SIZES = [((1, 4, 4, 2), [6, 6]), ((2, 5, 7, 3), [3, 4]), ((1, 3, 5, 1), [7, 2]), ((1, 1, 1, 2), [3, 3])]

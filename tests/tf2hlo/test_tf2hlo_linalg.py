@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tf2hlo_harness import Case, run_batch
+from tests.tf2hlo.tf2hlo_harness import Case, run_batch
 
 TOL = {np.float32: dict(rtol=1e-4, atol=1e-4), np.float64: dict(rtol=1e-10, atol=1e-10)}
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import HAVE_JAX
+from tests.tf2hlo.tf2hlo_harness import HAVE_JAX
 
 from tfxla_cluster.hlo import parse_module
 from tfxla_cluster.tf2hlo import lower_function
@@ -22,7 +22,7 @@ def _lower_and_run(fn):
     assert parse_module(text).to_string() == text
     got = lc.run()
     if HAVE_JAX:
-        from tf2hlo_xla import xla_run
+        from tests.tf2hlo.tf2hlo_xla import xla_run
 
         for a, b in zip(xla_run(text), got):
             # XLA:CPU computes half-precision elementwise chains in f32 and rounds once: 1-2 ulps.
@@ -100,7 +100,7 @@ def test_key_counter_from_run_time_seed_equals_tf() -> None:
     kernel computes the same key and counter (int32 and int64 seeds, negative words included)."""
     import numpy as np
 
-    from tf2hlo_harness import Case, run_batch
+    from tests.tf2hlo.tf2hlo_harness import Case, run_batch
 
     seeds = [np.array([7, 11], np.int32), np.array([-1, 2**31 - 1], np.int32),
              np.array([-(2**40) - 3, 2**62 + 5], np.int64), np.array([0, 0], np.int64)]

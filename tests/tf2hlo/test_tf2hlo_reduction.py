@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import FLOATS, INTS, Case, raw, run_batch, values, xla_dtypes
+from tests.tf2hlo.tf2hlo_harness import FLOATS, INTS, Case, raw, run_batch, values, xla_dtypes
 
 AXES_CASES = [((), []), ((5,), 0), ((5,), -1), ((0,), 0), ((2, 3), 1), ((2, 3), [0, 1]),
               ((2, 3), [-1, 0]), ((2, 0, 3), [1]), ((2, 0, 3), [2]), ((2, 3, 4), [0, 2])]

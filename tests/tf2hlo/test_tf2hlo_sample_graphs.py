@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from tf2hlo_harness import HAVE_JAX
+from tests.tf2hlo.tf2hlo_harness import HAVE_JAX
 
 from tfxla_cluster import load_graph, mark_for_compilation
 from tfxla_cluster.hlo import parse_module
@@ -183,7 +183,7 @@ def test_sample_clusters_lower_and_match_tf(name):
             np.testing.assert_allclose(got[t], after[index], rtol=1e-5, atol=1e-5,
                                        err_msg=f"{name}/{cname} resource input {index}")
         if HAVE_JAX:
-            from tf2hlo_xla import xla_run
+            from tests.tf2hlo.tf2hlo_xla import xla_run
 
             params = [feeds[i.index] for i in lc.parameters]
             for a, b in zip(xla_run(text, *params), got):

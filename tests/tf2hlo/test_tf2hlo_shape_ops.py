@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import DTYPES, Case, raw, run_batch, values, xla_dtypes
+from tests.tf2hlo.tf2hlo_harness import DTYPES, Case, raw, run_batch, values, xla_dtypes
 
 ALL = tuple(DTYPES)
 EXACT = {"rtol": 0.0, "atol": 0.0}

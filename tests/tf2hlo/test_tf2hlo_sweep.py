@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-import test_tf2hlo_array_ops as test_array_ops
-import test_tf2hlo_conv_pool_bn as test_conv_pool_bn
-import test_tf2hlo_elementwise as test_elementwise
-import test_tf2hlo_nn as test_nn
-import test_tf2hlo_reduction as test_reduction
-import test_tf2hlo_shape_ops as test_shape_ops
-from tf2hlo_harness import HAVE_JAX, run_batch
+from tests.tf2hlo import test_tf2hlo_array_ops as test_array_ops
+from tests.tf2hlo import test_tf2hlo_conv_pool_bn as test_conv_pool_bn
+from tests.tf2hlo import test_tf2hlo_elementwise as test_elementwise
+from tests.tf2hlo import test_tf2hlo_nn as test_nn
+from tests.tf2hlo import test_tf2hlo_reduction as test_reduction
+from tests.tf2hlo import test_tf2hlo_shape_ops as test_shape_ops
+from tests.tf2hlo.tf2hlo_harness import HAVE_JAX, run_batch
+
+
+def _short(module) -> str:
+    """The test module's file name (its test ids do not depend on how the package is imported)."""
+    return module.__name__.rpartition(".")[2]
+
 
 MODULES = (test_elementwise, test_reduction, test_shape_ops, test_nn, test_conv_pool_bn, test_array_ops)
-ALL = [(m.__name__, name) for m in MODULES for name in m.BATCHES]
+ALL = [(_short(m), name) for m in MODULES for name in m.BATCHES]
 
 
 @pytest.mark.tfsweep
@@ -22,5 +28,5 @@ ALL = [(m.__name__, name) for m in MODULES for name in m.BATCHES]
 def test_whole_module_on_xla(module, name, request):
     if "tfsweep" not in (request.config.getoption("markexpr") or ""):
         pytest.skip("the XLA sweep runs with -m tfsweep")
-    batches = next(m for m in MODULES if m.__name__ == module).BATCHES
+    batches = next(m for m in MODULES if _short(m) == module).BATCHES
     run_batch(batches[name](), xla="all")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import HAVE_JAX, values
+from tests.tf2hlo.tf2hlo_harness import HAVE_JAX, values
 
 from tfxla_cluster.hlo import parse_module
 from tfxla_cluster.tf2hlo import lower_function
@@ -54,7 +54,7 @@ def _check(build, *args, rtol=2e-6, atol=1e-6):
         else:
             np.testing.assert_array_equal(inits[name], expect, err_msg=f"{name} changed in TF but not in ours")
     if HAVE_JAX:
-        from tf2hlo_xla import xla_run
+        from tests.tf2hlo.tf2hlo_xla import xla_run
 
         params = [np.asarray(feed[i.index]).astype(i.element_type.dtype) for i in lc.parameters]
         for a, b in zip(xla_run(text, *params), got):

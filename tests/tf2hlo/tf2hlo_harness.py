@@ -181,7 +181,7 @@ def run_batch(cases: Sequence[Case], *, xla: str | None = None) -> BatchResult:
     assert k == len(got), f"batch produced {len(got)} outputs, cases expect {k}"
 
     if HAVE_JAX:
-        from tf2hlo_xla import xla_parse, xla_run
+        from tests.tf2hlo.tf2hlo_xla import xla_parse, xla_run
 
         xla_parse(text)
         if xla != "none":

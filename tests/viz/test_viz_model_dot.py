@@ -7,7 +7,7 @@ import re
 import pytest
 import tensorflow as tf
 
-from gdb import GDB
+from tests.gdb import GDB
 from tfxla_cluster.errors import InvalidArgumentError, NotFoundError
 from tfxla_cluster.jit.mark_for_compilation import ProcessState, mark_for_compilation
 from tfxla_cluster.viz import build_model, cluster_dot, focus, make_plan, to_dot

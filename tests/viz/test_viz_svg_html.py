@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-import tfxla_cluster.viz.cli_commands  # noqa: F401  (registers `viz` and `tensorboard`)
 from tfxla_cluster import cli
 from tfxla_cluster.errors import FailedPreconditionError
 from tfxla_cluster.viz import render
@@ -74,7 +73,7 @@ def test_html_is_self_contained(unique_result):
 
 
 def test_html_escapes_script_end():
-    from gdb import GDB
+    from tests.gdb import GDB
     import tensorflow as tf
     from tfxla_cluster.jit.mark_for_compilation import ProcessState, mark_for_compilation
 

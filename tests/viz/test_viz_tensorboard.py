@@ -7,7 +7,6 @@ from pathlib import Path
 
 import tensorflow as tf
 
-import tfxla_cluster.viz.cli_commands  # noqa: F401  (registers `tensorboard`)
 from tfxla_cluster import cli
 from tfxla_cluster.viz import write_tensorboard
 

@@ -6,10 +6,14 @@
     loops.py       loops, indices, buffer access (bounds-checked in debug mode)
     elemental.py   index → value generators per opcode; fusions become one loop nest
     dot.py         GEMM (OpenBLAS via the symbol table) for dot and im2col convolution
-    kernels.py     thunk kernels: loop nests, sort, scatter, select-and-scatter
-    buffers.py     the buffer plan (slots, arena packing);  program.py  the entry function
-    rng.py         rng-bit-generator (Philox, ThreeFry), bit-exact with the evaluator
-    runtime.py     symbols the code calls: BLAS, parallel_for, bounds-failure reports
+    kernel_builder.py  KernelBuilder (one kernel function) and THUNKS, the one opcode -> kernel table
+    reductions.py  column reductions and split (parallel partial) reductions of the loop kernel
+    kernels/       thunk kernels by family, each registering in THUNKS: loop.py (elemental loop nests,
+                   dot/convolution, copy), sort.py (sort, TopK), scatter.py (scatter, select-and-scatter),
+                   rng.py (rng-bit-generator: Philox, ThreeFry, bit-exact with the evaluator)
+    buffers.py     the buffer plan (slots, arena packing);  program.py  the entry function (control flow,
+                   row groups, the thunk of every instruction)
+    native_runtime.py symbols the code calls: BLAS, parallel_for, bounds-failure reports
     native_pool.py the fork-join thread pool behind parallel_for, itself built as LLVM IR
     executable.py  compile_module(module) -> Executable;  Executable(*arrays) -> tuple of arrays
 """

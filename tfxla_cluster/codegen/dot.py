@@ -21,7 +21,7 @@ from llvmlite import ir
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, major_to_minor, work_items
-from tfxla_cluster.codegen.runtime import blas_available
+from tfxla_cluster.codegen.native_runtime import blas_available
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape

@@ -28,36 +28,18 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 import llvmlite
 import llvmlite.binding as llvm
 
 from tfxla_cluster import compile_profile
+from tfxla_cluster.codegen.target import CpuTarget, default_target, initialize_llvm
 from tfxla_cluster.errors import InternalError
-
-if TYPE_CHECKING:
-    from tfxla_cluster.codegen.target import CpuTarget
 
 log = logging.getLogger("tfxla_cluster.codegen")
 
-_init_lock = threading.Lock()
-_initialized = False
-
-
-def _initialize_llvm() -> None:
-    """Current llvmlite needs only the native target and asm printer (no ``llvm.initialize()``)."""
-    global _initialized
-    with _init_lock:
-        if not _initialized:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            _initialized = True
-
-
 def add_symbol(name: str, address: int) -> None:
     """Make ``name`` resolve to ``address`` in every library loaded afterwards (runtime calls)."""
-    _initialize_llvm()
+    initialize_llvm()
     llvm.add_symbol(name, address)
 
 
@@ -111,9 +93,7 @@ class JitEngine:
         """``target`` (or ``cpu`` + ``features``) picks the CPU; default: the target the process's flags ask
         for, else the host (``default_target``). A ``cpu`` without ``features`` means that CPU's own
         features, never the host's."""
-        from tfxla_cluster.codegen.target import CpuTarget, default_target
-
-        _initialize_llvm()
+        initialize_llvm()
         if not 0 <= opt_level <= 3:
             raise InternalError(f"LLVM optimisation level must be 0..3, got {opt_level}")
         if target is None:
@@ -260,8 +240,6 @@ _engines_lock = threading.Lock()
 def get_engine(opt_level: int = 3, target: CpuTarget | None = None) -> JitEngine:
     """The process-wide engine for ``target`` at ``opt_level``; default: the target the process's flags
     ask for, else the host (``codegen.target.default_target``)."""
-    from tfxla_cluster.codegen.target import default_target
-
     target = target or default_target()
     key = (opt_level, target.cpu, target.features)
     with _engines_lock:

@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from tfxla_cluster import compile_profile
-from tfxla_cluster.codegen import runtime
+from tfxla_cluster.codegen import native_runtime
 from tfxla_cluster.codegen.buffers import aligned_empty
 from tfxla_cluster.codegen.context import CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, get_engine
@@ -142,8 +142,12 @@ class Executable:
         address = table.__array_interface__["data"][0]
         self._entry(address)
         self.calls += 1
+        failed = native_runtime.take_callback_error(address)
+        if failed is not None:
+            raise InternalError(f"{self.name}: the Python thread pool failed to run a kernel: "
+                                f"{type(failed).__name__}: {failed}") from failed
         if self.options.bounds_checks:
-            errors = runtime.take_bounds_errors(address)
+            errors = native_runtime.take_bounds_errors(address)
             if errors:
                 kernel, index, size = errors[0]
                 name = self.kernels[kernel].name if 0 <= kernel < len(self.kernels) else f"#{kernel}"
@@ -179,7 +183,7 @@ def check_engine(engine: JitEngine, options: CodegenOptions) -> None:
 
 def emit_module(module, options: CodegenOptions) -> tuple[ProgramEmitter, str]:
     """The LLVM IR text of ``module`` and the emitter (buffer plan, kernels) that produced it."""
-    runtime.ensure_registered()
+    native_runtime.ensure_registered()
     prog = ProgramEmitter(module, options)
     return prog, prog.emit()
 

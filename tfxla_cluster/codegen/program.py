@@ -14,7 +14,8 @@ or hands it to ``tfxla_parallel_for`` when its estimated cost makes splitting ac
 
 While loops, conditionals and calls are control flow in the entry function: their computations are
 emitted inline (condition, body, branches), loop state lives in temps and is copied (memcpy) between
-iterations. Kernels by kind are chosen from the ``THUNKS`` table in ``kernels.py``.
+iterations. Kernels by kind are chosen from the ``THUNKS`` table (``kernel_builder.py``), which the kernel
+families in ``kernels/`` fill.
 
 Guarantee: the emitted IR is a deterministic function of the module and the codegen options.
 """
@@ -27,42 +28,18 @@ import numpy as np
 from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen import kernels  # noqa: F401  (its families fill THUNKS)
 from tfxla_cluster.codegen.buffers import BufferPlan, BufferRef, Slot, leaves
-from tfxla_cluster.codegen.context import (CodegenOptions, KernelContext, ModuleContext, entry_builder,
-                                           new_function_body)
-from tfxla_cluster.codegen.loops import IrArray, for_range
+from tfxla_cluster.codegen.context import CodegenOptions, ModuleContext, new_function_body
+from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, KernelInfo, RowAccess
+from tfxla_cluster.codegen.kernels.loop import emit_copy_kernel, emit_loop_thunk
+from tfxla_cluster.codegen.loops import for_range
 from tfxla_cluster.errors import TfXlaError, UnimplementedError
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
 
 ENTRY_NAME = "tfxla_entry"
-
-
-@dataclass
-class KernelInfo:
-    """What the runtime and the compile log know about one kernel."""
-
-    name: str
-    instruction: str
-    kind: str
-    work_items: int
-    tasks: int
-    cost: int
-
-
-@dataclass(eq=False)
-class RowAccess:
-    """How a row-partitioned kernel touches memory (see ``ProgramEmitter.call_kernel``): its work item
-    i writes row i of every ``written`` slot and reads only row i of every ``local`` slot; ``remote``
-    slots may be read anywhere. ``row_bytes`` is what one item touches, for the block size."""
-
-    items: int
-    local: frozenset[int]
-    remote: frozenset[int]
-    written: frozenset[int]
-    slots: list = field(default_factory=list)
-    row_bytes: int = 0
 
 
 @dataclass(eq=False)
@@ -115,55 +92,6 @@ def _flush_denormals(mctx, fn: ir.Function) -> None:
             b.call(ld, [saved])
 
 
-class KernelBuilder:
-    """One kernel function ``void name(ptr noalias table, i64 lo, i64 hi)`` under construction."""
-
-    def __init__(self, prog: "ProgramEmitter", hint: str) -> None:
-        self.prog = prog
-        mctx = prog.mctx
-        self.name = mctx.unique_name("k_" + hint)
-        fnty = ir.FunctionType(t.VOID, [t.PTR, t.I64, t.I64])
-        fn = ir.Function(mctx.module, fnty, self.name)
-        fn.args[0].add_attribute("noalias")
-        fn.args[0].name, fn.args[1].name, fn.args[2].name = "table", "lo", "hi"
-        fn.attributes.add("nounwind")
-        # Kernels stay out of line: inlining them into the entry would optimise each one twice.
-        fn.attributes.add("noinline")
-        fn.linkage = "internal"
-        self.builder = new_function_body(fn)
-        self.kctx = KernelContext(mctx, fn, self.builder, len(prog.kernels), table=fn.args[0])
-        self.function = fn
-        self.lo, self.hi = fn.args[1], fn.args[2]
-        self._ptrs: dict[int, ir.Value] = {}
-        self.slots: dict[int, Slot] = {}
-
-    def ptr(self, slot: Slot):
-        p = self._ptrs.get(slot.index)
-        if p is None:
-            b = entry_builder(self.function)
-            gep = b.gep(self.function.args[0], [t.i64(slot.index)], inbounds=True, source_etype=t.PTR)
-            p = self._ptrs[slot.index] = b.load(gep, typ=t.PTR, name=f"buf{slot.index}")
-            self.slots[slot.index] = slot
-        return p
-
-    def array(self, ref: BufferRef) -> IrArray:
-        return IrArray(self.kctx, self.ptr(ref.slot), ref.shape, slot=ref.slot.index)
-
-    def read(self, ref: BufferRef):
-        """A generator reading ``ref`` (scalar constants become immediates)."""
-        slot = ref.slot
-        if slot.kind == "const" and ref.shape.num_elements == 1 and slot.value is not None:
-            value = t.constant(ref.shape.element_type, np.asarray(slot.value).reshape(-1)[0])
-            return lambda index: value
-        arr = self.array(ref)
-        return lambda index: arr.load(index)
-
-    def finish(self) -> ir.Function:
-        self.builder.ret_void()
-        self.prog.attach_alias_metadata(self.kctx.accesses, set(self.slots))
-        return self.function
-
-
 class ProgramEmitter:
     """Builds the LLVM module and the buffer plan for one HloModule."""
 
@@ -193,7 +121,6 @@ class ProgramEmitter:
     # ------------------------------------------------------------------ top level
     def emit(self) -> str:
         """Emit everything; returns the LLVM IR text."""
-        from tfxla_cluster.codegen import kernels  # noqa: F401  (registers the thunk table)
         entry = self.hlo.entry
         params = []
         for p in entry.parameters:
@@ -297,7 +224,6 @@ class ProgramEmitter:
         return KernelBuilder(self, hint)
 
     def thunk(self, instr, operands):
-        from tfxla_cluster.codegen.kernels import THUNKS, emit_loop_thunk
         self.pos += 1
         for ref in (r for o in operands for r in leaves(o)):
             self.plan.use(ref.slot, self.pos)
@@ -430,7 +356,6 @@ class ProgramEmitter:
                 self.b.call(memcpy, [self.entry_ptr(dst.slot), self.entry_ptr(src.slot), t.i64(nbytes),
                                      ir.Constant(t.I1, 0)])
             return
-        from tfxla_cluster.codegen.kernels import emit_copy_kernel
         emit_copy_kernel(self, src, dst)
 
     # ------------------------------------------------------------------ alias metadata

@@ -98,13 +98,27 @@ class CpuTarget:
 
 
 _llvm_lock = threading.Lock()
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def initialize_llvm() -> None:
+    """Current llvmlite needs only the native target and asm printer (no ``llvm.initialize()``). Lives
+    here, below the engine, because asking LLVM about the host needs it as much as compiling does."""
+    global _initialized
+    import llvmlite.binding as llvm
+
+    with _init_lock:
+        if not _initialized:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _initialized = True
 
 
 def _llvm():
     import llvmlite.binding as llvm
 
-    from tfxla_cluster.codegen.engine import _initialize_llvm
-    _initialize_llvm()
+    initialize_llvm()
     return llvm
 
 

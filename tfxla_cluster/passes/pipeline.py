@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from tfxla_cluster import compile_profile
 from tfxla_cluster.hlo.ir import HloModule
+from tfxla_cluster.hlo.opcode import HloOpcode
 from tfxla_cluster.passes.algsimp import AlgebraicSimplifier
 from tfxla_cluster.passes.buffer_assignment import BufferAssignment, assign_buffers
 from tfxla_cluster.passes.constant_folding import HloConstantFolding
@@ -47,6 +48,13 @@ from tfxla_cluster.passes.multi_output_fusion import CpuMultiOutputFusion
 from tfxla_cluster.passes.reshape_mover import ReshapeMover
 from tfxla_cluster.passes.rng_expander import RngBitGeneratorExpander
 from tfxla_cluster.passes.pass_ import FixedPoint, PassContext, Pipeline
+
+
+# Opcodes that never reach codegen, each with the pass of ``cpu_pipeline`` that rewrites it away (codegen
+# has no emitter for them; tests/hlo/test_opcode_coverage.py checks every other opcode has one).
+EXPANDED_BEFORE_CODEGEN: dict[HloOpcode, type] = {
+    HloOpcode.TOPK: TopkDecomposer,   # sort + slice (+ TopkRewriter's custom-call "TopK" when enabled)
+}
 
 
 def use_multi_output_fusion(flags) -> bool:

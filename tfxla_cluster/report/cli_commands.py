@@ -1,20 +1,19 @@
 """The ``report`` subcommand of ``tfxla-cluster``.
 
 Stage: command line (report). ``tfxla-cluster report GRAPH -o report.html`` or
-``tfxla-cluster report -o report.html -- script.py ARGS``. Importing this module registers the command
-and imports nothing heavy. Bad input (missing file, bad flag, bad ``--input-shape``, an output that is
-not ``.html``) is a typed error: one line and exit code 2.
+``tfxla-cluster report -o report.html -- script.py ARGS``. Argument set-up and handler; ``cli.COMMANDS``
+lists them. Importing it imports nothing heavy. Bad input (missing file, bad flag, bad ``--input-shape``,
+an output that is not ``.html``) is a typed error: one line and exit code 2.
 """
 from __future__ import annotations
 
 import argparse
 import os
 
-from tfxla_cluster.cli import command
 from tfxla_cluster.viz.layout import COLLAPSE_OVER
 
 
-def _report_args(p: argparse.ArgumentParser) -> None:
+def report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", nargs="+", metavar="SOURCE",
                    help="GRAPH: a GraphDef (.pbtxt/.pb) or SavedModel directory; or, after --, "
                         "script.py ARGS: a Python TF program and its arguments (run under the plugin)")
@@ -63,8 +62,6 @@ def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
     return out
 
 
-@command("report", "one HTML page: flags, clusters and reasons, HLO before/after, kernels, compile and run "
-                   "times vs TF's kernels, a performance advisor (and --check-numerics)", _report_args)
 def cmd_report(args: argparse.Namespace) -> int:
     from tfxla_cluster.errors import InvalidArgumentError, NotFoundError
 

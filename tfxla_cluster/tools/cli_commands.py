@@ -1,14 +1,12 @@
 """The ``run-hlo`` and ``aot`` subcommands of ``tfxla-cluster``.
 
-Stage: command line (tools). Importing this module registers the commands with
-:func:`tfxla_cluster.cli.command`; heavy imports (TensorFlow, llvmlite) happen when a command runs.
+Stage: command line (tools). Argument set-up and handlers; ``cli.COMMANDS`` lists them. Heavy imports
+(TensorFlow, llvmlite) happen when a command runs.
 """
 from __future__ import annotations
 
 import argparse
 import textwrap
-
-from tfxla_cluster.cli import command
 
 _RUN_HLO_EPILOG = """\
 examples:
@@ -31,7 +29,7 @@ def _raw_help(p: argparse.ArgumentParser, epilog: str) -> None:
     p.epilog = epilog
 
 
-def _run_hlo_args(p: argparse.ArgumentParser) -> None:
+def run_hlo_args(p: argparse.ArgumentParser) -> None:
     _raw_help(p, _RUN_HLO_EPILOG)
     p.add_argument("module", help="HLO text (ours, or as XLA prints it: unoptimized or optimized)")
     p.add_argument("--inputs", metavar="IN.npz",
@@ -52,8 +50,6 @@ def _run_hlo_args(p: argparse.ArgumentParser) -> None:
                         "when it is beyond both bounds")
 
 
-@command("run-hlo", "run an HLO text module on the native backend (XLA's run_hlo_module): random or npz "
-                    "inputs, npz outputs, compare with the HLO evaluator, time it", _run_hlo_args)
 def cmd_run_hlo(args: argparse.Namespace) -> int:
     from tfxla_cluster.tools import run_hlo
 
@@ -80,7 +76,7 @@ each variable not marked readonly. Buffers are dense row-major and allocated by 
 """
 
 
-def _aot_args(p: argparse.ArgumentParser) -> None:
+def aot_args(p: argparse.ArgumentParser) -> None:
     _raw_help(p, _AOT_EPILOG)
     p.add_argument("--graph", required=True, metavar="GRAPH.pb|GRAPH.pbtxt", help="the GraphDef to compile")
     p.add_argument("--config", required=True, metavar="CONFIG.pbtxt",
@@ -96,8 +92,6 @@ def _aot_args(p: argparse.ArgumentParser) -> None:
                         "default 1: single-threaded, like tfcompile without a thread pool")
 
 
-@command("aot", "compile a TF graph ahead of time (tfcompile): an ELF object + C header that link with "
-                "libc/libm/libpthread only", _aot_args)
 def cmd_aot(args: argparse.Namespace) -> int:
     from tfxla_cluster.tools.aot import compile_aot
 

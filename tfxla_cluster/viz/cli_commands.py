@@ -1,7 +1,7 @@
 """The ``viz`` and ``tensorboard`` subcommands of ``tfxla-cluster``.
 
-Stage: command line (visualization). Importing this module registers the commands with
-:func:`tfxla_cluster.cli.command`; it imports nothing heavy (TensorFlow loads when a command runs), so
+Stage: command line (visualization). Argument set-up and handlers; ``cli.COMMANDS`` lists them. It
+imports nothing heavy (TensorFlow loads when a command runs), so
 ``tfxla-cluster --help`` stays fast. Errors are the library's typed errors, which the CLI turns into
 one line and exit code 2. No format needs Graphviz: ``.svg``/``.html`` use our own layout.
 """
@@ -10,21 +10,21 @@ from __future__ import annotations
 import argparse
 import os
 
-from tfxla_cluster.cli import _mark_args, _run_mark, command
+from tfxla_cluster.cli_common import mark_args, run_mark
 from tfxla_cluster.viz.layout import COLLAPSE_OVER
 
 
 def _graph_and_flags_args(p: argparse.ArgumentParser) -> None:
-    _mark_args(p)
+    mark_args(p)
 
 
 def _mark(args: argparse.Namespace):
     """(result, flags) for the graph and flags on the command line."""
-    result = _run_mark(args)
+    result = run_mark(args)
     return result, result.flags
 
 
-def _viz_args(p: argparse.ArgumentParser) -> None:
+def viz_args(p: argparse.ArgumentParser) -> None:
     _graph_and_flags_args(p)
     p.add_argument("-o", "--output", required=True,
                    help="output file: .dot (Graphviz text), .svg or .html (interactive page); all made by "
@@ -45,8 +45,6 @@ def _viz_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--title", default=None, help="picture title (default: the graph file's name)")
 
 
-@command("viz", "draw the graph with its XLA clusters (.dot, .svg or interactive .html); "
-                "unclustered nodes show why", _viz_args)
 def cmd_viz(args: argparse.Namespace) -> int:
     from tfxla_cluster.viz.layout import format_for
 
@@ -63,15 +61,13 @@ def cmd_viz(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tensorboard_args(p: argparse.ArgumentParser) -> None:
+def tensorboard_args(p: argparse.ArgumentParser) -> None:
     _graph_and_flags_args(p)
     p.add_argument("--logdir", required=True, help="directory for the event file (created if missing)")
     p.add_argument("--no-shapes", action="store_true",
                    help="do not add _output_shapes (tensor shapes on TensorBoard's edges)")
 
 
-@command("tensorboard", "write the marked graph as a TensorBoard event file (Graphs tab: color by XLA "
-                        "cluster)", _tensorboard_args)
 def cmd_tensorboard(args: argparse.Namespace) -> int:
     from tfxla_cluster.viz.tensorboard import write_tensorboard
 

@@ -278,7 +278,9 @@ def build_model(result: MarkResult, flags=None, *, title: str = "", shapes: bool
     whose shapes cannot be inferred is still drawn, with unknown shapes.
     """
     graph = result.graph
-    shape_of = _shape_reader(graph) if shapes else (lambda node: [None] * len(node.outputs))
+    # Shape inference is best effort already (graph/shapes.py: a graph TF cannot shape has unknown
+    # shapes), so an exception from it is a bug and propagates.
+    shape_of = graph.output_shapes if shapes else (lambda node: [None] * len(node.outputs))
     nodes: dict[str, NodeView] = {}
     for index, node in enumerate(graph.op_nodes()):
         d = result.decisions.get(node.name)
@@ -304,20 +306,6 @@ def build_model(result: MarkResult, flags=None, *, title: str = "", shapes: bool
                     cpu_global_jit=bool(result.cpu_global_jit
                                         or (flags is not None and flags.tf_xla_cpu_global_jit)),
                     skipped=result.skipped)
-
-
-def _shape_reader(graph):
-    failed = False
-
-    def read(node):
-        nonlocal failed
-        if not failed:
-            try:
-                return graph.output_shapes(node)
-            except Exception:  # shapes are decoration: a graph TF can't shape is still worth drawing
-                failed = True
-        return [None] * len(node.outputs)
-    return read
 
 
 def _cluster_views(result: MarkResult, nodes: dict[str, NodeView],

@@ -30,16 +30,15 @@ def graph_def_for_tensorboard(result: MarkResult, *, add_shapes: bool = True) ->
     gd.CopyFrom(result.graph_def)
     if add_shapes:
         graph = result.graph
-        try:
-            for nd in gd.node:
-                node = graph.get(nd.name)
-                if node is None or "_output_shapes" in nd.attr or not node.outputs:
-                    continue
-                shapes = graph.output_shapes(node)
-                nd.attr["_output_shapes"].CopyFrom(attr_value_pb2.AttrValue(
-                    list=attr_value_pb2.AttrValue.ListValue(shape=[_shape_proto(s) for s in shapes])))
-        except Exception:  # shapes are a nicety; a graph TF can't shape is still worth showing
-            pass
+        # Shape inference is best effort already (graph/shapes.py: a graph TF cannot shape has unknown
+        # shapes, written as unknown rank), so any exception here is a bug and propagates.
+        for nd in gd.node:
+            node = graph.get(nd.name)
+            if node is None or "_output_shapes" in nd.attr or not node.outputs:
+                continue
+            shapes = graph.output_shapes(node)
+            nd.attr["_output_shapes"].CopyFrom(attr_value_pb2.AttrValue(
+                list=attr_value_pb2.AttrValue.ListValue(shape=[_shape_proto(s) for s in shapes])))
     return gd
 
 

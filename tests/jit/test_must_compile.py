@@ -10,7 +10,7 @@ import tensorflow as tf
 from tfxla_cluster.graph.io import read_graph_def
 from tfxla_cluster.jit import must_compile
 
-GRAPHS = Path(__file__).resolve().parent.parent / "graphs"
+GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 
 
 def test_string_ops_sample_matches_tf_error_and_lists_all():

@@ -129,7 +129,7 @@ def test_classes_are_made_once_and_importing_the_package_does_not_import_tf():
             "[t.start() for t in ts]; [t.join() for t in ts]\n"
             "assert len(set(map(id, seen))) == 1 and tfxla_cluster.InvalidArgumentError is seen[0]\n"
             "print('ok')\n")
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]

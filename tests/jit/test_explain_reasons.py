@@ -11,7 +11,7 @@ from tfxla_cluster.graph import load_graph
 from tfxla_cluster.jit import explain
 from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
 
 

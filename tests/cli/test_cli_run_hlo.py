@@ -236,7 +236,7 @@ def test_readme_sample_modules(tmp_path, capsys, sample):
     """The README's command on the committed XLA-printed samples; results equal the layer in numpy."""
     from pathlib import Path
 
-    here = Path(__file__).resolve().parent.parent / "tools" / "examples" / "run_hlo"
+    here = Path(__file__).resolve().parents[2] / "tools" / "examples" / "run_hlo"
     code, out, err = _run(capsys, here / sample, "--inputs", here / "mlp.inputs.npz", "--output",
                           tmp_path / "out.npz", "--reference", "evaluator", "--iterations", "2")
     assert code == 0, err
@@ -264,7 +264,7 @@ def test_tf_compiler_ir_dumps_agree_with_the_evaluator(capsys, dump):
     """TF 2.21's experimental_get_compiler_ir text (XLA's printer, via TF) runs and agrees."""
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent / "hlo" / "data" / "tf" / dump
+    path = Path(__file__).resolve().parents[1] / "hlo" / "data" / "tf" / dump
     code, out, err = _run(capsys, path, "--reference", "evaluator", "--random-seed", 3)
     assert code == 0, err
     assert "evaluator: all" in out

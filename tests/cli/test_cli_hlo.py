@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 AUTO = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1"
 
 

@@ -136,7 +136,7 @@ def test_compiler_ir_before_the_first_call_matches_tf():
     pytest.importorskip("jax")
     import re
 
-    from xla_oracle import xla_parse, xla_run
+    from tests.hlo.xla_oracle import xla_parse, xla_run
 
     v = tf.Variable(tf.ones([4]))
 
@@ -199,7 +199,7 @@ def test_plugin_runs_an_unmodified_script_like_tf():
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     script = root / "tools" / "examples" / "train_step.py"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     env.pop("TF_XLA_FLAGS", None)

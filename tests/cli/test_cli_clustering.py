@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GRAPHS = ROOT / "graphs"
 PARITY = ROOT / "tests" / "data" / "tf_parity"
 sys.path.insert(0, str(ROOT / "tools"))

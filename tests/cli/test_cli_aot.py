@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from tfxla_cluster import cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "tools" / "examples" / "aot"
 
 

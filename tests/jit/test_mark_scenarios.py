@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, function_pb2, types_pb2
 
-from gdb import FLOAT, GDB, INT32, RESOURCE, T, func_attr
+from tests.gdb import FLOAT, GDB, INT32, RESOURCE, T, func_attr
 from tfxla_cluster.errors import InternalError
 from tfxla_cluster.jit.mark_for_compilation import ProcessState, mark_for_compilation
 

@@ -22,7 +22,7 @@ from tfxla_cluster.graph.function import runtime_to_placeholders
 from tfxla_cluster.graph.loader import graph_def_from_function
 from tfxla_cluster.graph.opdefs import base_dtype
 
-from gdb import GDB, INT32, T
+from tests.gdb import GDB, INT32, T
 
 
 @tf.function
@@ -332,7 +332,7 @@ def test_cli_info(tmp_path):
     assert "identity_RetVal <- " in proc.stdout
 
 
-SAMPLES = sorted((Path(__file__).resolve().parent.parent / "graphs").glob("*.pbtxt"))
+SAMPLES = sorted((Path(__file__).resolve().parents[2] / "graphs").glob("*.pbtxt"))
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=[p.stem for p in SAMPLES])

@@ -17,7 +17,7 @@ from tensorflow.core.framework import graph_pb2
 
 from tfxla_cluster import ProcessState, mark_for_compilation
 
-TF_DIR = Path(__file__).resolve().parent.parent / "graphs" / "tf"
+TF_DIR = Path(__file__).resolve().parents[2] / "graphs" / "tf"
 RUNS = []
 for meta_path in sorted(TF_DIR.glob("*/meta.json")):
     meta = json.loads(meta_path.read_text())

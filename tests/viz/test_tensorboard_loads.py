@@ -16,7 +16,7 @@ from tfxla_cluster.cli import main  # noqa: E402
 from tfxla_cluster.graph import load_graph  # noqa: E402
 from tfxla_cluster.jit.mark_for_compilation import ProcessState, mark_for_compilation  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
 
 

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import tfxla_cluster as txc
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Capture(logging.Handler):

@@ -14,10 +14,12 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import leaves
+from tfxla_cluster.codegen.kernel_builder import KernelBuilder, array_operands, thunk
 from tfxla_cluster.codegen.loops import emit_loop_nest, work_items
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo.attrs import RandomAlgorithm
 from tfxla_cluster.hlo.eval_random import _split_halves
+from tfxla_cluster.hlo.opcode import HloOpcode as O
 
 
 def _c32(v):
@@ -66,9 +68,9 @@ def _to_out(b, word32, out_ty):
     return word32 if out_ty.width == 32 else b.trunc(word32, out_ty)
 
 
+@thunk(O.RNG_BIT_GENERATOR)
 def emit_rng_bit_generator(prog, instr, operands, out) -> None:
-    from tfxla_cluster.codegen.program import KernelBuilder
-    (state_ref,) = operands
+    (state_ref,) = array_operands(instr, operands)
     new_state_ref, values_ref = leaves(out)
     kb = KernelBuilder(prog, instr.name)
     b = kb.builder

@@ -108,6 +108,7 @@ class _Pool:
 
 _pool: _Pool | None = None
 _kernels: dict[int, object] = {}
+_callback_errors: dict[int, Exception] = {}   # buffer table address -> what _parallel_for caught
 
 
 def _get_pool(threads: int) -> _Pool:
@@ -140,8 +141,18 @@ def _parallel_for(fn_addr, table, n, tasks) -> None:
             fn(table, *ranges[0])
         else:
             _get_pool(len(ranges)).run(fn, ranges, table)
-    except Exception:  # pragma: no cover - never let an exception cross the C frame
-        log.exception("tfxla_parallel_for failed")
+    except Exception as e:  # pragma: no cover - an exception must not cross the C frame: kept for the caller
+        with _bounds_lock:
+            _callback_errors.setdefault(table or 0, e)
+
+
+def take_callback_error(table_address: int) -> Exception | None:
+    """The exception ``tfxla_parallel_for`` caught while running the code on this buffer table, if any
+    (the executable raises it as an InternalError after the call)."""
+    if not _callback_errors:  # the common case, without taking the lock
+        return None
+    with _bounds_lock:
+        return _callback_errors.pop(table_address, None)
 
 
 _parallel_for_c = PARALLEL_FOR_FN(_parallel_for)
@@ -187,7 +198,7 @@ def _native_parallel_for() -> int | None:
         from tfxla_cluster.codegen.native_pool import ENTRY, build_module
         _native_pool = get_engine().compile(build_module(), [ENTRY], name="tfxla_native_pool")
         return _native_pool.address_of(ENTRY)
-    except Exception:  # pragma: no cover - the Python pool is always there
+    except Exception:  # pragma: no cover - documented fallback: the Python pool runs the same kernels
         log.exception("native thread pool unavailable; using the Python pool")
         return None
 

@@ -10,7 +10,7 @@ from tensorflow.core.framework import graph_pb2
 
 from tfxla_cluster.jit.clone_constants import clone_constants
 
-DUMPS = sorted(p for p in (Path(__file__).resolve().parent.parent / "graphs" / "tf").glob(
+DUMPS = sorted(p for p in (Path(__file__).resolve().parents[2] / "graphs" / "tf").glob(
     "*/before_mark_for_compilation*.pbtxt") if "/clone_" in p.read_text())
 CLONE = re.compile(r"^(.*)/clone_\d+$")
 

@@ -1,0 +1,127 @@
+"""Stage: codegen — the pieces every kernel family builds on (below ``program.py`` and ``kernels/``).
+
+- :class:`KernelBuilder`: one kernel function ``void name(ptr noalias table, i64 lo, i64 hi)`` under
+  construction; it loads buffer addresses from the table once, in the entry block.
+- ``THUNKS``: the one table of kernels by opcode. Each family in ``kernels/`` registers its opcodes with
+  ``@thunk(...)``; the program emitter imports ``kernels`` (which imports every family) and falls back to
+  the elemental loop kernel for opcodes not in the table.
+- :class:`KernelInfo` (what the runtime and compile log know about a kernel) and :class:`RowAccess` (how a
+  row-partitioned kernel touches memory, for row-blocked scheduling).
+
+``prog`` arguments are the :class:`~tfxla_cluster.codegen.program.ProgramEmitter` (duck-typed here, so
+this module stays below it). Guarantee: nothing here emits code on import.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from llvmlite import ir
+
+from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen.buffers import BufferRef, Slot
+from tfxla_cluster.codegen.context import KernelContext, entry_builder, new_function_body
+from tfxla_cluster.codegen.loops import IrArray
+from tfxla_cluster.errors import UnimplementedError
+
+# opcode -> emitter(prog, instr, operands, out); filled by the families in kernels/ via @thunk.
+THUNKS: dict = {}
+
+
+def thunk(*opcodes):
+    """Register the decorated function as the kernel of ``opcodes`` in ``THUNKS``."""
+    def register(fn):
+        for op in opcodes:
+            THUNKS[op] = fn
+        return fn
+    return register
+
+
+def array_operands(instr, operands) -> list[BufferRef]:
+    """``operands`` as buffers; a tuple-shaped operand is an UnimplementedError naming ``instr``."""
+    for ref in operands:
+        if not isinstance(ref, BufferRef):
+            raise UnimplementedError(f"%{instr.name}: tuple-shaped operands are not supported by native code")
+    return list(operands)
+
+
+def flatten(values) -> list:
+    """The leaves of a nested tuple of values, in order."""
+    if isinstance(values, tuple):
+        return [x for v in values for x in flatten(v)]
+    return [values]
+
+
+@dataclass
+class KernelInfo:
+    """What the runtime and the compile log know about one kernel."""
+
+    name: str
+    instruction: str
+    kind: str
+    work_items: int
+    tasks: int
+    cost: int
+
+
+@dataclass(eq=False)
+class RowAccess:
+    """How a row-partitioned kernel touches memory (see ``ProgramEmitter.call_kernel``): its work item
+    i writes row i of every ``written`` slot and reads only row i of every ``local`` slot; ``remote``
+    slots may be read anywhere. ``row_bytes`` is what one item touches, for the block size."""
+
+    items: int
+    local: frozenset[int]
+    remote: frozenset[int]
+    written: frozenset[int]
+    slots: list = field(default_factory=list)
+    row_bytes: int = 0
+
+
+class KernelBuilder:
+    """One kernel function ``void name(ptr noalias table, i64 lo, i64 hi)`` under construction."""
+
+    def __init__(self, prog, hint: str) -> None:
+        self.prog = prog
+        mctx = prog.mctx
+        self.name = mctx.unique_name("k_" + hint)
+        fnty = ir.FunctionType(t.VOID, [t.PTR, t.I64, t.I64])
+        fn = ir.Function(mctx.module, fnty, self.name)
+        fn.args[0].add_attribute("noalias")
+        fn.args[0].name, fn.args[1].name, fn.args[2].name = "table", "lo", "hi"
+        fn.attributes.add("nounwind")
+        # Kernels stay out of line: inlining them into the entry would optimise each one twice.
+        fn.attributes.add("noinline")
+        fn.linkage = "internal"
+        self.builder = new_function_body(fn)
+        self.kctx = KernelContext(mctx, fn, self.builder, len(prog.kernels), table=fn.args[0])
+        self.function = fn
+        self.lo, self.hi = fn.args[1], fn.args[2]
+        self._ptrs: dict[int, ir.Value] = {}
+        self.slots: dict[int, Slot] = {}
+
+    def ptr(self, slot: Slot):
+        p = self._ptrs.get(slot.index)
+        if p is None:
+            b = entry_builder(self.function)
+            gep = b.gep(self.function.args[0], [t.i64(slot.index)], inbounds=True, source_etype=t.PTR)
+            p = self._ptrs[slot.index] = b.load(gep, typ=t.PTR, name=f"buf{slot.index}")
+            self.slots[slot.index] = slot
+        return p
+
+    def array(self, ref: BufferRef) -> IrArray:
+        return IrArray(self.kctx, self.ptr(ref.slot), ref.shape, slot=ref.slot.index)
+
+    def read(self, ref: BufferRef):
+        """A generator reading ``ref`` (scalar constants become immediates)."""
+        slot = ref.slot
+        if slot.kind == "const" and ref.shape.num_elements == 1 and slot.value is not None:
+            value = t.constant(ref.shape.element_type, np.asarray(slot.value).reshape(-1)[0])
+            return lambda index: value
+        arr = self.array(ref)
+        return lambda index: arr.load(index)
+
+    def finish(self) -> ir.Function:
+        self.builder.ret_void()
+        self.prog.attach_alias_metadata(self.kctx.accesses, set(self.slots))
+        return self.function

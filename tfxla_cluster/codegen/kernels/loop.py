@@ -1,0 +1,310 @@
+"""Stage: codegen — the elemental loop kernel, the default for every thunk not in ``THUNKS``.
+
+``emit_loop_thunk``: a fusion (kLoop/kInput/kOutput) or any elemental instruction becomes ONE loop nest
+over its output — a flat loop over the linear index when the fused computation is purely elementwise on
+same-sized row-major arrays, otherwise rows of the physical outer dims around the innermost dim (chunked
+when there are too few rows for the threads). Multi-output roots store every leaf in the same nest.
+Before the nest:
+  * big dots inside a fusion run as GEMM kernels (into the output buffer itself when only elementwise
+    ops follow them — the bias+relu epilogue then runs in place, as XLA's dot output fusion does);
+  * reductions of a big input to one element, and column reductions, use ``reductions.py``.
+Also here: fusions around a non-elemental root (XLA's ``wrapped_scatter``...) materialise fused operands
+and run the root's own kernel; dot / convolution run as GEMM (``dot.py``) when big enough, else as the
+elemental loop; the copy kernel (a layout change).
+"""
+from __future__ import annotations
+
+from tfxla_cluster.codegen.buffers import BufferRef, leaves
+from tfxla_cluster.codegen.dot import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
+from tfxla_cluster.codegen.elemental import FusedEmitter
+from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess, array_operands, flatten, thunk
+from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, inner_chunks_for, work_items
+from tfxla_cluster.codegen.reductions import emit_column_reduce, is_column_reduce, split_reductions
+from tfxla_cluster.errors import UnimplementedError
+from tfxla_cluster.hlo import opcode as ops
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import Shape
+
+_FLAT_OK = (ops.ELEMENTWISE | {O.PARAMETER, O.CONSTANT, O.BROADCAST, O.BITCAST, O.RESHAPE, O.TUPLE,
+                               O.OPTIMIZATION_BARRIER}) - {O.MAP}
+
+
+def _is_flat(instrs, root_shape: Shape) -> bool:
+    """True when every value is a scalar or a row-major array with the root's element count, and every
+    op is elementwise/scalar-broadcast/reshape — then one linear index serves every buffer."""
+    if root_shape.is_tuple:
+        shapes = root_shape.leaves()
+        if len({s.dimensions for s in shapes}) != 1:
+            return False
+        root_shape = shapes[0]
+    n = root_shape.num_elements
+    if not root_shape.is_default_layout:
+        return False
+    for i in instrs:
+        if i.opcode not in _FLAT_OK:
+            return False
+        for s in (i.shape.leaves() if i.shape.is_tuple else [i.shape]):
+            if s.rank == 0:
+                continue
+            if s.num_elements != n or not s.is_default_layout:
+                return False
+        if i.opcode is O.BROADCAST and i.operands[0].shape.rank != 0:
+            return False
+    return True
+
+
+_WEIGHT_EXPENSIVE = 12
+
+
+def _cost(instrs, operands, out) -> int:
+    """Bytes moved plus a weighted count of per-element operations (bytes-equivalent units)."""
+    moved = sum(r.shape.byte_size() for o in operands for r in leaves(o)) + \
+        sum(r.shape.byte_size() for r in leaves(out))
+    n_out = sum(r.shape.num_elements for r in leaves(out))
+    work = 0
+    for i in instrs:
+        if i.opcode in (O.PARAMETER, O.CONSTANT, O.TUPLE, O.GET_TUPLE_ELEMENT):
+            continue
+        w = _WEIGHT_EXPENSIVE if ops.is_expensive(i) and i.opcode not in (O.REDUCE,) else 1
+        if i.opcode in (O.REDUCE, O.REDUCE_WINDOW, O.DOT, O.CONVOLUTION):
+            work += 4 * sum(o.shape.num_elements for o in i.operands)
+        else:
+            work += 4 * w * (i.shape.num_elements if i.shape.is_array else n_out)
+    return moved + work
+
+
+# Roots a fusion may have (XLA's FusionWrapper wraps lone instructions) that are not elemental.
+_NON_ELEMENTAL_ROOTS = {O.SCATTER, O.SORT, O.SELECT_AND_SCATTER, O.RNG_BIT_GENERATOR, O.CUSTOM_CALL}
+
+
+def emit_loop_thunk(prog, instr, operands, out) -> None:
+    operands = array_operands(instr, operands)
+    fused = instr.opcode is O.FUSION
+    comp = instr.fused_computation if fused else None
+    if fused and comp.root.opcode in _NON_ELEMENTAL_ROOTS:
+        return _emit_wrapped(prog, instr, operands, out)
+    materialized: dict = {}
+    if fused:
+        materialized = _materialize_contractions(prog, instr, operands, out)
+        if materialized.get(id(comp.root)) is out:
+            return  # the GEMM already wrote the result
+    overrides = {k: (lambda kb, em, ref=ref: kb.read(ref)) for k, ref in materialized.items()}
+    overrides.update(split_reductions(prog, instr, operands, materialized))
+    kb = KernelBuilder(prog, instr.name)
+    params = [kb.read(r) for r in operands]
+    if fused:
+        em = FusedEmitter(kb.kctx, comp, params)
+        root, instrs = comp.root, comp.instructions
+    else:
+        em = FusedEmitter(kb.kctx, None, [], {id(o): params[k] for k, o in enumerate(instr.operands)})
+        root, instrs = instr, [instr]
+    for k, make in overrides.items():
+        em.overrides[k] = make(kb, em)
+    outs = leaves(out)
+    if all(r.shape.num_elements == 0 for r in outs):
+        prog.call_kernel(kb, instr.name, "empty", 0)
+        return
+    arrays = [kb.array(r) for r in outs]
+    kind = "loop" if not fused else f"fusion:{instr.fusion_kind.value}"
+    if len(outs) == 1 and is_column_reduce(root, outs[0].shape):
+        return emit_column_reduce(prog, kb, em, instr.name, kind, root, arrays[0], _cost(instrs, operands, out))
+    gen = em.gen(root)
+    kctx = kb.kctx
+    same_dims = len({r.shape.dimensions for r in outs}) == 1
+    # Rank-1 results (e.g. row reductions) split element-wise: rows of rank 1 would be one item.
+    flat = _is_flat(instrs, root.shape) or (same_dims and outs[0].shape.rank <= 1)
+    cost = _cost(instrs, operands, out)
+    chunks = inner_chunks_for(outs[0].shape, flat, prog.options.thread_count) \
+        if same_dims and cost >= prog.options.parallel_min_cost else 1
+    work = work_items(outs[0].shape, flat, chunks) if same_dims else 1
+    tasks = 1 if not same_dims else prog.tasks_for(work, cost)
+    if tasks == 1:
+        chunks = 1
+        work = work_items(outs[0].shape, flat) if same_dims else 1
+    rows = _row_access(instr, comp, root, operands, outs, work) \
+        if not overrides and same_dims and chunks == 1 and prog.options.row_groups else None
+    # A kernel that is not split (nor run in row blocks) gets constant bounds: LLVM then sees exact
+    # trip counts.
+    lo, hi = (kb.lo, kb.hi) if tasks > 1 or rows is not None else (0, work)
+    if len(outs) == 1 and not root.shape.is_tuple:
+        emit_loop_nest(kctx, outs[0].shape, lambda idx: arrays[0].store(idx, gen(idx)), lo, hi, flat,
+                       inner_chunks=chunks)
+    elif same_dims:
+        shape = outs[0].shape
+
+        def body(idx):
+            for arr, v in zip(arrays, flatten(gen(idx))):
+                arr.store(idx if arr.shape == shape else Index(idx.get_dims(kctx.builder), arr.shape), v)
+        emit_loop_nest(kctx, shape, body, lo, hi, flat, inner_chunks=chunks)
+    else:
+        if root.opcode is not O.TUPLE:
+            raise UnimplementedError(f"%{instr.name}: multi-output value with differing shapes")
+        for arr, o in zip(arrays, root.operands):
+            g = em.gen(o)
+            emit_loop_nest(kctx, arr.shape, lambda idx, arr=arr, g=g: arr.store(idx, g(idx)), 0,
+                           work_items(arr.shape, False), False)
+        rows = None
+    prog.call_kernel(kb, instr.name, kind, work, tasks, 0, rows=rows)
+
+
+def _row_access(instr, comp, root, operands, outs, work: int) -> RowAccess | None:
+    """How a loop kernel whose work items are the rows (dim 0) of its rank-1/2 row-major results touches
+    memory, for row-blocked scheduling (``ProgramEmitter.call_kernel``); None if its items are not rows."""
+    shape = outs[0].shape
+    if work < 2 or shape.rank not in (1, 2) or not shape.is_default_layout or work != shape.dimensions[0]:
+        return None
+    if shape.rank == 2 and work_items(shape, False) != work:
+        return None
+    if comp is not None:
+        users = comp.users()
+        params = comp.parameters
+        local = [_row_local(p, root, users, work) for p in params]
+    else:  # a lone instruction: its operands are used once, by the root itself
+        local = [_use_row_local(instr, k, work) for k in range(len(instr.operands))]
+    row_bytes = sum(r.shape.byte_size() // max(r.shape.dimensions[0], 1) if r.shape.rank else 0
+                    for r in [*operands, *outs])
+    return RowAccess(work, frozenset(r.slot.index for r, ok in zip(operands, local) if ok),
+                     frozenset(r.slot.index for r, ok in zip(operands, local) if not ok),
+                     frozenset(r.slot.index for r in outs), [r.slot for r in [*operands, *outs]], row_bytes)
+
+
+def _use_row_local(user, k: int, rows: int) -> bool:
+    """Whether ``user`` reads row i of its operand ``k`` only for row i of its own result."""
+    op, operand = user.opcode, user.operands[k]
+    if not user.shape.is_array:
+        return op is O.TUPLE
+    if user.shape.rank == 0 or user.shape.dimensions[0] != rows:
+        return False
+    if op in ops.ELEMENTWISE and op is not O.MAP:
+        return operand.shape.dimensions == user.shape.dimensions
+    if op is O.BROADCAST:
+        return operand.shape.rank >= 1 and user.dimensions[0] == 0
+    if op is O.REDUCE:
+        return k < len(user.operands) // 2 and 0 not in user.dimensions
+    if op in (O.BITCAST, O.RESHAPE):
+        return operand.shape.rank >= 1 and operand.shape.dimensions[0] == rows and \
+            operand.shape.is_default_layout and user.shape.is_default_layout
+    return False
+
+
+def _row_local(param, root, users, rows: int) -> bool:
+    """Whether every path from fused parameter ``param`` to ``root`` keeps row i at row i."""
+    if param.shape.rank == 0 or param.shape.dimensions[0] != rows or not param.shape.is_default_layout:
+        return False
+    stack, seen = [param], set()
+    while stack:
+        value = stack.pop()
+        if id(value) in seen or value is root:
+            continue
+        seen.add(id(value))
+        for user in users.get(value, []):
+            if not all(_use_row_local(user, k, rows) for k, o in enumerate(user.operands) if o is value):
+                return False
+            stack.append(user)
+    return True
+
+
+def _emit_wrapped(prog, instr, operands, out) -> None:
+    """A fusion around a non-elemental root (``wrapped_scatter``, ``wrapped_sort``, ...): operands that
+    are fused expressions are materialised first, then the root's own kernel runs on buffers."""
+    comp = instr.fused_computation
+    root = comp.root
+    refs = []
+    for o in root.operands:
+        if o.opcode is O.PARAMETER:
+            refs.append(operands[o.parameter_number])
+            continue
+        if not o.shape.is_array:
+            raise UnimplementedError(f"%{instr.name}: tuple-shaped operand of a fused {root.opcode.text}")
+        ref = prog.scratch(o.shape, o.name)
+        kb = KernelBuilder(prog, o.name)
+        em = FusedEmitter(kb.kctx, comp, [kb.read(r) for r in operands])
+        gen, arr = em.gen(o), kb.array(ref)
+        work = work_items(o.shape, False)
+        tasks = prog.tasks_for(work, 2 * o.shape.byte_size())
+        lo, hi = (kb.lo, kb.hi) if tasks > 1 else (0, work)
+        emit_loop_nest(kb.kctx, o.shape, lambda idx, arr=arr, gen=gen: arr.store(idx, gen(idx)), lo, hi, False)
+        prog.call_kernel(kb, o.name, "materialize", work, tasks, 2 * o.shape.byte_size())
+        refs.append(ref)
+    THUNKS[root.opcode](prog, root, refs, out)
+
+
+def _elementwise_to_root(comp, instr) -> bool:
+    """True if every path from ``instr`` to the root goes through same-shape elementwise ops."""
+    users = comp.users()
+    stack, seen = [instr], set()
+    while stack:
+        x = stack.pop()
+        if x is comp.root:
+            continue
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        us = users.get(x, [])
+        if not us:
+            return False
+        for u in us:
+            if not u.is_elementwise() or u.shape != instr.shape or u.opcode is O.MAP:
+                return False
+            stack.append(u)
+    return True
+
+
+def _materialize_contractions(prog, instr, operands, out) -> dict:
+    """Run the big dots of a fusion as GEMM kernels first; returns {id(dot): BufferRef of its value}."""
+    comp = instr.fused_computation
+    dots = [i for i in comp.post_order() if gemm_eligible(i, prog.options)]
+    result: dict[int, BufferRef] = {}
+
+    def maker(target):
+        def make(kb):
+            em = FusedEmitter(kb.kctx, comp, [kb.read(r) for r in operands],
+                              {k: kb.read(ref) for k, ref in result.items()})
+            return em.gen(target)
+        return make
+    for dot in dots:
+        direct = (not comp.root.shape.is_tuple and isinstance(out, BufferRef) and dot.shape == comp.root.shape
+                  and out.shape == dot.shape and _elementwise_to_root(comp, dot))
+        target = out if direct else prog.scratch(dot.shape, dot.name)
+        srcs = [Source(o.shape, maker(o), operands[o.parameter_number] if o.opcode is O.PARAMETER else None)
+                for o in dot.operands]
+        emit_dot_gemm(prog, dot, srcs[0], srcs[1], target)
+        result[id(dot)] = target
+    return result
+
+
+@thunk(O.DOT)
+def _dot_thunk(prog, instr, operands, out) -> None:
+    if not gemm_eligible(instr, prog.options):
+        return emit_loop_thunk(prog, instr, operands, out)
+    operands = array_operands(instr, operands)
+    srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
+    emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
+
+
+@thunk(O.CONVOLUTION)
+def _conv_thunk(prog, instr, operands, out) -> None:
+    if not conv_gemm_eligible(instr, prog.options):
+        return emit_loop_thunk(prog, instr, operands, out)
+    operands = array_operands(instr, operands)
+    srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
+    emit_conv_gemm(prog, instr, srcs[0], srcs[1], out)
+
+
+def emit_copy_kernel(prog, src: BufferRef, dst: BufferRef) -> None:
+    """dst := src elementwise (same dims, other layout), or byte-wise in physical order."""
+    kb = KernelBuilder(prog, f"copy_{dst.slot.name}")
+    s, d = kb.array(src), kb.array(dst)
+    same = src.shape.dimensions == dst.shape.dimensions
+    work = work_items(dst.shape, False) if same else dst.shape.num_elements
+    tasks = prog.tasks_for(work, 2 * dst.shape.byte_size())
+    lo, hi = (kb.lo, kb.hi) if tasks > 1 else (0, work)
+    if same:
+        emit_loop_nest(kb.kctx, dst.shape, lambda idx: d.store(idx, s.load(Index(idx.get_dims(kb.builder),
+                                                                                 src.shape))), lo, hi, False)
+    else:
+        with for_range(kb.builder, lo, hi, "cp") as i:
+            d.store_offset(i, s.load_offset(i))
+    prog.call_kernel(kb, "copy", "copy", work, tasks, 2 * dst.shape.byte_size())
+
+
