@@ -25,35 +25,18 @@ from tfxla_cluster import compile_profile
 from tfxla_cluster.codegen.buffers import is_fresh
 from tfxla_cluster.errors import InternalError, TfXlaError
 from tfxla_cluster.graph.graph import Graph
+from tfxla_cluster.runtime import observers
 from tfxla_cluster.runtime.encapsulate import ClusterSignature
 
 log = logging.getLogger("tfxla_cluster.runtime")
 
-# Observers see every launch: ``fn(launcher, compiled, arrays, outputs, seconds)`` where ``compiled`` is
-# the :class:`CompiledCluster` that ran (None when the cluster ran on TF's kernels), ``arrays`` the
-# inputs as the cluster saw them (variables as read before the run), ``outputs`` the value outputs and
-# ``seconds`` the run's wall time. The report and the numerics checker hang off this.
-_observers: list[Callable[..., None]] = []
-
-
 def add_observer(fn: Callable[..., None]) -> None:
-    """Call ``fn`` after every cluster launch in this process (see ``_observers``)."""
-    if fn not in _observers:
-        _observers.append(fn)
-    _observers_changed()
+    """Call ``fn`` after every cluster launch in this process (:mod:`tfxla_cluster.runtime.observers`)."""
+    observers.add(fn)
 
 
 def remove_observer(fn: Callable[..., None]) -> None:
-    if fn in _observers:
-        _observers.remove(fn)
-    _observers_changed()
-
-
-def _observers_changed() -> None:
-    """Native launches skip Python: while anyone observes, every launch goes through it."""
-    from tfxla_cluster.runtime import native
-
-    native.set_force_python(bool(_observers))
+    observers.remove(fn)
 
 
 @dataclass
@@ -307,12 +290,12 @@ class Launcher:
         """(value outputs, the CompiledCluster that ran or None), observers called. With ``handles``
         None (the native op, which holds the variables locked), ``tensors`` and ``arrays`` carry the
         variables' values and their new values go to ``updates_out`` (input position -> array)."""
-        if not _observers:
+        if not observers.OBSERVERS:
             return self._run_unobserved(tensors, arrays, handles, updates_out)
         t0 = time.perf_counter()
         outputs, compiled = self._run_unobserved(tensors, arrays, handles, updates_out)
         seconds = time.perf_counter() - t0
-        for fn in list(_observers):
+        for fn in list(observers.OBSERVERS):
             fn(self, compiled, arrays, outputs, seconds)
         return outputs, compiled
 
@@ -369,12 +352,12 @@ class Launcher:
         statistics (launch counts, compiles, causes, fallback) are restored afterwards."""
         st = self.stats
         saved = (st.executions, st.compiles, list(st.causes), st.compile_seconds, st.fallback_reason)
-        observers = list(_observers)
-        _observers.clear()
+        watching = list(observers.OBSERVERS)
+        observers.OBSERVERS.clear()
         try:
             yield
         finally:
-            _observers.extend(observers)
+            observers.OBSERVERS.extend(watching)
             st.executions, st.compiles, st.causes, st.compile_seconds, st.fallback_reason = saved
 
     def _fall_back(self, tensors: list, reason: str, updates_out: dict | None = None) -> list[np.ndarray]:

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from tfxla_cluster.runtime import observers
+
 log = logging.getLogger("tfxla_cluster.runtime")
 
 OP_NAME = "TfxlaLaunch"
@@ -127,9 +129,7 @@ def _load() -> None:
     callback = _MISS_FN(_on_miss)
     lib.tfxla_set_miss_callback(callback)
     _state.update(lib=lib, tf=tf_lib, callback=callback)
-    from tfxla_cluster.runtime import launcher
-
-    lib.tfxla_set_force_python(int(bool(launcher._observers)))
+    lib.tfxla_set_force_python(int(bool(observers.OBSERVERS)))
 
 
 def _declare(lib, tf) -> None:
@@ -183,6 +183,9 @@ def set_force_python(on: bool) -> None:
     lib = _state.get("lib")
     if lib is not None:
         lib.tfxla_set_force_python(int(on))
+
+
+observers.on_change(set_force_python)
 
 
 def bind(launcher, *, resources: bool = True):
@@ -296,7 +299,6 @@ def _status_of(e: BaseException) -> tuple[int, str]:
 
 def _serve(launcher, cid: int, ctx: int, status: int) -> None:
     from tfxla_cluster.errors import InternalError
-    from tfxla_cluster.runtime.launcher import _observers
 
     tf = _state["tf"]
     n = tf.TF_NumInputs(ctx)
@@ -311,7 +313,7 @@ def _serve(launcher, cid: int, ctx: int, status: int) -> None:
                 return
             handles.append(t.value)
             arrays.append(_view(tf, t.value))
-        if _observers:
+        if observers.OBSERVERS:
             # Observers may keep the inputs past this launch: give them memory TF does not reclaim.
             arrays = [np.array(a, copy=True) for a in arrays]
         launcher.stats  # fold native executions in first: the megamorphic rule counts them
@@ -324,7 +326,7 @@ def _serve(launcher, cid: int, ctx: int, status: int) -> None:
         # The variables' final values follow the value outputs (AssignVariableOp nodes store them).
         outputs = list(outputs) + [updates.get(p, arrays[p]) for p in written]
         _write_outputs(tf, ctx, outputs, status)
-        if compiled is not None and not _observers:
+        if compiled is not None and not observers.OBSERVERS:
             _publish(launcher, cid, compiled, arrays)
     finally:
         for h in handles:
