@@ -144,7 +144,7 @@ def _while(ctx, node):
         # loop with a zeros buffer of that shape (tf2xla's handling of uninitialized TensorLists).
         pending = {i for i, v in enumerate(raw) if isinstance(v, PendingList) and isinstance(rets[i], HloInstruction)}
         for i in pending:
-            raw[i] = raw[i].buffer_for(b, tuple(rets[i].shape.dimensions[1:]))
+            raw[i] = raw[i].buffer_for(b, PendingList.element_dims_of(rets[i]))
         if not variant and not pending:
             break
         constant -= variant  # not loop invariant: carry it in the state and lower the body again
