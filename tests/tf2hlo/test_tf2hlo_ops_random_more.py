@@ -1,0 +1,79 @@
+"""More random ops against TF's own XLA (``jit_compile=True``): the v1 stateless ops (s32[2] seed
+input, constant or fed at run time), stateful ops on a resource state (explicit seeds: bit-equal) and
+the seedless ones (compared by shape, distribution and invariants, as TF's XLA is not repeatable
+there). Integers and uniform floats are bit-equal; normals go through log/sqrt/sin/erfinv, which XLA:CPU
+approximates: rtol 1e-5 (f32), 1e-12 (f64), a few ulps for 16-bit types."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tf2hlo_harness import HAVE_JAX
+
+from tfxla_cluster.hlo import parse_module
+from tfxla_cluster.tf2hlo import lower_function
+
+# 16-bit: TF's XLA computes the erfinv chain in f32 and rounds once; the evaluator rounds per op.
+_NORMAL_RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12, np.dtype(np.float16): 2e-2,
+                np.dtype(ml_dtypes.bfloat16): 2e-2}
+
+
+def _lower_and_run(fn, args=()):
+    specs = [tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args]
+    lc = lower_function(tf.function(fn, autograph=False).get_concrete_function(*specs), *args)
+    text = lc.module.to_string()
+    assert parse_module(text).to_string() == text
+    got = lc.run(*args)
+    if HAVE_JAX:
+        from tf2hlo_xla import xla_run
+
+        params = [np.asarray(args[p.index]).astype(p.element_type.dtype) for p in lc.parameters]
+        for i, (x, g) in enumerate(zip(xla_run(text, *params), got)):
+            if g.dtype.kind in "iub":
+                np.testing.assert_array_equal(x, g, err_msg=f"XLA vs evaluator output {i}")
+            else:
+                np.testing.assert_allclose(np.asarray(x, np.float64), np.asarray(g, np.float64),
+                                           rtol=_NORMAL_RTOL[g.dtype], atol=1e-6, err_msg=f"XLA vs evaluator {i}")
+    return got
+
+
+def _tf_xla(fn, args=()):
+    out = tf.function(fn, jit_compile=True, autograph=False)(*[tf.constant(a) for a in args])
+    return [np.asarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])]
+
+
+def _compare(got, want, exact: tuple[int, ...]):
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape and g.dtype == w.dtype, f"output {i}: {g.shape} {g.dtype} vs {w.shape} {w.dtype}"
+        if i in exact or g.dtype.kind in "iub":
+            np.testing.assert_array_equal(g, w, err_msg=f"output {i}")
+        else:
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=_NORMAL_RTOL[g.dtype],
+                                       atol=1e-6, err_msg=f"output {i}")
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.float16, tf.bfloat16])
+@pytest.mark.parametrize("seed", [(1, 2), (-7, 123456789)])
+def test_stateless_v1_float_ops_equal_tf_xla(dtype, seed):
+    def fn(s):
+        return (tf.raw_ops.StatelessRandomUniform(shape=[3, 5], seed=s, dtype=dtype),
+                tf.raw_ops.StatelessRandomNormal(shape=[4, 3], seed=s, dtype=dtype),
+                tf.raw_ops.StatelessTruncatedNormal(shape=[7], seed=s, dtype=dtype),
+                tf.raw_ops.StatelessRandomUniform(shape=[2], seed=s[::-1], dtype=dtype))
+    # Seeds are fed: with a constant seed TF's grappler folds the op with TF's CPU kernel before XLA.
+    seed = np.array(seed, np.int32)
+    _compare(_lower_and_run(fn, [seed]), _tf_xla(fn, [seed]), exact=(0, 3))
+
+
+@pytest.mark.parametrize("dtype", [tf.int32, tf.int64])
+def test_stateless_v1_int_ops_equal_tf_xla(dtype):
+    def fn(s):
+        return (tf.raw_ops.StatelessRandomUniformInt(shape=[4, 6], seed=s, minval=tf.constant(-5, dtype),
+                                                     maxval=tf.constant(9, dtype)),
+                tf.raw_ops.StatelessRandomUniformFullInt(shape=[9], seed=s, dtype=dtype),
+                tf.raw_ops.StatelessRandomUniformFullInt(shape=[2, 2], seed=s * 3 - 1, dtype=dtype))
+    seed = np.array([-3, 77], np.int32)
+    _compare(_lower_and_run(fn, [seed]), _tf_xla(fn, [seed]), exact=(0, 1, 2))
