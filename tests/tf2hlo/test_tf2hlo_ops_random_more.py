@@ -21,15 +21,21 @@ _NORMAL_RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12, np.dtyp
 
 
 def _lower_and_run(fn, args=()):
+    """Lower, evaluate and run on XLA; captured variables are fed their current values."""
     specs = [tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args]
-    lc = lower_function(tf.function(fn, autograph=False).get_concrete_function(*specs), *args)
+    concrete = tf.function(fn, autograph=False).get_concrete_function(*specs)
+    lc = lower_function(concrete, *args)
     text = lc.module.to_string()
     assert parse_module(text).to_string() == text
-    got = lc.run(*args)
+    variables = {id(v.handle): v for v in concrete.graph.variables}
+    feed = list(args) + [variables[id(h)].numpy() for h in concrete.captured_inputs]
+    feed = [feed[i.index] for i in lc.inputs]
+    got = lc.run(*feed)
     if HAVE_JAX:
         from tf2hlo_xla import xla_run
 
-        params = [np.asarray(args[p.index]).astype(p.element_type.dtype) for p in lc.parameters]
+        by_index = {i.index: f for i, f in zip(lc.inputs, feed)}
+        params = [np.asarray(by_index[p.index]).astype(p.element_type.dtype) for p in lc.parameters]
         for i, (x, g) in enumerate(zip(xla_run(text, *params), got)):
             if g.dtype.kind in "iub":
                 np.testing.assert_array_equal(x, g, err_msg=f"XLA vs evaluator output {i}")
@@ -77,3 +83,33 @@ def test_stateless_v1_int_ops_equal_tf_xla(dtype):
                 tf.raw_ops.StatelessRandomUniformFullInt(shape=[2, 2], seed=s * 3 - 1, dtype=dtype))
     seed = np.array([-3, 77], np.int32)
     _compare(_lower_and_run(fn, [seed]), _tf_xla(fn, [seed]), exact=(0, 1, 2))
+
+
+def _stateful_program(alg: int, dtype, state0):
+    """A function of nothing that draws with every stateful op from one state variable and returns the
+    values and the final state."""
+    state = tf.Variable(np.asarray(state0, np.int64))
+
+    def fn():
+        out = [tf.raw_ops.StatefulUniform(resource=state.handle, algorithm=alg, shape=[3, 2], dtype=dtype),
+               tf.raw_ops.StatefulStandardNormalV2(resource=state.handle, algorithm=alg, shape=[5], dtype=dtype),
+               tf.raw_ops.StatefulTruncatedNormal(resource=state.handle, algorithm=alg, shape=[4], dtype=dtype),
+               tf.raw_ops.StatefulUniformInt(resource=state.handle, algorithm=alg, shape=[7],
+                                             minval=tf.constant(-4, tf.int64), maxval=tf.constant(100, tf.int64)),
+               tf.raw_ops.StatefulUniformFullInt(resource=state.handle, algorithm=alg, shape=[3], dtype=tf.int32),
+               tf.raw_ops.RngReadAndSkip(resource=state.handle, alg=tf.constant(alg, tf.int32),
+                                         delta=tf.constant(5, tf.uint64))]
+        tf.raw_ops.RngSkip(resource=state.handle, algorithm=tf.constant(alg, tf.int64), delta=tf.constant(3, tf.int64))
+        out.append(state.read_value())
+        return out
+    return state, fn
+
+
+@pytest.mark.parametrize("alg, state0", [(1, [5, 0, 42]), (1, [-3, 7, -11]), (2, [12, 99]), (3, [0, 1, 2])])
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.bfloat16])
+def test_stateful_ops_equal_tf_xla(alg, state0, dtype):
+    state, fn = _stateful_program(alg, dtype, state0)
+    want = _tf_xla(fn) + [state.numpy()]   # the values, the state read in fn, the variable after the call
+    state.assign(np.asarray(state0, np.int64))
+    got = _lower_and_run(fn)               # the values, then the written variable
+    _compare(got, want, exact=(0,))

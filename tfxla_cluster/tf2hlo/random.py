@@ -119,13 +119,15 @@ def _algorithm(ctx, index: int) -> int:
     return alg
 
 
-@dataclass(frozen=True)
+@dataclass
 class Stream:
-    """Where random bits come from: u64[1] key, u64[n] counter, algorithm (RNG_ALG_*)."""
+    """Where random bits come from: u64[1] key, u64[n] counter, algorithm (RNG_ALG_*). After a draw,
+    ``next_counter`` is the counter the generator advanced to (what stateful ops write back)."""
 
     key: HloInstruction
     counter: HloInstruction
     alg: int
+    next_counter: HloInstruction | None = None
 
 
 def _input_stream(ctx) -> Stream:
@@ -168,6 +170,8 @@ def _random_bits(ctx, et: P, dims, stream: Stream | None = None) -> tuple:
         state = b.concatenate([b.reshape(key, [1]), b.slice(counter, [0], [1])], 0)
         algorithm = RandomAlgorithm.THREE_FRY
     out = b.rng_bit_generator(state, Shape.array(bits_type, dims), algorithm)
+    new_state = b.get_tuple_element(out, 0)
+    stream.next_counter = b.slice(new_state, [1], [new_state.shape.dimensions[0]])
     return b.get_tuple_element(out, 1)
 
 
@@ -190,7 +194,12 @@ def _uniform(ctx, et: P, dims, minval, maxval, stream: Stream | None = None):
 
 
 def _shape(ctx) -> list[int]:
-    dims = ctx.const_ints(0)
+    return _shape_at(ctx, 0)
+
+
+def _shape_at(ctx, index: int) -> list[int]:
+    """A constant ``shape`` input."""
+    dims = ctx.const_ints(index)
     if any(d < 0 for d in dims):
         raise InvalidArgumentError(f"shape must be non-negative, got {dims}")
     return dims

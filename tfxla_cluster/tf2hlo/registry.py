@@ -41,6 +41,7 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.variables",
     "tfxla_cluster.tf2hlo.control_flow",
     "tfxla_cluster.tf2hlo.random",
+    "tfxla_cluster.tf2hlo.random_stateful",
     "tfxla_cluster.tf2hlo.xla_ops",
     "tfxla_cluster.tf2hlo.array_ops",
     "tfxla_cluster.tf2hlo.image",
