@@ -20,8 +20,9 @@ _NORMAL_RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12, np.dtyp
                 np.dtype(ml_dtypes.bfloat16): 2e-2}
 
 
-def _lower_and_run(fn, args=()):
-    """Lower, evaluate and run on XLA; captured variables are fed their current values."""
+def _lower_and_run(fn, args=(), seedless: bool = False):
+    """Lower, evaluate and run on XLA; captured variables are fed their current values. ``seedless``:
+    XLA's own draws differ from the evaluator's, so only shapes and dtypes are compared with XLA."""
     specs = [tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args]
     concrete = tf.function(fn, autograph=False).get_concrete_function(*specs)
     lc = lower_function(concrete, *args)
@@ -37,6 +38,9 @@ def _lower_and_run(fn, args=()):
         by_index = {i.index: f for i, f in zip(lc.inputs, feed)}
         params = [np.asarray(by_index[p.index]).astype(p.element_type.dtype) for p in lc.parameters]
         for i, (x, g) in enumerate(zip(xla_run(text, *params), got)):
+            assert np.shape(x) == g.shape and np.asarray(x).dtype == g.dtype, f"XLA vs evaluator output {i}"
+            if seedless:
+                continue
             if g.dtype.kind in "iub":
                 np.testing.assert_array_equal(x, g, err_msg=f"XLA vs evaluator output {i}")
             else:
@@ -113,3 +117,59 @@ def test_stateful_ops_equal_tf_xla(alg, state0, dtype):
     state.assign(np.asarray(state0, np.int64))
     got = _lower_and_run(fn)               # the values, then the written variable
     _compare(got, want, exact=(0,))
+
+
+def test_stateless_multinomial_and_parameterized_truncated_normal_equal_tf_xla():
+    def fn(s, logits, mu):
+        return (tf.raw_ops.StatelessMultinomial(logits=logits, num_samples=6, seed=s, output_dtype=tf.int64),
+                tf.raw_ops.StatelessMultinomial(logits=logits, num_samples=1, seed=s, output_dtype=tf.int32),
+                tf.raw_ops.StatelessParameterizedTruncatedNormal(
+                    shape=[3, 4], seed=s, means=mu, stddevs=tf.constant([0.5, 1.0, 2.0, 3.0]),
+                    minvals=tf.constant(-1.0), maxvals=tf.constant(2.5)))
+    args = [np.array([7, -2], np.int32), np.log(np.array([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25]], np.float32)),
+            np.array([[0.0], [0.5], [-0.5]], np.float32)]
+    _compare(_lower_and_run(fn, args), _tf_xla(fn, args), exact=(0, 1))
+
+
+def test_xla_rng_bit_generator_equals_tf_xla():
+    from tensorflow.compiler.tf2xla.ops import gen_xla_ops
+
+    def fn(state):
+        k, v = gen_xla_ops.xla_rng_bit_generator(algorithm=1, initial_state=state, shape=[3, 5], dtype=tf.uint32)
+        k2, v2 = gen_xla_ops.xla_rng_bit_generator(algorithm=1, initial_state=k, shape=[4], dtype=tf.uint64)
+        return k, v, k2, v2
+    args = [np.array([1, 2**63 + 5, 3], np.uint64)]
+    _compare(_lower_and_run(fn, args), _tf_xla(fn, args), exact=(0, 1, 2, 3))
+
+
+def test_seedless_ops_shapes_and_distributions():
+    """TruncatedNormal, ParameterizedTruncatedNormal, Multinomial and RandomShuffle draw with XLA's
+    ``rng`` (TF's XLA ignores their seeds): checked for shape, dtype, bounds, moments and invariants,
+    the same checks passing on TF's XLA."""
+    n = 20000
+
+    def fn(logits, vec, mat):
+        return (tf.raw_ops.TruncatedNormal(shape=[n], dtype=tf.float32),
+                tf.raw_ops.ParameterizedTruncatedNormal(shape=[2, n // 2], means=tf.constant([0.0, 3.0]),
+                                                        stdevs=tf.constant(2.0), minvals=tf.constant([-1.0, 2.0]),
+                                                        maxvals=tf.constant(4.0)),
+                tf.raw_ops.Multinomial(logits=logits, num_samples=n // 4),
+                tf.raw_ops.RandomShuffle(value=vec),
+                tf.raw_ops.RandomShuffle(value=mat))
+    logits = np.array([np.log([0.2, 0.5, 0.3]), [0.0, -np.inf, -np.inf]], np.float32)
+    vec, mat = np.arange(50, dtype=np.int32), np.arange(12, dtype=np.float32).reshape(6, 2)
+    args = [logits, vec, mat]
+    for source, out in (("ours", _lower_and_run(fn, args, seedless=True)), ("TF's XLA", _tf_xla(fn, args))):
+        tn, ptn, multi, svec, smat = out
+        assert tn.shape == (n,) and tn.dtype == np.float32, source
+        assert tn.min() >= -2.0 and tn.max() <= 2.0 and abs(tn.mean()) < 0.03, source
+        assert abs(tn.std() - 0.8796) < 0.02, source   # std of N(0, 1) truncated to [-2, 2]
+        assert ptn.shape == (2, n // 2), source
+        assert ptn[0].min() >= -1.0 and ptn[0].max() <= 4.0 and ptn[1].min() >= 2.0 and ptn[1].max() <= 4.0, source
+        assert multi.shape == (2, n // 4) and multi.dtype == np.int64, source
+        freq = np.bincount(multi[0], minlength=3) / multi.shape[1]
+        np.testing.assert_allclose(freq, [0.2, 0.5, 0.3], atol=0.03, err_msg=source)
+        assert (multi[1] == 0).all(), source    # log(0) classes are never drawn
+        np.testing.assert_array_equal(np.sort(svec), vec, err_msg=source)
+        assert not np.array_equal(svec, vec), source
+        np.testing.assert_array_equal(smat[np.argsort(smat[:, 0])], mat, err_msg=source)  # rows stay whole

@@ -318,16 +318,38 @@ def _truncated_normal(ctx, et: P, dims, stream: Stream | None = None):
     rt = _rng_type(et)
     tiny = float(np.finfo(rt.dtype).tiny)
     u = _uniform(ctx, rt, dims, tiny, 1.0, stream)
-    sqrt2 = math.sqrt(2.0)
-    cdf_a, cdf_b = (1.0 + math.erf(-2.0 / sqrt2)) / 2.0, (1.0 + math.erf(2.0 / sqrt2)) / 2.0
-    p = xl.add(b, xl.mul(b, u, cdf_b - cdf_a), cdf_a)
-    v = xl.sub(b, xl.mul(b, p, 2.0), 1.0)
-    eps = float(np.finfo(np.float32).eps)
-    v = b.clamp(xl.full(b, -1.0 + eps, rt, dims), v, xl.full(b, 1.0 - eps, rt, dims))
-    x = xl.mul(b, xl.erfinv(b, v), sqrt2)
-    x = b.clamp(xl.full(b, -2.0, rt, dims), x, xl.full(b, 2.0, rt, dims))
+    x = truncated_normal_of_uniform(b, u, 0.0, 1.0, -2.0, 2.0)
     return _maybe_bf16(b, x, et)
 
+
+def truncated_normal_of_uniform(b, u, mu, sigma, lo, hi):
+    """tf2xla's ``ParameterizedTruncatedNormal(uniform, mu, sigma, a, b)``: the uniform in (0, 1) mapped
+    through the normal CDF between the bounds, inverted with erfinv, clamped to [a, b]. Parameters are
+    Python floats (folded as TF's XLA folds its constants) or HLO of ``u``'s shape."""
+    et, dims = u.shape.element_type, list(u.shape.dimensions)
+    sqrt2 = math.sqrt(2.0)
+    consts = all(not isinstance(v, HloInstruction) for v in (mu, sigma, lo, hi))
+    if consts:
+        cdf_a = (1.0 + math.erf((lo - mu) / sigma / sqrt2)) / 2.0
+        cdf_b = (1.0 + math.erf((hi - mu) / sigma / sqrt2)) / 2.0
+        p = xl.add(b, xl.mul(b, u, cdf_b - cdf_a), cdf_a)
+    else:
+        mu, sigma, lo, hi = (v if isinstance(v, HloInstruction) else xl.full(b, v, et, dims) for v in (mu, sigma, lo, hi))
+
+        def cdf(x):
+            return xl.div(b, xl.add(b, b.erf(xl.div(b, b.divide(b.subtract(x, mu), sigma), sqrt2)), 1.0), 2.0)
+        cdf_a = cdf(lo)
+        p = b.add(cdf_a, b.multiply(b.subtract(cdf(hi), cdf_a), u))
+    v = xl.sub(b, xl.mul(b, p, 2.0), 1.0)
+    eps = float(np.finfo(np.float32).eps)
+    v = b.clamp(xl.full(b, -1.0 + eps, et, dims), v, xl.full(b, 1.0 - eps, et, dims))
+    if consts:
+        x = xl.mul(b, xl.erfinv(b, v), sqrt2)
+        if (mu, sigma) != (0.0, 1.0):
+            x = xl.add(b, xl.mul(b, x, sigma), mu)
+        return b.clamp(xl.full(b, lo, et, dims), x, xl.full(b, hi, et, dims))
+    x = b.add(mu, b.multiply(xl.mul(b, sigma, sqrt2), xl.erfinv(b, v)))
+    return b.clamp(lo, x, hi)
 
 
 # ---------------------------------------------------------------- stateful (seeded by the runtime)

@@ -17,8 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
+from tfxla_cluster.hlo.attrs import RandomAlgorithm, RandomDistribution
 from tfxla_cluster.hlo.ir import HloInstruction
-from tfxla_cluster.hlo.shape import PrimitiveType as P
+from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
 from tfxla_cluster.tf2hlo import random as rnd
 from tfxla_cluster.tf2hlo import xla_lib as xl
 from tfxla_cluster.tf2hlo.registry import lowers
@@ -149,3 +150,188 @@ def _rng_skip(ctx, node):
 @lowers("RngReadAndSkip")
 def _rng_read_and_skip(ctx, node):
     return _skip(ctx, read_old=True)
+
+
+# ---------------------------------------------------------------- seedless ops (XLA's ``rng``)
+# TF's XLA ignores their seed attrs and draws with ``rng``, so values differ between runs and from TF's
+# CPU kernels; they are compared by distribution and invariants.
+def _rng_uniform(b, et: P, dims, lo, hi) -> HloInstruction:
+    return b.rng(xl.scalar(b, lo, et), xl.scalar(b, hi, et), Shape.array(et, dims), RandomDistribution.UNIFORM)
+
+
+def _tiny(et: P) -> float:
+    return float(np.finfo(et.dtype).tiny)
+
+
+@lowers("TruncatedNormal")
+def _truncated_normal(ctx, node):
+    et = ctx.attr_type("dtype")
+    if not et.is_float:
+        raise UnimplementedError(f"TruncatedNormal of {et.value}")
+    dims = rnd._shape_at(ctx, 0)
+    u = _rng_uniform(ctx.b, et, dims, _tiny(et), 1.0)
+    return [rnd.truncated_normal_of_uniform(ctx.b, u, 0.0, 1.0, -2.0, 2.0)]
+
+
+def _batch_params(ctx, first: int, dims, et: P) -> list[HloInstruction]:
+    """ParameterizedTruncatedNormal's means/stdevs/minvals/maxvals: scalars, or vectors of the batch
+    size shape[0], broadcast along the leading dim."""
+    b = ctx.b
+    out = []
+    for i in range(first, first + 4):
+        v = ctx.input(i)
+        if v.shape.rank == 0:
+            out.append(b.broadcast(v, dims, ()))
+        elif v.shape.rank == 1 and dims and v.shape.dimensions[0] == dims[0]:
+            out.append(b.broadcast(v, dims, (0,)))
+        else:
+            raise InvalidArgumentError(f"{ctx.op}: parameter {i} of shape {list(v.shape.dimensions)} is neither a "
+                                       f"scalar nor a vector of the batch size {dims[0] if dims else 0}")
+        if v.shape.element_type is not et:
+            raise InvalidArgumentError(f"{ctx.op}: parameter {i} is not of dtype {et.value}")
+    return out
+
+
+@lowers("ParameterizedTruncatedNormal")
+def _parameterized_truncated_normal(ctx, node):
+    et = ctx.attr_type("dtype")
+    dims = rnd._shape_at(ctx, 0)
+    mu, sigma, lo, hi = _batch_params(ctx, 1, dims, et)
+    u = _rng_uniform(ctx.b, et, dims, _tiny(et), 1.0)
+    return [rnd.truncated_normal_of_uniform(ctx.b, u, mu, sigma, lo, hi)]
+
+
+@lowers("StatelessParameterizedTruncatedNormal")
+def _stateless_parameterized_truncated_normal(ctx, node):
+    """Parameters broadcast against ``shape`` numpy-style; the uniform is the v1 seed stream's."""
+    b = ctx.b
+    et = ctx.attr_type("dtype")
+    dims = rnd._shape_at(ctx, 0)
+    params = []
+    for i in range(2, 6):
+        v = ctx.input(i)
+        try:
+            if xl.broadcast_shape(v.shape.dimensions, dims) != tuple(dims):
+                raise InvalidArgumentError("")
+        except InvalidArgumentError:
+            raise InvalidArgumentError(f"StatelessParameterizedTruncatedNormal: parameter of shape "
+                                       f"{list(v.shape.dimensions)} does not broadcast to {dims}") from None
+        params.append(xl.broadcast_to(b, v, dims))
+    u = rnd._uniform(ctx, et, dims, _tiny(et), 1.0, rnd.seed_stream(ctx, 1))
+    return [rnd.truncated_normal_of_uniform(b, u, *params)]
+
+
+def _categorical(ctx, node, log_uniforms) -> list:
+    """tf2xla's CategoricalOp: Gumbel-max — argmax over classes of ``logits - log(-log(u))`` (lowest
+    index on ties); one sample draws [batch, classes] and reshapes."""
+    b = ctx.b
+    logits = ctx.input(0)
+    if logits.shape.rank != 2:
+        raise InvalidArgumentError(f"logits should be a matrix, got shape {list(logits.shape.dimensions)}")
+    n = ctx.const_int(1)
+    if n < 0:
+        raise InvalidArgumentError(f"num_samples should be nonnegative, got {n}")
+    batch, classes = logits.shape.dimensions
+    et = logits.shape.element_type
+    dims = [batch, n, classes] if n != 1 else [batch, classes]
+    cls = len(dims) - 1
+    g = log_uniforms(dims, et)
+    entries = b.subtract(b.broadcast(logits, dims, (0, cls)), g)
+    out_type = ctx.attr_type("output_dtype")
+    from tfxla_cluster.tf2hlo.reduction import _argminmax_computation
+    iota = b.iota(Shape.array(P.S32, dims), cls)
+    comp = _argminmax_computation(b, et, P.S32, False, f"{node.name}-argmax")
+    r = b.reduce([entries, iota], [xl.scalar(b, xl.min_value(et), et), xl.scalar(b, 0, P.S32)], [cls], comp)
+    arg = xl.convert(b, b.get_tuple_element(r, 1), out_type)
+    return [b.reshape(arg, [batch, 1]) if n == 1 else arg]
+
+
+@lowers("Multinomial")
+def _multinomial(ctx, node):
+    b = ctx.b
+
+    def log_uniforms(dims, et):
+        u = _rng_uniform(b, et, dims, _tiny(et), 1.0)
+        return b.log(b.negate(b.log(u)))
+    return _categorical(ctx, node, log_uniforms)
+
+
+@lowers("StatelessMultinomial")
+def _stateless_multinomial(ctx, node):
+    b = ctx.b
+
+    def log_uniforms(dims, et):
+        rt = rnd._rng_type(et)
+        u = rnd._uniform(ctx, rt, dims, _tiny(rt), 1.0, rnd.seed_stream(ctx, 2))
+        return xl.convert(b, b.log(b.negate(b.log(u))), et)
+    return _categorical(ctx, node, log_uniforms)
+
+
+@lowers("RandomShuffle")
+def _random_shuffle(ctx, node):
+    """tf2xla's RandomShuffle: a vector is sorted by random s32 keys ``rng(0, -1)`` (the full u32 range;
+    ceil(3·log n / log(2³²-1)) rounds); a higher-rank tensor's rows are gathered in a Fisher-Yates
+    permutation of ``rng(0, n)`` swaps run in a while loop."""
+    import math
+
+    b = ctx.b
+    x = ctx.input(0)
+    dims = list(x.shape.dimensions)
+    n = dims[0] if dims else 0
+    total = int(np.prod(dims)) if dims else 1
+    if total <= 1 or n <= 1:
+        return [x]
+    if len(dims) == 1:
+        rounds = math.ceil(3 * math.log(total) / math.log(0xFFFFFFFF))
+        c = b.sub_builder(f"{node.name}-lt")
+        k0 = c.parameter(0, Shape.array(P.S32, []), "lhs_key")
+        k1 = c.parameter(1, Shape.array(P.S32, []), "rhs_key")
+        c.parameter(2, Shape.array(x.shape.element_type, []), "lhs_value")
+        c.parameter(3, Shape.array(x.shape.element_type, []), "rhs_value")
+        less = c.build(c.compare(k0, k1, "LT"))
+        cur = x
+        for _ in range(rounds):
+            keys = b.rng(xl.scalar(b, 0, P.S32), xl.scalar(b, -1, P.S32), Shape.array(P.S32, [total]),
+                         RandomDistribution.UNIFORM)
+            cur = b.get_tuple_element(b.sort([keys, cur], 0, less), 1)
+        return [cur]
+    # Fisher-Yates: for i in range(n): swap indices[i] and indices[swaps[i]].
+    s32 = Shape.array(P.S32, [])
+    vec = Shape.array(P.S32, [n])
+    state_shape = Shape.tuple_of([s32, vec, vec])
+    body = b.sub_builder(f"{node.name}-swap")
+    st = body.parameter(0, state_shape, "state")
+    i, idx, swaps = (body.get_tuple_element(st, k) for k in range(3))
+    j = body.reshape(body.dynamic_slice(swaps, [i], [1]), [])
+    at_i = body.dynamic_slice(idx, [i], [1])
+    at_j = body.dynamic_slice(idx, [j], [1])
+    idx = body.dynamic_update_slice(body.dynamic_update_slice(idx, at_j, [i]), at_i, [j])
+    body_c = body.build(body.tuple([xl.add(body, i, np.int32(1)), idx, swaps]))
+    cond = b.sub_builder(f"{node.name}-cond")
+    cst = cond.parameter(0, state_shape, "state")
+    cond_c = cond.build(xl.lt(cond, cond.get_tuple_element(cst, 0), np.int32(n)))
+    swaps = b.rng(xl.scalar(b, 0, P.S32), xl.scalar(b, n, P.S32), vec, RandomDistribution.UNIFORM)
+    init = b.tuple([xl.scalar(b, 0, P.S32), b.iota(vec, 0), swaps])
+    perm = b.get_tuple_element(b.while_loop(cond_c, body_c, init), 1)
+    from tfxla_cluster.tf2hlo.gather_scatter import gather
+    return [gather(b, x, perm, 0)]
+
+
+# ---------------------------------------------------------------- XlaRngBitGenerator
+_XLA_RNG_ALGORITHMS = {1: "PHILOX", 2: "THREE_FRY", 3: "DEFAULT"}  # tf.random.Algorithm ids
+
+
+@lowers("XlaRngBitGenerator")
+def _xla_rng_bit_generator(ctx, node):
+    """``rng-bit-generator`` on the u64 state: (new state, bits of ``dtype``)."""
+    b = ctx.b
+    alg = ctx.const_int(0)
+    if alg not in _XLA_RNG_ALGORITHMS:
+        raise InvalidArgumentError(f"Unsupported RNG algorithm {alg}")
+    state = ctx.input(1)
+    if state.shape.element_type is not P.U64 or state.shape.rank != 1:
+        raise InvalidArgumentError("initial_state must be a u64 vector")
+    dims = rnd._shape_at(ctx, 2)
+    et = ctx.attr_type("dtype")
+    out = b.rng_bit_generator(state, Shape.array(et, dims), getattr(RandomAlgorithm, _XLA_RNG_ALGORITHMS[alg]))
+    return [b.get_tuple_element(out, 0), b.get_tuple_element(out, 1)]
