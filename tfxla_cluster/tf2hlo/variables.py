@@ -346,3 +346,88 @@ def _apply_add_sign(ctx, node):
 @lowers("ResourceApplyPowerSign")
 def _apply_power_sign(ctx, node):
     return _apply_sign(ctx, node, lambda b, logbase, s: b.exp(xl.mul(b, s, logbase)))
+
+
+def _proximal_update(b, var, lr, l1, l2, grad):
+    """tf2xla's ProximalGradientDescentUpdate: ``prox = var - lr·grad``, soft-thresholded by ``lr·l1``
+    when ``l1 > 0``, divided by ``1 + lr·l2`` (``lr`` a scalar or of var's shape)."""
+    dims = var.shape.dimensions
+    lr_b = lr if lr.shape.dimensions == dims else b.broadcast(lr, dims, ())
+    prox = b.subtract(var, b.multiply(grad, lr_b))
+    denom = xl.add(b, b.multiply(lr_b, b.broadcast(l2, dims, ())), 1)
+    shrunk = b.multiply(b.sign(prox), xl.maximum(b, b.subtract(b.abs(prox), b.multiply(lr_b, b.broadcast(l1, dims, ()))), 0))
+    pick = b.broadcast(xl.gt(b, l1, 0), dims, ())
+    return b.select(pick, b.divide(shrunk, denom), b.divide(prox, denom))
+
+
+@lowers("ResourceApplyProximalAdagrad")
+def _apply_proximal_adagrad(ctx, node):
+    (var_r, var), (acc_r, accum) = _vars(ctx, node, 2)
+    b = ctx.b
+    lr, l1, l2 = _scalars(ctx, 2, "lr l1 l2")
+    grad = ctx.input(5)
+    accum = b.add(accum, b.multiply(grad, grad))
+    adagrad_lr = b.multiply(b.broadcast(lr, var.shape.dimensions, ()), b.rsqrt(accum))
+    var_r.assign(_proximal_update(b, var, adagrad_lr, l1, l2, grad))
+    acc_r.assign(accum)
+    return []
+
+
+@lowers("ResourceApplyAdagradDA")
+def _apply_adagrad_da(ctx, node):
+    """Dual averaging: ``accum += g``, ``sq += g²``; ``var = -lr·shrink(accum)/(step·lr·l2 + sqrt(sq))``
+    where shrink soft-thresholds by ``step·l1`` when ``l1 > 0`` (step converted to T)."""
+    (var_r, var), (acc_r, accum), (sq_r, sq) = _vars(ctx, node, 3)
+    b = ctx.b
+    grad = ctx.input(3)
+    lr, l1, l2, step = _scalars(ctx, 4, "lr l1 l2 global_step")
+    et = var.shape.element_type
+    step = xl.convert(b, step, et)
+    dims = var.shape.dimensions
+    accum = b.add(accum, grad)
+    sq = b.add(sq, b.multiply(grad, grad))
+    bc = lambda s: b.broadcast(s, dims, ())  # noqa: E731
+    denom = b.add(bc(b.multiply(b.multiply(step, lr), l2)), b.sqrt(sq))
+    neg_lr = bc(b.negate(lr))
+    le_zero = b.divide(b.multiply(neg_lr, accum), denom)
+    shrunk = xl.maximum(b, b.subtract(b.abs(accum), bc(b.multiply(step, l1))), 0)
+    gt_zero = b.divide(b.multiply(b.multiply(neg_lr, b.sign(accum)), shrunk), denom)
+    var_r.assign(b.select(bc(xl.gt(b, l1, 0)), gt_zero, le_zero))
+    acc_r.assign(accum)
+    sq_r.assign(sq)
+    return []
+
+
+@lowers("ResourceApplyFtrl", "ResourceApplyFtrlV2")
+def _apply_ftrl(ctx, node):
+    """tf2xla's CompileFtrl: ``g' = g + 2·l2_shrinkage·var`` (V2); ``n' = n + g²``;
+    ``linear += g' - (n'^-p - n^-p)/lr·var``; ``var = (clamp(linear, ±l1) - linear)/(n'^-p/lr + 2·l2)``.
+    With ``multiply_linear_by_lr`` (TF's kernels' variant) linear is kept scaled by lr:
+    ``linear += g'·lr - (n'^-p - n^-p)·var``, clipped to ±l1·lr, quadratic ``n'^-p + 2·l2·lr``."""
+    (var_r, var), (acc_r, accum), (lin_r, linear) = _vars(ctx, node, 3)
+    b = ctx.b
+    v2 = node.op.endswith("V2")
+    grad = ctx.input(3)
+    if v2:
+        lr, l1, l2, shrink, power = _scalars(ctx, 4, "lr l1 l2 l2_shrinkage lr_power")
+    else:
+        (lr, l1, l2, power), shrink = _scalars(ctx, 4, "lr l1 l2 lr_power"), None
+    dims = var.shape.dimensions
+    bc = lambda s: b.broadcast(s, dims, ())  # noqa: E731
+    g = grad if shrink is None else b.add(grad, b.multiply(bc(xl.mul(b, shrink, 2.0)), var))
+    new_accum = b.add(accum, b.multiply(grad, grad))
+    neg_p = bc(b.negate(power))
+    new_pow, old_pow = b.power(new_accum, neg_p), b.power(accum, neg_p)
+    if ctx.attr("multiply_linear_by_lr", False):
+        linear = b.subtract(b.add(linear, b.multiply(g, bc(lr))), b.multiply(b.subtract(new_pow, old_pow), var))
+        bound = bc(b.multiply(l1, lr))
+        quadratic = b.add(new_pow, bc(xl.mul(b, b.multiply(l2, lr), 2.0)))
+    else:
+        linear = b.subtract(b.add(linear, g), b.multiply(b.divide(b.subtract(new_pow, old_pow), bc(lr)), var))
+        bound = bc(l1)
+        quadratic = b.add(b.divide(new_pow, bc(lr)), bc(xl.mul(b, l2, 2.0)))
+    clipped = b.clamp(b.negate(bound), linear, bound)
+    var_r.assign(b.divide(b.subtract(clipped, linear), quadratic))
+    acc_r.assign(new_accum)
+    lin_r.assign(linear)
+    return []
