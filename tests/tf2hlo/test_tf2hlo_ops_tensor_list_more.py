@@ -146,3 +146,15 @@ def test_keras_rnn_training_step_equals_tf_xla(layer) -> None:
     np.testing.assert_allclose(got_loss, want_loss, rtol=1e-5)
     for g, w, v in zip(got_vars, want_vars, variables):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6, err_msg=v.path)
+
+
+def test_list_to_array_and_back_are_identities() -> None:
+    from tensorflow.python.framework import op_def_library
+
+    def fn(x, y):
+        _, _, op, _ = op_def_library._apply_op_helper("_ListToArray", name="l2a", input=[x, y * 2.0], T=tf.float32, N=2)
+        a, b = op.outputs
+        _, _, op, _ = op_def_library._apply_op_helper("_ArrayToList", name="a2l", input=[a + 1.0, b],
+                                                      out_types=[tf.float32] * 2)
+        return list(op.outputs)
+    _check_against_tf_xla(fn, values("f32", (2, 3)), values("f32", (2, 3), seed=1))

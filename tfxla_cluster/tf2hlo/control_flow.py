@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
 from tfxla_cluster.tf2hlo import xla_lib as xl
@@ -48,9 +48,11 @@ class _Operands:
                     raise InvalidArgumentError("uninitialized resource passed to a function")
                 self.slots.append(len(self.elements))
                 self.elements.append(v.value)
-            else:
+            elif isinstance(v, HloInstruction):
                 self.slots.append(len(self.elements))
                 self.elements.append(v)
+            else:  # a TensorArray or stack resource (tensor_array.py) lives in one computation only
+                raise UnimplementedError(f"a {type(v).__name__} passed to a function or loop is not supported")
 
     @property
     def shape(self) -> Shape:

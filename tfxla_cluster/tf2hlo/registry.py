@@ -46,6 +46,7 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.array_ops",
     "tfxla_cluster.tf2hlo.image",
     "tfxla_cluster.tf2hlo.tensor_list",
+    "tfxla_cluster.tf2hlo.tensor_array",
     "tfxla_cluster.tf2hlo.linalg",
     "tfxla_cluster.tf2hlo.complex_ops",
 )

@@ -269,3 +269,15 @@ def zeros_like_list(ctx, index: int):
     b = ctx.b
     buf, push_index = _parts(b, _list(ctx, index))
     return _with_buffer(b, xl.zeros_like(b, buf), push_index)
+
+
+@lowers("_ListToArray", "_ArrayToList")
+def _list_array_identity(ctx, node):
+    """Internal list ⇄ array-of-one-type conversions of function signatures: the inputs, unchanged
+    (``_ListToArray`` requires every input to be of type ``T``)."""
+    if node.op == "_ListToArray":
+        et = ctx.attr_type("T")
+        for i in range(ctx.num_inputs):
+            if ctx.input_type(i) is not et:
+                raise InvalidArgumentError(f"_ListToArray: input {i} is {ctx.input_type(i).value}, not {et.value}")
+    return [ctx.input_value(i) for i in range(ctx.num_inputs)]
