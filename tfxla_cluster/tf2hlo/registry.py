@@ -47,6 +47,7 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.image",
     "tfxla_cluster.tf2hlo.tensor_list",
     "tfxla_cluster.tf2hlo.tensor_array",
+    "tfxla_cluster.tf2hlo.collectives",
     "tfxla_cluster.tf2hlo.linalg",
     "tfxla_cluster.tf2hlo.complex_ops",
 )
