@@ -66,3 +66,43 @@ def test_optimizer_equals_tf_xla(op, dtype):
         v.assign(a.astype(dtype.as_numpy_dtype))
     got = lower_and_run(fn, [g])
     compare(got[:len(want)], want, rtol=1e-5 if dtype == tf.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("splits, paddings", [([2, 3], [0, 0]), ([1, 2], [0, 1]), ([3, 1], [1, 2])])
+def test_variable_split_and_concat_nd_equal_tf_xla(splits, paddings):
+    init = values("f32", (5, 5)) if paddings != [0, 0] else values("f32", (4, 6))
+    v = tf.Variable(init)
+    n = int(np.prod(splits))
+
+    def fn(scale):
+        parts = tf.raw_ops.ReadVariableXlaSplitND(resource=v.handle, T=tf.float32, N=n, num_splits=splits,
+                                                  paddings=paddings)
+        tf.raw_ops.AssignVariableXlaConcatND(resource=v.handle, inputs=[p * scale for p in parts],
+                                             num_concats=splits, paddings=paddings)
+        return list(parts) + [v.read_value()]
+    scale = np.float32(3.0)
+    want = tf_xla(fn, [scale])
+    v.assign(init)
+    got = lower_and_run(fn, [scale])
+    compare(got[:len(want)], want)
+
+
+def test_aot_only_variable_is_refused_as_tf_xla_refuses_it():
+    """tfcompile's in-graph variable: a JIT compilation declares no variables, so TF's XLA and ours both
+    refuse it ("Variable: <name> not configured")."""
+    from tensorflow.python.framework import op_def_library
+
+    from tfxla_cluster.errors import InvalidArgumentError
+    from tfxla_cluster.tf2hlo import lower_function
+
+    def fn(x):
+        _, _, op, _ = op_def_library._apply_op_helper("_XlaAotOnlyVarHandleOp", name="aot_var", dtype=tf.float32,
+                                                      container="", shared_name="aot_var", debug_name="",
+                                                      shape=[2, 3])
+        tf.raw_ops.AssignVariableOp(resource=op.outputs[0], value=x * 2.0)
+        return tf.raw_ops.ReadVariableOp(resource=op.outputs[0], dtype=tf.float32) + 1.0
+    x = values("f32", (2, 3))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Variable: aot_var not configured"):
+        tf_xla(fn, [x])
+    with pytest.raises(InvalidArgumentError, match="Variable: aot_var not configured"):
+        lower_function(tf.function(fn, autograph=False).get_concrete_function(tf.TensorSpec([2, 3])))
