@@ -167,6 +167,13 @@ def rng(ev, instr, args):
     if s.element_type.is_float:
         v = gen.uniform(a, b, s.dimensions).astype(s.dtype)
         return np.where(v >= b, np.asarray(a, dtype=s.dtype), v).astype(s.dtype)  # keep [a, b)
+    if b <= a:
+        # XLA takes the range b - a in the unsigned type, so rng(0, -1) spans the full 2^n - 1 values
+        # (TF's RandomShuffle keys); the sum wraps.
+        bits = s.element_type.bit_width
+        span = (b - a) % (1 << bits)
+        v = gen.integers(0, span, s.dimensions, dtype=np.uint64) if span else np.zeros(s.dimensions, np.uint64)
+        return ((v + np.uint64(a % (1 << bits))) & np.uint64((1 << bits) - 1)).astype(f"u{bits // 8}").view(s.dtype)
     return gen.integers(a, b, s.dimensions, endpoint=False).astype(s.dtype)
 
 

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
 from tfxla_cluster.tf2hlo import xla_lib as xl
@@ -48,9 +48,11 @@ class _Operands:
                     raise InvalidArgumentError("uninitialized resource passed to a function")
                 self.slots.append(len(self.elements))
                 self.elements.append(v.value)
-            else:
+            elif isinstance(v, HloInstruction):
                 self.slots.append(len(self.elements))
                 self.elements.append(v)
+            else:  # a TensorArray or stack resource (tensor_array.py) lives in one computation only
+                raise UnimplementedError(f"a {type(v).__name__} passed to a function or loop is not supported")
 
     @property
     def shape(self) -> Shape:
@@ -144,7 +146,7 @@ def _while(ctx, node):
         # loop with a zeros buffer of that shape (tf2xla's handling of uninitialized TensorLists).
         pending = {i for i, v in enumerate(raw) if isinstance(v, PendingList) and isinstance(rets[i], HloInstruction)}
         for i in pending:
-            raw[i] = raw[i].buffer_for(b, tuple(rets[i].shape.dimensions[1:]))
+            raw[i] = raw[i].buffer_for(b, PendingList.element_dims_of(rets[i]))
         if not variant and not pending:
             break
         constant -= variant  # not loop invariant: carry it in the state and lower the body again

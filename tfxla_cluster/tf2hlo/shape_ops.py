@@ -347,6 +347,9 @@ def _fill(ctx, node):
 
 @lowers("ZerosLike", "OnesLike")
 def _fill_like(ctx, node):
+    if node.op == "ZerosLike" and ctx.input_tf_dtype(0) == 21:  # DT_VARIANT: a TensorList
+        from tfxla_cluster.tf2hlo.tensor_list import zeros_like_list
+        return [zeros_like_list(ctx, 0)]
     dims = ctx.input_dims(0)
     et = ctx.output_type(0)
     return [xl.full(ctx.b, 0 if node.op == "ZerosLike" else 1, et, dims)]

@@ -346,3 +346,162 @@ def _apply_add_sign(ctx, node):
 @lowers("ResourceApplyPowerSign")
 def _apply_power_sign(ctx, node):
     return _apply_sign(ctx, node, lambda b, logbase, s: b.exp(xl.mul(b, s, logbase)))
+
+
+def _proximal_update(b, var, lr, l1, l2, grad):
+    """tf2xla's ProximalGradientDescentUpdate: ``prox = var - lr·grad``, soft-thresholded by ``lr·l1``
+    when ``l1 > 0``, divided by ``1 + lr·l2`` (``lr`` a scalar or of var's shape)."""
+    dims = var.shape.dimensions
+    lr_b = lr if lr.shape.dimensions == dims else b.broadcast(lr, dims, ())
+    prox = b.subtract(var, b.multiply(grad, lr_b))
+    denom = xl.add(b, b.multiply(lr_b, b.broadcast(l2, dims, ())), 1)
+    threshold = b.multiply(lr_b, b.broadcast(l1, dims, ()))
+    shrunk = b.multiply(b.sign(prox), xl.maximum(b, b.subtract(b.abs(prox), threshold), 0))
+    pick = b.broadcast(xl.gt(b, l1, 0), dims, ())
+    return b.select(pick, b.divide(shrunk, denom), b.divide(prox, denom))
+
+
+@lowers("ResourceApplyProximalAdagrad")
+def _apply_proximal_adagrad(ctx, node):
+    (var_r, var), (acc_r, accum) = _vars(ctx, node, 2)
+    b = ctx.b
+    lr, l1, l2 = _scalars(ctx, 2, "lr l1 l2")
+    grad = ctx.input(5)
+    accum = b.add(accum, b.multiply(grad, grad))
+    adagrad_lr = b.multiply(b.broadcast(lr, var.shape.dimensions, ()), b.rsqrt(accum))
+    var_r.assign(_proximal_update(b, var, adagrad_lr, l1, l2, grad))
+    acc_r.assign(accum)
+    return []
+
+
+@lowers("ResourceApplyAdagradDA")
+def _apply_adagrad_da(ctx, node):
+    """Dual averaging: ``accum += g``, ``sq += g²``; ``var = -lr·shrink(accum)/(step·lr·l2 + sqrt(sq))``
+    where shrink soft-thresholds by ``step·l1`` when ``l1 > 0`` (step converted to T)."""
+    (var_r, var), (acc_r, accum), (sq_r, sq) = _vars(ctx, node, 3)
+    b = ctx.b
+    grad = ctx.input(3)
+    lr, l1, l2, step = _scalars(ctx, 4, "lr l1 l2 global_step")
+    et = var.shape.element_type
+    step = xl.convert(b, step, et)
+    dims = var.shape.dimensions
+    accum = b.add(accum, grad)
+    sq = b.add(sq, b.multiply(grad, grad))
+    bc = lambda s: b.broadcast(s, dims, ())  # noqa: E731
+    denom = b.add(bc(b.multiply(b.multiply(step, lr), l2)), b.sqrt(sq))
+    neg_lr = bc(b.negate(lr))
+    le_zero = b.divide(b.multiply(neg_lr, accum), denom)
+    shrunk = xl.maximum(b, b.subtract(b.abs(accum), bc(b.multiply(step, l1))), 0)
+    gt_zero = b.divide(b.multiply(b.multiply(neg_lr, b.sign(accum)), shrunk), denom)
+    var_r.assign(b.select(bc(xl.gt(b, l1, 0)), gt_zero, le_zero))
+    acc_r.assign(accum)
+    sq_r.assign(sq)
+    return []
+
+
+@lowers("ResourceApplyFtrl", "ResourceApplyFtrlV2")
+def _apply_ftrl(ctx, node):
+    """tf2xla's CompileFtrl: ``g' = g + 2·l2_shrinkage·var`` (V2); ``n' = n + g²``;
+    ``linear += g' - (n'^-p - n^-p)/lr·var``; ``var = (clamp(linear, ±l1) - linear)/(n'^-p/lr + 2·l2)``.
+    With ``multiply_linear_by_lr`` (TF's kernels' variant) linear is kept scaled by lr:
+    ``linear += g'·lr - (n'^-p - n^-p)·var``, clipped to ±l1·lr, quadratic ``n'^-p + 2·l2·lr``."""
+    (var_r, var), (acc_r, accum), (lin_r, linear) = _vars(ctx, node, 3)
+    b = ctx.b
+    v2 = node.op.endswith("V2")
+    grad = ctx.input(3)
+    if v2:
+        lr, l1, l2, shrink, power = _scalars(ctx, 4, "lr l1 l2 l2_shrinkage lr_power")
+    else:
+        (lr, l1, l2, power), shrink = _scalars(ctx, 4, "lr l1 l2 lr_power"), None
+    dims = var.shape.dimensions
+    bc = lambda s: b.broadcast(s, dims, ())  # noqa: E731
+    g = grad if shrink is None else b.add(grad, b.multiply(bc(xl.mul(b, shrink, 2.0)), var))
+    new_accum = b.add(accum, b.multiply(grad, grad))
+    neg_p = bc(b.negate(power))
+    new_pow, old_pow = b.power(new_accum, neg_p), b.power(accum, neg_p)
+    if ctx.attr("multiply_linear_by_lr", False):
+        linear = b.subtract(b.add(linear, b.multiply(g, bc(lr))), b.multiply(b.subtract(new_pow, old_pow), var))
+        bound = bc(b.multiply(l1, lr))
+        quadratic = b.add(new_pow, bc(xl.mul(b, b.multiply(l2, lr), 2.0)))
+    else:
+        linear = b.subtract(b.add(linear, g), b.multiply(b.divide(b.subtract(new_pow, old_pow), bc(lr)), var))
+        bound = bc(l1)
+        quadratic = b.add(b.divide(new_pow, bc(lr)), bc(xl.mul(b, l2, 2.0)))
+    clipped = b.clamp(b.negate(bound), linear, bound)
+    var_r.assign(b.divide(b.subtract(clipped, linear), quadratic))
+    acc_r.assign(new_accum)
+    lin_r.assign(linear)
+    return []
+
+
+def _split_grid(ctx, rank: int, counts_attr: str) -> tuple[list[int], list[int]]:
+    counts = [int(c) for c in ctx.attr(counts_attr)]
+    paddings = [int(p) for p in ctx.attr("paddings", [])] or [0] * rank
+    if len(counts) != rank or len(paddings) != rank:
+        raise InvalidArgumentError(f"{ctx.op}: {counts_attr} and paddings must have one entry per dimension "
+                                   f"({rank}), got {counts} and {paddings}")
+    if any(c <= 0 for c in counts) or any(p < 0 for p in paddings):
+        raise InvalidArgumentError(f"{ctx.op}: {counts_attr} must be positive and paddings non-negative")
+    n = int(np.prod(counts))
+    if ctx.attr("N") != n:
+        raise InvalidArgumentError(f"{ctx.op}: N {ctx.attr('N')} differs from the number of slices {n}")
+    return counts, paddings
+
+
+def _grid_starts(counts: list[int], piece: list[int]):
+    """The start index of every slice, row-major over the grid (the ops' slice order)."""
+    return [[i * p for i, p in zip(idx, piece)] for idx in np.ndindex(*counts)]
+
+
+@lowers("ReadVariableXlaSplitND")
+def _read_split_nd(ctx, node):
+    """The variable right-padded by ``paddings`` with zeros, cut into ``num_splits[d]`` equal pieces
+    per dimension, the pieces in row-major order (XlaSplitND of a read)."""
+    b = ctx.b
+    var = _typed_resource(ctx, 0, "T").read(node.name)
+    dims = list(var.shape.dimensions)
+    counts, paddings = _split_grid(ctx, len(dims), "num_splits")
+    padded = [d + p for d, p in zip(dims, paddings)]
+    if any(d % c for d, c in zip(padded, counts)):
+        raise InvalidArgumentError(f"{node.op}: padded shape {padded} is not divisible by num_splits {counts}")
+    if any(paddings):
+        var = b.pad(var, xl.scalar(b, 0, var.shape.element_type), [(0, p, 0) for p in paddings])
+    piece = [d // c for d, c in zip(padded, counts)]
+    return [b.slice(var, s, [a + p for a, p in zip(s, piece)]) for s in _grid_starts(counts, piece)]
+
+
+@lowers("AssignVariableXlaConcatND")
+def _assign_concat_nd(ctx, node):
+    """The slices put back together (row-major grid, ``num_concats[d]`` per dimension), the right
+    ``paddings`` cut off, assigned to the variable (XlaConcatND then assign)."""
+    b = ctx.b
+    res = _typed_resource(ctx, 0, "T")
+    parts = [ctx.input(i) for i in range(1, ctx.num_inputs)]
+    rank = parts[0].shape.rank
+    counts, paddings = _split_grid(ctx, rank, "num_concats")
+    piece = list(parts[0].shape.dimensions)
+    if any(list(p.shape.dimensions) != piece for p in parts):
+        raise InvalidArgumentError(f"{node.op}: all inputs must have the same shape")
+    whole = [c * p for c, p in zip(counts, piece)]
+    if any(p > w for p, w in zip(paddings, whole)):
+        raise InvalidArgumentError(f"{node.op}: paddings {paddings} exceed the concatenated shape {whole}")
+    # Concatenate the innermost grid dimension first, row-major.
+    level = parts
+    for d in reversed(range(rank)):
+        level = [b.concatenate(level[i:i + counts[d]], d) if counts[d] > 1 else level[i]
+                 for i in range(0, len(level), counts[d])]
+    value = level[0]
+    if any(paddings):
+        value = b.slice(value, [0] * rank, [w - p for w, p in zip(whole, paddings)])
+    res.assign(value)
+    return []
+
+
+@lowers("_XlaAotOnlyVarHandleOp")
+def _aot_var_handle(ctx, node):
+    """tfcompile's in-graph variable (AOT only): tf2xla looks ``shared_name`` up among the variables the
+    tfcompile config declares; a JIT compilation (TF's and ours) declares none, so it is refused with
+    tf2xla's error."""
+    name = ctx.attr("shared_name", "") or node.name
+    raise InvalidArgumentError(f"Variable: {name} not configured (only tfcompile's AOT config declares "
+                               "variables for _XlaAotOnlyVarHandleOp)")
