@@ -183,3 +183,17 @@ def optimize_graph(config: Any, meta_graph: Any) -> Any:
     from tensorflow.python.grappler import tf_optimizer
 
     return tf_optimizer.OptimizeGraph(config, meta_graph, verbose=False)
+
+
+def function_def_to_graph(fdef: Any, input_shapes: list) -> Any:
+    """A ``FuncGraph`` built from a ``FunctionDef`` with the given input shapes."""
+    from tensorflow.python.framework import function_def_to_graph as fdg
+
+    return fdg.function_def_to_graph(fdef, input_shapes=input_shapes)
+
+
+def graph_to_function_def(graph: Any, operations: list, inputs: list, outputs: list) -> Any:
+    """A ``FunctionDef`` of ``operations`` of ``graph`` from ``inputs`` to ``outputs``."""
+    from tensorflow.python.framework import graph_to_function_def as gfd
+
+    return gfd.graph_to_function_def(graph, operations, inputs, outputs)

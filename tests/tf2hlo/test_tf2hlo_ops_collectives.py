@@ -8,8 +8,8 @@ import tensorflow as tf
 from tensorflow.compiler.tf2xla.ops import gen_xla_ops as gx
 from tensorflow.python.ops import gen_collective_ops as gc
 
-from tf2hlo_harness import values
-from tf2hlo_tfxla import compare, lower_and_run, tf_xla
+from tests.tf2hlo.tf2hlo_harness import values
+from tests.tf2hlo.tf2hlo_tfxla import compare, lower_and_run, tf_xla
 
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.tf2hlo import lower_function

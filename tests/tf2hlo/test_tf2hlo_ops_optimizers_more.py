@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import values
-from tf2hlo_tfxla import compare, lower_and_run, tf_xla
+from tests.tf2hlo.tf2hlo_harness import values
+from tests.tf2hlo.tf2hlo_tfxla import compare, lower_and_run, tf_xla
 
 
 def _vars(dtype, n: int):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_tfxla import compare as _compare, lower_and_run as _lower_and_run, tf_xla as _tf_xla
+from tests.tf2hlo.tf2hlo_tfxla import compare as _compare, lower_and_run as _lower_and_run, tf_xla as _tf_xla
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.float16, tf.bfloat16])
 @pytest.mark.parametrize("seed", [(1, 2), (-7, 123456789)])

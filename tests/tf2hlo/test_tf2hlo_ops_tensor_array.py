@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import values
-from tf2hlo_tfxla import compare, lower_and_run, tf_xla
+from tests.tf2hlo.tf2hlo_harness import values
+from tests.tf2hlo.tf2hlo_tfxla import compare, lower_and_run, tf_xla
 
 from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.tf2hlo import lower_function

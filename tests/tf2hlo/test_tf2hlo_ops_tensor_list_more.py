@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import HAVE_JAX, values
+from tests.tf2hlo.tf2hlo_harness import HAVE_JAX, values
 
 import tfxla_cluster as txc
 from tfxla_cluster.errors import InvalidArgumentError
@@ -33,7 +33,7 @@ def _check_against_tf_xla(fn, *args, rtol=2e-6, atol=1e-6):
         else:
             np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"output {i}")
     if HAVE_JAX:
-        from tf2hlo_xla import xla_run
+        from tests.tf2hlo.tf2hlo_xla import xla_run
 
         params = [np.asarray(args[p.index]).astype(p.element_type.dtype) for p in lc.parameters]
         for i, (x, g) in enumerate(zip(xla_run(text, *params), got)):

@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import tensorflow as tf
 
-from tf2hlo_harness import HAVE_JAX
+from tests.tf2hlo.tf2hlo_harness import HAVE_JAX
 
 from tfxla_cluster.hlo import parse_module
 from tfxla_cluster.tf2hlo import lower_function
@@ -31,7 +31,7 @@ def lower_and_run(fn, args=(), seedless: bool = False):
     feed = [feed[i.index] for i in lc.inputs]
     got = lc.run(*feed)
     if HAVE_JAX:
-        from tf2hlo_xla import xla_run
+        from tests.tf2hlo.tf2hlo_xla import xla_run
 
         by_index = {i.index: f for i, f in zip(lc.inputs, feed)}
         params = [np.asarray(by_index[p.index]).astype(p.element_type.dtype) for p in lc.parameters]

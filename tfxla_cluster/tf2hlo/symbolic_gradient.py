@@ -22,17 +22,18 @@ _COUNTER = itertools.count()
 def _gradient_function_def(fdef, input_shapes):
     """A FunctionDef ``(xs..., dys...) -> dxs`` for ``fdef``."""
     import tensorflow as tf
-    from tensorflow.python.framework import function_def_to_graph, graph_to_function_def
+
+    from tfxla_cluster.tf_compat import function_def_to_graph, graph_to_function_def
 
     if any(a.func.name for n in fdef.node_def for a in n.attr.values() if a.HasField("func")):
         raise UnimplementedError(f"SymbolicGradient of {fdef.signature.name}, which calls other functions")
-    fg = function_def_to_graph.function_def_to_graph(fdef, input_shapes=[tf.TensorShape(s) for s in input_shapes])
+    fg = function_def_to_graph(fdef, [tf.TensorShape(s) for s in input_shapes])
     with fg.as_default():
         dys = [tf.compat.v1.placeholder(o.dtype, o.shape, name=f"dy{i}") for i, o in enumerate(fg.outputs)]
         grads = tf.gradients(fg.outputs, fg.inputs, grad_ys=dys)
         grads = [g if g is not None else tf.zeros_like(x) for g, x in zip(grads, fg.inputs)]
         grads = [tf.identity(g, name=f"dx{i}") for i, g in enumerate(grads)]
-    gfdef = graph_to_function_def.graph_to_function_def(fg, fg.get_operations(), list(fg.inputs) + dys, grads)
+    gfdef = graph_to_function_def(fg, fg.get_operations(), list(fg.inputs) + dys, grads)
     gfdef.signature.name = f"{fdef.signature.name}_symbolic_gradient_{next(_COUNTER)}"
     return gfdef
 
