@@ -151,12 +151,14 @@ def _xla_sample(cases: Sequence[Case]) -> list[Case]:
     return list(best.values())
 
 
-def run_batch(cases: Sequence[Case], *, xla: str | None = None) -> BatchResult:
+def run_batch(cases: Sequence[Case], *, xla: str | None = None, reference: str = "tf") -> BatchResult:
     """Lower, evaluate and check every case of the batch (see the module docstring).
 
     ``xla``: "all" runs the whole module on XLA:CPU; "sample" (the default, for speed) runs a module
     of one representative case per dtype; "none" skips execution. XLA's parser always sees the
     whole module. The environment variable ``TF2HLO_XLA`` overrides the default.
+    ``reference``: "tf" (TF eager, falling back to TF's XLA as described above) or "tf_xla" (TF's own
+    XLA for every case: ops with no TF CPU kernel, or whose CPU kernel TF's XLA does not follow).
     """
     xla = xla or os.environ.get("TF2HLO_XLA", "sample")
     lowered, flat_args, got = _lower_and_eval(cases)
@@ -166,7 +168,7 @@ def run_batch(cases: Sequence[Case], *, xla: str | None = None) -> BatchResult:
     skipped, referenced_xla, k = [], [], 0
     counts = []
     for c in cases:
-        want, why = _tf_reference(c)
+        want, why = (_tf_xla(c), "TF's XLA is the reference") if reference == "tf_xla" else _tf_reference(c)
         if want is None:
             skipped.append(c.label)
         elif why is not None:

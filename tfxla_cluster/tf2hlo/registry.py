@@ -47,6 +47,7 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.tensor_list",
     "tfxla_cluster.tf2hlo.linalg",
     "tfxla_cluster.tf2hlo.complex_ops",
+    "tfxla_cluster.tf2hlo.xla_structured",
 )
 
 _LOWERINGS: dict[str, LoweringFn] = {}
