@@ -197,3 +197,49 @@ def test_dequantize_matches_bf16_arithmetic() -> None:
                                      autograph=False).get_concrete_function(S([1], tf.uint32)), x).run(x)[0]
     np.testing.assert_array_equal(got.astype(np.float32), np.array([1, 2, 3, 4], np.float32))
     assert got.dtype == ml_dtypes.bfloat16
+
+
+def _jax2tf(fn, *specs):
+    jax = pytest.importorskip("jax")
+    from jax.experimental import jax2tf
+
+    del jax
+    return tf.function(jax2tf.convert(fn, with_gradient=False), autograph=False).get_concrete_function(*specs)
+
+
+def test_xla_call_module_from_jax2tf_equals_tf_xla() -> None:
+    """jax2tf's CPU export (StableHLO in XlaCallModule): elementwise, reductions, dot, control flow, sort, and
+    a two-result function; run by TF's XLA and by us."""
+    jnp = pytest.importorskip("jax.numpy")
+    import jax
+
+    def f(x, y):
+        z = jnp.sin(x) * y + jnp.sum(x, axis=0, keepdims=True)
+        w = jnp.dot(z, y.T)
+        c = jax.lax.fori_loop(0, 3, lambda i, v: v * 1.5 + i, w)
+        return jnp.sort(c, axis=1), jnp.argmax(x, axis=1).astype(jnp.int32)
+
+    x, y = values("f32", (3, 4)), values("f32", (3, 4), seed=1)
+    concrete = _jax2tf(f, S([3, 4], tf.float32), S([3, 4], tf.float32))
+    assert any(n.op == "XlaCallModule" for n in concrete.graph.as_graph_def().node)
+    lowered = lower_function(concrete, x, y)
+    got = lowered.run(x, y)
+    want = tf.function(concrete, jit_compile=True)(tf.constant(x), tf.constant(y))
+    want = [w.numpy() for w in want]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got[1], want[1])
+    assert " call(" in lowered.module.to_string()
+
+
+def test_xla_call_module_for_another_platform_is_rejected() -> None:
+    """A module exported for TPU only: TF's XLA on CPU refuses it, and so do we (typed error)."""
+    pytest.importorskip("jax")
+    from jax.experimental import jax2tf
+
+    fn = jax2tf.convert(lambda v: v * 2.0, with_gradient=False, native_serialization_platforms=("tpu",))
+    concrete = tf.function(fn, autograph=False).get_concrete_function(S([3], tf.float32))
+    x = values("f32", (3,))
+    with pytest.raises(tf.errors.OpError, match="platform"):
+        tf.function(concrete, jit_compile=True)(tf.constant(x))
+    with pytest.raises(InvalidArgumentError, match="platform"):
+        lower_function(concrete, x)

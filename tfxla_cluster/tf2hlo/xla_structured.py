@@ -399,3 +399,78 @@ def _xla_dequantize(ctx, node):
     if bool(ctx.attr("transpose_output", False)):
         out = b.transpose(out, tuple(reversed(range(out.shape.rank))))
     return [out]
+
+
+# ---------------------------------------------------------------- XlaCallModule (jax2tf's StableHLO)
+def _stablehlo_to_hlo_text(module_bytes: bytes) -> str:
+    """The HLO text of a serialized StableHLO module (portable artifact or MLIR text/bytecode), through
+    jaxlib's MLIR bindings: reading StableHLO needs MLIR, which jaxlib carries and TF's python does not
+    expose. jaxlib is optional; without it XlaCallModule is unimplemented."""
+    try:
+        from jax._src.interpreters import mlir as jax_mlir
+        from jax._src.lib import _jax
+    except Exception:  # jaxlib missing or of another layout
+        raise UnimplementedError("XlaCallModule needs jaxlib (pip install jaxlib) to read its StableHLO module") \
+            from None
+    try:
+        context = jax_mlir.make_ir_context()
+        try:
+            text = str(_jax.mlir.deserialize_portable_artifact(module_bytes, context=context))
+        except Exception:   # not a portable artifact: plain MLIR text or bytecode
+            text = module_bytes.decode("utf-8") if module_bytes[:4] != b"ML\xefR" else module_bytes
+        if isinstance(text, str) and "?x" in text:
+            raise UnimplementedError("XlaCallModule: the module has shape-polymorphic (dynamic) dimensions; "
+                                     "only static shapes are supported")
+        computation = _jax.mlir.mlir_module_to_xla_computation(text, use_tuple_args=False, return_tuple=True)
+        return computation.as_hlo_text()
+    except UnimplementedError:
+        raise
+    except Exception as e:
+        raise InvalidArgumentError(f"XlaCallModule: cannot convert the StableHLO module to HLO: "
+                                   f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+
+
+@lowers("XlaCallModule")
+def _xla_call_module(ctx, node):
+    from tfxla_cluster.hlo.parser import parse_module
+
+    b = ctx.b
+    platforms = [str(p) for p in (ctx.attr("platforms", []) or [])]
+    if platforms and "CPU" not in platforms and "platform" not in (ctx.attr("disabled_checks", []) or []):
+        raise InvalidArgumentError(f"The current platform CPU is not among the platforms required by the module: "
+                                   f"[{', '.join(platforms)}]")
+    if bool(ctx.attr("has_token_input_output", False)):
+        raise UnimplementedError("XlaCallModule with token inputs/outputs (effects) is not supported")
+    if ctx.attr("function_list", []):
+        raise UnimplementedError("XlaCallModule calling back into TF functions (function_list) is not supported")
+    if ctx.attr("dim_args_spec", []):
+        raise UnimplementedError("XlaCallModule with dim_args_spec (shape polymorphism) is not supported")
+    text = _stablehlo_to_hlo_text(ctx.node.attr("module").s)
+    module = parse_module(text)
+    entry = module.entry
+    args = ctx.inputs()
+    if len(platforms) > 1:   # the module's first argument selects the platform
+        args = [xl.scalar(b, platforms.index("CPU") if "CPU" in platforms else 0, P.S32)] + args
+    params = sorted((i for i in entry.instructions if i.opcode.text == "parameter"),
+                    key=lambda i: i.parameter_number)
+    if len(params) != len(args):
+        raise InvalidArgumentError(f"XlaCallModule: the module takes {len(params)} arguments, the op has "
+                                   f"{len(args)} inputs")
+    for p, a in zip(params, args):
+        if p.shape.element_type is not a.shape.element_type or p.shape.dimensions != a.shape.dimensions:
+            raise InvalidArgumentError(f"XlaCallModule: argument {p.parameter_number} has shape {a.shape}, the "
+                                       f"module expects {p.shape}")
+    for comp in module.computations:   # move them into our module (uniquified when it is built)
+        comp.parent = None
+    entry.name = f"{node.name.replace('/', '_')}.module"
+    call = b.call(entry, args)
+    n = len(node.outputs)
+    if not call.shape.is_tuple or len(call.shape.tuple_shapes) != n:
+        raise InvalidArgumentError(f"XlaCallModule: the module returns {call.shape}, the op has {n} outputs")
+    outs = [b.get_tuple_element(call, i) for i in range(n)]
+    for i, o in enumerate(outs):
+        want = ctx.output_type(i)
+        if o.shape.element_type is not want:
+            raise InvalidArgumentError(f"XlaCallModule: result {i} is {o.shape.element_type.value}, Tout says "
+                                       f"{want.value}")
+    return outs
