@@ -48,6 +48,8 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.linalg",
     "tfxla_cluster.tf2hlo.complex_ops",
     "tfxla_cluster.tf2hlo.xla_structured",
+    "tfxla_cluster.tf2hlo.image_color",
+    "tfxla_cluster.tf2hlo.nn_more",
 )
 
 _LOWERINGS: dict[str, LoweringFn] = {}
