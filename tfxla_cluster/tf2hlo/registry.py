@@ -50,6 +50,7 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.xla_structured",
     "tfxla_cluster.tf2hlo.image_color",
     "tfxla_cluster.tf2hlo.nn_more",
+    "tfxla_cluster.tf2hlo.quantize",
 )
 
 _LOWERINGS: dict[str, LoweringFn] = {}
