@@ -51,6 +51,8 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.image_color",
     "tfxla_cluster.tf2hlo.nn_more",
     "tfxla_cluster.tf2hlo.quantize",
+    "tfxla_cluster.tf2hlo.math_more",
+    "tfxla_cluster.tf2hlo.linalg_more",
 )
 
 _LOWERINGS: dict[str, LoweringFn] = {}
