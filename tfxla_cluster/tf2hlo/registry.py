@@ -53,6 +53,7 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.quantize",
     "tfxla_cluster.tf2hlo.math_more",
     "tfxla_cluster.tf2hlo.linalg_more",
+    "tfxla_cluster.tf2hlo.fft",
 )
 
 _LOWERINGS: dict[str, LoweringFn] = {}
