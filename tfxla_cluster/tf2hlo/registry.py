@@ -54,6 +54,7 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.math_more",
     "tfxla_cluster.tf2hlo.linalg_more",
     "tfxla_cluster.tf2hlo.fft",
+    "tfxla_cluster.tf2hlo.linalg_decomp",
 )
 
 _LOWERINGS: dict[str, LoweringFn] = {}
