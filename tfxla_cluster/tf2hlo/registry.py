@@ -55,6 +55,7 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.linalg_more",
     "tfxla_cluster.tf2hlo.fft",
     "tfxla_cluster.tf2hlo.linalg_decomp",
+    "tfxla_cluster.tf2hlo.special",
 )
 
 _LOWERINGS: dict[str, LoweringFn] = {}
