@@ -65,3 +65,35 @@ def test_lrn_half_is_rejected_like_tf_xla() -> None:
         tf.function(fn, jit_compile=True)(tf.constant(x))
     with pytest.raises(InvalidArgumentError, match="mixed precision"):
         lower_function(tf.function(fn).get_concrete_function(tf.TensorSpec(x.shape, tf.float16)), x)
+
+
+BOXES = np.array([[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, -0.1, 1, 0.9], [0, 10, 1, 11], [0, 10.1, 1, 11.1],
+                  [0, 100, 1, 101], [1, 1, 0, 0], [5, 5, 6, 6]], np.float32)
+SCORES = np.array([0.9, 0.75, 0.6, 0.95, 0.5, 0.3, 0.85, 0.05], np.float32)
+
+
+def _nms(max_out: int, iou: float, score: float):
+    return lambda bx, sc: tf.raw_ops.NonMaxSuppressionV4(boxes=bx, scores=sc, max_output_size=max_out,
+                                                         iou_threshold=iou, score_threshold=score,
+                                                         pad_to_max_output_size=True)
+
+
+def nms_cases():
+    rng = np.random.default_rng(3)
+    rand = np.sort(values("f32", (12, 4), "pos").reshape(12, 2, 2), axis=1).reshape(12, 4) * 3
+    return [Case("NMSv4", _nms(3, 0.5, 0.0), [BOXES, SCORES]),
+            Case("NMSv4 padded", _nms(7, 0.5, 0.2), [BOXES, SCORES]),
+            Case("NMSv4 all boxes, flipped corners", _nms(8, 0.3, -1.0), [BOXES, SCORES]),
+            Case("NMSv4 random", _nms(5, 0.4, 0.1), [rand, rng.permutation(12).astype(np.float32) / 12])]
+
+
+def test_non_max_suppression_v4_equals_tf_xla() -> None:
+    """TF's XLA fills the padding with the positions of the first unkept boxes (TF eager with zeros): TF's XLA
+    is the reference for the whole output; TF eager agrees on the valid part."""
+    run_batch(nms_cases(), reference="tf_xla")
+    for case in nms_cases():
+        specs = [tf.TensorSpec(a.shape, tf.float32) for a in case.args]
+        got = lower_function(tf.function(case.fn).get_concrete_function(*specs), *case.args).run(*case.args)
+        idx, valid = case.fn(*case.args)
+        assert int(got[1]) == int(valid)
+        np.testing.assert_array_equal(got[0][:int(valid)], idx.numpy()[:int(valid)], err_msg=case.label)

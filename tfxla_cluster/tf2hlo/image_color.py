@@ -20,7 +20,7 @@ import numpy as np
 
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.hlo.opcode import HloOpcode as O
-from tfxla_cluster.hlo.shape import PrimitiveType as P
+from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
 from tfxla_cluster.tf2hlo import xla_lib as xl
 from tfxla_cluster.tf2hlo.image import bilinear_weights
 from tfxla_cluster.tf2hlo.registry import lowers
@@ -204,3 +204,97 @@ def _resize_bilinear_grad(ctx, node):
     t = b.dot(t, wy, (1,), (0,))
     out = b.transpose(t, (0, 3, 2, 1))
     return [xl.convert(b, out, ctx.output_type(0))]
+
+
+# ---------------------------------------------------------------- non-max suppression
+def _sort_desc_with_index(b, keys, name: str, stable: bool):
+    """(keys sorted descending, their original positions); equal keys keep index order when ``stable``."""
+    n = keys.shape.dimensions[0]
+    et = keys.shape.element_type
+    idx = b.iota(Shape.array(P.S32, (n,)), 0)
+    c = b.sub_builder(name)
+    ka, kb = c.parameter(0, Shape.scalar(et), "a"), c.parameter(1, Shape.scalar(et), "b")
+    ia, ib = c.parameter(2, Shape.scalar(P.S32), "i"), c.parameter(3, Shape.scalar(P.S32), "j")
+    gt = c.compare(ka, kb, "GT")
+    if stable:   # TopK's order: larger first, then the smaller index
+        c.or_(gt, c.and_(c.compare(ka, kb, "EQ"), c.compare(ia, ib, "LT")))
+    s = b.sort([keys, idx], 0, c.build(), is_stable=stable)
+    return b.get_tuple_element(s, 0), b.get_tuple_element(s, 1)
+
+
+@lowers("NonMaxSuppressionV4")
+def _non_max_suppression_v4(ctx, node):
+    """tf2xla's NonMaxSuppression: boxes sorted by score; the IoU > threshold mask between sorted boxes;
+    a while over the rows (stopping at ``max_output_size`` kept boxes) where each kept box suppresses the
+    later ones it overlaps; then the kept boxes above ``score_threshold`` by score (TopK order: ties by
+    position), padded with the first unkept positions, mapped back to input indices; ``valid_outputs``
+    is their count capped at ``max_output_size``."""
+    b = ctx.b
+    boxes, scores = ctx.input(0), ctx.input(1)
+    if boxes.shape.rank != 2 or boxes.shape.dimensions[1] != 4:
+        raise InvalidArgumentError(f"boxes must be a [num_boxes, 4] matrix, got {list(boxes.shape.dimensions)}")
+    n = boxes.shape.dimensions[0]
+    if scores.shape.dimensions != (n,):
+        raise InvalidArgumentError("scores size must equal number of boxes")
+    if not bool(ctx.attr("pad_to_max_output_size", False)):
+        raise InvalidArgumentError("XLA compilation requires pad_to_max_output_size == True")
+    out_size = ctx.const_int(2)
+    if out_size < 0:
+        raise InvalidArgumentError(f"Need output_size >= 0, got {out_size}")
+    if out_size > n:   # TF's XLA takes the top max_output_size of the n boxes and fails the same way
+        raise InvalidArgumentError(f"max_output_size ({out_size}) must not exceed the number of boxes ({n}) "
+                                   "under XLA")
+    et = scores.shape.element_type
+    iou_thresh = xl.convert(b, ctx.input(3), et)
+    score_thresh = xl.convert(b, ctx.input(4), et)
+    sorted_scores, order = _sort_desc_with_index(b, scores, f"{node.name}-sort", stable=False)
+    from tfxla_cluster.tf2hlo.gather_scatter import gather
+
+    sb_ = gather(b, boxes, order, 0)                                   # boxes in score order [n, 4]
+
+    def coord(k):
+        return b.reshape(b.slice(sb_, [0, k], [n, k + 1]), (n,))
+    cy0, cx0, cy1, cx1 = (coord(k) for k in range(4))
+    y1, y2 = b.minimum(cy0, cy1), b.maximum(cy0, cy1)
+    x1, x2 = b.minimum(cx0, cx1), b.maximum(cx0, cx1)
+    area = b.multiply(b.subtract(y2, y1), b.subtract(x2, x1))
+
+    def row(v):
+        return b.broadcast(v, (n, n), (1,))
+
+    def col(v):
+        return b.broadcast(v, (n, n), (0,))
+    zero = xl.full(b, 0, et, (n, n))
+    ih = b.maximum(b.subtract(b.minimum(row(y2), col(y2)), b.maximum(row(y1), col(y1))), zero)
+    iw = b.maximum(b.subtract(b.minimum(row(x2), col(x2)), b.maximum(row(x1), col(x1))), zero)
+    inter = b.multiply(iw, ih)
+    union = b.subtract(b.add(row(area), col(area)), inter)
+    over = b.compare(b.divide(inter, union), xl.broadcast_to(b, iou_thresh, (n, n)), "GT")
+    keep0 = xl.full(b, True, P.PRED, (n,))
+    # while row < n and kept < out_size: a kept row suppresses the rows it overlaps (not itself)
+    state = Shape.tuple_of([Shape.scalar(P.S32), Shape.scalar(P.S32), over.shape, keep0.shape])
+    cb = b.sub_builder(f"{node.name}-suppress_cond")
+    cp = cb.parameter(0, state, "state")
+    cb_root = cb.and_(xl.lt(cb, cb.get_tuple_element(cp, 0), n), xl.lt(cb, cb.get_tuple_element(cp, 1), out_size))
+    cond = cb.build(cb_root)
+    bb = b.sub_builder(f"{node.name}-suppress_body")
+    p = bb.parameter(0, state, "state")
+    i, kept, mask, keep = (bb.get_tuple_element(p, k) for k in range(4))
+    active = bb.reshape(bb.dynamic_slice(keep, [i], (1,)), ())
+    kept = bb.select(active, xl.add(bb, kept, 1), kept)
+    zero_i = xl.scalar(bb, 0, P.S32)
+    r = bb.reshape(bb.dynamic_slice(mask, [i, zero_i], (1, n)), (n,))
+    r = bb.and_(r, bb.compare(bb.iota(Shape.array(P.S32, (n,)), 0), bb.broadcast(i, (n,), ()), "NE"))
+    keep = bb.select(bb.broadcast(active, (n,), ()), bb.and_(keep, bb.not_(r)), keep)
+    body = bb.build(bb.tuple([xl.add(bb, i, 1), kept, mask, keep]))
+    loop = b.while_loop(cond, body, b.tuple([xl.scalar(b, 0, P.S32), xl.scalar(b, 0, P.S32), over, keep0]))
+    rows_seen, keep = b.get_tuple_element(loop, 0), b.get_tuple_element(loop, 3)
+    included = b.and_(b.and_(keep, b.compare(sorted_scores, xl.broadcast_to(b, score_thresh, (n,)), "GT")),
+                      b.compare(b.iota(Shape.array(P.S32, (n,)), 0), b.broadcast(rows_seen, (n,), ()), "LT"))
+    ranked = b.select(included, sorted_scores, xl.full(b, xl.min_value(et), et, (n,)))
+    _, pos = _sort_desc_with_index(b, ranked, f"{node.name}-topk", stable=True)
+    pos = b.slice(pos, [0], [out_size])
+    selected = gather(b, order, pos, 0)
+    count = xl.reduce(b, b.convert(included, P.S32), 0, [0], O.ADD, f"{node.name}-add")
+    valid = xl.minimum(b, count, out_size)
+    return [xl.convert(b, selected, ctx.output_type(0)), valid]
