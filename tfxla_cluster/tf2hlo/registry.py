@@ -56,6 +56,7 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.fft",
     "tfxla_cluster.tf2hlo.linalg_decomp",
     "tfxla_cluster.tf2hlo.special",
+    "tfxla_cluster.tf2hlo.dynamic_size",
 )
 
 _LOWERINGS: dict[str, LoweringFn] = {}
