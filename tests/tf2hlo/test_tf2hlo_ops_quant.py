@@ -34,3 +34,18 @@ def cases():
 @pytest.mark.parametrize("reference", ["tf_xla", "tf"])
 def test_quantize_ops(reference: str) -> None:
     run_batch(cases(), reference=reference)
+
+
+@pytest.mark.parametrize("qtype,storage,values_", [(tf.qint8, np.int8, [-128, -5, 0, 7, 127]),
+                                                   (tf.quint8, np.uint8, [0, 5, 128, 200, 255])])
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_dequantize_equals_tf_xla(qtype, storage, values_, dtype) -> None:
+    """A quantized argument is its storage integers (qint8 → s8, quint8 → u8)."""
+    from tfxla_cluster.tf2hlo import lower_function
+
+    raw = np.array(values_, storage)
+    fn = lambda v: tf.raw_ops.Dequantize(input=v, min_range=-1.5, max_range=2.25, dtype=dtype)  # noqa: E731
+    want = tf.function(fn, jit_compile=True)(tf.raw_ops.Bitcast(input=tf.constant(raw), type=qtype)).numpy()
+    got = lower_function(tf.function(fn).get_concrete_function(tf.TensorSpec([5], qtype)), raw).run(raw)[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=2e-7, atol=2e-7)

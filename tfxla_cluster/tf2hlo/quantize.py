@@ -21,6 +21,7 @@ import numpy as np
 
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as P
 from tfxla_cluster.tf2hlo import xla_lib as xl
 from tfxla_cluster.tf2hlo.registry import lowers
 
@@ -186,3 +187,34 @@ def _quantize_dequantize(ctx, node):
     else:
         rounded = b.floor(xl.add(b, scaled, 0.5))
     return [b.multiply(rounded, inv_b)]
+
+
+# ---------------------------------------------------------------- Dequantize (qint8 / quint8)
+@lowers("Dequantize")
+def _dequantize(ctx, node):
+    """tf2xla's Dequantize: MIN_COMBINED only, no narrow range, no axis; qint8/quint8 (their storage
+    integers); ``(float(x) + half_range)·scale + min`` in f32 with the scale computed on the host in f32,
+    converted to bf16 when asked."""
+    b = ctx.b
+    from tensorflow.core.framework import types_pb2
+
+    if str(ctx.attr("mode", "MIN_COMBINED")) != "MIN_COMBINED":
+        raise InvalidArgumentError(f"Mode string must be 'MIN_COMBINED' is {ctx.attr('mode')}'")
+    if bool(ctx.attr("narrow_range", False)):
+        raise InvalidArgumentError("narrow_range must be false")
+    if int(ctx.attr("axis", -1)) != -1:
+        raise InvalidArgumentError(f"axis must be -1' is {ctx.attr('axis')}")
+    f = np.float32
+    lo, hi = f(ctx.const_input(1).reshape(())), f(ctx.const_input(2).reshape(()))
+    tf_type = ctx.input_tf_dtype(0) % 100   # ref types carry +100
+    if tf_type == types_pb2.DT_QINT8:
+        full_range = f(127) - f(-128)
+        half = (full_range + f(1)) / f(2)
+    elif tf_type == types_pb2.DT_QUINT8:
+        full_range, half = f(255), f(0)
+    else:
+        raise InvalidArgumentError(f"Only support DT_QINT8 or DT_QUINT8, got {tf_type}")
+    scale = (hi - lo) / full_range
+    x = b.convert(ctx.input(0), P.F32)
+    out = xl.add(b, xl.mul(b, xl.add(b, x, half), scale), lo)
+    return [xl.convert(b, out, ctx.output_type(0))]
