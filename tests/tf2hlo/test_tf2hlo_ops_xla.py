@@ -243,3 +243,25 @@ def test_xla_call_module_for_another_platform_is_rejected() -> None:
         tf.function(concrete, jit_compile=True)(tf.constant(x))
     with pytest.raises(InvalidArgumentError, match="platform"):
         lower_function(concrete, x)
+
+
+def test_variable_split_and_concat_nd_equal_tf_xla() -> None:
+    """ReadVariableXlaSplitND / AssignVariableXlaConcatND on a resource variable, through our public
+    ``function`` (cluster with a resource argument) against TF's XLA."""
+    import tfxla_cluster as tc
+
+    init = values("f32", (3, 4))
+
+    def program(v):
+        tiles = tf.raw_ops.ReadVariableXlaSplitND(resource=v.handle, T=tf.float32, N=4, num_splits=[2, 2],
+                                                  paddings=[1, 0])
+        tf.raw_ops.AssignVariableXlaConcatND(resource=v.handle, inputs=[t * 2.0 for t in tiles],
+                                             num_concats=[2, 2], paddings=[1, 0])
+        return tiles[3] + 1.0
+    results = []
+    for runner in (lambda f: tf.function(f, jit_compile=True), lambda f: tc.function(f, jit_compile=True)):
+        v = tf.Variable(init)
+        out = runner(lambda: program(v))()
+        results.append((out.numpy(), v.numpy()))
+    np.testing.assert_array_equal(results[1][0], results[0][0])
+    np.testing.assert_array_equal(results[1][1], results[0][1])

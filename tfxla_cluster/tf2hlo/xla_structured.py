@@ -15,7 +15,8 @@ Stage: lowering. Each op maps onto one HLO instruction (or a short fixed expansi
 * dynamic dimensions: our shapes are static, so XlaSetDynamicDimensionSize with a compile-time size is
   the slice TF hands back (the dynamic dimension's first ``size`` elements) and
   XlaRemoveDynamicDimensionSize returns the padded buffer it came from; a non-constant size is an error;
-* XlaConcatND/XlaSplitND tile a tensor over a grid (row-major tile order), padding/unpadding the high end
+* XlaConcatND/XlaSplitND (and their resource forms AssignVariableXlaConcatND/ReadVariableXlaSplitND) tile
+  a tensor over a grid (row-major tile order), padding/unpadding the high end
   of each dimension with zeros;
 * XlaCustomCall(V2) emit ``custom-call`` with the target; running it needs a target we implement (TF's
   XLA:CPU likewise needs one registered);
@@ -280,10 +281,8 @@ def _tile_grid(counts: Sequence[int]):
     return [tuple(int(c) for c in idx) for idx in np.ndindex(*counts)]
 
 
-@lowers("XlaSplitND")
-def _xla_split_nd(ctx, node):
+def _split_nd(ctx, node, x: HloInstruction) -> list[HloInstruction]:
     b = ctx.b
-    x = ctx.input(0)
     counts = [int(c) for c in ctx.attr("num_splits")]
     pads = [int(p) for p in ctx.attr("paddings")] or [0] * len(counts)
     if len(counts) != x.shape.rank or len(pads) != len(counts):
@@ -300,8 +299,22 @@ def _xla_split_nd(ctx, node):
         start = [t * s for t, s in zip(tile, sizes)]
         outs.append(b.slice(x, start, [a + s for a, s in zip(start, sizes)]))
     if len(outs) != len(node.outputs):
-        raise InvalidArgumentError(f"XlaSplitND produces {len(outs)} tiles for {len(node.outputs)} outputs")
+        raise InvalidArgumentError(f"{ctx.op} produces {len(outs)} tiles for {len(node.outputs)} outputs")
     return outs
+
+
+@lowers("XlaSplitND")
+def _xla_split_nd(ctx, node):
+    return _split_nd(ctx, node, ctx.input(0))
+
+
+@lowers("ReadVariableXlaSplitND")
+def _read_variable_split_nd(ctx, node):
+    r = ctx.resource(0)
+    if r.element_type is not ctx.attr_type("T"):
+        raise InvalidArgumentError(f"Trying to read variable with wrong dtype. Expected "
+                                   f"{ctx.attr_type('T').value} got {r.element_type.value}")
+    return _split_nd(ctx, node, r.read(node.name))
 
 
 def _concat_nd(b, tiles: list[HloInstruction], counts: list[int], pads: list[int]) -> HloInstruction:
@@ -322,9 +335,7 @@ def _concat_nd(b, tiles: list[HloInstruction], counts: list[int], pads: list[int
     return whole
 
 
-@lowers("XlaConcatND")
-def _xla_concat_nd(ctx, node):
-    tiles = [ctx.input(i) for i in range(ctx.num_inputs)]
+def _concat_tiles(ctx, tiles: list[HloInstruction]) -> HloInstruction:
     counts = [int(c) for c in ctx.attr("num_concats")]
     pads = [int(p) for p in ctx.attr("paddings")] or [0] * len(counts)
     if int(np.prod(counts)) != len(tiles):
@@ -333,11 +344,27 @@ def _xla_concat_nd(ctx, node):
         raise InvalidArgumentError(f"num_concats and paddings must have the inputs' rank {tiles[0].shape.rank}")
     for t in tiles[1:]:
         if t.shape.dimensions != tiles[0].shape.dimensions:
-            raise InvalidArgumentError("XlaConcatND: all inputs must have the same shape")
+            raise InvalidArgumentError(f"{ctx.op}: all inputs must have the same shape")
     for d, c, p in zip(tiles[0].shape.dimensions, counts, pads):
         if p > d * c:
             raise InvalidArgumentError(f"paddings {pads} exceed the concatenated shape")
-    return [_concat_nd(ctx.b, tiles, counts, pads)]
+    return _concat_nd(ctx.b, tiles, counts, pads)
+
+
+@lowers("XlaConcatND")
+def _xla_concat_nd(ctx, node):
+    return [_concat_tiles(ctx, [ctx.input(i) for i in range(ctx.num_inputs)])]
+
+
+@lowers("AssignVariableXlaConcatND")
+def _assign_variable_concat_nd(ctx, node):
+    r = ctx.resource(0)
+    value = _concat_tiles(ctx, [ctx.input(i) for i in range(1, ctx.num_inputs)])
+    if r.value is not None and value.shape.dimensions != r.dims:
+        raise InvalidArgumentError(f"Trying to assign to variable with tensor with wrong shape. Expected "
+                                   f"[{','.join(map(str, r.dims))}] got [{','.join(map(str, value.shape.dimensions))}]")
+    r.assign(value)
+    return []
 
 
 # ---------------------------------------------------------------- custom calls
