@@ -50,10 +50,13 @@ def test_registry_rejects_duplicates_and_lists_ops():
 
 
 def test_missing_op_is_unimplemented_and_names_the_node():
-    g = _graph(("x", "Placeholder", [], {"dtype": ("type", F32), "shape": ("shape", [3])}),
-               ("u/Unique", "Unique", ["x"], {"T": ("type", F32)}), ("o", "Identity", ["u/Unique"], {"T": ("type", F32)}))
-    with pytest.raises(UnimplementedError, match=r"^Lowering node 'u/Unique' \(Unique\): no lowering for op Unique$"):
-        lower_cluster(g, ["u/Unique"])
+    # MatrixExponential: no XLA kernel in TF either, so it stays unlowered
+    g = _graph(("x", "Placeholder", [], {"dtype": ("type", F32), "shape": ("shape", [3, 3])}),
+               ("u/Expm", "MatrixExponential", ["x"], {"T": ("type", F32)}),
+               ("o", "Identity", ["u/Expm"], {"T": ("type", F32)}))
+    with pytest.raises(UnimplementedError,
+                       match=r"^Lowering node 'u/Expm' \(MatrixExponential\): no lowering for op MatrixExponential$"):
+        lower_cluster(g, ["u/Expm"])
 
 
 def test_module_form_and_bookkeeping():

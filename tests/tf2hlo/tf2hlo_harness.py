@@ -151,12 +151,14 @@ def _xla_sample(cases: Sequence[Case]) -> list[Case]:
     return list(best.values())
 
 
-def run_batch(cases: Sequence[Case], *, xla: str | None = None) -> BatchResult:
+def run_batch(cases: Sequence[Case], *, xla: str | None = None, reference: str = "tf") -> BatchResult:
     """Lower, evaluate and check every case of the batch (see the module docstring).
 
     ``xla``: "all" runs the whole module on XLA:CPU; "sample" (the default, for speed) runs a module
     of one representative case per dtype; "none" skips execution. XLA's parser always sees the
     whole module. The environment variable ``TF2HLO_XLA`` overrides the default.
+    ``reference``: "tf" (TF eager, falling back to TF's XLA as described above) or "tf_xla" (TF's own
+    XLA for every case: ops with no TF CPU kernel, or whose CPU kernel TF's XLA does not follow).
     """
     xla = xla or os.environ.get("TF2HLO_XLA", "sample")
     lowered, flat_args, got = _lower_and_eval(cases)
@@ -165,8 +167,9 @@ def run_batch(cases: Sequence[Case], *, xla: str | None = None) -> BatchResult:
 
     skipped, referenced_xla, k = [], [], 0
     counts = []
-    for c in cases:
-        want, why = _tf_reference(c)
+    xla_wants = _tf_xla_batch(cases) if reference == "tf_xla" else None
+    for ci, c in enumerate(cases):
+        want, why = (xla_wants[ci], "TF's XLA is the reference") if xla_wants is not None else _tf_reference(c)
         if want is None:
             skipped.append(c.label)
         elif why is not None:
@@ -210,6 +213,25 @@ def _tf_xla(case: Case) -> list[np.ndarray]:
     """The case run by TF's own XLA (``jit_compile=True``) on this machine."""
     fn = tf.function(case.fn, jit_compile=True, autograph=False)
     return [np.asarray(w.numpy()) for w in _flatten(fn(*[tf.constant(a) for a in case.args]))]
+
+
+def _tf_xla_batch(cases: Sequence[Case]) -> list[list[np.ndarray]]:
+    """Every case run by TF's own XLA in ONE ``jit_compile=True`` function (one XLA compilation)."""
+    counts = [_count_outputs(c) for c in cases]
+
+    def whole(*inputs):
+        outs, k = [], 0
+        for c in cases:
+            outs.extend(_flatten(c.fn(*inputs[k:k + len(c.args)])))
+            k += len(c.args)
+        return outs
+    flat = tf.function(whole, jit_compile=True, autograph=False)(*[tf.constant(a) for c in cases for a in c.args])
+    flat = [np.asarray(w.numpy()) for w in _flatten(flat)]
+    out, k = [], 0
+    for n in counts:
+        out.append(flat[k:k + n])
+        k += n
+    return out
 
 
 def _tf_reference(case: Case) -> tuple[list[np.ndarray] | None, str | None]:

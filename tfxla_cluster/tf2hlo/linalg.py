@@ -130,17 +130,15 @@ def _triangular_solve(ctx, node):
     return [x]
 
 
-@lowers("MatrixInverse")
-def _matrix_inverse(ctx, node):
-    b = ctx.b
-    a = ctx.input(0)
-    batch, n = _check_square(ctx, a, "MatrixInverse input")
+def gauss_jordan(b, a: HloInstruction, rhs: HloInstruction, name: str) -> HloInstruction:
+    """``A⁻¹·rhs`` for batches of square ``a`` [..., n, n] and ``rhs`` [..., n, k]: Gauss-Jordan with partial
+    pivoting on ``[A | rhs]`` (first maximal pivot row; the swap is a batched permutation-matrix product)."""
+    dims = a.shape.dimensions
+    batch, n = tuple(dims[:-2]), dims[-1]
     r = len(batch)
-    if bool(ctx.attr("adjoint", False)):
-        a = _transpose_last2(b, a)
+    k_cols = rhs.shape.dimensions[-1]
     et = a.shape.element_type
-    eye = b.convert(xl.eq(b, _iota(b, (*batch, n, n), r), _iota(b, (*batch, n, n), r + 1)), et)
-    m0 = b.concatenate([a, eye], r + 1)                                     # [A | I]
+    m0 = b.concatenate([a, rhs], r + 1)                                     # [A | rhs]
 
     def step(sb, k, m):
         z, z0 = _zeros_start(sb, r), xl.scalar(sb, 0, P.S32)
@@ -159,12 +157,24 @@ def _matrix_inverse(ctx, node):
                       xl.or_(sb, xl.and_(sb, xl.eq(sb, ii, k), xl.eq(sb, jj, pb)),
                              xl.and_(sb, xl.eq(sb, ii, pb), xl.eq(sb, jj, k))))
         m = _bdot(sb, sb.convert(perm, et), m, r + 1, r, r)
-        row = sb.dynamic_slice(m, z + [k, z0], (*batch, 1, 2 * n))
+        row = sb.dynamic_slice(m, z + [k, z0], (*batch, 1, n + k_cols))
         row = xl.div(sb, row, sb.dynamic_slice(row, z + [z0, k], (*batch, 1, 1)))
         col = xl.select(sb, xl.eq(sb, rows1, k), 0.0, sb.dynamic_slice(m, z + [z0, k], (*batch, n, 1)))
         m = xl.sub(sb, m, xl.mul(sb, col, row))
         return [sb.dynamic_update_slice(m, row, z + [k, z0])]
 
-    (m,) = fori_loop(b, "matrix_inverse", n, [m0], step)
+    (m,) = fori_loop(b, name, n, [m0], step)
     start = [0] * r + [0, n]
-    return [b.slice(m, start, (*batch, n, 2 * n))]
+    return b.slice(m, start, (*batch, n, n + k_cols))
+
+
+@lowers("MatrixInverse")
+def _matrix_inverse(ctx, node):
+    b = ctx.b
+    a = ctx.input(0)
+    batch, n = _check_square(ctx, a, "MatrixInverse input")
+    r = len(batch)
+    if bool(ctx.attr("adjoint", False)):
+        a = _transpose_last2(b, a)
+    eye = b.convert(xl.eq(b, _iota(b, (*batch, n, n), r), _iota(b, (*batch, n, n), r + 1)), a.shape.element_type)
+    return [gauss_jordan(b, a, eye, "matrix_inverse")]

@@ -117,7 +117,8 @@ lowers("ArgMax")(_argminmax(False))
 lowers("ArgMin")(_argminmax(True))
 
 
-def _scan(opcode: O, init: int):
+def _scan(opcode: O | None, init: float, make_reducer=None):
+    """Cumulative ``opcode`` (or the scalar computation ``make_reducer(b, type, name)``) along an axis."""
     def lower(ctx, node):
         x = ctx.input(0)
         b = ctx.b
@@ -140,7 +141,8 @@ def _scan(opcode: O, init: int):
         pads[axis] = (0, lo) if reverse else (lo, 0)
         window = Window.make(sizes, padding=pads)
         data = xl.convert(b, x, acc)
-        comp = xl.reducer(b, opcode, acc, f"{node.name}-scan")
+        comp = (make_reducer(b, acc, f"{node.name}-scan") if make_reducer is not None
+                else xl.reducer(b, opcode, acc, f"{node.name}-scan"))
         out = b.reduce_window(data, xl.scalar(b, init, acc), window, comp)
         out = xl.convert(b, out, et)
         if exclusive:  # the extra window position holds the total; drop it

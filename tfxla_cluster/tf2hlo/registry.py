@@ -51,6 +51,16 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.symbolic_gradient",
     "tfxla_cluster.tf2hlo.linalg",
     "tfxla_cluster.tf2hlo.complex_ops",
+    "tfxla_cluster.tf2hlo.xla_structured",
+    "tfxla_cluster.tf2hlo.image_color",
+    "tfxla_cluster.tf2hlo.nn_more",
+    "tfxla_cluster.tf2hlo.quantize",
+    "tfxla_cluster.tf2hlo.math_more",
+    "tfxla_cluster.tf2hlo.linalg_more",
+    "tfxla_cluster.tf2hlo.fft",
+    "tfxla_cluster.tf2hlo.linalg_decomp",
+    "tfxla_cluster.tf2hlo.special",
+    "tfxla_cluster.tf2hlo.dynamic_size",
 )
 
 _LOWERINGS: dict[str, LoweringFn] = {}

@@ -22,8 +22,14 @@ _ELEMENT_TYPES: dict[int, P] = {
     types_pb2.DT_HALF: P.F16, types_pb2.DT_BFLOAT16: P.BF16, types_pb2.DT_FLOAT: P.F32,
     types_pb2.DT_DOUBLE: P.F64,
     types_pb2.DT_COMPLEX64: P.C64, types_pb2.DT_COMPLEX128: P.C128,
+    # quantized types are their storage integers (tf2xla's DataTypeToPrimitiveType)
+    types_pb2.DT_QINT8: P.S8, types_pb2.DT_QUINT8: P.U8, types_pb2.DT_QINT16: P.S16,
+    types_pb2.DT_QUINT16: P.U16, types_pb2.DT_QINT32: P.S32,
 }
-_TF_TYPES = {v: k for k, v in _ELEMENT_TYPES.items()}
+# The reverse map gives the plain integer type for a storage type (first entry wins).
+_TF_TYPES: dict[P, int] = {}
+for _tf, _et in _ELEMENT_TYPES.items():
+    _TF_TYPES.setdefault(_et, _tf)
 
 
 def element_type(dtype: int) -> P:

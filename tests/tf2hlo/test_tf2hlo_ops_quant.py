@@ -1,0 +1,51 @@
+"""Fake quantization and quantize-dequantize ops against TF's own XLA and TF eager: quantized values must land
+on the same quantum (a one-step difference would be far outside the float tolerance)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tf2hlo_harness import Case, run_batch, values
+
+X = np.linspace(-7, 7, 37).astype(np.float32)
+XC = values("f32", (5, 3), "wide")
+
+
+def cases():
+    x, xc = X, XC
+    return [
+     Case("FakeQuantWithMinMaxArgs", lambda v: tf.raw_ops.FakeQuantWithMinMaxArgs(inputs=v, min=-3.3, max=5.1, num_bits=5), [x]),
+     Case("FakeQuantWithMinMaxArgs narrow", lambda v: tf.raw_ops.FakeQuantWithMinMaxArgs(inputs=v, min=0.2, max=4.0, narrow_range=True), [x]),
+     Case("FakeQuantWithMinMaxArgsGradient", lambda g, v: tf.raw_ops.FakeQuantWithMinMaxArgsGradient(gradients=g, inputs=v, min=-3.3, max=5.1), [values("f32",(37,)), x]),
+     Case("FakeQuantWithMinMaxVars", lambda v, lo, hi: tf.raw_ops.FakeQuantWithMinMaxVars(inputs=v, min=lo, max=hi, num_bits=6), [x, np.float32(-2.7), np.float32(3.9)]),
+     Case("FakeQuantWithMinMaxVarsGradient", lambda g, v, lo, hi: tf.raw_ops.FakeQuantWithMinMaxVarsGradient(gradients=g, inputs=v, min=lo, max=hi), [values("f32",(37,)), x, np.float32(-2.7), np.float32(3.9)], rtol=1e-5, atol=1e-5),
+     Case("FakeQuantWithMinMaxVarsPerChannel", lambda v, lo, hi: tf.raw_ops.FakeQuantWithMinMaxVarsPerChannel(inputs=v, min=lo, max=hi), [xc, np.array([-2.,-1.,0.5],np.float32), np.array([3., 8., 2.],np.float32)]),
+     Case("FakeQuantWithMinMaxVarsPerChannelGradient", lambda g, v, lo, hi: tf.raw_ops.FakeQuantWithMinMaxVarsPerChannelGradient(gradients=g, inputs=v, min=lo, max=hi, narrow_range=True), [values("f32",(5,3)), xc, np.array([-2.,-1.,0.5],np.float32), np.array([3., 8., 2.],np.float32)], rtol=1e-5, atol=1e-5),
+     Case("QuantizeAndDequantizeV2", lambda v: tf.raw_ops.QuantizeAndDequantizeV2(input=v, input_min=0., input_max=0., num_bits=4), [x]),
+     Case("QuantizeAndDequantizeV2 given half_up", lambda v: tf.raw_ops.QuantizeAndDequantizeV2(input=v, input_min=-2.5, input_max=3.0, range_given=True, round_mode="HALF_UP", num_bits=5), [x]),
+     Case("QuantizeAndDequantizeV2 unsigned narrow", lambda v: tf.raw_ops.QuantizeAndDequantizeV2(input=v, input_min=0., input_max=0., signed_input=False, narrow_range=True), [np.abs(x)]),
+     Case("QuantizeAndDequantizeV3", lambda v, n: tf.raw_ops.QuantizeAndDequantizeV3(input=v, input_min=-4., input_max=4., num_bits=n), [x, np.int32(3)]),
+     Case("QuantizeAndDequantizeV4 axis", lambda v: tf.raw_ops.QuantizeAndDequantizeV4(input=v, input_min=[0.,0.,0.], input_max=[0.,0.,0.], axis=1, num_bits=3), [xc]),
+     Case("QuantizeAndDequantizeV4 narrow f64", lambda v: tf.raw_ops.QuantizeAndDequantizeV4(input=v, input_min=0., input_max=0., narrow_range=True), [x.astype(np.float64)]),
+    ]
+
+
+@pytest.mark.parametrize("reference", ["tf_xla", "tf"])
+def test_quantize_ops(reference: str) -> None:
+    run_batch(cases(), reference=reference)
+
+
+@pytest.mark.parametrize("qtype,storage,values_", [(tf.qint8, np.int8, [-128, -5, 0, 7, 127]),
+                                                   (tf.quint8, np.uint8, [0, 5, 128, 200, 255])])
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_dequantize_equals_tf_xla(qtype, storage, values_, dtype) -> None:
+    """A quantized argument is its storage integers (qint8 → s8, quint8 → u8)."""
+    from tfxla_cluster.tf2hlo import lower_function
+
+    raw = np.array(values_, storage)
+    fn = lambda v: tf.raw_ops.Dequantize(input=v, min_range=-1.5, max_range=2.25, dtype=dtype)  # noqa: E731
+    want = tf.function(fn, jit_compile=True)(tf.raw_ops.Bitcast(input=tf.constant(raw), type=qtype)).numpy()
+    got = lower_function(tf.function(fn).get_concrete_function(tf.TensorSpec([5], qtype)), raw).run(raw)[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=2e-7, atol=2e-7)

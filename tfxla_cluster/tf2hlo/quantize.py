@@ -1,0 +1,220 @@
+"""Fake quantization and quantize-dequantize (tf2xla's fake_quantize_ops.cc and
+quantize_and_dequantize_op.cc).
+
+Stage: lowering.
+
+* FakeQuantWithMinMax*: TF's nudging (``scale = (max - min) / (qmax - qmin)``; the zero point
+  ``qmin - min/scale`` clamped to [qmin, qmax] and rounded half away from zero; nudged range
+  ``(q - zero_point)·scale``), then ``floor((clamp(x) - nudged_min)·(1/scale) + 0.5)·scale + nudged_min``.
+  The Args variants nudge on the host in f32 (CpuNudge), the Vars variants in the graph (XlaNudge);
+  PerChannel broadcasts per-channel ranges along the last dimension. Gradients pass the incoming
+  gradient inside the nudged range; the Vars gradients sum the rest onto min (below) and max (above),
+  over everything (Vars) or all but the last dimension (PerChannel), in the accumulation type.
+* QuantizeAndDequantizeV2/V3/V4: the range is given or measured (reduce min/max); the quantized range
+  ``[-2^(n-1) (+1 if narrow), 2^(n-1) - 1]`` or ``[0, 2^n - 1]``; the scale from the side that keeps 0
+  fixed; the input clamped to the adjusted range, scaled, rounded (half to even, or half up) and scaled
+  back. Per-axis ranges (``axis`` ≥ 0) reduce over every other dimension.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as P
+from tfxla_cluster.tf2hlo import xla_lib as xl
+from tfxla_cluster.tf2hlo.registry import lowers
+
+
+def _quant_range(ctx) -> tuple[float, float]:
+    num_bits = int(ctx.attr("num_bits", 8))
+    if not 2 <= num_bits <= 16:
+        raise InvalidArgumentError(f"num_bits is out of range, expected between 2 and 16, was: {num_bits}")
+    narrow = bool(ctx.attr("narrow_range", False))
+    return (1.0 if narrow else 0.0), float((1 << num_bits) - 1)
+
+
+def cpu_nudge(lo: float, hi: float, qmin: float, qmax: float) -> tuple[np.float32, np.float32, np.float32]:
+    """TF's CpuNudge in float32: (nudged_min, nudged_max, scale)."""
+    f = np.float32
+    scale = (f(hi) - f(lo)) / (f(qmax) - f(qmin))
+    zp = f(qmin) - f(lo) / scale
+    if zp <= f(qmin):
+        nzp = f(qmin)
+    elif zp >= f(qmax):
+        nzp = f(qmax)
+    else:
+        nzp = f(np.sign(zp) * np.floor(np.abs(zp) + f(0.5)))   # std::round: half away from zero
+    return (f(qmin) - nzp) * scale, (f(qmax) - nzp) * scale, scale
+
+
+def xla_nudge(b, lo, hi, qmin: float, qmax: float):
+    scale = xl.div(b, b.subtract(hi, lo), qmax - qmin)
+    zp = xl.sub(b, qmin, b.divide(lo, scale))
+    nzp = xl.select(b, xl.le(b, zp, qmin), qmin, xl.select(b, xl.ge(b, zp, qmax), qmax, b.round_nearest_afz(zp)))
+    return xl.mul(b, xl.sub(b, qmin, nzp), scale), xl.mul(b, xl.sub(b, qmax, nzp), scale), scale
+
+
+def _fake_quant(b, x, nmin, nmax, scale):
+    inv = xl.div(b, 1.0, scale)
+    nmin, nmax = xl.broadcast_to(b, nmin, x.shape.dimensions), xl.broadcast_to(b, nmax, x.shape.dimensions)
+    shifted = b.subtract(b.clamp(nmin, x, nmax), nmin)
+    rounded = b.floor(xl.add(b, xl.mul(b, shifted, inv), 0.5))
+    return xl.add(b, xl.mul(b, rounded, scale), nmin)
+
+
+def _const(b, v, like):
+    return xl.scalar(b, v, like.shape.element_type)
+
+
+@lowers("FakeQuantWithMinMaxArgs")
+def _fq_args(ctx, node):
+    b = ctx.b
+    x = ctx.input(0)
+    nmin, nmax, scale = cpu_nudge(float(ctx.attr("min", -6.0)), float(ctx.attr("max", 6.0)), *_quant_range(ctx))
+    return [_fake_quant(b, x, _const(b, nmin, x), _const(b, nmax, x), _const(b, scale, x))]
+
+
+@lowers("FakeQuantWithMinMaxArgsGradient")
+def _fq_args_grad(ctx, node):
+    b = ctx.b
+    g, x = ctx.input(0), ctx.input(1)
+    nmin, nmax, _ = cpu_nudge(float(ctx.attr("min", -6.0)), float(ctx.attr("max", 6.0)), *_quant_range(ctx))
+    inside = b.and_(xl.le(b, _const(b, nmin, x), x), xl.le(b, x, _const(b, nmax, x)))
+    return [b.select(inside, g, xl.zeros_like(b, g))]
+
+
+def _check_channels(ctx, x, lo, hi, per_channel: bool):
+    if per_channel:
+        d = x.shape.dimensions[-1] if x.shape.rank else None
+        if lo.shape.dimensions != (d,) or hi.shape.dimensions != (d,):
+            raise InvalidArgumentError(f"min and max must be vectors of length {d} (the last dimension)")
+    elif lo.shape.rank or hi.shape.rank:
+        raise InvalidArgumentError("min and max must be scalars")
+
+
+@lowers("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel")
+def _fq_vars(ctx, node):
+    b = ctx.b
+    x, lo, hi = ctx.input(0), ctx.input(1), ctx.input(2)
+    _check_channels(ctx, x, lo, hi, node.op.endswith("PerChannel"))
+    nmin, nmax, scale = xla_nudge(b, lo, hi, *_quant_range(ctx))
+    if node.op.endswith("PerChannel"):
+        scale = xl.broadcast_to(b, scale, x.shape.dimensions)
+    return [_fake_quant(b, x, nmin, nmax, scale)]
+
+
+@lowers("FakeQuantWithMinMaxVarsGradient", "FakeQuantWithMinMaxVarsPerChannelGradient")
+def _fq_vars_grad(ctx, node):
+    b = ctx.b
+    g, x, lo, hi = ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3)
+    per_channel = node.op.endswith("PerChannelGradient")
+    _check_channels(ctx, x, lo, hi, per_channel)
+    nmin, nmax, _ = xla_nudge(b, lo, hi, *_quant_range(ctx))
+    dims = x.shape.dimensions
+    nmin_b, nmax_b = xl.broadcast_to(b, nmin, dims), xl.broadcast_to(b, nmax, dims)
+    zeros = xl.zeros_like(b, g)
+    inside = b.and_(b.compare(nmin_b, x, "LE"), b.compare(x, nmax_b, "LE"))
+    et = g.shape.element_type
+    acc = xl.sum_accumulation_type(et)
+    axes = list(range(x.shape.rank - 1)) if per_channel else list(range(x.shape.rank))
+
+    def total(mask, name):
+        s = xl.reduce(b, xl.convert(b, b.select(mask, g, zeros), acc), 0, axes, O.ADD, name)
+        return xl.convert(b, s, et)
+    return [b.select(inside, g, zeros), total(b.compare(x, nmin_b, "LT"), f"{node.name}-min"),
+            total(b.compare(x, nmax_b, "GT"), f"{node.name}-max")]
+
+
+# ---------------------------------------------------------------- QuantizeAndDequantize
+@lowers("QuantizeAndDequantizeV2", "QuantizeAndDequantizeV3", "QuantizeAndDequantizeV4")
+def _quantize_dequantize(ctx, node):
+    b = ctx.b
+    x = ctx.input(0)
+    et = x.shape.element_type
+    signed, narrow = bool(ctx.attr("signed_input", True)), bool(ctx.attr("narrow_range", False))
+    range_given = bool(ctx.attr("range_given", node.op == "QuantizeAndDequantizeV3"))
+    round_mode = str(ctx.attr("round_mode", "HALF_TO_EVEN"))
+    if round_mode not in ("HALF_TO_EVEN", "HALF_UP"):
+        raise InvalidArgumentError(f"Invalid round_mode: {round_mode}")
+    axis = int(ctx.attr("axis", -1))
+    r = x.shape.rank
+    if axis < -1 or axis >= max(r, 1):
+        raise InvalidArgumentError(f"Axis requested is larger than input dimensions. Axis: {axis} Input "
+                                   f"Dimensions: {r}")
+    dims = x.shape.dimensions
+    per_axis = axis >= 0
+    if range_given:
+        lo, hi = ctx.input(1), ctx.input(2)
+        want = (dims[axis],) if per_axis else ()
+        if lo.shape.dimensions != want or hi.shape.dimensions != want:
+            raise InvalidArgumentError(f"input_min and input_max must have shape {list(want)}")
+    else:
+        others = [d for d in range(r) if d != axis] if per_axis else list(range(r))
+        lo = xl.reduce(b, x, xl.max_value(et), others, O.MINIMUM, f"{node.name}-min")
+        hi = xl.reduce(b, x, xl.min_value(et), others, O.MAXIMUM, f"{node.name}-max")
+    if node.op == "QuantizeAndDequantizeV3":
+        bits = xl.convert(b, ctx.input(3), et)
+    else:
+        n = int(ctx.attr("num_bits", 8))
+        if not 0 < n < (62 if signed else 63):
+            raise InvalidArgumentError(f"num_bits is out of range: {n} with signed_input_ {signed}")
+        bits = xl.scalar(b, n, et)
+    two = xl.scalar(b, 2.0, et)
+    if signed:
+        p = b.power(two, xl.sub(b, bits, 1.0))
+        qmin = b.negate(p) if not narrow else xl.add(b, b.negate(p), 1.0)
+        qmax = xl.sub(b, p, 1.0)
+    else:
+        qmin = xl.scalar(b, 0.0, et)
+        qmax = xl.sub(b, b.power(two, bits), 1.0)
+    big = xl.max_finite_value(et)
+    from_min = xl.select(b, xl.gt(b, xl.mul(b, lo, qmin), 0.0), xl.div(b, qmin, lo), big)
+    from_max = xl.select(b, xl.gt(b, xl.mul(b, hi, qmax), 0.0), xl.div(b, qmax, hi), big)
+    cond = xl.lt(b, from_min, from_max)
+    scale = xl.select(b, cond, from_min, from_max)
+    inverse = xl.select(b, cond, xl.div(b, lo, qmin), xl.div(b, hi, qmax))
+    lo = xl.select(b, cond, lo, xl.mul(b, qmin, inverse))
+    hi = xl.select(b, cond, xl.mul(b, qmax, inverse), hi)
+
+    def widen(v):
+        return b.broadcast(v, dims, (axis,)) if per_axis else xl.broadcast_to(b, v, dims)
+    lo_b, hi_b, scale_b, inv_b = widen(lo), widen(hi), widen(scale), widen(inverse)
+    clamped = b.clamp(lo_b, x, hi_b)
+    scaled = b.multiply(clamped, scale_b)
+    if round_mode == "HALF_TO_EVEN":
+        rounded = b.round_nearest_even(scaled)
+    else:
+        rounded = b.floor(xl.add(b, scaled, 0.5))
+    return [b.multiply(rounded, inv_b)]
+
+
+# ---------------------------------------------------------------- Dequantize (qint8 / quint8)
+@lowers("Dequantize")
+def _dequantize(ctx, node):
+    """tf2xla's Dequantize: MIN_COMBINED only, no narrow range, no axis; qint8/quint8 (their storage
+    integers); ``(float(x) + half_range)·scale + min`` in f32 with the scale computed on the host in f32,
+    converted to bf16 when asked."""
+    b = ctx.b
+    from tensorflow.core.framework import types_pb2
+
+    if str(ctx.attr("mode", "MIN_COMBINED")) != "MIN_COMBINED":
+        raise InvalidArgumentError(f"Mode string must be 'MIN_COMBINED' is {ctx.attr('mode')}'")
+    if bool(ctx.attr("narrow_range", False)):
+        raise InvalidArgumentError("narrow_range must be false")
+    if int(ctx.attr("axis", -1)) != -1:
+        raise InvalidArgumentError(f"axis must be -1' is {ctx.attr('axis')}")
+    f = np.float32
+    lo, hi = f(ctx.const_input(1).reshape(())), f(ctx.const_input(2).reshape(()))
+    tf_type = ctx.input_tf_dtype(0) % 100   # ref types carry +100
+    if tf_type == types_pb2.DT_QINT8:
+        full_range = f(127) - f(-128)
+        half = (full_range + f(1)) / f(2)
+    elif tf_type == types_pb2.DT_QUINT8:
+        full_range, half = f(255), f(0)
+    else:
+        raise InvalidArgumentError(f"Only support DT_QINT8 or DT_QUINT8, got {tf_type}")
+    scale = (hi - lo) / full_range
+    x = b.convert(ctx.input(0), P.F32)
+    out = xl.add(b, xl.mul(b, xl.add(b, x, half), scale), lo)
+    return [xl.convert(b, out, ctx.output_type(0))]
