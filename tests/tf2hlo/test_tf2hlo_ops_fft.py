@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import Case, run_batch, values
+from tests.tf2hlo.tf2hlo_harness import Case, run_batch, values
 
 
 def cplx(fn):

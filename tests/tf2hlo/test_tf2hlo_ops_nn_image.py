@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import Case, raw, run_batch, values
+from tests.tf2hlo.tf2hlo_harness import Case, raw, run_batch, values
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.tf2hlo import lower_function
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2hlo_harness import Case, run_batch, values
+from tests.tf2hlo.tf2hlo_harness import Case, run_batch, values
 
 X = np.linspace(-7, 7, 37).astype(np.float32)
 XC = values("f32", (5, 3), "wide")

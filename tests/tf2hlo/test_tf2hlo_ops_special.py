@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tf2hlo_harness import Case, raw, run_batch
+from tests.tf2hlo.tf2hlo_harness import Case, raw, run_batch
 
 A = np.array([0.5, 1.0, 2.5, 3.0, 10.0, 0.1, 4.0, 20.0, 1e-3, 7.0, -1.0, 2.0], np.float64)
 X = np.array([0.3, 2.0, 1.0, 5.0, 9.5, 0.01, 12.0, 25.0, 0.5, 0.0, 1.0, np.inf], np.float64)

@@ -11,7 +11,7 @@ from tensorflow.compiler.tf2xla.ops import gen_xla_ops as gx
 from tensorflow.compiler.tf2xla.python import xla
 from tensorflow.compiler.xla import xla_data_pb2
 
-from tf2hlo_harness import Case, run_batch, values
+from tests.tf2hlo.tf2hlo_harness import Case, run_batch, values
 from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.tf2hlo import lower_function
 

@@ -434,67 +434,7 @@ def _apply_ftrl(ctx, node):
     return []
 
 
-def _split_grid(ctx, rank: int, counts_attr: str) -> tuple[list[int], list[int]]:
-    counts = [int(c) for c in ctx.attr(counts_attr)]
-    paddings = [int(p) for p in ctx.attr("paddings", [])] or [0] * rank
-    if len(counts) != rank or len(paddings) != rank:
-        raise InvalidArgumentError(f"{ctx.op}: {counts_attr} and paddings must have one entry per dimension "
-                                   f"({rank}), got {counts} and {paddings}")
-    if any(c <= 0 for c in counts) or any(p < 0 for p in paddings):
-        raise InvalidArgumentError(f"{ctx.op}: {counts_attr} must be positive and paddings non-negative")
-    n = int(np.prod(counts))
-    if ctx.attr("N") != n:
-        raise InvalidArgumentError(f"{ctx.op}: N {ctx.attr('N')} differs from the number of slices {n}")
-    return counts, paddings
-
-
-def _grid_starts(counts: list[int], piece: list[int]):
-    """The start index of every slice, row-major over the grid (the ops' slice order)."""
-    return [[i * p for i, p in zip(idx, piece)] for idx in np.ndindex(*counts)]
-
-
-@lowers("ReadVariableXlaSplitND")
-def _read_split_nd(ctx, node):
-    """The variable right-padded by ``paddings`` with zeros, cut into ``num_splits[d]`` equal pieces
-    per dimension, the pieces in row-major order (XlaSplitND of a read)."""
-    b = ctx.b
-    var = _typed_resource(ctx, 0, "T").read(node.name)
-    dims = list(var.shape.dimensions)
-    counts, paddings = _split_grid(ctx, len(dims), "num_splits")
-    padded = [d + p for d, p in zip(dims, paddings)]
-    if any(d % c for d, c in zip(padded, counts)):
-        raise InvalidArgumentError(f"{node.op}: padded shape {padded} is not divisible by num_splits {counts}")
-    if any(paddings):
-        var = b.pad(var, xl.scalar(b, 0, var.shape.element_type), [(0, p, 0) for p in paddings])
-    piece = [d // c for d, c in zip(padded, counts)]
-    return [b.slice(var, s, [a + p for a, p in zip(s, piece)]) for s in _grid_starts(counts, piece)]
-
-
-@lowers("AssignVariableXlaConcatND")
-def _assign_concat_nd(ctx, node):
-    """The slices put back together (row-major grid, ``num_concats[d]`` per dimension), the right
-    ``paddings`` cut off, assigned to the variable (XlaConcatND then assign)."""
-    b = ctx.b
-    res = _typed_resource(ctx, 0, "T")
-    parts = [ctx.input(i) for i in range(1, ctx.num_inputs)]
-    rank = parts[0].shape.rank
-    counts, paddings = _split_grid(ctx, rank, "num_concats")
-    piece = list(parts[0].shape.dimensions)
-    if any(list(p.shape.dimensions) != piece for p in parts):
-        raise InvalidArgumentError(f"{node.op}: all inputs must have the same shape")
-    whole = [c * p for c, p in zip(counts, piece)]
-    if any(p > w for p, w in zip(paddings, whole)):
-        raise InvalidArgumentError(f"{node.op}: paddings {paddings} exceed the concatenated shape {whole}")
-    # Concatenate the innermost grid dimension first, row-major.
-    level = parts
-    for d in reversed(range(rank)):
-        level = [b.concatenate(level[i:i + counts[d]], d) if counts[d] > 1 else level[i]
-                 for i in range(0, len(level), counts[d])]
-    value = level[0]
-    if any(paddings):
-        value = b.slice(value, [0] * rank, [w - p for w, p in zip(whole, paddings)])
-    res.assign(value)
-    return []
+# ReadVariableXlaSplitND / AssignVariableXlaConcatND share XlaSplitND/XlaConcatND's tiling: xla_structured.py.
 
 
 @lowers("_XlaAotOnlyVarHandleOp")
