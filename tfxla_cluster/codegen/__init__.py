@@ -5,7 +5,7 @@
     irtypes.py     element types ↔ LLVM types;  scalar_ops.py  value-level HLO semantics
     loops.py       loops, indices, buffer access (bounds-checked in debug mode)
     elemental.py   index → value generators per opcode; fusions become one loop nest
-    dot.py         GEMM (OpenBLAS via the symbol table) for dot and im2col convolution
+    gemm.py        GEMM (OpenBLAS via the symbol table) for dot and im2col convolution
     kernels.py     thunk kernels: loop nests, sort, scatter, select-and-scatter
     buffers.py     the buffer plan (slots, arena packing);  program.py  the entry function
     rng.py         rng-bit-generator (Philox, ThreeFry), bit-exact with the evaluator

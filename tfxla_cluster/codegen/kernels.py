@@ -13,7 +13,7 @@
   accumulates whole rows into a block of the result, so its inner loop is contiguous.
 - fusions around a non-elemental root (XLA's ``wrapped_scatter``...) materialise fused operands and
   run the root's own kernel.
-- dot / convolution: GEMM (``dot.py``) when big enough, else the elemental loop.
+- dot / convolution: GEMM (``gemm.py``) when big enough, else the elemental loop.
 - sort and custom-call TopK: a stable bottom-up merge sort of an index permutation per row, with the
   comparator inlined.
 - scatter: copy, then updates applied in scatter-index order (whole window skipped when it does not
@@ -28,7 +28,7 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef, leaves
-from tfxla_cluster.codegen.dot import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
+from tfxla_cluster.codegen.gemm import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
 from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.loops import (Index, emit_loop_nest, for_range, if_else_value, if_then, inner_chunks_for,
                                          major_to_minor, scalar_index, work_items)
@@ -290,7 +290,7 @@ def _emit_column_reduce(prog, kb, em, name, kind, root, out_arr, cost) -> None:
         with for_range(b, k0, k1, "ci") as k:
             out_arr.store(Index(None, out_arr.shape, k), init_v)
         with for_range(b, 0, R, "cr") as r:
-            from tfxla_cluster.codegen.dot import split
+            from tfxla_cluster.codegen.gemm import split
             rd = split(b, r, [in_shape.dimensions[d] for d in red])
             row = b.mul(r, t.i64(Kn))
             with for_range(b, k0, k1, "ck") as k:
