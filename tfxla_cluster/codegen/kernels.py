@@ -469,6 +469,10 @@ def _dot_thunk(prog, instr, operands, out) -> None:
 
 @thunk(O.CONVOLUTION)
 def _conv_thunk(prog, instr, operands, out) -> None:
+    from tfxla_cluster.codegen.conv import channelwise_plan, emit_channelwise
+    plan = channelwise_plan(instr)
+    if plan is not None:
+        return emit_channelwise(prog, instr, plan, *_array_operands(instr, operands), out)
     if not conv_gemm_eligible(instr, prog.options):
         return emit_loop_thunk(prog, instr, operands, out)
     operands = _array_operands(instr, operands)
