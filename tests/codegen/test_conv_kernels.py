@@ -2,6 +2,8 @@
 and both backprops (strided, dilated, SAME/VALID, channel counts that leave partial vector blocks),
 Conv2D and both backprops, NCHW against TF's NHWC; and the HLO-level kernel choice (the channel-wise
 kernel for depthwise convolutions, never a GEMM per channel), checked against the evaluator."""
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -121,3 +123,47 @@ def test_channelwise_kernel_is_chosen_and_matches_evaluator(conv, dtype):
                                                                               parallel_min_cost=1)):
         exe, _ = check(m, x, k, rtol=tol, atol=tol, options=opts)
         assert [kk.kind for kk in exe.kernels] == ["conv-channelwise"]
+
+
+def _reversed(window):
+    return Window(tuple(dataclasses.replace(d, window_reversal=True) for d in window.dimensions))
+
+
+HLO_BLOCKED = [  # dim labels, lhs, rhs, window, feature groups, expected kernels
+    ("b01f_01io->b01f", (2, 9, 8, 5), (3, 3, 5, 7), Window.make([3, 3], [1, 1], [(1, 1), (1, 1)]), 1, ["conv-gemm"]),
+    # grouped: each group's GEMM reads its columns of the HWIO filter and writes its columns of the output
+    ("b01f_01io->b01f", (1, 13, 11, 6), (3, 3, 3, 8), Window.make([3, 3], [2, 1], [(1, 1), (0, 0)]), 2, ["conv-gemm"]),
+    # contraction 3·3·600 > one block: GEMMs accumulate over contraction blocks
+    ("b01f_01io->b01f", (1, 3, 4, 600), (3, 3, 600, 9), Window.make([3, 3], [1, 1], [(1, 1), (1, 1)]), 1,
+     ["conv-gemm"]),
+    # filter backprop: transposed patch blocks, result written in place as [kh, kw, in, out]
+    ("f01b_i01o->01bf", (2, 9, 9, 6), (2, 9, 9, 4), Window.make([9, 9], [1, 1], [(1, 1), (1, 1)]), 1, ["conv-gemm"]),
+    # reversed filter with input dilation (strided input backprop): the filter matrix is copied first
+    ("b01f_01oi->b01f", (1, 4, 5, 6), (3, 3, 3, 6), _reversed(Window.make([3, 3], [1, 1], [(2, 2), (2, 2)],
+                                                                          lhs_dilation=[2, 2])), 1,
+     ["materialize", "conv-gemm"]),
+    # 1×1 convolutions: the input is the GEMM's A in place (one group, and two)
+    ("b01f_01io->b01f", (2, 5, 7, 12), (1, 1, 12, 10), Window.make([1, 1]), 1, ["conv-gemm"]),
+    ("b01f_01io->b01f", (2, 5, 7, 12), (1, 1, 6, 20), Window.make([1, 1]), 2, ["conv-gemm"]),
+    # 7×7 stride 2 over 3 channels (ResNet's first layer): runs of a whole window row, and tap by tap at edges
+    ("b01f_01io->b01f", (1, 19, 17, 3), (7, 7, 3, 8), Window.make([7, 7], [2, 2], [(3, 3), (2, 3)]), 1,
+     ["conv-gemm"]),
+    # NCHW output: GEMM result copied into the output layout
+    ("b01f_01io->bf01", (2, 6, 5, 4), (3, 3, 4, 5), Window.make([3, 3], [1, 1], [(1, 1), (1, 1)]), 1,
+     ["conv-gemm", "materialize"]),
+]
+
+
+@pytest.mark.parametrize("conv", HLO_BLOCKED, ids=lambda c: f"{c[0]}-{c[1]}-g{c[4]}")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocked_conv_gemm_matches_evaluator(conv, dtype):
+    from tfxla_cluster.codegen.runtime import blas_available
+    labels, xs, ks, window, groups, kinds = conv
+    x, k = random_array(xs, dtype, RNG, specials=False), random_array(ks, dtype, RNG, specials=False)
+    m = module_of(lambda b, p, q: b.convolution(p, q, window, labels, feature_group_count=groups), x, k)
+    tol = 1e-11 if dtype == np.float64 else 5e-5
+    for opts in (CodegenOptions(bounds_checks=True, threads=1), CodegenOptions(bounds_checks=True, threads=3,
+                                                                              parallel_min_cost=1)):
+        exe, _ = check(m, x, k, rtol=tol, atol=tol, options=opts)
+        if blas_available():
+            assert [kk.kind for kk in exe.kernels] == kinds

@@ -473,6 +473,10 @@ def _conv_thunk(prog, instr, operands, out) -> None:
     plan = channelwise_plan(instr)
     if plan is not None:
         return emit_channelwise(prog, instr, plan, *_array_operands(instr, operands), out)
+    from tfxla_cluster.codegen.conv import blocked_plan, emit_blocked_conv
+    blocked = blocked_plan(instr, prog.options)
+    if blocked is not None:
+        return emit_blocked_conv(prog, instr, blocked, *_array_operands(instr, operands), out)
     if not conv_gemm_eligible(instr, prog.options):
         return emit_loop_thunk(prog, instr, operands, out)
     operands = _array_operands(instr, operands)
