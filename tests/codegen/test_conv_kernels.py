@@ -148,6 +148,9 @@ HLO_BLOCKED = [  # dim labels, lhs, rhs, window, feature groups, expected kernel
     # 7×7 stride 2 over 3 channels (ResNet's first layer): runs of a whole window row, and tap by tap at edges
     ("b01f_01io->b01f", (1, 19, 17, 3), (7, 7, 3, 8), Window.make([7, 7], [2, 2], [(3, 3), (2, 3)]), 1,
      ["conv-gemm"]),
+    # two output positions (the zoo's ResNet50 at 32x32): the filter's columns are split across threads
+    ("b01f_01io->b01f", (2, 1, 1, 40), (3, 3, 40, 200), Window.make([3, 3], [1, 1], [(1, 1), (1, 1)]), 1,
+     ["conv-gemm"]),
     # NCHW output: GEMM result copied into the output layout
     ("b01f_01io->bf01", (2, 6, 5, 4), (3, 3, 4, 5), Window.make([3, 3], [1, 1], [(1, 1), (1, 1)]), 1,
      ["conv-gemm", "materialize"]),

@@ -233,6 +233,7 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
 # ---------------------------------------------------------------- dense convolutions: blocked im2col GEMM
 BLOCK_ELEMENTS = 1 << 16   # a thread's patch block (256 KiB of f32, on its stack): stays in L2 from fill to GEMM
 ROW_TARGET = 128           # GEMM rows per call
+COL_BLOCK = 64             # smallest column block of a GEMM call of its own (when rows are too few)
 
 
 @dataclass
@@ -376,7 +377,10 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
     if not plan.lhs_direct:
         mb = max(unit, min(mb, BLOCK_ELEMENTS // kb // unit * unit))
     nmb, nkb = -(-M // mb), -(-K // kb)
-    items = G * nmb
+    # Too few row blocks for every thread (weight-bound layers at small batch): split the columns too.
+    ncb = max(1, min(threads // (G * nmb), Og // COL_BLOCK)) if G * nmb < threads else 1
+    cb = -(-Og // ncb)
+    items = G * nmb * ncb
     flops = 2 * M * K * Og * G
     kb_ = prog.kernel(instr.name)
     b = kb_.builder
@@ -451,6 +455,10 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
 
     from tfxla_cluster.codegen.gemm import split
     with for_range(b, lo, hi, "cb") as item:
+        cblk, item = b.urem(item, t.i64(ncb)), b.udiv(item, t.i64(ncb))
+        c0 = b.mul(cblk, t.i64(cb))
+        cols = b.sub(t.i64(Og), c0)
+        cols = b.select(b.icmp_signed(">", cols, t.i64(cb)), t.i64(cb), cols)
         g, mblk = b.udiv(item, t.i64(nmb)), b.urem(item, t.i64(nmb))
         m0 = b.mul(mblk, t.i64(mb))
         rows = b.sub(t.i64(M), m0)
@@ -499,14 +507,15 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
                 a_ptr, ta, lda = buf, CBLAS_TRANS, rows
             kbase = b.add(b.mul(g, t.i64(0 if plan.kmat_direct else K * Og)),
                           b.mul(g, t.i64(Og)) if plan.kmat_direct else t.i64(0))
-            bptr = b.gep(kp, [b.add(kbase, b.mul(k0, t.i64(plan.kmat_ld)))], source_etype=sty)
+            bptr = b.gep(kp, [b.add(b.add(kbase, b.mul(k0, t.i64(plan.kmat_ld))), c0)], source_etype=sty)
             if plan.out_direct:
                 ldc, coff = plan.O, b.add(b.mul(m0, t.i64(plan.O)), b.mul(g, t.i64(Og)))
             else:
                 ldc, coff = Og, b.add(b.mul(g, t.i64(M * Og)), b.mul(m0, t.i64(Og)))
+            coff = b.add(coff, c0)
             beta = b.select(b.icmp_signed("==", kblk, t.i64(0)), t.float_constant(sty, 0.0),
                             t.float_constant(sty, 1.0))
-            b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(ta), i32(CBLAS_NO_TRANS), rows, t.i64(Og), kn,
+            b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(ta), i32(CBLAS_NO_TRANS), rows, cols, kn,
                           t.float_constant(sty, 1.0), a_ptr, lda, bptr, t.i64(plan.kmat_ld), beta,
                           b.gep(cp, [coff], source_etype=sty), t.i64(ldc)])
     b.call(set_threads, [prev])
