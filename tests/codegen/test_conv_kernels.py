@@ -142,6 +142,11 @@ HLO_BLOCKED = [  # dim labels, lhs, rhs, window, feature groups, expected kernel
     ("b01f_01oi->b01f", (1, 4, 5, 6), (3, 3, 3, 6), _reversed(Window.make([3, 3], [1, 1], [(2, 2), (2, 2)],
                                                                           lhs_dilation=[2, 2])), 1,
      ["materialize", "conv-gemm"]),
+    # a big reversed filter [kh, kw, out, in] (the input backprop's): one GEMM per tap reads it in place
+    ("b01f_01oi->b01f", (1, 5, 6, 64), (3, 3, 120, 64), _reversed(Window.make([3, 3], [1, 1], [(1, 1), (1, 1)])),
+     1, ["conv-gemm"]),
+    ("b01f_01oi->b01f", (2, 4, 3, 64), (3, 3, 120, 64), _reversed(Window.make([3, 3], [1, 1], [(1, 2), (2, 1)],
+                                                                              lhs_dilation=[2, 2])), 1, ["conv-gemm"]),
     # 1×1 convolutions: the input is the GEMM's A in place (one group, and two)
     ("b01f_01io->b01f", (2, 5, 7, 12), (1, 1, 12, 10), Window.make([1, 1]), 1, ["conv-gemm"]),
     ("b01f_01io->b01f", (2, 5, 7, 12), (1, 1, 6, 20), Window.make([1, 1]), 2, ["conv-gemm"]),

@@ -234,6 +234,8 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
 BLOCK_ELEMENTS = 1 << 16   # a thread's patch block (256 KiB of f32, on its stack): stays in L2 from fill to GEMM
 ROW_TARGET = 128           # GEMM rows per call
 COL_BLOCK = 64             # smallest column block of a GEMM call of its own (when rows are too few)
+TAPS_MIN_FEATURES = 64     # per-tap GEMMs (K = features) for reversed filters: only when K is long enough
+TAPS_MIN_ELEMENTS = 1 << 16    # ... and the filter big enough that copying it every call would show
 
 
 @dataclass
@@ -267,6 +269,8 @@ class BlockedPlan:
     K: int
     lhs_direct: bool = False    # 1×1 window, unit strides, [batch, spatial…, feature] input: A is the input
     fast_last: bool = False     # rows mode: taps along the last window dim read one contiguous run
+    kmat_taps: bool = False     # filter [spatial…, out, in] (the input backprop's): one GEMM per tap, B^T
+    rhs_sp: list[int] | None = None
 
 
 def blocked_plan(instr, options) -> BlockedPlan | None:
@@ -318,10 +322,15 @@ def blocked_plan(instr, options) -> BlockedPlan | None:
         for w in window) and [d for d in major_to_minor(lhs.shape) if ld[d] != 1] == [d for d in lhs_order if ld[d] != 1]
     fast_last = mode == "rows" and G == 1 and bool(window) and window[-1].window_dilation == 1 and \
         window[-1].base_dilation == 1 and ls[dn.input_feature_dimension] == 1 and lhs_sp[-1] == Cg
+    # The input backprop's filter is the forward one, [spatial…, out, in] and reversed: rather than copy it
+    # into contraction order every call, each tap's [out, in] block is the GEMM's B transposed.
+    kmat_taps = mode == "rows" and not kmat_direct and G == 1 and Cg >= TAPS_MIN_FEATURES and \
+        K * Og >= TAPS_MIN_ELEMENTS and major_to_minor(rhs.shape) == ksp + [kout, kin]
+    fast_last = fast_last and not kmat_taps
     return BlockedPlan(mode, G, B, Cg, Og, O_, out_sp, [ld[d] for d in dn.input_spatial_dimensions], win,
                        ls[dn.input_batch_dimension], ls[dn.input_feature_dimension],
                        [ls[d] for d in dn.input_spatial_dimensions], kmat_direct, O_ if kmat_direct else Og,
-                       out_direct, M, K, lhs_direct, fast_last)
+                       out_direct, M, K, lhs_direct, fast_last, kmat_taps, [rs[d] for d in ksp])
 
 
 def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef) -> None:
@@ -336,7 +345,7 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
     G, Cg, Og, M, K = plan.G, plan.Cg, plan.Og, plan.M, plan.K
     Wn = prod(plan.win)
     P = prod(plan.out_sp)
-    if plan.kmat_direct:
+    if plan.kmat_direct or plan.kmat_taps:
         kref = rhs
     else:
         kref = prog.scratch(Shape(et, (G, K, Og)), "conv.kernel")
@@ -374,6 +383,8 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
     if G * (-(-M // mb)) < threads and M >= 2 * 16 * unit:
         mb = max(unit, -(-(-(-M // threads)) // unit) * unit)
     kb = K if plan.lhs_direct else max(kunit, min(K, BLOCK_ELEMENTS // mb) // kunit * kunit)
+    if plan.kmat_taps:
+        kb = Cg
     if not plan.lhs_direct:
         mb = max(unit, min(mb, BLOCK_ELEMENTS // kb // unit * unit))
     nmb, nkb = -(-M // mb), -(-K // kb)
@@ -507,7 +518,17 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
                 a_ptr, ta, lda = buf, CBLAS_TRANS, rows
             kbase = b.add(b.mul(g, t.i64(0 if plan.kmat_direct else K * Og)),
                           b.mul(g, t.i64(Og)) if plan.kmat_direct else t.i64(0))
-            bptr = b.gep(kp, [b.add(b.add(kbase, b.mul(k0, t.i64(plan.kmat_ld))), c0)], source_etype=sty)
+            tb, ldb = CBLAS_NO_TRANS, t.i64(plan.kmat_ld)
+            if plan.kmat_taps:
+                # K block kblk is tap kblk; its filter block is the reversed tap's [out, in] matrix
+                toff = t.i64(0)
+                for i, (wk, wd) in enumerate(zip(split(b, kblk, plan.win), window)):
+                    wk = b.sub(t.i64(wd.size - 1), wk) if wd.window_reversal else wk
+                    toff = b.add(toff, b.mul(wk, t.i64(plan.rhs_sp[i])))
+                bptr = b.gep(kp, [b.add(toff, b.mul(c0, t.i64(Cg)))], source_etype=sty)
+                tb, ldb = CBLAS_TRANS, t.i64(Cg)
+            else:
+                bptr = b.gep(kp, [b.add(b.add(kbase, b.mul(k0, t.i64(plan.kmat_ld))), c0)], source_etype=sty)
             if plan.out_direct:
                 ldc, coff = plan.O, b.add(b.mul(m0, t.i64(plan.O)), b.mul(g, t.i64(Og)))
             else:
@@ -515,8 +536,8 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
             coff = b.add(coff, c0)
             beta = b.select(b.icmp_signed("==", kblk, t.i64(0)), t.float_constant(sty, 0.0),
                             t.float_constant(sty, 1.0))
-            b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(ta), i32(CBLAS_NO_TRANS), rows, cols, kn,
-                          t.float_constant(sty, 1.0), a_ptr, lda, bptr, t.i64(plan.kmat_ld), beta,
+            b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(ta), i32(tb), rows, cols, kn,
+                          t.float_constant(sty, 1.0), a_ptr, lda, bptr, ldb, beta,
                           b.gep(cp, [coff], source_etype=sty), t.i64(ldc)])
     b.call(set_threads, [prev])
     prog.call_kernel(kb_, instr.name, "conv-gemm", items, tasks, flops // 8)
