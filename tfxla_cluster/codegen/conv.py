@@ -36,7 +36,9 @@ from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
 
 _TYPES = (T.F32, T.F64)
-ACCUMULATORS = 4   # vector accumulators per work item: a block of 4 vectors of channels
+ACCUMULATORS = 4         # vector accumulators per work item: a block of 4 vectors of channels
+WIDE_ACCUMULATORS = 12   # ... when each item streams a large window (filter backprop): fewer passes
+WIDE_MAX_POSITIONS = 64  # output positions (the filter's taps) up to which the backprop form is assumed
 
 
 def strides(shape: Shape) -> list[int]:
@@ -105,7 +107,10 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
     et = instr.shape.element_type
     sty = t.storage_type(et)
     lanes = max(1, prog.options.prefer_vector_width // (32 if et is T.F32 else 64))
-    block = lanes * ACCUMULATORS
+    # The filter-backprop form streams the whole window per item: wide blocks make fewer passes over it.
+    accumulators = WIDE_ACCUMULATORS if plan.OB * prod(plan.out_sp) <= WIDE_MAX_POSITIONS else ACCUMULATORS
+    accumulators = max(1, min(accumulators, -(-plan.C // lanes)))
+    block = lanes * accumulators
     nblk = -(-plan.C // block)
     positions = plan.OB * prod(plan.out_sp)
     items = positions * nblk
@@ -210,23 +215,23 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
                     b.branch(done)
                     b.position_at_end(done)
 
-        full = b.icmp_signed("<=", b.add(c0, t.i64(block)), t.i64(plan.C))
-        fn = b.block.function
-        fast, slow, done = (fn.append_basic_block(n) for n in ("cw.full", "cw.part", "cw.done"))
-        b.cbranch(full, fast, slow)
-        b.position_at_end(fast)
-        reduce_chunks([(b.add(c0, t.i64(k * lanes)), lanes) for k in range(ACCUMULATORS)])
-        b.branch(done)
-        b.position_at_end(slow)
-        # The last, partial block: whole vectors, then single channels.
-        cend = t.i64(plan.C)
-        nvec = b.udiv(b.sub(cend, c0), t.i64(lanes))
-        with for_range(b, 0, nvec, "cwv") as v:
-            reduce_chunks([(b.add(c0, b.mul(v, t.i64(lanes))), lanes)])
-        with for_range(b, b.add(c0, b.mul(nvec, t.i64(lanes))), cend, "cws") as c:
-            reduce_chunks([(c, 1)])
-        b.branch(done)
-        b.position_at_end(done)
+        # The last block's make-up is known: its whole vectors and single channels in the same one pass.
+        last = plan.C - (nblk - 1) * block
+        last_chunks = [(k * lanes, lanes) for k in range(last // lanes)] + \
+            [(last // lanes * lanes + j, 1) for j in range(last % lanes)]
+        if last == block:
+            reduce_chunks([(b.add(c0, t.i64(k * lanes)), lanes) for k in range(accumulators)])
+        else:
+            fn = b.block.function
+            fast, slow, done = (fn.append_basic_block(n) for n in ("cw.full", "cw.last", "cw.done"))
+            b.cbranch(b.icmp_unsigned("<", blk, t.i64(nblk - 1)), fast, slow)
+            b.position_at_end(fast)
+            reduce_chunks([(b.add(c0, t.i64(k * lanes)), lanes) for k in range(accumulators)])
+            b.branch(done)
+            b.position_at_end(slow)
+            reduce_chunks([(b.add(c0, t.i64(off)), n) for off, n in last_chunks])
+            b.branch(done)
+            b.position_at_end(done)
     prog.call_kernel(kb, instr.name, "conv-channelwise", items, tasks, flops // 2)
 
 
