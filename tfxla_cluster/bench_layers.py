@@ -9,9 +9,9 @@ transposes) and ``BatchMatMulV2``. For each, the steady-state time of TF graph m
 process's oneDNN mode), TF's XLA (``jit_compile=True``, whose CPU dots and convolutions call Eigen) and
 ours (``tfxla_cluster.function(jit_compile=True)``), and numpy's ``matmul`` (OpenBLAS sgemm, all cores) on
 the GEMM of the same M·N·K (the im2col GEMM for a convolution; no entry for depthwise ones, which are not
-GEMMs), timed on its own after the others. Times are medians over rounds that call every variant in turn (an untimed call, then a timed one),
-so load changes hit all alike; each rate counts 2 flops per multiply-add. Ours is checked against TF graph
-mode every run.
+GEMMs), timed on its own after the others. Times are medians over rounds that call every variant in turn
+(an untimed call, then a timed one), so load changes hit all alike; each rate counts 2 flops per
+multiply-add. Ours is checked against TF graph mode every run.
 
     tfxla-cluster bench --layers                     # every layer
     tfxla-cluster bench --layers --only resnet50,dw  # layers whose label contains a word
@@ -177,7 +177,8 @@ def make(layer: Layer, tf) -> tuple[Callable, list[np.ndarray]]:
                                                      strides=strides, padding=pad, dilations=dils)), [rand(layer.w), dy]
     if layer.kind == "conv_bf":
         return (lambda x, g: raw.Conv2DBackpropFilter(input=x, filter_sizes=list(layer.w), out_backprop=g,
-                                                      strides=strides, padding=pad, dilations=dils)), [rand(layer.x), dy]
+                                                      strides=strides, padding=pad, dilations=dils)), \
+            [rand(layer.x), dy]
     if layer.kind == "dw":
         return (lambda x, k: raw.DepthwiseConv2dNative(input=x, filter=k, strides=strides, padding=pad,
                                                        dilations=dils)), [rand(layer.x), rand(layer.w)]
@@ -305,8 +306,7 @@ def run(args) -> int:
     print(f"host: {host_summary()}", flush=True)
     print(HEADER, flush=True)
     rows = run_layers(layers, args.quick, echo=lambda line: print(line, flush=True))
-    import tensorflow as tf  # noqa: F401 - imported by run_layers; TF's oneDNN answer is fixed now
-    here = onednn_enabled()
+    here = onednn_enabled()     # TF is imported by now: its own answer
     ratio = geomean([r["ours_vs_best_tf"] for r in rows])
     gemm = [r["ours_gflops"] / r["numpy_gflops"] for r in rows if r["numpy_gflops"] and r["kind"] in ("matmul", "bmm")]
     gemm_note = f"; GEMM rows: ours at {100 * geomean(gemm):.0f}% of numpy's sgemm (geomean)" if gemm else ""

@@ -6,6 +6,7 @@
     loops.py       loops, indices, buffer access (bounds-checked in debug mode)
     elemental.py   index → value generators per opcode; fusions become one loop nest
     gemm.py        GEMM (OpenBLAS via the symbol table) for dot and im2col convolution
+    conv.py        convolutions: depthwise (vectorised along channels), blocked im2col GEMMs
     kernels.py     thunk kernels: loop nests, sort, scatter, select-and-scatter
     buffers.py     the buffer plan (slots, arena packing);  program.py  the entry function
     rng.py         rng-bit-generator (Philox, ThreeFry), bit-exact with the evaluator

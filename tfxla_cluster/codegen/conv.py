@@ -1,9 +1,13 @@
-"""Channel-wise convolutions (depthwise forward, its input backprop and its filter backprop), vectorised
-along channels.
+"""Convolution kernels: channel-wise ones (depthwise forward, its input and filter backprops) vectorised
+along channels, and dense ones as GEMMs over cache-sized blocks of im2col patches.
 
-Stage: codegen (a thunk kernel for one HLO ``convolution``). Guarantee: the result equals the HLO
-convolution's (the evaluator's ``convolution``); each output element sums its products in a fixed order
-(reduction features, then window positions, row-major), so results do not depend on the thread count.
+Stage: codegen (a thunk kernel for one HLO ``convolution``; ``kernels.py`` asks :func:`channelwise_plan`,
+then :func:`blocked_plan`, then falls back to ``gemm.py``'s whole-im2col GEMM or the elemental loop).
+Guarantee: the result equals the HLO convolution's (the evaluator's ``convolution``) up to the summation
+order; the channel-wise kernel sums each output element in a fixed order (reduction features, then window
+positions, row-major) and the blocked one in GEMM-block order, neither depending on the thread count.
+
+Channel-wise:
 
 A depthwise convolution is a convolution with ``feature_group_count`` equal to the input features and
 one output feature per group; TF's ``DepthwiseConv2dNativeBackpropFilter`` is one with
@@ -236,6 +240,11 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
 
 
 # ---------------------------------------------------------------- dense convolutions: blocked im2col GEMM
+# A whole im2col matrix is Kh·Kw times the input (7 MB for ResNet's 56×56×64 3×3 layer): written to memory
+# and read back it costs a third of the GEMM. Here each thread fills a block of it on its stack (rows of
+# contiguous feature runs, or whole window rows), multiplies it with OpenBLAS while it is in L2 and moves
+# on; the filter and, for 1×1 convolutions, the input are read in place. Parallel over (group, row block,
+# column block) items; one OpenBLAS thread per item (``tfxla_blas_threads_local``).
 BLOCK_ELEMENTS = 1 << 16   # a thread's patch block (256 KiB of f32, on its stack): stays in L2 from fill to GEMM
 ROW_TARGET = 128           # GEMM rows per call
 COL_BLOCK = 64             # smallest column block of a GEMM call of its own (when rows are too few)
@@ -288,8 +297,8 @@ def blocked_plan(instr, options) -> BlockedPlan | None:
     if any(o.shape.element_type is not instr.shape.element_type for o in (lhs, rhs)):
         return None
     dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
-    ld, rd, od = lhs.shape.dimensions, rhs.shape.dimensions, instr.shape.dimensions
-    ls, rs, os_ = strides(lhs.shape), strides(rhs.shape), strides(instr.shape)
+    ld, od = lhs.shape.dimensions, instr.shape.dimensions
+    ls, rs = strides(lhs.shape), strides(rhs.shape)
     G = instr.feature_group_count
     B, C, O_ = ld[dn.input_batch_dimension], ld[dn.input_feature_dimension], od[dn.output_feature_dimension]
     Cg, Og = C // G, O_ // G
@@ -319,12 +328,12 @@ def blocked_plan(instr, options) -> BlockedPlan | None:
     out_direct = [d for d in major_to_minor(instr.shape) if od[d] != 1] == nz
     if G > 1 and not out_direct:
         return None
-    in_sp = [ld[d] for d in dn.input_spatial_dimensions]
     lhs_sp = [ls[d] for d in dn.input_spatial_dimensions]
     lhs_order = [dn.input_batch_dimension] + list(dn.input_spatial_dimensions) + [dn.input_feature_dimension]
-    lhs_direct = mode == "rows" and K == Cg and all(
+    row_major_lhs = [d for d in major_to_minor(lhs.shape) if ld[d] != 1] == [d for d in lhs_order if ld[d] != 1]
+    lhs_direct = mode == "rows" and K == Cg and row_major_lhs and all(
         w.size == 1 and w.stride == 1 and w.padding_low == 0 and w.padding_high == 0 and w.base_dilation == 1
-        for w in window) and [d for d in major_to_minor(lhs.shape) if ld[d] != 1] == [d for d in lhs_order if ld[d] != 1]
+        for w in window)
     fast_last = mode == "rows" and G == 1 and bool(window) and window[-1].window_dilation == 1 and \
         window[-1].base_dilation == 1 and ls[dn.input_feature_dimension] == 1 and lhs_sp[-1] == Cg
     # The input backprop's filter is the forward one, [spatial…, out, in] and reversed: rather than copy it

@@ -7,9 +7,14 @@ dims ignored) are passed as they are, with the transpose flag; anything else —
 awkward layout, another element type — is first materialised into a row-major scratch buffer. The
 result goes straight into the output buffer when its layout is ``[batch…, M, N]``.
 
-Convolutions in f32/f64 with ``batch_group_count == 1`` use im2col: patches ``[G, N·P, Cg·W]`` times
-the kernel matrix ``[G, Cg·W, Og]`` (one GEMM per feature group), then a copy into the output layout.
-Smaller or other contractions use the elemental loops of ``elemental.py``.
+Work items are (batch, row block) pairs; when there are fewer than threads (a dense layer at batch 2 is
+a matrix-vector product bound by reading the weights) the columns are split too.
+
+Convolutions go to ``conv.py`` first (channel-wise and blocked-im2col kernels); the ones it does not
+take (no BLAS — AOT objects —, layouts it does not read in place) in f32/f64 with
+``batch_group_count == 1`` use whole im2col here: patches ``[G, N·P, Cg·W]`` times the kernel matrix
+``[G, Cg·W, Og]`` (one GEMM per feature group), then a copy into the output layout. Smaller or other
+contractions use the elemental loops of ``elemental.py``.
 """
 from __future__ import annotations
 

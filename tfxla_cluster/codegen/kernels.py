@@ -13,7 +13,8 @@
   accumulates whole rows into a block of the result, so its inner loop is contiguous.
 - fusions around a non-elemental root (XLA's ``wrapped_scatter``...) materialise fused operands and
   run the root's own kernel.
-- dot / convolution: GEMM (``gemm.py``) when big enough, else the elemental loop.
+- dot / convolution: GEMM (``gemm.py``) when big enough; convolutions first try ``conv.py`` (channel-wise
+  depthwise kernel, blocked im2col GEMM); else the elemental loop.
 - sort and custom-call TopK: a stable bottom-up merge sort of an index permutation per row, with the
   comparator inlined.
 - scatter: copy, then updates applied in scatter-index order (whole window skipped when it does not
