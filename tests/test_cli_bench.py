@@ -59,7 +59,8 @@ def test_bench_layers_table_in_gflops(tmp_path, capsys):
     assert set(rows) == {"square/512", "mobilenetv2/dw 3x3 32"}
     mm, dw = rows["square/512"], rows["mobilenetv2/dw 3x3 32"]
     assert mm["gemm"] == [1, 512, 512, 512] and mm["mflop"] == 2 * 512 ** 3 / 1e6
-    assert all(mm[k] > 0 for k in ("graph_gflops", "xla_gflops", "ours_gflops", "numpy_gflops"))
+    assert all(mm[k] > 0 for k in ("graph_gflops", "xla_gflops", "ours_gflops", "numpy_gflops", "ours_best_gflops"))
+    assert mm["ours_best_gflops"] >= mm["ours_gflops"]
     # A depthwise convolution is not a GEMM: no sgemm column; 2·N·H·W·C·kh·kw flops.
     assert dw["gemm"] is None and dw["numpy_gflops"] is None and dw["mflop"] == 2 * 112 * 112 * 32 * 9 / 1e6
     assert f"| square/512 | matmul | {mm['mflop']:.1f} |" in text and "geomean ours / best of TF" in text

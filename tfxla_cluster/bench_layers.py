@@ -11,7 +11,8 @@ ours (``tfxla_cluster.function(jit_compile=True)``), and numpy's ``matmul`` (Ope
 the GEMM of the same M·N·K (the im2col GEMM for a convolution; no entry for depthwise ones, which are not
 GEMMs), timed on its own after the others. Times are medians over rounds that call every variant in turn
 (an untimed call, then a timed one), so load changes hit all alike; each rate counts 2 flops per
-multiply-add. Ours is checked against TF graph mode every run.
+multiply-add (the JSON also has each variant's fastest round, ``*_best_gflops``: on a busy machine the
+median mostly measures the load). Ours is checked against TF graph mode every run.
 
     tfxla-cluster bench --layers                     # every layer
     tfxla-cluster bench --layers --only resnet50,dw  # layers whose label contains a word
@@ -193,8 +194,10 @@ def make(layer: Layer, tf) -> tuple[Callable, list[np.ndarray]]:
     raise ValueError(f"unknown layer kind {layer.kind}")
 
 
-def _interleaved(fns: dict[str, Callable[[], Any]], min_rounds: int, min_seconds: float) -> dict[str, float]:
-    """Median seconds per variant over rounds that run each variant once, in turn."""
+def _interleaved(fns: dict[str, Callable[[], Any]], min_rounds: int, min_seconds: float,
+                 best: dict[str, float] | None = None) -> dict[str, float]:
+    """Median seconds per variant over rounds that run each variant once, in turn (``best``: gets the
+    fastest round of each, which a busy machine disturbs least)."""
     samples: dict[str, list[float]] = {k: [] for k in fns}
     start = time.perf_counter()
     rounds = 0
@@ -206,6 +209,8 @@ def _interleaved(fns: dict[str, Callable[[], Any]], min_rounds: int, min_seconds
             getattr(out, "numpy", lambda: None)()
             samples[k].append(time.perf_counter() - t0)
         rounds += 1
+    if best is not None:
+        best.update({k: min(v) for k, v in samples.items()})
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
@@ -250,20 +255,22 @@ def run_layers(layers: list[Layer], quick: bool = False, variants=("graph", "xla
                 err = float(np.max(np.abs(got - ref))) / scale
                 if err > 1e-4:
                     raise AssertionError(f"{layer.label}: ours differs from TF graph mode by {err:.2e} (relative)")
-        secs = _interleaved(fns, min_rounds, min_s)
+        best: dict[str, float] = {}
+        secs = _interleaved(fns, min_rounds, min_s, best)
         if "numpy" in variants and dims is not None:
             # Alone, not interleaved: OpenBLAS's idle workers spin for a while after a call, and would
             # take a core from the next variant (and TF's and our pools' from OpenBLAS).
             b, m, n, k = dims
             a_np, b_np = np.ones((b, m, k), np.float32), np.ones((b, k, n), np.float32)
             c_np = np.empty((b, m, n), np.float32)
-            secs.update(_interleaved({"numpy": lambda: np.matmul(a_np, b_np, out=c_np)}, min_rounds, min_s))
+            secs.update(_interleaved({"numpy": lambda: np.matmul(a_np, b_np, out=c_np)}, min_rounds, min_s, best))
         fl = flops(layer)
         row = {"layer": layer.label, "kind": layer.kind, "x": list(layer.x), "w": list(layer.w),
                "stride": layer.stride, "gemm": list(dims) if dims else None, "mflop": fl / 1e6}
         for k in ("graph", "xla", "ours", "numpy"):
             row[f"{k}_ms"] = 1e3 * secs[k] if k in secs else None
             row[f"{k}_gflops"] = fl / secs[k] / 1e9 if k in secs else None
+            row[f"{k}_best_gflops"] = fl / best[k] / 1e9 if k in best else None
         best_tf = min((secs[k] for k in ("graph", "xla") if k in secs), default=None)
         row["ours_vs_best_tf"] = secs["ours"] / best_tf if best_tf and "ours" in secs else None
         rows.append(row)
