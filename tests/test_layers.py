@@ -36,7 +36,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "codegen": (("codegen",), frozenset({"base", "hlo", "passes"})),
     "runtime": (("runtime",), frozenset({"base", "hlo", "tf_compat", "graph", "tfops", "jit", "tf2hlo",
                                          "passes", "codegen"})),
-    "top": (("cli", "cli_common", "__main__", "report", "viz", "tools", "bench", "demo", "hostinfo"),
+    "top": (("cli", "cli_common", "__main__", "report", "viz", "tools", "bench", "bench_layers", "demo", "hostinfo"),
             frozenset({"base", "hlo", "tf_compat", "graph", "tfops", "jit", "tf2hlo", "passes", "codegen",
                        "runtime"})),
 }

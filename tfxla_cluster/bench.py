@@ -18,6 +18,7 @@ its vector ISA and TF's oneDNN mode.
     tfxla-cluster bench                  # all workloads, full sizes (or: python tools/bench.py)
     tfxla-cluster bench --quick          # small sizes, few repeats (CI smoke)
     tfxla-cluster bench --only softmax,gelu --json out/bench.json
+    tfxla-cluster bench --layers         # per-layer conv/GEMM table in GFLOP/s (bench_layers.py)
 """
 from __future__ import annotations
 
@@ -301,7 +302,11 @@ def _warm_up(tf, txc) -> None:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The benchmark's options (shared by ``tools/bench.py`` and ``tfxla-cluster bench``)."""
     ap.add_argument("--quick", action="store_true", help="small sizes and few repeats (CI smoke)")
-    ap.add_argument("--only", default="", help="comma-separated workload names")
+    ap.add_argument("--only", default="", help="comma-separated workload names (with --layers: words that "
+                                                "select layers by label, e.g. resnet50,dw)")
+    ap.add_argument("--layers", action="store_true",
+                    help="per-layer table instead: conv/GEMM layer shapes of ResNet50, MobileNetV2, "
+                         "EfficientNetB0, InceptionV3, BERT in GFLOP/s (ours, TF graph, TF's XLA, numpy sgemm)")
     ap.add_argument("--json", default="", help="write results here")
     ap.add_argument("--graph-modes", choices=("both", "current"), default="both",
                     help="time TF graph mode in both oneDNN modes and compare with the faster (default), or "
@@ -369,6 +374,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the selected workloads, print the table, write the JSON; 0 on success."""
     from tfxla_cluster.errors import InvalidArgumentError
 
+    if getattr(args, "layers", False):
+        from tfxla_cluster import bench_layers
+        return bench_layers.run(args)
     known = workload_names() + list(LAUNCH_ROWS)
     wanted = [n for n in args.only.split(",") if n] if args.only else known
     unknown = [n for n in wanted if n not in known]

@@ -47,3 +47,26 @@ def test_bench_launch_rows_compare_ours_with_tf_graph_and_xla(tmp_path, capsys):
     assert all(r[k] > 0 for r in rows.values() for k in ("graph_us", "xla_us", "ours_us", "python_launch_us"))
     assert loop["xla_auto_us"] > 0 and loop["launches"] >= 1 and call["launches"] == 1
     assert f"| launch_rnn_loop | iteration | {loop['graph_us']:.2f} |" in text
+
+
+def test_bench_layers_table_in_gflops(tmp_path, capsys):
+    out = tmp_path / "layers.json"
+    assert cli.main(["bench", "--layers", "--quick", "--only", "square/512,dw 3x3 32", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| layer | op | MFLOP | TF graph GFLOP/s | TF XLA GFLOP/s | ours GFLOP/s | numpy sgemm GFLOP/s |" in text
+    data = json.loads(out.read_text())
+    rows = {r["layer"]: r for r in data["rows"]}
+    assert set(rows) == {"square/512", "mobilenetv2/dw 3x3 32"}
+    mm, dw = rows["square/512"], rows["mobilenetv2/dw 3x3 32"]
+    assert mm["gemm"] == [1, 512, 512, 512] and mm["mflop"] == 2 * 512 ** 3 / 1e6
+    assert all(mm[k] > 0 for k in ("graph_gflops", "xla_gflops", "ours_gflops", "numpy_gflops", "ours_best_gflops"))
+    assert mm["ours_best_gflops"] >= mm["ours_gflops"]
+    # A depthwise convolution is not a GEMM: no sgemm column; 2·N·H·W·C·kh·kw flops.
+    assert dw["gemm"] is None and dw["numpy_gflops"] is None and dw["mflop"] == 2 * 112 * 112 * 32 * 9 / 1e6
+    assert f"| square/512 | matmul | {mm['mflop']:.1f} |" in text and "geomean ours / best of TF" in text
+
+
+def test_bench_layers_unknown_layer_is_one_line_error(capsys):
+    assert cli.main(["bench", "--layers", "--only", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tfxla-cluster: error:") and "no layer matches --only 'nope'" in err and "\n" not in err

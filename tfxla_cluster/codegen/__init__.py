@@ -5,7 +5,8 @@
     irtypes.py     element types ↔ LLVM types;  scalar_ops.py  value-level HLO semantics
     loops.py       loops, indices, buffer access (bounds-checked in debug mode)
     elemental.py   index → value generators per opcode; fusions become one loop nest
-    dot.py         GEMM (OpenBLAS via the symbol table) for dot and im2col convolution
+    gemm.py        GEMM (OpenBLAS via the symbol table) for dot and im2col convolution
+    conv.py        convolutions: depthwise (vectorised along channels), blocked im2col GEMMs
     kernel_builder.py  KernelBuilder (one kernel function) and THUNKS, the one opcode -> kernel table
     reductions.py  column reductions and split (parallel partial) reductions of the loop kernel
     kernels/       thunk kernels by family, each registering in THUNKS: loop.py (elemental loop nests,

@@ -13,7 +13,7 @@ The object defines three symbols, everything else in it is internal:
 point at ``args[k]``, output slots at ``results[k]``, constants at read-only globals in the object, temps
 into one arena from ``aligned_alloc`` (freed before returning, so calls from several threads are safe);
 then it calls the same ``tfxla_entry`` the JIT runs. The code is generated with BLAS off (GEMMs as
-register-tiled IR, ``dot.py``) and bounds checks off, so its only external references are libc/libm (``memcpy``, ``expf``,
+register-tiled IR, ``gemm.py``) and bounds checks off, so its only external references are libc/libm (``memcpy``, ``expf``,
 ``aligned_alloc`` ...) — plus, for f16 on CPUs without F16C, the compiler runtime's ``__extendhfsf2`` /
 ``__truncsfhf2``, which every C compiler driver links (libgcc, compiler-rt). With ``threads > 1`` kernels split as in the JIT and the native fork-join pool
 (``native_pool.py``, pthreads + futex) is linked into the object; with ``threads == 1`` (the default,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from math import prod
 
 from tfxla_cluster.codegen import irtypes as t
-from tfxla_cluster.codegen.dot import split
+from tfxla_cluster.codegen.gemm import split
 from tfxla_cluster.codegen.elemental import CASCADE_BLOCK, Cascade, FusedEmitter, _identity, _simple_combine
 from tfxla_cluster.codegen.kernel_builder import KernelBuilder
 from tfxla_cluster.codegen.loops import Index, for_range, major_to_minor, scalar_index

@@ -9,13 +9,15 @@ Before the nest:
     ops follow them — the bias+relu epilogue then runs in place, as XLA's dot output fusion does);
   * reductions of a big input to one element, and column reductions, use ``reductions.py``.
 Also here: fusions around a non-elemental root (XLA's ``wrapped_scatter``...) materialise fused operands
-and run the root's own kernel; dot / convolution run as GEMM (``dot.py``) when big enough, else as the
+and run the root's own kernel; dot / convolution run as GEMM (``gemm.py``; convolutions first try ``conv.py``: the channel-wise
+depthwise kernel, blocked im2col GEMMs) when big enough, else as the
 elemental loop; the copy kernel (a layout change).
 """
 from __future__ import annotations
 
 from tfxla_cluster.codegen.buffers import BufferRef, leaves
-from tfxla_cluster.codegen.dot import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
+from tfxla_cluster.codegen.conv import blocked_plan, channelwise_plan, emit_blocked_conv, emit_channelwise
+from tfxla_cluster.codegen.gemm import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
 from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess, array_operands, flatten, thunk
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, inner_chunks_for, work_items
@@ -284,6 +286,12 @@ def _dot_thunk(prog, instr, operands, out) -> None:
 
 @thunk(O.CONVOLUTION)
 def _conv_thunk(prog, instr, operands, out) -> None:
+    plan = channelwise_plan(instr)
+    if plan is not None:
+        return emit_channelwise(prog, instr, plan, *array_operands(instr, operands), out)
+    blocked = blocked_plan(instr, prog.options)
+    if blocked is not None:
+        return emit_blocked_conv(prog, instr, blocked, *array_operands(instr, operands), out)
     if not conv_gemm_eligible(instr, prog.options):
         return emit_loop_thunk(prog, instr, operands, out)
     operands = array_operands(instr, operands)

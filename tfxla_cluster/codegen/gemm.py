@@ -7,9 +7,14 @@ dims ignored) are passed as they are, with the transpose flag; anything else —
 awkward layout, another element type — is first materialised into a row-major scratch buffer. The
 result goes straight into the output buffer when its layout is ``[batch…, M, N]``.
 
-Convolutions in f32/f64 with ``batch_group_count == 1`` use im2col: patches ``[G, N·P, Cg·W]`` times
-the kernel matrix ``[G, Cg·W, Og]`` (one GEMM per feature group), then a copy into the output layout.
-Smaller or other contractions use the elemental loops of ``elemental.py``.
+Work items are (batch, row block) pairs; when there are fewer than threads (a dense layer at batch 2 is
+a matrix-vector product bound by reading the weights) the columns are split too.
+
+Convolutions go to ``conv.py`` first (channel-wise and blocked-im2col kernels); the ones it does not
+take (no BLAS — AOT objects —, layouts it does not read in place) in f32/f64 with
+``batch_group_count == 1`` use whole im2col here: patches ``[G, N·P, Cg·W]`` times the kernel matrix
+``[G, Cg·W, Og]`` (one GEMM per feature group), then a copy into the output layout. Smaller or other
+contractions use the elemental loops of ``elemental.py``.
 """
 from __future__ import annotations
 
@@ -193,6 +198,7 @@ def _flat(b, dims, sizes):
 
 
 ROW_BLOCK = 16  # smallest row block worth a GEMM call of its own
+COL_BLOCK = 64  # smallest column block worth a GEMM call of its own (when rows are too few to split)
 
 
 def gemm_kernel(prog, name: str, et: T, B: int, M: int, N: int, K: int, a_ref: BufferRef, ta: str,
@@ -217,30 +223,41 @@ def gemm_kernel(prog, name: str, et: T, B: int, M: int, N: int, K: int, a_ref: B
     threads = prog.options.thread_count if flops // 8 >= prog.options.parallel_min_cost else 1
     nblk = max(1, min(threads, (M + ROW_BLOCK - 1) // ROW_BLOCK)) if B < threads else 1
     row_block = (M + nblk - 1) // nblk
-    work = B * nblk
+    use_blas = kb.kctx.options.use_blas and blas_available()
+    # Too few rows for every thread (a dense layer at batch 2 is a matrix-vector product bound by reading
+    # the weights): split the columns too, so each thread reads its own part of B.
+    ncb = min(threads // (B * nblk), N // COL_BLOCK) if use_blas and B * nblk < threads else 1
+    ncb = max(ncb, 1)
+    col_block = (N + ncb - 1) // ncb
+    work = B * nblk * ncb
     tasks = prog.tasks_for(work, flops // 8)
     lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(work))
     lda = max(1, K if ta == "N" else M)
     ldb = max(1, N if tb == "N" else K)
-    use_blas = kb.kctx.options.use_blas and blas_available()
     set_threads = kb.kctx.mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
     prev = b.call(set_threads, [ir.Constant(t.I32, 1)]) if use_blas else None
     with for_range(b, lo, hi, "blk") as item:
+        cblk = b.urem(item, t.i64(ncb))
+        item = b.udiv(item, t.i64(ncb))
         bi = b.udiv(item, t.i64(nblk))
         r0 = b.mul(b.urem(item, t.i64(nblk)), t.i64(row_block))
         rows = b.sub(t.i64(M), r0)
         rows = b.select(b.icmp_signed(">", rows, t.i64(row_block)), t.i64(row_block), rows)
+        c0 = b.mul(cblk, t.i64(col_block))
+        cols = b.sub(t.i64(N), c0)
+        cols = b.select(b.icmp_signed(">", cols, t.i64(col_block)), t.i64(col_block), cols)
         a_off = b.add(b.mul(bi, t.i64(M * K)), b.mul(r0, t.i64(lda)) if ta == "N" else r0)
         pa = b.gep(a_ptr, [a_off], source_etype=sty)
-        pb = b.gep(b_ptr, [b.mul(bi, t.i64(K * N))], source_etype=sty)
-        pc = b.gep(c_ptr, [b.add(b.mul(bi, t.i64(M * N)), b.mul(r0, t.i64(N)))], source_etype=sty)
+        pb = b.gep(b_ptr, [b.add(b.mul(bi, t.i64(K * N)), c0 if tb == "N" else b.mul(c0, t.i64(ldb)))],
+                   source_etype=sty)
+        pc = b.gep(c_ptr, [b.add(b.add(b.mul(bi, t.i64(M * N)), b.mul(r0, t.i64(N))), c0)], source_etype=sty)
         if use_blas:
             fname = "tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm"
             fn = kb.kctx.mctx.function(fname, t.VOID, [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64,
                                                        t.PTR, t.I64, sty, t.PTR, t.I64])
             i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
             b.call(fn, [i32(CBLAS_ROW_MAJOR), i32(CBLAS_NO_TRANS if ta == "N" else CBLAS_TRANS),
-                        i32(CBLAS_NO_TRANS if tb == "N" else CBLAS_TRANS), rows, t.i64(N), t.i64(K),
+                        i32(CBLAS_NO_TRANS if tb == "N" else CBLAS_TRANS), rows, cols, t.i64(K),
                         t.float_constant(sty, 1.0), pa, t.i64(lda), pb, t.i64(ldb), t.float_constant(sty, 0.0),
                         pc, t.i64(N)])
         else:

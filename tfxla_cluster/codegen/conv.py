@@ -1,0 +1,576 @@
+"""Convolution kernels: channel-wise ones (depthwise forward, its input and filter backprops) vectorised
+along channels, and dense ones as GEMMs over cache-sized blocks of im2col patches.
+
+Stage: codegen (a thunk kernel for one HLO ``convolution``; ``kernels.py`` asks :func:`channelwise_plan`,
+then :func:`blocked_plan`, then falls back to ``gemm.py``'s whole-im2col GEMM or the elemental loop).
+Guarantee: the result equals the HLO convolution's (the evaluator's ``convolution``) up to the summation
+order; the channel-wise kernel sums each output element in a fixed order (reduction features, then window
+positions, row-major) and the blocked one in GEMM-block order, neither depending on the thread count.
+
+Channel-wise:
+
+A depthwise convolution is a convolution with ``feature_group_count`` equal to the input features and
+one output feature per group; TF's ``DepthwiseConv2dNativeBackpropFilter`` is one with
+``batch_group_count`` equal to the (conv-)batch and one output feature per group. In both, every operand
+is indexed by the same channel ``c``:
+
+    out[ob, c, o…] = Σ_f Σ_w lhs[batch(ob, c), feature(f, c), o·stride + w·dilation − pad] · rhs[f, c, w]
+
+(form ``features``: batch(ob, c) = ob, feature(f, c) = c, one f; form ``batches``: batch(ob, c) = c,
+feature(f, c) = f, one ob). Making them a dense GEMM per group (one GEMM of a single column per channel)
+runs at a fraction of a GFLOP/s; here a work item is one output position and a block of channels, the
+accumulators for the block stay in vector registers while the window (and f) runs, and every load is a
+contiguous run of channels. That needs the channel dimension to be the minor-most one of the output, the
+input and the filter (NHWC / HWIO-like layouts, what TF's ops give); other layouts keep the generic path.
+Window bounds are computed per item (no test per tap) unless the input is dilated (``lhs_dilate``, the
+strided input backprop), where each tap is tested.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from llvmlite import ir
+
+from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen.buffers import BufferRef
+from tfxla_cluster.codegen.loops import for_range, major_to_minor
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as T
+from tfxla_cluster.hlo.shape import Shape
+
+_TYPES = (T.F32, T.F64)
+ACCUMULATORS = 4         # vector accumulators per work item: a block of 4 vectors of channels
+WIDE_ACCUMULATORS = 12   # ... when each item streams a large window (filter backprop): fewer passes
+WIDE_MAX_POSITIONS = 64  # output positions (the filter's taps) up to which the backprop form is assumed
+
+
+def strides(shape: Shape) -> list[int]:
+    """Element strides of each logical dimension of a (dense) buffer layout."""
+    out = [0] * shape.rank
+    step = 1
+    for d in reversed(major_to_minor(shape)):
+        out[d] = step
+        step *= shape.dimensions[d]
+    return out
+
+
+@dataclass
+class ChannelwisePlan:
+    """What the kernel indexes: sizes and element strides, per role."""
+
+    C: int                  # channels
+    F: int                  # reduction features (1 for the ``features`` form)
+    OB: int                 # output batch (1 for the ``batches`` form)
+    lhs_ob: int             # lhs stride of the output batch
+    lhs_f: int              # lhs stride of the reduction feature
+    rhs_f: int              # rhs stride of the reduction feature
+    out_ob: int             # output stride of the batch
+    out_sp: list[int]       # output spatial sizes
+    in_sp: list[int]        # input spatial sizes
+    lhs_sp: list[int]       # strides of the input's spatial dimensions
+    rhs_sp: list[int]       # strides of the filter's spatial dimensions
+    out_sp_stride: list[int]
+
+
+def channelwise_plan(instr) -> ChannelwisePlan | None:
+    """The plan when ``instr`` is a channel-wise convolution this kernel runs, else None."""
+    if instr.opcode is not O.CONVOLUTION or instr.shape.element_type not in _TYPES:
+        return None
+    lhs, rhs = instr.operands
+    if any(o.shape.element_type is not instr.shape.element_type for o in (lhs, rhs)):
+        return None
+    dn = instr.convolution_dimension_numbers
+    ld, rd, od = lhs.shape.dimensions, rhs.shape.dimensions, instr.shape.dimensions
+    G, BG = instr.feature_group_count, instr.batch_group_count
+    C = od[dn.output_feature_dimension]
+    ls, rs, os_ = strides(lhs.shape), strides(rhs.shape), strides(instr.shape)
+    if C < 2 or rs[dn.kernel_output_feature_dimension] != 1 or os_[dn.output_feature_dimension] != 1:
+        return None
+    if G > 1 and BG == 1 and G == ld[dn.input_feature_dimension] == C and rd[dn.kernel_input_feature_dimension] == 1:
+        if ls[dn.input_feature_dimension] != 1:
+            return None
+        F, OB = 1, od[dn.output_batch_dimension]
+        lhs_ob, lhs_f, rhs_f = ls[dn.input_batch_dimension], 0, 0
+    elif BG > 1 and G == 1 and BG == ld[dn.input_batch_dimension] == C and od[dn.output_batch_dimension] == 1:
+        if ls[dn.input_batch_dimension] != 1:
+            return None
+        F, OB = ld[dn.input_feature_dimension], 1
+        lhs_ob, lhs_f, rhs_f = 0, ls[dn.input_feature_dimension], rs[dn.kernel_input_feature_dimension]
+    else:
+        return None
+    return ChannelwisePlan(
+        C, F, OB, lhs_ob, lhs_f, rhs_f, os_[dn.output_batch_dimension],
+        [od[d] for d in dn.output_spatial_dimensions], [ld[d] for d in dn.input_spatial_dimensions],
+        [ls[d] for d in dn.input_spatial_dimensions], [rs[d] for d in dn.kernel_spatial_dimensions],
+        [os_[d] for d in dn.output_spatial_dimensions])
+
+
+def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef) -> None:
+    """One parallel kernel: work items are (output position, channel block) pairs."""
+    et = instr.shape.element_type
+    sty = t.storage_type(et)
+    lanes = max(1, prog.options.prefer_vector_width // (32 if et is T.F32 else 64))
+    # The filter-backprop form streams the whole window per item: wide blocks make fewer passes over it.
+    accumulators = WIDE_ACCUMULATORS if plan.OB * prod(plan.out_sp) <= WIDE_MAX_POSITIONS else ACCUMULATORS
+    accumulators = max(1, min(accumulators, -(-plan.C // lanes)))
+    block = lanes * accumulators
+    nblk = -(-plan.C // block)
+    positions = plan.OB * prod(plan.out_sp)
+    items = positions * nblk
+    kb = prog.kernel(instr.name)
+    if items == 0:
+        prog.call_kernel(kb, instr.name, "conv-channelwise", 0)
+        return
+    b = kb.builder
+    flags = prog.options.reduction_flags
+    lp, rp, op = kb.ptr(lhs.slot), kb.ptr(rhs.slot), kb.ptr(out.slot)
+    window = instr.window.dimensions
+    dilated = any(w.base_dilation != 1 for w in window)
+    win_sizes = [w.size for w in window]
+    flops = 2 * positions * plan.C * plan.F * prod(win_sizes)
+    tasks = prog.tasks_for(items, flops // 2)
+    lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(items))
+
+    def vty(n):
+        return sty if n == 1 else ir.VectorType(sty, n)
+
+    def zero(n):
+        z = t.float_constant(sty, 0.0)
+        return z if n == 1 else ir.Constant(vty(n), [z] * n)
+
+    def load(ptr, off, n):
+        return b.load(b.gep(ptr, [off], source_etype=sty), typ=vty(n), align=8 if et is T.F64 else 4)
+
+    with for_range(b, lo, hi, "cw") as item:
+        pos, blk = b.udiv(item, t.i64(nblk)), b.urem(item, t.i64(nblk))
+        c0 = b.mul(blk, t.i64(block))
+        # Output position → (ob, spatial…), row-major.
+        rem, osp = pos, [None] * len(plan.out_sp)
+        for i in range(len(plan.out_sp) - 1, -1, -1):
+            osp[i] = b.urem(rem, t.i64(plan.out_sp[i]))
+            rem = b.udiv(rem, t.i64(plan.out_sp[i]))
+        ob = rem
+        out_base = b.mul(ob, t.i64(plan.out_ob))
+        for i, x in enumerate(osp):
+            out_base = b.add(out_base, b.mul(x, t.i64(plan.out_sp_stride[i])))
+        lhs_base0 = b.mul(ob, t.i64(plan.lhs_ob))
+        # Window range per spatial dim: taps whose input position is inside (undilated input).
+        ranges = []
+        for i, wd in enumerate(window):
+            start = b.sub(b.mul(osp[i], t.i64(wd.stride)), t.i64(wd.padding_low))   # position of tap 0
+            if dilated:
+                ranges.append((start, t.i64(0), t.i64(wd.size)))
+                continue
+            d = t.i64(wd.window_dilation)
+            neg = b.sub(t.i64(0), start)    # first tap with start + w·d ≥ 0
+            wlo = b.select(b.icmp_signed("<=", neg, t.i64(0)), t.i64(0),
+                           b.sdiv(b.add(neg, t.i64(wd.window_dilation - 1)), d))
+            last = b.sub(t.i64(plan.in_sp[i] - 1), start)   # last tap with start + w·d < in
+            whi = b.select(b.icmp_signed("<", last, t.i64(0)), t.i64(0), b.add(b.sdiv(last, d), t.i64(1)))
+            whi = b.select(b.icmp_signed(">", whi, t.i64(wd.size)), t.i64(wd.size), whi)
+            wlo = b.select(b.icmp_signed(">", wlo, whi), whi, wlo)
+            ranges.append((start, wlo, whi))
+
+        def reduce_chunks(chunks):
+            """acc[k] (lanes n_k, channels from offset c_k) := Σ_f Σ_w lhs·rhs; store into out."""
+            accs = [kb.kctx.alloca(vty(n), "cwacc") for _, n in chunks]
+            for acc, (_, n) in zip(accs, chunks):
+                b.store(zero(n), acc)
+            with for_range(b, 0, plan.F, "cwf") as f:
+                lbase = b.add(lhs_base0, b.mul(f, t.i64(plan.lhs_f)))
+                rbase = b.mul(f, t.i64(plan.rhs_f))
+                taps(0, lbase, rbase, accs, chunks)
+            for acc, (c, n) in zip(accs, chunks):
+                b.store(b.load(acc, typ=vty(n)), b.gep(op, [b.add(out_base, c)], source_etype=sty),
+                        align=8 if et is T.F64 else 4)
+
+        def taps(i, lbase, rbase, accs, chunks):
+            if i == len(window):
+                for acc, (c, n) in zip(accs, chunks):
+                    x = load(lp, b.add(lbase, c), n)
+                    w = load(rp, b.add(rbase, c), n)
+                    b.store(b.fadd(b.load(acc, typ=vty(n)), b.fmul(x, w, flags=flags), flags=flags), acc)
+                return
+            wd = window[i]
+            start, wlo, whi = ranges[i]
+            with for_range(b, wlo, whi, f"cww{i}") as w:
+                p = b.add(start, b.mul(w, t.i64(wd.window_dilation)))
+                wk = b.sub(t.i64(wd.size - 1), w) if wd.window_reversal else w
+                rnext = b.add(rbase, b.mul(wk, t.i64(plan.rhs_sp[i])))
+                if dilated and wd.base_dilation != 1:
+                    bd = t.i64(wd.base_dilation)
+                    ok = b.and_(b.icmp_signed(">=", p, t.i64(0)), b.icmp_signed("==", b.srem(p, bd), t.i64(0)))
+                    p = b.sdiv(p, bd)
+                    ok = b.and_(ok, b.icmp_signed("<", p, t.i64(plan.in_sp[i])))
+                elif dilated:
+                    ok = b.icmp_unsigned("<", p, t.i64(plan.in_sp[i]))
+                else:
+                    ok = None
+                lnext = b.add(lbase, b.mul(p, t.i64(plan.lhs_sp[i])))
+                if ok is None:
+                    taps(i + 1, lnext, rnext, accs, chunks)
+                else:
+                    fn = b.block.function
+                    then, done = fn.append_basic_block("cw.tap"), fn.append_basic_block("cw.next")
+                    b.cbranch(ok, then, done)
+                    b.position_at_end(then)
+                    taps(i + 1, lnext, rnext, accs, chunks)
+                    b.branch(done)
+                    b.position_at_end(done)
+
+        # The last block's make-up is known: its whole vectors and single channels in the same one pass.
+        last = plan.C - (nblk - 1) * block
+        last_chunks = [(k * lanes, lanes) for k in range(last // lanes)] + \
+            [(last // lanes * lanes + j, 1) for j in range(last % lanes)]
+        if last == block:
+            reduce_chunks([(b.add(c0, t.i64(k * lanes)), lanes) for k in range(accumulators)])
+        else:
+            fn = b.block.function
+            fast, slow, done = (fn.append_basic_block(n) for n in ("cw.full", "cw.last", "cw.done"))
+            b.cbranch(b.icmp_unsigned("<", blk, t.i64(nblk - 1)), fast, slow)
+            b.position_at_end(fast)
+            reduce_chunks([(b.add(c0, t.i64(k * lanes)), lanes) for k in range(accumulators)])
+            b.branch(done)
+            b.position_at_end(slow)
+            reduce_chunks([(b.add(c0, t.i64(off)), n) for off, n in last_chunks])
+            b.branch(done)
+            b.position_at_end(done)
+    prog.call_kernel(kb, instr.name, "conv-channelwise", items, tasks, flops // 2)
+
+
+# ---------------------------------------------------------------- dense convolutions: blocked im2col GEMM
+# A whole im2col matrix is Kh·Kw times the input (7 MB for ResNet's 56×56×64 3×3 layer): written to memory
+# and read back it costs a third of the GEMM. Here each thread fills a block of it on its stack (rows of
+# contiguous feature runs, or whole window rows), multiplies it with OpenBLAS while it is in L2 and moves
+# on; the filter and, for 1×1 convolutions, the input are read in place. Parallel over (group, row block,
+# column block) items; one OpenBLAS thread per item (``tfxla_blas_threads_local``).
+BLOCK_ELEMENTS = 1 << 16   # a thread's patch block (256 KiB of f32, on its stack): stays in L2 from fill to GEMM
+ROW_TARGET = 128           # GEMM rows per call
+COL_BLOCK = 64             # smallest column block of a GEMM call of its own (when rows are too few)
+TAPS_MIN_FEATURES = 64     # per-tap GEMMs (K = features) for reversed filters: only when K is long enough
+TAPS_MIN_ELEMENTS = 1 << 16    # ... and the filter big enough that copying it every call would show
+
+
+@dataclass
+class BlockedPlan:
+    """A dense convolution as GEMMs over cache-sized blocks of im2col patches.
+
+    ``mode`` "rows": the input's feature dimension is its minor-most one (NHWC forward and input backprop):
+    a block is ``mb`` GEMM rows (batch, output position) × ``kb`` contraction columns (window position,
+    feature), each a contiguous run of features. ``mode`` "cols": the input's batch dimension is minor-most
+    (the filter backprop, whose conv-batch is the input's channels): a block is ``kb`` contraction rows
+    (feature, window position) × whole output positions of ``B`` contiguous batch entries, and the GEMM
+    takes it transposed. The filter matrix is read in place when its memory order is the contraction order
+    (HWIO forward, the filter backprop's out_backprop), else copied once per call."""
+
+    mode: str
+    G: int
+    B: int                  # conv batch
+    Cg: int                 # features per group (contracted)
+    Og: int
+    O: int
+    out_sp: list[int]
+    in_sp: list[int]
+    win: list[int]
+    lhs_b: int
+    lhs_f: int
+    lhs_sp: list[int]
+    kmat_direct: bool       # the filter is already the [K, O] matrix in contraction order
+    kmat_ld: int
+    out_direct: bool        # the GEMM's row-major result is the output's memory
+    M: int
+    K: int
+    lhs_direct: bool = False    # 1×1 window, unit strides, [batch, spatial…, feature] input: A is the input
+    fast_last: bool = False     # rows mode: taps along the last window dim read one contiguous run
+    kmat_taps: bool = False     # filter [spatial…, out, in] (the input backprop's): one GEMM per tap, B^T
+    rhs_sp: list[int] | None = None
+
+
+def blocked_plan(instr, options) -> BlockedPlan | None:
+    from tfxla_cluster.codegen.native_runtime import blas_available
+    if instr.opcode is not O.CONVOLUTION or instr.shape.element_type not in _TYPES or instr.batch_group_count != 1:
+        return None
+    if not (options.use_blas and blas_available()):
+        return None
+    lhs, rhs = instr.operands
+    if any(o.shape.element_type is not instr.shape.element_type for o in (lhs, rhs)):
+        return None
+    dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
+    ld, od = lhs.shape.dimensions, instr.shape.dimensions
+    ls, rs = strides(lhs.shape), strides(rhs.shape)
+    G = instr.feature_group_count
+    B, C, O_ = ld[dn.input_batch_dimension], ld[dn.input_feature_dimension], od[dn.output_feature_dimension]
+    Cg, Og = C // G, O_ // G
+    out_sp = [od[d] for d in dn.output_spatial_dimensions]
+    win = [w.size for w in window]
+    M, K = B * prod(out_sp), prod(win) * Cg
+    if M * K * Og < options.gemm_min_flops or instr.shape.num_elements == 0 or K == 0:
+        return None
+    ksp = list(dn.kernel_spatial_dimensions)
+    kin, kout = dn.kernel_input_feature_dimension, dn.kernel_output_feature_dimension
+    reversed_ = any(w.window_reversal for w in window)
+    rows_ok = ls[dn.input_feature_dimension] == 1
+    cols_ok = ls[dn.input_batch_dimension] == 1 and G == 1
+    if rows_ok or (Cg == 1 and not cols_ok):
+        mode = "rows"
+        # K = (window…, feature): the filter's memory order must be spatial…, in, out (HWIO).
+        kmat_direct = not reversed_ and major_to_minor(rhs.shape) == ksp + [kin, kout]
+        out_order = [dn.output_batch_dimension] + list(dn.output_spatial_dimensions) + [dn.output_feature_dimension]
+    elif cols_ok:
+        mode = "cols"
+        # K = (feature, window…): the filter's memory order must be in, spatial…, out.
+        kmat_direct = not reversed_ and major_to_minor(rhs.shape) == [kin] + ksp + [kout]
+        out_order = list(dn.output_spatial_dimensions) + [dn.output_batch_dimension, dn.output_feature_dimension]
+    else:
+        return None
+    nz = [d for d in out_order if od[d] != 1]
+    out_direct = [d for d in major_to_minor(instr.shape) if od[d] != 1] == nz
+    if G > 1 and not out_direct:
+        return None
+    lhs_sp = [ls[d] for d in dn.input_spatial_dimensions]
+    lhs_order = [dn.input_batch_dimension] + list(dn.input_spatial_dimensions) + [dn.input_feature_dimension]
+    row_major_lhs = [d for d in major_to_minor(lhs.shape) if ld[d] != 1] == [d for d in lhs_order if ld[d] != 1]
+    lhs_direct = mode == "rows" and K == Cg and row_major_lhs and all(
+        w.size == 1 and w.stride == 1 and w.padding_low == 0 and w.padding_high == 0 and w.base_dilation == 1
+        for w in window)
+    fast_last = mode == "rows" and G == 1 and bool(window) and window[-1].window_dilation == 1 and \
+        window[-1].base_dilation == 1 and ls[dn.input_feature_dimension] == 1 and lhs_sp[-1] == Cg
+    # The input backprop's filter is the forward one, [spatial…, out, in] and reversed: rather than copy it
+    # into contraction order every call, each tap's [out, in] block is the GEMM's B transposed.
+    kmat_taps = mode == "rows" and not kmat_direct and G == 1 and Cg >= TAPS_MIN_FEATURES and \
+        K * Og >= TAPS_MIN_ELEMENTS and major_to_minor(rhs.shape) == ksp + [kout, kin]
+    fast_last = fast_last and not kmat_taps
+    return BlockedPlan(mode, G, B, Cg, Og, O_, out_sp, [ld[d] for d in dn.input_spatial_dimensions], win,
+                       ls[dn.input_batch_dimension], ls[dn.input_feature_dimension],
+                       [ls[d] for d in dn.input_spatial_dimensions], kmat_direct, O_ if kmat_direct else Og,
+                       out_direct, M, K, lhs_direct, fast_last, kmat_taps, [rs[d] for d in ksp])
+
+
+def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef) -> None:
+    """Materialise the filter matrix if needed, then one parallel kernel over (group, row block) items:
+    fill a patch block on the stack, GEMM it into the output (or a scratch copied out afterwards)."""
+    from tfxla_cluster.codegen.gemm import CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, CBLAS_TRANS, materialize_kernel
+    et = instr.shape.element_type
+    sty = t.storage_type(et)
+    esize = 4 if et is T.F32 else 8
+    dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
+    rshape = instr.operands[1].shape
+    G, Cg, Og, M, K = plan.G, plan.Cg, plan.Og, plan.M, plan.K
+    Wn = prod(plan.win)
+    P = prod(plan.out_sp)
+    if plan.kmat_direct or plan.kmat_taps:
+        kref = rhs
+    else:
+        kref = prog.scratch(Shape(et, (G, K, Og)), "conv.kernel")
+
+        def kernel_make(kb):
+            b = kb.builder
+            arr = kb.array(rhs)
+
+            def gen(idx):
+                from tfxla_cluster.codegen.gemm import split
+                from tfxla_cluster.codegen.loops import Index
+                g, k, o = idx.get_dims(b)
+                if plan.mode == "rows":
+                    w, c = b.udiv(k, t.i64(Cg)), b.urem(k, t.i64(Cg))
+                else:
+                    c, w = b.udiv(k, t.i64(Wn)), b.urem(k, t.i64(Wn))
+                wk = split(b, w, plan.win)
+                dims = [None] * rshape.rank
+                dims[dn.kernel_output_feature_dimension] = b.add(b.mul(g, t.i64(Og)), o)
+                dims[dn.kernel_input_feature_dimension] = c
+                for i, wd in enumerate(window):
+                    dims[dn.kernel_spatial_dimensions[i]] = b.sub(t.i64(wd.size - 1), wk[i]) if wd.window_reversal \
+                        else wk[i]
+                return arr.load(Index(dims, rshape))
+            return gen
+        materialize_kernel(prog, instr.name + "_kernel", [(kref, kernel_make)])
+    res = out if plan.out_direct else prog.scratch(Shape(et, (G, M, Og)), "conv.result")
+    threads = prog.options.thread_count
+    # Block sizes: rows (or output positions) per item, contraction per GEMM call.
+    # OpenBLAS packs the filter block for every call: ≥ ROW_TARGET rows per call keep that small against the
+    # multiply-adds; contraction blocks keep the patch block within BLOCK_ELEMENTS.
+    unit = 1 if plan.mode == "rows" else plan.B                      # whole output positions in cols mode
+    kunit = (plan.win[-1] * Cg if plan.fast_last else Cg) if plan.mode == "rows" else 1
+    mb = min(M, max(unit, ROW_TARGET // unit * unit))
+    if G * (-(-M // mb)) < threads and M >= 2 * 16 * unit:
+        mb = max(unit, -(-(-(-M // threads)) // unit) * unit)
+    kb = K if plan.lhs_direct else max(kunit, min(K, BLOCK_ELEMENTS // mb) // kunit * kunit)
+    if plan.kmat_taps:
+        kb = Cg
+    if not plan.lhs_direct:
+        mb = max(unit, min(mb, BLOCK_ELEMENTS // kb // unit * unit))
+    nmb, nkb = -(-M // mb), -(-K // kb)
+    # Too few row blocks for every thread (weight-bound layers at small batch): split the columns too.
+    ncb = max(1, min(threads // (G * nmb), Og // COL_BLOCK)) if G * nmb < threads else 1
+    cb = -(-Og // ncb)
+    items = G * nmb * ncb
+    flops = 2 * M * K * Og * G
+    kb_ = prog.kernel(instr.name)
+    b = kb_.builder
+    tasks = prog.tasks_for(items, flops // 8)
+    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 else (t.i64(0), t.i64(items))
+    lp, kp, cp = kb_.ptr(lhs.slot), kb_.ptr(kref.slot), kb_.ptr(res.slot)
+    buf = None if plan.lhs_direct else kb_.kctx.alloca(sty, "patches", count=mb * kb)
+    mctx = kb_.kctx.mctx
+    memcpy = mctx.function("llvm.memcpy.p0.p0.i64", t.VOID, [t.PTR, t.PTR, t.I64, t.I1])
+    memset = mctx.function("llvm.memset.p0.i64", t.VOID, [t.PTR, t.I8, t.I64, t.I1])
+    set_threads = mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
+    gemm = mctx.function("tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm", t.VOID,
+                         [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64, t.PTR, t.I64, sty, t.PTR, t.I64])
+    i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
+    false = ir.Constant(t.I1, 0)
+    prev = b.call(set_threads, [i32(1)])
+
+    def run_copy(dst, src_off, valid, run):
+        """dst[0:run] := lhs[src_off : src_off + run] if valid else zeros."""
+        nbytes = t.i64(run * esize)
+        fn = b.block.function
+        yes, no, done = (fn.append_basic_block(n) for n in ("im.copy", "im.zero", "im.done"))
+        b.cbranch(valid, yes, no)
+        b.position_at_end(yes)
+        b.call(memcpy, [dst, b.gep(lp, [src_off], source_etype=sty), nbytes, false])
+        b.branch(done)
+        b.position_at_end(no)
+        b.call(memset, [dst, ir.Constant(t.I8, 0), nbytes, false])
+        b.branch(done)
+        b.position_at_end(done)
+
+    def position(osp, wpos, dims=None):
+        """Input offset (spatial part) and validity of output position ``osp`` under window tap ``wpos``
+        (over the first ``dims`` spatial dimensions; all by default)."""
+        off, valid = t.i64(0), ir.Constant(t.I1, 1)
+        for i, wd in enumerate(window[:len(window) if dims is None else dims]):
+            p = b.sub(b.add(b.mul(osp[i], t.i64(wd.stride)), b.mul(wpos[i], t.i64(wd.window_dilation))),
+                      t.i64(wd.padding_low))
+            if wd.base_dilation != 1:
+                bd = t.i64(wd.base_dilation)
+                valid = b.and_(valid, b.icmp_signed(">=", p, t.i64(0)))
+                valid = b.and_(valid, b.icmp_signed("==", b.srem(p, bd), t.i64(0)))
+                p = b.sdiv(p, bd)
+            valid = b.and_(valid, b.icmp_unsigned("<", p, t.i64(plan.in_sp[i])))
+            p = b.select(valid, p, t.i64(0))
+            off = b.add(off, b.mul(p, t.i64(plan.lhs_sp[i])))
+        return off, valid
+
+    def fast_run(dst, rbase, osp, wo):
+        """One outer tap ``wo`` (window position over all but the last dim) of a row: the last dim's
+        taps as one contiguous copy when all are inside the input, else tap by tap."""
+        last = window[-1]
+        outer = split(b, wo, plan.win[:-1]) if len(plan.win) > 1 else []
+        start = b.sub(b.mul(osp[-1], t.i64(last.stride)), t.i64(last.padding_low))
+        off0, valid0 = position(osp[:-1], outer, dims=len(outer))
+        inside = b.and_(valid0, b.and_(b.icmp_signed(">=", start, t.i64(0)),
+                                       b.icmp_signed("<=", b.add(start, t.i64(last.size - 1)),
+                                                     t.i64(plan.in_sp[-1] - 1))))
+        fn = b.block.function
+        whole, taps, done = (fn.append_basic_block(n) for n in ("im.run", "im.taps", "im.rdone"))
+        b.cbranch(inside, whole, taps)
+        b.position_at_end(whole)
+        src = b.add(b.add(rbase, off0), b.mul(start, t.i64(plan.lhs_sp[-1])))
+        b.call(memcpy, [dst, b.gep(lp, [src], source_etype=sty), t.i64(last.size * Cg * esize), false])
+        b.branch(done)
+        b.position_at_end(taps)
+        with for_range(b, 0, last.size, "cl") as wl:
+            off, valid = position(osp, outer + [wl])
+            run_copy(b.gep(dst, [b.mul(wl, t.i64(Cg))], source_etype=sty), b.add(rbase, off), valid, Cg)
+        b.branch(done)
+        b.position_at_end(done)
+
+    from tfxla_cluster.codegen.gemm import split
+    with for_range(b, lo, hi, "cb") as item:
+        cblk, item = b.urem(item, t.i64(ncb)), b.udiv(item, t.i64(ncb))
+        c0 = b.mul(cblk, t.i64(cb))
+        cols = b.sub(t.i64(Og), c0)
+        cols = b.select(b.icmp_signed(">", cols, t.i64(cb)), t.i64(cb), cols)
+        g, mblk = b.udiv(item, t.i64(nmb)), b.urem(item, t.i64(nmb))
+        m0 = b.mul(mblk, t.i64(mb))
+        rows = b.sub(t.i64(M), m0)
+        rows = b.select(b.icmp_signed(">", rows, t.i64(mb)), t.i64(mb), rows)
+        with for_range(b, 0, nkb, "ck") as kblk:
+            k0 = b.mul(kblk, t.i64(kb))
+            kn = b.sub(t.i64(K), k0)
+            kn = b.select(b.icmp_signed(">", kn, t.i64(kb)), t.i64(kb), kn)
+            if plan.lhs_direct:
+                # A 1×1 convolution over [batch, spatial…, feature]: the input is the GEMM's A as it is.
+                a_ptr = b.gep(lp, [b.add(b.mul(m0, t.i64(G * Cg)), b.mul(g, t.i64(Cg)))], source_etype=sty)
+                ta, lda = CBLAS_NO_TRANS, t.i64(G * Cg)
+            elif plan.mode == "rows":
+                # buf[r, j]: row r = m0 + r (batch, position), column j = k0 + j (window tap, feature)
+                w0 = b.udiv(k0, t.i64(kunit))
+                nw = b.udiv(kn, t.i64(kunit))
+                gbase = b.mul(b.mul(g, t.i64(Cg)), t.i64(plan.lhs_f))
+                with for_range(b, 0, rows, "cr") as r:
+                    m = b.add(m0, r)
+                    n, pp = b.udiv(m, t.i64(P)), b.urem(m, t.i64(P))
+                    osp = split(b, pp, plan.out_sp)
+                    rbase = b.add(gbase, b.mul(n, t.i64(plan.lhs_b)))
+                    with for_range(b, 0, nw, "cw") as wi:
+                        dst = b.gep(buf, [b.add(b.mul(r, kn), b.mul(wi, t.i64(kunit)))], source_etype=sty)
+                        if plan.fast_last:
+                            fast_run(dst, rbase, osp, b.add(w0, wi))
+                        else:
+                            wpos = split(b, b.add(w0, wi), plan.win)
+                            off, valid = position(osp, wpos)
+                            run_copy(dst, b.add(rbase, off), valid, Cg)
+                a_ptr, ta, lda = buf, CBLAS_NO_TRANS, kn
+            else:
+                # buf[j, r]: row j = k0 + j (feature, window tap), columns = output positions × batch run
+                p0 = b.udiv(m0, t.i64(plan.B))
+                npos = b.udiv(rows, t.i64(plan.B))
+                with for_range(b, 0, kn, "cj") as j:
+                    k = b.add(k0, j)
+                    f, w = b.udiv(k, t.i64(Wn)), b.urem(k, t.i64(Wn))
+                    wpos = split(b, w, plan.win)
+                    fbase = b.mul(f, t.i64(plan.lhs_f))
+                    with for_range(b, 0, npos, "cp") as pi:
+                        osp = split(b, b.add(p0, pi), plan.out_sp)
+                        off, valid = position(osp, wpos)
+                        dst = b.gep(buf, [b.add(b.mul(j, rows), b.mul(pi, t.i64(plan.B)))], source_etype=sty)
+                        run_copy(dst, b.add(fbase, off), valid, plan.B)
+                a_ptr, ta, lda = buf, CBLAS_TRANS, rows
+            kbase = b.add(b.mul(g, t.i64(0 if plan.kmat_direct else K * Og)),
+                          b.mul(g, t.i64(Og)) if plan.kmat_direct else t.i64(0))
+            tb, ldb = CBLAS_NO_TRANS, t.i64(plan.kmat_ld)
+            if plan.kmat_taps:
+                # K block kblk is tap kblk; its filter block is the reversed tap's [out, in] matrix
+                toff = t.i64(0)
+                for i, (wk, wd) in enumerate(zip(split(b, kblk, plan.win), window)):
+                    wk = b.sub(t.i64(wd.size - 1), wk) if wd.window_reversal else wk
+                    toff = b.add(toff, b.mul(wk, t.i64(plan.rhs_sp[i])))
+                bptr = b.gep(kp, [b.add(toff, b.mul(c0, t.i64(Cg)))], source_etype=sty)
+                tb, ldb = CBLAS_TRANS, t.i64(Cg)
+            else:
+                bptr = b.gep(kp, [b.add(b.add(kbase, b.mul(k0, t.i64(plan.kmat_ld))), c0)], source_etype=sty)
+            if plan.out_direct:
+                ldc, coff = plan.O, b.add(b.mul(m0, t.i64(plan.O)), b.mul(g, t.i64(Og)))
+            else:
+                ldc, coff = Og, b.add(b.mul(g, t.i64(M * Og)), b.mul(m0, t.i64(Og)))
+            coff = b.add(coff, c0)
+            beta = b.select(b.icmp_signed("==", kblk, t.i64(0)), t.float_constant(sty, 0.0),
+                            t.float_constant(sty, 1.0))
+            b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(ta), i32(tb), rows, cols, kn,
+                          t.float_constant(sty, 1.0), a_ptr, lda, bptr, ldb, beta,
+                          b.gep(cp, [coff], source_etype=sty), t.i64(ldc)])
+    b.call(set_threads, [prev])
+    prog.call_kernel(kb_, instr.name, "conv-gemm", items, tasks, flops // 8)
+    if plan.out_direct:
+        return
+
+    def out_make(kb):
+        from tfxla_cluster.codegen.loops import Index
+        bb = kb.builder
+        r = kb.array(res)
+
+        def gen(idx):
+            od = idx.get_dims(bb)
+            n, o = od[dn.output_batch_dimension], od[dn.output_feature_dimension]
+            p = t.i64(0)
+            for d, size in zip(dn.output_spatial_dimensions, plan.out_sp):
+                p = bb.add(bb.mul(p, t.i64(size)), od[d])
+            m = bb.add(bb.mul(n, t.i64(P)), p) if plan.mode == "rows" else bb.add(bb.mul(p, t.i64(plan.B)), n)
+            g, oo = bb.udiv(o, t.i64(Og)), bb.urem(o, t.i64(Og))
+            return r.load(Index([g, m, oo], res.shape))
+        return gen
+    materialize_kernel(prog, instr.name + "_result", [(out, out_make)])
