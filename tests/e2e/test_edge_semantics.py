@@ -52,6 +52,14 @@ def test_denormals_are_flushed_like_tf(dtype):
     assert_like_xla(f, x, y, auto=True)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_expm1_and_elu_pass_denormals_through(dtype):
+    # XLA:CPU's expm1 of an x equal to 0 under DAZ is x itself (libm's flushes it); elu's negative side is expm1
+    tiny = np.finfo(dtype).tiny
+    x = np.array([tiny / 4, -tiny / 4, tiny / 1e6, 0.0, -0.0], dtype)
+    assert_like_xla(lambda x: (tf.math.expm1(x), tf.nn.elu(x)), x, auto=True)
+
+
 def test_f64_log_of_denormals_under_daz():
     # XLA:CPU's f64 log tests x == 0 as a float compare: under DAZ ±denormals are 0, so -inf (glibc's log
     # would give -745.13, or NaN for a negative one). (f32 log is not compared: TF's XLA calls glibc's logf in

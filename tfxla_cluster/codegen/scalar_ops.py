@@ -190,6 +190,12 @@ class ScalarOps:
         zero = b.fcmp_ordered("==", x, self.fconst(ty, 0.0))
         return b.select(zero, self.call_intrinsic("copysign", self.fconst(ty, 0.0), x), self.call_libm("log1p", x))
 
+    def expm1(self, x):
+        # XLA:CPU's expm1 of an x that compares equal to 0 (±0, and a ±denormal under DAZ) is x itself, bits
+        # unchanged; libm's, under DAZ, flushes a denormal to ±0.
+        b, ty = self.b, x.type
+        return b.select(b.fcmp_ordered("==", x, self.fconst(ty, 0.0)), x, self.call_libm("expm1", x))
+
     def tanh(self, x):
         if not self.fast(x):
             return self.call_libm("tanh", x)
@@ -468,7 +474,7 @@ UNARY = {
     O.COPY: lambda s, et, x: x,
     O.IS_FINITE: _is_finite,
     O.EXP: _float_unary(lambda s, x: s.exp(x)),
-    O.EXPM1: _float_unary(lambda s, x: s.call_libm("expm1", x)),
+    O.EXPM1: _float_unary(lambda s, x: s.expm1(x)),
     O.LOG: _float_unary(lambda s, x: s.log(x)),
     O.LOG1P: _float_unary(lambda s, x: s.log1p(x)),
     O.SQRT: _float_unary(lambda s, x: s.call_intrinsic("sqrt", x)),
