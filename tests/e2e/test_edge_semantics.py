@@ -241,3 +241,13 @@ def test_generated_code_restores_the_callers_denormal_mode():
                                                        "--tf_xla_min_cluster_size=1")
     g(tf.ones([64, 64]))
     assert denormal_survives()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pow_with_denormal_exponent(dtype):
+    # libm's pow (XLA:CPU calls it) tests y == ±0 on the bits: a denormal exponent under DAZ is not 0
+    tiny = np.finfo(dtype).tiny
+    x = np.array([np.inf, -np.inf, 0.0, -0.0, np.nan, 1.0, 2.0, 0.5], dtype)
+    pos, neg = np.full_like(x, tiny / 4), np.full_like(x, -tiny / 4)
+    assert_like_xla(lambda x, p, n: (tf.pow(x, p), tf.pow(x, n), tf.pow(x, tf.zeros_like(x)), tf.pow(tf.ones_like(x), x)),
+                    x, pos, neg, auto=True)
