@@ -12,7 +12,8 @@ the values as host constants instead of lowering those nodes.
 Which nodes fold (TF's ``IsConstantFoldable`` and XlaCompiler's ``cf_consider_fn``): a cluster member, not a
 ``Const``, with at least one input, every input a member ``Const`` or folded node and no control input; not
 stateful, not control flow, not ``Shape``/``ShapeN``/``Size`` (XLA keeps those dynamic); no resource, variant,
-string or complex output. A value over 10 MiB (``max_constant_size_in_bytes``) is not substituted (the node is
+string or complex output; with oneDNN on, not an op whose kernel oneDNN replaces (``_ONEDNN_REWRITTEN``). A
+value over 10 MiB (``max_constant_size_in_bytes``) is not substituted (the node is
 lowered; it may still feed folded nodes). A kernel that fails leaves its node (and what depends on it) to the
 lowering, as TF's folding ignores a failed evaluation.
 """
@@ -30,12 +31,32 @@ _NEVER = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCo
                     "RefEnter", "RefExit", "RefNextIteration", "_SwitchN", "ControlTrigger", "_Arg", "_Retval",
                     "_DeviceArg", "_DeviceRetval", "Placeholder", "PlaceholderWithDefault", "_Send", "_Recv",
                     "_HostSend", "_HostRecv", "NoOp", "Identity", "IdentityN"})
+# Ops whose CPU kernel oneDNN replaces (TF's MKL graph rewrite and eager op rewrite) when TF_ENABLE_ONEDNN_OPTS
+# is on: XlaCompiler's ConstantFold runs the plain (Eigen) kernels, which a session here would not, so with
+# oneDNN on these are left to the HLO evaluator (XLA's semantics, Eigen's at the edges: a NaN row of a
+# softmax is all NaN, oneDNN's keeps the other zeros).
+_ONEDNN_REWRITTEN = frozenset({
+    "Softmax", "LogSoftmax", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "Conv2D", "Conv3D",
+    "DepthwiseConv2dNative", "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv3DBackpropInputV2",
+    "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
+    "AvgPool", "AvgPool3D", "AvgPoolGrad", "MaxPool", "MaxPool3D", "MaxPoolGrad", "FusedBatchNorm",
+    "FusedBatchNormV2", "FusedBatchNormV3", "FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3",
+    "LRN", "LRNGrad", "Relu", "ReluGrad", "Relu6", "Relu6Grad", "Elu", "EluGrad", "LeakyRelu", "LeakyReluGrad",
+    "Tanh", "TanhGrad", "Transpose", "ConjugateTranspose", "Slice", "AddN", "Add", "AddV2", "Sub", "Mul",
+    "Maximum", "SquaredDifference", "Sum", "Mean", "Prod", "Max", "Min", "Identity", "Reshape"})
 _BAD_OUTPUTS = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT, types_pb2.DT_STRING, types_pb2.DT_COMPLEX64,
                           types_pb2.DT_COMPLEX128})
 
 
+def _onednn_on() -> bool:
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
 def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[Node]:
     """The members TF's constant folding computes, in ``order`` (topological)."""
+    skip = _ONEDNN_REWRITTEN if _onednn_on() else frozenset()
     constant: set[str] = set()
     out: list[Node] = []
     for n in order:
@@ -46,7 +67,7 @@ def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[N
             if base_dtype(n.outputs[0].dtype) not in _BAD_OUTPUTS:
                 constant.add(n.name)
             continue
-        if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED or n.op_def is None
+        if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED or n.op in skip or n.op_def is None
                 or n.op_def.is_stateful or n.op.startswith("Xla")
                 or any(base_dtype(o.dtype) in _BAD_OUTPUTS for o in n.outputs)):
             continue
