@@ -41,8 +41,7 @@ _ONEDNN_REWRITTEN = frozenset({
     "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
     "AvgPool", "AvgPool3D", "AvgPoolGrad", "MaxPool", "MaxPool3D", "MaxPoolGrad", "FusedBatchNorm",
     "FusedBatchNormV2", "FusedBatchNormV3", "FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3",
-    "LRN", "LRNGrad", "Relu", "ReluGrad", "Relu6", "Relu6Grad", "Elu", "EluGrad", "LeakyRelu", "LeakyReluGrad",
-    "Tanh", "TanhGrad"})  # (elementwise add/mul/... give the same IEEE results either way: folded)
+    "LRN", "LRNGrad"})  # (elementwise ops and activations keep Eigen's results here: folded)
 _BAD_OUTPUTS = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT, types_pb2.DT_STRING, types_pb2.DT_COMPLEX64,
                           types_pb2.DT_COMPLEX128})
 
