@@ -197,3 +197,21 @@ def graph_to_function_def(graph: Any, operations: list, inputs: list, outputs: l
     from tensorflow.python.framework import graph_to_function_def as gfd
 
     return gfd.graph_to_function_def(graph, operations, inputs, outputs)
+
+
+def bind_call_inputs(tf_function: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args``/``kwargs`` of a call of the ``tf.function`` ``tf_function`` as TF's ``Function._call``
+    binds them: defaults filled in, keywords put in order and, with an ``input_signature``, values cast to
+    it (numpy arrays, lists, Python numbers) as TF's ``trace_function`` does. Raises TF's TypeError."""
+    from tensorflow.python.eager.polymorphic_function import function_type_utils
+
+    polymorphic_type = getattr(tf_function, "_function_type", None)
+    if polymorphic_type is None:
+        return args, kwargs
+    bound = function_type_utils.canonicalize_function_inputs(
+        args, kwargs, polymorphic_type, tf_function._default_values, tf_function._is_pure)
+    args, kwargs = bound.args, bound.kwargs
+    if tf_function.input_signature and (args or kwargs):
+        bound = function_type_utils.bind_function_inputs(args, kwargs, polymorphic_type, tf_function._default_values)
+        args, kwargs = bound.args, bound.kwargs
+    return args, kwargs

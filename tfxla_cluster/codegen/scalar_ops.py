@@ -150,7 +150,13 @@ class ScalarOps:
 
     def log(self, x):
         if not self.fast(x):
-            return self.call_intrinsic("log", x)
+            # XLA:CPU's libm log (LLVM libc's, not glibc's) tests x == 0 as a float compare first: under
+            # DAZ a ±denormal compares equal, so it is -inf (glibc's integer test would normalize it into
+            # a finite garbage value, or NaN for a negative one); x < 0 is a positive quiet NaN (glibc: -NaN).
+            b, ty = self.b, x.type
+            res = b.select(b.fcmp_ordered("<", x, self.fconst(ty, 0.0)), self.fconst(ty, np.nan),
+                           self.call_intrinsic("log", x))
+            return b.select(b.fcmp_ordered("==", x, self.fconst(ty, 0.0)), self.fconst(ty, -np.inf), res)
         # Cephes logf with denormal inputs scaled into the normal range first.
         b, ty = self.b, x.type
         i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
@@ -176,6 +182,19 @@ class ScalarOps:
         res = b.select(b.fcmp_ordered("==", x, self.fconst(ty, 0.0)), self.fconst(ty, -np.inf), res)
         res = b.select(b.fcmp_unordered("ult", x, self.fconst(ty, 0.0)), self.fconst(ty, np.nan), res)
         return b.select(self.isnan(x), x, res)
+
+    def log1p(self, x):
+        # XLA's log1p of a tiny x is x times a rational function: under DAZ a ±denormal gives ±0, where
+        # libm's log1p returns x itself.
+        b, ty = self.b, x.type
+        zero = b.fcmp_ordered("==", x, self.fconst(ty, 0.0))
+        return b.select(zero, self.call_intrinsic("copysign", self.fconst(ty, 0.0), x), self.call_libm("log1p", x))
+
+    def expm1(self, x):
+        # XLA:CPU's expm1 of an x that compares equal to 0 (±0, and a ±denormal under DAZ) is x itself, bits
+        # unchanged; libm's, under DAZ, flushes a denormal to ±0.
+        b, ty = self.b, x.type
+        return b.select(b.fcmp_ordered("==", x, self.fconst(ty, 0.0)), x, self.call_libm("expm1", x))
 
     def tanh(self, x):
         if not self.fast(x):
@@ -455,9 +474,9 @@ UNARY = {
     O.COPY: lambda s, et, x: x,
     O.IS_FINITE: _is_finite,
     O.EXP: _float_unary(lambda s, x: s.exp(x)),
-    O.EXPM1: _float_unary(lambda s, x: s.call_libm("expm1", x)),
+    O.EXPM1: _float_unary(lambda s, x: s.expm1(x)),
     O.LOG: _float_unary(lambda s, x: s.log(x)),
-    O.LOG1P: _float_unary(lambda s, x: s.call_libm("log1p", x)),
+    O.LOG1P: _float_unary(lambda s, x: s.log1p(x)),
     O.SQRT: _float_unary(lambda s, x: s.call_intrinsic("sqrt", x)),
     O.RSQRT: _float_unary(lambda s, x: s.b.fdiv(s.fconst(x.type, 1.0), s.call_intrinsic("sqrt", x))),
     O.CBRT: _float_unary(lambda s, x: s.call_libm("cbrt", x)),
@@ -552,11 +571,10 @@ def _int_min(s, et, x, y):
 
 
 def _fpow(s, x, y):
-    b, ty = s.b, x.type
-    one = s.fconst(ty, 1.0)
-    r = s.call_intrinsic("pow", x, y)
-    trivial = b.or_(b.fcmp_ordered("==", x, one), b.fcmp_ordered("==", y, s.fconst(ty, 0.0)))
-    return b.select(trivial, one, r)
+    # XLA:CPU calls libm's pow as it is: x^±0 = 1 and 1^y = 1 (NaN included) are libm's, decided on the
+    # bits, so a denormal exponent under DAZ is not 0 (pow(0, -denormal) = inf). No select of ours here:
+    # LLVM would rewrite a bit test of y into fcmp y == 0, which DAZ makes true for a denormal.
+    return s.call_intrinsic("pow", x, y)
 
 
 def _ipow(s, et, a, c):

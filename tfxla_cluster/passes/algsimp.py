@@ -20,9 +20,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
-import ml_dtypes
 import numpy as np
 
+from tfxla_cluster.mxcsr import flushed_denormals
 from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.ir import HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
@@ -387,14 +387,10 @@ def _div_const(g, div):
     lit = known_literal(c) if c is not None else None
     if lit is None:
         return None
-    with np.errstate(all="ignore"):
+    # XLA's InvertConstant computes 1/C on TF's compile thread, with FTZ/DAZ set: a denormal C inverts to
+    # ±inf and a C past 1/tiny to ±0 (so inf / -max is inf * -0 = NaN, as TF's XLA gives).
+    with np.errstate(all="ignore"), flushed_denormals():
         inverse = (np.ones_like(lit) / lit).astype(lit.dtype)
-    # Generated code runs with denormals flushed (FTZ/DAZ): a denormal 1/C would read as 0. Decided
-    # on |C| > 1/tiny (a power of two, exact) — not on the computed 1/C, which this process may itself
-    # have flushed (TF leaves FTZ/DAZ set on threads that ran its kernels).
-    mag = np.abs(lit.astype(np.float64))
-    if np.any(np.isfinite(mag) & (mag > 1.0 / float(ml_dtypes.finfo(lit.dtype).tiny))):
-        return None
     inv = g.add(constant_instruction(inverse, c.shape.element_type, c.shape.dimensions, like=c))
     if b is not c:
         inv = g.make(O.BROADCAST, [inv], b.shape, like=b, dimensions=b.dimensions)

@@ -7,13 +7,15 @@ An instruction of a non-fusion computation is replaced by a ``constant`` holding
   module), nor an rng, fft, while, or anything with a side effect or containing one;
 - neither its result nor its operands together exceed 45 million elements (XLA's cap);
 - every constant it reads has a known value, and the reference evaluator can compute it.
-The value comes from our evaluator, the same oracle the tests use. Instructions that fail to evaluate
-are left alone, as XLA does.
+The value comes from our evaluator, the same oracle the tests use, run with denormals flushed (FTZ/DAZ)
+as TF's compile thread runs XLA's evaluator (:mod:`tfxla_cluster.mxcsr`). Instructions that fail to
+evaluate are left alone, as XLA does.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from tfxla_cluster.mxcsr import flushed_denormals
 from tfxla_cluster.errors import TfXlaError
 from tfxla_cluster.hlo.evaluator import HANDLERS, Evaluator
 from tfxla_cluster.hlo.ir import HloInstruction, HloModule
@@ -91,6 +93,10 @@ class HloConstantFolding(HloPass):
         self.folded: list[str] = []
 
     def run_on_module(self, module: HloModule) -> bool:
+        with flushed_denormals():
+            return self._fold(module)
+
+    def _fold(self, module: HloModule) -> bool:
         changed = False
         ev = Evaluator()
         for comp in non_fusion_computations(module):

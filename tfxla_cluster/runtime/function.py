@@ -17,6 +17,7 @@ from typing import Any, Callable
 from tfxla_cluster import compile_profile
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
+from tfxla_cluster.runtime import arguments
 
 
 class CompiledGraph:
@@ -362,27 +363,9 @@ class Function:
             self._by_tensor_specs[specs] = compiled
         return compiled(flat)
 
-    @staticmethod
-    def _flat_inputs(compiled: CompiledGraph, args: tuple, kwargs: dict) -> list:
+    def _flat_inputs(self, compiled: CompiledGraph, args: tuple, kwargs: dict) -> list:
         """The tensors of a call, in the concrete function's input order (captured inputs excluded)."""
-        import tensorflow as tf
-
-        flat = [a for a in tf.nest.flatten((args, kwargs), expand_composites=True)
-                if isinstance(a, (tf.Tensor, tf.Variable)) or hasattr(a, "__array__") or isinstance(a, (int, float))]
-        expected = len(compiled.concrete.inputs) - len(compiled.concrete.captured_inputs)
-        if len(flat) != expected:
-            # Python scalars that TF traced as constants are not inputs of the concrete function.
-            flat = [a for a in tf.nest.flatten((args, kwargs), expand_composites=True)
-                    if isinstance(a, (tf.Tensor, tf.Variable)) or hasattr(a, "__array__")]
-        if len(flat) != expected:
-            raise InvalidArgumentError(f"expected {expected} tensor arguments, got {len(flat)}")
-        flat = [tf.convert_to_tensor(a) if not isinstance(a, tf.Tensor) else a for a in flat]
-        for given, spec in zip(flat, compiled.concrete.inputs):
-            if given.dtype != spec.dtype:
-                raise InvalidArgumentError(
-                    f"cannot compute {compiled.concrete.name} as input #{flat.index(given)} was expected to be "
-                    f"a {spec.dtype.name} tensor but is a {given.dtype.name} tensor")
-        return flat
+        return arguments.flat_inputs(self._tf_function, compiled.concrete, args, kwargs)
 
     def experimental_get_compiler_ir(self, *args: Any, **kwargs: Any) -> Callable[..., str | bytes]:
         """TF's API: ``f.experimental_get_compiler_ir(*args)(stage='hlo')``. Stages: TF's 'hlo',

@@ -37,7 +37,7 @@ from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule, NameUniquer
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.hlo.verifier import verify_module
-from tfxla_cluster.tf2hlo import types
+from tfxla_cluster.tf2hlo import graph_folding, types
 from tfxla_cluster.tf2hlo.builder import TfBuilder
 from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
 from tfxla_cluster.tf2hlo.registry import lookup, lowers
@@ -344,7 +344,10 @@ def lower_boundary(boundary: "ClusterBoundary", *, arg_shapes=None, const_args: 
             lowerer.arg_values[int(graph.node(inp.tensor[0]).node_def.attr["index"].i)] = v
         else:
             lowerer.bind(inp.tensor, v)
-    lowerer.run(order)
+    folded = graph_folding.fold(graph, order, member_set)  # TF's kernels compute constant subgraphs
+    for t, v in folded.items():
+        lowerer.bind(t, v)
+    lowerer.run(n for n in order if not n.outputs or not all((n.name, i) in folded for i in range(len(n.outputs))))
 
     # ---- outputs
     outputs: list[ClusterOutput] = []

@@ -1,0 +1,47 @@
+"""Constant folding computes as TF's compile thread does, with denormals flushed (FTZ/DAZ): a folded constant
+must equal TF's XLA's for denormal operands and results, bit for bit (NaN positions, zero signs), and the
+thread's MXCSR is restored afterwards."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+from tfxla_cluster import mxcsr
+
+
+def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    nan = np.isnan(a.astype(np.float64))
+    return a.dtype == b.dtype and bool(np.array_equal(nan, np.isnan(b.astype(np.float64)))) and \
+        a[~nan].tobytes() == b[~nan].tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_folded_denormals_like_tf(dtype):
+    tiny = np.finfo(dtype).tiny
+    c = np.array([tiny / 4, -tiny / 2, tiny, 1.0, -0.0, 4.0], dtype)
+    big = np.array([1e30 if dtype == np.float32 else 1e300] * 6, dtype)
+
+    def f():
+        x, y = tf.constant(c), tf.constant(big)
+        return (tf.sqrt(x), tf.math.rsqrt(x), tf.math.log(x), x * 1.5, x / y, tf.math.reciprocal(x),
+                tf.cast(x < 0, dtype), tf.maximum(x, 0.0), x * x)
+    want = tf.function(f, jit_compile=True)()
+    got = txc.function(f, jit_compile=True)()
+    bad = [k for k, (w, g) in enumerate(zip(want, got)) if not _bits_equal(w.numpy(), g.numpy())]
+    assert not bad, [(k, got[k].numpy(), want[k].numpy()) for k in bad]
+
+
+def test_mxcsr_restored():
+    before = mxcsr.get_mxcsr()
+    if before is None:
+        pytest.skip("no MXCSR on this CPU")
+    with pytest.raises(ZeroDivisionError):
+        with mxcsr.flushed_denormals():
+            assert mxcsr.get_mxcsr() & mxcsr.MXCSR_FTZ_DAZ == mxcsr.MXCSR_FTZ_DAZ
+            assert np.float32(1e-40) * np.float32(1) == 0  # numpy sees DAZ
+            1 / 0
+    assert mxcsr.get_mxcsr() == before
+    assert np.float32(1e-40) * np.float32(1) != 0

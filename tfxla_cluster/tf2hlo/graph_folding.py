@@ -1,0 +1,137 @@
+"""TF's graph constant folding before a cluster is lowered (tf2xla ``XlaCompiler``'s ``OptimizeGraph``).
+
+Stage: tf2hlo, first step of :func:`tfxla_cluster.tf2hlo.lower.lower_cluster`. Before tf2xla lowers a
+cluster's graph, ``XlaCompiler`` runs TF's ``GraphOptimizer`` with constant folding on
+(core/common_runtime/constant_folding.cc): every node whose inputs are all constant is computed by TF's own
+CPU kernel, on TF's compile thread — so with denormals flushed (FTZ/DAZ) — and the result replaces it as a
+``Const``. The folded values are therefore TF's kernels' (Eigen's ``erf`` of a huge double is NaN, its packet
+``xdivy`` passes a flushed denormal through, ``logf`` of a denormal is glibc's), not XLA's evaluator's. This
+module does the same with the same kernels (a TF session over the foldable nodes), and the lowering binds
+the values as host constants instead of lowering those nodes.
+
+Which nodes fold (TF's ``IsConstantFoldable`` and XlaCompiler's ``cf_consider_fn``): a cluster member, not a
+``Const``, with at least one input, every input a member ``Const`` or folded node and no control input; not
+stateful, not control flow, not ``Shape``/``ShapeN``/``Size`` (XLA keeps those dynamic); no resource, variant,
+string or complex output; with oneDNN on, not an op whose kernel oneDNN replaces (``_ONEDNN_REWRITTEN``). A
+value over 10 MiB (``max_constant_size_in_bytes``) is not substituted (the node is
+lowered; it may still feed folded nodes). A kernel that fails leaves its node (and what depends on it) to the
+lowering, as TF's folding ignores a failed evaluation.
+"""
+from __future__ import annotations
+
+import numpy as np
+from tensorflow.core.framework import types_pb2
+
+from tfxla_cluster.graph import Graph, Node
+from tfxla_cluster.graph.opdefs import base_dtype
+
+MAX_CONSTANT_BYTES = 10 * 1024 * 1024
+_NOT_CONSIDERED = frozenset({"Shape", "ShapeN", "Size"})
+_NEVER = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
+                    "RefEnter", "RefExit", "RefNextIteration", "_SwitchN", "ControlTrigger", "_Arg", "_Retval",
+                    "_DeviceArg", "_DeviceRetval", "Placeholder", "PlaceholderWithDefault", "_Send", "_Recv",
+                    "_HostSend", "_HostRecv", "NoOp", "Identity", "IdentityN"})
+# Ops whose CPU kernel oneDNN replaces (TF's MKL graph rewrite and eager op rewrite) when TF_ENABLE_ONEDNN_OPTS
+# is on: XlaCompiler's ConstantFold runs the plain (Eigen) kernels, which a session here would not, so with
+# oneDNN on these are left to the HLO evaluator (XLA's semantics, Eigen's at the edges: a NaN row of a
+# softmax is all NaN, oneDNN's keeps the other zeros).
+_ONEDNN_REWRITTEN = frozenset({
+    "Softmax", "LogSoftmax", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "Conv2D", "Conv3D",
+    "DepthwiseConv2dNative", "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv3DBackpropInputV2",
+    "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
+    "AvgPool", "AvgPool3D", "AvgPoolGrad", "MaxPool", "MaxPool3D", "MaxPoolGrad", "FusedBatchNorm",
+    "FusedBatchNormV2", "FusedBatchNormV3", "FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3",
+    "LRN", "LRNGrad"})  # (elementwise ops and activations keep Eigen's results here: folded)
+_BAD_OUTPUTS = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT, types_pb2.DT_STRING, types_pb2.DT_COMPLEX64,
+                          types_pb2.DT_COMPLEX128})
+
+
+def _onednn_on() -> bool:
+    from tfxla_cluster.tf_compat import mkl_enabled
+
+    return bool(mkl_enabled())
+
+
+def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[Node]:
+    """The members TF's constant folding computes, in ``order`` (topological)."""
+    skip = _ONEDNN_REWRITTEN if _onednn_on() else frozenset()
+    constant: set[str] = set()
+    out: list[Node] = []
+    for n in order:
+        ins = [e for e in n.in_edges if not e.src.is_source]
+        if any(e.is_control for e in ins):
+            continue
+        if n.op == "Const":
+            if base_dtype(n.outputs[0].dtype) not in _BAD_OUTPUTS:
+                constant.add(n.name)
+            continue
+        if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED or n.op in skip or n.op_def is None
+                or n.op_def.is_stateful or n.op.startswith("Xla")
+                or any(base_dtype(o.dtype) in _BAD_OUTPUTS for o in n.outputs)):
+            continue
+        if all(e.src.name in constant and e.src.name in members for e in ins):
+            constant.add(n.name)
+            out.append(n)
+    return out
+
+
+def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, int], np.ndarray]:
+    """(node, output) → value, computed by TF's CPU kernels, for every foldable member's outputs that TF would
+    substitute (at most 10 MiB each)."""
+    nodes = foldable_nodes(graph, order, members)
+    if not nodes:
+        return {}
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2
+    from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+
+    needed = {n.name: n for n in nodes}
+    for n in nodes:
+        for e in n.in_edges:
+            if not e.is_control and not e.src.is_source:
+                needed.setdefault(e.src.name, e.src)
+    gd = graph_pb2.GraphDef()
+    gd.versions.producer = tf.version.GRAPH_DEF_VERSION
+    for name, n in needed.items():
+        nd = gd.node.add()
+        nd.CopyFrom(n.node_def)
+        nd.device = ""
+        del nd.input[:]
+        nd.input.extend(i for i in n.node_def.input if not i.startswith("^"))
+    tfg = tf.Graph()
+    try:
+        with tfg.as_default():
+            tf.graph_util.import_graph_def(gd, name="")
+    except Exception:  # noqa: BLE001 - a graph TF will not import here is left to the lowering
+        return {}
+    config = config_pb2.ConfigProto()
+    # Kernels as they are: no grappler rewrites (x * 1 → x would keep a denormal TF's kernel flushes).
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    config.graph_options.rewrite_options.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
+    config.graph_options.optimizer_options.opt_level = config_pb2.OptimizerOptions.L0
+    config.graph_options.optimizer_options.do_constant_folding = False
+    fetches = [f"{n.name}:{i}" for n in nodes for i in range(len(n.outputs))]
+    values: dict[tuple[str, int], np.ndarray] = {}
+    with tf.compat.v1.Session(graph=tfg, config=config) as sess:
+        try:
+            results = sess.run(fetches)
+        except Exception:  # noqa: BLE001 - one failing kernel: fold node by node, skipping what fails
+            results = None
+        if results is not None:
+            for f, v in zip(fetches, results):
+                name, slot = f.rsplit(":", 1)
+                values[(name, int(slot))] = v
+        else:
+            failed: set[str] = set()
+            for n in nodes:
+                if any(e.src.name in failed for e in n.in_edges):
+                    failed.add(n.name)
+                    continue
+                try:
+                    outs = sess.run([f"{n.name}:{i}" for i in range(len(n.outputs))])
+                except Exception:  # noqa: BLE001
+                    failed.add(n.name)
+                    continue
+                for i, v in enumerate(outs):
+                    values[(n.name, i)] = v
+    return {t: np.asarray(v) for t, v in values.items() if np.asarray(v).nbytes <= MAX_CONSTANT_BYTES}
