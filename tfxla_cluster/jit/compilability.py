@@ -3,12 +3,14 @@
 Stage: clustering (step A) and must-compile checking. ``CompilabilityChecker.check_node`` answers for
 one node exactly as TF 2.21's ``compilability_check_util.cc`` does, in TF's check order: SOURCE/SINK,
 top-level ``_Arg``/``_Retval``, ``_scoped_allocator``/``_forward_from``, function calls (recursively,
-depth-limited), the XLA kernel registry (:mod:`tfxla_cluster.tfops.xla_kernels`), functional While/If/Case bodies, then the
-operation filter (stateful RNG, ControlTrigger, Assert/CheckNumerics, CollectiveReduceV2, Where,
-Unique, DT_VARIANT, Stack, TensorArray, resource ops in called functions, inaccurate and slow ops).
+depth-limited), the XLA kernel registry (:mod:`tfxla_cluster.tfops.xla_kernels`), functional
+While/If/Case bodies, then the operation filter (stateful RNG, ControlTrigger, Assert/CheckNumerics,
+CollectiveReduceV2, Where, Unique, DT_VARIANT, Stack, TensorArray, resource ops in called functions,
+inaccurate and slow ops).
 
-Every "no" carries TF's reason text, and ``find_uncompilable_nodes`` lists *all* offending nodes of a
-function (with their call stack) for the must-compile error.
+Every "no" carries TF's reason text and its :class:`~tfxla_cluster.tfops.reasons.ReasonCode`, and
+``find_uncompilable_nodes`` lists *all* offending nodes of a function (with their call stack) for the
+must-compile error.
 """
 from __future__ import annotations
 
@@ -80,10 +82,10 @@ class CompilabilityChecker:
 
     # ----- public ---------------------------------------------------------------------------------
     def check_node(self, node_def: node_def_pb2.NodeDef, stack: tuple[Frame, ...] = (),
-                   ref_input: bool = False) -> str | None:
-        """None if compilable, else TF's reason. ``stack`` is the frames *above* this node;
-        ``ref_input``: some data input is produced as a ref type (TF's HasForwardedRefInput looks at
-        the producers, which a NodeDef alone doesn't show)."""
+                   ref_input: bool = False) -> Uncompilable | None:
+        """None if compilable, else the first problem (TF's reason and its code). ``stack`` is the
+        frames *above* this node; ``ref_input``: some data input is produced as a ref type (TF's
+        HasForwardedRefInput looks at the producers, which a NodeDef alone doesn't show)."""
         key = None
         if not stack and node_def.name not in (SOURCE_NODE, SINK_NODE):
             key = (node_def.op, ref_input, tuple(sorted(

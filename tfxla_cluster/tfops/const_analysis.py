@@ -21,6 +21,7 @@ from tfxla_cluster.tfops import op_tables
 
 Tensor = tuple[str, int]  # (node name, output index)
 
+
 def _traversable(node: Node) -> bool:
     """``IsConstTraversableOpType``: these forward input i to output i, so the producer behind them
     is the one that must be constant."""
