@@ -119,3 +119,19 @@ def test_seedless_ops_shapes_and_distributions():
         np.testing.assert_array_equal(np.sort(svec), vec, err_msg=source)
         assert not np.array_equal(svec, vec), source
         np.testing.assert_array_equal(smat[np.argsort(smat[:, 0])], mat, err_msg=source)  # rows stay whole
+
+
+@pytest.mark.parametrize("dtype, tout", [(tf.float32, tf.int32), (tf.float32, tf.int8), (tf.bfloat16, tf.int16),
+                                         (tf.float16, tf.int32)])
+def test_stochastic_cast_to_int_equals_tf_xla(dtype, tout):
+    from tensorflow.python.framework import op_def_library
+
+    def fn(x, key, counter):
+        _, _, op, _ = op_def_library._apply_op_helper("StochasticCastToInt", name="cast", input=x, key=key,
+                                                      counter=counter, alg=tf.constant(1), Tout=tout)
+        return op.outputs[0]
+    x = np.array([1.5, -2.25, 3e4, 0.1, -0.7, 4.0, -130.5, 127.9, 1e9, -1e9] * 3, np.float32)
+    big = float(dtype.max)
+    x = np.clip(x, -big, big).astype(dtype.as_numpy_dtype)   # f16 saturates at its max, not at inf
+    args = [x, np.array([7], np.uint64), np.array([1, 2**40], np.uint64)]
+    _compare(_lower_and_run(fn, args), _tf_xla(fn, args))

@@ -423,3 +423,24 @@ def _uniform_full_int_v1(ctx, node):
     et = ctx.attr_type("dtype")
     bits = _bits_as(ctx, et, _shape(ctx), seed_stream(ctx, 1))
     return [bits if et.is_unsigned_int else ctx.b.bitcast_convert(bits, et)]
+
+
+@lowers("StochasticCastToInt")
+def _stochastic_cast_to_int(ctx, node):
+    """Stochastic rounding with a uniform ``u`` in [0, 1) from the (key, counter, alg) inputs: integral
+    values stay; negatives become ``floor(x + u)``, others ``floor(x + 1 - u)``; then the saturating
+    convert to ``Tout`` (tf2xla's kernel, as TF's XLA lowers it)."""
+    b = ctx.b
+    x = ctx.input(0)
+    et = x.shape.element_type
+    if not et.is_float:
+        raise InvalidArgumentError(f"StochasticCastToInt input must be floating point, got {et.value}")
+    dims = list(x.shape.dimensions)
+    rt = _rng_type(et)
+    u = _uniform(ctx, rt, dims, 0.0, 1.0, _input_stream(ctx))
+    xr = xl.convert(b, x, rt)
+    down = b.floor(b.add(xr, u))
+    up = b.floor(b.subtract(xl.add(b, xr, 1.0), u))
+    rounded = b.select(xl.lt(b, xr, 0.0), down, up)
+    rounded = b.select(b.compare(xr, b.floor(xr), "EQ"), xr, rounded)
+    return [b.convert(rounded, ctx.attr_type("Tout"))]
