@@ -158,3 +158,23 @@ def test_list_to_array_and_back_are_identities() -> None:
                                                       out_types=[tf.float32] * 2)
         return list(op.outputs)
     _check_against_tf_xla(fn, values("f32", (2, 3)), values("f32", (2, 3), seed=1))
+
+
+def test_symbolic_gradient_equals_tf_xla() -> None:
+    """TF1's functional gradient op of a two-input, two-output library function (one input unused by
+    one output), against TF's XLA."""
+    from tensorflow.core.framework import attr_value_pb2
+    from tensorflow.python.framework import op_def_library
+
+    spec = tf.TensorSpec([3], tf.float32)
+    inner = tf.function(lambda x, y: (tf.sin(x) * x + y * y, tf.exp(x) * 0.5),
+                        autograph=False).get_concrete_function(spec, spec)
+
+    def fn(x, y, d0, d1):
+        inner.add_to_graph(tf.compat.v1.get_default_graph())
+        _, _, op, _ = op_def_library._apply_op_helper(
+            "SymbolicGradient", name="sg", input=[x, y, d0, d1], Tout=[tf.float32, tf.float32],
+            f=attr_value_pb2.NameAttrList(name=inner.name))
+        return list(op.outputs)
+    args = [values("f32", (3,), seed=k) for k in range(4)]
+    _check_against_tf_xla(fn, *args, rtol=1e-5)

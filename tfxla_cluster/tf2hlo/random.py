@@ -334,7 +334,8 @@ def truncated_normal_of_uniform(b, u, mu, sigma, lo, hi):
         cdf_b = (1.0 + math.erf((hi - mu) / sigma / sqrt2)) / 2.0
         p = xl.add(b, xl.mul(b, u, cdf_b - cdf_a), cdf_a)
     else:
-        mu, sigma, lo, hi = (v if isinstance(v, HloInstruction) else xl.full(b, v, et, dims) for v in (mu, sigma, lo, hi))
+        mu, sigma, lo, hi = (v if isinstance(v, HloInstruction) else xl.full(b, v, et, dims)
+                             for v in (mu, sigma, lo, hi))
 
         def cdf(x):
             return xl.div(b, xl.add(b, b.erf(xl.div(b, b.divide(b.subtract(x, mu), sigma), sqrt2)), 1.0), 2.0)

@@ -48,6 +48,7 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.tensor_list",
     "tfxla_cluster.tf2hlo.tensor_array",
     "tfxla_cluster.tf2hlo.collectives",
+    "tfxla_cluster.tf2hlo.symbolic_gradient",
     "tfxla_cluster.tf2hlo.linalg",
     "tfxla_cluster.tf2hlo.complex_ops",
 )

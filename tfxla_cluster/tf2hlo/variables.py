@@ -355,7 +355,8 @@ def _proximal_update(b, var, lr, l1, l2, grad):
     lr_b = lr if lr.shape.dimensions == dims else b.broadcast(lr, dims, ())
     prox = b.subtract(var, b.multiply(grad, lr_b))
     denom = xl.add(b, b.multiply(lr_b, b.broadcast(l2, dims, ())), 1)
-    shrunk = b.multiply(b.sign(prox), xl.maximum(b, b.subtract(b.abs(prox), b.multiply(lr_b, b.broadcast(l1, dims, ()))), 0))
+    threshold = b.multiply(lr_b, b.broadcast(l1, dims, ()))
+    shrunk = b.multiply(b.sign(prox), xl.maximum(b, b.subtract(b.abs(prox), threshold), 0))
     pick = b.broadcast(xl.gt(b, l1, 0), dims, ())
     return b.select(pick, b.divide(shrunk, denom), b.divide(prox, denom))
 
