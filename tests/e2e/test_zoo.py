@@ -50,9 +50,7 @@ KNOWN_PARTITION: dict[str, tuple[str, str]] = {
     "gru_train": (_WHILE, "graph"),
 }
 #: function -> the text of our jit_compile=True error (TF's XLA compiles these).
-KNOWN_JIT: dict[str, str] = {
-    "gru_train": "no lowering for op EmptyTensorList",
-}
+KNOWN_JIT: dict[str, str] = {}
 #: (function, variant) -> why ours is further from TF's XLA than TF's tolerance allows.
 KNOWN_NUMERICS: dict[tuple[str, str], str] = {}
 
