@@ -575,6 +575,28 @@ ENTRY %main () -> f32[1000] {
     same(x, evaluate(m, seed=1))
 
 
+
+def test_integer_rng_with_b_not_above_a_spans_the_unsigned_range():
+    """XLA takes an integer rng's range b - a in the unsigned type: rng(0, -1) over s32 draws from all
+    2^32 - 1 bit patterns (TF's RandomShuffle keys), so both signs appear and the sum wraps."""
+    text = """HloModule r
+
+ENTRY %main () -> (s32[4000], u8[200]) {
+  %a = s32[] constant(0)
+  %b = s32[] constant(-1)
+  %keys = s32[4000]{0} rng(%a, %b), distribution=rng_uniform
+  %c = u8[] constant(250)
+  %d = u8[] constant(4)
+  %wrapped = u8[200]{0} rng(%c, %d), distribution=rng_uniform
+  ROOT %t = (s32[4000]{0}, u8[200]{0}) tuple(%keys, %wrapped)
+}
+"""
+    keys, wrapped = evaluate(parse_module(text), seed=3)
+    assert keys.dtype == np.int32 and (keys < 0).mean() > 0.4 and (keys > 0).mean() > 0.4
+    assert len(np.unique(keys)) > 3990   # no pile-up: 4000 draws out of 2^32 - 1 values
+    assert wrapped.dtype == np.uint8 and set(np.unique(wrapped)) <= {250, 251, 252, 253, 254, 255, 0, 1, 2, 3}
+    assert {250, 255, 0, 3} <= set(np.unique(wrapped))
+
 def test_argument_checking_and_unimplemented_custom_call():
     m = module_of(lambda b, x: b.negate(x), np.zeros(2, np.float32))
     with pytest.raises(InvalidArgumentError, match="expected f32, got numpy int32"):

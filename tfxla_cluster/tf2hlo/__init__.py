@@ -15,6 +15,8 @@ Modules:
     xla_lib.py    broadcasting, reducers, math        types.py     TF dtypes and attr values
     one module per op family: elementwise, reduction, shape_ops, slicing, gather_scatter, nn, conv,
     pooling, batch_norm, variables, control_flow, random, array_ops, xla_ops (calls and Xla* ops)
+    random_stateful (resource-state and seedless randoms), tensor_list, tensor_array (TF1 arrays, stacks),
+    collectives (one-device meaning), symbolic_gradient
 """
 from __future__ import annotations
 
