@@ -218,3 +218,54 @@ def _dequantize(ctx, node):
     x = b.convert(ctx.input(0), P.F32)
     out = xl.add(b, xl.mul(b, xl.add(b, x, half), scale), lo)
     return [xl.convert(b, out, ctx.output_type(0))]
+
+
+# ---------------------------------------------------------------- uniform quantization (qint8 / qint32)
+def _per_axis(ctx, b, v, x, axis_attr: str):
+    """A scale / zero-point input as an array broadcast over ``x``: a scalar (per tensor) or a vector along
+    ``quantization_axis``."""
+    axis = int(ctx.attr(axis_attr, -1))
+    dims = x.shape.dimensions
+    if axis == -1:
+        if v.shape.rank:
+            raise InvalidArgumentError(f"{ctx.op}: per-tensor quantization needs scalar scales and zero points")
+        return b.broadcast(v, dims, ()) if dims else v
+    if not 0 <= axis < len(dims) or v.shape.dimensions != (dims[axis],):
+        raise InvalidArgumentError(f"{ctx.op}: scales and zero points must be vectors of length "
+                                   f"{dims[axis] if 0 <= axis < len(dims) else '?'} for quantization_axis {axis}")
+    return b.broadcast(v, dims, (axis,))
+
+
+@lowers("UniformQuantize")
+def _uniform_quantize(ctx, node):
+    """``clamp(round_half_even(x / scale + zero_point), qmin, qmax)`` in f32, stored as the quantized type's
+    integers (what TF's XLA lowering computes; TF's CPU kernel rounds before adding the zero point)."""
+    b = ctx.b
+    x = xl.convert(b, ctx.input(0), P.F32)
+    scale = _per_axis(ctx, b, xl.convert(b, ctx.input(1), P.F32), x, "quantization_axis")
+    zp = _per_axis(ctx, b, xl.convert(b, ctx.input(2), P.F32), x, "quantization_axis")
+    lo, hi = float(ctx.attr("quantization_min_val")), float(ctx.attr("quantization_max_val"))
+    v = b.round_nearest_even(b.add(b.divide(x, scale), zp))
+    v = b.clamp(xl.full(b, lo, P.F32, x.shape.dimensions), v, xl.full(b, hi, P.F32, x.shape.dimensions))
+    return [b.convert(v, ctx.output_type(0))]
+
+
+@lowers("UniformDequantize")
+def _uniform_dequantize(ctx, node):
+    """``(q - zero_point)·scale`` in f32."""
+    b = ctx.b
+    q = ctx.input(0)
+    scale = _per_axis(ctx, b, xl.convert(b, ctx.input(1), P.F32), q, "quantization_axis")
+    zp = _per_axis(ctx, b, ctx.input(2), q, "quantization_axis")
+    diff = b.convert(b.subtract(xl.convert(b, q, P.S32), xl.convert(b, zp, P.S32)), P.F32)
+    return [xl.convert(b, b.multiply(diff, scale), ctx.output_type(0))]
+
+
+@lowers("UniformQuantizedClipByValue")
+def _uniform_clip(ctx, node):
+    """Clamping quantized integers that share scale and zero point is an integer clamp."""
+    b = ctx.b
+    x = ctx.input(0)
+    lo = _per_axis(ctx, b, ctx.input(1), x, "quantization_axis")
+    hi = _per_axis(ctx, b, ctx.input(2), x, "quantization_axis")
+    return [b.clamp(lo, x, hi)]
