@@ -101,3 +101,32 @@ def test_uniform_quantize_per_axis_equals_tf_xla() -> None:
     got = lower_function(tf.function(fn).get_concrete_function(tf.TensorSpec([4, 3], tf.float32)), x).run(x)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g).astype(np.float64), w.astype(np.float64))
+
+
+@pytest.mark.parametrize("s_l,z_l,s_r,z_r,s_o,z_o", [(0.07, 3, 0.11, -1, 0.13, 2), (0.5, 0, 0.05, 7, 0.021, -5)])
+def test_uniform_requantize_and_add_equal_tf_xla(s_l, z_l, s_r, z_r, s_o, z_o) -> None:
+    from tfxla_cluster.tf2hlo import lower_function
+
+    rng = np.random.default_rng(7)
+    x, y = (rng.uniform(-4, 4, 64).astype(np.float32) for _ in range(2))
+
+    def q(v, s, z):
+        return tf.raw_ops.UniformQuantize(input=v, scales=s, zero_points=z, Tout=tf.qint32,
+                                          quantization_min_val=-1000, quantization_max_val=1000)
+
+    def fn(v, w):
+        req = tf.raw_ops.UniformRequantize(
+            input=q(v, s_l, z_l), input_scales=s_l, input_zero_points=z_l, output_scales=s_o, output_zero_points=z_o,
+            Tout=tf.qint8, input_quantization_min_val=-1000, input_quantization_max_val=1000,
+            output_quantization_min_val=-128, output_quantization_max_val=127)
+        add = tf.raw_ops.UniformQuantizedAdd(
+            lhs=q(v, s_l, z_l), rhs=q(w, s_r, z_r), lhs_scales=s_l, lhs_zero_points=z_l, rhs_scales=s_r,
+            rhs_zero_points=z_r, output_scales=s_o, output_zero_points=z_o, lhs_quantization_min_val=-1000,
+            lhs_quantization_max_val=1000, rhs_quantization_min_val=-1000, rhs_quantization_max_val=1000,
+            output_quantization_min_val=-1000, output_quantization_max_val=1000)
+        return req, add
+    want = [_ints(t) for t in tf.function(fn, jit_compile=True)(x, y)]
+    spec = tf.TensorSpec([64], tf.float32)
+    got = lower_function(tf.function(fn).get_concrete_function(spec, spec), x, y).run(x, y)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).astype(np.int64), w.astype(np.int64))

@@ -269,3 +269,54 @@ def _uniform_clip(ctx, node):
     lo = _per_axis(ctx, b, ctx.input(1), x, "quantization_axis")
     hi = _per_axis(ctx, b, ctx.input(2), x, "quantization_axis")
     return [b.clamp(lo, x, hi)]
+
+
+def _dequant(ctx, b, q, scale_i: int, zp_i: int, axis_attr: str):
+    scale = _per_axis(ctx, b, xl.convert(b, ctx.input(scale_i), P.F32), q, axis_attr)
+    zp = _per_axis(ctx, b, ctx.input(zp_i), q, axis_attr)
+    return b.multiply(b.convert(b.subtract(xl.convert(b, q, P.S32), xl.convert(b, zp, P.S32)), P.F32), scale)
+
+
+def _quant(ctx, b, v, scale_i: int, zp_i: int, axis_attr: str, prefix: str, out_t):
+    scale = _per_axis(ctx, b, xl.convert(b, ctx.input(scale_i), P.F32), v, axis_attr)
+    zp = _per_axis(ctx, b, xl.convert(b, ctx.input(zp_i), P.F32), v, axis_attr)
+    lo, hi = float(ctx.attr(f"{prefix}quantization_min_val")), float(ctx.attr(f"{prefix}quantization_max_val"))
+    r = b.round_nearest_even(b.add(b.divide(v, scale), zp))
+    r = b.clamp(xl.full(b, lo, P.F32, v.shape.dimensions), r, xl.full(b, hi, P.F32, v.shape.dimensions))
+    return b.convert(r, out_t)
+
+
+@lowers("UniformRequantize")
+def _uniform_requantize(ctx, node):
+    """Dequantize with the input parameters, quantize with the output ones (f32, half-to-even)."""
+    b = ctx.b
+    v = _dequant(ctx, b, ctx.input(0), 1, 2, "input_quantization_axis")
+    return [_quant(ctx, b, v, 3, 4, "output_quantization_axis", "output_", ctx.output_type(0))]
+
+
+@lowers("UniformQuantizedAdd")
+def _uniform_add(ctx, node):
+    """Each operand requantized to the output parameters (rounded half to even), the integers added and the
+    output zero point subtracted once, then clamped — integer-domain addition as TF's XLA lowers it."""
+    b = ctx.b
+    out_t = ctx.output_type(0)
+    ranges = {p: (int(ctx.attr(f"{p}_quantization_min_val")), int(ctx.attr(f"{p}_quantization_max_val")))
+              for p in ("lhs", "rhs", "output")}
+    if len(set(ranges.values())) != 1:
+        # TF's XLA legalization needs compatible quantized storage types on both operands and the result
+        raise InvalidArgumentError(f"UniformQuantizedAdd: TF's XLA requires the same quantization_min_val/max_val "
+                                   f"for lhs, rhs and output, got {ranges}")
+
+    def requant(i, scale_i, zp_i, axis_attr):
+        v = _dequant(ctx, b, ctx.input(i), scale_i, zp_i, axis_attr)
+        scale = _per_axis(ctx, b, xl.convert(b, ctx.input(6), P.F32), v, "output_quantization_axis")
+        zp = _per_axis(ctx, b, xl.convert(b, ctx.input(7), P.F32), v, "output_quantization_axis")
+        return b.round_nearest_even(b.add(b.divide(v, scale), zp))
+    lhs, rhs = requant(0, 2, 3, "lhs_quantization_axis"), requant(1, 4, 5, "rhs_quantization_axis")
+    lhs, rhs = xl.broadcast_pair(b, lhs, rhs)
+    zp = _per_axis(ctx, b, xl.convert(b, ctx.input(7), P.F32), lhs, "output_quantization_axis")
+    total = b.subtract(b.add(lhs, rhs), zp)
+    lo, hi = float(ctx.attr("output_quantization_min_val")), float(ctx.attr("output_quantization_max_val"))
+    dims = total.shape.dimensions
+    total = b.clamp(xl.full(b, lo, P.F32, dims), total, xl.full(b, hi, P.F32, dims))
+    return [b.convert(total, out_t)]
