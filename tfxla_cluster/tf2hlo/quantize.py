@@ -14,6 +14,12 @@ Stage: lowering.
   ``[-2^(n-1) (+1 if narrow), 2^(n-1) - 1]`` or ``[0, 2^n - 1]``; the scale from the side that keeps 0
   fixed; the input clamped to the adjusted range, scaled, rounded (half to even, or half up) and scaled
   back. Per-axis ranges (``axis`` ≥ 0) reduce over every other dimension.
+* Dequantize (qint8/quint8, MIN_COMBINED) as tf2xla; quantized types are their storage integers.
+* UniformQuantize/Dequantize/Requantize/QuantizedClipByValue/QuantizedAdd: what TF's XLA legalization
+  computes, bit for bit — ``clamp(round_half_even(x/scale + zero_point))`` in f32, ``(q - zp)·scale``,
+  requantize = dequantize then quantize, add = both operands requantized to the output parameters and
+  added as integers. (UniformQuantizedDot/Convolution are not lowered: TF's XLA rescaling of the s32
+  accumulator differs from the float formula by one or two quanta and was not reproduced.)
 """
 from __future__ import annotations
 
