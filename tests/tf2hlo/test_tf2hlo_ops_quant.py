@@ -49,3 +49,84 @@ def test_dequantize_equals_tf_xla(qtype, storage, values_, dtype) -> None:
     got = lower_function(tf.function(fn).get_concrete_function(tf.TensorSpec([5], qtype)), raw).run(raw)[0]
     assert got.dtype == want.dtype
     np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=2e-7, atol=2e-7)
+
+
+def _ints(t):
+    """A quantized TF result as its storage integers."""
+    storage = {tf.qint8: tf.int8, tf.qint32: tf.int32}.get(t.dtype)
+    return np.asarray(tf.bitcast(t, storage) if storage is not None else t)
+
+
+UQ_X = np.array([-2.6, -1.25, -0.5, 0.0, 0.3, 0.75, 1.25, 2.5, 9.0, 100.0, -100.0, 0.45], np.float32)
+
+
+@pytest.mark.parametrize("scale,zp,qtype,lo,hi", [(0.5, 3, tf.qint8, -128, 127), (0.3, -2, tf.qint8, -20, 20),
+                                                  (0.07, 5, tf.qint32, -1000, 1000)])
+def test_uniform_quantize_dequantize_clip_equal_tf_xla(scale, zp, qtype, lo, hi) -> None:
+    """Bit-equal with TF's XLA (which rounds half to even after adding the zero point)."""
+    from tfxla_cluster.tf2hlo import lower_function
+
+    def q(v, t=qtype):
+        return tf.raw_ops.UniformQuantize(input=v, scales=scale, zero_points=zp, Tout=t, quantization_min_val=lo,
+                                          quantization_max_val=hi)
+
+    def programs(v):
+        q32 = q(v, tf.qint32)
+        return (q(v),
+                tf.raw_ops.UniformDequantize(input=q(v), scales=scale, zero_points=zp, Tout=tf.float32,
+                                             quantization_min_val=lo, quantization_max_val=hi),
+                tf.raw_ops.UniformQuantizedClipByValue(operand=q32, min=q(tf.constant(-1.0), tf.qint32),
+                                                       max=q(tf.constant(1.0), tf.qint32), scales=scale,
+                                                       zero_points=zp, quantization_min_val=lo,
+                                                       quantization_max_val=hi))
+    want = [_ints(t) for t in tf.function(programs, jit_compile=True)(UQ_X)]
+    got = lower_function(tf.function(programs).get_concrete_function(tf.TensorSpec([12], tf.float32)), UQ_X).run(UQ_X)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).astype(np.float64), w.astype(np.float64))
+
+
+def test_uniform_quantize_per_axis_equals_tf_xla() -> None:
+    from tfxla_cluster.tf2hlo import lower_function
+
+    x = UQ_X.reshape(4, 3)
+    scales, zps = np.array([0.5, 0.25, 0.1], np.float32), np.array([1, -3, 0], np.int32)
+
+    def fn(v):
+        q = tf.raw_ops.UniformQuantize(input=v, scales=scales, zero_points=zps, Tout=tf.qint8, quantization_axis=1,
+                                       quantization_min_val=-128, quantization_max_val=127)
+        return q, tf.raw_ops.UniformDequantize(input=q, scales=scales, zero_points=zps, Tout=tf.float32,
+                                               quantization_axis=1, quantization_min_val=-128,
+                                               quantization_max_val=127)
+    want = [_ints(t) for t in tf.function(fn, jit_compile=True)(x)]
+    got = lower_function(tf.function(fn).get_concrete_function(tf.TensorSpec([4, 3], tf.float32)), x).run(x)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).astype(np.float64), w.astype(np.float64))
+
+
+@pytest.mark.parametrize("s_l,z_l,s_r,z_r,s_o,z_o", [(0.07, 3, 0.11, -1, 0.13, 2), (0.5, 0, 0.05, 7, 0.021, -5)])
+def test_uniform_requantize_and_add_equal_tf_xla(s_l, z_l, s_r, z_r, s_o, z_o) -> None:
+    from tfxla_cluster.tf2hlo import lower_function
+
+    rng = np.random.default_rng(7)
+    x, y = (rng.uniform(-4, 4, 64).astype(np.float32) for _ in range(2))
+
+    def q(v, s, z):
+        return tf.raw_ops.UniformQuantize(input=v, scales=s, zero_points=z, Tout=tf.qint32,
+                                          quantization_min_val=-1000, quantization_max_val=1000)
+
+    def fn(v, w):
+        req = tf.raw_ops.UniformRequantize(
+            input=q(v, s_l, z_l), input_scales=s_l, input_zero_points=z_l, output_scales=s_o, output_zero_points=z_o,
+            Tout=tf.qint8, input_quantization_min_val=-1000, input_quantization_max_val=1000,
+            output_quantization_min_val=-128, output_quantization_max_val=127)
+        add = tf.raw_ops.UniformQuantizedAdd(
+            lhs=q(v, s_l, z_l), rhs=q(w, s_r, z_r), lhs_scales=s_l, lhs_zero_points=z_l, rhs_scales=s_r,
+            rhs_zero_points=z_r, output_scales=s_o, output_zero_points=z_o, lhs_quantization_min_val=-1000,
+            lhs_quantization_max_val=1000, rhs_quantization_min_val=-1000, rhs_quantization_max_val=1000,
+            output_quantization_min_val=-1000, output_quantization_max_val=1000)
+        return req, add
+    want = [_ints(t) for t in tf.function(fn, jit_compile=True)(x, y)]
+    spec = tf.TensorSpec([64], tf.float32)
+    got = lower_function(tf.function(fn).get_concrete_function(spec, spec), x, y).run(x, y)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).astype(np.int64), w.astype(np.int64))

@@ -14,9 +14,11 @@ Modules:
     context.py    LoweringContext, values, folding    builder.py   TfBuilder (names, metadata)
     xla_lib.py    broadcasting, reducers, math        types.py     TF dtypes and attr values
     one module per op family: elementwise, reduction, shape_ops, slicing, gather_scatter, nn, conv,
-    pooling, batch_norm, variables, control_flow, random, array_ops, xla_ops (calls and Xla* ops)
+    pooling, batch_norm, variables, control_flow, random, array_ops, xla_ops (calls and Xla* ops),
     random_stateful (resource-state and seedless randoms), tensor_list, tensor_array (TF1 arrays, stacks),
-    collectives (one-device meaning), symbolic_gradient
+    collectives (one-device meaning), symbolic_gradient,
+    xla_structured (XlaConv/Gather/Scatter/Reduce*/Sort/While/If/CallModule/...), image_color, nn_more,
+    quantize, math_more, special, linalg_more, linalg_decomp, fft, dynamic_size
 """
 from __future__ import annotations
 

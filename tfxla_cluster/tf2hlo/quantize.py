@@ -14,6 +14,12 @@ Stage: lowering.
   ``[-2^(n-1) (+1 if narrow), 2^(n-1) - 1]`` or ``[0, 2^n - 1]``; the scale from the side that keeps 0
   fixed; the input clamped to the adjusted range, scaled, rounded (half to even, or half up) and scaled
   back. Per-axis ranges (``axis`` ≥ 0) reduce over every other dimension.
+* Dequantize (qint8/quint8, MIN_COMBINED) as tf2xla; quantized types are their storage integers.
+* UniformQuantize/Dequantize/Requantize/QuantizedClipByValue/QuantizedAdd: what TF's XLA legalization
+  computes, bit for bit — ``clamp(round_half_even(x/scale + zero_point))`` in f32, ``(q - zp)·scale``,
+  requantize = dequantize then quantize, add = both operands requantized to the output parameters and
+  added as integers. (UniformQuantizedDot/Convolution are not lowered: TF's XLA rescaling of the s32
+  accumulator differs from the float formula by one or two quanta and was not reproduced.)
 """
 from __future__ import annotations
 
@@ -218,3 +224,105 @@ def _dequantize(ctx, node):
     x = b.convert(ctx.input(0), P.F32)
     out = xl.add(b, xl.mul(b, xl.add(b, x, half), scale), lo)
     return [xl.convert(b, out, ctx.output_type(0))]
+
+
+# ---------------------------------------------------------------- uniform quantization (qint8 / qint32)
+def _per_axis(ctx, b, v, x, axis_attr: str):
+    """A scale / zero-point input as an array broadcast over ``x``: a scalar (per tensor) or a vector along
+    ``quantization_axis``."""
+    axis = int(ctx.attr(axis_attr, -1))
+    dims = x.shape.dimensions
+    if axis == -1:
+        if v.shape.rank:
+            raise InvalidArgumentError(f"{ctx.op}: per-tensor quantization needs scalar scales and zero points")
+        return b.broadcast(v, dims, ()) if dims else v
+    if not 0 <= axis < len(dims) or v.shape.dimensions != (dims[axis],):
+        raise InvalidArgumentError(f"{ctx.op}: scales and zero points must be vectors of length "
+                                   f"{dims[axis] if 0 <= axis < len(dims) else '?'} for quantization_axis {axis}")
+    return b.broadcast(v, dims, (axis,))
+
+
+@lowers("UniformQuantize")
+def _uniform_quantize(ctx, node):
+    """``clamp(round_half_even(x / scale + zero_point), qmin, qmax)`` in f32, stored as the quantized type's
+    integers (what TF's XLA lowering computes; TF's CPU kernel rounds before adding the zero point)."""
+    b = ctx.b
+    x = xl.convert(b, ctx.input(0), P.F32)
+    scale = _per_axis(ctx, b, xl.convert(b, ctx.input(1), P.F32), x, "quantization_axis")
+    zp = _per_axis(ctx, b, xl.convert(b, ctx.input(2), P.F32), x, "quantization_axis")
+    lo, hi = float(ctx.attr("quantization_min_val")), float(ctx.attr("quantization_max_val"))
+    v = b.round_nearest_even(b.add(b.divide(x, scale), zp))
+    v = b.clamp(xl.full(b, lo, P.F32, x.shape.dimensions), v, xl.full(b, hi, P.F32, x.shape.dimensions))
+    return [b.convert(v, ctx.output_type(0))]
+
+
+@lowers("UniformDequantize")
+def _uniform_dequantize(ctx, node):
+    """``(q - zero_point)·scale`` in f32."""
+    b = ctx.b
+    q = ctx.input(0)
+    scale = _per_axis(ctx, b, xl.convert(b, ctx.input(1), P.F32), q, "quantization_axis")
+    zp = _per_axis(ctx, b, ctx.input(2), q, "quantization_axis")
+    diff = b.convert(b.subtract(xl.convert(b, q, P.S32), xl.convert(b, zp, P.S32)), P.F32)
+    return [xl.convert(b, b.multiply(diff, scale), ctx.output_type(0))]
+
+
+@lowers("UniformQuantizedClipByValue")
+def _uniform_clip(ctx, node):
+    """Clamping quantized integers that share scale and zero point is an integer clamp."""
+    b = ctx.b
+    x = ctx.input(0)
+    lo = _per_axis(ctx, b, ctx.input(1), x, "quantization_axis")
+    hi = _per_axis(ctx, b, ctx.input(2), x, "quantization_axis")
+    return [b.clamp(lo, x, hi)]
+
+
+def _dequant(ctx, b, q, scale_i: int, zp_i: int, axis_attr: str):
+    scale = _per_axis(ctx, b, xl.convert(b, ctx.input(scale_i), P.F32), q, axis_attr)
+    zp = _per_axis(ctx, b, ctx.input(zp_i), q, axis_attr)
+    return b.multiply(b.convert(b.subtract(xl.convert(b, q, P.S32), xl.convert(b, zp, P.S32)), P.F32), scale)
+
+
+def _quant(ctx, b, v, scale_i: int, zp_i: int, axis_attr: str, prefix: str, out_t):
+    scale = _per_axis(ctx, b, xl.convert(b, ctx.input(scale_i), P.F32), v, axis_attr)
+    zp = _per_axis(ctx, b, xl.convert(b, ctx.input(zp_i), P.F32), v, axis_attr)
+    lo, hi = float(ctx.attr(f"{prefix}quantization_min_val")), float(ctx.attr(f"{prefix}quantization_max_val"))
+    r = b.round_nearest_even(b.add(b.divide(v, scale), zp))
+    r = b.clamp(xl.full(b, lo, P.F32, v.shape.dimensions), r, xl.full(b, hi, P.F32, v.shape.dimensions))
+    return b.convert(r, out_t)
+
+
+@lowers("UniformRequantize")
+def _uniform_requantize(ctx, node):
+    """Dequantize with the input parameters, quantize with the output ones (f32, half-to-even)."""
+    b = ctx.b
+    v = _dequant(ctx, b, ctx.input(0), 1, 2, "input_quantization_axis")
+    return [_quant(ctx, b, v, 3, 4, "output_quantization_axis", "output_", ctx.output_type(0))]
+
+
+@lowers("UniformQuantizedAdd")
+def _uniform_add(ctx, node):
+    """Each operand requantized to the output parameters (rounded half to even), the integers added and the
+    output zero point subtracted once, then clamped — integer-domain addition as TF's XLA lowers it."""
+    b = ctx.b
+    out_t = ctx.output_type(0)
+    ranges = {p: (int(ctx.attr(f"{p}_quantization_min_val")), int(ctx.attr(f"{p}_quantization_max_val")))
+              for p in ("lhs", "rhs", "output")}
+    if len(set(ranges.values())) != 1:
+        # TF's XLA legalization needs compatible quantized storage types on both operands and the result
+        raise InvalidArgumentError(f"UniformQuantizedAdd: TF's XLA requires the same quantization_min_val/max_val "
+                                   f"for lhs, rhs and output, got {ranges}")
+
+    def requant(i, scale_i, zp_i, axis_attr):
+        v = _dequant(ctx, b, ctx.input(i), scale_i, zp_i, axis_attr)
+        scale = _per_axis(ctx, b, xl.convert(b, ctx.input(6), P.F32), v, "output_quantization_axis")
+        zp = _per_axis(ctx, b, xl.convert(b, ctx.input(7), P.F32), v, "output_quantization_axis")
+        return b.round_nearest_even(b.add(b.divide(v, scale), zp))
+    lhs, rhs = requant(0, 2, 3, "lhs_quantization_axis"), requant(1, 4, 5, "rhs_quantization_axis")
+    lhs, rhs = xl.broadcast_pair(b, lhs, rhs)
+    zp = _per_axis(ctx, b, xl.convert(b, ctx.input(7), P.F32), lhs, "output_quantization_axis")
+    total = b.subtract(b.add(lhs, rhs), zp)
+    lo, hi = float(ctx.attr("output_quantization_min_val")), float(ctx.attr("output_quantization_max_val"))
+    dims = total.shape.dimensions
+    total = b.clamp(xl.full(b, lo, P.F32, dims), total, xl.full(b, hi, P.F32, dims))
+    return [b.convert(total, out_t)]
