@@ -108,3 +108,26 @@ def test_cli_run_profile_prints_the_table(tmp_path, capsys, monkeypatch):
     assert captured.out.strip() == "9.0"
     assert "compile profile:" in captured.err and "double_plus/cluster_0:" in captured.err
     assert "llvm-opt" in captured.err and "machine-code" in captured.err
+
+
+def test_native_launch_nodes_profile_each_clusters_compile():
+    """Clusters inside TF's graph run as native launch nodes: their first launch compiles on TF's thread,
+    and the profile still has every cluster's stages (it had none: '0 cluster(s)')."""
+    tf = pytest.importorskip("tensorflow")
+    import tfxla_cluster as txc
+
+    def f(x):
+        a = tf.exp(tf.tanh(x) * x + 1.0) - 0.5
+        s = tf.strings.to_number(tf.strings.as_string(a))   # string ops: no XLA kernel, so two clusters
+        return tf.reduce_sum(tf.sigmoid(s * 2.0 + a) * 3.0 - 1.0)
+
+    fn = txc.function(f, flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3) / 6.0)
+    assert float(fn(x)) == pytest.approx(float(tf.function(f)(x)), rel=1e-5)
+    compiled = fn.get_compiled(x)
+    assert len(compiled.launchers) == 2 and compiled._direct is None
+    prof = fn.compile_stats()
+    assert sorted(prof.clusters()) == sorted(compiled.launchers)
+    for name in compiled.launchers:
+        stages = prof.totals(name)
+        assert {"lowering", "llvm-opt", "machine-code", "run"} <= set(stages), (name, stages)

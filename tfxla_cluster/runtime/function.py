@@ -10,9 +10,10 @@ Results are TF tensors with the function's own output structure.
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tfxla_cluster import compile_profile
 from tfxla_cluster.errors import InvalidArgumentError
@@ -47,6 +48,8 @@ class CompiledGraph:
 
     def _on_native(self, launcher) -> None:
         launcher.on_error = self._launch_error
+        # The native op serves a new signature in Python, on TF's thread: profile it there.
+        launcher.launch_context = lambda: self._profiling(launcher)
 
     def _py_launch(self, launcher) -> Callable[..., list]:
         """The py-func body of ``launcher``'s launch node: its outputs as eager tensors; an error is
@@ -61,22 +64,28 @@ class CompiledGraph:
         return call
 
     def _launch(self, launcher, tensors) -> list:
-        """Run ``launcher``; its first launch is profiled: the compile's stages (recorded by the stages
-        themselves, on this thread) and the rest of the launch as ``run``."""
-        profile = self.profile
-        if profile is None or launcher.sig.name in self._profiled:
+        """Run ``launcher`` (its first launch profiled)."""
+        with self._profiling(launcher):
             return launcher(*tensors)
-        self._profiled.add(launcher.sig.name)
+
+    @contextlib.contextmanager
+    def _profiling(self, launcher) -> Iterator[None]:
+        """Around a launch of ``launcher``: its first launch is profiled — the compile's stages (recorded
+        by the stages themselves, on this thread) and the rest of the launch as ``run``."""
+        profile = self.profile
         name = launcher.sig.name
+        if profile is None or name in self._profiled:
+            yield
+            return
+        self._profiled.add(name)
         mark, compiled_before = len(profile.records), launcher.stats.compile_seconds
         t0 = time.perf_counter()
         with compile_profile.collecting(profile, name):
-            values = launcher(*tensors)
+            yield
         elapsed = time.perf_counter() - t0
         compile_s = launcher.stats.compile_seconds - compiled_before
         profile.add("compile-other", max(0.0, compile_s - compile_profile.seconds_since(mark, profile, name)), name)
         profile.add("run", max(0.0, elapsed - compile_s), name)
-        return values
 
     def __call__(self, flat_inputs: list) -> Any:
         import tensorflow as tf

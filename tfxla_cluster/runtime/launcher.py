@@ -86,6 +86,9 @@ class Launcher:
         # Native launch nodes with variables (runtime.native): the inputs whose final value the node
         # returns; resource inputs then arrive as values, not handles.
         self.written: list[int] | None = None
+        # What the owner wraps a native launch in (runtime.native calls it around each launch it serves
+        # in Python): CompiledGraph profiles the first launch's compile there, as it does for a py-func.
+        self.launch_context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
         self._lock = threading.Lock()
         self._first_compile = threading.Lock()
         self._compilation_cache = None        # made on the first compile (it builds the JIT engine)

@@ -318,7 +318,8 @@ def _serve(launcher, cid: int, ctx: int, status: int) -> None:
             arrays = [np.array(a, copy=True) for a in arrays]
         launcher.stats  # fold native executions in first: the megamorphic rule counts them
         updates: dict[int, np.ndarray] = {}
-        outputs, compiled = launcher.run_observed(tuple(arrays), arrays, None, updates)
+        with launcher.launch_context():
+            outputs, compiled = launcher.run_observed(tuple(arrays), arrays, None, updates)
         written = launcher.written or ()
         if set(updates) - set(written):
             raise InternalError(f"cluster {launcher.sig.name} assigned variables at inputs "
