@@ -255,3 +255,24 @@ def test_advisor_reports_a_numerics_divergence():
     (a,) = advise_cluster(c, 4)
     assert a.kind == "numerics" and a.severity == "warn" and "%Exp (exponential)" in a.text
     assert "model/Exp" in a.text and "max rel 0.5" in a.evidence[0]
+
+
+def test_cli_report_profile_prints_and_shows_each_clusters_compile(tmp_path, capsys):
+    """``report --profile``: the first calls' compile profile, per cluster, on stderr and in the page."""
+    from tfxla_cluster.cli import main
+
+    out = tmp_path / "p.html"
+    assert main(["report", str(ROOT / "graphs" / "layer_norm.pbtxt"), "-o", str(out), "--flags", FLAGS,
+                 "--repeats", "1", "--profile"]) == 0
+    err = capsys.readouterr().err
+    assert "compile profile:" in err and "cluster_0:" in err
+    for stage in ("encapsulation", "lowering", "llvm-opt", "machine-code", "run"):
+        assert stage in err, (stage, err)
+    assert 'id="compile-profile"' in out.read_text()
+
+
+def test_graph_report_keeps_the_profile_of_every_compiled_cluster(graph_report):
+    report, path = graph_report
+    compiled = sorted(c.name for f in report.functions for c in f.clusters.values() if c.compiles)
+    assert compiled and sorted(report.profile.clusters()) == compiled
+    assert 'id="compile-profile"' in path.read_text()

@@ -118,6 +118,9 @@ def build_report(source: Any = None, *, script: str | None = None, script_args: 
                 checker.uninstall()
         seconds["run"] = time.perf_counter() - t_start
         report.run_output = summary + (f"\n(script exited with code {code})" if code else "")
+        from tfxla_cluster.runtime import plugin
+
+        report.profile = plugin.profile()
         report.functions = _function_reports(functions, recorder)
         report.functions.sort(key=lambda f: f.name)   # deterministic: the plugin tracks functions in a set
         report.dynamic = bool(recorder.launchers)
@@ -170,8 +173,11 @@ def build_report(source: Any = None, *, script: str | None = None, script_args: 
                 checker.install()
             try:
                 with progress.task("report: compiling and running clusters", total=len(result.clusters)):
+                    from tfxla_cluster.compile_profile import CompileProfile
+
+                    report.profile = CompileProfile()
                     launchers, report.inputs = run_graph(result, flags, input_shapes=input_shapes, calls=calls,
-                                                         backend=backend)
+                                                         backend=backend, profile=report.profile)
                 report.dynamic = True
             except NotRunnable as e:
                 report.dynamic_missing = str(e)

@@ -44,6 +44,9 @@ def report_args(p: argparse.ArgumentParser) -> None:
     collapse.add_argument("--no-collapse", dest="collapse", action="store_const", const=False,
                           help="picture: draw every node, however big the graph")
     p.add_argument("--title", default=None, help="page title (default: the graph's or script's file name)")
+    p.add_argument("--profile", action="store_true",
+                   help="also print where first calls spent their time (per cluster: lowering, each HLO pass, "
+                        "LLVM IR, LLVM optimisation, machine code, first run); the page always shows it")
 
 
 def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
@@ -98,6 +101,10 @@ def cmd_report(args: argparse.Namespace) -> int:
           f"finding{'s' if len(report.advice) != 1 else ''}, {warn} costing time)")
     if report.dynamic_missing:
         print(f"no run-time numbers: {report.dynamic_missing}")
+    if args.profile and report.profile is not None:
+        import sys
+
+        print(report.profile.table(), file=sys.stderr)
     if report.numerics is not None:
         print(report.numerics.report())
         return 0 if report.numerics.ok else 1

@@ -92,6 +92,8 @@ def _summary(report: Report) -> str:
     rows.append(("report built in", _e(", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items()))))
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     run = f'<h3>Run</h3><pre id="run-output">{_e(report.run_output)}</pre>' if report.run_output else ""
+    if report.profile is not None and report.profile.records:
+        run += f'<h3>Compile profile (first calls)</h3><pre id="compile-profile">{_e(report.profile.table())}</pre>'
     missing = (f'<p id="dynamic-missing" class="warn">No run-time numbers: {_e(report.dynamic_missing)}.</p>'
                if report.dynamic_missing else "")
     return ('<section id="summary"><h2>Summary</h2><div class="cols">'

@@ -126,6 +126,7 @@ class Report:
     picture_options: dict = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)   # time per phase of building the report
     keep_alive: Any = None               # what must outlive the run (a SavedModel owns its variables)
+    profile: Any = None                  # compile_profile.CompileProfile of the run's first calls
 
     @property
     def advice(self) -> list[Advice]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -120,11 +121,15 @@ def _shape_text(shape: Any) -> str:
 
 
 def run_graph(result: Any, flags: Any, *, input_shapes: dict | None = None, calls: int = 3, seed: int = 0,
-              backend: str = "llvm") -> tuple[dict[str, Any], list[str]]:
+              backend: str = "llvm", profile: Any = None) -> tuple[dict[str, Any], list[str]]:
     """Run the clustered graph of ``result`` ``calls`` times on generated inputs, through the pipeline's
     stages from encapsulation on (:func:`tfxla_cluster.runtime.pipeline.compile_graph`; py-func launches,
-    so every launch is observed). Returns the launchers by cluster name and a description of the inputs fed."""
+    so every launch is observed). Returns the launchers by cluster name and a description of the inputs fed.
+    With ``profile`` (a :class:`~tfxla_cluster.compile_profile.CompileProfile`), encapsulation, TF's import and
+    each cluster's first launch (its compile's stages, on TF's thread) are recorded in it."""
     import tensorflow as tf
+
+    from tfxla_cluster import compile_profile
 
     from tfxla_cluster.runtime.pipeline import compile_graph
 
@@ -136,14 +141,27 @@ def run_graph(result: Any, flags: Any, *, input_shapes: dict | None = None, call
     if not fetch_tensors and not fetch_ops:
         raise NotRunnable("the graph has no outputs to fetch")
 
+    profiled: set[str] = set()
+
     def py_launch(launcher: Any) -> Any:
         def call(*tensors: Any) -> list:
-            return [tf.convert_to_tensor(a) for a in launcher(*tensors)]
+            name = launcher.sig.name
+            if profile is None or name in profiled:
+                return [tf.convert_to_tensor(a) for a in launcher(*tensors)]
+            profiled.add(name)
+            t0 = time.perf_counter()
+            with compile_profile.collecting(profile, name):
+                values = [tf.convert_to_tensor(a) for a in launcher(*tensors)]
+            elapsed = time.perf_counter() - t0
+            compile_s = launcher.stats.compile_seconds
+            profile.add("run", max(0.0, elapsed - compile_s), name)
+            return values
         return call
 
-    program = compile_graph(graph, result.clusters, flags=flags, backend=backend, must_compile=False,
-                            py_launch=py_launch, feeds=[name for name, _ in inputs], fetches=fetch_tensors,
-                            run_ops=fetch_ops)
+    with compile_profile.collecting(profile):
+        program = compile_graph(graph, result.clusters, flags=flags, backend=backend, must_compile=False,
+                                py_launch=py_launch, feeds=[name for name, _ in inputs], fetches=fetch_tensors,
+                                run_ops=fetch_ops)
     feeds = [tf.constant(v) for _, v in inputs]
     for _ in range(max(1, calls)):
         program.fn(*feeds)
