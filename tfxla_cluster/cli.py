@@ -29,7 +29,7 @@ def _fmt_shape(shape) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from tfxla_cluster.graph.opdefs import base_dtype, dtype_name
+    from tfxla_cluster.graph.opdefs import ARG_OPS, RETVAL_OPS, base_dtype, dtype_name
 
     from tfxla_cluster.hostinfo import onednn_mode
 
@@ -51,13 +51,13 @@ def cmd_info(args: argparse.Namespace) -> int:
         dtype = dtype_name(base_dtype(node.outputs[i].dtype)) if i < len(node.outputs) else "?"
         return f"{dtype} {_fmt_shape(graph.output_shapes(node)[i])}"
 
-    inputs = [n for n in nodes if n.op in ("_Arg", "_DeviceArg", "Placeholder", "PlaceholderWithDefault")
+    inputs = [n for n in nodes if n.op in (*ARG_OPS, "Placeholder", "PlaceholderWithDefault")
               and not n.data_inputs()]
     print("inputs:")
     for n in inputs:
         print(f"  {n.name}: {describe(n, 0)}")
     print("outputs:")
-    retvals = [n for n in nodes if n.op in ("_Retval", "_DeviceRetval")]
+    retvals = [n for n in nodes if n.op in RETVAL_OPS]
     if retvals:
         for n in retvals:
             src = n.data_inputs()[0]

@@ -215,3 +215,35 @@ def bind_call_inputs(tf_function: Any, args: tuple, kwargs: dict) -> tuple[tuple
         bound = function_type_utils.bind_function_inputs(args, kwargs, polymorphic_type, tf_function._default_values)
         args, kwargs = bound.args, bound.kwargs
     return args, kwargs
+
+
+# ------------------------------------------------------------------------- private attributes of TF objects
+def tensor_view(t: Any) -> Any:
+    """A numpy view of an eager tensor's buffer (``EagerTensor._numpy``; ``.numpy()`` would copy), or
+    ``np.asarray(t)`` for anything else."""
+    import numpy as np
+
+    view = getattr(t, "_numpy", None)
+    return np.asarray(view() if view is not None else t)
+
+
+def eager_shape(t: Any) -> tuple:
+    """An eager tensor's shape as a tuple, without building a TensorShape (``_shape_tuple``)."""
+    return t._shape_tuple()
+
+
+def handle_data(handle: Any) -> Any:
+    """The handle data (dtype and shape of the variable) an eager resource handle carries, or None."""
+    return getattr(handle, "_handle_data", None)
+
+
+def call_flat(fn: Any) -> Callable | None:
+    """A concrete function's flat call ``(args, captured_inputs)`` (``_call_flat``), or None."""
+    return getattr(fn, "_call_flat", None)
+
+
+def tracing_key(tf_fn: Any) -> tuple[Any, Any, bool]:
+    """(call-stats key, the Python function, whether the frequent-tracing warning is off) of a
+    ``tf.function``, as TF's frequent-tracing detector uses them; key None if this TF keeps none."""
+    return (getattr(tf_fn, "_key_for_call_stats", None), getattr(tf_fn, "_python_function", tf_fn),
+            bool(getattr(tf_fn, "_omit_frequent_tracing_warning", False)))

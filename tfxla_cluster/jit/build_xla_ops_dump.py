@@ -19,6 +19,7 @@ from typing import Iterable
 from tensorflow.core.framework import graph_pb2
 
 from tfxla_cluster.graph.graph import Graph
+from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
 from tfxla_cluster.tfops.cluster_boundary import ClusterBoundary
 
 Tensor = tuple[str, int]
@@ -112,11 +113,11 @@ def tf_clusters(boundaries: Iterable[ClusterBoundary]) -> list[TfCluster]:
                 else:
                     nd.input.append(arg_name[(base, int(idx or 0))])
         for i, t in enumerate(args):
-            a = sub.node.add(name=arg_name[t], op="_Arg")
+            a = sub.node.add(name=arg_name[t], op=ARG_OP)
             a.attr["T"].type = dtype_of[t]
             a.attr["index"].i = i
         for i, t in enumerate(results):
-            r = sub.node.add(name=f"{t[0]}_{t[1]}_retval", op="_Retval", input=[_ref(*t)])
+            r = sub.node.add(name=f"{t[0]}_{t[1]}_retval", op=RETVAL_OP, input=[_ref(*t)])
             r.attr["T"].type = dtype_of[t]
             r.attr["index"].i = i
 
@@ -132,7 +133,7 @@ def tf_clusters(boundaries: Iterable[ClusterBoundary]) -> list[TfCluster]:
                  [i for i in range(len(args)) if i not in const_args and is_res[i]])
         position = {old: new for new, old in enumerate(order)}
         for nd in sub.node:
-            if nd.op == "_Arg":
+            if nd.op == ARG_OP:
                 nd.attr["index"].i = position[nd.attr["index"].i]
         args = [args[i] for i in order]
 
@@ -272,7 +273,7 @@ def _cse(sub: graph_pb2.GraphDef) -> bool:
     users_of = _Users(sub)
     removed = False
     for nd in _reverse_post_order(sub):
-        if nd.op in ("_Arg", "_Retval", "Placeholder", "PlaceholderV2", "PlaceholderWithDefault"):
+        if nd.op in (ARG_OP, RETVAL_OP, "Placeholder", "PlaceholderV2", "PlaceholderWithDefault"):
             continue
         try:
             if opdefs.lookup_op_def(nd.op, sub.library).is_stateful:
@@ -321,7 +322,7 @@ def _function_def(cname: str, graph: Graph, sub, member_set, args, results, arg_
         arg_of[arg_name[t]] = a.name
     body_name = {}
     for nd in sub.node:
-        if nd.op not in ("_Arg", "_Retval"):
+        if nd.op not in (ARG_OP, RETVAL_OP):
             body_name[nd.name] = names.unique(nd.name)
 
     def out_ref(node_name: str, idx: int) -> str:
@@ -336,7 +337,7 @@ def _function_def(cname: str, graph: Graph, sub, member_set, args, results, arg_
         return out_ref(base, int(idx or 0))
 
     for nd in sub.node:
-        if nd.op in ("_Arg", "_Retval"):
+        if nd.op in (ARG_OP, RETVAL_OP):
             continue
         fn = fdef.node_def.add()
         fn.CopyFrom(nd)
@@ -347,7 +348,7 @@ def _function_def(cname: str, graph: Graph, sub, member_set, args, results, arg_
                 fn.input.append("^" + (arg_of.get(ref[1:]) or body_name[ref[1:]]))
             else:
                 fn.input.append(data_ref(ref))
-    retval_input = {nd.attr["index"].i: nd.input[0] for nd in sub.node if nd.op == "_Retval"}
+    retval_input = {nd.attr["index"].i: nd.input[0] for nd in sub.node if nd.op == RETVAL_OP}
     for i, t in enumerate(results):
         o = fdef.signature.output_arg.add(name=names.unique(_normalize(f"{t[0]}_{t[1]}_retval")),
                                           type=dtype_of[t])

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tfxla_cluster.errors import TfXlaError
+from tfxla_cluster.graph.opdefs import ARG_OP, ARG_OPS, RETVAL_OP, RETVAL_OPS
 
 
 class NotRunnable(TfXlaError):
@@ -45,7 +46,7 @@ def make_inputs(graph: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
     rng = np.random.default_rng(seed)
     out = []
     for node in graph.op_nodes():
-        if node.op not in ("Placeholder", "_Arg", "_DeviceArg") or node.data_inputs():
+        if node.op not in ("Placeholder", *ARG_OPS) or node.data_inputs():
             continue
         dtype = base_dtype(node.outputs[0].dtype)
         if dtype == types_pb2.DT_RESOURCE:
@@ -135,7 +136,7 @@ def run_graph(result: Any, flags: Any, *, input_shapes: dict | None = None, call
 
     inputs = make_inputs(result.graph, input_shapes, seed)
     graph, fetch_ops = _with_retvals(result.graph)
-    retvals = sorted((n for n in graph.op_nodes() if n.op in ("_Retval", "_DeviceRetval")),
+    retvals = sorted((n for n in graph.op_nodes() if n.op in RETVAL_OPS),
                      key=lambda n: n.node_def.attr["index"].i)
     fetch_tensors = [f"{n.name}:0" for n in retvals]
     if not fetch_tensors and not fetch_ops:
@@ -178,21 +179,21 @@ def _with_retvals(graph: Any) -> tuple[Any, list[str]]:
     from tfxla_cluster.graph.opdefs import base_dtype
 
     nodes = list(graph.op_nodes())
-    if any(n.op in ("_Retval", "_DeviceRetval") for n in nodes):
+    if any(n.op in RETVAL_OPS for n in nodes):
         return graph, []
     gd = type(graph.graph_def)()
     gd.CopyFrom(graph.graph_def)
     ops: list[str] = []
     index = 0
     for n in nodes:
-        if any(e.dst.is_op for e in n.out_edges) or n.op in ("Placeholder", "_Arg", "NoOp"):
+        if any(e.dst.is_op for e in n.out_edges) or n.op in ("Placeholder", ARG_OP, "NoOp"):
             continue
         outs = [(i, base_dtype(o.dtype)) for i, o in enumerate(n.outputs)]
         outs = [(i, dt) for i, dt in outs if dt not in (types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT)]
         if not outs:
             ops.append(n.name)
         for i, dt in outs:
-            nd = gd.node.add(name=f"tfxla_report_retval_{index}", op="_Retval", input=[f"{n.name}:{i}"])
+            nd = gd.node.add(name=f"tfxla_report_retval_{index}", op=RETVAL_OP, input=[f"{n.name}:{i}"])
             nd.attr["T"].type = dt
             nd.attr["index"].i = index
             if n.node_def.device:

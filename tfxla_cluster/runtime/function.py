@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from tfxla_cluster import compile_profile
+from tfxla_cluster import compile_profile, tf_compat
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
 from tfxla_cluster.runtime import arguments
@@ -99,7 +99,7 @@ class CompiledGraph:
             # The pruned function has no Python signature; calling it positionally makes TF try (and
             # fail, formatting every tensor) a structured bind first. The flat call is what that falls
             # back to.
-            call_flat = getattr(self._fn, "_call_flat", None)
+            call_flat = tf_compat.call_flat(self._fn)
             try:
                 if self._first_call and len(self.launchers) > 1:
                     outputs = self._first_call_with_progress(call_flat, args)
@@ -342,14 +342,12 @@ class Function:
 
         global _EagerTensor
         if _EagerTensor is None:
-            from tfxla_cluster.tf_compat import eager_tensor_type
-
-            _EagerTensor = eager_tensor_type()
+            _EagerTensor = tf_compat.eager_tensor_type()
         if getattr(_tracing, "depth", 0) and self.jit_compile is not True and not tf.executing_eagerly():
             return self._tf_function(*args, **kwargs)
         specs = None
         if not kwargs and all(type(a) is _EagerTensor for a in args):
-            specs = tuple((a.dtype, a._shape_tuple()) for a in args)
+            specs = tuple((a.dtype, tf_compat.eager_shape(a)) for a in args)
             compiled = self._by_tensor_specs.get(specs)
             if compiled is not None and len(args) == len(compiled.concrete.inputs) - \
                     len(compiled.concrete.captured_inputs):
@@ -439,12 +437,13 @@ def _record_call(tf_fn, traced: bool) -> None:
         from tfxla_cluster.tf_compat import frequent_tracing_detector
 
         _tracing_detector = frequent_tracing_detector() or False
-    key = getattr(tf_fn, "_key_for_call_stats", None)
+    from tfxla_cluster.tf_compat import tracing_key
+
+    key, python_fn, omit = tracing_key(tf_fn)
     if not _tracing_detector or key is None or not tf.executing_eagerly():
         return
     if traced:
-        _tracing_detector.called_with_tracing(key, getattr(tf_fn, "_python_function", tf_fn),
-                                              getattr(tf_fn, "_omit_frequent_tracing_warning", False))
+        _tracing_detector.called_with_tracing(key, python_fn, omit)
     else:
         _tracing_detector.called_without_tracing(key)
 

@@ -26,6 +26,7 @@ from tfxla_cluster.codegen.buffers import is_fresh
 from tfxla_cluster.errors import InternalError, TfXlaError
 from tfxla_cluster.graph.graph import Graph
 from tfxla_cluster.runtime import observers
+from tfxla_cluster.tf_compat import tensor_view
 from tfxla_cluster.runtime.encapsulate import ClusterSignature
 
 log = logging.getLogger("tfxla_cluster.runtime")
@@ -272,9 +273,8 @@ class Launcher:
                 handles[i] = (t, dtype)
                 arrays.append(_read_variable(t, dtype))
             else:
-                # EagerTensor._numpy() is a view of the tensor's buffer; .numpy() would copy it.
-                view = getattr(t, "_numpy", None)
-                arrays.append(np.asarray(view() if view is not None else t))
+                # A view of the tensor's buffer; .numpy() would copy it.
+                arrays.append(tensor_view(t))
         return arrays, handles
 
     def _with_passthrough(self, values: list, tensors: tuple) -> list:

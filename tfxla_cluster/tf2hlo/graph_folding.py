@@ -23,13 +23,13 @@ import numpy as np
 from tensorflow.core.framework import types_pb2
 
 from tfxla_cluster.graph import Graph, Node
-from tfxla_cluster.graph.opdefs import base_dtype
+from tfxla_cluster.graph.opdefs import ARG_OP, DEVICE_ARG_OP, DEVICE_RETVAL_OP, RETVAL_OP, base_dtype
 
 MAX_CONSTANT_BYTES = 10 * 1024 * 1024
 _NOT_CONSIDERED = frozenset({"Shape", "ShapeN", "Size"})
 _NEVER = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
-                    "RefEnter", "RefExit", "RefNextIteration", "_SwitchN", "ControlTrigger", "_Arg", "_Retval",
-                    "_DeviceArg", "_DeviceRetval", "Placeholder", "PlaceholderWithDefault", "_Send", "_Recv",
+                    "RefEnter", "RefExit", "RefNextIteration", "_SwitchN", "ControlTrigger", ARG_OP, RETVAL_OP,
+                    DEVICE_ARG_OP, DEVICE_RETVAL_OP, "Placeholder", "PlaceholderWithDefault", "_Send", "_Recv",
                     "_HostSend", "_HostRecv", "NoOp", "Identity", "IdentityN"})
 # Ops whose CPU kernel oneDNN replaces (TF's MKL graph rewrite and eager op rewrite) when TF_ENABLE_ONEDNN_OPTS
 # is on: XlaCompiler's ConstantFold runs the plain (Eigen) kernels, which a session here would not, so with

@@ -640,7 +640,9 @@ def _example_spec(v):
 
 
 def _handle_dtype(handle):
-    data = getattr(handle, "_handle_data", None)
+    from tfxla_cluster.tf_compat import handle_data
+
+    data = handle_data(handle)
     if data is not None and data.shape_and_type:
         import tensorflow as tf
 

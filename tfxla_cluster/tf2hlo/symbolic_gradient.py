@@ -11,12 +11,10 @@ share. Bodies that call further library functions are refused (a typed error).
 """
 from __future__ import annotations
 
-import itertools
 
 from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.tf2hlo.registry import lowers
 
-_COUNTER = itertools.count()
 
 
 def _gradient_function_def(fdef, input_shapes):
@@ -34,7 +32,6 @@ def _gradient_function_def(fdef, input_shapes):
         grads = [g if g is not None else tf.zeros_like(x) for g, x in zip(grads, fg.inputs)]
         grads = [tf.identity(g, name=f"dx{i}") for i, g in enumerate(grads)]
     gfdef = graph_to_function_def(fg, fg.get_operations(), list(fg.inputs) + dys, grads)
-    gfdef.signature.name = f"{fdef.signature.name}_symbolic_gradient_{next(_COUNTER)}"
     return gfdef
 
 
@@ -54,6 +51,11 @@ def _symbolic_gradient(ctx, node):
                                    f"gradients and has {n_in} outputs; got {ctx.num_inputs} inputs, "
                                    f"{len(node.outputs)} outputs")
     gfdef = _gradient_function_def(fdef, [list(ctx.input_dims(i)) for i in range(n_in)])
+    # A name unique among this lowering's functions (deterministic: no process-wide counter).
+    k = 0
+    while f"{fname}_symbolic_gradient_{k}" in lowerer._functions:
+        k += 1
+    gfdef.signature.name = f"{fname}_symbolic_gradient_{k}"
     lowerer._functions[gfdef.signature.name] = Graph(instantiate(gfdef, lowerer.graph.library), assign_devices=False)
     args = [ctx.input_value(i) for i in range(ctx.num_inputs)]
     _, rets = lowerer.lower_function_body(gfdef.signature.name, args, ctx.b)

@@ -209,6 +209,8 @@ def _rewritten(graph_def, config, feeds: list[TensorSpec], variables: list[Tenso
     the VarHandleOp), a _Retval per fetch, pruned to what the fetches need."""
     from tensorflow.core.framework import graph_pb2, types_pb2
 
+    from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
+
     out = graph_pb2.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     out.library.CopyFrom(graph_def.library)
@@ -233,11 +235,11 @@ def _rewritten(graph_def, config, feeds: list[TensorSpec], variables: list[Tenso
             copy.input.append(_renamed(inp, renames))
     for k, fetch in enumerate(config.fetch):
         tensor = renames.get((fetch.id.node_name, fetch.id.output_index), _tensor_text(fetch.id))
-        r = out.node.add(name=f"_aot_fetch_{k}", op="_Retval", input=[tensor])
+        r = out.node.add(name=f"_aot_fetch_{k}", op=RETVAL_OP, input=[tensor])
         r.attr["T"].type = fetches[k].dtype
         r.attr["index"].i = k
     # Every feed and variable stays an argument, needed or not: the C signature follows the config.
-    return _prune(out, [n.name for n in out.node if n.op in ("_Arg", "_Retval")])
+    return _prune(out, [n.name for n in out.node if n.op in (ARG_OP, RETVAL_OP)])
 
 
 def _graph_dims(graph, node, slot: int):
@@ -250,7 +252,9 @@ def _graph_dims(graph, node, slot: int):
 
 
 def _add_arg(gd, name: str, index: int, dtype: int, dims) -> str:
-    arg = gd.node.add(name=name, op="_Arg")
+    from tfxla_cluster.graph.opdefs import ARG_OP
+
+    arg = gd.node.add(name=name, op=ARG_OP)
     arg.attr["T"].type = dtype
     arg.attr["index"].i = index
     if dims is not None:
