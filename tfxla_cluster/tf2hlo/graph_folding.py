@@ -102,7 +102,7 @@ def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, 
     try:
         with tfg.as_default():
             tf.graph_util.import_graph_def(gd, name="")
-    except Exception:  # noqa: BLE001 - a graph TF will not import here is left to the lowering
+    except (ValueError, TypeError, tf.errors.OpError):  # a graph TF will not import here is left to the lowering
         return {}
     config = config_pb2.ConfigProto()
     # Kernels as they are: no grappler rewrites (x * 1 → x would keep a denormal TF's kernel flushes).
@@ -115,7 +115,7 @@ def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, 
     with tf.compat.v1.Session(graph=tfg, config=config) as sess:
         try:
             results = sess.run(fetches)
-        except Exception:  # noqa: BLE001 - one failing kernel: fold node by node, skipping what fails
+        except tf.errors.OpError:  # one failing kernel: fold node by node, skipping what fails
             results = None
         if results is not None:
             for f, v in zip(fetches, results):
@@ -129,7 +129,7 @@ def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, 
                     continue
                 try:
                     outs = sess.run([f"{n.name}:{i}" for i in range(len(n.outputs))])
-                except Exception:  # noqa: BLE001
+                except tf.errors.OpError:  # TF's kernel refuses it: the lowering computes it instead
                     failed.add(n.name)
                     continue
                 for i, v in enumerate(outs):

@@ -436,7 +436,7 @@ def _stablehlo_to_hlo_text(module_bytes: bytes) -> str:
     try:
         from jax._src.interpreters import mlir as jax_mlir
         from jax._src.lib import _jax
-    except Exception:  # jaxlib missing or of another layout
+    except (ImportError, AttributeError):  # jaxlib missing or of another layout
         raise UnimplementedError("XlaCallModule needs jaxlib (pip install jaxlib) to read its StableHLO module") \
             from None
     try:
@@ -452,9 +452,9 @@ def _stablehlo_to_hlo_text(module_bytes: bytes) -> str:
         return computation.as_hlo_text()
     except UnimplementedError:
         raise
-    except Exception as e:
+    except Exception as e:  # MLIR's and XLA's converters raise many types: one typed error, cause chained
         raise InvalidArgumentError(f"XlaCallModule: cannot convert the StableHLO module to HLO: "
-                                   f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+                                   f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
 
 
 @lowers("XlaCallModule")
