@@ -27,6 +27,10 @@ from tfxla_cluster.graph.opdefs import ARG_OP, DEVICE_ARG_OP, DEVICE_RETVAL_OP, 
 
 MAX_CONSTANT_BYTES = 10 * 1024 * 1024
 _NOT_CONSIDERED = frozenset({"Shape", "ShapeN", "Size"})
+# Stateless random ops (and their key/counter/alg helpers, the functional Stateless* calls) are not folded:
+# TF's XLA returns XLA's Philox stream for them with constant seeds, not TF's CPU kernel's (recorded against
+# TF: tests/e2e's stateless_random_const_seed under jit_compile=True).
+_NOT_FOLDED_PREFIXES = ("Stateless",)
 _NEVER = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
                     "RefEnter", "RefExit", "RefNextIteration", "_SwitchN", "ControlTrigger", ARG_OP, RETVAL_OP,
                     DEVICE_ARG_OP, DEVICE_RETVAL_OP, "Placeholder", "PlaceholderWithDefault", "_Send", "_Recv",
@@ -65,7 +69,8 @@ def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[N
             if base_dtype(n.outputs[0].dtype) not in _BAD_OUTPUTS:
                 constant.add(n.name)
             continue
-        if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED or n.op in skip or n.op_def is None
+        if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED or n.op in skip
+                or n.op.startswith(_NOT_FOLDED_PREFIXES) or n.op_def is None
                 or n.op_def.is_stateful or n.op.startswith("Xla")
                 or any(base_dtype(o.dtype) in _BAD_OUTPUTS for o in n.outputs)):
             continue
