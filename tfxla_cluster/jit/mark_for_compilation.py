@@ -189,6 +189,7 @@ class MarkForCompilationPass:
         self.ignore_deadness = (flags.tf_xla_disable_deadness_safety_checks_for_debugging
                                 if disable_deadness is None else disable_deadness)
         self.explain_cycles = explain_cycles
+        self.max_cluster_size = flags.tf_xla_max_cluster_size   # read once: asked per contraction
         single_gpu = _is_single_gpu_graph(graph)
         self.global_jit_level = int(flags_mod.global_jit_level_for_graph(flags, single_gpu, config_jit_level))
         self.jit_on = self.global_jit_level != int(flags_mod.GlobalJitLevel.OFF)
@@ -394,24 +395,26 @@ class MarkForCompilationPass:
         return cycles
 
     def build_initial_clusters(self) -> None:
-        reg_cache: dict[str, xla_kernels.DeviceRegistration | None] = {}
+        ignored_by_device: dict[str, bool] = {}   # assigned device -> its resource ops are ignored
 
         def ignore(node: Node) -> bool:
-            if not node.assigned_device:
+            device = node.assigned_device
+            if not device:
                 return False
-            dtype = self.devices.device_type(self.devices.id_for(node.assigned_device))
-            if dtype not in reg_cache:
-                reg_cache[dtype] = self._registration(dtype)
-            reg = reg_cache[dtype]
-            return True if reg is None else reg.cluster_resource_variable_ops_unsafely
+            found = ignored_by_device.get(device)
+            if found is None:
+                reg = self._registration(self.devices.device_type(self.devices.id_for(device)))
+                found = ignored_by_device[device] = True if reg is None else reg.cluster_resource_variable_ops_unsafely
+            return found
 
+        calls: dict[int, bool] = {}   # node id -> may call a function (asked in both steps below)
         self.unsafe_pairs = (set() if self.flags.tf_xla_disable_resource_variable_safety_checks_for_debugging
-                             else resource_safety.incompatible_pairs(self.graph, ignore))
+                             else resource_safety.incompatible_pairs(self.graph, ignore, calls))
         preds = None if self.ignore_deadness else deadness.compute_predicates(self.graph, self.frames)
         for node in self.candidates:
             is_resource = any(opdefs_base(s.dtype) == types_pb2.DT_RESOURCE for s in node.inputs + node.outputs)
             device = self.devices.id_for(node.assigned_device or node.requested_device)
-            resource_var_id = node.id if (is_resource or resource_safety.may_call_function(node, self.graph)) else None
+            resource_var_id = node.id if (is_resource or resource_safety.may_call_function(node, self.graph, calls)) else None
             cluster = _Cluster(
                 node.id, 0 if node.op in op_tables.IDENTITY_OPS or node.op in op_tables.CONSTANT_OPS else 1,
                 node.op in op_tables.WHILE_OPS or node.op in op_tables.IF_OPS, device,
@@ -475,7 +478,7 @@ class MarkForCompilationPass:
             return self._fail(src, dst, R.DEVICES, R.DEVICES.text)
         if src.scope is not None and dst.scope is not None and src.scope != dst.scope:
             return self._fail(src, dst, R.SCOPE, R.SCOPE.text)
-        if src.size + dst.size > self.flags.tf_xla_max_cluster_size:
+        if src.size + dst.size > self.max_cluster_size:
             return self._fail(src, dst, R.MAX_CLUSTER_SIZE, R.MAX_CLUSTER_SIZE.text)
         # With one device in the whole graph every device check passes; skip the predecessor scan.
         for in_id in (() if self.single_device else self.cycles.predecessors(dst.rep)):
@@ -683,8 +686,9 @@ class MarkForCompilationPass:
                 self._decide(node, R.NOT_MARKED, self.skipped or R.NOT_MARKED.text)
         result = MarkResult(graph.to_graph_def(), graph, clusters, self.decisions, self.contractions,
                             self.global_jit_level, self.cpu_global_jit, self.skipped, self.flags)
-        for line in summary_lines(result.graph_def, verbose=log.isEnabledFor(logging.DEBUG)):
-            log.info("%s", line)
+        if log.isEnabledFor(logging.INFO):   # a scan of the whole GraphDef: only when someone listens
+            for line in summary_lines(result.graph_def, verbose=log.isEnabledFor(logging.DEBUG)):
+                log.info("%s", line)
         return result
 
 
