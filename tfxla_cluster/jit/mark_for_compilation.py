@@ -318,6 +318,8 @@ class MarkForCompilationPass:
             self.state.fuel = flags.tf_xla_clustering_fuel
         fuel_start = self.state.fuel
         log.debug("Starting fuel: %s", "infinity" if fuel_start >= INT64_MAX // 2 else fuel_start)
+        # Ops with a ref-typed output (TF1 variables); TF2 graphs have none, so most nodes skip the edge scan.
+        ref_producers = {n.id for n in self.graph.op_nodes() if any(o.is_ref for o in n.outputs)}
         for node in self.graph.op_nodes():
             if self.state.fuel <= 0:
                 self._decide(node, R.FUEL_EXHAUSTED, f"{R.FUEL_EXHAUSTED.text} (started at {fuel_start})")
@@ -335,8 +337,9 @@ class MarkForCompilationPass:
             if not self._should_compile(attr_true, device_type, reg.autoclustering_policy):
                 self._decide(node, R.DEVICE_POLICY, _policy_reason(device_type, reg, self.jit_on))
                 continue
-            ref_input = any(not e.is_control and e.src.outputs[e.src_output].is_ref for e in node.in_edges
-                            if e.src.is_op)
+            ref_input = bool(ref_producers) and any(
+                not e.is_control and e.src.id in ref_producers and e.src.outputs[e.src_output].is_ref
+                for e in node.in_edges)
             problem = self._checker(reg, allow_where).check_node(node.node_def, ref_input=ref_input)
             if problem is not None:
                 self._decide(node, problem.code, problem.reason)
