@@ -109,3 +109,25 @@ def test_identical_ir_is_compiled_once_and_its_code_shared():
     gc.collect()
     eng.compile(SCALE, ["scale"])
     assert eng.compiles == 3
+
+
+def test_big_module_gets_the_light_pipeline_and_still_vectorises():
+    """A module past LITE_PIPELINE_IR_SIZE (a cluster of many kernels) is optimised without unrolling or
+    interleaving, but its loops are still vectorised and compute the same values."""
+    from tfxla_cluster.codegen.engine import LITE_PIPELINE_IR_SIZE
+
+    eng = get_engine()
+    copies = LITE_PIPELINE_IR_SIZE // len(SCALE) + 2
+    big = "".join(SCALE.replace("@scale(", f"@scale{i}(") for i in range(copies))
+    assert len(big) >= LITE_PIPELINE_IR_SIZE
+    assert eng.pipeline(len(big)) == (2, True, False)
+    assert eng.pipeline(len(SCALE)) == (eng.opt_level, True, True)
+    lib = eng.compile(big, ["scale0", f"scale{copies - 1}"], name="big")
+    assert "<8 x float>" in lib.optimized_ir or "<16 x float>" in lib.optimized_ir or "<4 x float>" in lib.optimized_ir
+    x = np.arange(1003, dtype=np.float32) - 500
+    for sym in ("scale0", f"scale{copies - 1}"):
+        fn = lib.get_function(sym, None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_float)
+        y = np.empty_like(x)
+        fn(x.ctypes.data, y.ctypes.data, x.size, 0.5)
+        np.testing.assert_array_equal(y, x * np.float32(0.5))
+    assert "pipe" in eng.key   # the pipeline policy is part of what names cached code

@@ -99,8 +99,11 @@ def to_string(p) -> str:
 
 
 def frame_names(graph: Graph) -> dict[int, str]:
-    """The loop frame of Enter nodes (their attr) and Exit nodes (the frame their input is in)."""
+    """The loop frame of Enter nodes (their attr) and Exit nodes (the frame their input is in). Nodes
+    outside every loop may be absent (read with ``.get(id, "")``)."""
     frame: dict[int, str] = {}
+    if not any(node.op in op_tables.ENTER_OPS for node in graph.op_nodes()):
+        return frame   # no loops: every node is in the root frame ""
     parent: dict[str, str] = {}
     for node in graph.topological_order():
         if node.op in ("Enter", "RefEnter"):
@@ -121,11 +124,18 @@ def frame_names(graph: Graph) -> dict[int, str]:
 
 
 
+_PREDICATE_SOURCES = frozenset(op_tables.SWITCH_OPS) | {"_SwitchN", "Ref_SwitchN"} | frozenset(
+    op_tables.NEXT_ITERATION_OPS)
+
+
 def compute_predicates(graph: Graph, frames: dict[int, str] | None = None) -> dict[int, tuple]:
     """Predicate of every op node's control output (TF's ``GetPredicateFor(n, kControlSlot)``)."""
     out_pred: dict[tuple[int, int], tuple] = {}
     node_pred: dict[int, tuple] = {}
     frames = frame_names(graph) if frames is None else frames
+    if not any(node.op in _PREDICATE_SOURCES for node in graph.op_nodes()):
+        # Only Switches and loop Merges (fed by NextIteration) make predicates other than #true.
+        return dict.fromkeys((node.id for node in graph.topological_order()), TRUE)
     entry: dict[str, tuple] = {}  # a loop frame's entry predicate: AND of what its Enters receive
     for node in graph.topological_order():
         ins = [e for e in node.in_edges if e.src.is_op]

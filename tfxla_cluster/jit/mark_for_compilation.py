@@ -189,6 +189,7 @@ class MarkForCompilationPass:
         self.ignore_deadness = (flags.tf_xla_disable_deadness_safety_checks_for_debugging
                                 if disable_deadness is None else disable_deadness)
         self.explain_cycles = explain_cycles
+        self.max_cluster_size = flags.tf_xla_max_cluster_size   # read once: asked per contraction
         single_gpu = _is_single_gpu_graph(graph)
         self.global_jit_level = int(flags_mod.global_jit_level_for_graph(flags, single_gpu, config_jit_level))
         self.jit_on = self.global_jit_level != int(flags_mod.GlobalJitLevel.OFF)
@@ -317,6 +318,8 @@ class MarkForCompilationPass:
             self.state.fuel = flags.tf_xla_clustering_fuel
         fuel_start = self.state.fuel
         log.debug("Starting fuel: %s", "infinity" if fuel_start >= INT64_MAX // 2 else fuel_start)
+        # Ops with a ref-typed output (TF1 variables); TF2 graphs have none, so most nodes skip the edge scan.
+        ref_producers = {n.id for n in self.graph.op_nodes() if any(o.is_ref for o in n.outputs)}
         for node in self.graph.op_nodes():
             if self.state.fuel <= 0:
                 self._decide(node, R.FUEL_EXHAUSTED, f"{R.FUEL_EXHAUSTED.text} (started at {fuel_start})")
@@ -334,8 +337,9 @@ class MarkForCompilationPass:
             if not self._should_compile(attr_true, device_type, reg.autoclustering_policy):
                 self._decide(node, R.DEVICE_POLICY, _policy_reason(device_type, reg, self.jit_on))
                 continue
-            ref_input = any(not e.is_control and e.src.outputs[e.src_output].is_ref for e in node.in_edges
-                            if e.src.is_op)
+            ref_input = bool(ref_producers) and any(
+                not e.is_control and e.src.id in ref_producers and e.src.outputs[e.src_output].is_ref
+                for e in node.in_edges)
             problem = self._checker(reg, allow_where).check_node(node.node_def, ref_input=ref_input)
             if problem is not None:
                 self._decide(node, problem.code, problem.reason)
@@ -394,24 +398,26 @@ class MarkForCompilationPass:
         return cycles
 
     def build_initial_clusters(self) -> None:
-        reg_cache: dict[str, xla_kernels.DeviceRegistration | None] = {}
+        ignored_by_device: dict[str, bool] = {}   # assigned device -> its resource ops are ignored
 
         def ignore(node: Node) -> bool:
-            if not node.assigned_device:
+            device = node.assigned_device
+            if not device:
                 return False
-            dtype = self.devices.device_type(self.devices.id_for(node.assigned_device))
-            if dtype not in reg_cache:
-                reg_cache[dtype] = self._registration(dtype)
-            reg = reg_cache[dtype]
-            return True if reg is None else reg.cluster_resource_variable_ops_unsafely
+            found = ignored_by_device.get(device)
+            if found is None:
+                reg = self._registration(self.devices.device_type(self.devices.id_for(device)))
+                found = ignored_by_device[device] = True if reg is None else reg.cluster_resource_variable_ops_unsafely
+            return found
 
+        calls: dict[int, bool] = {}   # node id -> may call a function (asked in both steps below)
         self.unsafe_pairs = (set() if self.flags.tf_xla_disable_resource_variable_safety_checks_for_debugging
-                             else resource_safety.incompatible_pairs(self.graph, ignore))
+                             else resource_safety.incompatible_pairs(self.graph, ignore, calls))
         preds = None if self.ignore_deadness else deadness.compute_predicates(self.graph, self.frames)
         for node in self.candidates:
             is_resource = any(opdefs_base(s.dtype) == types_pb2.DT_RESOURCE for s in node.inputs + node.outputs)
             device = self.devices.id_for(node.assigned_device or node.requested_device)
-            resource_var_id = node.id if (is_resource or resource_safety.may_call_function(node, self.graph)) else None
+            resource_var_id = node.id if (is_resource or resource_safety.may_call_function(node, self.graph, calls)) else None
             cluster = _Cluster(
                 node.id, 0 if node.op in op_tables.IDENTITY_OPS or node.op in op_tables.CONSTANT_OPS else 1,
                 node.op in op_tables.WHILE_OPS or node.op in op_tables.IF_OPS, device,
@@ -475,7 +481,7 @@ class MarkForCompilationPass:
             return self._fail(src, dst, R.DEVICES, R.DEVICES.text)
         if src.scope is not None and dst.scope is not None and src.scope != dst.scope:
             return self._fail(src, dst, R.SCOPE, R.SCOPE.text)
-        if src.size + dst.size > self.flags.tf_xla_max_cluster_size:
+        if src.size + dst.size > self.max_cluster_size:
             return self._fail(src, dst, R.MAX_CLUSTER_SIZE, R.MAX_CLUSTER_SIZE.text)
         # With one device in the whole graph every device check passes; skip the predecessor scan.
         for in_id in (() if self.single_device else self.cycles.predecessors(dst.rep)):
@@ -683,8 +689,9 @@ class MarkForCompilationPass:
                 self._decide(node, R.NOT_MARKED, self.skipped or R.NOT_MARKED.text)
         result = MarkResult(graph.to_graph_def(), graph, clusters, self.decisions, self.contractions,
                             self.global_jit_level, self.cpu_global_jit, self.skipped, self.flags)
-        for line in summary_lines(result.graph_def, verbose=log.isEnabledFor(logging.DEBUG)):
-            log.info("%s", line)
+        if log.isEnabledFor(logging.INFO):   # a scan of the whole GraphDef: only when someone listens
+            for line in summary_lines(result.graph_def, verbose=log.isEnabledFor(logging.DEBUG)):
+                log.info("%s", line)
         return result
 
 

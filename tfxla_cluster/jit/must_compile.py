@@ -9,6 +9,8 @@ stack that reaches it.
 """
 from __future__ import annotations
 
+import threading
+
 from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError, TfXlaError
@@ -108,12 +110,22 @@ class CreationStacks:
         self.top = concrete.function_def.signature.name
         self._ops: dict[tuple[str, str], list[str]] = {}
         self._callee: dict[tuple[str, str], str] = {}
-        try:
-            self._add(self.top, concrete.graph, depth=0)
-        except (AttributeError, TypeError, ValueError):
-            # A graph without TF's usual tracebacks (another TF version, a restored function): no
-            # creation sites, as TF's messages have none for functions without recorded stack traces.
-            self._ops.clear()
+        # Read on the first lookup: formatting every op's traceback costs seconds on a big model, and
+        # most first calls never ask (only error messages and reports do).
+        self._graph = concrete.graph
+        self._lock = threading.Lock()
+
+    def _build(self) -> None:
+        with self._lock:
+            if self._graph is None:
+                return
+            try:
+                self._add(self.top, self._graph, depth=0)
+            except (AttributeError, TypeError, ValueError):
+                # A graph without TF's usual tracebacks (another TF version, a restored function): no
+                # creation sites, as TF's messages have none for functions without recorded stack traces.
+                self._ops.clear()
+            self._graph = None
 
     def _add(self, function: str, graph, depth: int) -> None:
         for op in graph.get_operations():
@@ -149,6 +161,8 @@ class CreationStacks:
     def lookup(self, function: str | None, node: str) -> list[str]:
         """The user frames that created ``node`` of ``function`` (the traced function if None);
         a node an inliner named ``call/inner_node`` is looked up inside the called function."""
+        if self._graph is not None:
+            self._build()
         function = function or self.top
         if (function, node) in self._ops:
             return self._ops[(function, node)]

@@ -19,8 +19,18 @@ from tfxla_cluster.tfops import op_tables
 READ, WRITE, READ_WRITE = "Read", "Write", "ReadWrite"
 
 
-def may_call_function(node: Node, graph: Graph) -> bool:
-    """``MayCallFunction``: the op is a library function, or any attr holds a function."""
+def may_call_function(node: Node, graph: Graph, memo: dict[int, bool] | None = None) -> bool:
+    """``MayCallFunction``: the op is a library function, or any attr holds a function. ``memo`` (node id
+    -> answer) spares asking twice for one node within a pass."""
+    if memo is None:
+        return _may_call_function(node, graph)
+    found = memo.get(node.id)
+    if found is None:
+        found = memo[node.id] = _may_call_function(node, graph)
+    return found
+
+
+def _may_call_function(node: Node, graph: Graph) -> bool:
     if graph.function(node.op) is not None:
         return True
     attrs = node.node_def.attr
@@ -53,21 +63,24 @@ def _holds_func(value) -> bool:
     return value.HasField("func")
 
 
-def resource_op_kind(node: Node, graph: Graph, ignore: Callable[[Node], bool]) -> str | None:
+def resource_op_kind(node: Node, graph: Graph, ignore: Callable[[Node], bool],
+                     memo: dict[int, bool] | None = None) -> str | None:
     if ignore(node):
         return None
     info = op_tables.resource_op_info(node.op)
     if info is not None:
         return info[0]
-    return READ_WRITE if may_call_function(node, graph) else None
+    return READ_WRITE if may_call_function(node, graph, memo) else None
 
 
 def _is_edge_safe(from_kind: str, to_kind: str) -> bool:
     return from_kind == READ or to_kind == WRITE
 
 
-def incompatible_pairs(graph: Graph, ignore: Callable[[Node], bool]) -> set[tuple[int, int]]:
-    """All (earlier, later) resource-op id pairs that may not be clustered together."""
+def incompatible_pairs(graph: Graph, ignore: Callable[[Node], bool],
+                       memo: dict[int, bool] | None = None) -> set[tuple[int, int]]:
+    """All (earlier, later) resource-op id pairs that may not be clustered together (``memo``: see
+    ``may_call_function``)."""
     result: set[tuple[int, int]] = set()
     # Reaching resource ops (id, kind) per node; reads are never stored (an edge from a read is safe).
     # Nodes with one predecessor share its set object, so chains cost nothing.
@@ -83,7 +96,7 @@ def incompatible_pairs(graph: Graph, ignore: Callable[[Node], bool]) -> set[tupl
             current = incoming[0]
         else:
             current = frozenset().union(*incoming)
-        kind = resource_op_kind(node, graph, ignore)
+        kind = resource_op_kind(node, graph, ignore, memo)
         if kind is not None:
             for src_id, src_kind in current:
                 if not _is_edge_safe(src_kind, kind):
