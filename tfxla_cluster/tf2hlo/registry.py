@@ -63,6 +63,22 @@ FAMILY_MODULES = (
     "tfxla_cluster.tf2hlo.dynamic_size",
 )
 
+# The ops of TF's XLA_CPU_JIT registry we do not lower, each with why (the one list: the op coverage test
+# fails when the registry has an op that is neither lowered nor here, and when an op here gets a lowering;
+# ``tfxla-cluster ops`` prints it). A node of one of these ops is an ``UnimplementedError`` naming the op.
+NOT_LOWERED: dict[str, str] = {
+    "NonMaxSuppressionV3": "its output length depends on the boxes and scores: TF's XLA returns a bounded "
+                           "dynamic dimension (s32[<=max_output_size]); our HLO is static-shape",
+    "RandomGammaGrad": "the derivative of a gamma sample w.r.t. alpha (XLA's RandomGammaGrad series) is not "
+                       "lowered yet",
+    "UniformQuantizedDot": "TF's XLA rescales the int32 accumulator through its MLIR quantization "
+                           "legalisation; not matched to the quantum yet",
+    "UniformQuantizedConvolution": "TF's XLA rescales the int32 accumulator through its MLIR quantization "
+                                   "legalisation; not matched to the quantum yet",
+    "_FusedConv2D": "XLA_CPU_JIT registers it for qint8 only (oneDNN's int8 fusion with host_args); no TF "
+                    "Python API builds that node, so there is no TF-vs-ours reference to lower against",
+}
+
 _LOWERINGS: dict[str, LoweringFn] = {}
 _loaded = False
 _load_lock = threading.RLock()
