@@ -69,8 +69,6 @@ FAMILY_MODULES = (
 NOT_LOWERED: dict[str, str] = {
     "NonMaxSuppressionV3": "its output length depends on the boxes and scores: TF's XLA returns a bounded "
                            "dynamic dimension (s32[<=max_output_size]); our HLO is static-shape",
-    "RandomGammaGrad": "the derivative of a gamma sample w.r.t. alpha (XLA's RandomGammaGrad series) is not "
-                       "lowered yet",
     "UniformQuantizedDot": "TF's XLA rescales the int32 accumulator through its MLIR quantization "
                            "legalisation; not matched to the quantum yet",
     "UniformQuantizedConvolution": "TF's XLA rescales the int32 accumulator through its MLIR quantization "
