@@ -130,3 +130,46 @@ def test_uniform_requantize_and_add_equal_tf_xla(s_l, z_l, s_r, z_r, s_o, z_o) -
     got = lower_function(tf.function(fn).get_concrete_function(spec, spec), x, y).run(x, y)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g).astype(np.int64), w.astype(np.int64))
+
+
+def _uq_dot(l, r, ls, lz, rs, rz, os_, oz, **axes):
+    return tf.raw_ops.UniformQuantizedDot(
+        lhs=l, rhs=r, lhs_scales=ls, lhs_zero_points=lz, rhs_scales=rs, rhs_zero_points=rz, output_scales=os_,
+        output_zero_points=oz, Tout=tf.qint32, lhs_quantization_min_val=-128, lhs_quantization_max_val=127,
+        rhs_quantization_min_val=-127, rhs_quantization_max_val=127, output_quantization_min_val=-(2 ** 31),
+        output_quantization_max_val=2 ** 31 - 1, **axes)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_uniform_quantized_dot_equals_tf_xla_bit_for_bit(seed) -> None:
+    """Random int8 operands and scales: TF's XLA rescales the s32 accumulator and the zero points' cross
+    terms separately, truncating each product to s32; every element must be the same integer."""
+    from tfxla_cluster.tf2hlo import lower_function
+
+    # (the rescale factor must be folded as TF folds it: f32 scales combined in f64, rounded once; an f32
+    # product then quotient differs in 8 of 30 such draws)
+    rng = np.random.default_rng(100 + seed)
+    l = rng.integers(-128, 128, (9, 33)).astype(np.int8)
+    r = rng.integers(-127, 128, (33, 6)).astype(np.int8)
+    params = (np.float32(rng.uniform(0.001, 3)), np.int32(rng.integers(-128, 127)), np.float32(rng.uniform(0.001, 3)),
+              np.int32(rng.integers(-127, 127)), np.float32(rng.uniform(0.0001, 0.9)), np.int32(rng.integers(-500, 500)))
+    fn = lambda a, c: _uq_dot(a, c, *params)  # noqa: E731
+    want = _ints(tf.function(fn, jit_compile=True)(tf.bitcast(tf.constant(l), tf.qint8),
+                                                     tf.bitcast(tf.constant(r), tf.qint8)))
+    concrete = tf.function(fn).get_concrete_function(tf.TensorSpec([9, 33], tf.qint8), tf.TensorSpec([33, 6], tf.qint8))
+    got = lower_function(concrete, l, r).run(l, r)[0]
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_uniform_quantized_dot_per_axis_is_refused_as_tf_xla_refuses_it() -> None:
+    from tfxla_cluster.errors import UnimplementedError
+    from tfxla_cluster.tf2hlo import lower_function
+
+    fn = lambda a, c: _uq_dot(a, c, 0.5, 3, [0.25, 0.3], [-2, 1], [0.07, 0.11], [5, -3], rhs_quantization_axis=1,  # noqa: E731
+                              output_quantization_axis=1)
+    specs = (tf.TensorSpec([2, 3], tf.qint8), tf.TensorSpec([3, 2], tf.qint8))
+    q = tf.bitcast(tf.zeros([2, 3], tf.int8), tf.qint8), tf.bitcast(tf.zeros([3, 2], tf.int8), tf.qint8)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="legaliz"):
+        tf.function(fn, jit_compile=True)(*q)
+    with pytest.raises(UnimplementedError, match="per-axis"):
+        lower_function(tf.function(fn).get_concrete_function(*specs))
