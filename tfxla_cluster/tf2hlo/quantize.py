@@ -22,6 +22,9 @@ Stage: lowering.
 * UniformQuantizedDot (per-tensor, as TF's XLA legalises it): the s32 accumulator and the zero points'
   cross terms each multiplied by ``f32(ls·rs/os)`` (folded in f64) and truncated to s32 apart, then
   ``acc' + (out_zp - cross')`` — bit for bit, no clamp to the output range.
+* UniformQuantizedConvolution (per-tensor): both operands dequantized, an f32 convolution, then
+  ``clamp(x/os + ozp)`` rounded half to even — TF's XLA's float path. Per-axis parameters and the empty
+  default ``dimension_numbers`` fail to legalise in TF's XLA and are refused here too.
 """
 from __future__ import annotations
 
@@ -376,3 +379,79 @@ def _uniform_quantized_dot(ctx, node):
     cross = b.add(b.broadcast(xl.mul(b, row, rzp), (m, n), (0,)), b.broadcast(xl.mul(b, col, lzp), (m, n), (1,)))
     zp_term = xl.sub(b, cross, k * lzp * rzp)
     return [_uq_rescale(ctx, b, acc, zp_term, scale)]
+
+
+def _uq_conv_dnums(ctx, node):
+    """The op's ``dimension_numbers`` (a serialized UniformQuantizedConvolutionDimensionNumbersAttr) as
+    HLO's. TF's XLA legalisation refuses the empty default (every dimension 0), and so do we."""
+    from tensorflow.core.util.quantization import uniform_quant_ops_attr_pb2
+
+    from tfxla_cluster.hlo.attrs import ConvolutionDimensionNumbers
+
+    attr = uniform_quant_ops_attr_pb2.UniformQuantizedConvolutionDimensionNumbersAttr()
+    raw = node.node_def.attr["dimension_numbers"].s if "dimension_numbers" in node.node_def.attr else b""
+    attr.ParseFromString(raw)  # the serialized proto itself (not text)
+    dn = ConvolutionDimensionNumbers(
+        attr.input_batch_dimension, attr.input_feature_dimension, tuple(attr.input_spatial_dimensions),
+        attr.kernel_input_feature_dimension, attr.kernel_output_feature_dimension,
+        tuple(attr.kernel_spatial_dimensions), attr.output_batch_dimension, attr.output_feature_dimension,
+        tuple(attr.output_spatial_dimensions))
+    for side, dims in (("input", (dn.input_batch_dimension, dn.input_feature_dimension, *dn.input_spatial_dimensions)),
+                       ("kernel", (dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension,
+                                   *dn.kernel_spatial_dimensions)),
+                       ("output", (dn.output_batch_dimension, dn.output_feature_dimension,
+                                   *dn.output_spatial_dimensions))):
+        if len(set(dims)) != len(dims):
+            raise InvalidArgumentError(f"{ctx.op} ({ctx.name}): expects {side} dimension-numbers to be unique, "
+                                       f"got {{{', '.join(map(str, dims))}}}")
+    return dn
+
+
+@lowers("UniformQuantizedConvolution")
+def _uniform_quantized_convolution(ctx, node):
+    """As TF's XLA legalises it, in f32: both operands dequantized (``(q - zp)·scale``), an f32
+    convolution, ``/ output_scale + output_zp``, clamped to the output range, rounded half to even, s32."""
+    from tfxla_cluster.hlo.attrs import Window
+
+    b = ctx.b
+    for side in ("lhs", "rhs", "output"):
+        if int(ctx.attr(f"{side}_quantization_axis", -1)) != -1:
+            raise UnimplementedError(f"{ctx.op} ({ctx.name}): per-axis {side} quantization; TF's XLA fails to "
+                                     "legalize it too (per-tensor parameters only)")
+    dn = _uq_conv_dnums(ctx, node)
+    x = _dequant(ctx, b, ctx.input(0), 2, 3, "lhs_quantization_axis")
+    w = _dequant(ctx, b, ctx.input(1), 4, 5, "rhs_quantization_axis")
+    n = len(dn.input_spatial_dimensions)
+    strides = list(ctx.attr("window_strides", [])) or [1] * n
+    lhs_dil = list(ctx.attr("lhs_dilation", [])) or [1] * n
+    rhs_dil = list(ctx.attr("rhs_dilation", [])) or [1] * n
+    sizes = [w.shape.dimensions[d] for d in dn.kernel_spatial_dimensions]
+    ins = [(x.shape.dimensions[d] - 1) * lhs_dil[i] + 1 for i, d in enumerate(dn.input_spatial_dimensions)]
+    padding = ctx.attr("padding")
+    padding = padding.decode() if isinstance(padding, bytes) else padding
+    if padding == "EXPLICIT":
+        flat = [int(v) for v in ctx.attr("explicit_padding", [])]
+        if len(flat) != 2 * n:
+            raise InvalidArgumentError(f"{ctx.op}: explicit_padding needs {2 * n} values, got {len(flat)}")
+        pads = [(flat[2 * i], flat[2 * i + 1]) for i in range(n)]
+    elif padding == "SAME":
+        pads = []
+        for i in range(n):
+            eff = (sizes[i] - 1) * rhs_dil[i] + 1
+            out = -(-ins[i] // strides[i])
+            need = max((out - 1) * strides[i] + eff - ins[i], 0)
+            pads.append((need // 2, need - need // 2))
+    elif padding == "VALID":
+        pads = [(0, 0)] * n
+    else:
+        raise InvalidArgumentError(f"{ctx.op}: unknown padding {padding!r}")
+    window = Window.make(sizes, strides, pads, lhs_dil, rhs_dil)
+    conv = b.convolution(x, w, window, dn, feature_group_count=int(ctx.attr("feature_group_count", 1)),
+                         batch_group_count=int(ctx.attr("batch_group_count", 1)))
+    scale = _per_axis(ctx, b, xl.convert(b, ctx.input(6), P.F32), conv, "output_quantization_axis")
+    zp = _per_axis(ctx, b, xl.convert(b, ctx.input(7), P.F32), conv, "output_quantization_axis")
+    v = b.add(b.divide(conv, scale), zp)
+    dims = conv.shape.dimensions
+    lo, hi = float(ctx.attr("output_quantization_min_val")), float(ctx.attr("output_quantization_max_val"))
+    v = b.clamp(xl.full(b, lo, P.F32, dims), v, xl.full(b, hi, P.F32, dims))
+    return [b.convert(b.round_nearest_even(v), ctx.output_type(0))]

@@ -69,8 +69,6 @@ FAMILY_MODULES = (
 NOT_LOWERED: dict[str, str] = {
     "NonMaxSuppressionV3": "its output length depends on the boxes and scores: TF's XLA returns a bounded "
                            "dynamic dimension (s32[<=max_output_size]); our HLO is static-shape",
-    "UniformQuantizedConvolution": "TF's XLA rescales the int32 accumulator through its MLIR quantization "
-                                   "legalisation; not matched to the quantum yet",
     "_FusedConv2D": "XLA_CPU_JIT registers it for qint8 only (oneDNN's int8 fusion with host_args); no TF "
                     "Python API builds that node, so there is no TF-vs-ours reference to lower against",
 }
