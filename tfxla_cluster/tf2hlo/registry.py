@@ -67,10 +67,9 @@ FAMILY_MODULES = (
 # fails when the registry has an op that is neither lowered nor here, and when an op here gets a lowering;
 # ``tfxla-cluster ops`` prints it). A node of one of these ops is an ``UnimplementedError`` naming the op.
 NOT_LOWERED: dict[str, str] = {
-    "NonMaxSuppressionV3": "its output length depends on the boxes and scores: TF's XLA returns a bounded "
-                           "dynamic dimension (s32[<=max_output_size]); our HLO is static-shape",
-    "_FusedConv2D": "XLA_CPU_JIT registers it for qint8 only (oneDNN's int8 fusion with host_args); no TF "
-                    "Python API builds that node, so there is no TF-vs-ours reference to lower against",
+    "NonMaxSuppressionV3": "its output length depends on the run-time boxes and scores: TF's XLA returns "
+                           "s32[<=max_output_size] whose size is set at run time (set-dimension-size, a bounded "
+                           "dynamic shape); our HLO, passes and code are static-shape",
 }
 
 _LOWERINGS: dict[str, LoweringFn] = {}
