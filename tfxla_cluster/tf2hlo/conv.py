@@ -228,7 +228,13 @@ def _fused_conv2d_int8(ctx, node):
     from tfxla_cluster.hlo.shape import PrimitiveType as P
     from tfxla_cluster.tf2hlo import xla_lib as xl
 
+    from tensorflow.core.framework import types_pb2
+
     b = ctx.b
+    if node.node_def.attr["T"].type not in (types_pb2.DT_INT8, types_pb2.DT_QINT8):
+        # grappler's float fusion (oneDNN remapper) has no XLA kernel: TF's XLA never compiles it either
+        raise UnimplementedError(f"{ctx.op} ({ctx.name}): XLA_CPU_JIT registers _FusedConv2D for int8/qint8 only, "
+                                 f"not {types_pb2.DataType.Name(node.node_def.attr['T'].type)}")
     fused = [s.decode() if isinstance(s, bytes) else s for s in ctx.attr("fused_ops", [])]
     if not fused or fused[0] != "BiasAdd" or len(fused) > 2:
         raise InvalidArgumentError(f"{ctx.op} ({ctx.name}): the int8 fused convolution takes fused_ops "
