@@ -375,6 +375,52 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench.run(args)
 
 
+def _ops_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("graph", nargs="?", default=None,
+                   help="a GraphDef (.pbtxt/.pb) or SavedModel directory: only its ops, with node counts "
+                        "(default: every op of TF's XLA_CPU_JIT registry and every op we lower)")
+    p.add_argument("--signature", default="serving_default",
+                   help="SavedModel signature to load (default: %(default)s)")
+    p.add_argument("--grappler", action="store_true", help="run TF's grappler first")
+    p.add_argument("--no-inline", action="store_true", help="keep function calls as call nodes")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    import json
+
+    from tfxla_cluster.tf2hlo import coverage
+
+    rows = coverage.graph_ops(load_graph(args)) if args.graph else coverage.all_ops()
+    counts = coverage.summary(rows)
+    if args.json:
+        print(json.dumps({"graph": args.graph, "jit_device": coverage.JIT_DEVICE, "summary": counts,
+                          "ops": [r.as_dict() for r in rows]}, indent=2))
+        return 0
+    if args.graph:
+        print(f"{args.graph}: {sum(r.nodes for r in rows)} nodes of {len(rows)} ops: {counts['tf_registry']} in "
+              f"TF's {coverage.JIT_DEVICE} registry, we lower {counts['lowered']} of them, not "
+              f"{counts['not_lowered']}; {counts['no_xla_kernel']} with no XLA kernel (TF's XLA does not compile "
+              f"them either); {counts['lowered_outside_registry']} lowered outside the registry")
+    else:
+        print(f"TF's {coverage.JIT_DEVICE} registry: {counts['tf_registry']} ops, we lower {counts['lowered']}, "
+              f"not {counts['not_lowered']}; {counts['lowered_outside_registry']} more lowered outside the registry")
+    width = max([len(r.op) for r in rows] + [2])
+    for r in rows:
+        count = f"{r.nodes:>5}  " if args.graph else ""
+        types = "; ".join(f"{attr}: {','.join(ts)}" for attr, ts in r.dtypes.items()) or "-"
+        if args.graph and r.used:
+            types = "uses " + "; ".join(f"{a}={','.join(ts)}" for a, ts in r.used.items()) + f"  (allowed {types})"
+        print(f"  {r.op:<{width}}  {count}{r.status:<11}  {types}")
+        if r.reason:
+            print(f"  {'':<{width}}  {'':>{7 if args.graph else 0}}why: {r.reason}")
+        for why in r.dtype_refused[:3]:
+            print(f"  {'':<{width}}  {'':>{7 if args.graph else 0}}TF's XLA refuses: {why}")
+        if len(r.dtype_refused) > 3:
+            print(f"  {'':<{width}}  {'':>{7 if args.graph else 0}}... and {len(r.dtype_refused) - 3} more node(s)")
+    return 0
+
+
 # The one table of subcommands, in --help order.
 COMMANDS: tuple[Command, ...] = (
     Command("info", "summarize a graph: nodes, op histogram, functions, inputs and outputs",
@@ -387,6 +433,9 @@ COMMANDS: tuple[Command, ...] = (
             _explain_args, cmd_explain),
     Command("hlo", "lower each cluster to HLO (XLA's text syntax) and print it",
             _hlo_args, cmd_hlo),
+    Command("ops", "which ops we lower, with the dtypes TF's XLA_CPU_JIT kernels allow, next to TF's registry "
+                   "(in general or for a graph); the ones we do not lower, with why",
+            _ops_args, cmd_ops),
     Command("run", "run a TF program with every tf.function going through tfxla_cluster (TF_XLA_FLAGS apply)",
             _run_args, cmd_run),
     Command("cache", "list, verify or clear the persistent compile cache (--tf_xla_persistent_cache_directory)",

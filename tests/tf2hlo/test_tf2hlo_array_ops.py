@@ -220,3 +220,37 @@ BATCHES = {"movement-diag": movement_cases, "segment-search": segment_search_cas
 @pytest.mark.parametrize("name", list(BATCHES))
 def test_batch(name):
     run_batch(BATCHES[name]())
+
+
+def diag_band_cases():
+    """The V2/V3 diagonal ops off the main diagonal: bands, single off-diagonals, every alignment, padding."""
+    R = tf.raw_ops
+    x, xw = values("f32", (2, 3, 4)), values("i32", (4, 3))
+    out = []
+    for align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+        out += [
+            Case(f"MatrixSetDiagV3 k=[-1,1] {align}", lambda a, d, al=align: R.MatrixSetDiagV3(
+                input=a, diagonal=d, k=[-1, 1], align=al), [x, values("f32", (2, 3, 3), seed=2)]),
+            Case(f"MatrixDiagPartV3 k=[-2,1] {align}", lambda a, al=align: R.MatrixDiagPartV3(
+                input=a, k=[-2, 1], padding_value=9, align=al), [xw]),
+            Case(f"MatrixDiagV3 k=[-1,2] {align}", lambda d, al=align: R.MatrixDiagV3(
+                diagonal=d, k=[-1, 2], num_rows=-1, num_cols=-1, padding_value=-1.0, align=al),
+                [values("f32", (2, 4, 3), seed=3)]),
+        ]
+    out += [
+        Case("MatrixSetDiagV3 k=1", lambda a, d: R.MatrixSetDiagV3(input=a, diagonal=d, k=1), [x, values("f32", (2, 3), seed=4)]),
+        Case("MatrixSetDiagV2 k=[-2,0]", lambda a, d: R.MatrixSetDiagV2(input=a, diagonal=d, k=[-2, 0]),
+             [x, values("f32", (2, 3, 3), seed=5)]),
+        Case("MatrixDiagPartV3 k=-1", lambda a: R.MatrixDiagPartV3(input=a, k=-1, padding_value=0.0), [x]),
+        Case("MatrixDiagPartV2 k=[0,2]", lambda a: R.MatrixDiagPartV2(input=a, k=[0, 2], padding_value=7), [xw]),
+        Case("MatrixDiagV3 k=1 rows", lambda d: R.MatrixDiagV3(diagonal=d, k=1, num_rows=4, num_cols=-1,
+                                                             padding_value=0.5), [values("f32", (3,), seed=6)]),
+        Case("MatrixDiagV2 k=[-1,0] sizes", lambda d: R.MatrixDiagV2(diagonal=d, k=[-1, 0], num_rows=3, num_cols=4,
+                                                                    padding_value=0), [values("i32", (2, 3), seed=7)]),
+    ]
+    return out
+
+
+@pytest.mark.parametrize("reference", ["tf_xla", "tf"])
+def test_diag_bands_equal_tf(reference: str) -> None:
+    run_batch(diag_band_cases(), reference=reference)

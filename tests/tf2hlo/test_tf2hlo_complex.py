@@ -30,3 +30,10 @@ def test_complex_result_is_refused() -> None:
                      input_signature=[tf.TensorSpec([2], tf.float32)] * 2)
     with pytest.raises(UnimplementedError, match="cannot be used as an HLO tensor"):
         lower_function(fn.get_concrete_function())
+
+
+def test_complex_argument_is_refused() -> None:
+    """A complex argument would otherwise reach real-only lowerings (ComplexAbs read it as real)."""
+    fn = tf.function(lambda z: tf.abs(z), input_signature=[tf.TensorSpec([2], tf.complex64)])
+    with pytest.raises(UnimplementedError, match="complex input"):
+        lower_function(fn.get_concrete_function())

@@ -130,3 +130,118 @@ def test_uniform_requantize_and_add_equal_tf_xla(s_l, z_l, s_r, z_r, s_o, z_o) -
     got = lower_function(tf.function(fn).get_concrete_function(spec, spec), x, y).run(x, y)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g).astype(np.int64), w.astype(np.int64))
+
+
+def _uq_dot(l, r, ls, lz, rs, rz, os_, oz, **axes):
+    return tf.raw_ops.UniformQuantizedDot(
+        lhs=l, rhs=r, lhs_scales=ls, lhs_zero_points=lz, rhs_scales=rs, rhs_zero_points=rz, output_scales=os_,
+        output_zero_points=oz, Tout=tf.qint32, lhs_quantization_min_val=-128, lhs_quantization_max_val=127,
+        rhs_quantization_min_val=-127, rhs_quantization_max_val=127, output_quantization_min_val=-(2 ** 31),
+        output_quantization_max_val=2 ** 31 - 1, **axes)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_uniform_quantized_dot_equals_tf_xla_bit_for_bit(seed) -> None:
+    """Random int8 operands and scales: TF's XLA rescales the s32 accumulator and the zero points' cross
+    terms separately, truncating each product to s32; every element must be the same integer."""
+    from tfxla_cluster.tf2hlo import lower_function
+
+    # (the rescale factor must be folded as TF folds it: f32 scales combined in f64, rounded once; an f32
+    # product then quotient differs in 8 of 30 such draws)
+    rng = np.random.default_rng(100 + seed)
+    l = rng.integers(-128, 128, (9, 33)).astype(np.int8)
+    r = rng.integers(-127, 128, (33, 6)).astype(np.int8)
+    params = (np.float32(rng.uniform(0.001, 3)), np.int32(rng.integers(-128, 127)), np.float32(rng.uniform(0.001, 3)),
+              np.int32(rng.integers(-127, 127)), np.float32(rng.uniform(0.0001, 0.9)), np.int32(rng.integers(-500, 500)))
+    fn = lambda a, c: _uq_dot(a, c, *params)  # noqa: E731
+    want = _ints(tf.function(fn, jit_compile=True)(tf.bitcast(tf.constant(l), tf.qint8),
+                                                     tf.bitcast(tf.constant(r), tf.qint8)))
+    concrete = tf.function(fn).get_concrete_function(tf.TensorSpec([9, 33], tf.qint8), tf.TensorSpec([33, 6], tf.qint8))
+    got = lower_function(concrete, l, r).run(l, r)[0]
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_uniform_quantized_dot_per_axis_is_refused_as_tf_xla_refuses_it() -> None:
+    from tfxla_cluster.errors import UnimplementedError
+    from tfxla_cluster.tf2hlo import lower_function
+
+    fn = lambda a, c: _uq_dot(a, c, 0.5, 3, [0.25, 0.3], [-2, 1], [0.07, 0.11], [5, -3], rhs_quantization_axis=1,  # noqa: E731
+                              output_quantization_axis=1)
+    specs = (tf.TensorSpec([2, 3], tf.qint8), tf.TensorSpec([3, 2], tf.qint8))
+    q = tf.bitcast(tf.zeros([2, 3], tf.int8), tf.qint8), tf.bitcast(tf.zeros([3, 2], tf.int8), tf.qint8)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="legaliz"):
+        tf.function(fn, jit_compile=True)(*q)
+    with pytest.raises(UnimplementedError, match="per-axis"):
+        lower_function(tf.function(fn).get_concrete_function(*specs))
+
+
+def _uq_conv_dnums(nhwc: bool) -> bytes:
+    from tensorflow.core.util.quantization import uniform_quant_ops_attr_pb2 as uq
+
+    f, sp = (3, [1, 2]) if nhwc else (1, [2, 3])
+    return uq.UniformQuantizedConvolutionDimensionNumbersAttr(
+        input_batch_dimension=0, input_feature_dimension=f, input_spatial_dimensions=sp,
+        kernel_output_feature_dimension=3 if nhwc else 0, kernel_input_feature_dimension=2 if nhwc else 1,
+        kernel_spatial_dimensions=[0, 1] if nhwc else [2, 3], output_batch_dimension=0, output_feature_dimension=f,
+        output_spatial_dimensions=sp).SerializeToString()
+
+
+# (nhwc, input shape, kernel shape, padding, strides, rhs dilation, explicit padding, output range)
+UQ_CONVS = [
+    (False, (2, 3, 6, 5), (4, 3, 3, 3), "SAME", [1, 1], [1, 1], [], (-(2 ** 31), 2 ** 31 - 1)),
+    (False, (1, 2, 7, 7), (3, 2, 3, 2), "VALID", [2, 1], [1, 2], [], (-500, 500)),
+    (True, (2, 6, 6, 3), (3, 3, 3, 4), "SAME", [2, 2], [1, 1], [], (-(2 ** 31), 2 ** 31 - 1)),
+    (True, (1, 5, 6, 2), (2, 3, 2, 3), "EXPLICIT", [1, 1], [2, 1], [1, 2, 0, 1], (-1000, 1000)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(UQ_CONVS)))
+def test_uniform_quantized_convolution_equals_tf_xla_bit_for_bit(case) -> None:
+    """TF's XLA dequantizes both operands, convolves in f32 and requantizes (clamp, round half to even)."""
+    from tfxla_cluster.tf2hlo import lower_function
+
+    nhwc, xs, ws, padding, strides, rdil, explicit, (lo, hi) = UQ_CONVS[case]
+    rng = np.random.default_rng(case)
+    x = rng.integers(-128, 128, xs).astype(np.int8)
+    w = rng.integers(-127, 128, ws).astype(np.int8)
+    ls, rs, os_ = (np.float32(v) for v in rng.uniform([0.01, 0.01, 0.05], [0.5, 0.5, 3.0]))
+    lz, rz, oz = (int(v) for v in rng.integers(-20, 20, 3))
+
+    def fn(a, c):
+        return tf.raw_ops.UniformQuantizedConvolution(
+            lhs=a, rhs=c, lhs_scales=ls, lhs_zero_points=lz, rhs_scales=rs, rhs_zero_points=rz, output_scales=os_,
+            output_zero_points=oz, Tout=tf.qint32, lhs_quantization_min_val=-128, lhs_quantization_max_val=127,
+            rhs_quantization_min_val=-127, rhs_quantization_max_val=127, output_quantization_min_val=lo,
+            output_quantization_max_val=hi, padding=padding, explicit_padding=explicit, window_strides=strides,
+            lhs_dilation=[1, 1], rhs_dilation=rdil, feature_group_count=1, batch_group_count=1,
+            dimension_numbers=_uq_conv_dnums(nhwc))
+    want = _ints(tf.function(fn, jit_compile=True)(tf.bitcast(tf.constant(x), tf.qint8),
+                                                     tf.bitcast(tf.constant(w), tf.qint8)))
+    concrete = tf.function(fn).get_concrete_function(tf.TensorSpec(xs, tf.qint8), tf.TensorSpec(ws, tf.qint8))
+    got = lower_function(concrete, x, w).run(x, w)[0]
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_uniform_quantized_convolution_refusals_match_tf_xla() -> None:
+    """Per-axis parameters and the empty default dimension_numbers: TF's XLA fails to legalize both."""
+    from tfxla_cluster.errors import TfXlaError
+    from tfxla_cluster.tf2hlo import lower_function
+
+    def make(per_axis: bool, dnums: bytes):
+        def fn(a, c):
+            return tf.raw_ops.UniformQuantizedConvolution(
+                lhs=a, rhs=c, lhs_scales=0.2, lhs_zero_points=3, rhs_scales=[0.1, 0.2] if per_axis else 0.1,
+                rhs_zero_points=[0, 0] if per_axis else 0, output_scales=0.5, output_zero_points=1, Tout=tf.qint32,
+                lhs_quantization_min_val=-128, lhs_quantization_max_val=127, rhs_quantization_min_val=-127,
+                rhs_quantization_max_val=127, output_quantization_min_val=-1000, output_quantization_max_val=1000,
+                padding="VALID", window_strides=[1, 1], lhs_dilation=[1, 1], rhs_dilation=[1, 1],
+                feature_group_count=1, batch_group_count=1, dimension_numbers=dnums,
+                rhs_quantization_axis=0 if per_axis else -1)
+        return fn
+    x, w = np.zeros((1, 1, 3, 3), np.int8), np.zeros((2, 1, 2, 2), np.int8)
+    for fn, match in ((make(True, _uq_conv_dnums(False)), "per-axis"), (make(False, b""), "unique")):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            tf.function(fn, jit_compile=True)(tf.bitcast(tf.constant(x), tf.qint8), tf.bitcast(tf.constant(w), tf.qint8))
+        with pytest.raises(TfXlaError, match=match):
+            lower_function(tf.function(fn).get_concrete_function(tf.TensorSpec(x.shape, tf.qint8),
+                                                                  tf.TensorSpec(w.shape, tf.qint8)))

@@ -49,3 +49,19 @@ def cases(eager: bool):
 @pytest.mark.parametrize("reference", ["tf_xla", "tf"])
 def test_special_functions(reference: str) -> None:
     run_batch(cases(reference == "tf"), reference=reference)
+
+
+# Both sides of the series/continued-fraction switch, tiny and large alpha, x = 0, and the NaN domain.
+GA = np.array([0.5, 1.0, 2.5, 3.0, 10.0, 0.1, 4.0, 20.0, 1e-2, 7.0, 0.7, 2.0, -1.0, 1.0], np.float64)
+GX = np.array([0.3, 2.0, 1.0, 5.0, 9.5, 0.01, 12.0, 25.0, 0.5, 0.0, 3.0, 0.9, 1.0, -0.5], np.float64)
+
+
+@pytest.mark.parametrize("reference", ["tf_xla", "tf"])
+def test_random_gamma_grad(reference: str) -> None:
+    """d sample / d alpha of Gamma(alpha) samples (tf.random.gamma's gradient) against TF's XLA and TF's
+    CPU kernel (f64 only against the kernel: TF's XLA compiles the f64 iterations slowly)."""
+    cs = [Case("RandomGammaGrad[f32]", raw("RandomGammaGrad"), [GA.astype(np.float32), GX.astype(np.float32)],
+               rtol=1e-4, atol=1e-5)]
+    if reference == "tf":
+        cs.append(Case("RandomGammaGrad[f64]", raw("RandomGammaGrad"), [GA, GX], rtol=1e-9, atol=1e-10))
+    run_batch(cs, reference=reference)

@@ -191,12 +191,68 @@ def _matrix_band_part(ctx, node):
     return [b.select(b.and_(keep_lower, keep_upper), x, xl.zeros_like(b, x))]
 
 
-def _check_main_diagonal(ctx, k_index: int | None):
+def _k_band(ctx, k_index: int | None) -> tuple[int, int]:
+    """The diagonal band ``(lower, upper)`` of a V2/V3 diag op (``k`` a scalar or a pair); (0, 0) for V1."""
     if k_index is None:
-        return
+        return 0, 0
     k = [int(v) for v in np.asarray(ctx.const_input(k_index)).reshape(-1)]
-    if any(v != 0 for v in k):
-        raise UnimplementedError(f"{ctx.op} with k={k}: only the main diagonal (k = 0) is supported")
+    if not 1 <= len(k) <= 2:
+        raise InvalidArgumentError(f"diag_index must have at most two elements, got {len(k)}")
+    lo, hi = k[0], k[-1]
+    if lo > hi:
+        raise InvalidArgumentError(f"lower_diag_index must not be greater than upper_diag_index, got {lo} > {hi}")
+    return lo, hi
+
+
+def _diag_len(m: int, n: int, d: int) -> int:
+    return min(m + min(d, 0), n - max(d, 0))
+
+
+def _diag_offset(ctx, d: int, max_len: int, length: int) -> int:
+    """Where diagonal ``d`` starts in its padded row: V3's ``align`` (RIGHT pads on the left); V2 packs
+    LEFT_LEFT."""
+    align = ctx.attr("align", "LEFT_LEFT") if ctx.op.endswith("V3") else "LEFT_LEFT"
+    right = align.split("_")[0 if d >= 0 else 1] == "RIGHT"
+    return max_len - length if right else 0
+
+
+def _on_diagonal(b, v, m: int, n: int, d: int):
+    """``v[..., L]`` on diagonal ``d`` of an ``[..., m, n]`` matrix of zeros (L = that diagonal's length)."""
+    length = v.shape.dimensions[-1]
+    sq = matrix_diag(b, v, length, length, None)
+    r0, c0 = max(0, -d), max(0, d)
+    batch = [(0, 0)] * (v.shape.rank - 1)
+    return b.pad(sq, xl.scalar(b, 0 if v.shape.element_type is not P.PRED else False, v.shape.element_type),
+                 batch + [(r0, m - r0 - length), (c0, n - c0 - length)])
+
+
+def _band_row(b, diag, lo: int, hi: int, d: int):
+    """Diagonal ``d``'s padded row of a band input ``[..., num_diags, max_len]`` (or ``[..., max_len]``)."""
+    if lo == hi:
+        return diag
+    dims = list(diag.shape.dimensions)
+    i = hi - d
+    row = b.slice(diag, [0] * (len(dims) - 2) + [i, 0], dims[:-2] + [i + 1, dims[-1]])
+    return b.reshape(row, dims[:-2] + [dims[-1]])
+
+
+def _set_band(ctx, b, base, diag, lo: int, hi: int):
+    """``base`` with diagonals lo..hi replaced by the rows of ``diag`` (aligned as the op says)."""
+    dims = list(base.shape.dimensions)
+    m, n = dims[-2:]
+    max_len = diag.shape.dimensions[-1]
+    row, col = _row_col(b, dims)
+    out = base
+    for d in range(lo, hi + 1):
+        length = _diag_len(m, n, d)
+        if length <= 0:
+            continue
+        off = _diag_offset(ctx, d, max_len, length)
+        r = _band_row(b, diag, lo, hi, d)
+        v = b.slice(r, [0] * (len(dims) - 2) + [off], dims[:-2] + [off + length])
+        on = b.compare(b.subtract(col, row), b.broadcast(xl.scalar(b, d, P.S32), dims, ()), "EQ")
+        out = b.select(on, _on_diagonal(b, v, m, n, d), out)
+    return out
 
 
 def matrix_diag(b, diag, rows: int, cols: int, padding):
@@ -222,7 +278,9 @@ def _matrix_diag(ctx, node):
     rows = cols = n
     padding = None
     if node.op != "MatrixDiag":
-        _check_main_diagonal(ctx, 1)
+        lo, hi = _k_band(ctx, 1)
+        if (lo, hi) != (0, 0):
+            return [_matrix_diag_band(ctx, b, diag, lo, hi)]
         nr, nc = ctx.const_int(2), ctx.const_int(3)
         rows = nr if nr != -1 else (n if nc == -1 else max(n, 0))
         cols = nc if nc != -1 else (n if nr == -1 else max(n, 0))
@@ -232,12 +290,59 @@ def _matrix_diag(ctx, node):
     return [matrix_diag(b, diag, rows, cols, padding)]
 
 
+def _matrix_diag_band(ctx, b, diag, lo: int, hi: int):
+    """MatrixDiagV2/V3 off the main diagonal: the padding value outside the band, tf2xla's sizes."""
+    max_len = diag.shape.dimensions[-1]
+    batch = list(diag.shape.dimensions[:-1 if lo == hi else -2])
+    min_rows, min_cols = max_len - min(hi, 0), max_len + max(lo, 0)
+    nr, nc = ctx.const_int(2), ctx.const_int(3)
+    if nr == -1 and nc == -1:
+        nr = nc = max(min_rows, min_cols)
+    elif nr == -1:
+        nr = min_rows
+    elif nc == -1:
+        nc = min_cols
+    if nr < min_rows or nc < min_cols:
+        raise InvalidArgumentError(f"The number of rows or columns is not consistent with the specified d_lower, "
+                                   f"d_upper, and diagonal: {nr}x{nc}")
+    base = b.broadcast(xl.convert(b, ctx.input(4), diag.shape.element_type), batch + [nr, nc], ())
+    return _set_band(ctx, b, base, diag, lo, hi)
+
+
+def _matrix_diag_part_band(ctx, b, x, lo: int, hi: int):
+    """MatrixDiagPartV2/V3 off the main diagonal: each diagonal's row, padded (``padding_value``) to the
+    longest diagonal's length as ``align`` says; ``[..., num_diags, max_len]`` (diagonal ``hi`` first)."""
+    dims = list(x.shape.dimensions)
+    m, n = dims[-2:]
+    lens = {d: _diag_len(m, n, d) for d in range(lo, hi + 1)}
+    if min(lens.values()) <= 0:
+        raise InvalidArgumentError(f"k=({lo}, {hi}) is out of bounds for a {m}x{n} matrix")
+    max_len = max(lens.values())
+    row, col = _row_col(b, dims)
+    et = x.shape.element_type
+    pad_value = xl.convert(b, ctx.input(2), et)
+    rows = []
+    for d in range(hi, lo - 1, -1):
+        on = b.compare(b.subtract(col, row), b.broadcast(xl.scalar(b, d, P.S32), dims, ()), "EQ")
+        masked = b.select(on, x, xl.zeros_like(b, x))
+        r = xl.reduce(b, masked, False if et is P.PRED else 0, [len(dims) - 1], O.OR if et is P.PRED else O.ADD,
+                      f"diag{d}-sum")
+        r0, length = max(0, -d), lens[d]
+        v = b.slice(r, [0] * (len(dims) - 2) + [r0], dims[:-2] + [r0 + length])
+        off = _diag_offset(ctx, d, max_len, length)
+        v = b.pad(v, pad_value, [(0, 0)] * (len(dims) - 2) + [(off, max_len - length - off)])
+        rows.append(v if lo == hi else b.reshape(v, dims[:-2] + [1, max_len]))
+    return rows[0] if lo == hi else b.concatenate(rows, len(dims) - 2)
+
+
 @lowers("MatrixDiagPart", "MatrixDiagPartV2", "MatrixDiagPartV3")
 def _matrix_diag_part(ctx, node):
     x = ctx.input(0)
     b = ctx.b
     if node.op != "MatrixDiagPart":
-        _check_main_diagonal(ctx, 1)
+        lo, hi = _k_band(ctx, 1)
+        if (lo, hi) != (0, 0):
+            return [_matrix_diag_part_band(ctx, b, x, lo, hi)]
     dims = list(x.shape.dimensions)
     m, n = dims[-2:]
     row, col = _row_col(b, dims)
@@ -254,7 +359,9 @@ def _matrix_set_diag(ctx, node):
     x, diag = ctx.input(0), ctx.input(1)
     b = ctx.b
     if node.op != "MatrixSetDiag":
-        _check_main_diagonal(ctx, 2)
+        lo, hi = _k_band(ctx, 2)
+        if (lo, hi) != (0, 0):
+            return [_set_band(ctx, b, x, diag, lo, hi)]
     dims = list(x.shape.dimensions)
     m, n = dims[-2:]
     if list(diag.shape.dimensions) != dims[:-2] + [min(m, n)]:

@@ -18,6 +18,8 @@ Stage: lowering. All three are one HLO ``convolution``:
   depthwise filter ``[h, w, in, multiplier]`` already has that form); backprop filter uses
   ``batch_group_count`` = groups (depthwise: one per input channel, the ``[h, w, 1, in·multiplier]``
   result reshaped to the filter's shape).
+* ``_FusedConv2D`` on int8 (XLA_CPU_JIT's only registration): the int8 operands convolved in f32, scaled,
+  bias and scaled side input added, optional Relu, clamped to int8 and rounded half to even.
 """
 from __future__ import annotations
 
@@ -214,3 +216,48 @@ def _conv_backprop_filter(ctx, node):
     if depthwise:
         out = b.reshape(out, list(filter_sizes))
     return [out]
+
+
+@lowers("_FusedConv2D")
+def _fused_conv2d_int8(ctx, node):
+    """tf2xla's int8 fused convolution (XLA_CPU_JIT registers ``_FusedConv2D`` for int8/qint8 only):
+    ``args`` = (bias f32, side_input int8), ``host_args`` = (conv_input_scale, side_input_scale), constant;
+    in f32: ``conv(x, w)·conv_input_scale + bias + side_input·side_input_scale``, then ``Relu`` when
+    ``fused_ops`` asks, clamped to [-128, 127], rounded half to even, int8."""
+    from tfxla_cluster.errors import UnimplementedError
+    from tfxla_cluster.hlo.shape import PrimitiveType as P
+    from tfxla_cluster.tf2hlo import xla_lib as xl
+
+    from tensorflow.core.framework import types_pb2
+
+    b = ctx.b
+    if node.node_def.attr["T"].type not in (types_pb2.DT_INT8, types_pb2.DT_QINT8):
+        # grappler's float fusion (oneDNN remapper) has no XLA kernel: TF's XLA never compiles it either
+        raise UnimplementedError(f"{ctx.op} ({ctx.name}): XLA_CPU_JIT registers _FusedConv2D for int8/qint8 only, "
+                                 f"not {types_pb2.DataType.Name(node.node_def.attr['T'].type)}")
+    fused = [s.decode() if isinstance(s, bytes) else s for s in ctx.attr("fused_ops", [])]
+    if not fused or fused[0] != "BiasAdd" or len(fused) > 2:
+        raise InvalidArgumentError(f"{ctx.op} ({ctx.name}): the int8 fused convolution takes fused_ops "
+                                   f"[BiasAdd] or [BiasAdd, activation], got {fused}")
+    activation = fused[1] if len(fused) == 2 else "None"
+    if activation not in ("None", "Relu"):
+        raise InvalidArgumentError(f"Unknown activation_mode, must be 'None' or 'Relu': {activation}")
+    fmt, filter_fmt = ctx.attr("data_format", "NHWC"), ctx.attr("filter_format", "HWIO")
+    if fmt not in ("NHWC", "NCHW") or filter_fmt != "HWIO":
+        raise UnimplementedError(f"{ctx.op} ({ctx.name}): data_format {fmt} with filter_format {filter_fmt}; "
+                                 "only NHWC/NCHW with HWIO filters are lowered")
+    if int(ctx.attr("num_args")) != 2 or int(ctx.attr("num_host_args", 0)) != 2:
+        raise InvalidArgumentError(f"{ctx.op} ({ctx.name}): the int8 fused convolution needs 2 args (bias, "
+                                   "side_input) and 2 host_args (conv_input_scale, side_input_scale)")
+    x, w = xl.convert(b, ctx.input(0), P.F32), xl.convert(b, ctx.input(1), P.F32)
+    conv = _forward(ctx, node, x, w, depthwise=False)
+    dims = conv.shape.dimensions
+    feature = 1 if fmt == "NCHW" else len(dims) - 1
+    conv_scale, side_scale = (float(ctx.const_input(i)) for i in (4, 5))
+    v = xl.mul(b, conv, conv_scale)
+    v = b.add(v, b.broadcast(xl.convert(b, ctx.input(2), P.F32), dims, (feature,)))
+    v = b.add(v, xl.mul(b, xl.convert(b, ctx.input(3), P.F32), side_scale))
+    if activation == "Relu":
+        v = b.maximum(v, xl.full(b, 0.0, P.F32, dims))
+    v = b.clamp(xl.full(b, -128.0, P.F32, dims), v, xl.full(b, 127.0, P.F32, dims))
+    return [b.convert(b.round_nearest_even(v), ctx.output_type(0))]

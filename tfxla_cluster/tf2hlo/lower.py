@@ -40,7 +40,7 @@ from tfxla_cluster.hlo.verifier import verify_module
 from tfxla_cluster.tf2hlo import graph_folding, types
 from tfxla_cluster.tf2hlo.builder import TfBuilder
 from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
-from tfxla_cluster.tf2hlo.registry import lookup, lowers
+from tfxla_cluster.tf2hlo.registry import NOT_LOWERED, lookup, lowers
 
 if TYPE_CHECKING:
     from tfxla_cluster.tfops.cluster_boundary import ClusterBoundary
@@ -186,7 +186,9 @@ class GraphLowerer:
     def lower_node(self, node: Node) -> None:
         fn = lookup(node.op)
         if fn is None:
-            raise UnimplementedError(f"Lowering node '{node.name}' ({node.op}): no lowering for op {node.op}")
+            why = NOT_LOWERED.get(node.op)
+            raise UnimplementedError(f"Lowering node '{node.name}' ({node.op}): no lowering for op {node.op}"
+                                     + (f" ({why})" if why else ""))
         ctx = LoweringContext(self, node)
         with self.builder.node_scope(node.op, node.name):
             try:
@@ -330,6 +332,9 @@ def lower_boundary(boundary: "ClusterBoundary", *, arg_shapes=None, const_args: 
             inputs.append(ClusterInput(index, t, "constant", et, tuple(value.shape), value=value, consumers=cons))
             values.append(value)
             continue
+        if et.is_complex:  # a complex parameter would reach real-only lowerings as if it were real
+            raise UnimplementedError(f"{t[0]}:{t[1]} is a complex input: complex values cannot cross a cluster or "
+                                     "function boundary (they live inside one as (real, imaginary) pairs)")
         dims = _input_dims(graph, t, shapes.get(index, shapes.get(t)), index)
         with b.metadata(op_name="XLA_Args"):
             p = b.parameter(next_param, Shape.array(et, dims), f"arg{next_param}")

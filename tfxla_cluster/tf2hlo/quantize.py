@@ -18,14 +18,19 @@ Stage: lowering.
 * UniformQuantize/Dequantize/Requantize/QuantizedClipByValue/QuantizedAdd: what TF's XLA legalization
   computes, bit for bit — ``clamp(round_half_even(x/scale + zero_point))`` in f32, ``(q - zp)·scale``,
   requantize = dequantize then quantize, add = both operands requantized to the output parameters and
-  added as integers. (UniformQuantizedDot/Convolution are not lowered: TF's XLA rescaling of the s32
-  accumulator differs from the float formula by one or two quanta and was not reproduced.)
+  added as integers.
+* UniformQuantizedDot (per-tensor, as TF's XLA legalises it): the s32 accumulator and the zero points'
+  cross terms each multiplied by ``f32(ls·rs/os)`` (folded in f64) and truncated to s32 apart, then
+  ``acc' + (out_zp - cross')`` — bit for bit, no clamp to the output range.
+* UniformQuantizedConvolution (per-tensor): both operands dequantized, an f32 convolution, then
+  ``clamp(x/os + ozp)`` rounded half to even — TF's XLA's float path. Per-axis parameters and the empty
+  default ``dimension_numbers`` fail to legalise in TF's XLA and are refused here too.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P
 from tfxla_cluster.tf2hlo import xla_lib as xl
@@ -326,3 +331,127 @@ def _uniform_add(ctx, node):
     dims = total.shape.dimensions
     total = b.clamp(xl.full(b, lo, P.F32, dims), total, xl.full(b, hi, P.F32, dims))
     return [b.convert(total, out_t)]
+
+
+def _uq_params(ctx) -> tuple[int, int, np.float32]:
+    """(lhs zero point, rhs zero point, rescale factor ``f32(lhs_scale·rhs_scale/output_scale)``) of a
+    per-tensor UniformQuantizedDot/Convolution; TF's XLA legalization folds them as constants and accepts
+    per-tensor parameters only (a quantization axis fails to legalize there)."""
+    for side in ("lhs", "rhs", "output"):
+        if int(ctx.attr(f"{side}_quantization_axis", -1)) != -1:
+            raise UnimplementedError(f"{ctx.op} ({ctx.name}): per-axis {side} quantization; TF's XLA fails to "
+                                     "legalize it too (per-tensor parameters only)")
+    vals = [np.asarray(ctx.const_input(i)) for i in range(2, 8)]
+    if any(v.ndim for v in vals):
+        raise InvalidArgumentError(f"{ctx.op}: per-tensor quantization needs scalar scales and zero points")
+    ls, lzp, rs, rzp, os_, _ = vals
+    # the f32 scales multiplied and divided in f64, rounded once to f32 (as the legalisation folds them)
+    scale = np.float32(float(np.float32(ls)) * float(np.float32(rs)) / float(np.float32(os_)))
+    return int(lzp), int(rzp), scale
+
+
+def _uq_rescale(ctx, b, acc, zp_term, scale: np.float32):
+    """TF's XLA rescaling: ``s32(f32(acc)·m) + (out_zp - s32(f32(zp_term)·m))`` — each product truncated
+    to s32 on its own, then the integers combined (no clamp to the output range)."""
+    dims = acc.shape.dimensions
+    m = b.broadcast(b.constant(scale, P.F32), dims, ())
+    scaled = b.convert(b.multiply(b.convert(acc, P.F32), m), P.S32)
+    zp_scaled = b.convert(b.multiply(b.convert(zp_term, P.F32), m), P.S32)
+    out_zp = b.broadcast(b.constant(np.int32(ctx.const_input(7)), P.S32), dims, ())
+    return b.add(scaled, b.subtract(out_zp, zp_scaled))
+
+
+@lowers("UniformQuantizedDot")
+def _uniform_quantized_dot(ctx, node):
+    """``lhs[m,k]·rhs[k,n]`` of qint8 integers accumulated in s32, the zero points' cross terms
+    ``rowsum(lhs)·rhs_zp + colsum(rhs)·lhs_zp - k·lhs_zp·rhs_zp`` rescaled apart (tf2xla's MLIR
+    legalisation of UniformQuantizedDot, bit for bit)."""
+    b = ctx.b
+    lzp, rzp, scale = _uq_params(ctx)
+    lhs, rhs = ctx.input(0), ctx.input(1)
+    if lhs.shape.rank != 2 or rhs.shape.rank != 2 or lhs.shape.dimensions[1] != rhs.shape.dimensions[0]:
+        raise InvalidArgumentError(f"UniformQuantizedDot: lhs {lhs.shape.dimensions} and rhs "
+                                   f"{rhs.shape.dimensions} must be [m, k] and [k, n]")
+    (m, k), n = lhs.shape.dimensions, rhs.shape.dimensions[1]
+    acc = b.dot(lhs, rhs, result_type=P.S32)
+    row = xl.reduce(b, b.convert(lhs, P.S32), 0, (1,), O.ADD, "add")
+    col = xl.reduce(b, b.convert(rhs, P.S32), 0, (0,), O.ADD, "add")
+    cross = b.add(b.broadcast(xl.mul(b, row, rzp), (m, n), (0,)), b.broadcast(xl.mul(b, col, lzp), (m, n), (1,)))
+    zp_term = xl.sub(b, cross, k * lzp * rzp)
+    return [_uq_rescale(ctx, b, acc, zp_term, scale)]
+
+
+def _uq_conv_dnums(ctx, node):
+    """The op's ``dimension_numbers`` (a serialized UniformQuantizedConvolutionDimensionNumbersAttr) as
+    HLO's. TF's XLA legalisation refuses the empty default (every dimension 0), and so do we."""
+    from tensorflow.core.util.quantization import uniform_quant_ops_attr_pb2
+
+    from tfxla_cluster.hlo.attrs import ConvolutionDimensionNumbers
+
+    attr = uniform_quant_ops_attr_pb2.UniformQuantizedConvolutionDimensionNumbersAttr()
+    raw = node.node_def.attr["dimension_numbers"].s if "dimension_numbers" in node.node_def.attr else b""
+    attr.ParseFromString(raw)  # the serialized proto itself (not text)
+    dn = ConvolutionDimensionNumbers(
+        attr.input_batch_dimension, attr.input_feature_dimension, tuple(attr.input_spatial_dimensions),
+        attr.kernel_input_feature_dimension, attr.kernel_output_feature_dimension,
+        tuple(attr.kernel_spatial_dimensions), attr.output_batch_dimension, attr.output_feature_dimension,
+        tuple(attr.output_spatial_dimensions))
+    for side, dims in (("input", (dn.input_batch_dimension, dn.input_feature_dimension, *dn.input_spatial_dimensions)),
+                       ("kernel", (dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension,
+                                   *dn.kernel_spatial_dimensions)),
+                       ("output", (dn.output_batch_dimension, dn.output_feature_dimension,
+                                   *dn.output_spatial_dimensions))):
+        if len(set(dims)) != len(dims):
+            raise InvalidArgumentError(f"{ctx.op} ({ctx.name}): expects {side} dimension-numbers to be unique, "
+                                       f"got {{{', '.join(map(str, dims))}}}")
+    return dn
+
+
+@lowers("UniformQuantizedConvolution")
+def _uniform_quantized_convolution(ctx, node):
+    """As TF's XLA legalises it, in f32: both operands dequantized (``(q - zp)·scale``), an f32
+    convolution, ``/ output_scale + output_zp``, clamped to the output range, rounded half to even, s32."""
+    from tfxla_cluster.hlo.attrs import Window
+
+    b = ctx.b
+    for side in ("lhs", "rhs", "output"):
+        if int(ctx.attr(f"{side}_quantization_axis", -1)) != -1:
+            raise UnimplementedError(f"{ctx.op} ({ctx.name}): per-axis {side} quantization; TF's XLA fails to "
+                                     "legalize it too (per-tensor parameters only)")
+    dn = _uq_conv_dnums(ctx, node)
+    x = _dequant(ctx, b, ctx.input(0), 2, 3, "lhs_quantization_axis")
+    w = _dequant(ctx, b, ctx.input(1), 4, 5, "rhs_quantization_axis")
+    n = len(dn.input_spatial_dimensions)
+    strides = list(ctx.attr("window_strides", [])) or [1] * n
+    lhs_dil = list(ctx.attr("lhs_dilation", [])) or [1] * n
+    rhs_dil = list(ctx.attr("rhs_dilation", [])) or [1] * n
+    sizes = [w.shape.dimensions[d] for d in dn.kernel_spatial_dimensions]
+    ins = [(x.shape.dimensions[d] - 1) * lhs_dil[i] + 1 for i, d in enumerate(dn.input_spatial_dimensions)]
+    padding = ctx.attr("padding")
+    padding = padding.decode() if isinstance(padding, bytes) else padding
+    if padding == "EXPLICIT":
+        flat = [int(v) for v in ctx.attr("explicit_padding", [])]
+        if len(flat) != 2 * n:
+            raise InvalidArgumentError(f"{ctx.op}: explicit_padding needs {2 * n} values, got {len(flat)}")
+        pads = [(flat[2 * i], flat[2 * i + 1]) for i in range(n)]
+    elif padding == "SAME":
+        pads = []
+        for i in range(n):
+            eff = (sizes[i] - 1) * rhs_dil[i] + 1
+            out = -(-ins[i] // strides[i])
+            need = max((out - 1) * strides[i] + eff - ins[i], 0)
+            pads.append((need // 2, need - need // 2))
+    elif padding == "VALID":
+        pads = [(0, 0)] * n
+    else:
+        raise InvalidArgumentError(f"{ctx.op}: unknown padding {padding!r}")
+    window = Window.make(sizes, strides, pads, lhs_dil, rhs_dil)
+    conv = b.convolution(x, w, window, dn, feature_group_count=int(ctx.attr("feature_group_count", 1)),
+                         batch_group_count=int(ctx.attr("batch_group_count", 1)))
+    scale = _per_axis(ctx, b, xl.convert(b, ctx.input(6), P.F32), conv, "output_quantization_axis")
+    zp = _per_axis(ctx, b, xl.convert(b, ctx.input(7), P.F32), conv, "output_quantization_axis")
+    v = b.add(b.divide(conv, scale), zp)
+    dims = conv.shape.dimensions
+    lo, hi = float(ctx.attr("output_quantization_min_val")), float(ctx.attr("output_quantization_max_val"))
+    v = b.clamp(xl.full(b, lo, P.F32, dims), v, xl.full(b, hi, P.F32, dims))
+    return [b.convert(b.round_nearest_even(v), ctx.output_type(0))]

@@ -185,14 +185,22 @@ def _squeeze(ctx, node):
 
 @lowers("Transpose", "ConjugateTranspose")
 def _transpose(ctx, node):
-    x = ctx.input(0)
+    from tfxla_cluster.tf2hlo.complex_ops import ComplexValue, is_complex_input, parts
+
     perm = ctx.const_ints(1)
+    if is_complex_input(ctx, 0):  # both parts move; ConjugateTranspose negates the imaginary one
+        re, im = (_permute(ctx, part, perm) for part in parts(ctx, 0))
+        return [ComplexValue(re, xl.neg(ctx.b, im) if node.op == "ConjugateTranspose" else im)]
+    return [_permute(ctx, ctx.input(0), perm)]
+
+
+def _permute(ctx, x, perm: list[int]):
     rank = x.shape.rank
     if sorted(perm) != list(range(rank)):
         raise InvalidArgumentError(f"{perm} is not a valid permutation of {rank} dimensions")
     if perm == list(range(rank)):
-        return [x]  # identity permutation: no transpose
-    return [ctx.b.transpose(x, perm)]
+        return x  # identity permutation: no transpose
+    return ctx.b.transpose(x, perm)
 
 
 # ---------------------------------------------------------------- concat, pack, split

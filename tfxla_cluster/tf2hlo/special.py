@@ -1,4 +1,4 @@
-"""Special functions: Igamma, Igammac, IgammaGradA, Zeta, Polygamma, Betainc, BesselI0e, BesselI1e
+"""Special functions: Igamma, Igammac, IgammaGradA, RandomGammaGrad, Zeta, Polygamma, Betainc, BesselI0e, BesselI1e
 (tf2xla's binary_ops.cc/unary_ops_composition and betainc_op.cc over XLA's math.cc).
 
 Stage: lowering. Computed in f32 for f16/bf16 inputs (XLA's ``DoWithUpcastToF32``). The numerics are
@@ -209,6 +209,33 @@ def _igamma_op(mode: str):
 lowers("Igamma")(_igamma_op("p"))
 lowers("Igammac")(_igamma_op("q"))
 lowers("IgammaGradA")(_igamma_op("dp"))
+
+
+@lowers("RandomGammaGrad")
+def _random_gamma_grad(ctx, node):
+    """d sample / d alpha of a Gamma(alpha, 1) sample x at a fixed CDF value: ``-(∂P/∂a) / (∂P/∂x)``
+    (tf2xla's RandomGammaGradOp, XLA's ``RandomGammaGrad``). With ∂P/∂x = e^ax/x the prefactor cancels:
+    series ``-(dS + S·(log x - ψ(a+1)))·x/a``, continued fraction ``(dCF + CF·(log x - ψ(a)))·x``. x = 0
+    gives 0; x < 0, a <= 0 or NaN give NaN; where e^ax underflows the iterations do not run (as XLA)."""
+    b = ctx.b
+    (a, x), et = _inputs(ctx, 2)
+    is_nan = b.or_(xl.is_nan(b, a), xl.is_nan(b, x))
+    x_zero = xl.eq(b, x, 0.0)
+    domain_error = b.or_(xl.lt(b, x, 0.0), xl.le(b, a, 0.0))
+    use_cf = b.and_(xl.gt(b, x, 1.0), b.compare(x, a, "GT"))
+    log_x = b.log(x)
+    ax = b.subtract(b.subtract(b.multiply(a, log_x), x), xl.lgamma(b, a))
+    underflow = xl.lt(b, ax, -float(np.log(xl.max_finite_value(a.shape.element_type))))
+    disabled = b.or_(b.or_(x_zero, domain_error), b.or_(underflow, is_nan))
+    series, dseries = _igamma_series(b, a, x, b.or_(disabled, use_cf), True)
+    cf, dcf = _igammac_cf(b, a, x, b.or_(disabled, b.not_(use_cf)), True)
+    from_series = b.negate(b.divide(b.multiply(
+        b.add(dseries, b.multiply(series, b.subtract(log_x, xl.digamma(b, xl.add(b, a, 1.0))))), x), a))
+    from_cf = b.multiply(b.add(dcf, b.multiply(cf, b.subtract(log_x, xl.digamma(b, a)))), x)
+    out = b.select(use_cf, from_cf, from_series)
+    out = b.select(x_zero, _full(b, 0.0, a), out)
+    out = b.select(b.or_(domain_error, is_nan), _nan(b, a), out)
+    return [xl.convert(b, out, et)]
 
 
 # ---------------------------------------------------------------- zeta / polygamma
