@@ -106,8 +106,12 @@ def channelwise_plan(instr) -> ChannelwisePlan | None:
         [os_[d] for d in dn.output_spatial_dimensions])
 
 
-def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef) -> None:
-    """One parallel kernel: work items are (output position, channel block) pairs."""
+def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
+                     epilogue=None) -> None:
+    """One parallel kernel: work items are (output position, channel block) pairs. ``epilogue`` (an
+    :class:`~tfxla_cluster.codegen.kernels.loop.Epilogue`, ``features`` form only) then rewrites each
+    item's channels in place while they are in cache (the fused bias / scale / activation)."""
+    assert epilogue is None or plan.F == 1
     et = instr.shape.element_type
     sty = t.storage_type(et)
     lanes = max(1, prog.options.prefer_vector_width // (32 if et is T.F32 else 64))
@@ -126,6 +130,7 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
     flags = prog.options.reduction_flags
     lp, rp, op = kb.ptr(lhs.slot), kb.ptr(rhs.slot), kb.ptr(out.slot)
     window = instr.window.dimensions
+    dn = instr.convolution_dimension_numbers
     dilated = any(w.base_dilation != 1 for w in window)
     win_sizes = [w.size for w in window]
     flops = 2 * positions * plan.C * plan.F * prod(win_sizes)
@@ -184,6 +189,16 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
             for acc, (c, n) in zip(accs, chunks):
                 b.store(b.load(acc, typ=vty(n)), b.gep(op, [b.add(out_base, c)], source_etype=sty),
                         align=8 if et is T.F64 else 4)
+            if epilogue is not None:
+                count = sum(n for _, n in chunks)
+                with for_range(b, 0, count, "cwe") as j:
+                    ch = b.add(chunks[0][0], j)
+                    dims = [None] * instr.shape.rank
+                    dims[dn.output_batch_dimension] = ob
+                    dims[dn.output_feature_dimension] = ch
+                    for d, x in zip(dn.output_spatial_dimensions, osp):
+                        dims[d] = x
+                    epilogue.store(kb, dims, b.add(out_base, ch))
 
         def taps(i, lbase, rbase, accs, chunks):
             if i == len(window):
@@ -347,9 +362,19 @@ def blocked_plan(instr, options) -> BlockedPlan | None:
                        out_direct, M, K, lhs_direct, fast_last, kmat_taps, [rs[d] for d in ksp])
 
 
-def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef) -> None:
+def epilogue_fits(plan: BlockedPlan) -> bool:
+    """Whether :func:`emit_blocked_conv` can run an epilogue: on each block in place (rows mode with the
+    GEMM writing the output itself) or in the copy-out pass (the output is not the GEMM's result)."""
+    return not plan.out_direct or plan.mode == "rows"
+
+
+def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
+                      epilogue=None) -> None:
     """Materialise the filter matrix if needed, then one parallel kernel over (group, row block) items:
-    fill a patch block on the stack, GEMM it into the output (or a scratch copied out afterwards)."""
+    fill a patch block on the stack, GEMM it into the output (or a scratch copied out afterwards).
+    ``epilogue`` (see :func:`epilogue_fits`): rewrites each item's block of the output right after its
+    last GEMM call, while it is in cache, or runs in the copy-out pass."""
+    assert epilogue is None or epilogue_fits(plan)
     from tfxla_cluster.codegen.gemm import CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, CBLAS_TRANS, materialize_kernel
     et = instr.shape.element_type
     sty = t.storage_type(et)
@@ -553,6 +578,22 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
             b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(ta), i32(tb), rows, cols, kn,
                           t.float_constant(sty, 1.0), a_ptr, lda, bptr, ldb, beta,
                           b.gep(cp, [coff], source_etype=sty), t.i64(ldc)])
+        if epilogue is not None and plan.out_direct:
+            # The item's rows × cols block of the [M, O] output is in L2 now: bias / scale / residual /
+            # activation on it here saves a pass over the output through memory.
+            fbase = b.add(b.mul(g, t.i64(Og)), c0)
+            with for_range(b, 0, rows, "er") as r:
+                m = b.add(m0, r)
+                n, pp = b.udiv(m, t.i64(P)), b.urem(m, t.i64(P))
+                osp = split(b, pp, plan.out_sp)
+                rbase = b.add(b.mul(m, t.i64(plan.O)), fbase)
+                with for_range(b, 0, cols, "ec") as c:
+                    dims = [None] * instr.shape.rank
+                    dims[dn.output_batch_dimension] = n
+                    dims[dn.output_feature_dimension] = b.add(fbase, c)
+                    for d, x in zip(dn.output_spatial_dimensions, osp):
+                        dims[d] = x
+                    epilogue.store(kb_, dims, b.add(rbase, c))
     b.call(set_threads, [prev])
     prog.call_kernel(kb_, instr.name, "conv-gemm", items, tasks, flops // 8)
     if plan.out_direct:
@@ -572,5 +613,5 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
             m = bb.add(bb.mul(n, t.i64(P)), p) if plan.mode == "rows" else bb.add(bb.mul(p, t.i64(plan.B)), n)
             g, oo = bb.udiv(o, t.i64(Og)), bb.urem(o, t.i64(Og))
             return r.load(Index([g, m, oo], res.shape))
-        return gen
+        return gen if epilogue is None else epilogue.generator(kb, gen)
     materialize_kernel(prog, instr.name + "_result", [(out, out_make)])

@@ -16,7 +16,8 @@ elemental loop; the copy kernel (a layout change).
 from __future__ import annotations
 
 from tfxla_cluster.codegen.buffers import BufferRef, leaves
-from tfxla_cluster.codegen.conv import blocked_plan, channelwise_plan, emit_blocked_conv, emit_channelwise
+from tfxla_cluster.codegen.conv import BlockedPlan, blocked_plan, channelwise_plan, emit_blocked_conv, emit_channelwise, \
+    epilogue_fits
 from tfxla_cluster.codegen.gemm import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
 from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess, array_operands, flatten, thunk
@@ -81,6 +82,9 @@ _NON_ELEMENTAL_ROOTS = {O.SCATTER, O.SORT, O.SELECT_AND_SCATTER, O.RNG_BIT_GENER
 
 def emit_loop_thunk(prog, instr, operands, out) -> None:
     operands = array_operands(instr, operands)
+    deferred = _deferred(prog).pop(id(instr), None)
+    if deferred is not None:
+        return _emit_conv_with_epilogue(prog, instr, operands, out, *deferred)
     fused = instr.opcode is O.FUSION
     comp = instr.fused_computation if fused else None
     if fused and comp.root.opcode in _NON_ELEMENTAL_ROOTS:
@@ -284,14 +288,109 @@ def _dot_thunk(prog, instr, operands, out) -> None:
     emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
 
 
-@thunk(O.CONVOLUTION)
-def _conv_thunk(prog, instr, operands, out) -> None:
+# ---------------------------------------------------------------- convolution output fusion
+# XLA:CPU never fuses a convolution: its bias / batch-norm / residual / activation is the next kLoop
+# fusion, a second pass over the output. The HLO keeps that (so fusion decisions match XLA's dumps); here
+# the convolution's thunk is deferred to that fusion, which runs the convolution into its own output and
+# the fused computation on each block of it while the block is in cache (XLA's output fusion).
+_EPILOGUE_OPS = (ops.ELEMENTWISE | {O.PARAMETER, O.CONSTANT, O.BROADCAST, O.BITCAST, O.RESHAPE}) - {O.MAP}
+# Instructions that emit no kernel: between a convolution and its epilogue fusion they cannot touch
+# the convolution's operands, so its deferred kernel reads them unchanged.
+_NO_KERNEL = {O.PARAMETER, O.CONSTANT, O.GET_TUPLE_ELEMENT, O.BITCAST, O.TUPLE}
+
+
+class Epilogue:
+    """The fused computation of ``fusion`` applied to its output in place, where the convolution's value
+    (fused parameter ``param``) is the output's own element at the same index."""
+
+    def __init__(self, fusion, operands: list[BufferRef], out: BufferRef, param: int) -> None:
+        self.comp = fusion.fused_computation
+        self.operands, self.out, self.param = operands, out, param
+
+    def generator(self, kb: KernelBuilder, value):
+        """A generator of the fusion's result where the convolution's element is ``value(index)``."""
+        params = [kb.read(r) for r in self.operands]
+        params[self.param] = value
+        return FusedEmitter(kb.kctx, self.comp, params).gen(self.comp.root)
+
+    def store(self, kb: KernelBuilder, dims, linear) -> None:
+        """out[dims] := fusion(conv = out[dims]); ``linear``: the element's offset in out's layout."""
+        with kb.kctx.scope():
+            arr = kb.array(self.out)
+            idx = Index(dims, self.out.shape, linear)
+            arr.store(idx, self.generator(kb, lambda i: arr.load(i))(idx))
+
+
+def _deferred(prog) -> dict:
+    """{id(fusion): (convolution, its operands, plan)} for convolutions deferred to their epilogue."""
+    return prog.__dict__.setdefault("_deferred_convs", {})
+
+
+def _conv_plan(prog, instr):
     plan = channelwise_plan(instr)
     if plan is not None:
+        return plan
+    return blocked_plan(instr, prog.options)
+
+
+def _epilogue_fusion(prog, instr, plan):
+    """The fusion that can run as ``instr``'s epilogue, or None: the convolution's only user, elementwise
+    on it (same shape and layout as its result) and made of elementwise ops, broadcasts and reshapes,
+    the next kernel after it; the convolution's kernel can apply it (channel-wise ``features`` form, or a
+    blocked plan with :func:`epilogue_fits`)."""
+    if plan is None or not prog.options.output_fusion:
+        return None
+    if isinstance(plan, BlockedPlan) and not epilogue_fits(plan):
+        return None
+    if not isinstance(plan, BlockedPlan) and plan.F != 1:
+        return None
+    comp = instr.parent
+    if comp is None or instr is comp.root:
+        return None
+    cache = prog.__dict__.setdefault("_epilogue_users", {})
+    if id(comp) not in cache:
+        cache[id(comp)] = (comp, comp.users(), {id(x): n for n, x in enumerate(comp.post_order())},
+                           comp.post_order())
+    _, users, pos, order = cache[id(comp)]
+    us = users.get(instr, [])
+    if len(us) != 1 or us[0].opcode is not O.FUSION:
+        return None
+    fusion = us[0]
+    fc = fusion.fused_computation
+    if fusion.operands.count(instr) != 1 or fc.root.shape.is_tuple or fusion.shape != instr.shape:
+        return None
+    if any(i.opcode not in _EPILOGUE_OPS for i in fc.instructions):
+        return None
+    if not _elementwise_to_root(fc, fc.parameters[fusion.operands.index(instr)]):
+        return None
+    if id(fusion) not in pos or id(instr) not in pos or pos[id(fusion)] < pos[id(instr)]:
+        return None
+    if any(x.opcode not in _NO_KERNEL for x in order[pos[id(instr)] + 1:pos[id(fusion)]]):
+        return None
+    return fusion
+
+
+def _emit_conv_with_epilogue(prog, fusion, operands, out, conv, conv_operands, plan) -> None:
+    """The deferred convolution into ``out`` with ``fusion`` as its epilogue."""
+    for r in conv_operands:   # read now, at the fusion's position: keep them alive until here
+        prog.plan.use(r.slot, prog.pos)
+    epi = Epilogue(fusion, operands, out, fusion.operands.index(conv))
+    if isinstance(plan, BlockedPlan):
+        return emit_blocked_conv(prog, conv, plan, *conv_operands, out, epilogue=epi)
+    return emit_channelwise(prog, conv, plan, *conv_operands, out, epilogue=epi)
+
+
+@thunk(O.CONVOLUTION)
+def _conv_thunk(prog, instr, operands, out) -> None:
+    plan = _conv_plan(prog, instr)
+    fusion = _epilogue_fusion(prog, instr, plan)
+    if fusion is not None:
+        _deferred(prog)[id(fusion)] = (instr, array_operands(instr, operands), plan)
+        return
+    if isinstance(plan, BlockedPlan):
+        return emit_blocked_conv(prog, instr, plan, *array_operands(instr, operands), out)
+    if plan is not None:
         return emit_channelwise(prog, instr, plan, *array_operands(instr, operands), out)
-    blocked = blocked_plan(instr, prog.options)
-    if blocked is not None:
-        return emit_blocked_conv(prog, instr, blocked, *array_operands(instr, operands), out)
     if not conv_gemm_eligible(instr, prog.options):
         return emit_loop_thunk(prog, instr, operands, out)
     operands = array_operands(instr, operands)
