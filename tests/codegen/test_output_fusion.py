@@ -143,3 +143,92 @@ ENTRY e {
     exe, _ = check(module, *args, rtol=2e-5, atol=2e-5, scale_atol=True,
                    options=CodegenOptions(bounds_checks=True, threads=2))
     assert any(kk.kind.startswith("fusion") for kk in exe.kernels)
+
+
+DOT_CASES = [  # name, function, argument shapes
+    ("dense_bias_relu", lambda x, w, b: tf.nn.relu(tf.matmul(x, w) + b), [(67, 45), (45, 131), (131,)]),
+    ("dense_bias_gelu_res", lambda x, w, b, r: _gelu(tf.matmul(x, w) + b) + r,
+     [(130, 70), (70, 33), (33,), (130, 33)]),
+    ("dense_t_bias_elu", lambda x, w, b: tf.nn.elu(tf.matmul(x, w, transpose_b=True) + b),
+     [(37, 64), (50, 64), (50,)]),
+    ("bmm_scale_tanh", lambda x, w: tf.tanh(tf.matmul(x, w) * 0.5), [(3, 40, 24), (3, 24, 29)]),
+]
+
+
+@pytest.mark.parametrize("case", DOT_CASES, ids=lambda c: c[0])
+def test_dot_epilogue_matches_tf(case):
+    _, fn, shapes = case
+    args = [_rand(*s) for s in shapes]
+    _close(txc.function(fn, jit_compile=True)(*[tf.constant(a) for a in args]), fn(*args))
+
+
+_DOT_HLO = """HloModule m
+ENTRY e {
+  x = f32[70,45] parameter(0)
+  w = f32[45,131] parameter(1)
+  b = f32[131] parameter(2)
+  d = f32[70,131] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[70,131] broadcast(b), dimensions={1}
+  add = f32[70,131] add(d, bb)
+  ROOT t = f32[70,131] tanh(add)
+}
+"""
+
+
+def test_dot_epilogue_runs_in_the_gemm_kernel():
+    from tfxla_cluster.codegen.native_runtime import blas_available
+    module, _ = optimize(parse_module(_DOT_HLO))
+    args = [random_array(s, np.float32, RNG, specials=False) for s in ((70, 45), (45, 131), (131,))]
+    for opts in (CodegenOptions(bounds_checks=True, threads=1),
+                 CodegenOptions(bounds_checks=True, threads=3, parallel_min_cost=1),
+                 CodegenOptions(bounds_checks=True, threads=2, use_blas=False)):
+        exe, _ = check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+        if blas_available() or not opts.use_blas:
+            assert [kk.kind for kk in exe.kernels] == ["gemm"]
+    exe, _ = check(module, *args, rtol=2e-5, atol=2e-5, scale_atol=True,
+                   options=CodegenOptions(bounds_checks=True, threads=2, output_fusion=False))
+    assert len(exe.kernels) == 2
+
+
+def test_lone_elementwise_user_is_the_epilogue():
+    """XLA leaves ``dot + residual`` (and a convolution's) as a lone add: it runs on the GEMM blocks too."""
+    text = """HloModule m
+ENTRY e {
+  x = f32[70,45] parameter(0)
+  w = f32[45,131] parameter(1)
+  r = f32[70,131] parameter(2)
+  d = f32[70,131] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT add = f32[70,131] add(d, r)
+}
+"""
+    from tfxla_cluster.codegen.native_runtime import blas_available
+    module, _ = optimize(parse_module(text))
+    assert module.entry.root.opcode.text == "add"
+    args = [random_array(s, np.float32, RNG, specials=False) for s in ((70, 45), (45, 131), (70, 131))]
+    for opts in (CodegenOptions(bounds_checks=True, threads=1),
+                 CodegenOptions(bounds_checks=True, threads=3, parallel_min_cost=1)):
+        exe, _ = check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+        if blas_available():
+            assert [kk.kind for kk in exe.kernels] == ["gemm"]
+
+
+def test_dot_inside_an_output_fusion_runs_its_epilogue_per_block():
+    """XLA's kOutput fusion of a matrix-vector dot and its add: the add runs on the GEMM's blocks."""
+    text = """HloModule m
+ENTRY e {
+  a = f32[300,64] parameter(0)
+  v = f32[64] parameter(1)
+  r = f32[300] parameter(2)
+  d = f32[300] dot(a, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT add = f32[300] add(d, r)
+}
+"""
+    from tfxla_cluster.codegen.native_runtime import blas_available
+    module, _ = optimize(parse_module(text))
+    assert module.entry.root.opcode.text == "fusion"
+    args = [random_array(s, np.float32, RNG, specials=False) for s in ((300, 64), (64,), (300,))]
+    for opts in (CodegenOptions(bounds_checks=True, threads=1),
+                 CodegenOptions(bounds_checks=True, threads=3, parallel_min_cost=1)):
+        exe, _ = check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+        if blas_available():
+            assert [kk.kind for kk in exe.kernels] == ["gemm"]

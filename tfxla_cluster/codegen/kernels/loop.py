@@ -16,7 +16,7 @@ elemental loop; the copy kernel (a layout change).
 from __future__ import annotations
 
 from tfxla_cluster.codegen.buffers import BufferRef, leaves
-from tfxla_cluster.codegen.conv import BlockedPlan, blocked_plan, channelwise_plan, emit_blocked_conv, emit_channelwise, \
+from tfxla_cluster.codegen.conv import BlockedPlan, ChannelwisePlan, blocked_plan, channelwise_plan, emit_blocked_conv, emit_channelwise, \
     epilogue_fits
 from tfxla_cluster.codegen.gemm import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
 from tfxla_cluster.codegen.elemental import FusedEmitter
@@ -274,9 +274,30 @@ def _materialize_contractions(prog, instr, operands, out) -> dict:
         target = out if direct else prog.scratch(dot.shape, dot.name)
         srcs = [Source(o.shape, maker(o), operands[o.parameter_number] if o.opcode is O.PARAMETER else None)
                 for o in dot.operands]
-        emit_dot_gemm(prog, dot, srcs[0], srcs[1], target)
+        # The dot is the fusion's only big work and the rest is elementwise after it: the rest runs on
+        # each GEMM block (and the fusion is done).
+        epi = Epilogue(instr, operands, out, dot) if direct and len(dots) == 1 and prog.options.output_fusion \
+            and _only_elementwise_after(comp, dot) else None
+        emit_dot_gemm(prog, dot, srcs[0], srcs[1], target, epilogue=epi)
         result[id(dot)] = target
+        if epi is not None:
+            result[id(comp.root)] = out
     return result
+
+
+def _only_elementwise_after(comp, dot) -> bool:
+    """True if every instruction the root reaches without passing through ``dot`` is elementwise, a
+    parameter, constant, broadcast or reshape (nothing the epilogue could not evaluate per element)."""
+    stack, seen = [comp.root], set()
+    while stack:
+        x = stack.pop()
+        if x is dot or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.opcode not in _EPILOGUE_OPS:
+            return False
+        stack.extend(x.operands)
+    return True
 
 
 @thunk(O.DOT)
@@ -284,6 +305,10 @@ def _dot_thunk(prog, instr, operands, out) -> None:
     if not gemm_eligible(instr, prog.options):
         return emit_loop_thunk(prog, instr, operands, out)
     operands = array_operands(instr, operands)
+    fusion = _epilogue_fusion(prog, instr, True)
+    if fusion is not None:
+        _deferred(prog)[id(fusion)] = (instr, operands, True)
+        return
     srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
     emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
 
@@ -300,18 +325,24 @@ _NO_KERNEL = {O.PARAMETER, O.CONSTANT, O.GET_TUPLE_ELEMENT, O.BITCAST, O.TUPLE}
 
 
 class Epilogue:
-    """The fused computation of ``fusion`` applied to its output in place, where the convolution's value
-    (fused parameter ``param``) is the output's own element at the same index."""
+    """The fused computation of ``fusion`` applied to its output in place, where the contraction's value
+    (``target``: the fused parameter it is passed as, or the dot inside the fusion) is the output's own
+    element at the same index."""
 
-    def __init__(self, fusion, operands: list[BufferRef], out: BufferRef, param: int) -> None:
-        self.comp = fusion.fused_computation
-        self.operands, self.out, self.param = operands, out, param
+    def __init__(self, fusion, operands: list[BufferRef], out: BufferRef, target) -> None:
+        # ``fusion`` may also be a lone elementwise instruction (its operands are then the values).
+        self.instr = fusion
+        self.comp = fusion.fused_computation if fusion.opcode is O.FUSION else None
+        self.operands, self.out, self.target = operands, out, target
 
     def generator(self, kb: KernelBuilder, value):
-        """A generator of the fusion's result where the convolution's element is ``value(index)``."""
+        """A generator of the fusion's result where the contraction's element is ``value(index)``."""
         params = [kb.read(r) for r in self.operands]
-        params[self.param] = value
-        return FusedEmitter(kb.kctx, self.comp, params).gen(self.comp.root)
+        if self.comp is None:
+            values = {id(o): p for o, p in zip(self.instr.operands, params)}
+            values[id(self.target)] = value
+            return FusedEmitter(kb.kctx, None, [], values).gen(self.instr)
+        return FusedEmitter(kb.kctx, self.comp, params, {id(self.target): value}).gen(self.comp.root)
 
     def store(self, kb: KernelBuilder, dims, linear) -> None:
         """out[dims] := fusion(conv = out[dims]); ``linear``: the element's offset in out's layout."""
@@ -342,7 +373,7 @@ def _epilogue_fusion(prog, instr, plan):
         return None
     if isinstance(plan, BlockedPlan) and not epilogue_fits(plan):
         return None
-    if not isinstance(plan, BlockedPlan) and plan.F != 1:
+    if isinstance(plan, ChannelwisePlan) and plan.F != 1:
         return None
     comp = instr.parent
     if comp is None or instr is comp.root:
@@ -353,16 +384,20 @@ def _epilogue_fusion(prog, instr, plan):
                            comp.post_order())
     _, users, pos, order = cache[id(comp)]
     us = users.get(instr, [])
-    if len(us) != 1 or us[0].opcode is not O.FUSION:
+    if len(us) != 1:
         return None
     fusion = us[0]
-    fc = fusion.fused_computation
-    if fusion.operands.count(instr) != 1 or fc.root.shape.is_tuple or fusion.shape != instr.shape:
+    if fusion.operands.count(instr) != 1 or fusion.shape != instr.shape:
         return None
-    if any(i.opcode not in _EPILOGUE_OPS for i in fc.instructions):
-        return None
-    if not _elementwise_to_root(fc, fc.parameters[fusion.operands.index(instr)]):
-        return None
+    if fusion.opcode is O.FUSION:
+        fc = fusion.fused_computation
+        if fc.root.shape.is_tuple or any(i.opcode not in _EPILOGUE_OPS for i in fc.instructions):
+            return None
+        if not _elementwise_to_root(fc, fc.parameters[fusion.operands.index(instr)]):
+            return None
+    elif not fusion.is_elementwise() or fusion.opcode is O.MAP or \
+            fusion.opcode in THUNKS or fusion.opcode not in _EPILOGUE_OPS:
+        return None   # a lone elementwise instruction (XLA leaves e.g. dot + add unfused)
     if id(fusion) not in pos or id(instr) not in pos or pos[id(fusion)] < pos[id(instr)]:
         return None
     if any(x.opcode not in _NO_KERNEL for x in order[pos[id(instr)] + 1:pos[id(fusion)]]):
@@ -374,7 +409,11 @@ def _emit_conv_with_epilogue(prog, fusion, operands, out, conv, conv_operands, p
     """The deferred convolution into ``out`` with ``fusion`` as its epilogue."""
     for r in conv_operands:   # read now, at the fusion's position: keep them alive until here
         prog.plan.use(r.slot, prog.pos)
-    epi = Epilogue(fusion, operands, out, fusion.operands.index(conv))
+    epi = Epilogue(fusion, operands, out, conv if fusion.opcode is not O.FUSION else
+                   fusion.fused_computation.parameters[fusion.operands.index(conv)])
+    if conv.opcode is O.DOT:
+        srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in conv_operands]
+        return emit_dot_gemm(prog, conv, srcs[0], srcs[1], out, epilogue=epi)
     if isinstance(plan, BlockedPlan):
         return emit_blocked_conv(prog, conv, plan, *conv_operands, out, epilogue=epi)
     return emit_channelwise(prog, conv, plan, *conv_operands, out, epilogue=epi)
