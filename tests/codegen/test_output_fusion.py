@@ -232,3 +232,48 @@ ENTRY e {
         exe, _ = check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
         if blas_available():
             assert [kk.kind for kk in exe.kernels] == ["gemm"]
+
+
+PHASE_CASES = [  # input NHWC, filter HWIO (1×1), stride, padding: the strided 1×1 convolution's input backprop
+    ((2, 11, 9, 24), (1, 1, 24, 19), 2, "SAME"),
+    ((1, 10, 12, 70), (1, 1, 70, 33), 2, "VALID"),
+    ((2, 9, 10, 5), (1, 1, 5, 7), 3, "SAME"),
+    ((1, 8, 7, 6), (1, 1, 6, 9), (2, 1), "VALID"),
+]
+
+
+@pytest.mark.parametrize("case", PHASE_CASES, ids=lambda c: f"{c[0]}s{c[2]}{c[3]}")
+def test_strided_1x1_input_backprop_by_phase_matches_tf(case):
+    xs, ks, s, pad = case
+    sh, sw = (s, s) if isinstance(s, int) else s
+    k = _rand(*ks)
+    oh = -(-xs[1] // sh) if pad == "SAME" else (xs[1] - 1) // sh + 1
+    ow = -(-xs[2] // sw) if pad == "SAME" else (xs[2] - 1) // sw + 1
+    dy = _rand(xs[0], oh, ow, ks[3])
+    bi = lambda k, g: tf.raw_ops.Conv2DBackpropInput(  # noqa: E731
+        input_sizes=list(xs), filter=k, out_backprop=g, strides=[1, sh, sw, 1], padding=pad)
+    _close(txc.function(bi, jit_compile=True)(tf.constant(k), tf.constant(dy)), bi(k, dy))
+    # with an epilogue (the backprop feeding an activation gradient)
+    f = lambda k, g, x: bi(k, g) * tf.cast(x > 0, tf.float32)  # noqa: E731
+    x = _rand(*xs)
+    _close(txc.function(f, jit_compile=True)(tf.constant(k), tf.constant(dy), tf.constant(x)), f(k, dy, x))
+
+
+def test_phase_plan_is_chosen_and_matches_evaluator():
+    from tfxla_cluster.codegen.conv import blocked_plan
+    from tfxla_cluster.codegen.native_runtime import blas_available
+    text = """HloModule m
+ENTRY e {
+  g = f32[2,4,5,12] parameter(0)
+  k = f32[1,1,7,12] parameter(1)
+  ROOT c = f32[2,9,10,7] convolution(g, k), window={size=1x1 pad=1_0x0_1 lhs_dilate=2x2}, dim_labels=b01f_01oi->b01f
+}
+"""
+    module, _ = optimize(parse_module(text))
+    conv = module.entry.root
+    if blas_available():
+        assert blocked_plan(conv, CodegenOptions()).phase
+    args = [random_array(s, np.float32, RNG, specials=False) for s in ((2, 4, 5, 12), (1, 1, 7, 12))]
+    for opts in (CodegenOptions(bounds_checks=True, threads=1),
+                 CodegenOptions(bounds_checks=True, threads=3, parallel_min_cost=1)):
+        check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)

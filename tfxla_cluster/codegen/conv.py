@@ -300,6 +300,7 @@ class BlockedPlan:
     fast_last: bool = False     # rows mode: taps along the last window dim read one contiguous run
     kmat_taps: bool = False     # filter [spatial…, out, in] (the input backprop's): one GEMM per tap, B^T
     rhs_sp: list[int] | None = None
+    phase: bool = False         # 1×1 window over a dilated input (strided 1×1 input backprop): by output phase
 
 
 def blocked_plan(instr, options) -> BlockedPlan | None:
@@ -356,10 +357,17 @@ def blocked_plan(instr, options) -> BlockedPlan | None:
     kmat_taps = mode == "rows" and not kmat_direct and G == 1 and Cg >= TAPS_MIN_FEATURES and \
         K * Og >= TAPS_MIN_ELEMENTS and major_to_minor(rhs.shape) == ksp + [kout, kin]
     fast_last = fast_last and not kmat_taps
+    # A 1×1 window over a dilated input (the strided 1×1 convolution's input backprop): most patch rows
+    # are zeros. Output positions of one phase read consecutive input positions: GEMM those straight from
+    # the input into strided output rows, zero the rest.
+    phase = mode == "rows" and G == 1 and out_direct and bool(window) and ls[dn.input_feature_dimension] == 1 \
+        and all(w.size == 1 and w.stride == 1 and w.window_dilation == 1 for w in window) \
+        and any(w.base_dilation != 1 for w in window)
     return BlockedPlan(mode, G, B, Cg, Og, O_, out_sp, [ld[d] for d in dn.input_spatial_dimensions], win,
                        ls[dn.input_batch_dimension], ls[dn.input_feature_dimension],
                        [ls[d] for d in dn.input_spatial_dimensions], kmat_direct, O_ if kmat_direct else Og,
-                       out_direct, M, K, lhs_direct, fast_last, kmat_taps, [rs[d] for d in ksp])
+                       out_direct, M, K, lhs_direct, fast_last and not phase, kmat_taps and not phase,
+                       [rs[d] for d in ksp], phase)
 
 
 def epilogue_fits(plan: BlockedPlan) -> bool:
@@ -411,6 +419,8 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
                 return arr.load(Index(dims, rshape))
             return gen
         materialize_kernel(prog, instr.name + "_kernel", [(kref, kernel_make)])
+    if plan.phase:
+        return _emit_phase_conv(prog, instr, plan, lhs, kref, out, epilogue)
     res = out if plan.out_direct else prog.scratch(Shape(et, (G, M, Og)), "conv.result")
     threads = prog.options.thread_count
     # Block sizes: rows (or output positions) per item, contraction per GEMM call.
@@ -615,3 +625,83 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
             return r.load(Index([g, m, oo], res.shape))
         return gen if epilogue is None else epilogue.generator(kb, gen)
     materialize_kernel(prog, instr.name + "_result", [(out, out_make)])
+
+
+def _emit_phase_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, kref: BufferRef, out: BufferRef,
+                     epilogue) -> None:
+    """The ``phase`` plan: work items are output rows (batch, outer spatial position). A row whose outer
+    position falls between dilated input positions is zeros; otherwise its positions ``pl + d·j`` along the
+    last dimension are one GEMM of the input row (read in place) with the filter matrix, written with
+    row stride ``d·O``, and the others zeros. Sums: K = input features per element, as the blocked GEMM."""
+    from tfxla_cluster.codegen.gemm import CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, split
+    et = instr.shape.element_type
+    sty = t.storage_type(et)
+    esize = 4 if et is T.F32 else 8
+    dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
+    O_, K = plan.O, plan.K
+    wout = plan.out_sp[-1]
+    last = window[-1]
+    d, pl = last.base_dilation, last.padding_low
+    # Input positions j along the last dimension whose output position pl + d·j is inside the output.
+    j_lo = max(0, -(pl // d))
+    j_hi = min(plan.in_sp[-1], (wout - 1 - pl) // d + 1) if wout - 1 - pl >= 0 else 0
+    j_hi = max(j_hi, j_lo)
+    outer = plan.out_sp[:-1]
+    items = plan.B * prod(outer)
+    flops = 2 * plan.M * K * O_
+    kb_ = prog.kernel(instr.name)
+    b = kb_.builder
+    tasks = prog.tasks_for(items, flops // 8)
+    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 else (t.i64(0), t.i64(items))
+    lp, kp, cp = kb_.ptr(lhs.slot), kb_.ptr(kref.slot), kb_.ptr(out.slot)
+    mctx = kb_.kctx.mctx
+    memset = mctx.function("llvm.memset.p0.i64", t.VOID, [t.PTR, t.I8, t.I64, t.I1])
+    set_threads = mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
+    gemm = mctx.function("tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm", t.VOID,
+                         [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64, t.PTR, t.I64, sty, t.PTR, t.I64])
+    i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
+    prev = b.call(set_threads, [i32(1)])
+    row = wout * O_
+    with for_range(b, lo, hi, "ph") as item:
+        n, rest = b.udiv(item, t.i64(max(prod(outer), 1))), b.urem(item, t.i64(max(prod(outer), 1)))
+        osp = split(b, rest, outer) if outer else []
+        base = b.mul(item, t.i64(row))
+        # Zeros first (positions between the dilated inputs, rows outside them); the GEMM overwrites its own.
+        b.call(memset, [b.gep(cp, [base], source_etype=sty), ir.Constant(t.I8, 0), t.i64(row * esize),
+                        ir.Constant(t.I1, 0)])
+        off, valid = b.mul(n, t.i64(plan.lhs_b)), ir.Constant(t.I1, 1)
+        for i, wd in enumerate(window[:-1]):
+            p = b.sub(osp[i], t.i64(wd.padding_low))
+            bd = t.i64(wd.base_dilation)
+            valid = b.and_(valid, b.icmp_signed(">=", p, t.i64(0)))
+            valid = b.and_(valid, b.icmp_signed("==", b.srem(p, bd), t.i64(0)))
+            p = b.sdiv(p, bd)
+            valid = b.and_(valid, b.icmp_signed("<", p, t.i64(plan.in_sp[i])))
+            off = b.add(off, b.mul(b.select(valid, p, t.i64(0)), t.i64(plan.lhs_sp[i])))
+        if j_hi > j_lo:
+            fn = b.block.function
+            yes, done = fn.append_basic_block("ph.gemm"), fn.append_basic_block("ph.done")
+            b.cbranch(valid, yes, done)
+            b.position_at_end(yes)
+            a_ptr = b.gep(lp, [b.add(off, t.i64(j_lo * plan.lhs_sp[-1]))], source_etype=sty)
+            c_ptr = b.gep(cp, [b.add(base, t.i64((pl + d * j_lo) * O_))], source_etype=sty)
+            if plan.kmat_direct:
+                bptr, ldb = kp, plan.kmat_ld
+            else:   # the materialised [1, K, O] filter matrix
+                bptr, ldb = kp, O_
+            b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(CBLAS_NO_TRANS), i32(CBLAS_NO_TRANS), t.i64(j_hi - j_lo),
+                          t.i64(O_), t.i64(K), t.float_constant(sty, 1.0), a_ptr, t.i64(plan.lhs_sp[-1]), bptr,
+                          t.i64(ldb), t.float_constant(sty, 0.0), c_ptr, t.i64(d * O_)])
+            b.branch(done)
+            b.position_at_end(done)
+        if epilogue is not None:
+            with for_range(b, 0, wout, "er") as r:
+                with for_range(b, 0, O_, "ec") as c:
+                    dims = [None] * instr.shape.rank
+                    dims[dn.output_batch_dimension] = n
+                    dims[dn.output_feature_dimension] = c
+                    for dd, x in zip(dn.output_spatial_dimensions, osp + [r]):
+                        dims[dd] = x
+                    epilogue.store(kb_, dims, b.add(base, b.add(b.mul(r, t.i64(O_)), c)))
+    b.call(set_threads, [prev])
+    prog.call_kernel(kb_, instr.name, "conv-gemm", items, tasks, flops // 8)
