@@ -277,3 +277,29 @@ ENTRY e {
     for opts in (CodegenOptions(bounds_checks=True, threads=1),
                  CodegenOptions(bounds_checks=True, threads=3, parallel_min_cost=1)):
         check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+
+
+def test_epilogue_fusion_writing_in_place_over_another_operand():
+    """relu(conv1 + conv2): the fusion may write into conv1's buffer in place; conv2 (deferred to it) must
+    not overwrite conv1's values before the fusion reads them."""
+    text = """HloModule m
+ENTRY e {
+  x = f32[2,6,5,8] parameter(0)
+  k1 = f32[3,3,8,16] parameter(1)
+  k2 = f32[1,1,8,16] parameter(2)
+  c1 = f32[2,6,5,16] convolution(x, k1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  c2 = f32[2,6,5,16] convolution(x, k2), window={size=1x1}, dim_labels=b01f_01io->b01f
+  s = f32[2,6,5,16] add(c1, c2)
+  zero = f32[] constant(0)
+  zz = f32[2,6,5,16] broadcast(zero), dimensions={}
+  relu = f32[2,6,5,16] maximum(s, zz)
+  k3 = f32[1,1,16,4] parameter(3)
+  ROOT c3 = f32[2,6,5,4] convolution(relu, k3), window={size=1x1}, dim_labels=b01f_01io->b01f
+}
+"""
+    module, _ = optimize(parse_module(text))
+    args = [random_array(s, np.float32, RNG, specials=False)
+            for s in ((2, 6, 5, 8), (3, 3, 8, 16), (1, 1, 8, 16), (1, 1, 16, 4))]
+    for opts in (CodegenOptions(bounds_checks=True, threads=1),
+                 CodegenOptions(bounds_checks=True, threads=3, parallel_min_cost=1)):
+        check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)

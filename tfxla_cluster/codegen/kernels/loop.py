@@ -84,7 +84,14 @@ def emit_loop_thunk(prog, instr, operands, out) -> None:
     operands = array_operands(instr, operands)
     deferred = _deferred(prog).pop(id(instr), None)
     if deferred is not None:
-        return _emit_conv_with_epilogue(prog, instr, operands, out, *deferred)
+        conv, conv_operands, conv_out, plan = deferred
+        k = instr.operands.index(conv)
+        if isinstance(out, BufferRef) and all(r.slot is not out.slot for j, r in enumerate(operands) if j != k):
+            return _emit_conv_with_epilogue(prog, instr, operands, out, conv, conv_operands, plan)
+        # The fusion writes in place over another operand: the convolution must not clobber it first.
+        for r in conv_operands:
+            prog.plan.use(r.slot, prog.pos)
+        _emit_contraction(prog, conv, conv_operands, conv_out, plan)
     fused = instr.opcode is O.FUSION
     comp = instr.fused_computation if fused else None
     if fused and comp.root.opcode in _NON_ELEMENTAL_ROOTS:
@@ -307,7 +314,7 @@ def _dot_thunk(prog, instr, operands, out) -> None:
     operands = array_operands(instr, operands)
     fusion = _epilogue_fusion(prog, instr, True)
     if fusion is not None:
-        _deferred(prog)[id(fusion)] = (instr, operands, True)
+        _deferred(prog)[id(fusion)] = (instr, operands, out, True)
         return
     srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
     emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
@@ -419,17 +426,25 @@ def _emit_conv_with_epilogue(prog, fusion, operands, out, conv, conv_operands, p
     return emit_channelwise(prog, conv, plan, *conv_operands, out, epilogue=epi)
 
 
+def _emit_contraction(prog, instr, operands: list[BufferRef], out: BufferRef, plan) -> None:
+    """A dot (GEMM) or a convolution with a channel-wise / blocked plan, without epilogue."""
+    if instr.opcode is O.DOT:
+        srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
+        return emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
+    if isinstance(plan, BlockedPlan):
+        return emit_blocked_conv(prog, instr, plan, *operands, out)
+    return emit_channelwise(prog, instr, plan, *operands, out)
+
+
 @thunk(O.CONVOLUTION)
 def _conv_thunk(prog, instr, operands, out) -> None:
     plan = _conv_plan(prog, instr)
     fusion = _epilogue_fusion(prog, instr, plan)
     if fusion is not None:
-        _deferred(prog)[id(fusion)] = (instr, array_operands(instr, operands), plan)
+        _deferred(prog)[id(fusion)] = (instr, array_operands(instr, operands), out, plan)
         return
-    if isinstance(plan, BlockedPlan):
-        return emit_blocked_conv(prog, instr, plan, *array_operands(instr, operands), out)
     if plan is not None:
-        return emit_channelwise(prog, instr, plan, *array_operands(instr, operands), out)
+        return _emit_contraction(prog, instr, array_operands(instr, operands), out, plan)
     if not conv_gemm_eligible(instr, prog.options):
         return emit_loop_thunk(prog, instr, operands, out)
     operands = array_operands(instr, operands)
