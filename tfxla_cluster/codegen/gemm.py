@@ -176,14 +176,13 @@ def emit_dot_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef, epilogu
     direct = _arrangement(out.shape, list(range(nb)), list(range(nb, nb + nl)), list(range(nb + nl, rank))) == "N" \
         and out.shape.element_type is et
     c_ref = out if direct else prog.scratch(Shape(et, (d.B, d.M, d.N)), "dot.out")
-    block_epilogue = None
-    if epilogue is not None and direct:
-        sizes = instr.shape.dimensions
+    sizes = instr.shape.dimensions
 
-        def block_epilogue(kb, bi, m, n, linear):
-            dims = split(kb.builder, bi, sizes[:nb]) + split(kb.builder, m, sizes[nb:nb + nl]) + \
-                split(kb.builder, n, sizes[nb + nl:])
-            epilogue.store(kb, dims, linear)
+    def on_block(kb, bi, m, n, linear):
+        dims = split(kb.builder, bi, sizes[:nb]) + split(kb.builder, m, sizes[nb:nb + nl]) + \
+            split(kb.builder, n, sizes[nb + nl:])
+        epilogue.store(kb, dims, linear)
+    block_epilogue = on_block if epilogue is not None and direct else None
     gemm_kernel(prog, instr.name, et, d.B, d.M, d.N, d.K, a_ref, ta, b_ref, tb, c_ref, block_epilogue)
     if not direct:
         def make(kb):

@@ -6,18 +6,22 @@ same-sized row-major arrays, otherwise rows of the physical outer dims around th
 when there are too few rows for the threads). Multi-output roots store every leaf in the same nest.
 Before the nest:
   * big dots inside a fusion run as GEMM kernels (into the output buffer itself when only elementwise
-    ops follow them — the bias+relu epilogue then runs in place, as XLA's dot output fusion does);
+    ops follow them — the bias+relu epilogue then runs on each GEMM block right after its call, in
+    cache, as XLA's dot output fusion does; no loop nest of its own);
   * reductions of a big input to one element, and column reductions, use ``reductions.py``.
 Also here: fusions around a non-elemental root (XLA's ``wrapped_scatter``...) materialise fused operands
 and run the root's own kernel; dot / convolution run as GEMM (``gemm.py``; convolutions first try ``conv.py``: the channel-wise
 depthwise kernel, blocked im2col GEMMs) when big enough, else as the
 elemental loop; the copy kernel (a layout change).
+Output fusion of unfused contractions: a dot or convolution whose only user is the next kernel, an
+elementwise fusion (or lone elementwise instruction) on it, is deferred to that user, which runs it into
+its own output with the user's computation as an ``Epilogue`` on each block (``_epilogue_fusion``).
 """
 from __future__ import annotations
 
 from tfxla_cluster.codegen.buffers import BufferRef, leaves
-from tfxla_cluster.codegen.conv import BlockedPlan, ChannelwisePlan, blocked_plan, channelwise_plan, emit_blocked_conv, emit_channelwise, \
-    epilogue_fits
+from tfxla_cluster.codegen.conv import BlockedPlan, ChannelwisePlan, blocked_plan, channelwise_plan, \
+    emit_blocked_conv, emit_channelwise, epilogue_fits
 from tfxla_cluster.codegen.gemm import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
 from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess, array_operands, flatten, thunk
