@@ -32,7 +32,8 @@ import numpy as np
 @dataclass
 class Layer:
     """One op at one shape. ``kind``: conv, conv_bi, conv_bf (Conv2D and its input/filter backprops),
-    dw, dw_bi, dw_bf (depthwise), matmul, bmm. ``x``: the input shape (NHWC) or [.., M, K] for dots;
+    conv_br (Conv2D + bias + Relu), conv_bnr (Conv2D + batch-norm scale/shift + residual add + Relu),
+    dw, dw_bi, dw_bf (depthwise), dw_br (depthwise + batch-norm scale/shift + Relu6), matmul, bmm. ``x``: the input shape (NHWC) or [.., M, K] for dots;
     ``w``: the filter (HWIO; depthwise HWC1) or [.., K, N]."""
 
     model: str
@@ -91,6 +92,9 @@ LAYERS: list[Layer] = [
     _conv("resnet50", "res4 1x1 1024>256", 14, 1024, 256, 1),
     _conv("resnet50", "res5 3x3 512", 7, 512, 512, 3),
     _conv("resnet50", "res5 1x1 512>2048", 7, 512, 2048, 1),
+    _conv("resnet50", "res2 3x3 64 +bias+relu", 56, 64, 64, 3, kind="conv_br", quick=True),
+    _conv("resnet50", "res2 1x1 64>256 +bn+res+relu", 56, 64, 256, 1, kind="conv_bnr"),
+    _conv("resnet50", "res4 3x3 256 +bn+res+relu", 14, 256, 256, 3, kind="conv_bnr"),
     _conv("resnet50", "res2 3x3 64 grad_x", 56, 64, 64, 3, kind="conv_bi"),
     _conv("resnet50", "res2 3x3 64 grad_w", 56, 64, 64, 3, kind="conv_bf"),
     _conv("resnet50", "res4 3x3 256 grad_x", 14, 256, 256, 3, kind="conv_bi"),
@@ -108,6 +112,7 @@ LAYERS: list[Layer] = [
     _dw("mobilenetv2", "dw 3x3 144", 56, 144, 3),
     _dw("mobilenetv2", "dw 3x3 384", 14, 384, 3),
     _dw("mobilenetv2", "dw 3x3 960", 7, 960, 3),
+    _dw("mobilenetv2", "dw 3x3 144 +bn+relu6", 56, 144, 3, kind="dw_br"),
     _dw("mobilenetv2", "dw 3x3 144 grad_x", 56, 144, 3, kind="dw_bi"),
     _dw("mobilenetv2", "dw 3x3 144 grad_w", 56, 144, 3, kind="dw_bf"),
     _dw("mobilenetv2@32", "dw 3x3 32 b2", 16, 32, 3, batch=2),
@@ -173,6 +178,17 @@ def make(layer: Layer, tf) -> tuple[Callable, list[np.ndarray]]:
     raw = tf.raw_ops
     if layer.kind == "conv":
         return (lambda x, k: tf.nn.conv2d(x, k, strides, pad, dilations=dils)), [rand(layer.x), rand(layer.w)]
+    if layer.kind in ("conv_br", "conv_bnr"):
+        cout = layer.w[3]
+        conv = lambda x, k: tf.nn.conv2d(x, k, strides, pad, dilations=dils)  # noqa: E731
+        if layer.kind == "conv_br":
+            return (lambda x, k, b: tf.nn.relu(conv(x, k) + b)), [rand(layer.x), rand(layer.w), rand((cout,))]
+        return (lambda x, k, s, b, r: tf.nn.relu(conv(x, k) * s + b + r)), \
+            [rand(layer.x), rand(layer.w), rand((cout,)), rand((cout,)), rand((n, oh, ow, cout))]
+    if layer.kind == "dw_br":
+        return (lambda x, k, s, b: tf.nn.relu6(raw.DepthwiseConv2dNative(
+            input=x, filter=k, strides=strides, padding=pad, dilations=dils) * s + b)), \
+            [rand(layer.x), rand(layer.w), rand((cin,)), rand((cin,))]
     if layer.kind == "conv_bi":
         return (lambda k, g: raw.Conv2DBackpropInput(input_sizes=list(layer.x), filter=k, out_backprop=g,
                                                      strides=strides, padding=pad, dilations=dils)), [rand(layer.w), dy]

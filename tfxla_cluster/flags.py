@@ -1209,6 +1209,7 @@ ENV_SWITCHES: Mapping[str, EnvSwitch] = types.MappingProxyType({s.name: s for s 
     EnvSwitch("XDG_CACHE_HOME", "", "The user's cache directory (where the native launch library is built)."),
     EnvSwitch("CC", "gcc", "The C compiler that builds the native launch op."),
     EnvSwitch("TFXLA_CODEGEN_BOUNDS_CHECKS", "", "1: generated code checks every buffer access (debugging)."),
+    EnvSwitch("TFXLA_CODEGEN_NO_OUTPUT_FUSION", "", "1: a convolution's bias/activation fusion runs as its own pass (A/B timing)."),
     EnvSwitch("TFXLA_CODEGEN_POOL", "native", "python: parallel loops use Python threads instead of the native pool."),
     EnvSwitch("TFXLA_CLUSTER_PROGRESS", "", "1/0: force progress bars on/off (default: when stderr is a terminal)."),
     EnvSwitch("TFXLA_CLUSTER_DEBUG", "", "Set: the CLI shows tracebacks of internal errors; TF's logs are not quieted."),

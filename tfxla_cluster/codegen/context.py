@@ -24,6 +24,7 @@ from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.target import CpuTarget, default_target, resolve_target
 
 BOUNDS_CHECK_ENV = "TFXLA_CODEGEN_BOUNDS_CHECKS"
+NO_OUTPUT_FUSION_ENV = "TFXLA_CODEGEN_NO_OUTPUT_FUSION"
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class CodegenOptions:
     parallel_min_cost: int = 1 << 18   # bytes-equivalent work before a kernel is split across threads
     fast_transcendentals: bool = True  # inline, vectorisable exp/log/tanh approximations for f32
     row_groups: bool = True            # run consecutive row-local kernels block of rows by block of rows
+    output_fusion: bool = True         # a convolution's elementwise consumer fusion runs on its blocks
     prefer_vector_width: int = 256     # xla_cpu_prefer_vector_width: SIMD width the vectorisers aim for
     target: CpuTarget | None = None    # CPU the code is for; None = default_target() (env flags, else host)
 
@@ -62,6 +64,7 @@ class CodegenOptions:
             honor_division=bool(flags.xla_cpu_fast_math_honor_division),
             fast_min_max=bool(flags.xla_cpu_enable_fast_min_max),
             bounds_checks=env in ("1", "true", "yes", "on"),
+            output_fusion=env_switch(NO_OUTPUT_FUSION_ENV).strip().lower() not in ("1", "true", "yes", "on"),
             threads=int(flags.tfxla_cpu_threads),
             prefer_vector_width=int(flags.xla_cpu_prefer_vector_width),
             target=resolve_target(flags),

@@ -106,8 +106,12 @@ def channelwise_plan(instr) -> ChannelwisePlan | None:
         [os_[d] for d in dn.output_spatial_dimensions])
 
 
-def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef) -> None:
-    """One parallel kernel: work items are (output position, channel block) pairs."""
+def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
+                     epilogue=None) -> None:
+    """One parallel kernel: work items are (output position, channel block) pairs. ``epilogue`` (an
+    :class:`~tfxla_cluster.codegen.kernels.loop.Epilogue`, ``features`` form only) then rewrites each
+    item's channels in place while they are in cache (the fused bias / scale / activation)."""
+    assert epilogue is None or plan.F == 1
     et = instr.shape.element_type
     sty = t.storage_type(et)
     lanes = max(1, prog.options.prefer_vector_width // (32 if et is T.F32 else 64))
@@ -126,6 +130,7 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
     flags = prog.options.reduction_flags
     lp, rp, op = kb.ptr(lhs.slot), kb.ptr(rhs.slot), kb.ptr(out.slot)
     window = instr.window.dimensions
+    dn = instr.convolution_dimension_numbers
     dilated = any(w.base_dilation != 1 for w in window)
     win_sizes = [w.size for w in window]
     flops = 2 * positions * plan.C * plan.F * prod(win_sizes)
@@ -184,6 +189,16 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
             for acc, (c, n) in zip(accs, chunks):
                 b.store(b.load(acc, typ=vty(n)), b.gep(op, [b.add(out_base, c)], source_etype=sty),
                         align=8 if et is T.F64 else 4)
+            if epilogue is not None:
+                count = sum(n for _, n in chunks)
+                with for_range(b, 0, count, "cwe") as j:
+                    ch = b.add(chunks[0][0], j)
+                    dims = [None] * instr.shape.rank
+                    dims[dn.output_batch_dimension] = ob
+                    dims[dn.output_feature_dimension] = ch
+                    for d, x in zip(dn.output_spatial_dimensions, osp):
+                        dims[d] = x
+                    epilogue.store(kb, dims, b.add(out_base, ch))
 
         def taps(i, lbase, rbase, accs, chunks):
             if i == len(window):
@@ -285,6 +300,7 @@ class BlockedPlan:
     fast_last: bool = False     # rows mode: taps along the last window dim read one contiguous run
     kmat_taps: bool = False     # filter [spatial…, out, in] (the input backprop's): one GEMM per tap, B^T
     rhs_sp: list[int] | None = None
+    phase: bool = False         # 1×1 window over a dilated input (strided 1×1 input backprop): by output phase
 
 
 def blocked_plan(instr, options) -> BlockedPlan | None:
@@ -341,15 +357,32 @@ def blocked_plan(instr, options) -> BlockedPlan | None:
     kmat_taps = mode == "rows" and not kmat_direct and G == 1 and Cg >= TAPS_MIN_FEATURES and \
         K * Og >= TAPS_MIN_ELEMENTS and major_to_minor(rhs.shape) == ksp + [kout, kin]
     fast_last = fast_last and not kmat_taps
+    # A 1×1 window over a dilated input (the strided 1×1 convolution's input backprop): most patch rows
+    # are zeros. Output positions of one phase read consecutive input positions: GEMM those straight from
+    # the input into strided output rows, zero the rest.
+    phase = mode == "rows" and G == 1 and out_direct and bool(window) and ls[dn.input_feature_dimension] == 1 \
+        and all(w.size == 1 and w.stride == 1 and w.window_dilation == 1 for w in window) \
+        and any(w.base_dilation != 1 for w in window)
     return BlockedPlan(mode, G, B, Cg, Og, O_, out_sp, [ld[d] for d in dn.input_spatial_dimensions], win,
                        ls[dn.input_batch_dimension], ls[dn.input_feature_dimension],
                        [ls[d] for d in dn.input_spatial_dimensions], kmat_direct, O_ if kmat_direct else Og,
-                       out_direct, M, K, lhs_direct, fast_last, kmat_taps, [rs[d] for d in ksp])
+                       out_direct, M, K, lhs_direct, fast_last and not phase, kmat_taps and not phase,
+                       [rs[d] for d in ksp], phase)
 
 
-def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef) -> None:
+def epilogue_fits(plan: BlockedPlan) -> bool:
+    """Whether :func:`emit_blocked_conv` can run an epilogue: on each block in place (rows mode with the
+    GEMM writing the output itself) or in the copy-out pass (the output is not the GEMM's result)."""
+    return not plan.out_direct or plan.mode == "rows"
+
+
+def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
+                      epilogue=None) -> None:
     """Materialise the filter matrix if needed, then one parallel kernel over (group, row block) items:
-    fill a patch block on the stack, GEMM it into the output (or a scratch copied out afterwards)."""
+    fill a patch block on the stack, GEMM it into the output (or a scratch copied out afterwards).
+    ``epilogue`` (see :func:`epilogue_fits`): rewrites each item's block of the output right after its
+    last GEMM call, while it is in cache, or runs in the copy-out pass."""
+    assert epilogue is None or epilogue_fits(plan)
     from tfxla_cluster.codegen.gemm import CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, CBLAS_TRANS, materialize_kernel
     et = instr.shape.element_type
     sty = t.storage_type(et)
@@ -386,6 +419,8 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
                 return arr.load(Index(dims, rshape))
             return gen
         materialize_kernel(prog, instr.name + "_kernel", [(kref, kernel_make)])
+    if plan.phase:
+        return _emit_phase_conv(prog, instr, plan, lhs, kref, out, epilogue)
     res = out if plan.out_direct else prog.scratch(Shape(et, (G, M, Og)), "conv.result")
     threads = prog.options.thread_count
     # Block sizes: rows (or output positions) per item, contraction per GEMM call.
@@ -553,6 +588,22 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
             b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(ta), i32(tb), rows, cols, kn,
                           t.float_constant(sty, 1.0), a_ptr, lda, bptr, ldb, beta,
                           b.gep(cp, [coff], source_etype=sty), t.i64(ldc)])
+        if epilogue is not None and plan.out_direct:
+            # The item's rows × cols block of the [M, O] output is in L2 now: bias / scale / residual /
+            # activation on it here saves a pass over the output through memory.
+            fbase = b.add(b.mul(g, t.i64(Og)), c0)
+            with for_range(b, 0, rows, "er") as r:
+                m = b.add(m0, r)
+                n, pp = b.udiv(m, t.i64(P)), b.urem(m, t.i64(P))
+                osp = split(b, pp, plan.out_sp)
+                rbase = b.add(b.mul(m, t.i64(plan.O)), fbase)
+                with for_range(b, 0, cols, "ec") as c:
+                    dims = [None] * instr.shape.rank
+                    dims[dn.output_batch_dimension] = n
+                    dims[dn.output_feature_dimension] = b.add(fbase, c)
+                    for d, x in zip(dn.output_spatial_dimensions, osp):
+                        dims[d] = x
+                    epilogue.store(kb_, dims, b.add(rbase, c))
     b.call(set_threads, [prev])
     prog.call_kernel(kb_, instr.name, "conv-gemm", items, tasks, flops // 8)
     if plan.out_direct:
@@ -572,5 +623,85 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
             m = bb.add(bb.mul(n, t.i64(P)), p) if plan.mode == "rows" else bb.add(bb.mul(p, t.i64(plan.B)), n)
             g, oo = bb.udiv(o, t.i64(Og)), bb.urem(o, t.i64(Og))
             return r.load(Index([g, m, oo], res.shape))
-        return gen
+        return gen if epilogue is None else epilogue.generator(kb, gen)
     materialize_kernel(prog, instr.name + "_result", [(out, out_make)])
+
+
+def _emit_phase_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, kref: BufferRef, out: BufferRef,
+                     epilogue) -> None:
+    """The ``phase`` plan: work items are output rows (batch, outer spatial position). A row whose outer
+    position falls between dilated input positions is zeros; otherwise its positions ``pl + d·j`` along the
+    last dimension are one GEMM of the input row (read in place) with the filter matrix, written with
+    row stride ``d·O``, and the others zeros. Sums: K = input features per element, as the blocked GEMM."""
+    from tfxla_cluster.codegen.gemm import CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, split
+    et = instr.shape.element_type
+    sty = t.storage_type(et)
+    esize = 4 if et is T.F32 else 8
+    dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
+    O_, K = plan.O, plan.K
+    wout = plan.out_sp[-1]
+    last = window[-1]
+    d, pl = last.base_dilation, last.padding_low
+    # Input positions j along the last dimension whose output position pl + d·j is inside the output.
+    j_lo = max(0, -(pl // d))
+    j_hi = min(plan.in_sp[-1], (wout - 1 - pl) // d + 1) if wout - 1 - pl >= 0 else 0
+    j_hi = max(j_hi, j_lo)
+    outer = plan.out_sp[:-1]
+    items = plan.B * prod(outer)
+    flops = 2 * plan.M * K * O_
+    kb_ = prog.kernel(instr.name)
+    b = kb_.builder
+    tasks = prog.tasks_for(items, flops // 8)
+    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 else (t.i64(0), t.i64(items))
+    lp, kp, cp = kb_.ptr(lhs.slot), kb_.ptr(kref.slot), kb_.ptr(out.slot)
+    mctx = kb_.kctx.mctx
+    memset = mctx.function("llvm.memset.p0.i64", t.VOID, [t.PTR, t.I8, t.I64, t.I1])
+    set_threads = mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
+    gemm = mctx.function("tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm", t.VOID,
+                         [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64, t.PTR, t.I64, sty, t.PTR, t.I64])
+    i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
+    prev = b.call(set_threads, [i32(1)])
+    row = wout * O_
+    with for_range(b, lo, hi, "ph") as item:
+        n, rest = b.udiv(item, t.i64(max(prod(outer), 1))), b.urem(item, t.i64(max(prod(outer), 1)))
+        osp = split(b, rest, outer) if outer else []
+        base = b.mul(item, t.i64(row))
+        # Zeros first (positions between the dilated inputs, rows outside them); the GEMM overwrites its own.
+        b.call(memset, [b.gep(cp, [base], source_etype=sty), ir.Constant(t.I8, 0), t.i64(row * esize),
+                        ir.Constant(t.I1, 0)])
+        off, valid = b.mul(n, t.i64(plan.lhs_b)), ir.Constant(t.I1, 1)
+        for i, wd in enumerate(window[:-1]):
+            p = b.sub(osp[i], t.i64(wd.padding_low))
+            bd = t.i64(wd.base_dilation)
+            valid = b.and_(valid, b.icmp_signed(">=", p, t.i64(0)))
+            valid = b.and_(valid, b.icmp_signed("==", b.srem(p, bd), t.i64(0)))
+            p = b.sdiv(p, bd)
+            valid = b.and_(valid, b.icmp_signed("<", p, t.i64(plan.in_sp[i])))
+            off = b.add(off, b.mul(b.select(valid, p, t.i64(0)), t.i64(plan.lhs_sp[i])))
+        if j_hi > j_lo:
+            fn = b.block.function
+            yes, done = fn.append_basic_block("ph.gemm"), fn.append_basic_block("ph.done")
+            b.cbranch(valid, yes, done)
+            b.position_at_end(yes)
+            a_ptr = b.gep(lp, [b.add(off, t.i64(j_lo * plan.lhs_sp[-1]))], source_etype=sty)
+            c_ptr = b.gep(cp, [b.add(base, t.i64((pl + d * j_lo) * O_))], source_etype=sty)
+            if plan.kmat_direct:
+                bptr, ldb = kp, plan.kmat_ld
+            else:   # the materialised [1, K, O] filter matrix
+                bptr, ldb = kp, O_
+            b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(CBLAS_NO_TRANS), i32(CBLAS_NO_TRANS), t.i64(j_hi - j_lo),
+                          t.i64(O_), t.i64(K), t.float_constant(sty, 1.0), a_ptr, t.i64(plan.lhs_sp[-1]), bptr,
+                          t.i64(ldb), t.float_constant(sty, 0.0), c_ptr, t.i64(d * O_)])
+            b.branch(done)
+            b.position_at_end(done)
+        if epilogue is not None:
+            with for_range(b, 0, wout, "er") as r:
+                with for_range(b, 0, O_, "ec") as c:
+                    dims = [None] * instr.shape.rank
+                    dims[dn.output_batch_dimension] = n
+                    dims[dn.output_feature_dimension] = c
+                    for dd, x in zip(dn.output_spatial_dimensions, osp + [r]):
+                        dims[dd] = x
+                    epilogue.store(kb_, dims, b.add(base, b.add(b.mul(r, t.i64(O_)), c)))
+    b.call(set_threads, [prev])
+    prog.call_kernel(kb_, instr.name, "conv-gemm", items, tasks, flops // 8)

@@ -133,9 +133,11 @@ def materialize_kernel(prog, name: str, jobs) -> None:
         prog.call_kernel(kb, name, "materialize", work, tasks, 2 * shape.byte_size())
 
 
-def emit_dot_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> None:
+def emit_dot_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef, epilogue=None) -> None:
     """``out := dot(lhs, rhs)``: materialise awkward operands, GEMM over row blocks in parallel, then
-    copy into ``out`` unless the GEMM could write it directly."""
+    copy into ``out`` unless the GEMM could write it directly. ``epilogue`` (an ``Epilogue`` of
+    ``kernels/loop.py``, ``out`` then being its fusion's output): ``out := epilogue(dot)``, applied to each
+    GEMM block right after its call while it is in cache, or in the copy-out pass."""
     from tfxla_cluster.codegen.scalar_ops import ScalarOps
     d = dot_dims(instr)
     et = instr.shape.element_type
@@ -174,7 +176,14 @@ def emit_dot_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> None
     direct = _arrangement(out.shape, list(range(nb)), list(range(nb, nb + nl)), list(range(nb + nl, rank))) == "N" \
         and out.shape.element_type is et
     c_ref = out if direct else prog.scratch(Shape(et, (d.B, d.M, d.N)), "dot.out")
-    gemm_kernel(prog, instr.name, et, d.B, d.M, d.N, d.K, a_ref, ta, b_ref, tb, c_ref)
+    sizes = instr.shape.dimensions
+
+    def on_block(kb, bi, m, n, linear):
+        dims = split(kb.builder, bi, sizes[:nb]) + split(kb.builder, m, sizes[nb:nb + nl]) + \
+            split(kb.builder, n, sizes[nb + nl:])
+        epilogue.store(kb, dims, linear)
+    block_epilogue = on_block if epilogue is not None and direct else None
+    gemm_kernel(prog, instr.name, et, d.B, d.M, d.N, d.K, a_ref, ta, b_ref, tb, c_ref, block_epilogue)
     if not direct:
         def make(kb):
             b = kb.builder
@@ -186,7 +195,7 @@ def emit_dot_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> None
                 mi = _flat(b, od[nb:nb + nl], instr.shape.dimensions[nb:nb + nl])
                 ni = _flat(b, od[nb + nl:], instr.shape.dimensions[nb + nl:])
                 return c_arr.load(Index([bi, mi, ni], c_ref.shape))
-            return gen
+            return gen if epilogue is None else epilogue.generator(kb, gen)
         materialize_kernel(prog, instr.name + "_result", [(out, make)])
 
 
@@ -202,9 +211,10 @@ COL_BLOCK = 64  # smallest column block worth a GEMM call of its own (when rows 
 
 
 def gemm_kernel(prog, name: str, et: T, B: int, M: int, N: int, K: int, a_ref: BufferRef, ta: str,
-                b_ref: BufferRef, tb: str, c_ref: BufferRef) -> None:
+                b_ref: BufferRef, tb: str, c_ref: BufferRef, epilogue=None) -> None:
     """C[b] = A[b]·B[b] (row-major C [B, M, N]; A [M, K] 'N' or [K, M] 'T'; B likewise), as a kernel
-    whose work items are (batch, block of ROW_BLOCK rows) pairs, split across threads when big."""
+    whose work items are (batch, block of ROW_BLOCK rows) pairs, split across threads when big.
+    ``epilogue(kb, b, m, n, linear)``: emitted for every element of an item's block of C after its GEMM."""
     kb = prog.kernel(name)
     b = kb.builder
     sty = t.storage_type(et)
@@ -215,6 +225,9 @@ def gemm_kernel(prog, name: str, et: T, B: int, M: int, N: int, K: int, a_ref: B
     if K == 0:
         with for_range(b, 0, B * M * N, "z") as i:
             b.store(t.float_constant(sty, 0.0), b.gep(c_ptr, [i], source_etype=sty))
+            if epilogue is not None:
+                bi, m, n = split(b, i, [B, M, N])
+                epilogue(kb, bi, m, n, i)
         prog.call_kernel(kb, name, "gemm", 1)
         return
     a_ptr, b_ptr = kb.ptr(a_ref.slot), kb.ptr(b_ref.slot)
@@ -262,6 +275,14 @@ def gemm_kernel(prog, name: str, et: T, B: int, M: int, N: int, K: int, a_ref: B
                         pc, t.i64(N)])
         else:
             _ir_gemm(kb, sty, rows, N, K, pa, ta, lda, pb, tb, ldb, pc)
+        if epilogue is not None:
+            # The block was just written: its epilogue reads it from cache, not from memory.
+            with for_range(b, 0, rows, "er") as r:
+                m = b.add(r0, r)
+                base = b.add(b.mul(bi, t.i64(M * N)), b.mul(m, t.i64(N)))
+                with for_range(b, 0, cols, "ec") as c:
+                    n = b.add(c0, c)
+                    epilogue(kb, bi, m, n, b.add(base, n))
     if use_blas:
         b.call(set_threads, [prev])
     prog.call_kernel(kb, name, "gemm", work, tasks, flops // 8)

@@ -6,17 +6,22 @@ same-sized row-major arrays, otherwise rows of the physical outer dims around th
 when there are too few rows for the threads). Multi-output roots store every leaf in the same nest.
 Before the nest:
   * big dots inside a fusion run as GEMM kernels (into the output buffer itself when only elementwise
-    ops follow them — the bias+relu epilogue then runs in place, as XLA's dot output fusion does);
+    ops follow them — the bias+relu epilogue then runs on each GEMM block right after its call, in
+    cache, as XLA's dot output fusion does; no loop nest of its own);
   * reductions of a big input to one element, and column reductions, use ``reductions.py``.
 Also here: fusions around a non-elemental root (XLA's ``wrapped_scatter``...) materialise fused operands
 and run the root's own kernel; dot / convolution run as GEMM (``gemm.py``; convolutions first try ``conv.py``: the channel-wise
 depthwise kernel, blocked im2col GEMMs) when big enough, else as the
 elemental loop; the copy kernel (a layout change).
+Output fusion of unfused contractions: a dot or convolution whose only user is the next kernel, an
+elementwise fusion (or lone elementwise instruction) on it, is deferred to that user, which runs it into
+its own output with the user's computation as an ``Epilogue`` on each block (``_epilogue_fusion``).
 """
 from __future__ import annotations
 
 from tfxla_cluster.codegen.buffers import BufferRef, leaves
-from tfxla_cluster.codegen.conv import blocked_plan, channelwise_plan, emit_blocked_conv, emit_channelwise
+from tfxla_cluster.codegen.conv import BlockedPlan, ChannelwisePlan, blocked_plan, channelwise_plan, \
+    emit_blocked_conv, emit_channelwise, epilogue_fits
 from tfxla_cluster.codegen.gemm import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
 from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess, array_operands, flatten, thunk
@@ -81,6 +86,16 @@ _NON_ELEMENTAL_ROOTS = {O.SCATTER, O.SORT, O.SELECT_AND_SCATTER, O.RNG_BIT_GENER
 
 def emit_loop_thunk(prog, instr, operands, out) -> None:
     operands = array_operands(instr, operands)
+    deferred = _deferred(prog).pop(id(instr), None)
+    if deferred is not None:
+        conv, conv_operands, conv_out, plan = deferred
+        k = instr.operands.index(conv)
+        if isinstance(out, BufferRef) and all(r.slot is not out.slot for j, r in enumerate(operands) if j != k):
+            return _emit_conv_with_epilogue(prog, instr, operands, out, conv, conv_operands, plan)
+        # The fusion writes in place over another operand: the convolution must not clobber it first.
+        for r in conv_operands:
+            prog.plan.use(r.slot, prog.pos)
+        _emit_contraction(prog, conv, conv_operands, conv_out, plan)
     fused = instr.opcode is O.FUSION
     comp = instr.fused_computation if fused else None
     if fused and comp.root.opcode in _NON_ELEMENTAL_ROOTS:
@@ -270,9 +285,30 @@ def _materialize_contractions(prog, instr, operands, out) -> dict:
         target = out if direct else prog.scratch(dot.shape, dot.name)
         srcs = [Source(o.shape, maker(o), operands[o.parameter_number] if o.opcode is O.PARAMETER else None)
                 for o in dot.operands]
-        emit_dot_gemm(prog, dot, srcs[0], srcs[1], target)
+        # The dot is the fusion's only big work and the rest is elementwise after it: the rest runs on
+        # each GEMM block (and the fusion is done).
+        epi = Epilogue(instr, operands, out, dot) if direct and len(dots) == 1 and prog.options.output_fusion \
+            and _only_elementwise_after(comp, dot) else None
+        emit_dot_gemm(prog, dot, srcs[0], srcs[1], target, epilogue=epi)
         result[id(dot)] = target
+        if epi is not None:
+            result[id(comp.root)] = out
     return result
+
+
+def _only_elementwise_after(comp, dot) -> bool:
+    """True if every instruction the root reaches without passing through ``dot`` is elementwise, a
+    parameter, constant, broadcast or reshape (nothing the epilogue could not evaluate per element)."""
+    stack, seen = [comp.root], set()
+    while stack:
+        x = stack.pop()
+        if x is dot or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.opcode not in _EPILOGUE_OPS:
+            return False
+        stack.extend(x.operands)
+    return True
 
 
 @thunk(O.DOT)
@@ -280,18 +316,139 @@ def _dot_thunk(prog, instr, operands, out) -> None:
     if not gemm_eligible(instr, prog.options):
         return emit_loop_thunk(prog, instr, operands, out)
     operands = array_operands(instr, operands)
+    fusion = _epilogue_fusion(prog, instr, True)
+    if fusion is not None:
+        _deferred(prog)[id(fusion)] = (instr, operands, out, True)
+        return
     srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
     emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
 
 
-@thunk(O.CONVOLUTION)
-def _conv_thunk(prog, instr, operands, out) -> None:
+# ---------------------------------------------------------------- convolution output fusion
+# XLA:CPU never fuses a convolution: its bias / batch-norm / residual / activation is the next kLoop
+# fusion, a second pass over the output. The HLO keeps that (so fusion decisions match XLA's dumps); here
+# the convolution's thunk is deferred to that fusion, which runs the convolution into its own output and
+# the fused computation on each block of it while the block is in cache (XLA's output fusion).
+_EPILOGUE_OPS = (ops.ELEMENTWISE | {O.PARAMETER, O.CONSTANT, O.BROADCAST, O.BITCAST, O.RESHAPE}) - {O.MAP}
+# Instructions that emit no kernel: between a convolution and its epilogue fusion they cannot touch
+# the convolution's operands, so its deferred kernel reads them unchanged.
+_NO_KERNEL = {O.PARAMETER, O.CONSTANT, O.GET_TUPLE_ELEMENT, O.BITCAST, O.TUPLE}
+
+
+class Epilogue:
+    """The fused computation of ``fusion`` applied to its output in place, where the contraction's value
+    (``target``: the fused parameter it is passed as, or the dot inside the fusion) is the output's own
+    element at the same index."""
+
+    def __init__(self, fusion, operands: list[BufferRef], out: BufferRef, target) -> None:
+        # ``fusion`` may also be a lone elementwise instruction (its operands are then the values).
+        self.instr = fusion
+        self.comp = fusion.fused_computation if fusion.opcode is O.FUSION else None
+        self.operands, self.out, self.target = operands, out, target
+
+    def generator(self, kb: KernelBuilder, value):
+        """A generator of the fusion's result where the contraction's element is ``value(index)``."""
+        params = [kb.read(r) for r in self.operands]
+        if self.comp is None:
+            values = {id(o): p for o, p in zip(self.instr.operands, params)}
+            values[id(self.target)] = value
+            return FusedEmitter(kb.kctx, None, [], values).gen(self.instr)
+        return FusedEmitter(kb.kctx, self.comp, params, {id(self.target): value}).gen(self.comp.root)
+
+    def store(self, kb: KernelBuilder, dims, linear) -> None:
+        """out[dims] := fusion(conv = out[dims]); ``linear``: the element's offset in out's layout."""
+        with kb.kctx.scope():
+            arr = kb.array(self.out)
+            idx = Index(dims, self.out.shape, linear)
+            arr.store(idx, self.generator(kb, lambda i: arr.load(i))(idx))
+
+
+def _deferred(prog) -> dict:
+    """{id(fusion): (convolution, its operands, plan)} for convolutions deferred to their epilogue."""
+    return prog.__dict__.setdefault("_deferred_convs", {})
+
+
+def _conv_plan(prog, instr):
     plan = channelwise_plan(instr)
     if plan is not None:
-        return emit_channelwise(prog, instr, plan, *array_operands(instr, operands), out)
-    blocked = blocked_plan(instr, prog.options)
-    if blocked is not None:
-        return emit_blocked_conv(prog, instr, blocked, *array_operands(instr, operands), out)
+        return plan
+    return blocked_plan(instr, prog.options)
+
+
+def _epilogue_fusion(prog, instr, plan):
+    """The fusion that can run as ``instr``'s epilogue, or None: the convolution's only user, elementwise
+    on it (same shape and layout as its result) and made of elementwise ops, broadcasts and reshapes,
+    the next kernel after it; the convolution's kernel can apply it (channel-wise ``features`` form, or a
+    blocked plan with :func:`epilogue_fits`)."""
+    if plan is None or not prog.options.output_fusion:
+        return None
+    if isinstance(plan, BlockedPlan) and not epilogue_fits(plan):
+        return None
+    if isinstance(plan, ChannelwisePlan) and plan.F != 1:
+        return None
+    comp = instr.parent
+    if comp is None or instr is comp.root:
+        return None
+    cache = prog.__dict__.setdefault("_epilogue_users", {})
+    if id(comp) not in cache:
+        cache[id(comp)] = (comp, comp.users(), {id(x): n for n, x in enumerate(comp.post_order())},
+                           comp.post_order())
+    _, users, pos, order = cache[id(comp)]
+    us = users.get(instr, [])
+    if len(us) != 1:
+        return None
+    fusion = us[0]
+    if fusion.operands.count(instr) != 1 or fusion.shape != instr.shape:
+        return None
+    if fusion.opcode is O.FUSION:
+        fc = fusion.fused_computation
+        if fc.root.shape.is_tuple or any(i.opcode not in _EPILOGUE_OPS for i in fc.instructions):
+            return None
+        if not _elementwise_to_root(fc, fc.parameters[fusion.operands.index(instr)]):
+            return None
+    elif not fusion.is_elementwise() or fusion.opcode is O.MAP or \
+            fusion.opcode in THUNKS or fusion.opcode not in _EPILOGUE_OPS:
+        return None   # a lone elementwise instruction (XLA leaves e.g. dot + add unfused)
+    if id(fusion) not in pos or id(instr) not in pos or pos[id(fusion)] < pos[id(instr)]:
+        return None
+    if any(x.opcode not in _NO_KERNEL for x in order[pos[id(instr)] + 1:pos[id(fusion)]]):
+        return None
+    return fusion
+
+
+def _emit_conv_with_epilogue(prog, fusion, operands, out, conv, conv_operands, plan) -> None:
+    """The deferred convolution into ``out`` with ``fusion`` as its epilogue."""
+    for r in conv_operands:   # read now, at the fusion's position: keep them alive until here
+        prog.plan.use(r.slot, prog.pos)
+    epi = Epilogue(fusion, operands, out, conv if fusion.opcode is not O.FUSION else
+                   fusion.fused_computation.parameters[fusion.operands.index(conv)])
+    if conv.opcode is O.DOT:
+        srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in conv_operands]
+        return emit_dot_gemm(prog, conv, srcs[0], srcs[1], out, epilogue=epi)
+    if isinstance(plan, BlockedPlan):
+        return emit_blocked_conv(prog, conv, plan, *conv_operands, out, epilogue=epi)
+    return emit_channelwise(prog, conv, plan, *conv_operands, out, epilogue=epi)
+
+
+def _emit_contraction(prog, instr, operands: list[BufferRef], out: BufferRef, plan) -> None:
+    """A dot (GEMM) or a convolution with a channel-wise / blocked plan, without epilogue."""
+    if instr.opcode is O.DOT:
+        srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
+        return emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
+    if isinstance(plan, BlockedPlan):
+        return emit_blocked_conv(prog, instr, plan, *operands, out)
+    return emit_channelwise(prog, instr, plan, *operands, out)
+
+
+@thunk(O.CONVOLUTION)
+def _conv_thunk(prog, instr, operands, out) -> None:
+    plan = _conv_plan(prog, instr)
+    fusion = _epilogue_fusion(prog, instr, plan)
+    if fusion is not None:
+        _deferred(prog)[id(fusion)] = (instr, array_operands(instr, operands), out, plan)
+        return
+    if plan is not None:
+        return _emit_contraction(prog, instr, array_operands(instr, operands), out, plan)
     if not conv_gemm_eligible(instr, prog.options):
         return emit_loop_thunk(prog, instr, operands, out)
     operands = array_operands(instr, operands)
