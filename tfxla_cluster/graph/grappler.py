@@ -49,12 +49,16 @@ def default_fetch(graph_def: graph_pb2.GraphDef) -> list[str]:
 
 def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = None,
                  config: config_pb2.ConfigProto | None = None, *,
-                 arg_shapes: bool = True, inline: bool = True) -> graph_pb2.GraphDef:
+                 arg_shapes: bool = True, inline: bool = True,
+                 keep: Sequence[str] = ()) -> graph_pb2.GraphDef:
     """Optimize ``graph_def`` with TF's meta optimizer, keeping ``fetch`` (default: see default_fetch).
     ``arg_shapes``: let grappler see the ``_Arg`` shapes, as TF's function runtime does (module docstring).
     ``inline``: inline function calls first with our inliner (TF's ``<call>/<node>`` names) — what TF's
     runtime item ends up with; grappler's own inlining through this entry point folds differently
-    (e.g. ``inner(x, x + 1) - 1`` keeps ``sub`` as an Add of a folded Const)."""
+    (e.g. ``inner(x, x + 1) - 1`` keeps ``sub`` as an Add of a folded Const).
+    ``keep``: nodes grappler must keep though no fetch needs them — a function's control outputs, which
+    TF's function runtime passes as its grappler item's ``keep_ops``. They change what the dependency
+    optimizer removes, and so the order of the nodes it leaves (TF's node ids after grappler)."""
     meta = meta_graph_pb2.MetaGraphDef()
     meta.graph_def.CopyFrom(inline_calls(graph_def) if inline else graph_def)
     # TF places a function's nodes before grappler runs; device-dependent rewrites (the remapper's
@@ -63,6 +67,8 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
         nd.device = canonical_device(nd.device)
     args = _args_as_shaped_stand_ins(meta.graph_def) if arg_shapes else {}
     meta.collection_def["train_op"].node_list.value.extend(fetch or default_fetch(graph_def))
+    if keep:  # every node a collection names is one grappler must keep (its item's keep_ops)
+        meta.collection_def["tfxla_keep_ops"].node_list.value.extend(keep)
     try:
         out = optimize_graph(config or config_pb2.ConfigProto(), meta)
     except Exception as e:  # grappler reports through TF status exceptions: typed, first line, cause chained
