@@ -67,3 +67,28 @@ def test_pipeline_import_gives_tf_node_order() -> None:
     gd, graph = pipeline.import_concrete(concrete, jit_compile=None, flags=Flags.resolve(""), grappler=True)
     assert [n.name for n in gd.node] == want
     assert [n.name for n in graph.op_nodes()] == want
+
+
+def test_kept_nested_call_is_kept_through_its_control_node() -> None:
+    v = tf.Variable(tf.zeros([3]))
+
+    @tf.function
+    def inner(x):
+        v.assign_add(x)
+        return x * 2.0
+
+    @tf.function
+    def outer(x):
+        return inner(x) + 1.0
+
+    x = tf.constant(np.arange(3, dtype=np.float32))
+    concrete = outer.get_concrete_function(x)
+    assert control_outputs(concrete) == ["StatefulPartitionedCall"]
+    want = _tf_optimized_nodes(outer, x)
+    got = graph_def_from_concrete(concrete, grappler=True, resource_handle_data=True)
+    by_name = {n.name: n for n in got.node}
+    # TF keeps the inlined caller as a NoOp named after it; ours keeps the inlined call's output control
+    # NoOp instead (our inliner's naming). Every other node, and the order, is TF's.
+    kept = "StatefulPartitionedCall/output_control_node/_0"
+    assert by_name[kept].op == "NoOp" and list(by_name[kept].input) == ["^StatefulPartitionedCall/AssignAddVariableOp"]
+    assert [n.name for n in got.node if n.name != kept] == [n for n in want if n != "StatefulPartitionedCall"]

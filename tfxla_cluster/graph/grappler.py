@@ -22,7 +22,9 @@ Known difference left: where grappler lowers an ``If`` (``tf.cond``) whose branc
 runtime keeps the lowering's ``pivot_t``/``pivot_f`` Identity nodes as the constant's control source,
 while through this entry point constant folding anchors it on a new ``ConstantFoldingCtrl/<switch>_<port>``
 Identity — also when fed TF's own pre-grappler graph, so it is something of the runtime's grappler
-item/options not reproduced here. Node names differ; partitions agree under TF's default flags.
+item/options not reproduced here (where the cond guards a control output, e.g. an Assert, keeping the
+control outputs as TF does removes the difference). Node names differ; partitions agree under TF's
+default flags.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.graph.devices import canonical_device
-from tfxla_cluster.graph.function import inline_calls
+from tfxla_cluster.graph.function import OUTPUT_CONTROL_NODE, inline_calls
 from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OPS
 from tfxla_cluster.tf_compat import optimize_graph
 
@@ -67,6 +69,7 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
         nd.device = canonical_device(nd.device)
     args = _args_as_shaped_stand_ins(meta.graph_def) if arg_shapes else {}
     meta.collection_def["train_op"].node_list.value.extend(fetch or default_fetch(graph_def))
+    keep = _present(keep, meta.graph_def)
     if keep:  # every node a collection names is one grappler must keep (its item's keep_ops)
         meta.collection_def["tfxla_keep_ops"].node_list.value.extend(keep)
     try:
@@ -91,6 +94,20 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
 
 
 _STAND_IN = "FakeParam"
+
+
+def _present(keep: Sequence[str], graph_def: graph_pb2.GraphDef) -> list[str]:
+    """``keep`` as nodes of ``graph_def``: a kept call our inliner replaced is kept through the NoOp its
+    control consumers wait on (TF's inliner keeps the caller itself as a NoOp of that name); a name in
+    neither form is dropped (grappler's pruner fails on a kept node the graph lacks)."""
+    names = {n.name for n in graph_def.node}
+    out = []
+    for name in keep:
+        if name not in names:
+            name = f"{name}/{OUTPUT_CONTROL_NODE}"
+        if name in names:
+            out.append(name)
+    return out
 
 
 def _args_as_shaped_stand_ins(graph_def: graph_pb2.GraphDef) -> dict[str, node_def_pb2.NodeDef]:
