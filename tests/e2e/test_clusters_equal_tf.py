@@ -37,13 +37,11 @@ _COND_NAMES = ("grappler/If lowering: TF's lowered cond keeps its pivot_t/pivot_
 #: Fixed since the first sweep: no-op Reshape removal, AddN, Log1p/nested-call folds (grappler now sees the
 #: _Arg shapes and calls are inlined with TF's names first, tfxla_cluster/graph/grappler.py), the
 #: dynamic_batch "call-shape specialisation" (TF was recorded with a static signature; the recording now
-#: uses the corpus' [None, 8] one) and the 3-way _SwitchN deadness (tfxla_cluster/jit/deadness.py).
+#: uses the corpus' [None, 8] one), the 3-way _SwitchN deadness (tfxla_cluster/jit/deadness.py) and
+#: print_and_asserts' cond names (grappler keeps the function's control outputs, as TF's runtime does).
 KNOWN: dict[tuple[str, str], tuple[str, tuple[str, ...] | None]] = {
     ("min_cluster_size_1", "sample_cond"): (_COND_NAMES, ("ConstantFoldingCtrl/cond/switch_pred/_2_0",)),
     ("min_cluster_size_1", "cond_both_ways"): (_COND_NAMES, ("ConstantFoldingCtrl/cond/switch_pred/_2_0",)),
-    ("min_cluster_size_1", "print_and_asserts"): (
-        _COND_NAMES, ("ConstantFoldingCtrl/assert_positive/assert_less/Assert/AssertGuard/"
-                      "assert_positive/assert_less/All/_5_0",)),
 }
 
 _recorded: dict[str, dict[str, tfc.TfClustering]] = {}

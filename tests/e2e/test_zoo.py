@@ -35,17 +35,12 @@ class KnownGap(Exception):
     """The failure is exactly the one the xfail reason names."""
 
 
-_CLONE_NUMBERS = ("CloneConstantsForBetterClustering numbers its clone_<n> copies in a different order than "
-                  "TF on this graph: same clusters, same nodes, only the n of some clones differ")
 _WHILE = ("while loop (Keras GRU): our grappler/functional-while lowering gives a graph whose node names "
           "and Identity/LoopCond layout differ from TF's before_mark_for_compilation (our pass on TF's "
           "own graph gives TF's partition)")
 
-#: function -> (reason, kind): "clone" = equal modulo clone_<n> numbers, "graph" = our graph differs and
-#: our pass on TF's graph gives TF's partition.
+#: function -> (reason, kind): "graph" = our graph differs and our pass on TF's graph gives TF's partition.
 KNOWN_PARTITION: dict[str, tuple[str, str]] = {
-    "transformer_block_train": (_CLONE_NUMBERS, "clone"),
-    "small_cnn_train": (_CLONE_NUMBERS, "clone"),
     "gru_infer": (_WHILE, "graph"),
     "gru_train": (_WHILE, "graph"),
 }
@@ -71,10 +66,7 @@ def _xfail(known: dict, key: Any, reason: str | None = None) -> list:
     if key not in known:
         return []
     text = reason or (known[key][0] if isinstance(known[key], tuple) else known[key])
-    # clone_<n> numbers depend on what the process cloned before (the whole suite in one process vs this
-    # file alone), so that gap may or may not show; any other failure still fails (raises=KnownGap).
-    strict = not (isinstance(known[key], tuple) and known[key][1] == "clone")
-    return [pytest.mark.xfail(strict=strict, raises=KnownGap, reason=text)]
+    return [pytest.mark.xfail(strict=True, raises=KnownGap, reason=text)]
 
 
 def test_harness_runs_every_function_and_tf_itself(rows: dict[str, dict[str, Any]]) -> None:
@@ -94,8 +86,6 @@ def test_partition_equals_tf_live(rows: dict[str, dict[str, Any]], name: str) ->
     if p["equal"]:
         return
     known = KNOWN_PARTITION.get(name)
-    if known and known[1] == "clone" and p["equal_modulo_clone_numbers"]:
-        raise KnownGap(zoo.partition_cell(p))
     if known and known[1] == "graph" and p.get("graph_only_tf") and p.get("our_pass_on_tf_graph_equal"):
         raise KnownGap(zoo.partition_cell(p))
     pytest.fail(f"{zoo.partition_cell(p)}\nTF:   {rows[name]['clusters']['tf']}\nours: {rows[name]['clusters']['ours']}")

@@ -100,11 +100,22 @@ def callee_name(node_def: node_def_pb2.NodeDef, library: function_pb2.FunctionDe
     return None
 
 
+def _multi_device_call(node_def: node_def_pb2.NodeDef) -> bool:
+    """TF's ``LowerAsMultiDeviceFunction``: a (Stateful)PartitionedCall, or a call marked
+    ``_lower_as_multi_device_function``."""
+    attr = node_def.attr.get("_lower_as_multi_device_function")
+    return node_def.op in ("PartitionedCall", "StatefulPartitionedCall") or bool(attr is not None and attr.b)
+
+
 def _keeps_call(fdef: function_pb2.FunctionDef, node_def: node_def_pb2.NodeDef) -> bool:
     """TF does not inline functions marked _noinline, nor ones XLA must compile as a whole."""
     def flag(name: str) -> bool:
         return (name in fdef.attr and fdef.attr[name].b) or (name in node_def.attr and node_def.attr[name].b)
     return flag("_noinline") or flag("_XlaMustCompile")
+
+
+#: The NoOp control consumers of an inlined call wait on, ``<call>/`` + this.
+OUTPUT_CONTROL_NODE = "output_control_node/_0"
 
 
 def inline_calls(graph_def: graph_pb2.GraphDef, max_depth: int = 32) -> graph_pb2.GraphDef:
@@ -113,7 +124,8 @@ def inline_calls(graph_def: graph_pb2.GraphDef, max_depth: int = 32) -> graph_pb
     Names follow TF's inliner: body nodes become ``<call>/<node>``; the callee's ``_Arg``/``_Retval``
     become Identity nodes ``<call>/<arg>`` and ``<call>/<ret>_RetVal``; a call with control inputs gets a
     NoOp ``<call>/input_control_node/_0`` that gates the body, and control consumers of the call wait on
-    a NoOp ``<call>/output_control_node/_0``.
+    a NoOp ``<call>/output_control_node/_0`` — which waits, as TF's lowering of calls does, on the
+    function's control outputs for a (Stateful)PartitionedCall and on its data outputs for a native call.
     """
     library = graph_def.library
     current = graph_def
@@ -178,10 +190,13 @@ def _inline_once(graph_def: graph_pb2.GraphDef,
                 new.input.append("^" + gate.name)
         for i, name in enumerate(ret_names):
             rename[f"{nd.name}:{i}"] = name
-        done = out.node.add(name=prefix + "output_control_node/_0", op="NoOp", device=nd.device)
-        done.input.extend("^" + n for n in ret_names)
-        for cr in fdef.control_ret.values():
-            done.input.append("^" + prefix + cr)
+        done = out.node.add(name=prefix + OUTPUT_CONTROL_NODE, op="NoOp", device=nd.device)
+        if _multi_device_call(nd):
+            # TF's lowering of a (Stateful)PartitionedCall: control consumers wait on the function's
+            # control outputs (its side effects), not on its data outputs.
+            done.input.extend("^" + prefix + cr for cr in fdef.control_ret.values())
+        else:  # a native function call: on its data outputs
+            done.input.extend("^" + n for n in ret_names)
         rename["^" + nd.name] = "^" + done.name
     if not changed:
         return False, graph_def

@@ -22,7 +22,9 @@ Known difference left: where grappler lowers an ``If`` (``tf.cond``) whose branc
 runtime keeps the lowering's ``pivot_t``/``pivot_f`` Identity nodes as the constant's control source,
 while through this entry point constant folding anchors it on a new ``ConstantFoldingCtrl/<switch>_<port>``
 Identity — also when fed TF's own pre-grappler graph, so it is something of the runtime's grappler
-item/options not reproduced here. Node names differ; partitions agree under TF's default flags.
+item/options not reproduced here (where the cond guards a control output, e.g. an Assert, keeping the
+control outputs as TF does removes the difference). Node names differ; partitions agree under TF's
+default flags.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.graph.devices import canonical_device
-from tfxla_cluster.graph.function import inline_calls
+from tfxla_cluster.graph.function import OUTPUT_CONTROL_NODE, inline_calls
 from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OPS
 from tfxla_cluster.tf_compat import optimize_graph
 
@@ -49,12 +51,16 @@ def default_fetch(graph_def: graph_pb2.GraphDef) -> list[str]:
 
 def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = None,
                  config: config_pb2.ConfigProto | None = None, *,
-                 arg_shapes: bool = True, inline: bool = True) -> graph_pb2.GraphDef:
+                 arg_shapes: bool = True, inline: bool = True,
+                 keep: Sequence[str] = ()) -> graph_pb2.GraphDef:
     """Optimize ``graph_def`` with TF's meta optimizer, keeping ``fetch`` (default: see default_fetch).
     ``arg_shapes``: let grappler see the ``_Arg`` shapes, as TF's function runtime does (module docstring).
     ``inline``: inline function calls first with our inliner (TF's ``<call>/<node>`` names) — what TF's
     runtime item ends up with; grappler's own inlining through this entry point folds differently
-    (e.g. ``inner(x, x + 1) - 1`` keeps ``sub`` as an Add of a folded Const)."""
+    (e.g. ``inner(x, x + 1) - 1`` keeps ``sub`` as an Add of a folded Const).
+    ``keep``: nodes grappler must keep though no fetch needs them — a function's control outputs, which
+    TF's function runtime passes as its grappler item's ``keep_ops``. They change what the dependency
+    optimizer removes, and so the order of the nodes it leaves (TF's node ids after grappler)."""
     meta = meta_graph_pb2.MetaGraphDef()
     meta.graph_def.CopyFrom(inline_calls(graph_def) if inline else graph_def)
     # TF places a function's nodes before grappler runs; device-dependent rewrites (the remapper's
@@ -63,6 +69,9 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
         nd.device = canonical_device(nd.device)
     args = _args_as_shaped_stand_ins(meta.graph_def) if arg_shapes else {}
     meta.collection_def["train_op"].node_list.value.extend(fetch or default_fetch(graph_def))
+    keep = _present(keep, meta.graph_def)
+    if keep:  # every node a collection names is one grappler must keep (its item's keep_ops)
+        meta.collection_def["tfxla_keep_ops"].node_list.value.extend(keep)
     try:
         out = optimize_graph(config or config_pb2.ConfigProto(), meta)
     except Exception as e:  # grappler reports through TF status exceptions: typed, first line, cause chained
@@ -85,6 +94,20 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
 
 
 _STAND_IN = "FakeParam"
+
+
+def _present(keep: Sequence[str], graph_def: graph_pb2.GraphDef) -> list[str]:
+    """``keep`` as nodes of ``graph_def``: a kept call our inliner replaced is kept through the NoOp its
+    control consumers wait on (TF's inliner keeps the caller itself as a NoOp of that name); a name in
+    neither form is dropped (grappler's pruner fails on a kept node the graph lacks)."""
+    names = {n.name for n in graph_def.node}
+    out = []
+    for name in keep:
+        if name not in names:
+            name = f"{name}/{OUTPUT_CONTROL_NODE}"
+        if name in names:
+            out.append(name)
+    return out
 
 
 def _args_as_shaped_stand_ins(graph_def: graph_pb2.GraphDef) -> dict[str, node_def_pb2.NodeDef]:

@@ -72,8 +72,15 @@ def graph_def_from_concrete(concrete, *, inline: bool = True, grappler: bool = F
     if resource_handle_data:
         gd = with_resource_handle_data(gd, concrete)
     if grappler:
-        return run_grappler(gd)
+        return run_grappler(gd, keep=control_outputs(concrete))
     return inline_calls(gd) if inline else gd
+
+
+def control_outputs(concrete) -> list[str]:
+    """The nodes a ConcreteFunction must run (its FunctionDef's ``control_ret``): TF's function runtime
+    gives them to grappler as nodes to keep, which decides what the dependency optimizer may remove
+    and, through that, the order of the optimized graph's nodes (the node ids the JIT passes see)."""
+    return list(concrete.function_def.control_ret.values())
 
 
 def with_resource_handle_data(graph_def, concrete):

@@ -111,11 +111,12 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
     # inlining would lower them to Switch/Merge, which have no XLA kernels).
     if grappler and jit_compile is not True:
         from tfxla_cluster.graph.grappler import run_grappler
+        from tfxla_cluster.graph.loader import control_outputs
 
         with stage("import"):
             gd = with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
         with stage("grappler"):
-            gd = run_grappler(gd)
+            gd = run_grappler(gd, keep=control_outputs(concrete))
     else:
         with stage("import"):
             gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
