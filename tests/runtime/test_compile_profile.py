@@ -130,4 +130,6 @@ def test_native_launch_nodes_profile_each_clusters_compile():
     assert sorted(prof.clusters()) == sorted(compiled.launchers)
     for name in compiled.launchers:
         stages = prof.totals(name)
-        assert {"lowering", "llvm-opt", "machine-code", "run"} <= set(stages), (name, stages)
+        assert {"lowering", "llvm-ir", "run"} <= set(stages), (name, stages)
+        # LLVM compiled it, or reused the code of identical IR compiled earlier in this process.
+        assert {"llvm-opt", "machine-code"} <= set(stages) or "code-reuse" in stages, (name, stages)
