@@ -9,7 +9,7 @@ index a fusion through its root's shape; TF's XLA gives ``compare(f32[1]) -> bit
 scalar compare of a bitcast would otherwise sit inside the fusion).
 
 Guarantee, as XLA: an instruction is moved only if every user of each of its rearrange operands is moved
-too, so no rearrange is duplicated; only non-fusion computations are visited; with
+too, so no rearrange is duplicated; one run sinks as far as XLA's repeated runs would (not one level per run); only non-fusion computations are visited; with
 ``reshape_of_1d_broadcast_is_cheap`` false (XLA:CPU's setting) a reshape of a broadcast is trivial only when
 the broadcast's operand is a scalar.
 """
@@ -22,6 +22,7 @@ from tfxla_cluster.passes.pass_ import HloPass
 from tfxla_cluster.passes.util import UseGraph, new_instruction, non_fusion_computations
 
 _REARRANGES = frozenset({O.RESHAPE, O.TRANSPOSE})
+_MAX_ROUNDS = 10_000
 
 
 def _is_rearrange(instr: HloInstruction) -> bool:
@@ -157,5 +158,13 @@ class ReshapeMover(HloPass):
     def run_on_module(self, module: HloModule) -> bool:
         changed = False
         for comp in non_fusion_computations(module):
-            changed |= self._run_on_computation(comp)
+            # XLA moves each rearrange one instruction down per run and leaves the rest to the simplification
+            # fixed point; a rearrange feeding a long elementwise chain (the scalar Philox key arithmetic of
+            # stateless RNG) then took every one of its 25 iterations. Sinking until nothing moves gives the
+            # fixed point XLA's loop converges to, in one run. Each round moves rearranges toward the roots of a
+            # DAG, so it ends; the bound is a guard.
+            for _ in range(_MAX_ROUNDS):
+                if not self._run_on_computation(comp):
+                    break
+                changed = True
         return changed
