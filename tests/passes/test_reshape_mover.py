@@ -76,6 +76,22 @@ CHECK: ROOT %{{.*}} = f32[5,3]{1,0} transpose(
 """)
 
 
+def test_a_transpose_of_a_transpose_feeding_an_op_ends_in_one_run():
+    """negate(transpose(transpose(x))): each round takes the moved rearrange's own operand instead of
+    inserting transpose(inverse-transpose) pairs (which, with no algsimp between rounds, never ended)."""
+    assert run("""HloModule m
+ENTRY e {
+  x = f32[4,6] parameter(0)
+  t0 = f32[6,4] transpose(x), dimensions={1,0}
+  t1 = f32[4,6] transpose(t0), dimensions={1,0}
+  ROOT n = f32[4,6] negate(t1)
+}""", """
+CHECK: %n{{[.0-9]*}} = f32[4,6]{1,0} negate(%x)
+CHECK: transpose(%n
+CHECK: ROOT %{{.*}} = f32[4,6]{1,0} transpose(
+""")
+
+
 def test_reshapes_of_different_input_shapes_stay():
     assert not run("""HloModule m
 ENTRY e {

@@ -22,7 +22,6 @@ from tfxla_cluster.passes.pass_ import HloPass
 from tfxla_cluster.passes.util import UseGraph, new_instruction, non_fusion_computations
 
 _REARRANGES = frozenset({O.RESHAPE, O.TRANSPOSE})
-_MAX_ROUNDS = 10_000
 
 
 def _is_rearrange(instr: HloInstruction) -> bool:
@@ -98,6 +97,10 @@ class ReshapeMover(HloPass):
 
     # ---------------------------------------------------------------- mechanism
     def _inverse_of(self, g: UseGraph, rearrange: HloInstruction, operand: HloInstruction) -> HloInstruction:
+        if _is_rearrange(operand) and _equivalent(operand, rearrange):
+            # The rearrange itself (or its twin): take its operand, never rearrange(inverse(rearrange(x))).
+            # Without this, repeated rounds stack transpose pairs that only algsimp would cancel, forever.
+            return operand.operands[0]
         if rearrange.opcode is O.RESHAPE:
             src = rearrange.operands[0].shape
             shape = Shape.array(operand.shape.element_type, src.dimensions, src.minor_to_major)
@@ -162,8 +165,8 @@ class ReshapeMover(HloPass):
             # fixed point; a rearrange feeding a long elementwise chain (the scalar Philox key arithmetic of
             # stateless RNG) then took every one of its 25 iterations. Sinking until nothing moves gives the
             # fixed point XLA's loop converges to, in one run. Each round moves rearranges toward the roots of a
-            # DAG, so it ends; the bound is a guard.
-            for _ in range(_MAX_ROUNDS):
+            # DAG, so it ends within as many rounds as the computation has instructions (the guard).
+            for _ in range(len(comp.instructions) + 1):
                 if not self._run_on_computation(comp):
                     break
                 changed = True
