@@ -19,6 +19,10 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The persistent compile cache is on by default in the user's cache directory: tests (and the processes
+# they start, which inherit this) must not share compiled code through it, nor depend on what an
+# earlier run left there. Tests of the cache give it a directory of their own.
+os.environ["TFXLA_COMPILE_CACHE"] = "off"
 ROOT = Path(__file__).resolve().parent.parent
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -372,8 +372,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the selected workloads, print the table, write the JSON; 0 on success."""
+    import os
+
     from tfxla_cluster.errors import InvalidArgumentError
 
+    # First calls are compared with real XLA's, which has no persistent cache unless asked: ours stays
+    # cold too (set TFXLA_COMPILE_CACHE to a directory to time a warm one).
+    os.environ.setdefault("TFXLA_COMPILE_CACHE", "off")
     if getattr(args, "layers", False):
         from tfxla_cluster import bench_layers
         return bench_layers.run(args)

@@ -318,7 +318,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _cache_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=("list", "verify", "clear"), help="what to do with the persistent cache")
     p.add_argument("--dir", default=None,
-                   help="cache directory (default: --tf_xla_persistent_cache_directory from TF_XLA_FLAGS)")
+                   help="cache directory (default: --tf_xla_persistent_cache_directory from TF_XLA_FLAGS, "
+                        "else the default compile cache, see TFXLA_COMPILE_CACHE)")
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
@@ -327,10 +328,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from tfxla_cluster.errors import InvalidArgumentError
 
     flags = flags_mod.Flags.from_env()
-    directory = args.dir or flags.tf_xla_persistent_cache_directory
+    directory = args.dir or flags.tf_xla_persistent_cache_directory or cache.default_directory()
     if not directory:
         raise InvalidArgumentError("no cache directory: pass --dir or set "
-                                   "TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR")
+                                   "TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR (TFXLA_COMPILE_CACHE "
+                                   "turns the default one off)")
     prefix = flags.tf_xla_persistent_cache_prefix
     try:
         if args.action == "clear":

@@ -28,6 +28,10 @@ Stage names, in pipeline order (``STAGE_ORDER``):
     compile-other  the rest of a cluster's compile (HLO text, cache bookkeeping)
     run            the cluster's first run (its launch minus its compile)
     other          the rest of a first call (Python imports in a cold process, argument handling)
+
+Besides times, a profile counts *events* (``note("persistent-cache hit")``): how each compile was answered
+— ``persistent-cache hit`` / ``miss`` / ``corrupt`` (an entry ignored with a warning) and ``code-reuse`` —
+shown in one line of :meth:`CompileProfile.table` and in ``as_dict()["events"]``.
 """
 from __future__ import annotations
 
@@ -62,6 +66,11 @@ class CompileProfile:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.records: list[StageTime] = []
+        self.events: dict[str, int] = {}
+
+    def add_event(self, event: str, n: int = 1) -> None:
+        with self._lock:
+            self.events[event] = self.events.get(event, 0) + n
 
     def add(self, stage_name: str, seconds: float, cluster: str | None = None) -> None:
         with self._lock:
@@ -72,8 +81,12 @@ class CompileProfile:
         with other._lock:
             records = [r if r.cluster is None or not prefix else StageTime(r.stage, prefix + r.cluster, r.seconds)
                        for r in other.records]
+        with other._lock:
+            events = dict(other.events)
         with self._lock:
             self.records.extend(records)
+            for event, n in events.items():
+                self.events[event] = self.events.get(event, 0) + n
 
     def totals(self, cluster: object = _ALL) -> dict[str, float]:
         """Seconds by stage in pipeline order; ``cluster`` given (None: whole-function stages): its only."""
@@ -96,8 +109,23 @@ class CompileProfile:
 
     def as_dict(self) -> dict:
         """JSON-ready: totals by stage, per cluster, and the sum."""
+        with self._lock:
+            events = dict(self.events)
         return {"total_seconds": self.total, "stages": self.totals(),
-                "clusters": {c: self.totals(c) for c in self.clusters()}}
+                "clusters": {c: self.totals(c) for c in self.clusters()}, "events": events}
+
+    def events_line(self) -> str:
+        """How compiles were answered, in one line ("" when nothing was counted)."""
+        with self._lock:
+            ev = dict(self.events)
+        parts = []
+        hits, misses, corrupt = (ev.get(f"persistent-cache {k}", 0) for k in ("hit", "miss", "corrupt"))
+        if hits or misses or corrupt:
+            parts.append(f"persistent cache {hits} hit(s), {misses} miss(es)" +
+                         (f", {corrupt} corrupt entr{'y' if corrupt == 1 else 'ies'} ignored" if corrupt else ""))
+        if ev.get("code-reuse"):
+            parts.append(f"{ev['code-reuse']} module(s) reused code compiled earlier in the process")
+        return "; ".join(parts)
 
     def table(self, per_cluster: bool = True, top_passes: int = 8) -> str:
         """A text table: total per stage (HLO passes folded into one line plus the slowest ones), then
@@ -106,6 +134,8 @@ class CompileProfile:
         total = sum(totals.values()) or 1e-12
         passes = {k[len(HLO_PASS) + 1:]: v for k, v in totals.items() if k.startswith(HLO_PASS + " ")}
         lines = [f"compile profile: {sum(totals.values()):.3f} s in {len(self.clusters())} cluster(s)"]
+        if self.events_line():
+            lines.append(f"  ({self.events_line()})")
         shown_passes = False
         for name, seconds in totals.items():
             if name.startswith(HLO_PASS + " "):
@@ -155,6 +185,13 @@ def record(stage_name: str, seconds: float) -> None:
     top = getattr(_local, "top", None)
     if top is not None:
         top[0].add(stage_name, seconds, top[1])
+
+
+def note(event: str) -> None:
+    """Count ``event`` in the active profile (nothing when none is active)."""
+    top = getattr(_local, "top", None)
+    if top is not None:
+        top[0].add_event(event)
 
 
 @contextlib.contextmanager

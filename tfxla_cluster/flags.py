@@ -1206,7 +1206,11 @@ ENV_SWITCHES: Mapping[str, EnvSwitch] = types.MappingProxyType({s.name: s for s 
               "the native TfxlaLaunch op."),
     EnvSwitch("TFXLA_NATIVE_CACHE", "", "Directory of the built native launch library (default: "
                                         "$XDG_CACHE_HOME/tfxla_cluster, else ~/.cache/tfxla_cluster)."),
-    EnvSwitch("XDG_CACHE_HOME", "", "The user's cache directory (where the native launch library is built)."),
+    EnvSwitch("TFXLA_COMPILE_CACHE", "", "Directory of the persistent compile cache when "
+                                         "--tf_xla_persistent_cache_directory is unset (default: "
+                                         "$XDG_CACHE_HOME/tfxla_cluster/compile, else ~/.cache/tfxla_cluster/compile); "
+                                         "0/off/false/no: none."),
+    EnvSwitch("XDG_CACHE_HOME", "", "The user's cache directory (the native launch library, the compile cache)."),
     EnvSwitch("CC", "gcc", "The C compiler that builds the native launch op."),
     EnvSwitch("TFXLA_CODEGEN_BOUNDS_CHECKS", "", "1: generated code checks every buffer access (debugging)."),
     EnvSwitch("TFXLA_CODEGEN_NO_OUTPUT_FUSION", "", "1: a convolution's bias/activation fusion runs as its own pass (A/B timing)."),

@@ -56,6 +56,8 @@ from typing import Any
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# First calls are cold, as TF's are (no persistent cache unless asked): TFXLA_COMPILE_CACHE=DIR times warm ones.
+os.environ.setdefault("TFXLA_COMPILE_CACHE", "off")
 _TOOLS = Path(__file__).resolve().parent
 if str(_TOOLS) not in sys.path:
     sys.path.insert(0, str(_TOOLS))

@@ -1,5 +1,6 @@
 """Compilation cache: hits and compile causes, TF's megamorphic rule, the persistent cache (round trip,
-corrupt and stale entries, read-only), and concurrency (8 threads, 2 signatures, exactly 2 compiles)."""
+corrupt entries, read-only, on by default in the user's cache directory, hits and corrupt entries in the
+compile profile), and concurrency (8 threads, 2 signatures, exactly 2 compiles)."""
 import logging
 import threading
 
@@ -8,8 +9,9 @@ import pytest
 
 from tests.codegen.cg_helpers import module_of, run_threads
 from tfxla_cluster.codegen import CodegenOptions, JitEngine
-from tfxla_cluster.runtime.compile_cache import (CompilationCache, PersistentCache, Signature, clear_entries, list_entries,
-                                         module_fingerprint)
+from tfxla_cluster import compile_profile
+from tfxla_cluster.runtime.compile_cache import (CompilationCache, PersistentCache, Signature, clear_entries,
+                                                 default_directory, list_entries)
 from tfxla_cluster.flags import Flags
 
 OPTS = CodegenOptions(threads=2)
@@ -91,7 +93,7 @@ def test_persistent_cache_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "stale"])
-def test_corrupt_or_stale_entries_are_ignored_with_a_warning(tmp_path, caplog, damage):
+def test_corrupt_entries_are_ignored_with_a_warning(tmp_path, caplog, damage):
     store = PersistentCache(tmp_path)
     a = np.arange(5, dtype=np.float32)
     _cache(persistent=store).get_or_compile("c", Signature.of([a]), _builder((5,)))
@@ -107,7 +109,7 @@ def test_corrupt_or_stale_entries_are_ignored_with_a_warning(tmp_path, caplog, d
     caplog.set_level(logging.WARNING, logger="tfxla_cluster.codegen")
     again = _cache(persistent=PersistentCache(tmp_path))
     r = again.get_or_compile("c", Signature.of([a]), _builder((5,)))
-    assert "Ignoring persistent cache entry" in caplog.text
+    assert "Ignoring persistent cache entry" in caplog.text and "(corrupt: " in caplog.text
     assert again.engine.compiles == 1
     np.testing.assert_array_equal(r.run(a)[0], a * a + a)
     assert list_entries(tmp_path)[0]["ok"]  # rewritten
@@ -129,13 +131,54 @@ def test_from_flags_reads_tf_persistent_cache_flags(tmp_path):
     assert CompilationCache.from_flags(Flags.parse()).persistent is None
 
 
-def test_fingerprint_ignores_metadata_but_not_constants():
-    m1 = _builder((3,))()
-    m2 = _builder((3,))()
-    assert module_fingerprint(m1) == module_fingerprint(m2)
-    m2.entry.root.metadata = None
-    assert module_fingerprint(m1) == module_fingerprint(m2)
-    assert module_fingerprint(_builder((4,))()) != module_fingerprint(m1)
+def test_the_default_cache_is_in_the_users_cache_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("TFXLA_COMPILE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_directory() == tmp_path / "xdg" / "tfxla_cluster" / "compile"
+    assert CompilationCache.from_flags(Flags.parse()).persistent.directory == tmp_path / "xdg" / "tfxla_cluster" / "compile"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_directory() == tmp_path / "home" / ".cache" / "tfxla_cluster" / "compile"
+    monkeypatch.setenv("TFXLA_COMPILE_CACHE", str(tmp_path / "mine"))
+    assert default_directory() == tmp_path / "mine"
+    # TF's flag wins over the default; "off" leaves no persistent layer unless the flag sets one.
+    flagged = Flags.parse(tf_xla_flags=f"--tf_xla_persistent_cache_directory={tmp_path / 'tf'}")
+    assert CompilationCache.from_flags(flagged).persistent.directory == tmp_path / "tf"
+    monkeypatch.setenv("TFXLA_COMPILE_CACHE", "off")
+    assert default_directory() is None and CompilationCache.from_flags(Flags.parse()).persistent is None
+    assert CompilationCache.from_flags(flagged).persistent.directory == tmp_path / "tf"
+
+
+def test_hits_misses_and_corrupt_entries_are_counted_in_the_profile(tmp_path, caplog):
+    a = np.arange(5, dtype=np.float32)
+    cold, warm = compile_profile.CompileProfile(), compile_profile.CompileProfile()
+    with compile_profile.collecting(cold, "c"):
+        _cache(persistent=PersistentCache(tmp_path)).get_or_compile("c", Signature.of([a]), _builder((5,)))
+    assert cold.events == {"persistent-cache miss": 1}
+    with compile_profile.collecting(warm, "c"):
+        _cache(persistent=PersistentCache(tmp_path)).get_or_compile("c", Signature.of([a]), _builder((5,)))
+    assert warm.events == {"persistent-cache hit": 1} and "llvm-opt" not in warm.totals()
+    assert "persistent cache 1 hit(s), 0 miss(es)" in warm.table()
+    entry = PersistentCache(tmp_path).entries()[0]
+    entry.write_bytes(entry.read_bytes()[:-1])
+    damaged = compile_profile.CompileProfile()
+    caplog.set_level(logging.WARNING, logger="tfxla_cluster.codegen")
+    with compile_profile.collecting(damaged, "c"):
+        again = _cache(persistent=PersistentCache(tmp_path))
+        r = again.get_or_compile("c", Signature.of([a]), _builder((5,)))
+    assert f"Ignoring persistent cache entry {entry} (corrupt: object code is truncated or corrupt)" in caplog.text
+    assert damaged.events == {"persistent-cache corrupt": 1, "persistent-cache miss": 1}
+    assert "1 corrupt entry ignored" in damaged.table() and damaged.as_dict()["events"] == damaged.events
+    np.testing.assert_array_equal(r.run(a)[0], a * a + a)
+    assert list_entries(tmp_path)[0]["ok"]  # rewritten
+
+
+def test_clusters_lowering_to_the_same_ir_share_one_entry(tmp_path):
+    a = np.arange(5, dtype=np.float32)
+    cache = _cache(persistent=PersistentCache(tmp_path))
+    cache.get_or_compile("c1", Signature.of([a]), _builder((5,)))
+    cache.get_or_compile("c2", Signature.of([a]), _builder((5,)))
+    assert len(PersistentCache(tmp_path).entries()) == 1
 
 
 def test_concurrent_callers_two_signatures_exactly_two_compiles():

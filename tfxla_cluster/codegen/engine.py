@@ -185,7 +185,7 @@ class JitEngine:
         ``reused`` counts these."""
         exports = tuple(exports)
         t_key = time.perf_counter()
-        key = (hashlib.sha256(_without_module_id(ir_text).encode()).digest(), exports)
+        key = (hashlib.sha256(without_module_id(ir_text).encode()).digest(), exports)
         with self._lock:
             known = self._by_ir.get(key)
             if known is not None:
@@ -193,6 +193,7 @@ class JitEngine:
                 lib = dataclasses.replace(known, name=name, stats=CompileStats())
                 self._by_ir[key] = lib   # the entry lives while any library with this code does
                 compile_profile.record("code-reuse", time.perf_counter() - t_key)
+                compile_profile.note("code-reuse")
                 return lib
         stats = CompileStats()
         with self._lock:
@@ -249,7 +250,7 @@ class JitEngine:
             return self.target_machine.emit_assembly(mod)
 
 
-def _without_module_id(ir_text: str) -> str:
+def without_module_id(ir_text: str) -> str:
     """The IR minus llvmlite's first line, ``; ModuleID = "<name>"`` (a comment naming the module)."""
     if ir_text.startswith("; ModuleID"):
         return ir_text[ir_text.find("\n") + 1:]

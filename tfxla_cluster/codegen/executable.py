@@ -19,6 +19,7 @@ import ctypes
 import hashlib
 import threading
 import time
+from typing import Protocol
 
 import numpy as np
 
@@ -188,12 +189,22 @@ def emit_module(module, options: CodegenOptions) -> tuple[ProgramEmitter, str]:
     return prog, prog.emit()
 
 
+class CodeStore(Protocol):
+    """Where compiled code may already be (a persistent cache): keyed by the IR text it came from."""
+
+    def load(self, ir_text: str, engine: JitEngine, name: str) -> CodeLibrary | None: ...
+
+    def store(self, ir_text: str, library: CodeLibrary) -> None: ...
+
+
 def compile_module(module, options: CodegenOptions | None = None, engine: JitEngine | None = None, *,
-                   dumper=None) -> Executable:
+                   dumper=None, code_store: CodeStore | None = None) -> Executable:
     """Compile the entry computation of an (optimised) HloModule to native code.
 
-    With ``--xla_dump_to`` in XLA_FLAGS (or a ``passes.dump.Dumper`` given as ``dumper``) the LLVM IR is
-    dumped as XLA:CPU does: ``module_NNNN.<name>.ir-no-opt.ll`` and ``.ir-with-opt.ll``."""
+    With ``code_store``, code it holds for the same IR is loaded instead of compiled (``origin``
+    "persistent cache"), and newly compiled code is handed to it. With ``--xla_dump_to`` in XLA_FLAGS
+    (or a ``passes.dump.Dumper`` given as ``dumper``) the LLVM IR is dumped as XLA:CPU does:
+    ``module_NNNN.<name>.ir-no-opt.ll`` and ``.ir-with-opt.ll`` (the latter only when compiled here)."""
     options = options or CodegenOptions.from_flags()
     engine = engine or get_engine(options.opt_level, options.cpu_target)
     check_engine(engine, options)
@@ -204,9 +215,17 @@ def compile_module(module, options: CodegenOptions | None = None, engine: JitEng
     if dumper is None:
         dumper = _dumper_for(module)
     _dump(dumper, "ir-no-opt.ll", text)
-    lib = engine.compile(text, [ENTRY_NAME], name=module.name)
-    _dump(dumper, "ir-with-opt.ll", lib.optimized_ir)
-    return Executable(module, options, lib, prog, text, t1 - t0)
+    lib = code_store.load(text, engine, module.name) if code_store is not None else None
+    origin = "persistent cache"
+    if lib is None:
+        origin = "compiled"
+        lib = engine.compile(text, [ENTRY_NAME], name=module.name)
+        _dump(dumper, "ir-with-opt.ll", lib.optimized_ir)
+        if code_store is not None:
+            code_store.store(text, lib)
+    exe = Executable(module, options, lib, prog, text, t1 - t0)
+    exe.origin = origin
+    return exe
 
 
 def _dumper_for(module):

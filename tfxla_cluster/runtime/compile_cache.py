@@ -11,9 +11,16 @@ nothing of it).
     outputs = result.run(*args)       # counts the execution
 
 Keys. In memory: (cluster fingerprint, signature) where the signature is the argument shapes and
-dtypes plus the values of compile-time-constant arguments. On disk: a digest of the HLO module's
-fingerprint (instructions and constant bytes, no metadata), the ``CodegenOptions``, the JIT engine key
-(target, CPU name and features, opt level, LLVM and llvmlite versions) and the tfxla_cluster version.
+dtypes plus the values of compile-time-constant arguments. On disk: a digest of the LLVM IR the module
+lowers to (a deterministic function of the optimised HLO, constants included, and the codegen options;
+emitting it is needed anyway to rebuild the buffer plan), the ``CodegenOptions``, the JIT engine key
+(target, CPU name and features, opt level, pass pipeline, LLVM and llvmlite versions) and the
+tfxla_cluster version. A hit skips LLVM (optimisation and machine code), most of a cold compile.
+
+Where. ``--tf_xla_persistent_cache_directory`` when set (TF's flag, shared with TF's own entries);
+else, unlike TF, a cache on by default in the user's cache directory (:func:`default_directory`:
+``$TFXLA_COMPILE_CACHE``, else ``$XDG_CACHE_HOME/tfxla_cluster/compile`` or
+``~/.cache/tfxla_cluster/compile``); ``TFXLA_COMPILE_CACHE=off`` turns that default off (the tests do).
 
 Rules:
 - each (cluster, signature) compiles once, even when many threads ask at the same time;
@@ -21,11 +28,11 @@ Rules:
   (which argument, which dim or dtype) against the most recent signature;
 - TF's megamorphic rule: a cluster compiled more than 10 times with fewer than 50 executions per
   compile stops compiling new signatures — a warning is logged once and the caller must fall back;
-- persistent entries are written atomically (temp file + rename), never in read-only mode; a corrupt
-  or stale entry (bad header, wrong digest, IR that no longer matches) is ignored with a warning and
-  recompiled. An entry stores the object code and the digest of the IR it came from: loading re-emits
-  the IR (cheap, deterministic) to rebuild the buffer plan and checks the digest before trusting the
-  object code.
+- persistent entries are written atomically (temp file + rename), never in read-only mode, and never
+  rewritten when present; a corrupt entry (bad header, object code not matching its digest, header not
+  matching the key or the IR) is ignored with a warning naming it corrupt, counted in the compile
+  profile, and recompiled (and rewritten). An entry stores the object code and the digest of the IR it
+  came from.
 """
 from __future__ import annotations
 
@@ -42,12 +49,12 @@ from typing import Callable
 
 import numpy as np
 
+from tfxla_cluster import compile_profile
 from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.codegen.context import CodegenOptions
-from tfxla_cluster.codegen.engine import JitEngine, get_engine
-from tfxla_cluster.codegen.executable import Executable, compile_module, emit_module
+from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, without_module_id, get_engine
+from tfxla_cluster.codegen.executable import Executable, compile_module
 from tfxla_cluster.codegen.program import ENTRY_NAME
-from tfxla_cluster.hlo.opcode import HloOpcode as O
 
 # The logger keeps the name it had when the cache lived in codegen/: users' logging configuration
 # and the compile-cause messages they filter on stay the same.
@@ -59,24 +66,7 @@ FORMAT_VERSION = 1
 _MAGIC = "tfxla-cluster-executable"
 
 
-# ---------------------------------------------------------------------- fingerprints and signatures
-def module_fingerprint(module) -> str:
-    """SHA-256 of the module's instructions (metadata left out) with constants hashed by value."""
-    from tfxla_cluster.hlo.printer import instruction_to_string
-    h = hashlib.sha256()
-    for comp in module.computation_post_order():
-        h.update(f"{'ENTRY ' if comp is module.entry else ''}{comp.name}\n".encode())
-        for instr in comp.post_order():
-            if instr.opcode is O.CONSTANT and not instr.literal_elided and instr.shape.is_array:
-                lit = np.ascontiguousarray(np.asarray(instr.literal, dtype=instr.shape.dtype))
-                h.update(f"{instr.name} {instr.shape} constant ".encode())
-                h.update(hashlib.sha256(lit.tobytes()).digest())
-            else:
-                h.update(instruction_to_string(instr, metadata=False).encode())
-            h.update(b"\n")
-    return h.hexdigest()
-
-
+# ---------------------------------------------------------------------- signatures
 @dataclass(frozen=True)
 class ArgSpec:
     dtype: str
@@ -142,40 +132,52 @@ class PersistentCache:
     def path_for(self, key: str) -> Path:
         return self.directory / f"{self.prefix}__{key}.tfxla"
 
-    def load(self, key: str, module, options: CodegenOptions, engine: JitEngine) -> Executable | None:
+    def load(self, key: str, ir_digest: str, engine: JitEngine, name: str) -> CodeLibrary | None:
+        """The code stored under ``key`` (None when absent, or corrupt: then with a warning)."""
         path = self.path_for(key)
-        if not path.exists():
-            return None
         try:
             header, obj = read_entry(path)
-            if header.get("key") != key:
-                raise ValueError("entry key does not match its file name")
-            prog, text = emit_module(module, options)
-            if hashlib.sha256(text.encode()).hexdigest() != header["ir_sha256"]:
-                raise ValueError("stale entry: the generated IR changed since it was written")
-            lib = engine.load_object(obj, [ENTRY_NAME], name=module.name)
-            log.info("Loaded executable for %s from the persistent cache (%s)", module.name, path.name)
-            return Executable(module, options, lib, prog, text)
-        except Exception as e:  # any problem with an entry means: recompile, and say so
-            log.warning("Ignoring persistent cache entry %s: %s", path, e)
+        except FileNotFoundError:
             return None
+        except (ValueError, OSError) as e:
+            return self._corrupt(path, _why(e))
+        if header.get("key") != key:
+            return self._corrupt(path, "its key does not match its file name")
+        if header.get("ir_sha256") != ir_digest:
+            return self._corrupt(path, "it was compiled from other IR than its key says")
+        try:
+            lib = engine.load_object(obj, [ENTRY_NAME], name=name)
+        except Exception as e:  # LLVM refusing the object file: the entry is unusable, recompile
+            return self._corrupt(path, f"LLVM could not load its object code: {e}")
+        log.info("Loaded executable for %s from the persistent cache (%s)", name, path.name)
+        return lib
 
-    def store(self, key: str, exe: Executable) -> None:
+    @staticmethod
+    def _corrupt(path: Path, why: str) -> None:
+        log.warning("Ignoring persistent cache entry %s (corrupt: %s); recompiling", path, why)
+        compile_profile.note("persistent-cache corrupt")
+        return None
+
+    def store(self, key: str, ir_digest: str, library: CodeLibrary, name: str) -> None:
+        """Write the entry for ``key`` unless read-only or already there (another process may have written
+        it: same key, same code)."""
         if self.read_only:
             return
+        path = self.path_for(key)
+        if path.is_file() and not _is_corrupt(path):
+            return
         self.directory.mkdir(parents=True, exist_ok=True)
-        obj = exe.library.object_code
-        header = {"magic": _MAGIC, "format": FORMAT_VERSION, "key": key, "module": exe.name,
-                  "ir_sha256": exe.ir_digest, "object_sha256": hashlib.sha256(obj).hexdigest(),
+        obj = library.object_code
+        header = {"magic": _MAGIC, "format": FORMAT_VERSION, "key": key, "module": name,
+                  "ir_sha256": ir_digest, "object_sha256": hashlib.sha256(obj).hexdigest(),
                   "object_bytes": len(obj)}
         data = json.dumps(header, sort_keys=True).encode() + b"\n" + obj
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".tfxla")
         try:
+            # No fsync: an entry cut short by a crash fails its digest check and is recompiled.
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path_for(key))  # atomic: readers see the old file or the new one
+            os.replace(tmp, path)  # atomic: readers see the old file or the new one
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -204,6 +206,29 @@ def read_entry(path: Path) -> tuple[dict, bytes]:
     if len(obj) != header.get("object_bytes") or hashlib.sha256(obj).hexdigest() != header.get("object_sha256"):
         raise ValueError("object code is truncated or corrupt")
     return header, obj
+
+
+def _is_corrupt(path: Path) -> bool:
+    try:
+        read_entry(path)
+        return False
+    except (ValueError, OSError):
+        return True
+
+
+def default_directory(environ=None) -> Path | None:
+    """The persistent cache's directory when ``--tf_xla_persistent_cache_directory`` is not set: the
+    ``TFXLA_COMPILE_CACHE`` environment switch (a directory, or 0/off/false/no for none), else
+    ``$XDG_CACHE_HOME/tfxla_cluster/compile``, else ``~/.cache/tfxla_cluster/compile``."""
+    from tfxla_cluster.flags import env_switch
+
+    value = (env_switch("TFXLA_COMPILE_CACHE", environ) or "").strip()
+    if value.lower() in ("0", "off", "false", "no", "none"):
+        return None
+    if value:
+        return Path(value).expanduser()
+    base = env_switch("XDG_CACHE_HOME", environ) or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tfxla_cluster" / "compile"
 
 
 def tf_entries(directory, prefix: str = "xla_compile_cache") -> list[Path]:
@@ -325,7 +350,7 @@ class CompilationCache:
             flags = Flags.from_env()
         options = CodegenOptions.from_flags(flags, **option_overrides)
         persistent = None
-        directory = flags.tf_xla_persistent_cache_directory
+        directory = flags.tf_xla_persistent_cache_directory or default_directory()
         device_types = [d.strip().upper() for d in str(flags.tf_xla_persistent_cache_device_types).split(",")
                         if d.strip()]
         if directory and (not device_types or "CPU" in device_types):
@@ -333,9 +358,11 @@ class CompilationCache:
                                          bool(flags.tf_xla_persistent_cache_read_only))
         return CompilationCache(options, persistent)
 
-    def persistent_key(self, module) -> str:
+    def persistent_key(self, ir_text: str) -> str:
+        """The entry name of the code for ``ir_text`` (its ``ModuleID`` comment line aside: clusters that
+        lower to the same IR share one entry)."""
         h = hashlib.sha256()
-        for part in (module_fingerprint(module), self.options.key(), self.engine.key, self.version,
+        for part in (without_module_id(ir_text), self.options.key(), self.engine.key, self.version,
                      str(FORMAT_VERSION)):
             h.update(part.encode())
             h.update(b"\0")
@@ -424,16 +451,29 @@ class CompilationCache:
         return exe
 
     def _compile(self, module) -> tuple[Executable, str]:
-        key = None
-        if self.persistent is not None:
-            key = self.persistent_key(module)
-            exe = self.persistent.load(key, module, self.options, self.engine)
-            if exe is not None:
-                return exe, "persistent cache"
-        exe = compile_module(module, self.options, self.engine)
-        if self.persistent is not None:
-            try:
-                self.persistent.store(key, exe)
-            except OSError as e:
-                log.warning("Could not write persistent cache entry for %s: %s", module.name, e)
-        return exe, "compiled"
+        store = _PersistentStore(self) if self.persistent is not None else None
+        exe = compile_module(module, self.options, self.engine, code_store=store)
+        return exe, exe.origin
+
+
+class _PersistentStore:
+    """The persistent layer as the code store ``compile_module`` asks (keys from the IR text)."""
+
+    def __init__(self, cache: CompilationCache) -> None:
+        self.cache = cache
+        self.persistent = cache.persistent
+
+    def load(self, ir_text: str, engine: JitEngine, name: str) -> CodeLibrary | None:
+        lib = self.persistent.load(self.cache.persistent_key(ir_text), _digest(ir_text), engine, name)
+        compile_profile.note("persistent-cache " + ("miss" if lib is None else "hit"))
+        return lib
+
+    def store(self, ir_text: str, library: CodeLibrary) -> None:
+        try:
+            self.persistent.store(self.cache.persistent_key(ir_text), _digest(ir_text), library, library.name)
+        except OSError as e:
+            log.warning("Could not write persistent cache entry for %s: %s", library.name, e)
+
+
+def _digest(ir_text: str) -> str:
+    return hashlib.sha256(ir_text.encode()).hexdigest()

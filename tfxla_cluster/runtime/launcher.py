@@ -49,14 +49,37 @@ class CompiledCluster:
     inputs: list                          # LoweredCluster.inputs (kinds: parameter/constant/resource)
     backend: str                          # "llvm" or "evaluator"
     compile_seconds: float
-    hlo_text: str = ""
-    optimized_hlo_text: str = ""
+    # The HLO before and after optimisation, printed on first use (reports, debugging): printing every
+    # compiled module up front cost a first call ~5% of its time. Each is a text, an HloModule, or a
+    # callable making one (the pre-optimisation HLO is lowered again: the compile optimised its module
+    # in place).
+    hlo_source: Any = ""
+    optimized_hlo_source: Any = ""
     executable: Any = None                # codegen.Executable (llvm backend): LLVM IR, kernels
     origin: str = "compiled"              # or "persistent cache", "evaluator"
     # How the launch node's values map onto the executable (the native launch op reads these):
     param_specs: list = field(default_factory=list)   # (launch input position, numpy dtype) per parameter
     output_order: list = field(default_factory=list)  # top-level result index of each value output
     updates: dict = field(default_factory=dict)       # resource input position -> result index
+
+    @property
+    def hlo_text(self) -> str:
+        """The cluster's HLO module as lowered (before the HLO passes)."""
+        return self._text("hlo_source")
+
+    @property
+    def optimized_hlo_text(self) -> str:
+        """The HLO module the native code was compiled from ("" for the evaluator backend)."""
+        return self._text("optimized_hlo_source")
+
+    def _text(self, attr: str) -> str:
+        source = getattr(self, attr)
+        if not isinstance(source, str):
+            if not hasattr(source, "to_string"):
+                source = source()
+            source = source.to_string()
+            setattr(self, attr, source)
+        return source
 
 
 @dataclass
@@ -216,15 +239,18 @@ class Launcher:
         order = [out_index[t] for t in self._value_outputs]
         # Resource variables: the cluster's final value of each, written back after the run.
         updates = {by_tensor[lowered.inputs[i].tensor]: k for i, k in lowered.resource_updates().items()}
-        hlo_text = lowered.module.to_string()
-        optimized_text = ""
+        hlo_source: Any = lowered.module
+        optimized_source: Any = ""
         executable = None
         origin = "evaluator"
         if self.backend == "llvm":
             from tfxla_cluster.passes.pipeline import optimize
 
-            optimized, _ = optimize(lowered.module.clone(), cluster=self.sig.name)
-            optimized_text = optimized.to_string()
+            # The passes rewrite the lowered module in place (no deep copy: it cost as much as a pass);
+            # its text, if ever asked for, comes from lowering the cluster again.
+            hlo_source = self._relower(lowered, shapes, consts)
+            optimized, _ = optimize(lowered.module, cluster=self.sig.name)
+            optimized_source = optimized
             executable = self.compilation_cache().compile(optimized)
             origin = executable.origin
 
@@ -246,8 +272,21 @@ class Launcher:
         if self.const_positions is None:
             self.const_positions = frozenset(by_tensor[i.tensor] for i in lowered.inputs if i.kind == "constant")
         seconds = time.perf_counter() - t0
-        return CompiledCluster(key, run, lowered.inputs, self.backend, seconds, hlo_text, optimized_text,
+        return CompiledCluster(key, run, lowered.inputs, self.backend, seconds, hlo_source, optimized_source,
                                executable, origin, param_specs, order, updates)
+
+    def _relower(self, lowered, shapes: dict, consts: dict) -> Callable[[], Any]:
+        """A function lowering this signature again (the same module: lowering is deterministic), holding
+        no input buffers: resources by a zero-stride stand-in of their dtype and shape, and only the
+        compile-time-constant inputs' values (copied)."""
+        from tfxla_cluster.tf2hlo.lower import lower_boundary
+
+        kept_shapes = {t: (np.broadcast_to(np.zeros((), v.dtype), v.shape) if isinstance(v, np.ndarray) else v)
+                       for t, v in shapes.items()}
+        kept_consts = {i.tensor: np.array(consts[i.tensor]) for i in lowered.inputs
+                       if i.kind == "constant" and i.tensor in consts}
+        boundary = self.sig.boundary
+        return lambda: lower_boundary(boundary, arg_shapes=kept_shapes, const_args=kept_consts).module
 
     # ----- run ----------------------------------------------------------------------------------
     def __call__(self, *tensors: Any) -> list[np.ndarray]:
