@@ -133,3 +133,23 @@ def test_native_launch_nodes_profile_each_clusters_compile():
         assert {"lowering", "llvm-ir", "run"} <= set(stages), (name, stages)
         # LLVM compiled it, or reused the code of identical IR compiled earlier in this process.
         assert {"llvm-opt", "machine-code"} <= set(stages) or "code-reuse" in stages, (name, stages)
+
+
+def test_a_persistent_cache_hit_shows_in_the_profile_summary(tmp_path):
+    """The second function compiling the same cluster loads its code from the persistent cache: the
+    profile counts the hit (and no LLVM optimisation), and its table says so."""
+    tf = pytest.importorskip("tensorflow")
+    import tfxla_cluster as txc
+
+    def f(x):
+        return tf.nn.relu(x * 3.0 - 1.0)
+
+    flags = f"--tf_xla_persistent_cache_directory={tmp_path}"
+    x = tf.constant(np.linspace(-1, 1, 16, dtype=np.float32))
+    first, second = txc.function(f, jit_compile=True, flags=flags), txc.function(f, jit_compile=True, flags=flags)
+    np.testing.assert_allclose(first(x).numpy(), tf.function(f)(x).numpy(), rtol=1e-6, atol=1e-6)
+    assert first.compile_stats().events == {"persistent-cache miss": 1}
+    np.testing.assert_array_equal(second(x).numpy(), first(x).numpy())
+    prof = second.compile_stats()
+    assert prof.events == {"persistent-cache hit": 1} and "llvm-opt" not in prof.totals()
+    assert "(persistent cache 1 hit(s), 0 miss(es))" in prof.table()
