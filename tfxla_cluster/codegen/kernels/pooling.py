@@ -58,7 +58,7 @@ def plan(instr, operands) -> PoolGradPlan | None:
     """The plan when ``instr`` is a select-and-scatter this kernel runs, else None."""
     x, source, _ = (r.shape for r in operands)
     et = x.element_type
-    if et not in _TYPES or source.element_type is not et or instr.shape.element_type is not et:
+    if x.rank == 0 or et not in _TYPES or source.element_type is not et or instr.shape.element_type is not et:
         return None
     select, scatter = instr.called_computations
     sel = _binary_root(select, O.COMPARE)
