@@ -5,7 +5,8 @@ Stage: a measurement tool over the whole pipeline (``tfxla-cluster bench --layer
 Each row is one op at one shape taken from a model (ResNet50, MobileNetV2, EfficientNetB0 and InceptionV3 at
 their ImageNet sizes, batch 1; the zoo's small 32×32 batch-2 versions; BERT-base at sequence 128; an MLP;
 square GEMMs): ``Conv2D``, ``DepthwiseConv2dNative`` and their input/filter backprops, ``MatMul`` (with
-transposes) and ``BatchMatMulV2``. For each, the steady-state time of TF graph mode (``tf.function``, this
+transposes), ``BatchMatMulV2``, and ``MaxPool`` / ``AvgPool`` with their gradients (a pooling row counts one
+flop per window element). For each, the steady-state time of TF graph mode (``tf.function``, this
 process's oneDNN mode), TF's XLA (``jit_compile=True``, whose CPU dots and convolutions call Eigen) and
 ours (``tfxla_cluster.function(jit_compile=True)``), and numpy's ``matmul`` (OpenBLAS sgemm, all cores) on
 the GEMM of the same M·N·K (the im2col GEMM for a convolution; no entry for depthwise ones, which are not
