@@ -5,7 +5,8 @@ Stage: a measurement tool over the whole pipeline (``tfxla-cluster bench --layer
 Each row is one op at one shape taken from a model (ResNet50, MobileNetV2, EfficientNetB0 and InceptionV3 at
 their ImageNet sizes, batch 1; the zoo's small 32×32 batch-2 versions; BERT-base at sequence 128; an MLP;
 square GEMMs): ``Conv2D``, ``DepthwiseConv2dNative`` and their input/filter backprops, ``MatMul`` (with
-transposes) and ``BatchMatMulV2``. For each, the steady-state time of TF graph mode (``tf.function``, this
+transposes), ``BatchMatMulV2``, and ``MaxPool`` / ``AvgPool`` with their gradients (a pooling row counts one
+flop per window element). For each, the steady-state time of TF graph mode (``tf.function``, this
 process's oneDNN mode), TF's XLA (``jit_compile=True``, whose CPU dots and convolutions call Eigen) and
 ours (``tfxla_cluster.function(jit_compile=True)``), and numpy's ``matmul`` (OpenBLAS sgemm, all cores) on
 the GEMM of the same M·N·K (the im2col GEMM for a convolution; no entry for depthwise ones, which are not
@@ -33,8 +34,9 @@ import numpy as np
 class Layer:
     """One op at one shape. ``kind``: conv, conv_bi, conv_bf (Conv2D and its input/filter backprops),
     conv_br (Conv2D + bias + Relu), conv_bnr (Conv2D + batch-norm scale/shift + residual add + Relu),
-    dw, dw_bi, dw_bf (depthwise), dw_br (depthwise + batch-norm scale/shift + Relu6), matmul, bmm. ``x``: the input shape (NHWC) or [.., M, K] for dots;
-    ``w``: the filter (HWIO; depthwise HWC1) or [.., K, N]."""
+    dw, dw_bi, dw_bf (depthwise), dw_br (depthwise + batch-norm scale/shift + Relu6), matmul, bmm, maxpool,
+    avgpool, maxpool_grad, avgpool_grad. ``x``: the input shape (NHWC) or [.., M, K] for dots;
+    ``w``: the filter (HWIO; depthwise HWC1; pooling: the window, HW11) or [.., K, N]."""
 
     model: str
     name: str
@@ -62,6 +64,10 @@ def _conv(model, name, hw, cin, cout, k, stride=1, kind="conv", batch=1, padding
 
 def _dw(model, name, hw, c, k, stride=1, kind="dw", batch=1, quick=False) -> Layer:
     return Layer(model, name, kind, (batch, hw, hw, c), (k, k, c, 1), stride, quick=quick)
+
+
+def _pool(model, name, hw, c, k, stride, kind, padding="SAME", batch=1) -> Layer:
+    return Layer(model, name, kind, (batch, hw, hw, c), (k, k, 1, 1), stride, padding)
 
 
 def _mm(model, name, m, k, n, ta=False, tb=False, batch=(), quick=False) -> Layer:
@@ -126,6 +132,12 @@ LAYERS: list[Layer] = [
     _conv("inceptionv3", "3x3/2 288>384 valid", 35, 288, 384, 3, 2, padding="VALID"),
     _conv("inceptionv3", "1x1 2048>320", 8, 2048, 320, 1),
     _conv("dilated", "3x3 d2 128", 28, 128, 128, 3, dilation=2),
+    _pool("resnet50", "maxpool 3x3/2 64", 112, 64, 3, 2, "maxpool"),
+    _pool("resnet50", "maxpool 3x3/2 64 grad_x", 112, 64, 3, 2, "maxpool_grad"),
+    _pool("inceptionv3", "maxpool 3x3/2 288 valid", 35, 288, 3, 2, "maxpool", padding="VALID"),
+    _pool("inceptionv3", "maxpool 3x3/2 288 valid grad_x", 35, 288, 3, 2, "maxpool_grad", padding="VALID"),
+    _pool("inceptionv3", "avgpool 3x3 192", 35, 192, 3, 1, "avgpool"),
+    _pool("inceptionv3", "avgpool 3x3 192 grad_x", 35, 192, 3, 1, "avgpool_grad"),
 ]
 
 
@@ -154,10 +166,13 @@ def gemm_dims(layer: Layer) -> tuple[int, int, int, int] | None:
 
 
 def flops(layer: Layer) -> int:
+    """2 per multiply-add (1 per compare or add of a pooling window)."""
     d = gemm_dims(layer)
     if d is not None:
         return 2 * math.prod(d)
     oh, ow = _out_hw(layer)
+    if "pool" in layer.kind:
+        return layer.x[0] * oh * ow * layer.x[3] * layer.w[0] * layer.w[1]
     kh, kw, c, _ = layer.w
     return 2 * layer.x[0] * oh * ow * c * kh * kw
 
@@ -173,9 +188,23 @@ def make(layer: Layer, tf) -> tuple[Callable, list[np.ndarray]]:
         op = tf.linalg.matmul
         return (lambda a, b: op(a, b, transpose_a=layer.ta, transpose_b=layer.tb)), [rand(layer.x), rand(layer.w)]
     n, cin = layer.x[0], layer.x[3]
+    raw = tf.raw_ops
+    if "pool" in layer.kind:
+        ksize = [1, layer.w[0], layer.w[1], 1]
+        if layer.kind.startswith("max"):
+            fwd = lambda x: raw.MaxPool(input=x, ksize=ksize, strides=strides, padding=pad)  # noqa: E731
+        else:
+            fwd = lambda x: raw.AvgPool(value=x, ksize=ksize, strides=strides, padding=pad)  # noqa: E731
+        if layer.kind in ("maxpool", "avgpool"):
+            return fwd, [rand(layer.x)]
+        dy = rand((n, oh, ow, cin))
+        if layer.kind == "maxpool_grad":
+            return (lambda x, g: raw.MaxPoolGrad(orig_input=x, orig_output=fwd(x), grad=g, ksize=ksize,
+                                                 strides=strides, padding=pad)), [rand(layer.x), dy]
+        return (lambda g: raw.AvgPoolGrad(orig_input_shape=list(layer.x), grad=g, ksize=ksize, strides=strides,
+                                          padding=pad)), [dy]
     cout = layer.w[3] if layer.kind.startswith("conv") else cin
     dy = rand((n, oh, ow, cout))
-    raw = tf.raw_ops
     if layer.kind == "conv":
         return (lambda x, k: tf.nn.conv2d(x, k, strides, pad, dilations=dils)), [rand(layer.x), rand(layer.w)]
     if layer.kind in ("conv_br", "conv_bnr"):

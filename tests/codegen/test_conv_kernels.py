@@ -129,6 +129,29 @@ def test_channelwise_kernel_is_chosen_and_matches_evaluator(conv, dtype):
         assert [kk.kind for kk in exe.kernels] == ["conv-channelwise"]
 
 
+HLO_TAP_GROUPS = [  # filter-backprop form: dim labels, lhs, rhs, window, batch groups, work items (tap groups)
+    # 3x3 taps from a padded 8x8 image, 2 features (batch), 19 channels: a vector block and a scalar tail
+    ("f01b_i01o->01bf", (2, 8, 8, 19), (2, 8, 8, 19), Window.make([8, 8], [1, 1], [(1, 1), (1, 1)]), 19, 3 * 1),
+    # strided original (window dilation 2), uneven padding: 6x4 taps, 40 channels (one block)
+    ("f01b_i01o->01bf", (1, 11, 12, 40), (1, 5, 6, 40), Window.make([5, 6], [1, 1], [(2, 1), (0, 2)],
+                                                                     rhs_dilation=[2, 2]), 40, 6),
+    # dilated original (conv stride 2 over the input), 1-D
+    ("f0b_i0o->0bf", (3, 17, 10), (3, 13, 10), Window.make([13], [2], [(1, 1)]), 10, 1),
+]
+
+
+@pytest.mark.parametrize("conv", HLO_TAP_GROUPS, ids=lambda c: f"{c[0]}-{c[1]}")
+def test_filter_backprop_taps_are_grouped_and_match_evaluator(conv):
+    labels, xs, ks, window, bgroups, items = conv
+    x, k = random_array(xs, np.float32, RNG, specials=False), random_array(ks, np.float32, RNG, specials=False)
+    m = module_of(lambda b, p, q: b.convolution(p, q, window, labels, batch_group_count=bgroups), x, k)
+    for opts in (CodegenOptions(bounds_checks=True, threads=1), CodegenOptions(bounds_checks=True, threads=3,
+                                                                              parallel_min_cost=1)):
+        exe, _ = check(m, x, k, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+        # one work item per (outer tap position, channel block): the last dimension's taps share an item
+        assert [(kk.kind, kk.work_items) for kk in exe.kernels] == [("conv-channelwise", items)]
+
+
 def _reversed(window):
     return Window(tuple(dataclasses.replace(d, window_reversal=True) for d in window.dimensions))
 

@@ -125,6 +125,23 @@ def test_epilogue_runs_in_the_convolution_kernel(case):
     assert any(kk.kind.startswith("fusion") for kk in exe.kernels)
 
 
+@pytest.mark.parametrize("case", [HLO_CASES[0], HLO_CASES[2], HLO_CASES[4]], ids=lambda c: f"{c[4]}-g{c[5]}")
+def test_whole_im2col_gemm_runs_the_epilogue(case):
+    """Without BLAS (AOT objects) convolutions take gemm.py's whole-im2col GEMM: the fusion runs on each
+    GEMM block (output written by the GEMM) or in its copy into the output layout, not as its own pass."""
+    xs, ks, ys, window, labels, groups, fdim, _ = case
+    text = _HLO.format(xs=",".join(map(str, xs)), ks=",".join(map(str, ks)), ys=",".join(map(str, ys)),
+                       c=ys[fdim], window=window, labels=labels, fdim=fdim,
+                       groups=f", feature_group_count={groups}" if groups > 1 else "")
+    module, _ = optimize(parse_module(text))
+    args = [random_array(s, np.float32, RNG, specials=False) for s in (xs, ks, (ys[fdim],), ys)]
+    for threads in (1, 3):
+        opts = CodegenOptions(bounds_checks=True, threads=threads, parallel_min_cost=1, use_blas=False)
+        exe, _ = check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+        kinds = [kk.kind for kk in exe.kernels]
+        assert "gemm" in kinds and not any(k.startswith("fusion") for k in kinds), kinds
+
+
 def test_convolution_with_other_users_is_not_deferred():
     """The convolution's value is also an output: it is written as it is, the fusion runs on its own."""
     text = """HloModule m

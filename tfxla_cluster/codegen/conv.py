@@ -112,6 +112,10 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
     :class:`~tfxla_cluster.codegen.kernels.loop.Epilogue`, ``features`` form only) then rewrites each
     item's channels in place while they are in cache (the fused bias / scale / activation)."""
     assert epilogue is None or plan.F == 1
+    window = instr.window.dimensions
+    if epilogue is None and plan.OB * prod(plan.out_sp) <= WIDE_MAX_POSITIONS and \
+            1 < plan.out_sp[-1] <= TAP_GROUP_MAX and all(w.base_dilation == 1 for w in window):
+        return _emit_tap_groups(prog, instr, plan, lhs, rhs, out)
     et = instr.shape.element_type
     sty = t.storage_type(et)
     lanes = max(1, prog.options.prefer_vector_width // (32 if et is T.F32 else 64))
@@ -249,6 +253,159 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
             b.branch(done)
             b.position_at_end(slow)
             reduce_chunks([(b.add(c0, t.i64(off)), n) for off, n in last_chunks])
+            b.branch(done)
+            b.position_at_end(done)
+    prog.call_kernel(kb, instr.name, "conv-channelwise", items, tasks, flops // 2)
+
+
+TAP_GROUP_MAX = 8          # output positions (filter taps) along the last dimension grouped in one item
+TAP_GROUP_REGISTERS = 24   # vector accumulators of a tap group (taps x vectors of channels)
+
+
+def _emit_tap_groups(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef) -> None:
+    """The filter-backprop form (few output positions: the filter's taps, a big window: the image) with
+    the taps along the last dimension grouped: a work item is (outer output position, channel block) and
+    keeps ``taps × vectors`` accumulators, so each ``rhs`` vector (the output gradient) is loaded once
+    per group instead of once per tap and the input row once per group, not per tap. Window positions
+    along the last dimension where every tap of the group is inside the input run without tests; the
+    few at the borders test each tap. Each output element sums in the order of :func:`emit_channelwise`
+    (features, then window positions row-major): the same bits for whole vectors of channels (a tail of
+    single channels is as LLVM's reassociating vectoriser arranges its sums)."""
+    et = instr.shape.element_type
+    sty = t.storage_type(et)
+    align = 8 if et is T.F64 else 4
+    lanes = max(1, prog.options.prefer_vector_width // (32 if et is T.F32 else 64))
+    G = plan.out_sp[-1]
+    nvec = max(1, min(TAP_GROUP_REGISTERS // G, -(-plan.C // lanes)))
+    block = lanes * nvec
+    nblk = -(-plan.C // block)
+    outer = plan.OB * prod(plan.out_sp[:-1])
+    items = outer * nblk
+    kb = prog.kernel(instr.name)
+    b = kb.builder
+    flags = prog.options.reduction_flags
+    lp, rp, op = kb.ptr(lhs.slot), kb.ptr(rhs.slot), kb.ptr(out.slot)
+    window = instr.window.dimensions
+    flops = 2 * plan.OB * prod(plan.out_sp) * plan.C * plan.F * prod(w.size for w in window)
+    tasks = prog.tasks_for(items, flops // 2)
+    lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(items))
+    nd = len(window)
+
+    def vty(n):
+        return sty if n == 1 else ir.VectorType(sty, n)
+
+    def load(ptr, off, n):
+        return b.load(b.gep(ptr, [off], source_etype=sty), typ=vty(n), align=align)
+
+    def tap_range(start, i):
+        """[wlo, whi): window positions w of dimension i with start + w·dilation inside the input."""
+        wd = window[i]
+        d = t.i64(wd.window_dilation)
+        neg = b.sub(t.i64(0), start)
+        wlo = b.select(b.icmp_signed("<=", neg, t.i64(0)), t.i64(0),
+                       b.sdiv(b.add(neg, t.i64(wd.window_dilation - 1)), d))
+        last = b.sub(t.i64(plan.in_sp[i] - 1), start)
+        whi = b.select(b.icmp_signed("<", last, t.i64(0)), t.i64(0), b.add(b.sdiv(last, d), t.i64(1)))
+        whi = b.select(b.icmp_signed(">", whi, t.i64(wd.size)), t.i64(wd.size), whi)
+        return b.select(b.icmp_signed(">", wlo, whi), whi, wlo), whi
+
+    def smin(x, y):
+        return b.select(b.icmp_signed("<", x, y), x, y)
+
+    def smax(x, y):
+        return b.select(b.icmp_signed(">", x, y), x, y)
+
+    with for_range(b, lo, hi, "tg") as item:
+        pos, blk = b.udiv(item, t.i64(nblk)), b.urem(item, t.i64(nblk))
+        c0 = b.mul(blk, t.i64(block))
+        rem, osp = pos, [None] * nd
+        for i in range(nd - 2, -1, -1):
+            osp[i] = b.urem(rem, t.i64(plan.out_sp[i]))
+            rem = b.udiv(rem, t.i64(plan.out_sp[i]))
+        ob = rem
+        out_base = b.mul(ob, t.i64(plan.out_ob))
+        for i in range(nd - 1):
+            out_base = b.add(out_base, b.mul(osp[i], t.i64(plan.out_sp_stride[i])))
+        lhs_base0 = b.add(b.mul(ob, t.i64(plan.lhs_ob)), c0)
+        ranges = []
+        for i in range(nd - 1):
+            start = b.sub(b.mul(osp[i], t.i64(window[i].stride)), t.i64(window[i].padding_low))
+            ranges.append((start, *tap_range(start, i)))
+        last = window[-1]
+        starts = [t.i64(j * last.stride - last.padding_low) for j in range(G)]   # tap j's input position at w = 0
+        lim = [tap_range(st, nd - 1) for st in starts]
+        inner_lo = lim[0][0]                               # every tap inside from here ...
+        inner_hi = smax(lim[G - 1][1], inner_lo)           # ... to here
+        outer_lo = smin(lim[G - 1][0], inner_lo)           # some tap inside from here ...
+        outer_hi = smax(lim[0][1], inner_hi)               # ... to here
+
+        def reduce_chunks(chunks):
+            accs = [[kb.kctx.alloca(vty(n), "tgacc") for _, n in chunks] for _ in range(G)]
+            for row in accs:
+                for acc, (_, n) in zip(row, chunks):
+                    z = t.float_constant(sty, 0.0)
+                    b.store(z if n == 1 else ir.Constant(vty(n), [z] * n), acc)
+
+            def last_dim(lbase, rbase, w, checked):
+                rnext = b.add(rbase, b.mul(b.sub(t.i64(last.size - 1), w) if last.window_reversal else w,
+                                           t.i64(plan.rhs_sp[-1])))
+                rv = [load(rp, b.add(rnext, c), n) for c, n in chunks]
+                for j in range(G):
+                    p = b.add(starts[j], b.mul(w, t.i64(last.window_dilation)))
+                    lnext = b.add(lbase, b.mul(p, t.i64(plan.lhs_sp[-1])))
+
+                    def fma(j=j, lnext=lnext):
+                        for acc, (c, n), r in zip(accs[j], chunks, rv):
+                            x = load(lp, b.add(lnext, c), n)
+                            b.store(b.fadd(b.load(acc, typ=vty(n)), b.fmul(x, r, flags=flags), flags=flags), acc)
+                    if not checked:
+                        fma()
+                        continue
+                    ok = b.and_(b.icmp_signed(">=", w, lim[j][0]), b.icmp_signed("<", w, lim[j][1]))
+                    fn = b.block.function
+                    then, done = fn.append_basic_block("tg.tap"), fn.append_basic_block("tg.next")
+                    b.cbranch(ok, then, done)
+                    b.position_at_end(then)
+                    fma()
+                    b.branch(done)
+                    b.position_at_end(done)
+
+            def dims(i, lbase, rbase):
+                if i == nd - 1:
+                    for a, z, checked in ((outer_lo, inner_lo, True), (inner_lo, inner_hi, False),
+                                          (inner_hi, outer_hi, True)):
+                        with for_range(b, a, z, f"tgw{i}{int(checked)}") as w:
+                            last_dim(lbase, rbase, w, checked)
+                    return
+                wd = window[i]
+                start, wlo, whi = ranges[i]
+                with for_range(b, wlo, whi, f"tgw{i}") as w:
+                    p = b.add(start, b.mul(w, t.i64(wd.window_dilation)))
+                    wk = b.sub(t.i64(wd.size - 1), w) if wd.window_reversal else w
+                    dims(i + 1, b.add(lbase, b.mul(p, t.i64(plan.lhs_sp[i]))),
+                         b.add(rbase, b.mul(wk, t.i64(plan.rhs_sp[i]))))
+
+            with for_range(b, 0, plan.F, "tgf") as f:
+                dims(0, b.add(lhs_base0, b.mul(f, t.i64(plan.lhs_f))), b.add(c0, b.mul(f, t.i64(plan.rhs_f))))
+            for j in range(G):
+                obase = b.add(b.add(out_base, b.mul(t.i64(j), t.i64(plan.out_sp_stride[-1]))), c0)
+                for acc, (c, n) in zip(accs[j], chunks):
+                    b.store(b.load(acc, typ=vty(n)), b.gep(op, [b.add(obase, c)], source_etype=sty), align=align)
+
+        tail = plan.C - (nblk - 1) * block
+        full = [(t.i64(k * lanes), lanes) for k in range(nvec)]
+        if tail == block:
+            reduce_chunks(full)
+        else:
+            fn = b.block.function
+            fast, slow, done = (fn.append_basic_block(n) for n in ("tg.full", "tg.last", "tg.done"))
+            b.cbranch(b.icmp_unsigned("<", blk, t.i64(nblk - 1)), fast, slow)
+            b.position_at_end(fast)
+            reduce_chunks(full)
+            b.branch(done)
+            b.position_at_end(slow)
+            reduce_chunks([(t.i64(k * lanes), lanes) for k in range(tail // lanes)] +
+                          [(t.i64(tail // lanes * lanes + j), 1) for j in range(tail % lanes)])
             b.branch(done)
             b.position_at_end(done)
     prog.call_kernel(kb, instr.name, "conv-channelwise", items, tasks, flops // 2)

@@ -13,7 +13,8 @@ a matrix-vector product bound by reading the weights) the columns are split too.
 Convolutions go to ``conv.py`` first (channel-wise and blocked-im2col kernels); the ones it does not
 take (no BLAS — AOT objects —, layouts it does not read in place) in f32/f64 with
 ``batch_group_count == 1`` use whole im2col here: patches ``[G, N·P, Cg·W]`` times the kernel matrix
-``[G, Cg·W, Og]`` (one GEMM per feature group), then a copy into the output layout. Smaller or other
+``[G, Cg·W, Og]`` (one GEMM per feature group), then a copy into the output layout; a fused elementwise
+user (bias, scale, activation) runs on each GEMM block or in that copy. Smaller or other
 contractions use the elemental loops of ``elemental.py``.
 """
 from __future__ import annotations
@@ -368,8 +369,11 @@ def _ir_gemm_loops(kb, sty, i_lo, i_hi, j_lo: int, j_hi: int, K: int, pa, ta, ld
                 b.store(b.fadd(b.load(cp, typ=sty), b.fmul(a, bv, flags=flags), flags=flags), cp)
 
 
-def emit_conv_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> None:
-    """Convolution as im2col + one GEMM per feature group, each step its own (parallel) kernel."""
+def emit_conv_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef, epilogue=None) -> None:
+    """Convolution as im2col + one GEMM per feature group, each step its own (parallel) kernel.
+    ``epilogue`` (an ``Epilogue`` of ``kernels/loop.py``, ``out`` then being its fusion's output):
+    ``out := epilogue(conv)``, on each GEMM block right after its call when the GEMM writes ``out``,
+    else in the copy into the output layout."""
     et = instr.shape.element_type
     dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
     lshape, rshape = lhs.shape, rhs.shape
@@ -441,7 +445,18 @@ def emit_conv_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> Non
         [dn.output_feature_dimension]) == "N"
     res = out if direct else prog.scratch(Shape(et, (G, N * P, Og)), "conv.result")
     materialize_kernel(prog, instr.name + "_im2col", [(patches4, patches_make), (kmat, kernel_make)])
-    gemm_kernel(prog, instr.name, et, G, N * P, Og, Cg * Wn, patches, "N", kmat, "N", res)
+
+    def on_block(kb, g, m, o, linear):
+        # G == 1 here: row m is (batch, output position), column o the output feature
+        b = kb.builder
+        dims = [None] * instr.shape.rank
+        dims[dn.output_batch_dimension] = b.udiv(m, t.i64(max(P, 1)))
+        dims[dn.output_feature_dimension] = o
+        for d, x in zip(dn.output_spatial_dimensions, split(b, b.urem(m, t.i64(max(P, 1))), out_sp)):
+            dims[d] = x
+        epilogue.store(kb, dims, linear)
+    gemm_kernel(prog, instr.name, et, G, N * P, Og, Cg * Wn, patches, "N", kmat, "N", res,
+                on_block if direct and epilogue is not None else None)
     if direct:
         return
 
@@ -455,5 +470,5 @@ def emit_conv_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef) -> Non
             p = _flat(b, [od[d] for d in dn.output_spatial_dimensions], out_sp)
             g, oo = b.udiv(o, t.i64(Og)), b.urem(o, t.i64(Og))
             return r.load(Index([g, b.add(b.mul(n, t.i64(P)), p), oo], res.shape))
-        return gen
+        return gen if epilogue is None else epilogue.generator(kb, gen)
     materialize_kernel(prog, instr.name + "_result", [(out, out_make)])

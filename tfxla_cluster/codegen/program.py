@@ -140,7 +140,8 @@ class ProgramEmitter:
         for fn in [self.entry, *self._pool_fns.values()]:
             _flush_denormals(self.mctx, fn)
         self.plan.pack()
-        return _with_vector_width(str(self.mctx.module), self.options.prefer_vector_width)
+        return _with_vector_width(str(self.mctx.module), self.options.prefer_vector_width,
+                                  self.mctx.wide_functions, self.mctx.wide_vector_bits())
 
     def _finish_outputs(self, shape: Shape, root) -> None:
         refs = leaves(root) if shape.is_tuple else [root]
@@ -420,12 +421,16 @@ def _token(prog, instr, operands, params):
     return ()
 
 
-def _with_vector_width(text: str, bits: int) -> str:
+def _with_vector_width(text: str, bits: int, wide: set[str] = frozenset(), wide_bits: int = 0) -> str:
     """Give every defined function LLVM's ``"prefer-vector-width"`` attribute (XLA's
-    ``xla_cpu_prefer_vector_width``): the vectorisers' register width. llvmlite's attribute sets take
-    only enum attributes, so the string attribute goes into the printed IR."""
-    return re.sub(r'^(define [^\n]*?)\s*\n\{', lambda m: f'{m.group(1)} "prefer-vector-width"="{bits}"\n{{',
-                  text, flags=re.M)
+    ``xla_cpu_prefer_vector_width``): the vectorisers' register width; functions named in ``wide``
+    (inline transcendentals) get ``wide_bits``. llvmlite's attribute sets take only enum attributes, so
+    the string attribute goes into the printed IR."""
+    def attr(m):
+        name = re.search(r'@"?([^"(\s]+)"?\(', m.group(1))
+        width = wide_bits if wide and name is not None and name.group(1) in wide else bits
+        return f'{m.group(1)} "prefer-vector-width"="{width}"\n{{'
+    return re.sub(r'^(define [^\n]*?)\s*\n\{', attr, text, flags=re.M)
 
 
 def _call(prog, instr, operands, params):

@@ -115,7 +115,12 @@ class ScalarOps:
         return acc
 
     def fast(self, x) -> bool:
-        return self.mctx.options.fast_transcendentals and isinstance(x.type, ir.FloatType)
+        """Whether f32 ``x`` takes the inline approximation; the function it lands in is then marked for
+        the target's full vector width (``ModuleContext.wide_vector_bits``)."""
+        fast = self.mctx.options.fast_transcendentals and isinstance(x.type, ir.FloatType)
+        if fast and self.b.block is not None:
+            self.mctx.mark_wide(self.b.block.function)
+        return fast
 
     # ---------------------------------------------------------------- transcendentals
     def exp(self, x):

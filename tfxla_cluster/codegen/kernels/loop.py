@@ -368,11 +368,22 @@ def _deferred(prog) -> dict:
     return prog.__dict__.setdefault("_deferred_convs", {})
 
 
+class Im2colPlan:
+    """The whole-im2col GEMM of ``gemm.py`` (no BLAS, or layouts the blocked kernel does not read in place):
+    its epilogue runs on each GEMM block when the GEMM writes the output, else in the copy-out pass."""
+
+
+IM2COL = Im2colPlan()
+
+
 def _conv_plan(prog, instr):
     plan = channelwise_plan(instr)
     if plan is not None:
         return plan
-    return blocked_plan(instr, prog.options)
+    plan = blocked_plan(instr, prog.options)
+    if plan is None and conv_gemm_eligible(instr, prog.options):
+        return IM2COL
+    return plan
 
 
 def _epilogue_fusion(prog, instr, plan):
@@ -427,6 +438,9 @@ def _emit_conv_with_epilogue(prog, fusion, operands, out, conv, conv_operands, p
         return emit_dot_gemm(prog, conv, srcs[0], srcs[1], out, epilogue=epi)
     if isinstance(plan, BlockedPlan):
         return emit_blocked_conv(prog, conv, plan, *conv_operands, out, epilogue=epi)
+    if plan is IM2COL:
+        srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in conv_operands]
+        return emit_conv_gemm(prog, conv, srcs[0], srcs[1], out, epilogue=epi)
     return emit_channelwise(prog, conv, plan, *conv_operands, out, epilogue=epi)
 
 
@@ -437,6 +451,9 @@ def _emit_contraction(prog, instr, operands: list[BufferRef], out: BufferRef, pl
         return emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
     if isinstance(plan, BlockedPlan):
         return emit_blocked_conv(prog, instr, plan, *operands, out)
+    if plan is IM2COL:
+        srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
+        return emit_conv_gemm(prog, instr, srcs[0], srcs[1], out)
     return emit_channelwise(prog, instr, plan, *operands, out)
 
 
@@ -449,11 +466,7 @@ def _conv_thunk(prog, instr, operands, out) -> None:
         return
     if plan is not None:
         return _emit_contraction(prog, instr, array_operands(instr, operands), out, plan)
-    if not conv_gemm_eligible(instr, prog.options):
-        return emit_loop_thunk(prog, instr, operands, out)
-    operands = array_operands(instr, operands)
-    srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
-    emit_conv_gemm(prog, instr, srcs[0], srcs[1], out)
+    return emit_loop_thunk(prog, instr, operands, out)
 
 
 def emit_copy_kernel(prog, src: BufferRef, dst: BufferRef) -> None:

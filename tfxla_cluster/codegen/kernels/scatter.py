@@ -4,7 +4,9 @@
   a whole update window is skipped when it does not fit in the operand, as XLA specifies.
 - select-and-scatter: per source element, the window's selected position (first by the ``select``
   computation), then the ``scatter`` computation combines into it, in source order.
-Both run single-threaded: updates may collide, and XLA applies them in order.
+Both run single-threaded: updates may collide, and XLA applies them in order. The max-pool gradient
+over channels-last arrays (a float compare select, an add scatter) goes to ``pooling.py`` instead:
+parallel over channel blocks, which never collide, and vectorised along them.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import leaves
 from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.kernel_builder import KernelBuilder, array_operands, flatten, thunk
+from tfxla_cluster.codegen.kernels import pooling
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, if_else_value, if_then, scalar_index, work_items
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
@@ -86,6 +89,10 @@ def _scatter(prog, instr, operands, out) -> None:
 @thunk(O.SELECT_AND_SCATTER)
 def _select_and_scatter(prog, instr, operands, out) -> None:
     operands = array_operands(instr, operands)
+    native = pooling.plan(instr, operands)
+    if native is not None:   # the max-pool gradient over NHWC: parallel, vectorised along channels
+        pooling.emit(prog, instr, native, operands, out)
+        return
     kb = KernelBuilder(prog, instr.name)
     b, kctx = kb.builder, kb.kctx
     x, source, init = (kb.array(r) for r in operands)
