@@ -6,7 +6,7 @@ elemental loop kernel of ``loop.py``).
                 big enough), the copy kernel; reduction strategies in ``codegen/reductions.py``
     sort.py     sort and custom-call "TopK": a stable merge sort of an index permutation per row
     scatter.py  scatter and select-and-scatter, applied in source order
-    rng.py      rng-bit-generator (Philox, ThreeFry), bit-exact with the evaluator
+    rng.py      rng-bit-generator (Philox, ThreeFry), bit-exact with the evaluator; rng-get-and-update-state
 
 ``NO_NATIVE_KERNEL`` lists the opcodes native code does not implement: compiling one is an
 UnimplementedError naming the instruction (the launcher then runs the cluster on the evaluator).
@@ -16,7 +16,7 @@ from tfxla_cluster.codegen.kernels import loop, rng, scatter, sort  # noqa: F401
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 
-NO_NATIVE_KERNEL = (O.RNG, O.COMPLEX, O.REAL, O.IMAG)
+NO_NATIVE_KERNEL = (O.COMPLEX, O.REAL, O.IMAG)
 
 
 @thunk(*NO_NATIVE_KERNEL)
