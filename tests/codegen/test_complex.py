@@ -1,7 +1,8 @@
 """Native code for complex numbers (c64, c128) against TF's own XLA (``tf.function(jit_compile=True)``).
 
 Every pair of a grid of parts (±0, finite, huge, ±inf, NaN) goes through each op TF lowers to a complex
-HLO opcode: add, subtract, multiply, divide, negate, abs (ComplexAbs), exp, log, sqrt, sign, conj
+HLO opcode: add, subtract, multiply, divide, power, negate, abs (ComplexAbs), exp, expm1, log, log1p,
+sqrt, rsqrt, sin, cos, tan, tanh, sign, conj
 (``complex(real(x), negate(imag(x)))``, TF's XLA Conj), real, imag, complex, compare EQ/NE, a complex
 dot (MatMul) and a complex sum. Ours is one HLO module per type, compiled once; TF's is one jit-compiled
 function per type. NaN positions, infinities and signs of zero must match part by part; finite values
@@ -34,6 +35,14 @@ OPS = {
     "log": ("log(%x)", "C", lambda tf, x, y, r: tf.math.log(x), True),
     "sqrt": ("sqrt(%x)", "C", lambda tf, x, y, r: tf.sqrt(x), True),
     "sign": ("sign(%x)", "C", lambda tf, x, y, r: tf.sign(x), True),
+    "rsqrt": ("rsqrt(%x)", "C", lambda tf, x, y, r: tf.math.rsqrt(x), True),
+    "sin": ("sine(%x)", "C", lambda tf, x, y, r: tf.sin(x), True),
+    "cos": ("cosine(%x)", "C", lambda tf, x, y, r: tf.cos(x), True),
+    "tanh": ("tanh(%x)", "C", lambda tf, x, y, r: tf.tanh(x), True),
+    "tan": ("tan(%x)", "C", lambda tf, x, y, r: tf.tan(x), True),
+    "expm1": ("exponential-minus-one(%x)", "C", lambda tf, x, y, r: tf.math.expm1(x), True),
+    "log1p": ("log-plus-one(%x)", "C", lambda tf, x, y, r: tf.math.log1p(x), True),
+    "power": ("power(%x, %y)", "C", lambda tf, x, y, r: tf.pow(x, y), True),
     "real": ("real(%x)", "R", lambda tf, x, y, r: tf.math.real(x), False),
     "imag": ("imag(%x)", "R", lambda tf, x, y, r: tf.math.imag(x), False),
     "complex": ("complex(%r, %r2)", "C", lambda tf, x, y, r: tf.complex(r, -r), False),

@@ -83,6 +83,8 @@ def test_cpu_pipeline_leaves_no_rng_and_xla_parses_it(expanded, native):
     assert "rng-expander" in cpu_pipeline().pass_names()
     optimized = native[0]
     assert O.RNG not in _opcodes(optimized) and O.RNG_BIT_GENERATOR not in _opcodes(optimized)
+    # side-effecting: CSE keeps the two states of equal delta apart, nothing folds or fuses them
+    assert _opcodes(optimized).count(O.RNG_GET_AND_UPDATE_STATE) == 6
     pytest.importorskip("jax")
     from tests.hlo.xla_oracle import xla_parse
     xla_parse(expanded.to_string())

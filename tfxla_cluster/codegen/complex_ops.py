@@ -8,8 +8,10 @@ so exp/log/sin/cos/atan2/pow are the same code as for real types. The formulas a
 XLA's: textbook add/sub/mul; Smith's division with the zero-denominator, infinite-numerator and
 infinite-denominator fix-ups; abs as max·sqrt(1 + (min/max)²) (NaN → min); sign = z/(|z|, 0) by that
 division (0 at 0); exp = eᵃ(cos b, sin b) with +0 imaginary part for a real argument; log = (log|z|, atan2(b, a)); sqrt through the polar form with XLA's inf/NaN
-cases; compare EQ (ordered on both parts) and NE (unordered on either). Other opcodes on complex values
-are an UnimplementedError naming the opcode.
+cases, rsqrt likewise; sin/cos through sinh/cosh, tanh/tan from expm1s with XLA's limits, expm1 and
+log1p in their accurate forms; power in polar form with Kahan's special cases; compare EQ (ordered on
+both parts) and NE (unordered on either). Other opcodes on complex values (atan2, remainder, ...) are an
+UnimplementedError naming the opcode.
 """
 from __future__ import annotations
 
@@ -156,7 +158,88 @@ def _sign(p: _Parts, re, im):
     return p.sel(at_zero, zero, qr), p.sel(at_zero, zero, qi)
 
 
+def _rsqrt(p: _Parts, re, im):
+    """rsqrt(|z|)·(cos(-t/2), sin(-t/2)), t = atan2(im, re), with XLA's zero/inf/NaN cases."""
+    b = p.b
+    mn, mx, root = _abs_parts(p, re, im, True)
+    rs = lambda v: p.unary(O.RSQRT, v)  # noqa: E731
+    r = p.mul(rs(mx), rs(root))
+    r = p.sel(p.uno(r, r), rs(mn), r)
+    angle = p.mul(p.atan2(im, re), p.c(-0.5))
+    cos, sin = p.unary(O.COS, angle), p.unary(O.SIN, angle)
+    zero, inf = p.c(0.0), p.c(float("inf"))
+    at_zero = b.and_(p.oeq(im, zero), p.oeq(re, zero))
+    edge = b.or_(b.and_(p.oeq(p.fabs(im), inf), p.uno(re, re)), p.oeq(p.fabs(re), inf))
+    real = p.sel(at_zero, inf, p.sel(edge, p.copysign(zero, re), p.mul(r, cos)))
+    imag = p.sel(at_zero, p.c(float("nan")), p.sel(edge, p.mul(p.copysign(zero, im), p.c(-1.0)), p.mul(r, sin)))
+    return real, imag
+
+
+def _sin_cos(p: _Parts, re, im, sin: bool):
+    """sin(x+iy) = (sin x cosh y, cos x sinh y), cos(x+iy) = (cos x cosh y, -sin x sinh y)."""
+    e = p.unary(O.EXP, im)
+    h, hn = p.mul(p.c(0.5), e), p.div(p.c(0.5), e)
+    sinh, cosh = p.sub(h, hn), p.add(h, hn)
+    sx, cx = p.unary(O.SIN, re), p.unary(O.COS, re)
+    if sin:
+        return p.mul(sx, cosh), p.mul(cx, sinh)
+    return p.mul(cx, cosh), p.neg(p.mul(sx, sinh))
+
+
+def _tanh(p: _Parts, re, im, tan: bool = False):
+    """tanh(a+bi) = (e^2a - e^-2a, 2 sin 2b) / (e^2a + e^-2a + 2 cos 2b) from expm1s, with the limits and
+    corner cases of XLA's emitter; tan(x+yi) = -i·tanh(-y + xi)."""
+    b = p.b
+    a, bb = (p.neg(im), re) if tan else (re, im)
+    two_a = p.add(a, a)
+    em_pos, em_neg = p.unary(O.EXPM1, two_a), p.unary(O.EXPM1, p.neg(two_a))
+    real_num = p.sub(em_pos, em_neg)
+    cb, sb = p.unary(O.COS, bb), p.unary(O.SIN, bb)
+    four = p.c(4.0)
+    imag_num = p.mul(four, p.mul(cb, sb))
+    sum_m2 = p.add(em_pos, em_neg)
+    denom = p.add(sum_m2, p.mul(p.mul(cb, cb), four))
+    inf, zero = p.c(float("inf")), p.c(0.0)
+    real = p.sel(p.oeq(sum_m2, inf), p.copysign(p.c(1.0), a), p.div(real_num, denom))
+    imag = p.div(imag_num, denom)
+    a_inf = p.oeq(p.fabs(a), inf)
+    sin2b_nan = p.uno(imag_num, imag_num)
+    real = p.sel(b.and_(sin2b_nan, b.not_(a_inf)), p.c(float("nan")), real)
+    imag = p.sel(b.or_(p.oeq(bb, zero), b.and_(a_inf, sin2b_nan)), zero, imag)
+    return (imag, p.neg(real)) if tan else (real, imag)
+
+
+def _expm1(p: _Parts, re, im):
+    """(expm1(a) cos b + cosm1(b), e^a sin b), cosm1(b) = -2 sin²(b/2) (accurate near 0)."""
+    zero, one = p.c(0.0), p.c(1.0)
+    em = p.unary(O.EXPM1, re)
+    s_half = p.unary(O.SIN, p.mul(im, p.c(0.5)))
+    cosm1 = p.mul(p.c(-2.0), p.mul(s_half, s_half))
+    real = p.add(p.mul(em, p.add(cosm1, one)), cosm1)
+    imag = p.sel(p.oeq(im, zero), zero, p.mul(p.add(em, one), p.unary(O.SIN, im)))
+    return real, imag
+
+
+def _log1p(p: _Parts, re, im):
+    """(log1p of max(|a+1|, |b|) - 1 [a when a+1 > |b|] + ½ log1p((min/max)²), atan2(b, a+1))."""
+    one = p.c(1.0)
+    a1 = p.add(re, one)
+    abs_a1, abs_b = p.fabs(a1), p.fabs(im)
+    mx, mn = p.max(abs_a1, abs_b), p.min(abs_a1, abs_b)
+    mx_m1 = p.sel(p.b.fcmp_ordered(">", a1, abs_b), re, p.sub(mx, one))
+    q = p.div(mn, mx)
+    r = p.add(p.mul(p.c(0.5), p.unary(O.LOG1P, p.mul(q, q))), p.unary(O.LOG1P, mx_m1))
+    return p.sel(p.uno(r, r), mn, r), p.atan2(im, a1)
+
+
 _UNARY = {
+    O.RSQRT: _rsqrt,
+    O.SIN: lambda p, re, im: _sin_cos(p, re, im, True),
+    O.COS: lambda p, re, im: _sin_cos(p, re, im, False),
+    O.TANH: _tanh,
+    O.TAN: lambda p, re, im: _tanh(p, re, im, tan=True),
+    O.EXPM1: _expm1,
+    O.LOG1P: _log1p,
     O.SQRT: _sqrt,
     O.LOG: _log,
     O.EXP: _exp,
@@ -226,7 +309,31 @@ def _divide(p: _Parts, ar, ai, br, bi):
     return tuple(out)
 
 
+def _power(p: _Parts, ar, ai, br, bi):
+    """(a+bi)^(c+di) = |z|^c e^(-d·arg z) (cos q, sin q), q = c·arg z + d·ln|z|, with Kahan's special
+    cases as XLA: 0^c (c >= 0, d = 0), x^0 = 1, 1^w = 1, inf^c for real c > 0 / < 0."""
+    b = p.b
+    zero, one, inf = p.c(0.0), p.c(1.0), p.c(float("inf"))
+    a = _abs(p, ar, ai)
+    coeff = p.mul(p.pow(a, br), p.unary(O.EXP, p.mul(p.neg(bi), p.atan2(ai, ar))))
+    q = p.add(p.mul(br, p.atan2(ai, ar)), p.mul(bi, p.unary(O.LOG, a)))
+    re, im = p.mul(coeff, p.unary(O.COS, q)), p.mul(coeff, p.unary(O.SIN, q))
+    d_zero = p.oeq(bi, zero)
+    c0 = b.and_(b.and_(p.oeq(a, zero), d_zero), b.fcmp_ordered("<=", zero, br))
+    re, im = p.sel(c0, p.sel(p.oeq(zero, br), one, zero), re), p.sel(c0, zero, im)
+    c1 = b.and_(p.oeq(zero, br), d_zero)
+    c2 = b.and_(p.oeq(ar, one), p.oeq(ai, zero))
+    re, im = p.sel(b.or_(c1, c2), one, re), p.sel(b.or_(c1, c2), zero, im)
+    real_inf = b.and_(p.oeq(ar, inf), b.and_(p.oeq(ai, zero), d_zero))
+    c3 = b.and_(real_inf, b.fcmp_ordered(">", br, zero))
+    c4 = b.and_(real_inf, p.olt(br, zero))
+    re = p.sel(c4, zero, p.sel(c3, inf, re))
+    im = p.sel(b.or_(c3, c4), zero, im)
+    return re, im
+
+
 _BINARY = {
+    O.POWER: _power,
     O.ADD: lambda p, ar, ai, br, bi: (p.add(ar, br), p.add(ai, bi)),
     O.SUBTRACT: lambda p, ar, ai, br, bi: (p.sub(ar, br), p.sub(ai, bi)),
     O.MULTIPLY: _multiply,
