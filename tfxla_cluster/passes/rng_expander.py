@@ -17,8 +17,8 @@ counter), a Philox ``rng-bit-generator`` keyed by a per-expansion u64 constant (
 a process-global random value; here a SplitMix64 sequence of the process, so two ``rng`` never share
 a stream), and prng.cc's distributions on the bits: uniform floats from the top mantissa bits (the low
 ones for 16-bit types) scaled to [a, b), Box-Muller normals ``a + b * z``, and integers
-``a + (bits mod (b - a))`` with the range taken unsigned. Values cannot equal TF's (its key is
-process state too); their distribution is what XLA's is.
+``a + (bits mod (b - a))`` with the range taken unsigned. Values cannot equal TF's (XLA's key comes
+from its process's generators, which we do not replay); their distribution is what XLA's is.
 """
 from __future__ import annotations
 
@@ -194,10 +194,6 @@ def _draw_bits(e: _Emitter, key: int, state: HloInstruction, et: P, dims) -> Hlo
     out_shape = Shape.tuple_of([seed.shape, Shape.array(bits_type, tuple(dims))])
     rbg = e.op(O.RNG_BIT_GENERATOR, [seed], out_shape, rng_algorithm=A.RandomAlgorithm.PHILOX)
     return e.op(O.GET_TUPLE_ELEMENT, [rbg], tuple_index=1)
-
-
-def _scalar_to(e: _Emitter, x: HloInstruction, dims) -> HloInstruction:
-    return e.bcast(x, tuple(dims))
 
 
 def _fconst(e: _Emitter, value: float, et: P, dims) -> HloInstruction:
