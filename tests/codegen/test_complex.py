@@ -203,3 +203,40 @@ def test_data_movement_conversions_and_constants_equal_the_evaluator():
     module, _ = optimize(parse_module(MOVES))
     check(module, x, f, p, rtol=1e-6, atol=1e-6)
     check(parsed(MOVES), x, f, p, rtol=1e-6, atol=1e-6)   # unoptimized: every op its own kernel
+
+
+DOTS = """HloModule dots
+ENTRY %main (a: C[2,3,4], b: C[2,4,2], v: C[4], w: C[4]) -> (C[2,3,2], C[], C[3]) {
+  %a = C[2,3,4]{2,1,0} parameter(0)
+  %b = C[2,4,2]{2,1,0} parameter(1)
+  %v = C[4]{0} parameter(2)
+  %w = C[4]{0} parameter(3)
+  %d = C[2,3,2]{2,1,0} dot(%a, %b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  %e = C[] dot(%v, %w), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  %a0 = C[1,3,4]{2,1,0} slice(%a), slice={[0:1], [0:3], [0:4]}
+  %a1 = C[3,4]{1,0} reshape(%a0)
+  %mv = C[3]{0} dot(%a1, %v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %t = (C[2,3,2]{2,1,0}, C[], C[3]{0}) tuple(%d, %e, %mv)
+}
+"""
+
+
+@pytest.mark.parametrize("ct", list(_TYPES))
+def test_batched_and_vector_dots_equal_tf_xla(ct):
+    """Batched matrix products run on Eigen in XLA:CPU (an infinite part turns NaN through its alpha
+    scaling); dot products and matrix-vector products are plain loops (the infinity survives)."""
+    import tensorflow as tf
+
+    np_type = _TYPES[ct][1]
+    rng = np.random.default_rng(0)
+    cplx = lambda *shape: (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np_type)  # noqa: E731
+    a, b, v, w = cplx(2, 3, 4), cplx(2, 4, 2), cplx(4), cplx(4)
+    a[0, 0, 0], a[1, 1, 1], v[2] = complex(np.inf, 0), complex(0, -np.inf), complex(np.inf, 1)
+    fn = lambda a, b, v, w: (tf.linalg.matmul(a, b), tf.tensordot(v, w, 1), tf.linalg.matvec(a[0], v))  # noqa: E731
+    want = [o.numpy() for o in tf.function(fn, jit_compile=True)(a, b, v, w)]
+    module, _ = optimize(parse_module(DOTS.replace("C[", f"{ct}[")))
+    got = compile_module(module, OPTIONS)(a, b, v, w)
+    eps = np.finfo(np.float32 if ct == "c64" else np.float64).eps
+    for name, g, ref in zip(("batch matmul", "dot product", "matvec"), got, want):
+        assert np.isnan(ref).any() or np.isinf(ref).any()   # the special values reach every result
+        _check_parts(name, g, ref, 16 * eps)

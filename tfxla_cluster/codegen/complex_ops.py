@@ -379,8 +379,8 @@ def convert(s, src: T, dst: T, v):
 
 
 def scale_by_one(s, et: T, v):
-    """v · (1 + 0i) as a complex multiply: XLA:CPU runs complex dots on Eigen's GEMM, which scales the
-    sum by alpha = 1 this way, so a sum with an infinite part comes out NaN + NaN·i (as TF's XLA)."""
+    """v · (1 + 0i) as a complex multiply: XLA:CPU runs complex matrix-matrix dots on Eigen's GEMM, which
+    scales the sum by alpha = 1 this way, so a sum with an infinite part comes out NaN + NaN·i (as TF's XLA)."""
     return binary(s, O.MULTIPLY, et, v, ir.Constant(v.type, [t.float_constant(v.type.elements[0], 1.0),
                                                               t.float_constant(v.type.elements[0], 0.0)]))
 

@@ -885,7 +885,7 @@ def _to_acc(em, from_et: T, out_et: T, v):
 
 def _from_acc(em, out_et: T, acc):
     if out_et.is_complex:
-        return complex_ops.scale_by_one(em.ops, out_et, acc)
+        return acc
     if out_et.is_float:
         return em.ops.from_compute(out_et, acc)
     if out_et is T.PRED:
@@ -942,7 +942,12 @@ def _dot(em, instr):
             acc.set([_mac(em, out_et, acc.get()[0], a, c)])
         if kshape.num_elements:
             _reduce_loops(em, kshape, set(range(len(lc))), body, prefix="k")
-        return _from_acc(em, out_et, acc.get()[0])
+        res = _from_acc(em, out_et, acc.get()[0])
+        return complex_ops.scale_by_one(em.ops, out_et, res) if eigen_gemm else res
+    # XLA:CPU runs complex matrix-matrix dots (both free sizes > 1) on Eigen's GEMM, which scales the sum
+    # by alpha = 1 + 0i (an infinite part becomes NaN); matrix-vector and vector dots are loops as here.
+    eigen_gemm = out_et.is_complex and prod(lhs.shape.dimensions[d] for d in lf) > 1 \
+        and prod(rhs.shape.dimensions[d] for d in rf) > 1
     return g
 
 
