@@ -240,3 +240,21 @@ def test_batched_and_vector_dots_equal_tf_xla(ct):
     for name, g, ref in zip(("batch matmul", "dot product", "matvec"), got, want):
         assert np.isnan(ref).any() or np.isinf(ref).any()   # the special values reach every result
         _check_parts(name, g, ref, 16 * eps)
+
+
+CONV = """HloModule complex_conv
+ENTRY %main (x: c64[1,5,2], k: c64[3,2,2]) -> c64[1,3,2] {
+  %x = c64[1,5,2]{2,1,0} parameter(0)
+  %k = c64[3,2,2]{2,1,0} parameter(1)
+  ROOT %c = c64[1,3,2]{2,1,0} convolution(%x, %k), window={size=3}, dim_labels=b0f_0io->b0f
+}
+"""
+
+
+def test_convolution_equals_the_evaluator():
+    from tests.codegen.cg_helpers import check, parsed
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((1, 5, 2)) + 1j * rng.standard_normal((1, 5, 2))).astype(np.complex64)
+    k = (rng.standard_normal((3, 2, 2)) + 1j * rng.standard_normal((3, 2, 2))).astype(np.complex64)
+    check(parsed(CONV), x, k, rtol=1e-5, atol=1e-5)

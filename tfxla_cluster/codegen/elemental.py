@@ -979,7 +979,8 @@ def _convolution(em, instr):
             grp = b.udiv(o, t.i64(O_ // G)) if G > 1 else t.i64(0)
             n_in = n
             c_base = b.mul(grp, t.i64(C // G)) if G > 1 else t.i64(0)
-        zero = t.float_constant(acc_ty, 0.0) if out_et.is_float else t.i64(0)
+        zero = complex_ops.zero(out_et) if out_et.is_complex else \
+            t.float_constant(acc_ty, 0.0) if out_et.is_float else t.i64(0)
         acc = _Accumulator(em, [acc_ty], [zero])
         loop_shape = Shape(T.S32, (kin,) + tuple(w.size for w in window))
 
