@@ -74,6 +74,10 @@ def assert_same(got, want, rtol=0.0, atol=0.0, signed_zero=True):
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, (got.shape, want.shape)
     assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    if got.dtype.kind == "c":   # part by part
+        assert_same(got.real, want.real, rtol, atol, signed_zero)
+        assert_same(got.imag, want.imag, rtol, atol, signed_zero)
+        return
     if got.dtype.kind in "fc" or got.dtype == BF16:
         g, w = got.astype(np.float64), want.astype(np.float64)
         gn, wn = np.isnan(g), np.isnan(w)

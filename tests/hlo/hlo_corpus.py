@@ -116,6 +116,7 @@ ENTRY %main (a.2: f32[2,3], b.2: f32[3,4], v.1: f32[4], s: s32[], img: f32[1,4,4
   %st = u64[2]{0} constant({1, 2})
   %rbg = (u64[2]{0}, u32[4]{0}) rng-bit-generator(%st), algorithm=rng_philox
   %rng = f32[4]{0} rng(%zero, %zero), distribution=rng_uniform
+  %rgs = u64[2]{0} rng-get-and-update-state(), delta=4
   %cc = f32[4]{0} custom-call(%v.1), custom_call_target="foo", backend_config="bar"
   %atan = f32[4]{0} atan2(%v.1, %v.1)
   %sh = s32[] shift-right-logical(%s, %s)

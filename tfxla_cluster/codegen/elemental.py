@@ -26,7 +26,7 @@ from math import prod
 
 from llvmlite import ir
 
-from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen import complex_ops, irtypes as t
 from tfxla_cluster.codegen.context import KernelContext
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
@@ -149,6 +149,25 @@ def _binary(em, instr):
     et = instr.operands[0].shape.element_type
     op = instr.opcode
     return lambda index: em.ops.binary(op, et, x(index), y(index))
+
+
+@generates(O.REAL, O.IMAG)
+def _real_imag(em, instr):
+    """A part of a complex value; of a real value, itself (real) or zero (imag), as XLA allows."""
+    x = em.gen(instr.operands[0])
+    et = instr.operands[0].shape.element_type
+    if et.is_complex:
+        return lambda index: em.ops.unary(instr.opcode, et, x(index))
+    if instr.opcode is O.REAL:
+        return x
+    zero = t.constant(et, 0)
+    return lambda index: zero
+
+
+@generates(O.COMPLEX)
+def _complex(em, instr):
+    re, im = (em.gen(o) for o in instr.operands)
+    return lambda index: complex_ops.complex_of(em.ops, re(index), im(index))
 
 
 @generates(O.COMPARE)
@@ -655,7 +674,7 @@ def _reduce(em, instr):
     ets = [o.shape.element_type for o in instr.operands[:k]]
     comp = instr.to_apply
     simple = simple_reducer(comp) if k == 1 else None
-    if simple is not None and simple not in REASSOCIABLE:
+    if simple is not None and (simple not in REASSOCIABLE or instr.shape.element_type.is_complex):
         simple = None
     b = em.b
     total = prod(in_shape.dimensions[d] for d in rdims)
@@ -845,6 +864,8 @@ def _reduce_window(em, instr):
 
 # ---------------------------------------------------------------- contractions (loop forms)
 def _accumulate_type(et: T):
+    if et.is_complex:
+        return t.value_type(et)
     if et.is_float:
         return t.compute_float_type(et)
     return t.I64
@@ -853,6 +874,8 @@ def _accumulate_type(et: T):
 def _to_acc(em, from_et: T, out_et: T, v):
     """Operand value → result type (as the evaluator converts first) → accumulation type."""
     v = em.ops.convert(from_et, out_et, v)
+    if out_et.is_complex:
+        return v
     if out_et.is_float:
         return em.ops.to_compute(out_et, v)
     if out_et is T.PRED:
@@ -861,6 +884,8 @@ def _to_acc(em, from_et: T, out_et: T, v):
 
 
 def _from_acc(em, out_et: T, acc):
+    if out_et.is_complex:
+        return acc
     if out_et.is_float:
         return em.ops.from_compute(out_et, acc)
     if out_et is T.PRED:
@@ -870,6 +895,8 @@ def _from_acc(em, out_et: T, acc):
 
 def _mac(em, out_et, acc, a, c):
     b = em.b
+    if out_et.is_complex:   # XLA's complex multiply and add, in the loop order
+        return em.ops.binary(O.ADD, out_et, acc, em.ops.binary(O.MULTIPLY, out_et, a, c))
     if out_et.is_float:
         flags = em.kctx.options.reduction_flags
         return b.fadd(acc, b.fmul(a, c, flags=flags), flags=flags)
@@ -894,7 +921,8 @@ def _dot(em, instr):
     def g(index):
         od = index.get_dims(b)
         nb, nl = len(lb), len(lf)
-        zero = t.float_constant(acc_ty, 0.0) if out_et.is_float else t.i64(0)
+        zero = complex_ops.zero(out_et) if out_et.is_complex else \
+            t.float_constant(acc_ty, 0.0) if out_et.is_float else t.i64(0)
         acc = _Accumulator(em, [acc_ty], [zero])
 
         def body(kv):
@@ -914,7 +942,12 @@ def _dot(em, instr):
             acc.set([_mac(em, out_et, acc.get()[0], a, c)])
         if kshape.num_elements:
             _reduce_loops(em, kshape, set(range(len(lc))), body, prefix="k")
-        return _from_acc(em, out_et, acc.get()[0])
+        res = _from_acc(em, out_et, acc.get()[0])
+        return complex_ops.scale_by_one(em.ops, out_et, res) if eigen_gemm else res
+    # XLA:CPU runs complex matrix-matrix dots (both free sizes > 1) on Eigen's GEMM, which scales the sum
+    # by alpha = 1 + 0i (an infinite part becomes NaN); matrix-vector and vector dots are loops as here.
+    eigen_gemm = out_et.is_complex and prod(lhs.shape.dimensions[d] for d in lf) > 1 \
+        and prod(rhs.shape.dimensions[d] for d in rf) > 1
     return g
 
 
@@ -946,7 +979,8 @@ def _convolution(em, instr):
             grp = b.udiv(o, t.i64(O_ // G)) if G > 1 else t.i64(0)
             n_in = n
             c_base = b.mul(grp, t.i64(C // G)) if G > 1 else t.i64(0)
-        zero = t.float_constant(acc_ty, 0.0) if out_et.is_float else t.i64(0)
+        zero = complex_ops.zero(out_et) if out_et.is_complex else \
+            t.float_constant(acc_ty, 0.0) if out_et.is_float else t.i64(0)
         acc = _Accumulator(em, [acc_ty], [zero])
         loop_shape = Shape(T.S32, (kin,) + tuple(w.size for w in window))
 

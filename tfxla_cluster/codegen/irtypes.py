@@ -6,8 +6,9 @@ Each element type has a *storage* type (how it sits in memory, matching numpy's 
     pred  i8 in memory, i1 in registers        s8..s64 / u8..u64  iN (signedness lives in the HLO type)
     f16   half                                 bf16  i16 bits (arithmetic goes through f32, as XLA's)
     f32   float                                f64   double
+    c64   {float, float}                       c128  {double, double}   (real part first, as numpy)
 
-Complex and token/tuple element types have no mapping; asking for one raises ``UnimplementedError``.
+Token/tuple element types have no mapping; asking for one raises ``UnimplementedError``.
 """
 from __future__ import annotations
 
@@ -27,12 +28,14 @@ I64 = ir.IntType(64)
 F16 = ir.HalfType()
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
+C64 = ir.LiteralStructType([F32, F32])
+C128 = ir.LiteralStructType([F64, F64])
 PTR = ir.PointerType()
 VOID = ir.VoidType()
 
 _STORAGE = {
     T.PRED: I8, T.S8: I8, T.U8: I8, T.S16: I16, T.U16: I16, T.S32: I32, T.U32: I32, T.S64: I64, T.U64: I64,
-    T.F16: F16, T.BF16: I16, T.F32: F32, T.F64: F64,
+    T.F16: F16, T.BF16: I16, T.F32: F32, T.F64: F64, T.C64: C64, T.C128: C128,
 }
 
 
@@ -92,6 +95,10 @@ def constant(et: T, value) -> ir.Constant:
         return ir.Constant(I16, bits)
     if et in (T.F16, T.F32, T.F64):
         return float_constant(value_type(et), float(np.asarray(value).astype(et.dtype)))
+    if et in (T.C64, T.C128):
+        z = complex(np.asarray(value).astype(et.dtype))
+        part = F32 if et is T.C64 else F64
+        return ir.Constant(value_type(et), [float_constant(part, z.real), float_constant(part, z.imag)])
     raise UnimplementedError(f"constants of element type {et.value} are not implemented")
 
 

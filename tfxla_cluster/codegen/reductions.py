@@ -34,7 +34,7 @@ def is_column_reduce(root, out_shape: Shape) -> bool:
         return False
     op = simple_reducer(root.to_apply)
     et = root.shape.element_type
-    if op not in REASSOCIABLE or et in (T.F16, T.BF16):
+    if op not in REASSOCIABLE or et in (T.F16, T.BF16) or et.is_complex:
         return False
     in_shape = root.operands[0].shape
     rdims = set(root.dimensions)
@@ -109,7 +109,7 @@ def split_reductions(prog, instr, operands, materialized) -> dict:
             continue
         op = simple_reducer(r.to_apply)
         in_shape = r.operands[0].shape
-        if op not in REASSOCIABLE or in_shape.num_elements < SPLIT_MIN_ELEMENTS:
+        if op not in REASSOCIABLE or in_shape.num_elements < SPLIT_MIN_ELEMENTS or r.shape.element_type.is_complex:
             continue
         et = r.shape.element_type
         pt = (T.F64 if et is T.F64 else T.F32) if et.is_float else et

@@ -13,7 +13,8 @@ semantics are exactly those of the reference evaluator (``tfxla_cluster.hlo.eval
   ``xla_cpu_enable_fast_min_max`` (XLA's default) they are XLA's fast form ``lhs >=u rhs ? lhs : rhs``
   (a NaN lhs is kept, a NaN rhs dropped — what TF's XLA computes), and min/max reductions drop NaNs;
 - convert float→int saturates and maps NaN to 0; anything → f16/bf16 goes through f32;
-- compare FLOAT is IEEE, TOTALORDER orders -NaN < -inf < … < -0 < +0 < … < inf < +NaN.
+- compare FLOAT is IEEE, TOTALORDER orders -NaN < -inf < … < -0 < +0 < … < inf < +NaN;
+- complex (c64/c128) operands go to ``complex_ops`` (XLA's complex formulas on the parts).
 
 Ordinary float arithmetic carries only the ``contract`` fast-math flag (XLA's AllowFPOpFusion=Fast)
 unless ``xla_cpu_enable_fast_math`` is on. With ``fast_transcendentals`` f32 exp/log/tanh use inline
@@ -24,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen import complex_ops, irtypes as t
 from tfxla_cluster.codegen.context import ModuleContext
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo.attrs import ComparisonDirection as D
@@ -225,12 +226,16 @@ class ScalarOps:
 
     # ---------------------------------------------------------------- generic entry points
     def unary(self, op: O, et: T, x: ir.Value) -> ir.Value:
+        if et.is_complex:
+            return complex_ops.unary(self, op, et, x)
         fn = UNARY.get(op)
         if fn is None:
             raise UnimplementedError(f"native code for {op.text} is not implemented")
         return fn(self, et, x)
 
     def binary(self, op: O, et: T, a: ir.Value, c: ir.Value) -> ir.Value:
+        if et.is_complex:
+            return complex_ops.binary(self, op, et, a, c)
         fn = BINARY.get(op)
         if fn is None:
             raise UnimplementedError(f"native code for {op.text} is not implemented")
@@ -247,6 +252,8 @@ class ScalarOps:
 
     def compare(self, direction: D, ctype: ComparisonType | None, et: T, a, c):
         b = self.b
+        if et.is_complex:
+            return complex_ops.compare(self, direction, et, a, c)
         ctype = ctype or default_comparison_type(et)
         sym = _CMP[direction]
         if et.is_float and ctype is ComparisonType.TOTALORDER:
@@ -298,6 +305,8 @@ class ScalarOps:
         b = self.b
         if src is dst:
             return v
+        if src.is_complex or dst.is_complex:
+            return complex_ops.convert(self, src, dst, v)
         if dst is T.PRED:
             return self.is_nonzero(src, v)
         if src is T.PRED:

@@ -346,6 +346,7 @@ OPCODE_ATTRS: dict[O, tuple] = {
                          Field("mantissa_bits", INT, "mantissa_bits")),
     O.RNG: (Field("distribution", _enum(A.RandomDistribution), "distribution"),),
     O.RNG_BIT_GENERATOR: (Field("algorithm", _enum(A.RandomAlgorithm), "rng_algorithm"),),
+    O.RNG_GET_AND_UPDATE_STATE: (Field("delta", INT, "delta"),),
     O.CUSTOM_CALL: (Field("custom_call_target", STRING, "custom_call_target"),
                     CompList("called_computations")),
 }

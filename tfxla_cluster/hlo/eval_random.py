@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import threading
 from math import prod
 
 import numpy as np
@@ -177,4 +178,20 @@ def rng(ev, instr, args):
     return gen.integers(a, b, s.dimensions, endpoint=False).astype(s.dtype)
 
 
-HANDLERS = {O.RNG_BIT_GENERATOR: rng_bit_generator, O.RNG: rng}
+# XLA:CPU's RngState: one u128 counter per instruction, starting at a non-zero value.
+RNG_STATE_INITIAL_VALUE = 0x7012395
+# id(instruction) -> (instruction, counter); the instruction is kept so its id stays unique.
+_RNG_STATES: dict[int, tuple] = {}
+_RNG_STATE_LOCK = threading.Lock()
+
+
+def rng_get_and_update_state(ev, instr, args):
+    """The instruction's counter as u64[2] (low word first), then advanced by ``delta``."""
+    with _RNG_STATE_LOCK:
+        old = _RNG_STATES.get(id(instr), (instr, RNG_STATE_INITIAL_VALUE))[1]
+        _RNG_STATES[id(instr)] = (instr, (old + int(instr.delta)) & ((1 << 128) - 1))
+    return np.array([old & 0xFFFFFFFFFFFFFFFF, old >> 64], dtype=np.uint64)
+
+
+HANDLERS = {O.RNG_BIT_GENERATOR: rng_bit_generator, O.RNG: rng,
+            O.RNG_GET_AND_UPDATE_STATE: rng_get_and_update_state}

@@ -107,6 +107,7 @@ class HloInstruction:
     largest: bool = True                             # topk
     distribution: A.RandomDistribution | None = None
     rng_algorithm: A.RandomAlgorithm | None = None
+    delta: int | None = None                         # rng-get-and-update-state
     custom_call_target: str | None = None
     metadata: A.OpMetadata | None = None
     # Attributes we do not model (backend_config, sharding, frontend_attributes, ...), kept verbatim

@@ -86,6 +86,7 @@ class HloOpcode(enum.Enum):
     REVERSE = ("reverse", 1)
     RNG = ("rng", VARIADIC)
     RNG_BIT_GENERATOR = ("rng-bit-generator", 1)
+    RNG_GET_AND_UPDATE_STATE = ("rng-get-and-update-state", 0)
     ROUND_NEAREST_AFZ = ("round-nearest-afz", 1)
     ROUND_NEAREST_EVEN = ("round-nearest-even", 1)
     RSQRT = ("rsqrt", 1)
@@ -157,7 +158,7 @@ SHIFTS = frozenset({O.SHIFT_LEFT, O.SHIFT_RIGHT_ARITHMETIC, O.SHIFT_RIGHT_LOGICA
 COMMUTATIVE = frozenset({O.ADD, O.MULTIPLY, O.MAXIMUM, O.MINIMUM, O.AND, O.OR, O.XOR})
 
 # HloInstruction::HasSideEffectNoRecurse (custom-call only with custom_call_has_side_effect).
-SIDE_EFFECTING = frozenset({O.RNG, O.AFTER_ALL})
+SIDE_EFFECTING = frozenset({O.RNG, O.RNG_GET_AND_UPDATE_STATE, O.AFTER_ALL})
 
 # Opcodes that call other computations (XLA's called_computations()).
 CALLS_COMPUTATIONS = frozenset({
@@ -174,7 +175,7 @@ SHAPE_ONLY = frozenset({O.BITCAST, O.RESHAPE, O.GET_TUPLE_ELEMENT, O.TUPLE})
 EXPENSIVE = frozenset({
     O.AFTER_ALL, O.ATAN2, O.CALL, O.CONDITIONAL, O.CONVOLUTION, O.CUSTOM_CALL, O.DOT, O.ERF, O.EXP,
     O.EXPM1, O.FUSION, O.GATHER, O.LOG, O.LOG1P, O.LOGISTIC, O.MAP, O.PARAMETER, O.POWER, O.REDUCE,
-    O.REDUCE_WINDOW, O.RNG, O.RNG_BIT_GENERATOR, O.RSQRT, O.SCATTER, O.SELECT_AND_SCATTER, O.SORT, O.TOPK,
+    O.REDUCE_WINDOW, O.RNG, O.RNG_BIT_GENERATOR, O.RNG_GET_AND_UPDATE_STATE, O.RSQRT, O.SCATTER, O.SELECT_AND_SCATTER, O.SORT, O.TOPK,
     O.SQRT, O.CBRT, O.TANH, O.WHILE, O.GET_DIMENSION_SIZE, O.SET_DIMENSION_SIZE,
 })
 EXPENSIVE_IF_COMPLEX = frozenset({O.ABS, O.COS, O.SIGN, O.SIN, O.TAN})

@@ -590,6 +590,14 @@ def _rng(instr) -> Shape:
     return out
 
 
+def _rng_get_and_update_state(instr) -> Shape:
+    _expect_operands(instr, 0)
+    out = _given(instr)
+    if out.is_tuple or out.element_type is not T.U64 or out.dimensions != (2,):
+        _fail(instr, f"rng-get-and-update-state must be u64[2], got {out}")
+    return out
+
+
 def _rng_bit_generator(instr) -> Shape:
     _expect_operands(instr, 1)
     out = _given(instr)
@@ -626,7 +634,8 @@ _RULES.update({
     O.DOT: _dot, O.CONVOLUTION: _convolution, O.GATHER: _gather, O.SCATTER: _scatter, O.SORT: _sort, O.TOPK: _topk,
     O.TUPLE: _tuple, O.GET_TUPLE_ELEMENT: _get_tuple_element, O.CALL: _call,
     O.CONDITIONAL: _conditional, O.WHILE: _while, O.FUSION: _fusion, O.MAP: _map, O.RNG: _rng,
-    O.RNG_BIT_GENERATOR: _rng_bit_generator, O.SET_DIMENSION_SIZE: _set_dimension_size,
+    O.RNG_BIT_GENERATOR: _rng_bit_generator, O.RNG_GET_AND_UPDATE_STATE: _rng_get_and_update_state,
+    O.SET_DIMENSION_SIZE: _set_dimension_size,
     O.GET_DIMENSION_SIZE: lambda i: Shape.scalar(T.S32),
     O.PARTITION_ID: lambda i: Shape.scalar(T.U32), O.REPLICA_ID: lambda i: Shape.scalar(T.U32),
     O.AFTER_ALL: lambda i: Shape.token(),

@@ -5,7 +5,7 @@
     dce.py cse.py          HloDCE, HloCSE
     constant_folding.py    HloConstantFolding (evaluated with the reference evaluator)
     expanders.py           CallInliner, LogisticExpander, DotDecomposer, TransposeFolding, TopkRewriter
-    rng_expander.py        RngBitGeneratorExpander (Philox as HLO arithmetic)
+    rng_expander.py        RngExpander (stateful rng), RngBitGeneratorExpander (Philox as HLO arithmetic)
     reshape_mover.py       ReshapeMover (sinks reshapes/transposes below elementwise ops)
     control_flow.py        ConditionalSimplifier, SortSimplifier, TupleSimplifier
     layout_assignment.py   CpuLayoutAssignment (row-major everywhere)
@@ -29,7 +29,7 @@ from tfxla_cluster.passes.fusion_naming import FusionNamer
 from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
 from tfxla_cluster.passes.multi_output_fusion import CpuMultiOutputFusion
 from tfxla_cluster.passes.reshape_mover import ReshapeMover
-from tfxla_cluster.passes.rng_expander import RngBitGeneratorExpander
+from tfxla_cluster.passes.rng_expander import RngBitGeneratorExpander, RngExpander
 from tfxla_cluster.passes.pass_ import FixedPoint, HloPass, PassContext, PassRecord, Pipeline
 from tfxla_cluster.passes.pipeline import OptimizeReport, cpu_pipeline, optimize, optimize_with_report
 
@@ -38,5 +38,5 @@ __all__ = [
     "HloConstantFolding", "ConditionalSimplifier", "SortSimplifier", "TupleSimplifier", "HloCSE", "HloDCE", "CallInliner",
     "DotDecomposer", "LogisticExpander", "TopkRewriter", "TransposeFolding", "CpuInstructionFusion", "FusionDecision",
     "FusionRecord", "FusionNamer", "CpuLayoutAssignment", "CpuMultiOutputFusion", "FixedPoint", "HloPass",
-    "PassContext", "PassRecord", "ReshapeMover", "RngBitGeneratorExpander", "Pipeline", "OptimizeReport", "cpu_pipeline", "optimize", "optimize_with_report",
+    "PassContext", "PassRecord", "ReshapeMover", "RngBitGeneratorExpander", "RngExpander", "Pipeline", "OptimizeReport", "cpu_pipeline", "optimize", "optimize_with_report",
 ]

@@ -3,7 +3,7 @@
 ``cpu_pipeline(flags)`` lists the passes in XLA:CPU's order — the one table of pass names:
 
     dce                                   start clean
-    call-inliner, dot_decomposer, logistic-expander, rng-bit-generator-expander,
+    call-inliner, dot_decomposer, logistic-expander, rng-expander, rng-bit-generator-expander,
     topk-decomposer, topk-rewriter (only when the backend lists the "TopK" runtime routine)
                                                            expanders (RunHloPassesThroughLayoutAssn 2-4)
     simplification (fixed point, <= 25):  algsimp, simplify-sorts, simplify-conditional, tuple-simplifier, dce,
@@ -46,7 +46,7 @@ from tfxla_cluster.passes.fusion_naming import FusionNamer
 from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
 from tfxla_cluster.passes.multi_output_fusion import CpuMultiOutputFusion
 from tfxla_cluster.passes.reshape_mover import ReshapeMover
-from tfxla_cluster.passes.rng_expander import RngBitGeneratorExpander
+from tfxla_cluster.passes.rng_expander import RngBitGeneratorExpander, RngExpander
 from tfxla_cluster.passes.pass_ import FixedPoint, PassContext, Pipeline
 
 
@@ -54,6 +54,7 @@ from tfxla_cluster.passes.pass_ import FixedPoint, PassContext, Pipeline
 # has no emitter for them; tests/hlo/test_opcode_coverage.py checks every other opcode has one).
 EXPANDED_BEFORE_CODEGEN: dict[HloOpcode, type] = {
     HloOpcode.TOPK: TopkDecomposer,   # sort + slice (+ TopkRewriter's custom-call "TopK" when enabled)
+    HloOpcode.RNG: RngExpander,       # rng-get-and-update-state + Philox rng-bit-generator + distribution
 }
 
 
@@ -84,6 +85,7 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
         CallInliner(),
         DotDecomposer(),
         LogisticExpander(),
+        RngExpander(),
         RngBitGeneratorExpander(),
         TopkDecomposer(),
         *topk,

@@ -8,9 +8,25 @@ output words of 32 bits, ceil(n/4) counters ``counter + iota`` (carrying into th
 through Philox4x32-10; the four output streams are interleaved, cut to n, narrowed (8/16-bit outputs
 keep the low bits) or paired (64-bit outputs join two words), and the new state is the counter
 advanced by ceil(n/4). Bit-exact with the evaluator's ``rng-bit-generator``. ThreeFry stays as is.
+
+RngExpander (xla/service/rng_expander.cc) runs just before it and removes the stateful ``rng``
+(``tf.random.uniform``/``normal``/``uniform`` of ints without a seed): each ``rng`` becomes
+``rng-get-and-update-state`` (a u128 counter owned by the compiled code, starting at XLA:CPU's
+0x7012395 and advanced by the number of 32-bit words drawn, so successive calls never reuse a
+counter), a Philox ``rng-bit-generator`` keyed by a per-expansion u64 constant (XLA: the module's and
+a process-global random value; here a SplitMix64 sequence of the process, so two ``rng`` never share
+a stream), and prng.cc's distributions on the bits: uniform floats from the top mantissa bits (the low
+ones for 16-bit types) scaled to [a, b), Box-Muller normals ``a + b * z``, and integers
+``a + (bits mod (b - a))`` with the range taken unsigned. Values cannot equal TF's (XLA's key comes
+from its process's generators, which we do not replay); their distribution is what XLA's is.
 """
 from __future__ import annotations
 
+import itertools
+import math
+import threading
+
+from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.ir import HloInstruction, HloModule
 from tfxla_cluster.hlo.literal import make_literal
@@ -147,5 +163,146 @@ class RngBitGeneratorExpander(HloPass):
                         and instr.operands[0].shape.rank == 1 and instr.operands[0].shape.dimensions[0] >= 2:
                     g.replace(instr, expand_philox(g, instr))
                     changed = True
+            g.finish()
+        return changed
+
+
+# ---------------------------------------------------------------- RngExpander (stateful rng)
+_KEY_LOCK = threading.Lock()
+_KEY_COUNTER = itertools.count(1)
+_MASK64 = (1 << 64) - 1
+
+
+def next_rng_key() -> int:
+    """The next key of this process's SplitMix64 sequence (XLA's GlobalRandomValue plays this role)."""
+    with _KEY_LOCK:
+        z = (next(_KEY_COUNTER) * 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def words32(shape: Shape) -> int:
+    """XLA's GetNumberOf32bitUnits: the 32-bit words a draw of ``shape`` consumes (the state's delta)."""
+    return shape.num_elements * -(-shape.element_type.bit_width // 32)
+
+
+def _draw_bits(e: _Emitter, key: int, state: HloInstruction, et: P, dims) -> HloInstruction:
+    """Philox bits of ``et``'s width: rng-bit-generator over [key, counter_lo, counter_hi]."""
+    bits_type = _UNSIGNED[et.bit_width]
+    seed = e.op(O.CONCATENATE, [e.reshape(e.const(key, P.U64), (1,)), state], dimensions=(0,))
+    out_shape = Shape.tuple_of([seed.shape, Shape.array(bits_type, tuple(dims))])
+    rbg = e.op(O.RNG_BIT_GENERATOR, [seed], out_shape, rng_algorithm=A.RandomAlgorithm.PHILOX)
+    return e.op(O.GET_TUPLE_ELEMENT, [rbg], tuple_index=1)
+
+
+def _fconst(e: _Emitter, value: float, et: P, dims) -> HloInstruction:
+    shape = Shape.scalar(et)
+    c = e.op(O.CONSTANT, [], shape, literal=make_literal(value, shape))
+    return e.bcast(c, tuple(dims))
+
+
+def _uniform01(e: _Emitter, key: int, state, et: P, dims) -> HloInstruction:
+    """prng.cc's ConvertRandomBitsToUniformFloatingPoint on [0, 1): mantissa-many random bits (the top
+    ones; TF 2.21's XLA keeps the low ones for 16-bit types) times 2^-mantissa."""
+    bits = _draw_bits(e, key, state, et, dims)
+    ut = bits.shape.element_type
+    m = et.mantissa_bits
+    if et.bit_width < 32:
+        kept = e.binary(O.AND, bits, e.full((1 << m) - 1, ut, tuple(dims)))
+    else:
+        kept = e.binary(O.SHIFT_RIGHT_LOGICAL, bits, e.full(et.bit_width - m, ut, tuple(dims)))
+    values = e.op(O.CONVERT, [kept], Shape.array(et, tuple(dims)))
+    return e.binary(O.MULTIPLY, values, _fconst(e, math.ldexp(1.0, -m), et, dims))
+
+
+def _split_into_halves(dims) -> tuple[list[int], int]:
+    """XLA's SplitShapeIntoHalves: the first even dim (else the largest) d becomes [ceil(d/2), 2]."""
+    dims = list(dims)
+    if not dims:
+        return [1, 2], 1
+    split = next((i for i, d in enumerate(dims) if d % 2 == 0), None)
+    if split is None:
+        split = max(range(len(dims)), key=lambda i: (dims[i], -i))
+    return dims[:split] + [-(-dims[split] // 2), 2] + dims[split + 1:], split + 1
+
+
+def _normal(e: _Emitter, key: int, state, et: P, dims) -> HloInstruction:
+    """Box-Muller over pairs of uniforms along the split dim (prng.cc's NormalFloatingPointDistribution)."""
+    concat, pair_dim = _split_into_halves(dims)
+    u = _uniform01(e, key, state, et, concat)
+    half = list(concat)
+    half[pair_dim] = 1
+    x0 = e.op(O.SLICE, [u], slices=tuple(A.SliceRange(0, d, 1) for d in half))
+    x1 = e.op(O.SLICE, [u], slices=tuple(A.SliceRange(1 if i == pair_dim else 0, d, 1)
+                                          for i, d in enumerate(concat)))
+    u1 = e.binary(O.MAXIMUM, x0, _fconst(e, 1.0e-7, et, half))   # never log(0)
+    v1 = e.binary(O.MULTIPLY, x1, _fconst(e, 2.0 * math.pi, et, half))
+    r = e.op(O.SQRT, [e.binary(O.MULTIPLY, e.op(O.LOG, [u1]), _fconst(e, -2.0, et, half))])
+    pair = e.op(O.CONCATENATE, [e.binary(O.MULTIPLY, e.op(O.SIN, [v1]), r),
+                                e.binary(O.MULTIPLY, e.op(O.COS, [v1]), r)], dimensions=(pair_dim,))
+    flat = [d for i, d in enumerate(concat) if i != pair_dim]
+    flat[pair_dim - 1] *= 2
+    z = e.reshape(pair, tuple(flat))
+    if flat != list(dims):   # an odd dim was rounded up, or a scalar drawn as a pair
+        z = e.op(O.SLICE, [z], slices=tuple(A.SliceRange(0, d, 1) for d in (list(dims) or [1])))
+        z = e.reshape(z, tuple(dims))
+    return z
+
+
+def _uniform_int(e: _Emitter, key: int, state, et: P, dims, lo, hi) -> HloInstruction:
+    """prng.cc's UniformIntDistribution: lo + (bits mod (hi - lo)) added in two halves, the range
+    taken in the unsigned type (so rng(0, -1) spans 2^n - 1 values and the sum wraps)."""
+    ut = _UNSIGNED[et.bit_width]
+    dims = tuple(dims)
+    bits = _draw_bits(e, key, state, et, dims)
+    span = e.binary(O.SUBTRACT, e.op(O.BITCAST_CONVERT, [hi], Shape.scalar(ut)),
+                    e.op(O.BITCAST_CONVERT, [lo], Shape.scalar(ut)))
+    dist = e.binary(O.REMAINDER, bits, e.bcast(span, dims))
+    dist_half = e.binary(O.SHIFT_RIGHT_LOGICAL, dist, e.full(1, ut, dims))
+    out_shape = Shape.array(et, dims)
+    out = e.binary(O.ADD, e.bcast(lo, dims), e.op(O.BITCAST_CONVERT, [dist_half], out_shape))
+    rest = e.op(O.BITCAST_CONVERT, [e.binary(O.SUBTRACT, dist, dist_half)], out_shape)
+    return e.binary(O.ADD, out, rest)
+
+
+def expand_rng(g: UseGraph, rng: HloInstruction, key: int) -> HloInstruction:
+    """The HLO replacing ``rng`` (its state instruction included)."""
+    e = _Emitter(g, rng)
+    out = rng.shape
+    et, dims = out.element_type, out.dimensions
+    a, b = rng.operands
+    state = e.op(O.RNG_GET_AND_UPDATE_STATE, [], Shape.array(P.U64, (2,)), delta=words32(out))
+    state.control_predecessors = list(rng.control_predecessors)
+    if rng.distribution is A.RandomDistribution.NORMAL:
+        if not et.is_float:
+            raise UnimplementedError(f"%{rng.name}: a normal rng of {et.value} (XLA only draws normal floats)")
+        z = _normal(e, key, state, et, dims)
+        return e.binary(O.ADD, e.bcast(a, dims), e.binary(O.MULTIPLY, e.bcast(b, dims), z))
+    if et.is_float:
+        u = _uniform01(e, key, state, et, dims)
+        return e.binary(O.ADD, e.binary(O.MULTIPLY, u, e.bcast(e.binary(O.SUBTRACT, b, a), dims)), e.bcast(a, dims))
+    if et.is_integral:
+        return _uniform_int(e, key, state, et, dims, a, b)
+    raise UnimplementedError(f"%{rng.name}: rng of {et.value} is not supported")
+
+
+class RngExpander(HloPass):
+    """``rng`` → rng-get-and-update-state + Philox rng-bit-generator + a distribution (module docstring)."""
+
+    name = "rng-expander"
+
+    def run_on_module(self, module: HloModule) -> bool:
+        changed = False
+        for comp in non_fusion_computations(module):
+            rngs = [i for i in comp.instructions if i.opcode is O.RNG]
+            if not rngs:
+                continue
+            g = UseGraph(comp)
+            for instr in rngs:
+                new = expand_rng(g, instr, next_rng_key())
+                g.replace_all_uses(instr, new)
+                g.remove(instr)   # side-effecting: DCE would keep it
+                changed = True
             g.finish()
         return changed

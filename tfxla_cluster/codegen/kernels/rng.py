@@ -1,5 +1,6 @@
 """``rng-bit-generator`` in native code, bit-exact with the evaluator (XLA's RngBitGeneratorExpander with
-prng.cc): Philox4x32-10 (``rng_philox`` and ``rng_default``) and ThreeFry2x32-20 (``rng_three_fry``).
+prng.cc): Philox4x32-10 (``rng_philox`` and ``rng_default``) and ThreeFry2x32-20 (``rng_three_fry``);
+and ``rng-get-and-update-state``, the per-instruction counter the RngExpander's stateful ``rng`` reads.
 
 The values are generated elementally — element ``e`` recomputes the block of 4 (Philox) or 2 (ThreeFry)
 words it belongs to and picks its word — so the loop has no cross-iteration state and vectorises; the
@@ -18,7 +19,7 @@ from tfxla_cluster.codegen.kernel_builder import KernelBuilder, array_operands, 
 from tfxla_cluster.codegen.loops import emit_loop_nest, work_items
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo.attrs import RandomAlgorithm
-from tfxla_cluster.hlo.eval_random import _split_halves
+from tfxla_cluster.hlo.eval_random import RNG_STATE_INITIAL_VALUE, _split_halves
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 
 
@@ -165,3 +166,26 @@ def _linearize(b, idx, dims):
     for x, d in zip(idx, dims):
         v = b.add(b.mul(v, t.i64(d)), x)
     return v
+
+
+@thunk(O.RNG_GET_AND_UPDATE_STATE)
+def emit_rng_get_and_update_state(prog, instr, operands, out) -> None:
+    """XLA:CPU's RngGetAndUpdateStateThunk: a u128 counter owned by this instruction's code (an
+    internal global of the LLVM module, starting at 0x7012395) is returned as u64[2] (low word first)
+    and advanced by ``delta`` with atomic adds, so concurrent runs get disjoint counters."""
+    mctx = prog.mctx
+    state = ir.GlobalVariable(mctx.module, ir.ArrayType(t.I64, 2), mctx.unique_name("rng_state_" + instr.name))
+    state.linkage = "internal"
+    state.initializer = ir.Constant(ir.ArrayType(t.I64, 2), [RNG_STATE_INITIAL_VALUE, 0])
+    kb = KernelBuilder(prog, instr.name)
+    b = kb.builder
+    lo_ptr = b.gep(state, [t.i64(0), t.i64(0)], inbounds=True, source_etype=state.value_type)
+    hi_ptr = b.gep(state, [t.i64(0), t.i64(1)], inbounds=True, source_etype=state.value_type)
+    delta = _c64(int(instr.delta))
+    old_lo = b.atomic_rmw("add", lo_ptr, delta, "monotonic")
+    carry = b.zext(b.icmp_unsigned("<", b.add(old_lo, delta), old_lo), t.I64)
+    old_hi = b.atomic_rmw("add", hi_ptr, carry, "monotonic")
+    arr = kb.array(out)
+    arr.store_offset(t.i64(0), old_lo)
+    arr.store_offset(t.i64(1), old_hi)
+    prog.call_kernel(kb, instr.name, "rng-get-and-update-state", 1)

@@ -1,0 +1,390 @@
+"""Stage: codegen — value-level semantics of HLO ops on complex numbers (c64, c128), after XLA's
+ElementalIrEmitter (EmitComplexUnaryOp / EmitComplexBinaryOp).
+
+A complex register value is an LLVM ``{float, float}`` / ``{double, double}`` struct (real part first),
+the same layout as numpy's complex64/complex128 in memory, so buffers load and store whole elements.
+The component arithmetic goes through :class:`~tfxla_cluster.codegen.scalar_ops.ScalarOps` on f32/f64,
+so exp/log/sin/cos/atan2/pow are the same code as for real types. The formulas and corner cases are
+XLA's: textbook add/sub/mul; Smith's division with the zero-denominator, infinite-numerator and
+infinite-denominator fix-ups; abs as max·sqrt(1 + (min/max)²) (NaN → min); sign = z/(|z|, 0) by that
+division (0 at 0); exp = eᵃ(cos b, sin b) with +0 imaginary part for a real argument; log = (log|z|, atan2(b, a)); sqrt through the polar form with XLA's inf/NaN
+cases, rsqrt likewise; sin/cos through sinh/cosh, tanh/tan from expm1s with XLA's limits, expm1 and
+log1p in their accurate forms; power in polar form with Kahan's special cases; compare EQ (ordered on
+both parts) and NE (unordered on either). Other opcodes on complex values (atan2, remainder, ...) are an
+UnimplementedError naming the opcode.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.errors import UnimplementedError
+from tfxla_cluster.hlo.attrs import ComparisonDirection as D
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as T
+
+
+def component(et: T) -> T:
+    """The real type of a complex type's parts."""
+    return T.F32 if et is T.C64 else T.F64
+
+
+def parts(b: ir.IRBuilder, v) -> tuple:
+    return b.extract_value(v, 0), b.extract_value(v, 1)
+
+
+def compose(b: ir.IRBuilder, re, im):
+    ty = ir.LiteralStructType([re.type, re.type])
+    return b.insert_value(b.insert_value(ir.Constant(ty, ir.Undefined), re, 0), im, 1)
+
+
+class _Parts:
+    """Component arithmetic on one builder (f32 or f64 values), with ScalarOps's flags and functions."""
+
+    def __init__(self, s, et: T) -> None:
+        self.s, self.b, self.et = s, s.b, component(et)
+
+    def c(self, v: float):
+        return t.float_constant(t.value_type(self.et), v)
+
+    def add(self, x, y):
+        return self.s.fadd(x, y)
+
+    def sub(self, x, y):
+        return self.s.fsub(x, y)
+
+    def mul(self, x, y):
+        return self.s.fmul(x, y)
+
+    def div(self, x, y):
+        return self.s.fdiv(x, y)
+
+    def neg(self, x):
+        return self.b.fneg(x)
+
+    def fabs(self, x):
+        return self.s.fabs(x)
+
+    def copysign(self, x, y):
+        return self.s.call_intrinsic("copysign", x, y)
+
+    def unary(self, op: O, x):
+        return self.s.unary(op, self.et, x)
+
+    def atan2(self, y, x):
+        return self.s.binary(O.ATAN2, self.et, y, x)
+
+    def pow(self, x, y):
+        return self.s.binary(O.POWER, self.et, x, y)
+
+    def oeq(self, x, y):
+        return self.b.fcmp_ordered("==", x, y)
+
+    def one(self, x, y):
+        return self.b.fcmp_ordered("!=", x, y)
+
+    def olt(self, x, y):
+        return self.b.fcmp_ordered("<", x, y)
+
+    def uno(self, x, y):
+        return self.b.fcmp_unordered("uno", x, y)
+
+    def sel(self, p, x, y):
+        return self.b.select(p, x, y)
+
+    def max(self, x, y):
+        return self.s.binary(O.MAXIMUM, self.et, x, y)
+
+    def min(self, x, y):
+        return self.s.binary(O.MINIMUM, self.et, x, y)
+
+
+# ---------------------------------------------------------------- unary
+def _abs_parts(p: _Parts, re, im, root: bool):
+    """(min, max, sqrt(1 + (min/max)^2) or 1 + (min/max)^2) of |re|, |im| (XLA's EmitComplexAbsHelper)."""
+    ar, ai = p.fabs(re), p.fabs(im)
+    mx, mn = p.max(ar, ai), p.min(ar, ai)
+    q = p.div(mn, mx)
+    one_plus = p.add(p.c(1.0), p.mul(q, q))
+    return mn, mx, (p.unary(O.SQRT, one_plus) if root else one_plus)
+
+
+def _abs(p: _Parts, re, im):
+    mn, mx, root = _abs_parts(p, re, im, True)
+    r = p.mul(mx, root)
+    return p.sel(p.uno(r, r), mn, r)   # (0, 0), (inf, inf) and NaN parts give min
+
+
+def _sqrt_abs(p: _Parts, re, im):
+    """sqrt(|z|) as sqrt(max) · (1 + (min/max)^2)^0.25, so it cannot overflow where |z| would."""
+    mn, mx, one_plus = _abs_parts(p, re, im, False)
+    r = p.mul(p.unary(O.SQRT, mx), p.pow(one_plus, p.c(0.25)))
+    return p.sel(p.uno(r, r), mn, r)
+
+
+def _sqrt(p: _Parts, re, im):
+    b = p.b
+    r = _sqrt_abs(p, re, im)
+    angle = p.mul(p.atan2(im, re), p.c(0.5))
+    cos, sin = p.unary(O.COS, angle), p.unary(O.SIN, angle)
+    inf, zero = p.c(float("inf")), p.c(0.0)
+    abs_im = p.fabs(im)
+    im_inf = p.oeq(abs_im, inf)
+    real = p.sel(b.or_(im_inf, p.oeq(re, inf)), inf,
+                 p.sel(b.and_(p.oeq(re, p.c(float("-inf"))), p.one(abs_im, inf)), zero, p.mul(r, cos)))
+    imag = p.sel(b.or_(im_inf, p.oeq(re, p.c(float("-inf")))), p.copysign(inf, im),
+                 p.sel(p.uno(r, r), p.c(float("nan")), p.sel(p.oeq(sin, zero), sin, p.mul(r, sin))))
+    at_zero = p.oeq(r, zero)
+    return p.sel(at_zero, zero, real), p.sel(at_zero, zero, imag)
+
+
+def _log(p: _Parts, re, im):
+    return p.unary(O.LOG, _abs(p, re, im)), p.atan2(im, re)
+
+
+def _exp(p: _Parts, re, im):
+    e = p.unary(O.EXP, re)
+    zero = p.c(0.0)
+    # a real argument stays real: exp(inf + 0i) is inf + 0i, not inf + NaN·i (TF's XLA)
+    return p.mul(e, p.unary(O.COS, im)), p.sel(p.oeq(im, zero), zero, p.mul(e, p.unary(O.SIN, im)))
+
+
+def _sign(p: _Parts, re, im):
+    """z / |z| as a complex division by (|z|, 0) (so sign(inf + 0i) is NaN + NaN·i, as TF's XLA); 0 at 0."""
+    a = _abs(p, re, im)
+    zero = p.c(0.0)
+    at_zero = p.oeq(a, zero)
+    qr, qi = _divide(p, re, im, a, zero)
+    return p.sel(at_zero, zero, qr), p.sel(at_zero, zero, qi)
+
+
+def _rsqrt(p: _Parts, re, im):
+    """rsqrt(|z|)·(cos(-t/2), sin(-t/2)), t = atan2(im, re), with XLA's zero/inf/NaN cases."""
+    b = p.b
+    mn, mx, root = _abs_parts(p, re, im, True)
+    rs = lambda v: p.unary(O.RSQRT, v)  # noqa: E731
+    r = p.mul(rs(mx), rs(root))
+    r = p.sel(p.uno(r, r), rs(mn), r)
+    angle = p.mul(p.atan2(im, re), p.c(-0.5))
+    cos, sin = p.unary(O.COS, angle), p.unary(O.SIN, angle)
+    zero, inf = p.c(0.0), p.c(float("inf"))
+    at_zero = b.and_(p.oeq(im, zero), p.oeq(re, zero))
+    edge = b.or_(b.and_(p.oeq(p.fabs(im), inf), p.uno(re, re)), p.oeq(p.fabs(re), inf))
+    real = p.sel(at_zero, inf, p.sel(edge, p.copysign(zero, re), p.mul(r, cos)))
+    imag = p.sel(at_zero, p.c(float("nan")), p.sel(edge, p.mul(p.copysign(zero, im), p.c(-1.0)), p.mul(r, sin)))
+    return real, imag
+
+
+def _sin_cos(p: _Parts, re, im, sin: bool):
+    """sin(x+iy) = (sin x cosh y, cos x sinh y), cos(x+iy) = (cos x cosh y, -sin x sinh y)."""
+    e = p.unary(O.EXP, im)
+    h, hn = p.mul(p.c(0.5), e), p.div(p.c(0.5), e)
+    sinh, cosh = p.sub(h, hn), p.add(h, hn)
+    sx, cx = p.unary(O.SIN, re), p.unary(O.COS, re)
+    if sin:
+        return p.mul(sx, cosh), p.mul(cx, sinh)
+    return p.mul(cx, cosh), p.neg(p.mul(sx, sinh))
+
+
+def _tanh(p: _Parts, re, im, tan: bool = False):
+    """tanh(a+bi) = (e^2a - e^-2a, 2 sin 2b) / (e^2a + e^-2a + 2 cos 2b) from expm1s, with the limits and
+    corner cases of XLA's emitter; tan(x+yi) = -i·tanh(-y + xi)."""
+    b = p.b
+    a, bb = (p.neg(im), re) if tan else (re, im)
+    two_a = p.add(a, a)
+    em_pos, em_neg = p.unary(O.EXPM1, two_a), p.unary(O.EXPM1, p.neg(two_a))
+    real_num = p.sub(em_pos, em_neg)
+    cb, sb = p.unary(O.COS, bb), p.unary(O.SIN, bb)
+    four = p.c(4.0)
+    imag_num = p.mul(four, p.mul(cb, sb))
+    sum_m2 = p.add(em_pos, em_neg)
+    denom = p.add(sum_m2, p.mul(p.mul(cb, cb), four))
+    inf, zero = p.c(float("inf")), p.c(0.0)
+    real = p.sel(p.oeq(sum_m2, inf), p.copysign(p.c(1.0), a), p.div(real_num, denom))
+    imag = p.div(imag_num, denom)
+    a_inf = p.oeq(p.fabs(a), inf)
+    sin2b_nan = p.uno(imag_num, imag_num)
+    real = p.sel(b.and_(sin2b_nan, b.not_(a_inf)), p.c(float("nan")), real)
+    imag = p.sel(b.or_(p.oeq(bb, zero), b.and_(a_inf, sin2b_nan)), zero, imag)
+    return (imag, p.neg(real)) if tan else (real, imag)
+
+
+def _expm1(p: _Parts, re, im):
+    """(expm1(a) cos b + cosm1(b), e^a sin b), cosm1(b) = -2 sin²(b/2) (accurate near 0)."""
+    zero, one = p.c(0.0), p.c(1.0)
+    em = p.unary(O.EXPM1, re)
+    s_half = p.unary(O.SIN, p.mul(im, p.c(0.5)))
+    cosm1 = p.mul(p.c(-2.0), p.mul(s_half, s_half))
+    real = p.add(p.mul(em, p.add(cosm1, one)), cosm1)
+    imag = p.sel(p.oeq(im, zero), zero, p.mul(p.add(em, one), p.unary(O.SIN, im)))
+    return real, imag
+
+
+def _log1p(p: _Parts, re, im):
+    """(log1p of max(|a+1|, |b|) - 1 [a when a+1 > |b|] + ½ log1p((min/max)²), atan2(b, a+1))."""
+    one = p.c(1.0)
+    a1 = p.add(re, one)
+    abs_a1, abs_b = p.fabs(a1), p.fabs(im)
+    mx, mn = p.max(abs_a1, abs_b), p.min(abs_a1, abs_b)
+    mx_m1 = p.sel(p.b.fcmp_ordered(">", a1, abs_b), re, p.sub(mx, one))
+    q = p.div(mn, mx)
+    r = p.add(p.mul(p.c(0.5), p.unary(O.LOG1P, p.mul(q, q))), p.unary(O.LOG1P, mx_m1))
+    return p.sel(p.uno(r, r), mn, r), p.atan2(im, a1)
+
+
+_UNARY = {
+    O.RSQRT: _rsqrt,
+    O.SIN: lambda p, re, im: _sin_cos(p, re, im, True),
+    O.COS: lambda p, re, im: _sin_cos(p, re, im, False),
+    O.TANH: _tanh,
+    O.TAN: lambda p, re, im: _tanh(p, re, im, tan=True),
+    O.EXPM1: _expm1,
+    O.LOG1P: _log1p,
+    O.SQRT: _sqrt,
+    O.LOG: _log,
+    O.EXP: _exp,
+    O.SIGN: _sign,
+    O.NEGATE: lambda p, re, im: (p.neg(re), p.neg(im)),
+}
+
+
+def unary(s, op: O, et: T, x):
+    """``op`` on complex register value ``x`` of type ``et``; abs/real/imag return the real type."""
+    p = _Parts(s, et)
+    re, im = parts(s.b, x)
+    if op is O.ABS:
+        return _abs(p, re, im)
+    if op is O.REAL:
+        return re
+    if op is O.IMAG:
+        return im
+    if op is O.COPY:
+        return x
+    fn = _UNARY.get(op)
+    if fn is None:
+        raise UnimplementedError(f"native code for {op.text} of {et.value} is not implemented")
+    return compose(s.b, *fn(p, re, im))
+
+
+# ---------------------------------------------------------------- binary
+def _multiply(p: _Parts, ar, ai, br, bi):
+    return p.sub(p.mul(ar, br), p.mul(ai, bi)), p.add(p.mul(ar, bi), p.mul(ai, br))
+
+
+def _divide(p: _Parts, ar, ai, br, bi):
+    """Smith's algorithm, then XLA's fix-ups where both parts came out NaN."""
+    b = p.b
+    zero, one, inf = p.c(0.0), p.c(1.0), p.c(float("inf"))
+    r_over_i = p.div(br, bi)
+    r_den = p.add(bi, p.mul(r_over_i, br))
+    i_over_r = p.div(bi, br)
+    i_den = p.add(br, p.mul(i_over_r, bi))
+    abs_br, abs_bi = p.fabs(br), p.fabs(bi)
+    use_r = p.olt(abs_br, abs_bi)
+    cr = p.sel(use_r, p.div(p.add(p.mul(r_over_i, ar), ai), r_den), p.div(p.add(p.mul(i_over_r, ai), ar), i_den))
+    ci = p.sel(use_r, p.div(p.sub(p.mul(r_over_i, ai), ar), r_den), p.div(p.sub(ai, p.mul(i_over_r, ar)), i_den))
+    # 1. zero denominator (numerator not all NaN): inf with b_r's sign times the numerator
+    zero_den = b.and_(b.and_(p.oeq(abs_br, zero), p.oeq(abs_bi, zero)),
+                      b.or_(b.not_(p.uno(ar, zero)), b.not_(p.uno(ai, zero))))
+    sinf = p.copysign(inf, br)
+    z1 = (p.mul(sinf, ar), p.mul(sinf, ai))
+    # 2. infinite numerator, finite denominator
+    abs_ar, abs_ai = p.fabs(ar), p.fabs(ai)
+    ar_inf, ai_inf = p.oeq(abs_ar, inf), p.oeq(abs_ai, inf)
+    inf_num = b.and_(b.or_(ar_inf, ai_inf), b.and_(p.one(abs_br, inf), p.one(abs_bi, inf)))
+    sar = p.copysign(p.sel(ar_inf, one, zero), ar)
+    sai = p.copysign(p.sel(ai_inf, one, zero), ai)
+    z2 = (p.mul(inf, p.add(p.mul(sar, br), p.mul(sai, bi))), p.mul(inf, p.sub(p.mul(sai, br), p.mul(sar, bi))))
+    # 3. finite numerator, infinite denominator
+    br_inf, bi_inf = p.oeq(abs_br, inf), p.oeq(abs_bi, inf)
+    inf_den = b.and_(b.or_(br_inf, bi_inf), b.and_(p.one(abs_ar, inf), p.one(abs_ai, inf)))
+    sbr = p.copysign(p.sel(br_inf, one, zero), br)
+    sbi = p.copysign(p.sel(bi_inf, one, zero), bi)
+    z3 = (p.mul(zero, p.add(p.mul(ar, sbr), p.mul(ai, sbi))), p.mul(zero, p.sub(p.mul(ai, sbr), p.mul(ar, sbi))))
+    both_nan = b.and_(p.uno(cr, zero), p.uno(ci, zero))
+    out = []
+    for k, c in enumerate((cr, ci)):
+        fixed = p.sel(zero_den, z1[k], p.sel(inf_num, z2[k], p.sel(inf_den, z3[k], c)))
+        out.append(p.sel(both_nan, fixed, c))
+    return tuple(out)
+
+
+def _power(p: _Parts, ar, ai, br, bi):
+    """(a+bi)^(c+di) = |z|^c e^(-d·arg z) (cos q, sin q), q = c·arg z + d·ln|z|, with Kahan's special
+    cases as XLA: 0^c (c >= 0, d = 0), x^0 = 1, 1^w = 1, inf^c for real c > 0 / < 0."""
+    b = p.b
+    zero, one, inf = p.c(0.0), p.c(1.0), p.c(float("inf"))
+    a = _abs(p, ar, ai)
+    coeff = p.mul(p.pow(a, br), p.unary(O.EXP, p.mul(p.neg(bi), p.atan2(ai, ar))))
+    q = p.add(p.mul(br, p.atan2(ai, ar)), p.mul(bi, p.unary(O.LOG, a)))
+    re, im = p.mul(coeff, p.unary(O.COS, q)), p.mul(coeff, p.unary(O.SIN, q))
+    d_zero = p.oeq(bi, zero)
+    c0 = b.and_(b.and_(p.oeq(a, zero), d_zero), b.fcmp_ordered("<=", zero, br))
+    re, im = p.sel(c0, p.sel(p.oeq(zero, br), one, zero), re), p.sel(c0, zero, im)
+    c1 = b.and_(p.oeq(zero, br), d_zero)
+    c2 = b.and_(p.oeq(ar, one), p.oeq(ai, zero))
+    re, im = p.sel(b.or_(c1, c2), one, re), p.sel(b.or_(c1, c2), zero, im)
+    real_inf = b.and_(p.oeq(ar, inf), b.and_(p.oeq(ai, zero), d_zero))
+    c3 = b.and_(real_inf, b.fcmp_ordered(">", br, zero))
+    c4 = b.and_(real_inf, p.olt(br, zero))
+    re = p.sel(c4, zero, p.sel(c3, inf, re))
+    im = p.sel(b.or_(c3, c4), zero, im)
+    return re, im
+
+
+_BINARY = {
+    O.POWER: _power,
+    O.ADD: lambda p, ar, ai, br, bi: (p.add(ar, br), p.add(ai, bi)),
+    O.SUBTRACT: lambda p, ar, ai, br, bi: (p.sub(ar, br), p.sub(ai, bi)),
+    O.MULTIPLY: _multiply,
+    O.DIVIDE: _divide,
+}
+
+
+def binary(s, op: O, et: T, x, y):
+    """``op`` on complex register values ``x``, ``y`` of type ``et``."""
+    fn = _BINARY.get(op)
+    if fn is None:
+        raise UnimplementedError(f"native code for {op.text} of {et.value} is not implemented")
+    b = s.b
+    return compose(b, *fn(_Parts(s, et), *parts(b, x), *parts(b, y)))
+
+
+def complex_of(s, re, im):
+    """The ``complex`` opcode: parts (already f32/f64 register values) → one complex value."""
+    return compose(s.b, re, im)
+
+
+def compare(s, direction: D, et: T, x, y):
+    b = s.b
+    (xr, xi), (yr, yi) = parts(b, x), parts(b, y)
+    if direction is D.EQ:
+        return b.and_(b.fcmp_ordered("==", xr, yr), b.fcmp_ordered("==", xi, yi))
+    if direction is D.NE:
+        return b.or_(b.fcmp_unordered("!=", xr, yr), b.fcmp_unordered("!=", xi, yi))
+    raise UnimplementedError(f"complex comparison {direction.value} is not defined")
+
+
+def convert(s, src: T, dst: T, v):
+    """Real → complex (imaginary part +0) and complex → complex (parts widened or narrowed)."""
+    b = s.b
+    part = component(dst)
+    if src.is_complex:
+        if not dst.is_complex:
+            raise UnimplementedError(f"convert from {src.value} to {dst.value} is not defined (take real/imag)")
+        re, im = parts(b, v)
+        return compose(b, s.convert(component(src), part, re), s.convert(component(src), part, im))
+    re = s.convert(src, part, v)
+    return compose(b, re, t.float_constant(re.type, 0.0))
+
+
+def scale_by_one(s, et: T, v):
+    """v · (1 + 0i) as a complex multiply: XLA:CPU runs complex matrix-matrix dots on Eigen's GEMM, which
+    scales the sum by alpha = 1 this way, so a sum with an infinite part comes out NaN + NaN·i (as TF's XLA)."""
+    return binary(s, O.MULTIPLY, et, v, ir.Constant(v.type, [t.float_constant(v.type.elements[0], 1.0),
+                                                              t.float_constant(v.type.elements[0], 0.0)]))
+
+
+def zero(et: T):
+    ty = t.value_type(component(et))
+    return ir.Constant(ir.LiteralStructType([ty, ty]), [t.float_constant(ty, 0.0), t.float_constant(ty, 0.0)])
