@@ -397,22 +397,6 @@ def _div_const(g, div):
     return _binary(g, O.MULTIPLY, a, inv, div, div.shape)
 
 
-@rule("div_by_broadcast_to_mul", O.DIVIDE)
-def _div_broadcast(g, div):
-    """Float A / Broadcast(B) -> A * Broadcast(1/B) for a smaller non-constant B: one divide per element
-    of B instead of per element of A (what makes XLA:CPU's softmax a reduce-sum with the reciprocal
-    followed by a broadcast-multiply)."""
-    a, b = div.operands
-    if not _is_float(div) or b.opcode is not O.BROADCAST or is_broadcast_of_constant(b):
-        return None
-    src = b.operands[0]
-    if src.shape.num_elements >= div.shape.num_elements:
-        return None
-    inverse = _binary(g, O.DIVIDE, make_scalar_like(g, src.shape, 1, like=src), src, div, src.shape)
-    inv = g.make(O.BROADCAST, [inverse], b.shape, like=b, dimensions=b.dimensions)
-    return _binary(g, O.MULTIPLY, a, inv, div, div.shape)
-
-
 @rule("div_of_divs", O.DIVIDE)
 def _div_div(g, div):
     """Float (A/B)/(C/D) -> (A*D)/(B*C); (A/B)/C -> A/(B*C); A/(B/C) -> (A*C)/B."""
