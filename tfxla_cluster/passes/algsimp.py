@@ -417,7 +417,8 @@ def _div_div(g, div):
 
 @rule("pow_special_exponent", O.POWER)
 def _pow(g, pw):
-    """pow(A, 0) -> 1, pow(A, 1) -> A, pow(1, A) -> 1, pow(A, 2) -> A*A, float pow(A, -1) -> 1/A."""
+    """pow(A, 0) -> 1, pow(A, 1) -> A, pow(1, A) -> 1, pow(A, 2) -> A*A, pow(A, -1) -> 1/A (integers too:
+    XLA has no float guard, so int pow(0, -1) is 1/0 = -1)."""
     a, b = pw.operands
     if is_all(b, 0):
         return make_scalar_like(g, pw.shape, 1, like=pw)
@@ -427,7 +428,7 @@ def _pow(g, pw):
         return make_scalar_like(g, pw.shape, 1, like=pw)
     if is_all(b, 2):
         return _binary(g, O.MULTIPLY, a, a, pw)
-    if is_all(b, -1) and _is_float(pw):
+    if is_all(b, -1):
         return _binary(g, O.DIVIDE, make_scalar_like(g, pw.shape, 1, like=pw), a, pw)
     return None
 
