@@ -70,6 +70,16 @@ def _round_afz(x):
     return np.copysign(r, x)
 
 
+def _log(x):
+    """std::log (glibc's log/logf): a negative denormal is NaN, decided on the bits before any arithmetic,
+    so also under DAZ (XLA's folding on TF's compile thread), where numpy's log sees -0 and gives -inf."""
+    with np.errstate(all="ignore"):
+        r = np.log(x)
+    bits = np.ascontiguousarray(x).view(_UNSIGNED[x.dtype.itemsize * 8])
+    magnitude = bits & ~np.array(1 << (x.dtype.itemsize * 8 - 1), bits.dtype)
+    return np.where(np.signbit(x) & (magnitude != 0), np.array(np.nan, x.dtype), r)
+
+
 def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64)).astype(x.dtype)
 
@@ -138,7 +148,7 @@ UNARY = {
     O.IMAG: _imag,
     O.EXP: _float_op(np.exp),
     O.EXPM1: _float_op(np.expm1),
-    O.LOG: _float_op(np.log),
+    O.LOG: _float_op(_log),
     O.LOG1P: _float_op(np.log1p),
     O.SQRT: _float_op(np.sqrt),
     O.RSQRT: _float_op(lambda x: 1 / np.sqrt(x)),
