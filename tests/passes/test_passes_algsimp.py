@@ -151,6 +151,11 @@ CASES = [
     ("log_exp", M("p: f32[4]", """
         e = f32[4] exponential(p)
         ROOT l = f32[4] log(e)"""), "CHECK: ROOT %p"),
+    ("log_of_pow", M("p: f32[4]; q: f32[4]", """
+        a = f32[4] abs(p)
+        w = f32[4] power(a, q)
+        ROOT l = f32[4] log(w)"""), "CHECK: log(%abs\nCHECK: multiply(%log{{.*}}, %q)\n"
+     "CHECK: compare(%q, {{.*}}), direction=EQ\nCHECK: ROOT {{.*}} select("),
     ("log_of_root", M("p: f32[4]", """
         s = f32[4] sqrt(p)
         ROOT l = f32[4] log(s)"""), "CHECK: log(%p)\nCHECK: ROOT {{.*}} multiply(%log"),

@@ -441,6 +441,22 @@ def _log_exp(g, log):
     return _keep(log, x.operands[0]) if x.opcode is O.EXP else None
 
 
+@rule("log_of_pow", O.LOG)
+def _log_pow(g, log):
+    """Real log(pow(A, B)) -> B == 0 ? 0 : log(abs(A)) * B. The abs makes the log of a NaN pow of a negative
+    base finite (TF's XLA: log(pow(-128, 88.4)) is 429, xlogy(y, pow(-128, y)) finite), and TF's XLA keeps
+    log(pow(A, 0)) = 0 for every A (inf, NaN and 0 included), where log(abs(A)) * 0 alone would be NaN
+    (both observed against TF 2.21's XLA; complex A is left alone)."""
+    x = log.operands[0]
+    if x.opcode is not O.POWER or not log.shape.element_type.is_float:
+        return None
+    a, b = x.operands
+    product = _binary(g, O.MULTIPLY, _unary(g, O.LOG, _unary(g, O.ABS, a, log), log), b, log)
+    zero = make_scalar_like(g, log.shape, 0, like=log)
+    is_zero = g.make(O.COMPARE, [b, zero], like=log, comparison_direction=A.ComparisonDirection.EQ)
+    return g.make(O.SELECT, [is_zero, zero, product], like=log)
+
+
 @rule("log_of_root", O.LOG)
 def _log_root(g, log):
     """log(sqrt(A)) -> log(A) * 0.5 and log(rsqrt(A)) -> log(A) * -0.5."""
