@@ -96,7 +96,8 @@ def _log(x):
     with np.errstate(all="ignore"):
         r = np.log(x)
     width = x.dtype.itemsize * 8
-    bits = np.ascontiguousarray(x).view(_UNSIGNED[width])
+    x = np.array(x, copy=True)  # contiguous, 0-d kept (ascontiguousarray would make it 1-d)
+    bits = x.view(_UNSIGNED[width])
     magnitude = bits & ~np.array(1 << (width - 1), bits.dtype)
     r = np.where(np.signbit(x) & (magnitude != 0), np.array(np.nan, x.dtype), r)
     tiny_bits = np.array(np.finfo(x.dtype).tiny, x.dtype).view(_UNSIGNED[width])
@@ -104,7 +105,7 @@ def _log(x):
     if denormal.any() and x.dtype in (np.float32, np.float64):
         log = _libm_log(x.dtype)
         r = np.array(r, copy=True)
-        flat_r, flat_x = r.reshape(-1), np.ascontiguousarray(x).reshape(-1)
+        flat_r, flat_x = r.reshape(-1), x.reshape(-1)
         for k in np.flatnonzero(denormal.reshape(-1)):
             flat_r[k] = log(flat_x[k:k + 1])
     return r
