@@ -14,7 +14,9 @@ along the value's dependency cone (plus the same budget relative to the largest 
 for cancellation), NaN positions identical, signed zeros compared where the chain is exact. A value
 computed by a discontinuous op (floor, compare, cast to int, ...) from an inexact input is not compared
 (either rounding is right). A program TF's XLA rejects is counted as rejected and not run further;
-ours must not error where TF's XLA does not.
+ours must not error where TF's XLA does not. Ours auto-clustered is held to TF's own auto-clustering
+(:func:`tf_auto`, a child process) where that differs from TF's XLA: a constant-only cluster TF folds
+with its kernels, an op TF leaves to a kernel that does not exist for its dtype.
 
 A failure is shrunk (failing output's cone only, ops bypassed, input values zeroed) to a minimal
 program, printed as a JSON spec that ``tests/e2e/test_fuzz.py`` replays as a regression test.
@@ -466,17 +468,73 @@ def check(prog: Program, runners=("jit", "auto"), eager: bool = True) -> tuple[s
         res = run(prog, r)
         results[r] = res
         if not res.ok:
+            if r == "auto":
+                tfa = tf_auto(prog)
+                if not tfa.ok and tfa.error.split(":")[0] == res.error.split(":")[0]:
+                    results["tf_auto"] = tfa  # TF's own auto-clustering errors the same way
+                    continue
             fails.append(Failure(r, "error", res.error))
             continue
-        for k, (e, g) in enumerate(zip(ref.values, res.values)):
-            vid = out_ids[k]
-            dtype, _ = prog.value_info(vid)
-            t = tol[vid] if k < len(prog.outputs) else _var_tol(prog, tol, vid)
-            why = compare(e, g, dtype, t, scale[vid])
-            if why:
-                fails.append(Failure(r, "mismatch", f"output {k} (v{vid}, {dtype}): {why}", k))
-                break
+        why = _first_difference(prog, ref.values, res.values, tol, scale, out_ids)
+        if why and r == "auto":
+            tfa = tf_auto(prog)
+            if tfa.ok and not _first_difference(prog, tfa.values, res.values, tol, scale, out_ids):
+                results["tf_auto"] = tfa  # ours equals TF's own auto-clustering
+                why = None
+        if why:
+            fails.append(Failure(r, "mismatch", why[1], why[0]))
     return "ok", fails, results
+
+
+def _first_difference(prog: Program, ref: list, got: list, tol: list, scale: list, out_ids: list):
+    """(output index, why) of the first output of ``got`` that differs from ``ref``, else None."""
+    for k, (e, g) in enumerate(zip(ref, got)):
+        vid = out_ids[k]
+        dtype, _ = prog.value_info(vid)
+        t = tol[vid] if k < len(prog.outputs) else _var_tol(prog, tol, vid)
+        why = compare(e, g, dtype, t, scale[vid])
+        if why:
+            return k, f"output {k} (v{vid}, {dtype}): {why}"
+    return None
+
+
+def tf_auto(prog: Program) -> Run:
+    """``prog`` under TF's own auto-clustering (``AUTO_FLAGS`` in ``TF_XLA_FLAGS``, which TF reads once per
+    process, so in a child process). What our auto-clustered run must equal where TF's auto-clustering
+    and TF's XLA disagree (TF folds a constant-only cluster with its kernels; an op left outside any
+    cluster runs TF's kernel, or fails for want of one)."""
+    import subprocess
+    import tempfile
+
+    env = {**os.environ, "TF_XLA_FLAGS": AUTO_FLAGS}
+    with tempfile.TemporaryDirectory() as tmp:
+        out_path = os.path.join(tmp, "values.npz")
+        try:
+            proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--tf-auto", out_path],
+                                  input=json.dumps(prog.to_json()), capture_output=True, text=True,
+                                  env=env, timeout=600)
+            reply = json.loads(proc.stdout.strip().splitlines()[-1])
+            if reply["error"]:
+                return Run(False, error=reply["error"])
+            with np.load(out_path) as z:  # bf16 is stored as raw 2-byte records: view it back
+                return Run(True, [z[f"v{i}"].view(np_dtype(d)) for i, d in enumerate(reply["dtypes"])])
+        except (subprocess.SubprocessError, OSError, ValueError, IndexError, KeyError) as e:
+            return Run(False, error=f"(TF's auto-clustering could not be run: {type(e).__name__})")
+
+
+def _run_tf_auto_child(out_path: str) -> int:
+    prog = Program.from_json(json.loads(sys.stdin.read()))
+    try:
+        fn, args, variables = build(prog)
+        outs = tf.function(fn)(*[tf.constant(a) for a in args])
+        vals = [np.asarray(o.numpy()) for o in outs] + [np.asarray(v.numpy()) for v in variables.values()]
+        np.savez(out_path, **{f"v{i}": v for i, v in enumerate(vals)})
+        err, dtypes = "", [tf.as_dtype(v.dtype).name for v in vals]
+    except Exception as e:  # noqa: BLE001 - reported to the parent
+        err = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300] or "error"
+        dtypes = []
+    print(json.dumps({"error": err, "dtypes": dtypes}))
+    return 0
 
 
 def _var_tol(prog: Program, tol: list, vid: int) -> float:
@@ -868,7 +926,10 @@ def main(argv=None) -> int:
                     help="compile this many programs together (faster; skips TF eager)")
     ap.add_argument("--json", help="write the statistics and shrunk failures here")
     ap.add_argument("--replay", help="run one program spec (JSON) and print the outcome")
+    ap.add_argument("--tf-auto", metavar="NPZ", help=argparse.SUPPRESS)  # the child of tf_auto()
     a = ap.parse_args(argv)
+    if a.tf_auto:
+        return _run_tf_auto_child(a.tf_auto)
     import tfxla_cluster._quiet  # noqa: F401
     runners = tuple(r for r in a.runners.split(",") if r)
     if a.replay:

@@ -108,11 +108,6 @@ CASES = [
     ("div_by_constant_to_mul", M("p: f64[2]", """
         c = f64[2] constant({4, 0.5})
         ROOT d = f64[2] divide(p, c)"""), "CHECK: constant({0.25, 2})\nCHECK: ROOT {{.*}} multiply(%p,"),
-    ("div_by_broadcast_to_mul", M("p: f32[3,4]; q: f32[3]", """
-        b = f32[3,4] broadcast(q), dimensions={0}
-        ROOT d = f32[3,4] divide(p, b)"""),
-     "CHECK: f32[3]{0} divide(%broadcast, %q)\nCHECK: broadcast(%divide), dimensions={0}\n"
-     "CHECK: ROOT {{.*}} multiply(%p,"),
     ("div_integral_by_power_of_two", M("p: u32[4]", """
         c = u32[] constant(8)
         b = u32[4] broadcast(c), dimensions={}
@@ -156,6 +151,11 @@ CASES = [
     ("log_exp", M("p: f32[4]", """
         e = f32[4] exponential(p)
         ROOT l = f32[4] log(e)"""), "CHECK: ROOT %p"),
+    ("log_of_pow", M("p: f32[4]; q: f32[4]", """
+        a = f32[4] abs(p)
+        w = f32[4] power(a, q)
+        ROOT l = f32[4] log(w)"""), "CHECK: log(%abs\nCHECK: multiply(%log{{.*}}, %q)\n"
+     "CHECK: compare(%q, {{.*}}), direction=EQ\nCHECK: ROOT {{.*}} select("),
     ("log_of_root", M("p: f32[4]", """
         s = f32[4] sqrt(p)
         ROOT l = f32[4] log(s)"""), "CHECK: log(%p)\nCHECK: ROOT {{.*}} multiply(%log"),

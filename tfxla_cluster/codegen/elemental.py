@@ -196,7 +196,12 @@ def _clamp(em, instr):
 
     def at(gen, shape, index):
         return gen(scalar_index(shape)) if shape.rank == 0 and instr.shape.rank > 0 else gen(index)
-    return lambda index: em.ops.clamp(et, at(lo, shapes[0], index), x(index), at(hi, shapes[2], index))
+    # A broadcast constant lo is an arith.constant in XLA's fused loop, which MLIR canonicalizes to
+    # max's rhs; a parameter or an unfused scalar constant stays max's lhs.
+    lo_instr = instr.operands[0]
+    lo_first = not (lo_instr.opcode is O.BROADCAST and lo_instr.operands[0].opcode is O.CONSTANT)
+    return lambda index: em.ops.clamp(et, at(lo, shapes[0], index), x(index), at(hi, shapes[2], index),
+                                      lo_first)
 
 
 @generates(O.CONVERT)

@@ -279,17 +279,20 @@ class ScalarOps:
     def select(self, p, a, c):
         return self.b.select(p, a, c)
 
-    def clamp(self, et: T, lo, x, hi):
+    def clamp(self, et: T, lo, x, hi, lo_first: bool = True):
+        """``lo_first``: XLA:CPU's min(max(lo, x), hi) (its emitters' decomposition), else
+        min(max(x, lo), hi) — MLIR's canonicalization moves a constant ``lo`` fused in as a broadcast
+        to the right of the commutative max."""
         if et.is_float:
             xl = self.to_compute(et, lo)
             xx = self.to_compute(et, x)
             xh = self.to_compute(et, hi)
             b = self.b
             if self.mctx.options.fast_min_max:
-                # XLA:CPU: max(min(x, hi), lo) with fast min/max — the operand wins ties with a bound
-                # (clamp(0, -0, 6) is -0) and a NaN operand stays NaN.
-                r = _fmax(self, _fmin(self, xx, xh), xl)
-                return self.from_compute(et, r)
+                # Fast min/max (select(fcmp uge/ule)) returns its lhs on ties and on any NaN: with lo
+                # first, clamp(0, -0, 6) is +0 and clamp(0, NaN, 6) is 0; with x first, -0 and NaN.
+                r = _fmax(self, xl, xx) if lo_first else _fmax(self, xx, xl)
+                return self.from_compute(et, _fmin(self, r, xh))
             # numpy's maximum/minimum (the evaluator's) return the second operand on ties (±0).
             r = b.select(b.fcmp_ordered(">", xx, xl), xx, xl)
             r = b.select(b.fcmp_ordered("<", xh, r), xh, r)

@@ -70,6 +70,47 @@ def _round_afz(x):
     return np.copysign(r, x)
 
 
+_LIBM: list = []
+
+
+def _libm_log(dtype: np.dtype):
+    """glibc's logf/log, called with a value's exact bits (no Python float conversion, which FTZ would flush)."""
+    import ctypes
+    import ctypes.util
+
+    if not _LIBM:
+        _LIBM.append(ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6"))
+    lib = _LIBM[0]
+    if dtype == np.float32:
+        fn, cty = lib.logf, ctypes.c_float
+    else:
+        fn, cty = lib.log, ctypes.c_double
+    fn.restype, fn.argtypes = cty, [cty]
+    return lambda v: np.frombuffer(cty(fn(cty.from_buffer_copy(v.tobytes()))), dtype)[0]
+
+
+def _log(x):
+    """std::log (glibc's log/logf), which XLA's evaluator calls: a negative denormal is NaN, decided on the bits,
+    and a positive denormal under DAZ (XLA's folding on TF's compile thread) is glibc's k*ln2 + log(z) of the
+    zeroed bits (about -103.97 for f32), where numpy's log sees 0 and gives -inf. Denormals go to libm itself."""
+    with np.errstate(all="ignore"):
+        r = np.log(x)
+    width = x.dtype.itemsize * 8
+    x = np.array(x, copy=True)  # contiguous, 0-d kept (ascontiguousarray would make it 1-d)
+    bits = x.view(_UNSIGNED[width])
+    magnitude = bits & ~np.array(1 << (width - 1), bits.dtype)
+    r = np.where(np.signbit(x) & (magnitude != 0), np.array(np.nan, x.dtype), r)
+    tiny_bits = np.array(np.finfo(x.dtype).tiny, x.dtype).view(_UNSIGNED[width])
+    denormal = (magnitude != 0) & (magnitude < tiny_bits) & ~np.signbit(x)
+    if denormal.any() and x.dtype in (np.float32, np.float64):
+        log = _libm_log(x.dtype)
+        r = np.array(r, copy=True)
+        flat_r, flat_x = r.reshape(-1), x.reshape(-1)
+        for k in np.flatnonzero(denormal.reshape(-1)):
+            flat_r[k] = log(flat_x[k:k + 1])
+    return r
+
+
 def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64)).astype(x.dtype)
 
@@ -138,7 +179,7 @@ UNARY = {
     O.IMAG: _imag,
     O.EXP: _float_op(np.exp),
     O.EXPM1: _float_op(np.expm1),
-    O.LOG: _float_op(np.log),
+    O.LOG: _float_op(_log),
     O.LOG1P: _float_op(np.log1p),
     O.SQRT: _float_op(np.sqrt),
     O.RSQRT: _float_op(lambda x: 1 / np.sqrt(x)),

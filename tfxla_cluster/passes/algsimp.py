@@ -397,22 +397,6 @@ def _div_const(g, div):
     return _binary(g, O.MULTIPLY, a, inv, div, div.shape)
 
 
-@rule("div_by_broadcast_to_mul", O.DIVIDE)
-def _div_broadcast(g, div):
-    """Float A / Broadcast(B) -> A * Broadcast(1/B) for a smaller non-constant B: one divide per element
-    of B instead of per element of A (what makes XLA:CPU's softmax a reduce-sum with the reciprocal
-    followed by a broadcast-multiply)."""
-    a, b = div.operands
-    if not _is_float(div) or b.opcode is not O.BROADCAST or is_broadcast_of_constant(b):
-        return None
-    src = b.operands[0]
-    if src.shape.num_elements >= div.shape.num_elements:
-        return None
-    inverse = _binary(g, O.DIVIDE, make_scalar_like(g, src.shape, 1, like=src), src, div, src.shape)
-    inv = g.make(O.BROADCAST, [inverse], b.shape, like=b, dimensions=b.dimensions)
-    return _binary(g, O.MULTIPLY, a, inv, div, div.shape)
-
-
 @rule("div_of_divs", O.DIVIDE)
 def _div_div(g, div):
     """Float (A/B)/(C/D) -> (A*D)/(B*C); (A/B)/C -> A/(B*C); A/(B/C) -> (A*C)/B."""
@@ -433,7 +417,8 @@ def _div_div(g, div):
 
 @rule("pow_special_exponent", O.POWER)
 def _pow(g, pw):
-    """pow(A, 0) -> 1, pow(A, 1) -> A, pow(1, A) -> 1, pow(A, 2) -> A*A, float pow(A, -1) -> 1/A."""
+    """pow(A, 0) -> 1, pow(A, 1) -> A, pow(1, A) -> 1, pow(A, 2) -> A*A, pow(A, -1) -> 1/A (integers too:
+    XLA has no float guard, so int pow(0, -1) is 1/0 = -1)."""
     a, b = pw.operands
     if is_all(b, 0):
         return make_scalar_like(g, pw.shape, 1, like=pw)
@@ -443,7 +428,7 @@ def _pow(g, pw):
         return make_scalar_like(g, pw.shape, 1, like=pw)
     if is_all(b, 2):
         return _binary(g, O.MULTIPLY, a, a, pw)
-    if is_all(b, -1) and _is_float(pw):
+    if is_all(b, -1):
         return _binary(g, O.DIVIDE, make_scalar_like(g, pw.shape, 1, like=pw), a, pw)
     return None
 
@@ -454,6 +439,22 @@ def _log_exp(g, log):
     """log(exp(A)) -> A."""
     x = log.operands[0]
     return _keep(log, x.operands[0]) if x.opcode is O.EXP else None
+
+
+@rule("log_of_pow", O.LOG)
+def _log_pow(g, log):
+    """Real log(pow(A, B)) -> B == 0 ? 0 : log(abs(A)) * B. The abs makes the log of a NaN pow of a negative
+    base finite (TF's XLA: log(pow(-128, 88.4)) is 429, xlogy(y, pow(-128, y)) finite), and TF's XLA keeps
+    log(pow(A, 0)) = 0 for every A (inf, NaN and 0 included), where log(abs(A)) * 0 alone would be NaN
+    (both observed against TF 2.21's XLA; complex A is left alone)."""
+    x = log.operands[0]
+    if x.opcode is not O.POWER or not log.shape.element_type.is_float:
+        return None
+    a, b = x.operands
+    product = _binary(g, O.MULTIPLY, _unary(g, O.LOG, _unary(g, O.ABS, a, log), log), b, log)
+    zero = make_scalar_like(g, log.shape, 0, like=log)
+    is_zero = g.make(O.COMPARE, [b, zero], like=log, comparison_direction=A.ComparisonDirection.EQ)
+    return g.make(O.SELECT, [is_zero, zero, product], like=log)
 
 
 @rule("log_of_root", O.LOG)

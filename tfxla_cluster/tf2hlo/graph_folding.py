@@ -14,8 +14,8 @@ Which nodes fold (TF's ``IsConstantFoldable`` and XlaCompiler's ``cf_consider_fn
 stateful, not control flow, not ``Shape``/``ShapeN``/``Size`` (XLA keeps those dynamic); no resource, variant,
 string or complex output; with oneDNN on, not an op whose kernel oneDNN replaces (``_ONEDNN_REWRITTEN``). A
 value over 10 MiB (``max_constant_size_in_bytes``) is not substituted (the node is
-lowered; it may still feed folded nodes). A kernel that fails leaves its node (and what depends on it) to the
-lowering, as TF's folding ignores a failed evaluation.
+lowered; it may still feed folded nodes). TF evaluates every foldable node in one run: a kernel that fails
+(an integer division by zero) fails the whole run, and XlaCompiler, ignoring the error, folds nothing.
 """
 from __future__ import annotations
 
@@ -120,23 +120,12 @@ def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, 
     with tf.compat.v1.Session(graph=tfg, config=config) as sess:
         try:
             results = sess.run(fetches)
-        except tf.errors.OpError:  # one failing kernel: fold node by node, skipping what fails
-            results = None
-        if results is not None:
-            for f, v in zip(fetches, results):
-                name, slot = f.rsplit(":", 1)
-                values[(name, int(slot))] = v
-        else:
-            failed: set[str] = set()
-            for n in nodes:
-                if any(e.src.name in failed for e in n.in_edges):
-                    failed.add(n.name)
-                    continue
-                try:
-                    outs = sess.run([f"{n.name}:{i}" for i in range(len(n.outputs))])
-                except tf.errors.OpError:  # TF's kernel refuses it: the lowering computes it instead
-                    failed.add(n.name)
-                    continue
-                for i, v in enumerate(outs):
-                    values[(n.name, i)] = v
+        except tf.errors.OpError:
+            # TF's ConstantFold runs every foldable node in one GraphRunner call: one failing kernel
+            # (an integer division by zero, an If whose branches it cannot run) fails the call, and
+            # XlaCompiler then folds nothing — the lowering computes all of it (XLA's semantics).
+            return {}
+    for f, v in zip(fetches, results):
+        name, slot = f.rsplit(":", 1)
+        values[(name, int(slot))] = v
     return {t: np.asarray(v) for t, v in values.items() if np.asarray(v).nbytes <= MAX_CONSTANT_BYTES}

@@ -173,8 +173,7 @@ class GraphLowerer:
 
         with b.node_scope(node.op if node is not None else "Const", tensor[0]):
             flat = value.reshape(-1)
-            # NaN != NaN, so a NaN-filled constant stays a literal.
-            if value.ndim > 0 and value.size > 1 and bool(np.all(flat == flat[0])):
+            if value.ndim > 0 and value.size > 1 and _uniform_bits(flat):
                 return full(b, flat[0], et, value.shape)
             return b.constant(value.astype(et.dtype), et)
 
@@ -554,6 +553,15 @@ def _constant_input_value(graph: Graph, t: Tensor, index: int, const_args: Mappi
 
 _NOT_FOLDABLE_OPS = frozenset({*_ARG_OPS, "Placeholder", "PlaceholderWithDefault", "VarHandleOp",
                                "ReadVariableOp", "ResourceGather"})
+
+
+def _uniform_bits(flat: np.ndarray) -> bool:
+    """Every element has the bits of the first: TF compresses a constant's proto to one value only then
+    (tensor_util's PackedValuesNotEqual compares floats as integers), so [0, -0] stays a literal."""
+    if flat.dtype.hasobject:
+        return bool(np.all(flat == flat[0]))
+    raw = np.ascontiguousarray(flat).view(np.uint8).reshape(flat.size, -1)
+    return bool(np.all(raw == raw[0]))
 
 
 def fold_tensor(graph: Graph, t: Tensor) -> np.ndarray | None:
