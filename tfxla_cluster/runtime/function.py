@@ -45,6 +45,10 @@ class CompiledGraph:
         self.graph, self.clusters, self.mark_result = program.graph, program.clusters, program.mark_result
         self.graph_def, self.signatures, self.launchers = program.graph_def, program.signatures, program.launchers
         self._fn, self._num_outputs, self._callbacks = program.fn, program.num_outputs, program.keep
+        # The number of the caller's flat arguments (the captured inputs follow them), and whether the
+        # result is one plain tensor (returned as is: TF's pack_sequence_as costs ~5 µs a call).
+        self.num_args = len(concrete.inputs) - len(concrete.captured_inputs)
+        self._single_tensor = _is_plain_tensor(concrete.structured_outputs)
         self._direct = _direct_plan(self.graph_def, self.signatures, self.launchers, self._launch, self.tf_error,
                                     self._take_launch_error)
 
@@ -113,6 +117,8 @@ class CompiledGraph:
                     raise
                 raise original from None
             outputs = list(outputs or [])[:self._num_outputs]  # control outputs come back as None
+        if self._single_tensor:
+            return outputs[0]
         if self.concrete.structured_outputs is None:
             return None  # a function that returns nothing (TF's ConcreteFunction returns None too)
         return tf.nest.pack_sequence_as(self.concrete.structured_outputs, outputs, expand_composites=True)
@@ -159,6 +165,13 @@ class CompiledGraph:
                 self._launch_errors.remove(err)
                 return err
         return None
+
+
+def _is_plain_tensor(structure: Any) -> bool:
+    """Whether a function's structured output is one dense ``tf.Tensor`` (not a composite, not nested)."""
+    import tensorflow as tf
+
+    return isinstance(structure, tf.Tensor)
 
 
 def tf_executing_eagerly() -> bool:
@@ -400,8 +413,7 @@ class Function:
         if not kwargs and all(type(a) is _EagerTensor for a in args):
             specs = tuple((a.dtype, tf_compat.eager_shape(a)) for a in args)
             compiled = self._by_tensor_specs.get(specs)
-            if compiled is not None and len(args) == len(compiled.concrete.inputs) - \
-                    len(compiled.concrete.captured_inputs):
+            if compiled is not None and len(args) == compiled.num_args:
                 _record_call(self._tf_function, traced=False)
                 return compiled(list(args))
         profile, known = self._profile, len(self._compiled)
@@ -482,16 +494,10 @@ def _record_call(tf_fn, traced: bool) -> None:
     calls only), so TF's "N out of the last N calls to <f> triggered tf.function retracing" warning
     appears — from TF's own logger, with TF's wording and limits — for our functions too."""
     global _tracing_detector
-    import tensorflow as tf
-
     if _tracing_detector is None:
-        from tfxla_cluster.tf_compat import frequent_tracing_detector
-
-        _tracing_detector = frequent_tracing_detector() or False
-    from tfxla_cluster.tf_compat import tracing_key
-
-    key, python_fn, omit = tracing_key(tf_fn)
-    if not _tracing_detector or key is None or not tf.executing_eagerly():
+        _tracing_detector = tf_compat.frequent_tracing_detector() or False
+    key, python_fn, omit = tf_compat.tracing_key(tf_fn)
+    if not _tracing_detector or key is None or not tf_executing_eagerly():
         return
     if traced:
         _tracing_detector.called_with_tracing(key, python_fn, omit)
