@@ -13,6 +13,7 @@ import collections
 import contextlib
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from tfxla_cluster import compile_profile, tf_compat
@@ -44,7 +45,12 @@ class CompiledGraph:
         self.graph, self.clusters, self.mark_result = program.graph, program.clusters, program.mark_result
         self.graph_def, self.signatures, self.launchers = program.graph_def, program.signatures, program.launchers
         self._fn, self._num_outputs, self._callbacks = program.fn, program.num_outputs, program.keep
-        self._direct = _direct_plan(self.graph_def, self.signatures, self.launchers, self._launch, self.tf_error)
+        # The number of the caller's flat arguments (the captured inputs follow them), and whether the
+        # result is one plain tensor (returned as is: TF's pack_sequence_as costs ~5 µs a call).
+        self.num_args = len(concrete.inputs) - len(concrete.captured_inputs)
+        self._single_tensor = _is_plain_tensor(concrete.structured_outputs)
+        self._direct = _direct_plan(self.graph_def, self.signatures, self.launchers, self._launch, self.tf_error,
+                                    self._take_launch_error)
 
     def _on_native(self, launcher) -> None:
         launcher.on_error = self._launch_error
@@ -93,8 +99,8 @@ class CompiledGraph:
         args = [*flat_inputs, *self.concrete.captured_inputs]
         # The direct launch runs now, on values: only when executing eagerly (inside another function's
         # trace — Keras compiles train steps — the call must become a graph op, as TF's own would).
-        if self._direct is not None and tf.executing_eagerly():
-            outputs = self._direct(args)
+        if self._direct is not None and self._direct.run is not None and tf.executing_eagerly():
+            outputs = self._direct.run(args)
         else:
             # The pruned function has no Python signature; calling it positionally makes TF try (and
             # fail, formatting every tensor) a structured bind first. The flat call is what that falls
@@ -111,6 +117,8 @@ class CompiledGraph:
                     raise
                 raise original from None
             outputs = list(outputs or [])[:self._num_outputs]  # control outputs come back as None
+        if self._single_tensor:
+            return outputs[0]
         if self.concrete.structured_outputs is None:
             return None  # a function that returns nothing (TF's ConcreteFunction returns None too)
         return tf.nest.pack_sequence_as(self.concrete.structured_outputs, outputs, expand_composites=True)
@@ -159,6 +167,13 @@ class CompiledGraph:
         return None
 
 
+def _is_plain_tensor(structure: Any) -> bool:
+    """Whether a function's structured output is one dense ``tf.Tensor`` (not a composite, not nested)."""
+    import tensorflow as tf
+
+    return isinstance(structure, tf.Tensor)
+
+
 def tf_executing_eagerly() -> bool:
     import tensorflow as tf
 
@@ -184,17 +199,43 @@ def _across_py_func(err: Exception) -> Exception:
     return err
 
 
-def _direct_plan(rewritten, signatures, launchers, run_launcher,
-                 to_tf_error: Callable[[Exception], Exception]) -> Callable[[list], list] | None:
-    """A call that skips TF's graph runtime when the rewritten graph is one launch node between the
-    ``_Arg``s and the ``_Retval``s (the usual ``jit_compile=True`` shape), else None.
+@dataclass
+class DirectLaunch:
+    """How a call runs a rewritten graph that is one launch node between the ``_Arg``s and the ``_Retval``s
+    (the usual ``jit_compile=True`` shape): ``launcher`` and ``launch_inputs(args)`` (the launch node's inputs
+    among the function's flat arguments, variable handles for the values it reads) name the launch; ``run``
+    makes the call without TF's function runtime, or is None when TF's function is the faster road."""
 
-    Stage: runtime, per call. Running that graph costs an EagerPyFunc dispatch and TF's executor for
-    nothing but the launch; calling the launcher directly gives the same values: the launcher reads
-    and writes back variables itself, the function's control outputs are all cluster members (so they
-    run with it), and captured inputs are ordinary ``_Arg``s. A launcher error is raised as the
-    ``tf.errors`` class of its status code (TF's own errors pass through), as XLA's launch op reports
-    it (``to_tf_error``), instead of the UnknownError EagerPyFunc would have made of it.
+    launcher: Any
+    inputs: list[int]
+    run: Callable[[list], list] | None
+
+    def launch_inputs(self, args: list) -> list:
+        return [args[i] for i in self.inputs]
+
+
+def _direct_plan(rewritten, signatures, launchers, run_launcher,
+                 to_tf_error: Callable[[Exception], Exception],
+                 take_launch_error: Callable[[Exception], Exception | None] = lambda e: None
+                 ) -> DirectLaunch | None:
+    """The :class:`DirectLaunch` of a rewritten graph that is one launch node, else None.
+
+    Stage: runtime, per call. Running that graph through TF's function runtime costs a function call
+    (~0.1 ms) for one op. The direct roads give the same values:
+
+    * a native ``TfxlaLaunch`` node without variables runs as one eager op (TF's kernel cache keeps its
+      kernel; a hit never enters Python; ~10 µs);
+    * a native node with variables keeps TF's function (``run`` None): its executor reads the variables,
+      launches and assigns the results in C++ (AssignVariableOp adopts the launch's fresh output buffer,
+      as after TF's XlaLaunch), where a call from Python pays one eager op per variable read and write;
+    * a py-func launch node (the native op unavailable or off) calls the launcher in Python, which reads
+      and writes back variables itself.
+
+    The function's control outputs are all cluster members (so they run with the launch), and captured
+    inputs are ordinary ``_Arg``s. A launcher error is raised as the ``tf.errors`` class of its status
+    code (TF's own errors pass through), as XLA's launch op reports it (``to_tf_error``; through the
+    native op, the error its hook kept, ``take_launch_error``), instead of the UnknownError EagerPyFunc
+    would have made of it.
     """
     if len(signatures) != 1:
         return None
@@ -222,9 +263,10 @@ def _direct_plan(rewritten, signatures, launchers, run_launcher,
             return None  # anything else needs TF's runtime
     if launch is None or sorted(ret_refs) != list(range(len(ret_refs))):
         return None
+    native = launch.op == "TfxlaLaunch"
     # A native launch node leaves out resource outputs (their consumers take the handle): its output
     # k is the launcher's value output kept[k].
-    through = launchers[sig.name].passthrough if launch.op == "TfxlaLaunch" else {}
+    through = launchers[sig.name].passthrough if native else {}
     kept = [k for k in range(len(sig.outputs)) if k not in through]
     inputs = []
     for ref in launch.input:
@@ -248,10 +290,10 @@ def _direct_plan(rewritten, signatures, launchers, run_launcher,
         else:
             return None
     launcher = launchers[sig.name]
-
-    def launch_inputs(args: list) -> list:
-        """The launch node's inputs among the function's flat arguments (captured inputs included)."""
-        return [args[i] for i in inputs]
+    if native and (reads or through or any(nd.op == "AssignVariableOp" for nd in rewritten.node)):
+        return DirectLaunch(launcher, inputs, None)
+    if native:
+        return DirectLaunch(launcher, inputs, _eager_native_run(launch, inputs, returns, take_launch_error))
 
     def run(args: list) -> list:
         from tfxla_cluster.runtime.launcher import to_tensor
@@ -262,7 +304,29 @@ def _direct_plan(rewritten, signatures, launchers, run_launcher,
             raise to_tf_error(e) from e
         outs = [to_tensor(v) for v in values]
         return [outs[i] if kind == "out" else args[i] for kind, i in returns]
-    run.launcher, run.launch_inputs = launcher, launch_inputs
+    return DirectLaunch(launcher, inputs, run)
+
+
+def _eager_native_run(launch, inputs: list[int], returns: list[tuple[str, int]],
+                      take_launch_error: Callable[[Exception], Exception | None]) -> Callable[[list], list]:
+    """A call running the native launch node ``launch`` as one eager op on the function's arguments."""
+    import tensorflow as tf
+
+    attrs = ("key", launch.attr["key"].s, "Tin", list(launch.attr["Tin"].list.type),
+             "Tout", list(launch.attr["Tout"].list.type))
+    num_outputs = len(attrs[5])
+    op = launch.op.encode()
+
+    def run(args: list) -> list:
+        try:
+            outs = tf_compat.eager_execute(op, num_outputs, [args[i] for i in inputs], attrs,
+                                           tf_compat.eager_context())
+        except tf.errors.OpError as e:
+            original = take_launch_error(e)   # the launcher's own error, in TF's form (kept by the hook)
+            if original is None:
+                raise
+            raise original from None
+        return [outs[i] if kind == "out" else args[i] for kind, i in returns]
     return run
 
 
@@ -349,8 +413,7 @@ class Function:
         if not kwargs and all(type(a) is _EagerTensor for a in args):
             specs = tuple((a.dtype, tf_compat.eager_shape(a)) for a in args)
             compiled = self._by_tensor_specs.get(specs)
-            if compiled is not None and len(args) == len(compiled.concrete.inputs) - \
-                    len(compiled.concrete.captured_inputs):
+            if compiled is not None and len(args) == compiled.num_args:
                 _record_call(self._tf_function, traced=False)
                 return compiled(list(args))
         profile, known = self._profile, len(self._compiled)
@@ -431,16 +494,10 @@ def _record_call(tf_fn, traced: bool) -> None:
     calls only), so TF's "N out of the last N calls to <f> triggered tf.function retracing" warning
     appears — from TF's own logger, with TF's wording and limits — for our functions too."""
     global _tracing_detector
-    import tensorflow as tf
-
     if _tracing_detector is None:
-        from tfxla_cluster.tf_compat import frequent_tracing_detector
-
-        _tracing_detector = frequent_tracing_detector() or False
-    from tfxla_cluster.tf_compat import tracing_key
-
-    key, python_fn, omit = tracing_key(tf_fn)
-    if not _tracing_detector or key is None or not tf.executing_eagerly():
+        _tracing_detector = tf_compat.frequent_tracing_detector() or False
+    key, python_fn, omit = tf_compat.tracing_key(tf_fn)
+    if not _tracing_detector or key is None or not tf_executing_eagerly():
         return
     if traced:
         _tracing_detector.called_with_tracing(key, python_fn, omit)
