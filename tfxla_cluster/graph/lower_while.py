@@ -199,7 +199,8 @@ class _Lowering:
             node = src.split(":")[0]
             ref = args[node] if node in args else f"{caller.name}/{src}"
             outputs.append(self.add(self.new_name(f"{prefix}/output"), "Identity", [ref], T=bn.attr["T"].type).name)
-        ctrl_outs = ["^" + f"{caller.name}/{n}" for n in fdef.control_ret.values()] or gate_ref
+        # The function's control outputs, in its control_ret map's (sorted) key order.
+        ctrl_outs = ["^" + f"{caller.name}/{fdef.control_ret[k]}" for k in sorted(fdef.control_ret)] or gate_ref
         done = self.add(self.new_name(f"{prefix}/output_control_node"), "NoOp", ctrl_outs)
         self.add(caller.name, "NoOp", ["^" + done.name])
         for i, out in enumerate(outputs):
@@ -208,16 +209,19 @@ class _Lowering:
 
     def run(self) -> graph_pb2.GraphDef:
         kept = []
+        calls = []
         for nd in self.gd.node:
             if _lowered(nd):
                 kept.append(None)
-                calls = self.lower_while(nd)
-                for call in calls:
-                    self.inline(call)
+                calls += self.lower_while(nd)
             else:
                 copy = node_def_pb2.NodeDef()
                 copy.CopyFrom(nd)
                 kept.append(copy)
+        # TF's pass visits nodes in id order: every While of the graph is lowered before the cond/body
+        # calls the lowering appended are reached and inlined, in the order they were made.
+        for call in calls:
+            self.inline(call)
         out = graph_pb2.GraphDef()
         out.versions.CopyFrom(self.gd.versions)
         out.library.CopyFrom(self.gd.library)
