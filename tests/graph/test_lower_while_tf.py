@@ -75,7 +75,8 @@ def _record(name: str, tmp: Path) -> dict[str, Any]:
     lowered, = glob.glob(f"{dump}/{fname}.*.main.after_opt_group_pre_placement.pbtxt")
     return {"lowered": tf_record.load_graph_def(lowered),
             "before": tf_record.load_graph_def(dump / runs[0]["dumps"]["before_mark_for_compilation"]),
-            "clusters": tf_record.clusters_of(tf_record.load_graph_def(dump / runs[0]["dumps"]["mark_for_compilation"])),
+            "clusters": tf_record.clusters_of(
+                tf_record.load_graph_def(dump / runs[0]["dumps"]["mark_for_compilation"])),
             "clusters_before": runs[0]["clusters_before"]}
 
 

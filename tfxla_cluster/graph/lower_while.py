@@ -185,9 +185,8 @@ class _Lowering:
             del nd.input[:]
             for ref in bn.input:
                 ctrl, src = ref.startswith("^"), ref.lstrip("^")
-                node, _, port = src.partition(":")
-                if node in args:
-                    nd.input.append(("^" if ctrl else "") + args[node])
+                if src.partition(":")[0] in args:
+                    nd.input.append(("^" if ctrl else "") + args[src.partition(":")[0]])
                 else:
                     nd.input.append(("^" if ctrl else "") + f"{caller.name}/{src}")
             if not bn.input:
