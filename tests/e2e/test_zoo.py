@@ -35,15 +35,9 @@ class KnownGap(Exception):
     """The failure is exactly the one the xfail reason names."""
 
 
-_WHILE = ("while loop (Keras GRU): our grappler/functional-while lowering gives a graph whose node names "
-          "and Identity/LoopCond layout differ from TF's before_mark_for_compilation (our pass on TF's "
-          "own graph gives TF's partition)")
-
 #: function -> (reason, kind): "graph" = our graph differs and our pass on TF's graph gives TF's partition.
-KNOWN_PARTITION: dict[str, tuple[str, str]] = {
-    "gru_infer": (_WHILE, "graph"),
-    "gru_train": (_WHILE, "graph"),
-}
+#: (The GRU's while loops matched once they were lowered before grappler, as TF does: graph/lower_while.py.)
+KNOWN_PARTITION: dict[str, tuple[str, str]] = {}
 #: function -> the text of our jit_compile=True error (TF's XLA compiles these).
 KNOWN_JIT: dict[str, str] = {}
 #: (function, variant) -> why ours is further from TF's XLA than TF's tolerance allows.

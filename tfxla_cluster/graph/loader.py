@@ -17,6 +17,7 @@ from tfxla_cluster.graph import io
 from tfxla_cluster.graph.function import find_function, inline_calls, instantiate
 from tfxla_cluster.graph.graph import Graph
 from tfxla_cluster.graph.grappler import run_grappler
+from tfxla_cluster.graph.lower_while import lower_while_loops
 from tfxla_cluster.graph.opdefs import ARG_OP
 
 
@@ -72,7 +73,8 @@ def graph_def_from_concrete(concrete, *, inline: bool = True, grappler: bool = F
     if resource_handle_data:
         gd = with_resource_handle_data(gd, concrete)
     if grappler:
-        return run_grappler(gd, keep=control_outputs(concrete))
+        # TF lowers While loops before grappler (PRE_PLACEMENT), not inside it: see lower_while.
+        return run_grappler(lower_while_loops(gd) or gd, keep=control_outputs(concrete))
     return inline_calls(gd) if inline else gd
 
 
