@@ -150,7 +150,13 @@ ONEDNN_MODE_PATHS = (
 )
 
 
+# The longest single test (a whole pytest run in the other oneDNN mode) starts first, so that with one
+# worker per CPU (setup.cfg) the other workers run the rest of the suite beside it.
+FIRST = "tests/test_onednn_modes.py"
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: not Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix() == FIRST)
     for item in items:
         rel = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
         if rel.startswith(ONEDNN_MODE_PATHS):
