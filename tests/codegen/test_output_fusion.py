@@ -105,15 +105,21 @@ HLO_CASES = [  # xs, ks, ys, window, labels, feature groups, output feature dim,
 ]
 
 
-@pytest.mark.parametrize("case", HLO_CASES, ids=lambda c: f"{c[4]}-{c[0]}-g{c[5]}")
-def test_epilogue_runs_in_the_convolution_kernel(case):
-    from tfxla_cluster.codegen.native_runtime import blas_available
-    xs, ks, ys, window, labels, groups, fdim, kinds = case
+def _optimized_case(case):
+    """(the optimised module of an HLO_CASES row, random arguments: input, filter, bias, residual)."""
+    xs, ks, ys, window, labels, groups, fdim, _ = case
     text = _HLO.format(xs=",".join(map(str, xs)), ks=",".join(map(str, ks)), ys=",".join(map(str, ys)),
                        c=ys[fdim], window=window, labels=labels, fdim=fdim,
                        groups=f", feature_group_count={groups}" if groups > 1 else "")
     module, _ = optimize(parse_module(text))
-    args = [random_array(s, np.float32, RNG, specials=False) for s in (xs, ks, (ys[fdim],), ys)]
+    return module, [random_array(s, np.float32, RNG, specials=False) for s in (xs, ks, (ys[fdim],), ys)]
+
+
+@pytest.mark.parametrize("case", HLO_CASES, ids=lambda c: f"{c[4]}-{c[0]}-g{c[5]}")
+def test_epilogue_runs_in_the_convolution_kernel(case):
+    from tfxla_cluster.codegen.native_runtime import blas_available
+    kinds = case[-1]
+    module, args = _optimized_case(case)
     for opts in (CodegenOptions(bounds_checks=True, threads=1),
                  CodegenOptions(bounds_checks=True, threads=3, parallel_min_cost=1)):
         exe, _ = check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
@@ -129,12 +135,7 @@ def test_epilogue_runs_in_the_convolution_kernel(case):
 def test_whole_im2col_gemm_runs_the_epilogue(case):
     """Without BLAS (AOT objects) convolutions take gemm.py's whole-im2col GEMM: the fusion runs on each
     GEMM block (output written by the GEMM) or in its copy into the output layout, not as its own pass."""
-    xs, ks, ys, window, labels, groups, fdim, _ = case
-    text = _HLO.format(xs=",".join(map(str, xs)), ks=",".join(map(str, ks)), ys=",".join(map(str, ys)),
-                       c=ys[fdim], window=window, labels=labels, fdim=fdim,
-                       groups=f", feature_group_count={groups}" if groups > 1 else "")
-    module, _ = optimize(parse_module(text))
-    args = [random_array(s, np.float32, RNG, specials=False) for s in (xs, ks, (ys[fdim],), ys)]
+    module, args = _optimized_case(case)
     for threads in (1, 3):
         opts = CodegenOptions(bounds_checks=True, threads=threads, parallel_min_cost=1, use_blas=False)
         exe, _ = check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
