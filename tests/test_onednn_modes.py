@@ -29,8 +29,9 @@ def _onednn_on() -> bool:
 def test_mode_dependent_tests_pass_in_the_other_onednn_mode():
     other = "0" if _onednn_on() else "1"
     env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=other, **{INNER: "1"})
+    # At most 2 inner workers: beside the outer suite's (setup.cfg: up to 4), each holding TF, jax and LLVM.
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "onednn_mode", "-p", "no:cacheprovider",
-                           "-rfE", "--no-header"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+                           "-rfE", "--no-header", "--maxprocesses=2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     tail = "\n".join(proc.stdout.splitlines()[-40:])
     assert proc.returncode == 0, f"with TF_ENABLE_ONEDNN_OPTS={other}:\n{tail}\n{proc.stderr[-2000:]}"
     assert " passed" in tail, tail
