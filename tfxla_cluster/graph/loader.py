@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from tensorflow.core.framework import graph_pb2
 
+from tfxla_cluster import compile_profile
 from tfxla_cluster.graph import io
 from tfxla_cluster.graph.function import find_function, inline_calls, instantiate
 from tfxla_cluster.graph.graph import Graph
@@ -73,9 +74,18 @@ def graph_def_from_concrete(concrete, *, inline: bool = True, grappler: bool = F
     if resource_handle_data:
         gd = with_resource_handle_data(gd, concrete)
     if grappler:
-        # TF lowers While loops before grappler (PRE_PLACEMENT), not inside it: see lower_while.
-        return run_grappler(lower_while_loops(gd) or gd, keep=control_outputs(concrete))
+        return runtime_rewrites(gd, concrete)
     return inline_calls(gd) if inline else gd
+
+
+def runtime_rewrites(gd: graph_pb2.GraphDef, concrete) -> graph_pb2.GraphDef:
+    """What TF's function runtime does to ``concrete``'s (uninlined) graph before clustering: While loops
+    lowered in its PRE_PLACEMENT passes (not inside grappler: see lower_while), then grappler keeping the
+    function's control outputs. Profiled as the "import" and "grappler" stages."""
+    with compile_profile.stage("import"):
+        gd = lower_while_loops(gd) or gd
+    with compile_profile.stage("grappler"):
+        return run_grappler(gd, keep=control_outputs(concrete))
 
 
 def control_outputs(concrete) -> list[str]:

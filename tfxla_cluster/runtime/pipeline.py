@@ -110,16 +110,11 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
     # it: grappler never sees it, so functional If/While/Case stay functional (grappler's
     # inlining would lower them to Switch/Merge, which have no XLA kernels).
     if grappler and jit_compile is not True:
-        from tfxla_cluster.graph.grappler import run_grappler
-        from tfxla_cluster.graph.loader import control_outputs
-        from tfxla_cluster.graph.lower_while import lower_while_loops
+        from tfxla_cluster.graph.loader import runtime_rewrites
 
         with stage("import"):
             gd = with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
-            # TF lowers While loops before grappler (PRE_PLACEMENT), not inside it: see lower_while.
-            gd = lower_while_loops(gd) or gd
-        with stage("grappler"):
-            gd = run_grappler(gd, keep=control_outputs(concrete))
+        gd = runtime_rewrites(gd, concrete)
     else:
         with stage("import"):
             gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
