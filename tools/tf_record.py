@@ -235,6 +235,43 @@ def child_main(target: str, result_path: str, outputs_path: str | None) -> int:
     os._exit(0)  # skip TF's slow (and occasionally noisy) interpreter teardown
 
 
+def child_batch_main(result_path: str, targets: Sequence[str]) -> int:
+    """Runs inside a batch recording subprocess: each target traced, then called between its own
+    ``BEGIN <i>`` / ``END <i>`` markers. The result list is rewritten after every target, so a crash
+    (TF aborts the process on some errors) keeps the targets recorded before it."""
+    results: list[dict[str, Any]] = []
+    for i, target in enumerate(targets):
+        result: dict[str, Any] = {"target": target}
+        try:
+            import tensorflow as tf
+
+            result["tf_version"] = tf.__version__
+            sample = as_sample(load_target(target)())
+            fn = make_tf_function(sample)
+            args = to_tensors(sample.inputs)
+            concrete = fn.get_concrete_function(*args)
+            result["function_name"] = concrete.name.decode() if isinstance(concrete.name, bytes) \
+                else str(concrete.name)
+            result["input_names"] = sample.names()
+            _mark(f"BEGIN {i}")
+            t0 = time.perf_counter()
+            try:
+                out = fn(*args)
+                result["outputs"] = [{"dtype": str(a.dtype), "shape": list(a.shape)}
+                                     for a in flatten_outputs(out)]
+            except Exception as e:
+                result["call_error"] = f"{type(e).__name__}: {e}"
+            result["call_seconds"] = round(time.perf_counter() - t0, 3)
+            _mark(f"END {i}")
+        except Exception as e:
+            result["error"] = f"{type(e).__name__}: {e}"
+        results.append(result)
+        Path(result_path).write_text(json.dumps(results))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 # ----------------------------------------------------------------------------- log parsing
 
 @dataclasses.dataclass
@@ -288,9 +325,13 @@ def analyse(events: list[LogLine | str], dump_dir: Path) -> dict[str, Any]:
     phase = "setup"
     last_run_by_tid: dict[str, dict] = {}
 
+    target = 0   # the batch child's target index ("BEGIN <i>"); 0 for a single recording
     for ev in events:
         if isinstance(ev, str):
-            phase = {"BEGIN": "call", "END": "after"}.get(ev, phase)
+            tag, _, index = ev.partition(" ")
+            phase = {"BEGIN": "call", "END": "after"}.get(tag, phase)
+            if tag == "BEGIN":
+                target = int(index or 0)
             continue
         t = threads.setdefault(ev.tid, f"t{len(threads)}")
         dm = _DUMP_RE.search(ev.msg) if ev.source.startswith("dump_graph.cc") else None
@@ -307,7 +348,7 @@ def analyse(events: list[LogLine | str], dump_dir: Path) -> dict[str, Any]:
         # compilability_check_util also logs for jit_compile=True kernels, outside any pass run,
         # so only a mark_for_compilation_pass.cc line ("Starting fuel: ...") opens a run.
         if src == "mark_for_compilation_pass.cc" and t not in open_run:
-            run = {"run": len(runs), "thread": t, "phase": phase, "function": open_fn.get(t),
+            run = {"run": len(runs), "thread": t, "phase": phase, "target": target, "function": open_fn.get(t),
                    "starting_fuel": None, "candidates": 0, "dump_index": None, "dumps": {},
                    "other_dumps": [], "log": [], "assigned_clusters": []}
             runs.append(run)
@@ -424,41 +465,104 @@ def record(target: str, out_dir: str | Path, flags: str = DEFAULT_FLAGS, *, keep
         events = parse_stderr(proc.stderr)
         info = analyse(events, dump_dir)
         (out / "vlog.txt").write_text(normalise_log(events, info["threads"]))
+        return _store(target, result, info["runs"], info["named_dumps"], dump_dir, out, flags,
+                      proc.returncode, proc.stderr, wall, keep=keep, gz=gz, annotated=annotated,
+                      post_clustering=post_clustering, extra_meta=extra_meta)
 
-        user_fn = result.get("function_name")
-        for run in info["runs"]:
-            run["is_user_function"] = bool(user_fn) and run["function"] == user_fn
-            interesting = keep == "all" or (run["function"] and run["phase"] == "call")
-            run["kept"] = bool(interesting)
-            names = [f for k, f in run["dumps"].items()
-                     if annotated or k != "mark_for_compilation_annotated"]
-            names += run["other_dumps"] if keep == "all" else []
-            if post_clustering and interesting:
-                run["post_dumps"] = {_post_dump_key(d): d + (".gz" if gz else "") for d in run["other_dumps"]
-                                     if _post_dump_key(d)}
-                names += [d for d in run["other_dumps"] if _post_dump_key(d)]
-            if interesting and run["function"] and not run["dumps"]:
-                # No candidates => no mark dumps; keep the graph that entered the pass group.
-                pre = [s for s in info["named_dumps"].get(run["function"], [])
-                       if s.endswith(POST_REWRITE_BEGIN)]
-                if pre:
-                    run["input_dump"] = pre[0] + ".pbtxt"
-                    names.append(run["input_dump"])
-            if not interesting:
+
+def record_batch(targets: Sequence[str], out_dirs: Sequence[str | Path], flags: str = DEFAULT_FLAGS, *,
+                 gz: bool = False, annotated: bool = True, timeout: float = 900.0,
+                 named: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """:func:`record` for several targets in ONE TF process (a TF start-up costs seconds; a recording
+    of a small function a fraction of that). Each target is traced and called in turn, between its own
+    markers; its meta keeps only the pass runs of its own call (``keep="function"``) and goes to its
+    ``out_dirs`` entry with its dumps. ``named``: function-runtime dumps of the user function to keep too
+    (e.g. ``after_opt_group_pre_placement``: TF's graph after its PRE_PLACEMENT passes), listed in the
+    meta's ``named_dumps`` (kind → file).
+
+    What a shared process changes, and why it does not matter for the node → cluster map: TF's cluster
+    numbers (``cluster_<n>``) and the dumps' ``_k`` suffixes are process-global, so a later target's
+    clusters are numbered after the earlier targets' (``clusters_before`` counts them), and eager ops
+    already instantiated by an earlier target are not re-instantiated. Node names inside a function's
+    graph, and which nodes TF clusters together, do not depend on either (with TF's default unlimited
+    ``--tf_xla_clustering_fuel``). A target whose process died before it was recorded (TF aborts the
+    process on some errors) is recorded again on its own."""
+    if len(targets) != len(out_dirs):
+        raise ValueError("one output directory per target")
+    metas: list[dict[str, Any] | None] = [None] * len(targets)
+    with tempfile.TemporaryDirectory(prefix="tfrec_batch_") as tmp:
+        dump_dir = Path(tmp) / "dump"
+        dump_dir.mkdir()
+        result_path = Path(tmp) / "result.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "_child_batch", str(result_path), *targets]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=tf_env(flags, str(dump_dir)), capture_output=True, text=True,
+                              timeout=timeout, errors="replace")
+        wall = time.perf_counter() - t0
+        results = json.loads(result_path.read_text()) if result_path.exists() else []
+        events = parse_stderr(proc.stderr)
+        info = analyse(events, dump_dir)
+        for i, result in enumerate(results):
+            if "function_name" not in result and "error" not in result:
                 continue
-            for name in names:
-                src = dump_dir / name
-                if src.exists():
-                    _copy(src, out / name, gz)
-            for key in ("dumps",):
-                run[key] = {k: v + (".gz" if gz else "") for k, v in run[key].items()
-                            if annotated or k != "mark_for_compilation_annotated"}
-            if "input_dump" in run and gz:
-                run["input_dump"] += ".gz"
-        # The full log stays in vlog.txt; per-run copies would only duplicate it.
-        for run in info["runs"]:
-            run["log_lines"] = len(run.pop("log"))
-            run.pop("other_dumps") if keep != "all" else None
+            out = Path(out_dirs[i])
+            out.mkdir(parents=True, exist_ok=True)
+            runs = [r for r in info["runs"] if r["target"] == i]
+            # Its result was written after its call: a later crash of the process is not its own.
+            kept = {}
+            for stem in info["named_dumps"].get(result.get("function_name") or "", []):
+                kind = stem.rpartition(".main.")[2]
+                if kind in named and kind not in kept:
+                    _copy(dump_dir / f"{stem}.pbtxt", out / f"{stem}.pbtxt", gz)
+                    kept[kind] = f"{stem}.pbtxt" + (".gz" if gz else "")
+            metas[i] = _store(targets[i], result, runs, info["named_dumps"], dump_dir, out, flags, 0,
+                              proc.stderr, wall, keep="function", gz=gz, annotated=annotated,
+                              extra_meta={"batch": {"index": i, "targets": len(targets),
+                                                    "returncode": proc.returncode}, "named_dumps": kept})
+    for i, meta in enumerate(metas):
+        if meta is None:
+            metas[i] = record(targets[i], out_dirs[i], flags, gz=gz, annotated=annotated)
+    return metas  # type: ignore[return-value]
+
+
+def _store(target: str, result: dict[str, Any], runs: list[dict[str, Any]], named_dumps: dict[str, list[str]],
+           dump_dir: Path, out: Path, flags: str, returncode: int, stderr: str, wall: float, *, keep: str,
+           gz: bool, annotated: bool, post_clustering: bool = False,
+           extra_meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Mark the user's runs, copy the kept dumps from ``dump_dir`` to ``out`` and write ``meta.json``."""
+    user_fn = result.get("function_name")
+    for run in runs:
+        run["is_user_function"] = bool(user_fn) and run["function"] == user_fn
+        interesting = keep == "all" or (run["function"] and run["phase"] == "call")
+        run["kept"] = bool(interesting)
+        names = [f for k, f in run["dumps"].items()
+                 if annotated or k != "mark_for_compilation_annotated"]
+        names += run["other_dumps"] if keep == "all" else []
+        if post_clustering and interesting:
+            run["post_dumps"] = {_post_dump_key(d): d + (".gz" if gz else "") for d in run["other_dumps"]
+                                 if _post_dump_key(d)}
+            names += [d for d in run["other_dumps"] if _post_dump_key(d)]
+        if interesting and run["function"] and not run["dumps"]:
+            # No candidates => no mark dumps; keep the graph that entered the pass group.
+            pre = [s for s in named_dumps.get(run["function"], []) if s.endswith(POST_REWRITE_BEGIN)]
+            if pre:
+                run["input_dump"] = pre[0] + ".pbtxt"
+                names.append(run["input_dump"])
+        if not interesting:
+            continue
+        for name in names:
+            src = dump_dir / name
+            if src.exists():
+                _copy(src, out / name, gz)
+        run["dumps"] = {k: v + (".gz" if gz else "") for k, v in run["dumps"].items()
+                        if annotated or k != "mark_for_compilation_annotated"}
+        if "input_dump" in run and gz:
+            run["input_dump"] += ".gz"
+    # The full log stays in vlog.txt; per-run copies would only duplicate it.
+    for run in runs:
+        run["log_lines"] = len(run.pop("log", []))
+        if keep != "all":
+            run.pop("other_dumps", None)
 
     meta: dict[str, Any] = {
         "target": target,
@@ -467,17 +571,17 @@ def record(target: str, out_dir: str | Path, flags: str = DEFAULT_FLAGS, *, keep
         "tf_xla_flags": f"{flags} {DEBUG_FLAG}".strip(),
         "tf_cpp_vmodule": VMODULE + ("," + POST_CLUSTERING_VMODULE if post_clustering else ""),
         "tf_version": result.get("tf_version"),
-        "returncode": proc.returncode,
+        "returncode": returncode,
         "wall_seconds": round(wall, 2),
-        "runs": info["runs"],
-        "user_runs": [r["run"] for r in info["runs"] if r.get("is_user_function")],
-        "dump_order": [d for r in info["runs"] if r["kept"] for d in r["dumps"].values()],
+        "runs": runs,
+        "user_runs": [r["run"] for r in runs if r.get("is_user_function")],
+        "dump_order": [d for r in runs if r["kept"] for d in r["dumps"].values()],
     }
     for key in ("input_names", "outputs", "call_error", "error", "call_seconds"):
         if key in result:
             meta[key] = result[key]
-    if proc.returncode != 0 or "error" in result:
-        meta["stderr_tail"] = proc.stderr[-4000:]
+    if returncode != 0 or "error" in result:
+        meta["stderr_tail"] = stderr[-4000:]
     if extra_meta:
         meta.update(extra_meta)
     (out / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=False) + "\n")
@@ -546,6 +650,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["_child"]:
         return child_main(argv[1], argv[2], argv[3] if len(argv) > 3 else None)
+    if argv[:1] == ["_child_batch"]:
+        return child_batch_main(argv[1], argv[2:])
     ap = argparse.ArgumentParser(
         prog="tf_record.py",
         description="Run a tf.function in a fresh TensorFlow process with XLA auto-clustering on and "

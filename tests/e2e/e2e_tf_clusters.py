@@ -77,21 +77,26 @@ def record_tf(name: str, flags: str) -> TfClustering:
     """Run corpus function ``name`` in a fresh TF process with ``flags`` and read TF's clustering."""
     with tempfile.TemporaryDirectory(prefix="tfclusters_") as tmp:
         meta = tf_record.record(f"{CORPUS_FILE}:{name}", tmp, flags, keep="function", annotated=False)
-        if "error" in meta or meta.get("returncode"):
-            return TfClustering(None, {}, meta.get("error") or meta.get("stderr_tail", "")[-500:])
-        runs = [r for r in meta["runs"] if r.get("is_user_function")]
-        if len(runs) != 1:
-            return TfClustering(None, {}, f"{len(runs)} pass runs of the user function")
-        run = runs[0]
-        if run["dumps"]:
-            before = tf_record.load_graph_def(Path(tmp) / run["dumps"]["before_mark_for_compilation"])
-            after = tf_record.load_graph_def(Path(tmp) / run["dumps"]["mark_for_compilation"])
-        elif run.get("input_dump"):  # no candidates: nothing clustered, no mark dumps
-            before = after = tf_record.load_graph_def(Path(tmp) / run["input_dump"])
-        else:
-            return TfClustering(None, {}, "no dump of the user function's graph")
-        cluster_of = {n.name: n.attr["_XlaCluster"].s.decode() for n in after.node if "_XlaCluster" in n.attr}
-        return TfClustering(before, cluster_of)
+        return _clustering(meta, Path(tmp))
+
+
+def _clustering(meta: dict[str, Any], out: Path) -> TfClustering:
+    """TF's clustering of the user function from a recording's meta and its output directory."""
+    if "error" in meta or meta.get("returncode"):
+        return TfClustering(None, {}, meta.get("error") or meta.get("stderr_tail", "")[-500:])
+    runs = [r for r in meta["runs"] if r.get("is_user_function")]
+    if len(runs) != 1:
+        return TfClustering(None, {}, f"{len(runs)} pass runs of the user function")
+    run = runs[0]
+    if run["dumps"]:
+        before = tf_record.load_graph_def(out / run["dumps"]["before_mark_for_compilation"])
+        after = tf_record.load_graph_def(out / run["dumps"]["mark_for_compilation"])
+    elif run.get("input_dump"):  # no candidates: nothing clustered, no mark dumps
+        before = after = tf_record.load_graph_def(out / run["input_dump"])
+    else:
+        return TfClustering(None, {}, "no dump of the user function's graph")
+    cluster_of = {n.name: n.attr["_XlaCluster"].s.decode() for n in after.node if "_XlaCluster" in n.attr}
+    return TfClustering(before, cluster_of)
 
 
 def _partition(cluster_of: dict[str, str]) -> list[list[str]]:
@@ -141,10 +146,20 @@ def compare(name: str, flags: str, tf_side: TfClustering | None = None) -> Compa
                       tf_part, our_part, on_tf)
 
 
-def record_many(names: list[str], flags: str, jobs: int = 2) -> dict[str, TfClustering]:
-    """TF's clustering of several functions, ``jobs`` TF processes at a time."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        return dict(zip(names, pool.map(lambda n: record_tf(n, flags), names)))
+def record_many(names: list[str], flags: str) -> dict[str, TfClustering]:
+    """TF's clustering of several functions, all recorded by one TF process (tf_record.record_batch:
+    node names and partitions are those of a fresh process per function; cluster numbers are not)."""
+    with tempfile.TemporaryDirectory(prefix="tfclusters_") as tmp:
+        outs = [Path(tmp) / name for name in names]
+        metas = tf_record.record_batch([f"{CORPUS_FILE}:{n}" for n in names], outs, flags, annotated=False)
+        return {name: _clustering(meta, out) for name, meta, out in zip(names, metas, outs)}
+
+
+def record_flagsets(names: list[str], flagsets: dict[str, str]) -> dict[str, dict[str, TfClustering]]:
+    """:func:`record_many` under each flag set, one TF process per flag set, run side by side."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(flagsets)) as pool:
+        futures = {fs: pool.submit(record_many, names, flags) for fs, flags in flagsets.items()}
+        return {fs: f.result() for fs, f in futures.items()}
 
 
 #: The functions the clustering test compares: every bundled sample and a cross-section of the corpus.
