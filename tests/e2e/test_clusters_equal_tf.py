@@ -1,7 +1,8 @@
 """In auto mode our clusters equal TF's real ones (issue 7's proof), for every bundled sample and a
 cross-section of the corpus, under TF's default auto-jit flags and under the corpus' min-size-1 flags.
 
-TF's clustering is recorded live: each function runs in a fresh TF subprocess with
+TF's clustering is recorded live: the functions run in a TF subprocess per flag set (one after another,
+tools/tf_record.py's record_batch) with
 ``TF_XLA_FLAGS="<flags> --tf_xla_clustering_debug"`` and ``TF_DUMP_GRAPH_PREFIX`` (tools/tf_record.py),
 and its ``mark_for_compilation`` dump gives TF's node → cluster map. Ours is
 ``tfxla_cluster.function(fn, flags=...).get_compiled(*args).mark_result``. Partitions (sets of node
@@ -18,7 +19,7 @@ import pytest
 
 from tests.e2e import e2e_tf_clusters as tfc
 
-pytestmark = pytest.mark.tfsweep  # ~72 TF subprocesses: about 3 minutes on 2 cores
+pytestmark = pytest.mark.tfsweep  # 2 TF subprocesses recording 36 functions each
 
 FLAGSETS = {"default": tfc.DEFAULT_FLAGS, "min_cluster_size_1": tfc.MIN1_FLAGS}
 
@@ -27,30 +28,25 @@ class KnownDifference(Exception):
     """The partitions differ exactly in the way the xfail reason says."""
 
 
-_COND_NAMES = ("grappler/If lowering: TF's lowered cond keeps its pivot_t/pivot_f Identity nodes as the control "
-               "source of branch constants; through tf_optimizer.OptimizeGraph grappler's constant folding "
-               "replaces them with ConstantFoldingCtrl/<switch_pred>_{0,1} Identity nodes (same partition "
-               "shape, different node names; reproduced on TF's own pre-grappler graph, so it is the "
-               "grappler entry point, not our input). Our pass on TF's graph gives TF's partition")
-
 #: (flag set, function) -> (xfail reason, nodes only in our graph that identify it, or None for "the pass").
 #: Fixed since the first sweep: no-op Reshape removal, AddN, Log1p/nested-call folds (grappler now sees the
 #: _Arg shapes and calls are inlined with TF's names first, tfxla_cluster/graph/grappler.py), the
 #: dynamic_batch "call-shape specialisation" (TF was recorded with a static signature; the recording now
-#: uses the corpus' [None, 8] one), the 3-way _SwitchN deadness (tfxla_cluster/jit/deadness.py) and
-#: print_and_asserts' cond names (grappler keeps the function's control outputs, as TF's runtime does).
-KNOWN: dict[tuple[str, str], tuple[str, tuple[str, ...] | None]] = {
-    ("min_cluster_size_1", "sample_cond"): (_COND_NAMES, ("ConstantFoldingCtrl/cond/switch_pred/_2_0",)),
-    ("min_cluster_size_1", "cond_both_ways"): (_COND_NAMES, ("ConstantFoldingCtrl/cond/switch_pred/_2_0",)),
-}
+#: uses the corpus' [None, 8] one), the 3-way _SwitchN deadness (tfxla_cluster/jit/deadness.py),
+#: print_and_asserts' cond names (grappler keeps the function's control outputs, as TF's runtime does) and
+#: the tf.cond names under min_cluster_size=1 (If/Case lowered before grappler as TF's PRE_PLACEMENT pass
+#: does, tfxla_cluster/graph/lower_functional.py: grappler no longer anchors branch constants on
+#: ConstantFoldingCtrl nodes).
+KNOWN: dict[tuple[str, str], tuple[str, tuple[str, ...] | None]] = {}
 
 _recorded: dict[str, dict[str, tfc.TfClustering]] = {}
 
 
 def _tf_side(flagset: str, name: str) -> tfc.TfClustering:
-    """TF's clustering, recorded for all selected functions of a flag set at once (2 TF processes)."""
-    if flagset not in _recorded:
-        _recorded[flagset] = tfc.record_many(tfc.SELECTED, FLAGSETS[flagset])
+    """TF's clustering, recorded for all selected functions under both flag sets at once (one TF process
+    per flag set, side by side)."""
+    if not _recorded:
+        _recorded.update(tfc.record_flagsets(tfc.SELECTED, FLAGSETS))
     return _recorded[flagset][name]
 
 

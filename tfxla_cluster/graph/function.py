@@ -12,7 +12,7 @@ MarkForCompilation runs. This module does the same in Python so the clustering p
   :func:`~tfxla_cluster.graph.loader.graph_def_from_concrete`) are in :mod:`tfxla_cluster.graph.loader`.
 
 Functional control flow (If, While, Case and their stateless forms) stays as nodes; their branch and
-body functions remain in the library (:mod:`.lower_while` lowers While loops before grappler, as TF does).
+body functions remain in the library (:mod:`.lower_functional` lowers them before grappler, as TF does).
 """
 from __future__ import annotations
 

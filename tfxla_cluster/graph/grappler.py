@@ -18,13 +18,11 @@ a stand-in pruned for want of users is re-added), and turned back into the origi
 Checked against TF's own post-grappler graphs (RunMetadata ``post_optimization_graph``): equal node
 for node, order included, on the functions where the rewrites differed.
 
-Known difference left: where grappler lowers an ``If`` (``tf.cond``) whose branch holds a constant, TF's
-runtime keeps the lowering's ``pivot_t``/``pivot_f`` Identity nodes as the constant's control source,
-while through this entry point constant folding anchors it on a new ``ConstantFoldingCtrl/<switch>_<port>``
-Identity — also when fed TF's own pre-grappler graph, so it is something of the runtime's grappler
-item/options not reproduced here (where the cond guards a control output, e.g. an Assert, keeping the
-control outputs as TF does removes the difference). Node names differ; partitions agree under TF's
-default flags.
+Functional control flow and calls: TF's runtime lowers If/Case/While and inlines calls in its
+PRE_PLACEMENT passes before grappler (tfxla_cluster/graph/lower_functional.py, done first by
+``loader.runtime_rewrites``). Left to grappler's function optimizer through this entry point, the lowering
+differs: e.g. constant folding anchors a branch constant on a new ``ConstantFoldingCtrl/<switch>_<port>``
+Identity where TF's runtime keeps the lowering's ``pivot_t``/``pivot_f``.
 """
 from __future__ import annotations
 
@@ -78,6 +76,7 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
         raise InvalidArgumentError(f"grappler failed: {str(e).splitlines()[0]}") from e
     if not out.HasField("versions"):
         out.versions.CopyFrom(graph_def.versions)
+    _keep_original_functions(out, graph_def)
     for nd in out.node:
         original = args.pop(nd.name, None)
         if original is not None and nd.op == _STAND_IN:
@@ -94,6 +93,17 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
 
 
 _STAND_IN = "FakeParam"
+
+
+def _keep_original_functions(out: graph_pb2.GraphDef, graph_def: graph_pb2.GraphDef) -> None:
+    """A function the graph still calls (a ``_noinline`` or ``_XlaMustCompile`` callee) keeps its own
+    definition: grappler hands back a rewritten copy under the same name (nodes reordered, debug info
+    gone), which TF refuses to register beside the function the eager context already holds. Functions
+    grappler added (specializations) stay."""
+    original = {f.signature.name: f for f in graph_def.library.function}
+    for fdef in out.library.function:
+        if fdef.signature.name in original:
+            fdef.CopyFrom(original[fdef.signature.name])
 
 
 def _present(keep: Sequence[str], graph_def: graph_pb2.GraphDef) -> list[str]:

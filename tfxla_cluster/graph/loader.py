@@ -18,7 +18,7 @@ from tfxla_cluster.graph import io
 from tfxla_cluster.graph.function import find_function, inline_calls, instantiate
 from tfxla_cluster.graph.graph import Graph
 from tfxla_cluster.graph.grappler import run_grappler
-from tfxla_cluster.graph.lower_while import lower_while_loops
+from tfxla_cluster.graph.lower_functional import lower_functional_ops
 from tfxla_cluster.graph.opdefs import ARG_OP
 
 
@@ -79,11 +79,11 @@ def graph_def_from_concrete(concrete, *, inline: bool = True, grappler: bool = F
 
 
 def runtime_rewrites(gd: graph_pb2.GraphDef, concrete) -> graph_pb2.GraphDef:
-    """What TF's function runtime does to ``concrete``'s (uninlined) graph before clustering: While loops
-    lowered in its PRE_PLACEMENT passes (not inside grappler: see lower_while), then grappler keeping the
-    function's control outputs. Profiled as the "import" and "grappler" stages."""
+    """What TF's function runtime does to ``concrete``'s (uninlined) graph before clustering: calls inlined
+    and If/Case/While lowered by its PRE_PLACEMENT passes (not inside grappler: see lower_functional),
+    then grappler keeping the function's control outputs. Profiled as the "import" and "grappler" stages."""
     with compile_profile.stage("import"):
-        gd = lower_while_loops(gd) or gd
+        gd = lower_functional_ops(gd)
     with compile_profile.stage("grappler"):
         return run_grappler(gd, keep=control_outputs(concrete))
 
