@@ -155,10 +155,11 @@ def record_many(names: list[str], flags: str) -> dict[str, TfClustering]:
         return {name: _clustering(meta, out) for name, meta, out in zip(names, metas, outs)}
 
 
-def record_flagsets(names: list[str], flagsets: dict[str, str]) -> dict[str, dict[str, TfClustering]]:
-    """:func:`record_many` under each flag set, one TF process per flag set, run side by side."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(flagsets)) as pool:
-        futures = {fs: pool.submit(record_many, names, flags) for fs, flags in flagsets.items()}
+def record_flagsets(names: dict[str, list[str]], flagsets: dict[str, str]) -> dict[str, dict[str, TfClustering]]:
+    """:func:`record_many` of ``names[fs]`` under each flag set ``fs``, one TF process per flag set, run
+    side by side."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        futures = {fs: pool.submit(record_many, names[fs], flagsets[fs]) for fs in names}
         return {fs: f.result() for fs, f in futures.items()}
 
 

@@ -39,15 +39,16 @@ class KnownDifference(Exception):
 #: ConstantFoldingCtrl nodes).
 KNOWN: dict[tuple[str, str], tuple[str, tuple[str, ...] | None]] = {}
 
-_recorded: dict[str, dict[str, tfc.TfClustering]] = {}
-
-
-def _tf_side(flagset: str, name: str) -> tfc.TfClustering:
-    """TF's clustering, recorded for all selected functions under both flag sets at once (one TF process
-    per flag set, side by side)."""
-    if not _recorded:
-        _recorded.update(tfc.record_flagsets(tfc.SELECTED, FLAGSETS))
-    return _recorded[flagset][name]
+@pytest.fixture(scope="module")
+def tf_sides(request) -> dict[str, dict[str, tfc.TfClustering]]:
+    """TF's clustering of the functions this session runs (``-k``/``-m`` selections record only theirs),
+    one TF process per flag set, side by side."""
+    wanted: dict[str, list[str]] = {}
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.module is request.module and "flagset" in params:
+            wanted.setdefault(params["flagset"], []).append(params["name"])
+    return tfc.record_flagsets(wanted, FLAGSETS)
 
 
 def _params() -> list:
@@ -63,8 +64,8 @@ def _params() -> list:
 
 
 @pytest.mark.parametrize("flagset,name", _params())
-def test_partition_equals_tf(flagset: str, name: str) -> None:
-    cmp = tfc.compare(name, FLAGSETS[flagset], _tf_side(flagset, name))
+def test_partition_equals_tf(tf_sides, flagset: str, name: str) -> None:
+    cmp = tfc.compare(name, FLAGSETS[flagset], tf_sides[flagset][name])
     assert not cmp.error, cmp.error
     if cmp.same_partition:
         return
