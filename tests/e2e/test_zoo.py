@@ -36,7 +36,7 @@ class KnownGap(Exception):
 
 
 #: function -> (reason, kind): "graph" = our graph differs and our pass on TF's graph gives TF's partition.
-#: (The GRU's while loops matched once they were lowered before grappler, as TF does: graph/lower_while.py.)
+#: (The GRU's while loops matched once they were lowered before grappler, as TF does: graph/lower_functional.py.)
 KNOWN_PARTITION: dict[str, tuple[str, str]] = {}
 #: function -> the text of our jit_compile=True error (TF's XLA compiles these).
 KNOWN_JIT: dict[str, str] = {}
