@@ -7,7 +7,8 @@ TF is recorded live, all functions in one process (tools/tf_record.py's ``record
 ``before_mark_for_compilation``/``mark_for_compilation`` what TF's clustering saw and made. Small
 functions: while loops (one reading a variable, an LSTM-like cell), a cond inside a loop body, a loop
 inside a cond branch, nested conds, a Case and an If reading a variable behind control dependencies,
-a nested tf.function holding a cond, and a call to a jit_compile function (which TF keeps a call).
+a nested tf.function holding a cond, loops fed by an inlined call's output, and a call to a
+jit_compile function (which TF keeps a call).
 """
 from __future__ import annotations
 
@@ -103,6 +104,18 @@ def while_in_cond(x):
     return tf.cond(tf.reduce_sum(x) > 0.0, then, lambda: x)
 
 
+@tf.function
+def _inner_mul(a):
+    return a * 3.0
+
+
+@tf.function(input_signature=[tf.TensorSpec((3, 3), tf.float32)])
+def call_then_loops(x):
+    y = _inner_mul(x)   # the loop's and the cond's Switch nodes are named after the inlined call's output
+    z = tf.while_loop(lambda i, t: i < 2, lambda i, t: (i + 1, t * 0.5), [0, y])[1]
+    return tf.cond(tf.reduce_sum(y) > 0.0, lambda: z + y, lambda: z)
+
+
 def _x33() -> np.ndarray:
     return np.random.default_rng(1).standard_normal((3, 3)).astype(np.float32)
 
@@ -116,6 +129,7 @@ REGISTRY = {
     "case_with_var": lambda: (case_with_var, [_x33(), np.array(1, np.int32)]),
     "nested_conds": lambda: (nested_conds, [_x33()]),
     "while_in_cond": lambda: (while_in_cond, [-_x33()]),
+    "call_then_loops": lambda: (call_then_loops, [_x33()]),
 }
 NAMES = list(REGISTRY)
 
