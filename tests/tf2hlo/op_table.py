@@ -601,6 +601,10 @@ def _hand_entries() -> list[Entry]:
           atol=1e-5),
         E("TridiagonalMatMul", f32(1, 4), f32(1, 4, seed=1), f32(1, 4, seed=2), f32(4, 2, seed=3)),
         L("Complex Conj ConjugateTranspose Real Imag ComplexAbs Angle", _complex, x23, y23),
+        # complex64/complex128 arguments and results (c64/c128 parameters and results, as TF's XLA's)
+        L("Conj ConjugateTranspose", lambda z, w: (R.Conj(input=z) * z, R.ConjugateTranspose(x=w, perm=[1, 0]),
+                                                   tf.abs(z)), (x23 + 1j * y23).astype(np.complex64),
+          (y23 - 2j * x23).astype(np.complex128)),
         L("FFT IFFT FFT2D IFFT2D FFT3D IFFT3D RFFT IRFFT RFFT2D IRFFT2D RFFT3D IRFFT3D", _fft, f32(2, 2, 4),
           f32(2, 2, 4, seed=1), rtol=1e-4, atol=1e-5),
         # ----- NN, images
@@ -965,8 +969,9 @@ def _compare(e: Entry, j: int, got: np.ndarray, want: np.ndarray) -> None:
     if want.dtype.kind in "biu":
         np.testing.assert_array_equal(got, want, err_msg=label)
     else:
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=e.rtol, atol=e.atol,
-                                   equal_nan=True, err_msg=label)
+        wide = np.complex128 if want.dtype.kind == "c" else np.float64
+        np.testing.assert_allclose(got.astype(wide), want.astype(wide), rtol=e.rtol, atol=e.atol, equal_nan=True,
+                                   err_msg=label)
 
 
 def groups(size: int = 16) -> list[list[Entry]]:

@@ -35,9 +35,11 @@ from tfxla_cluster.graph import Graph, Node
 from tfxla_cluster.graph.opdefs import ARG_OP, DEVICE_ARG_OP, DEVICE_RETVAL_OP, RETVAL_OP, base_dtype
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule, NameUniquer
+from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.hlo.verifier import verify_module
 from tfxla_cluster.tf2hlo import graph_folding, types
+from tfxla_cluster.tf2hlo.complex_ops import ComplexValue
 from tfxla_cluster.tf2hlo.builder import TfBuilder
 from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
 from tfxla_cluster.tf2hlo.registry import NOT_LOWERED, lookup, lowers
@@ -155,8 +157,8 @@ class GraphLowerer:
         if not isinstance(v, (np.ndarray, np.generic, int, float, bool)):
             # e.g. a complex value (kept as two real arrays) or a TensorList used where a tensor is needed
             raise UnimplementedError(f"{tensor[0]}:{tensor[1]} ({type(v).__name__}) cannot be used as an HLO "
-                                     f"tensor here (complex values and TensorLists cannot cross a cluster or "
-                                     f"function boundary)")
+                                     f"tensor here (a complex value where a real tensor is needed, or a TensorList "
+                                     f"crossing a cluster or function boundary)")
         cached = self._hlo_cache.get(tensor)
         if cached is None:
             cached = self._materialize(tensor, np.asarray(v))
@@ -331,14 +333,13 @@ def lower_boundary(boundary: "ClusterBoundary", *, arg_shapes=None, const_args: 
             inputs.append(ClusterInput(index, t, "constant", et, tuple(value.shape), value=value, consumers=cons))
             values.append(value)
             continue
-        if et.is_complex:  # a complex parameter would reach real-only lowerings as if it were real
-            raise UnimplementedError(f"{t[0]}:{t[1]} is a complex input: complex values cannot cross a cluster or "
-                                     "function boundary (they live inside one as (real, imaginary) pairs)")
         dims = _input_dims(graph, t, shapes.get(index, shapes.get(t)), index)
         with b.metadata(op_name="XLA_Args"):
             p = b.parameter(next_param, Shape.array(et, dims), f"arg{next_param}")
         inputs.append(ClusterInput(index, t, "parameter", et, dims, next_param, consumers=cons))
-        values.append(p)
+        # A complex argument is a c64/c128 parameter the lowerings see as its (real, imaginary) parts
+        # (complex_ops.py): real-only lowerings then refuse it instead of reading it as real.
+        values.append(ComplexValue(b.unary(O.REAL, p), b.unary(O.IMAG, p)) if et.is_complex else p)
         next_param += 1
 
     # ---- the nodes
@@ -396,6 +397,8 @@ def _output_hlo(lowerer: GraphLowerer, t: Tensor) -> HloInstruction:
     if isinstance(v, Resource):
         raise UnimplementedError(f"cluster output {t[0]}:{t[1]} is a resource handle; resource outputs are "
                                  "not supported")
+    if isinstance(v, ComplexValue):  # a complex result leaves as one c64/c128 array, as TF's XLA returns it
+        return lowerer.builder.binary(O.COMPLEX, v.re, v.im)
     return lowerer.as_hlo(t)
 
 
