@@ -964,7 +964,8 @@ def _compare(e: Entry, j: int, got: np.ndarray, want: np.ndarray) -> None:
         f"{label}: dtype {got.dtype} != TF's XLA {want.dtype}"
     if e.check == "draws":
         lo, hi = e.draw_range
-        assert got.size == 0 or (got.min() >= lo and got.max() < hi), f"{label}: draws outside [{lo}, {hi})"
+        for who, draws in (("ours", got), ("TF's XLA", want)):
+            assert draws.size == 0 or (draws.min() >= lo and draws.max() < hi), f"{label}: {who} outside [{lo}, {hi})"
         return
     if want.dtype.kind in "biu":
         np.testing.assert_array_equal(got, want, err_msg=label)
