@@ -678,6 +678,10 @@ def _hand_entries() -> list[Entry]:
         E("RGBToHSV", IMG),
         E("HSVToRGB", f32(1, 4, 4, 3, domain="pos") / 3.0),
         L("NonMaxSuppressionV4", _nms, BOXES, SCORES),
+        # s32[<=4] (a bounded dynamic size) in TF's XLA: the boundary returns the valid indices
+        L("NonMaxSuppressionV3", lambda b, s: R.NonMaxSuppressionV3(boxes=b, scores=s, max_output_size=4,
+                                                                    iou_threshold=0.5, score_threshold=0.1),
+          BOXES, SCORES, alone=True),
         # ----- quantization
         E("FakeQuantWithMinMaxVars", f32(2, 3), np.float32(-1), np.float32(2)),
         E("FakeQuantWithMinMaxVarsGradient", f32(2, 3, seed=1), f32(2, 3), np.float32(-1), np.float32(2)),
@@ -934,7 +938,7 @@ def run_entries(entries: list[Entry]) -> None:
     lowered = lower_function(concrete, *flat_args)
     by_handle = {id(v.handle): v for vs in variables for v in vs}
     feed = list(flat_args) + [by_handle[id(h)].numpy() for h in concrete.captured_inputs]
-    got = lowered.run(*[feed[i.index] for i in lowered.inputs])
+    got = lowered.trim_results(lowered.run(*[feed[i.index] for i in lowered.inputs]))
     # Outputs: each entry's results, then (ours only) the variables it wrote.
     assert len(got) >= len(want), f"{len(got)} outputs, TF's XLA gives {len(want)}"
     k = 0
