@@ -246,7 +246,8 @@ def _tensor_lists(x):
     reserved = R.TensorListReserve(element_shape=[3], num_elements=2, element_dtype=f)
     reserved = R.TensorListSetItem(input_handle=reserved, index=0, item=x[3])
     reserved = R.TensorListSetItem(input_handle=reserved, index=1, item=x[0])
-    split = R.TensorListSplit(tensor=tf.reshape(x, [12]), element_shape=[3], lengths=tf.constant([3, 3, 3, 3], tf.int64))
+    split = R.TensorListSplit(tensor=tf.reshape(x, [12]), element_shape=[3],
+                              lengths=tf.constant([3, 3, 3, 3], tf.int64))
     concat, lengths = R.TensorListConcatV2(input_handle=split, element_dtype=f, element_shape=[3],
                                            leading_dims=tf.zeros([0], tf.int64))
     return (R.TensorListStack(input_handle=lst, element_dtype=f, element_shape=[3]),
@@ -271,7 +272,8 @@ def _plumbing(x):
     a, b = _apply_op("_ListToArray", input=[x, x * 2.0], T=tf.float32, N=2)
     c, d = _apply_op("_ArrayToList", input=[a + 1.0, b], out_types=[tf.float32] * 2)
     with tf.control_dependencies([R.NoOp(), R.ControlTrigger()]):
-        e = R.PlaceholderWithDefault(input=c, shape=[2, 3]) + R.Const(value=tf.make_tensor_proto(np.float32(1.0)), dtype=tf.float32)
+        one = R.Const(value=tf.make_tensor_proto(np.float32(1.0)), dtype=tf.float32)
+        e = R.PlaceholderWithDefault(input=c, shape=[2, 3]) + one
     return *R.IdentityN(input=[d, e]), R.EnsureShape(input=x, shape=[2, 3]), R.CheckNumerics(tensor=x, message="m")
 
 
@@ -597,8 +599,8 @@ def _hand_entries() -> list[Entry]:
         L("XlaSelfAdjointEig XlaSvd", lambda a: (
             xla.self_adjoint_eig(a + tf.transpose(a), lower=True, max_iter=100, epsilon=1e-6)[0],
             xla.svd(a, max_iter=100, epsilon=1e-6)[0]), f32(3, 3), rtol=1e-4, atol=1e-5),
-        E("TridiagonalSolve", f32(3, 4, domain="pos") + af([[0], [4], [0]]), f32(4, 2), partial_pivoting=False, rtol=1e-4,
-          atol=1e-5),
+        E("TridiagonalSolve", f32(3, 4, domain="pos") + af([[0], [4], [0]]), f32(4, 2), partial_pivoting=False,
+          rtol=1e-4, atol=1e-5),
         E("TridiagonalMatMul", f32(1, 4), f32(1, 4, seed=1), f32(1, 4, seed=2), f32(4, 2, seed=3)),
         L("Complex Conj ConjugateTranspose Real Imag ComplexAbs Angle", _complex, x23, y23),
         # complex64/complex128 arguments and results (c64/c128 parameters and results, as TF's XLA's)

@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.ops import gen_xla_ops as gx

@@ -1,7 +1,8 @@
 """NonMaxSuppressionV3 (issue 18): TF's XLA returns its indices as ``s32[<=max_output_size]`` (V4's padded
 indices with ``set-dimension-size`` to the valid count), and its boundary gives the caller the valid ones.
 Ours: a bounded dynamic cluster result, cut to its run-time size by the launch — against TF's XLA through
-the whole ``jit_compile=True`` path and auto-clustering; consumed inside the cluster it is refused."""
+the whole ``jit_compile=True`` path and auto-clustering (also gathered: ``tf.gather(boxes, selected)``);
+consumed otherwise inside the cluster it is refused."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +24,8 @@ def _v3(b, s, max_out=4, score=0.1):
 
 
 def _program(b, s):
-    return _v3(b, s), _v3(b, s, 6, 0.55), s * 2.0
+    return (_v3(b, s), _v3(b, s, 6, 0.55), s * 2.0, tf.gather(b, _v3(b, s)),
+            tf.gather(tf.transpose(b), _v3(b, s), axis=1))
 
 
 @pytest.mark.parametrize("mode", [dict(jit_compile=True), dict(flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")],
@@ -31,7 +33,7 @@ def _program(b, s):
 def test_nms_v3_equals_tf_xla(mode) -> None:
     want = tf.function(_program, jit_compile=True)(BOXES, SCORES)
     got = txc.function(_program, **mode)(tf.constant(BOXES), tf.constant(SCORES))
-    assert [w.shape for w in want] == [(3,), (2,), (6,)]
+    assert [w.shape for w in want] == [(3,), (2,), (6,), (3, 4), (4, 3)]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g.numpy(), w.numpy())
 
@@ -45,9 +47,9 @@ def test_nms_v3_lowers_to_padded_indices_and_their_count() -> None:
 
 
 def test_nms_v3_consumed_inside_the_cluster_is_refused() -> None:
-    """TF's XLA pads the gather through its dynamic padder; we have no dynamic padder: a typed error."""
-    fn = lambda b, s: tf.gather(b, _v3(b, s))  # noqa: E731
-    np.testing.assert_array_equal(tf.function(fn, jit_compile=True)(BOXES, SCORES).numpy(), BOXES[[3, 0, 5]])
+    """Beyond a gather, TF's XLA pads the consumer through its dynamic padder; we have none: a typed error."""
+    fn = lambda b, s: tf.reduce_sum(tf.gather(b, _v3(b, s)))  # noqa: E731
+    np.testing.assert_allclose(tf.function(fn, jit_compile=True)(BOXES, SCORES).numpy(), BOXES[[3, 0, 5]].sum())
     spec = [tf.TensorSpec(BOXES.shape, tf.float32), tf.TensorSpec(SCORES.shape, tf.float32)]
     with pytest.raises(UnimplementedError, match="bounded dynamic dimension"):
         lower_function(tf.function(fn).get_concrete_function(*spec), BOXES, SCORES)
