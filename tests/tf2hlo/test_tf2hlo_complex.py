@@ -1,6 +1,6 @@
 """Complex arithmetic inside a lowered function, carried as (re, im) pairs of real arrays, against TF
 eager: build, +, -, *, /, neg, square, conj with complex constants, then abs/real/imag back to reals
-(complex64 and complex128). A complex function result is refused with a clear error."""
+(complex64 and complex128); complex arguments and results of a function; complex atan2/remainder."""
 from __future__ import annotations
 
 import pytest
@@ -25,15 +25,83 @@ def test_complex_arithmetic_equals_tf() -> None:
                for dt in ("f32", "f64")], xla="all")
 
 
-def test_complex_result_is_refused() -> None:
-    fn = tf.function(lambda re, im: tf.complex(re, im) * 2.0,
-                     input_signature=[tf.TensorSpec([2], tf.float32)] * 2)
+def _boundary(z, w):
+    return z * w + tf.math.conj(z), tf.abs(z), tf.complex(tf.math.real(w), 2.0 * tf.math.imag(z)), z
+
+
+@pytest.mark.parametrize("dtype", [tf.complex64, tf.complex128])
+def test_complex_arguments_and_results_equal_tf_xla(dtype) -> None:
+    """A complex argument is a c64/c128 parameter (seen inside as its parts), a complex result one
+    ``complex(re, im)`` array: a function taking and returning complex values, as TF's XLA runs it."""
+    import numpy as np
+
+    z = np.array([1 + 2j, -3 + 0.5j, 0.25j], dtype.as_numpy_dtype)
+    w = np.array([2 - 1j, 1j, -1.5], dtype.as_numpy_dtype)
+    want = tf.function(_boundary, jit_compile=True)(z, w)
+    spec = tf.TensorSpec([3], dtype)
+    lowered = lower_function(tf.function(_boundary).get_concrete_function(spec, spec), z, w)
+    assert [p.element_type.value for p in lowered.parameters] == [dtype.name.replace("omplex", "")] * 2
+    got = lowered.run(z, w)
+    tol = 1e-6 if dtype == tf.complex64 else 1e-15
+    for g, x in zip(got, want):
+        assert g.dtype == x.dtype.as_numpy_dtype
+        np.testing.assert_allclose(g, x.numpy(), rtol=tol, atol=tol)
+
+
+def test_complex_function_compiled_by_us_equals_tf_xla() -> None:
+    """The whole path (codegen, launch): ``tfxla_cluster.function(jit_compile=True)`` on complex64."""
+    import numpy as np
+
+    import tfxla_cluster as txc
+
+    z = tf.constant([1 + 2j, -3 + 0.5j, 0.25j], tf.complex64)
+    w = tf.constant([2 - 1j, 1j, -1.5], tf.complex64)
+    want = tf.function(_boundary, jit_compile=True)(z, w)
+    got = txc.function(_boundary, jit_compile=True)(z, w)
+    for g, x in zip(got, want):
+        assert g.dtype == x.dtype
+        np.testing.assert_allclose(g.numpy(), x.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_complex_value_read_as_real_is_refused() -> None:
+    """A lowering that takes real tensors refuses a complex one instead of reading its parts as one."""
+    fn = tf.function(lambda z: tf.raw_ops.Relu(features=tf.bitcast(z, tf.float32)),
+                     input_signature=[tf.TensorSpec([2], tf.complex64)])
     with pytest.raises(UnimplementedError, match="cannot be used as an HLO tensor"):
         lower_function(fn.get_concrete_function())
 
 
-def test_complex_argument_is_refused() -> None:
-    """A complex argument would otherwise reach real-only lowerings (ComplexAbs read it as real)."""
-    fn = tf.function(lambda z: tf.abs(z), input_signature=[tf.TensorSpec([2], tf.complex64)])
-    with pytest.raises(UnimplementedError, match="complex input"):
-        lower_function(fn.get_concrete_function())
+@pytest.mark.parametrize("op", ["Atan2", "FloorMod", "TruncateMod", "Mod"])
+def test_complex_atan2_and_remainders_are_refused_as_tf_refuses_them(op) -> None:
+    """TF's OpDefs and its XLA_CPU_JIT kernels take no complex type for these, so no TF graph holds a complex
+    atan2 or remainder: TF refuses to build the node, and its registry (which our clustering asks) refuses it."""
+    from tensorflow.core.framework import node_def_pb2, types_pb2
+    from tensorflow.python.framework import op_def_registry
+
+    from tfxla_cluster.tfops.xla_kernels import find_kernel_def
+
+    z = tf.constant([1 + 2j], tf.complex64)
+    refused = (TypeError, tf.errors.InvalidArgumentError)
+    with pytest.raises(refused, match="complex64 (is )?not in (the )?list of allowed"):
+        getattr(tf.raw_ops, op)(**dict(zip([a.name for a in op_def_registry.get(op).input_arg], [z, z])))
+    node = node_def_pb2.NodeDef(name="n", op=op)
+    node.attr["T"].type = types_pb2.DT_COMPLEX64
+    ok, why = find_kernel_def("XLA_CPU_JIT", node, op_def_registry.get(op))
+    assert not ok and "T=DT_COMPLEX64 is not supported" in why
+
+
+def test_hlo_complex_atan2_equals_xla() -> None:
+    """HLO itself allows atan2 on complex values (XLA computes -i·log((x + iy) / sqrt(x² + y²))); the
+    evaluator does the same."""
+    import numpy as np
+
+    from tfxla_cluster.hlo import parse_module
+    from tfxla_cluster.hlo.evaluator import evaluate
+
+    text = "HloModule m\nENTRY e {\n  a = c64[2] parameter(0)\n  b = c64[2] parameter(1)\n" \
+           "  ROOT r = c64[2] atan2(a, b)\n}\n"
+    y = np.array([1 + 2j, -1 + 0.5j], np.complex64)
+    x = np.array([3 - 1j, 2 + 2j], np.complex64)
+    got = np.asarray(evaluate(parse_module(text), y, x))
+    # XLA:CPU's result (jaxlib 0.10.2) for the same module and arguments.
+    np.testing.assert_allclose(got, [0.19025323 + 0.8418239j, -0.14402775 + 0.38648123j], rtol=2e-6)

@@ -62,6 +62,14 @@ def _unsigned_view(x: np.ndarray) -> np.ndarray:
     return x.view(_UNSIGNED[x.dtype.itemsize * 8])
 
 
+def _atan2(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Real: arctan2. Complex (HLO allows it; no TF op emits it): XLA's -i·log((x + iy) / sqrt(x² + y²))."""
+    if y.dtype.kind == "c":
+        with np.errstate(all="ignore"):
+            return (-1j * np.log((x + 1j * y) / np.sqrt(x * x + y * y))).astype(y.dtype)
+    return _float_op(np.arctan2)(y, x)
+
+
 # ---------------------------------------------------------------- unary
 def _round_afz(x):
     t = np.trunc(x)
@@ -311,7 +319,7 @@ BINARY = {
     O.MAXIMUM: _maxmin(True),
     O.MINIMUM: _maxmin(False),
     O.POWER: _power,
-    O.ATAN2: _float_op(np.arctan2),
+    O.ATAN2: _atan2,
     O.AND: np.bitwise_and,
     O.OR: np.bitwise_or,
     O.XOR: np.bitwise_xor,

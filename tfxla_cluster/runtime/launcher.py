@@ -239,6 +239,7 @@ class Launcher:
         order = [out_index[t] for t in self._value_outputs]
         # Resource variables: the cluster's final value of each, written back after the run.
         updates = {by_tensor[lowered.inputs[i].tensor]: k for i, k in lowered.resource_updates().items()}
+        dynamic = any(o.dynamic for o in lowered.outputs)   # bounded dynamic results (NonMaxSuppressionV3)
         hlo_source: Any = lowered.module
         optimized_source: Any = ""
         executable = None
@@ -259,6 +260,7 @@ class Launcher:
                 params = [np.asarray(arrs[p], dtype=dtype, order="C") for p, dtype in param_specs]
                 result = executable(*params)
                 result = result if isinstance(result, (tuple, list)) else (result,)
+                result = lowered.trim_results(result) if dynamic else result
                 return ([np.asarray(result[k]) for k in order],
                         {p: np.asarray(result[k]) for p, k in updates.items()})
         else:
@@ -266,7 +268,7 @@ class Launcher:
                 ordered = [None] * len(lowered.inputs)
                 for inp in lowered.inputs:
                     ordered[inp.index] = arrs[by_tensor[inp.tensor]]
-                result = lowered.run(*ordered)
+                result = lowered.trim_results(lowered.run(*ordered))
                 return ([np.asarray(result[k]) for k in order],
                         {p: np.asarray(result[k]) for p, k in updates.items()})
         if self.const_positions is None:

@@ -46,7 +46,7 @@ def _roll(ctx, node):
     axes = ctx.const_ints(2)
     shifts = ctx.try_const_input(1)
     if shifts is None:
-        raise UnimplementedError("Roll with a non-constant shift")
+        return [_roll_dynamic(ctx, x, axes)]
     shifts = [int(s) for s in np.asarray(shifts).reshape(-1)]
     if len(shifts) != len(axes):
         raise InvalidArgumentError(f"shift and axis must have the same size: {len(shifts)} vs {len(axes)}")
@@ -62,6 +62,30 @@ def _roll(ctx, node):
         tail = b.slice(x, [n - k if a == axis else 0 for a in range(len(dims))], dims)
         x = b.concatenate([tail, head], axis)
     return [x]
+
+
+def _roll_dynamic(ctx, x, axes: list[int]):
+    """TF's roll_op.cc for a run-time shift: per axis, ``offset = ((-shift) rem n + n) rem n`` and a
+    dynamic-slice of ``concat(x, x)`` starting at ``offset`` (output[i] = input[(i - shift) mod n])."""
+    b = ctx.b
+    shift = ctx.input(1)
+    rank = len(x.shape.dimensions)
+    t = shift.shape.element_type
+    if len(shift.shape.dimensions) > 1 or (shift.shape.dimensions and shift.shape.dimensions[0] != len(axes)):
+        raise InvalidArgumentError(f"shift and axis must have the same size: {shift.shape.dimensions} vs {len(axes)}")
+    zero = b.constant(np.zeros((), t.dtype), t)
+    for k, a in enumerate(axes):
+        axis = ctx.normalize_axis(a, rank)
+        n = x.shape.dimensions[axis]
+        if n == 0:
+            continue
+        s = b.reshape(b.slice(shift, [k], [k + 1]), ()) if shift.shape.dimensions else shift
+        nn = b.constant(np.asarray(n, t.dtype), t)
+        offset = b.binary(O.REMAINDER, b.binary(O.ADD, b.binary(O.REMAINDER, b.unary(O.NEGATE, s), nn), nn), nn)
+        doubled = b.concatenate([x, x], axis)
+        starts = [offset if d == axis else zero for d in range(rank)]
+        x = b.dynamic_slice(doubled, starts, list(x.shape.dimensions))
+    return x
 
 
 # ---------------------------------------------------------------- space ↔ depth / batch

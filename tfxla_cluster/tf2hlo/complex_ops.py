@@ -5,8 +5,10 @@ tensor is carried through the lowering as a :class:`ComplexValue` (real part, im
 f32/f64) and never becomes a complex HLO value: ``Complex`` builds one, ``Real``/``Imag`` take a part,
 ``ComplexAbs`` is ``sqrt(re² + im²)``, ``Conj`` negates the imaginary part, and the elementwise
 arithmetic ops (Add/AddV2/Sub/Mul/RealDiv/Div/Neg/Square) use the textbook formulas when an operand
-is complex (a complex host constant splits into two constants). A complex value at a cluster or
-function boundary (argument, result, loop state) is not supported: that needs complex buffers.
+is complex (a complex host constant splits into two constants). At the cluster boundary a complex
+argument is a c64/c128 parameter bound as ``(real(p), imag(p))`` and a complex result leaves as
+``complex(re, im)`` (lower.py), as TF's XLA takes and returns them; inside called functions and loop
+state complex values are not supported.
 """
 from __future__ import annotations
 

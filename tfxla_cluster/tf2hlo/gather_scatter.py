@@ -8,7 +8,7 @@ kernels would report an error. ``OneHot`` compares the indices with an ``iota`` 
 """
 from __future__ import annotations
 
-from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.hlo.attrs import GatherDimensionNumbers, ScatterDimensionNumbers
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import Shape
@@ -39,6 +39,11 @@ def gather(b, params, indices, axis: int, batch_dims: int = 0):
 
 @lowers("GatherV2", "Gather")
 def _gather_v2(ctx, node):
+    from tfxla_cluster.tf2hlo.dynamic_size import BoundedDynamic
+
+    dynamic = ctx.input_value(1)
+    if isinstance(dynamic, BoundedDynamic):
+        return [_gather_bounded_dynamic(ctx, node, dynamic)]
     params, indices = ctx.input(0), ctx.input(1)
     rank = params.shape.rank
     axis = ctx.const_int(2) if node.op == "GatherV2" else 0
@@ -60,6 +65,22 @@ def _gather_v2(ctx, node):
     out = list(pd[:axis]) + list(idims[batch_dims:]) + list(pd[axis + 1:])
     empty = _empty_gather(ctx.b, params, idims[batch_dims:], out, [axis])
     return [empty if empty is not None else gather(ctx.b, params, indices, axis, batch_dims)]
+
+
+def _gather_bounded_dynamic(ctx, node, indices):
+    """Gathering with bounded dynamic indices (NonMaxSuppressionV3's, ``tf.gather(boxes, selected)``): the
+    padded indices are gathered (XLA clamps them as any index) and the result keeps their run-time size
+    along the gathered dimension, as XLA's dynamic padder gives it."""
+    from tfxla_cluster.tf2hlo.dynamic_size import BoundedDynamic
+
+    params = ctx.input(0)
+    rank = params.shape.rank
+    axis = ctx.const_int(2) if node.op == "GatherV2" else 0
+    if int(ctx.attr("batch_dims", 0)) != 0 or not -rank <= axis < rank:
+        raise UnimplementedError(f"{node.op} ({node.name}): bounded dynamic indices with batch_dims or axis "
+                                 f"{axis} out of range")
+    axis %= rank
+    return BoundedDynamic(gather(ctx.b, params, indices.value, axis, 0), axis + indices.dimension, indices.size)
 
 
 def _empty_gather(b, params, index_dims, out_dims, axes):

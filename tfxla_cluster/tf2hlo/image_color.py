@@ -224,6 +224,23 @@ def _sort_desc_with_index(b, keys, name: str, stable: bool):
 
 @lowers("NonMaxSuppressionV4")
 def _non_max_suppression_v4(ctx, node):
+    if not bool(ctx.attr("pad_to_max_output_size", False)):
+        raise InvalidArgumentError("XLA compilation requires pad_to_max_output_size == True")
+    selected, valid = _non_max_suppression(ctx, node)
+    return [selected, valid]
+
+
+@lowers("NonMaxSuppressionV3")
+def _non_max_suppression_v3(ctx, node):
+    """TF's XLA: V4's padded indices with a bounded dynamic size, ``s32[<=max_output_size]``
+    (set-dimension-size to the valid count); at the cluster boundary the launch returns the valid ones."""
+    from tfxla_cluster.tf2hlo.dynamic_size import BoundedDynamic
+
+    selected, valid = _non_max_suppression(ctx, node)
+    return [BoundedDynamic(selected, 0, valid)]
+
+
+def _non_max_suppression(ctx, node):
     """tf2xla's NonMaxSuppression: boxes sorted by score; the IoU > threshold mask between sorted boxes;
     a while over the rows (stopping at ``max_output_size`` kept boxes) where each kept box suppresses the
     later ones it overlaps; then the kept boxes above ``score_threshold`` by score (TopK order: ties by
@@ -236,8 +253,6 @@ def _non_max_suppression_v4(ctx, node):
     n = boxes.shape.dimensions[0]
     if scores.shape.dimensions != (n,):
         raise InvalidArgumentError("scores size must equal number of boxes")
-    if not bool(ctx.attr("pad_to_max_output_size", False)):
-        raise InvalidArgumentError("XLA compilation requires pad_to_max_output_size == True")
     out_size = ctx.const_int(2)
     if out_size < 0:
         raise InvalidArgumentError(f"Need output_size >= 0, got {out_size}")
@@ -297,4 +312,4 @@ def _non_max_suppression_v4(ctx, node):
     selected = gather(b, order, pos, 0)
     count = xl.reduce(b, b.convert(included, P.S32), 0, [0], O.ADD, f"{node.name}-add")
     valid = xl.minimum(b, count, out_size)
-    return [xl.convert(b, selected, ctx.output_type(0)), valid]
+    return xl.convert(b, selected, ctx.output_type(0)), valid

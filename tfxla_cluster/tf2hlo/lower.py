@@ -35,9 +35,12 @@ from tfxla_cluster.graph import Graph, Node
 from tfxla_cluster.graph.opdefs import ARG_OP, DEVICE_ARG_OP, DEVICE_RETVAL_OP, RETVAL_OP, base_dtype
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule, NameUniquer
+from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.hlo.verifier import verify_module
 from tfxla_cluster.tf2hlo import graph_folding, types
+from tfxla_cluster.tf2hlo.complex_ops import ComplexValue
+from tfxla_cluster.tf2hlo.dynamic_size import BoundedDynamic
 from tfxla_cluster.tf2hlo.builder import TfBuilder
 from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
 from tfxla_cluster.tf2hlo.registry import NOT_LOWERED, lookup, lowers
@@ -71,10 +74,13 @@ class ClusterOutput:
     """One element of the root tuple: a retval, an escaping tensor, or a resource's final value."""
 
     index: int
-    kind: str                           # "retval" | "tensor" | "resource"
+    kind: str                           # "retval" | "tensor" | "resource" | "dynamic_size"
     tensor: Tensor | None = None        # the cluster tensor (retval/tensor outputs)
     retval_index: int | None = None
     resource_input: int | None = None   # the resource's input index (resource outputs)
+    # A bounded dynamic result (NonMaxSuppressionV3's): (dimension, tuple index of its s32[] run-time size);
+    # the element is padded to the bound and :meth:`LoweredCluster.trim_results` cuts it to the size.
+    dynamic: tuple[int, int] | None = None
 
 
 @dataclass
@@ -111,9 +117,21 @@ class LoweredCluster:
         """Resource input index → tuple index of its final value."""
         return {o.resource_input: o.index for o in self.outputs if o.kind == "resource"}
 
+    def trim_results(self, result: Sequence[Any]) -> list[Any]:
+        """The root tuple's elements with each bounded dynamic result cut to its run-time size (what TF's
+        XLA returns at the boundary); the size elements stay where they are."""
+        from tfxla_cluster.tf2hlo.dynamic_size import trim
+
+        out = list(result)
+        for o in self.outputs:
+            if o.dynamic is not None:
+                out[o.index] = trim(out[o.index], o.dynamic[0], out[o.dynamic[1]])
+        return out
+
     def run(self, *args: Any) -> list[np.ndarray]:
         """Evaluate with one value per *input* (in input order; constants are ignored, resources take
-        the variable's value); returns the tuple elements as a list."""
+        the variable's value); returns the tuple elements as a list (bounded dynamic results padded:
+        see :meth:`trim_results`)."""
         if len(args) != len(self.inputs):
             raise InvalidArgumentError(f"{self.name} takes {len(self.inputs)} inputs, got {len(args)}")
         params = [np.asarray(args[i.index]).astype(i.element_type.dtype) for i in self.parameters]
@@ -152,11 +170,15 @@ class GraphLowerer:
             return v
         if isinstance(v, Resource):
             raise InvalidArgumentError(f"{tensor[0]}:{tensor[1]} is a resource handle, not a tensor")
+        if isinstance(v, BoundedDynamic):
+            raise UnimplementedError(f"{tensor[0]}:{tensor[1]} has a bounded dynamic dimension (a run-time "
+                                     f"size): it can only be a cluster result, not consumed inside the cluster "
+                                     f"(that needs XLA's dynamic padder)")
         if not isinstance(v, (np.ndarray, np.generic, int, float, bool)):
             # e.g. a complex value (kept as two real arrays) or a TensorList used where a tensor is needed
             raise UnimplementedError(f"{tensor[0]}:{tensor[1]} ({type(v).__name__}) cannot be used as an HLO "
-                                     f"tensor here (complex values and TensorLists cannot cross a cluster or "
-                                     f"function boundary)")
+                                     f"tensor here (a complex value where a real tensor is needed, or a TensorList "
+                                     f"crossing a cluster or function boundary)")
         cached = self._hlo_cache.get(tensor)
         if cached is None:
             cached = self._materialize(tensor, np.asarray(v))
@@ -331,14 +353,13 @@ def lower_boundary(boundary: "ClusterBoundary", *, arg_shapes=None, const_args: 
             inputs.append(ClusterInput(index, t, "constant", et, tuple(value.shape), value=value, consumers=cons))
             values.append(value)
             continue
-        if et.is_complex:  # a complex parameter would reach real-only lowerings as if it were real
-            raise UnimplementedError(f"{t[0]}:{t[1]} is a complex input: complex values cannot cross a cluster or "
-                                     "function boundary (they live inside one as (real, imaginary) pairs)")
         dims = _input_dims(graph, t, shapes.get(index, shapes.get(t)), index)
         with b.metadata(op_name="XLA_Args"):
             p = b.parameter(next_param, Shape.array(et, dims), f"arg{next_param}")
         inputs.append(ClusterInput(index, t, "parameter", et, dims, next_param, consumers=cons))
-        values.append(p)
+        # A complex argument is a c64/c128 parameter the lowerings see as its (real, imaginary) parts
+        # (complex_ops.py): real-only lowerings then refuse it instead of reading it as real.
+        values.append(ComplexValue(b.unary(O.REAL, p), b.unary(O.IMAG, p)) if et.is_complex else p)
         next_param += 1
 
     # ---- the nodes
@@ -377,6 +398,12 @@ def lower_boundary(boundary: "ClusterBoundary", *, arg_shapes=None, const_args: 
         if isinstance(v, Resource) and v.written:
             outputs.append(ClusterOutput(len(outputs), "resource", resource_input=inp.index))
             elements.append(v.value)
+    for o in list(outputs):   # bounded dynamic results: their run-time sizes follow every other element
+        v = lowerer.value(o.tensor) if o.tensor is not None else None
+        if isinstance(v, BoundedDynamic):
+            o.dynamic = (v.dimension, len(outputs))
+            outputs.append(ClusterOutput(len(outputs), "dynamic_size"))
+            elements.append(v.size)
     with b.metadata(op_name="XLA_Retvals"):
         root = b.tuple(elements, name="XLA_Retvals")
     module = _finish_module(name, b.build(root))
@@ -396,6 +423,10 @@ def _output_hlo(lowerer: GraphLowerer, t: Tensor) -> HloInstruction:
     if isinstance(v, Resource):
         raise UnimplementedError(f"cluster output {t[0]}:{t[1]} is a resource handle; resource outputs are "
                                  "not supported")
+    if isinstance(v, ComplexValue):  # a complex result leaves as one c64/c128 array, as TF's XLA returns it
+        return lowerer.builder.binary(O.COMPLEX, v.re, v.im)
+    if isinstance(v, BoundedDynamic):  # padded to its bound; its size is a further element (lower_boundary)
+        return v.value
     return lowerer.as_hlo(t)
 
 

@@ -67,9 +67,6 @@ FAMILY_MODULES = (
 # fails when the registry has an op that is neither lowered nor here, and when an op here gets a lowering;
 # ``tfxla-cluster ops`` prints it). A node of one of these ops is an ``UnimplementedError`` naming the op.
 NOT_LOWERED: dict[str, str] = {
-    "NonMaxSuppressionV3": "its output length depends on the run-time boxes and scores: TF's XLA returns "
-                           "s32[<=max_output_size] whose size is set at run time (set-dimension-size, a bounded "
-                           "dynamic shape); our HLO, passes and code are static-shape",
 }
 
 _LOWERINGS: dict[str, LoweringFn] = {}
