@@ -38,6 +38,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# every program is compiled fresh: a persistent cache shared with other checkouts could answer with code
+# compiled by other sources
+os.environ.setdefault("TFXLA_COMPILE_CACHE", "off")
 
 import numpy as np  # noqa: E402
 
