@@ -251,3 +251,16 @@ def test_pow_with_denormal_exponent(dtype):
     pos, neg = np.full_like(x, tiny / 4), np.full_like(x, -tiny / 4)
     assert_like_xla(lambda x, p, n: (tf.pow(x, p), tf.pow(x, n), tf.pow(x, tf.zeros_like(x)), tf.pow(tf.ones_like(x), x)),
                     x, pos, neg, auto=True)
+
+
+def test_bf16_computes_in_f32_with_excess_precision_into_f32_casts():
+    """XLA:CPU's float normalization: a bf16 op computes in f32 and is rounded to bf16, except for a user
+    that converts it to f32 (xla_allow_excess_precision): that user reads the unrounded f32 value (a cast,
+    the f32 accumulation of a bf16 sum or mean)."""
+    a = tf.constant([1.0078125, 3.0, -1.5, 0.333984375, 100.5, 7.0], tf.bfloat16)
+    b = tf.constant([1.0078125, 1.0078125, 0.1, 3.0, 1.0078125, -0.3], tf.bfloat16)
+
+    def f(a, b):
+        return (tf.cast(a * b, tf.float32), tf.reduce_sum(a * b), tf.cast(tf.exp(a) + b, tf.float32),
+                a * b + b, tf.reduce_mean(tf.sqrt(tf.abs(a)) * b), tf.nn.relu(a * b))
+    assert_like_xla(f, a, b, auto=True)

@@ -234,6 +234,14 @@ CASES = [
     ("broadcast_broadcast", M("p: f32[3]", """
         b1 = f32[3,4] broadcast(p), dimensions={0}
         ROOT b2 = f32[2,3,4] broadcast(b1), dimensions={1,2}"""), "CHECK: ROOT {{.*}} f32[2,3,4]{2,1,0} broadcast(%p), dimensions={1}"),
+    ("sink_broadcast_after_elementwise", M("p: bf16[]", """
+        b = bf16[4] broadcast(p), dimensions={}
+        ROOT c = f32[4] convert(b)"""), "CHECK: f32[] convert(%p)\nCHECK: ROOT {{.*}} f32[4]{0} broadcast(%c"),
+    ("sink_broadcast_after_elementwise", M("p: f32[3]; q: f32[]", """
+        b1 = f32[2,3] broadcast(p), dimensions={1}
+        b2 = f32[2,3] broadcast(q), dimensions={}
+        ROOT m = f32[2,3] maximum(b1, b2)"""),
+     "CHECK: f32[3]{0} broadcast(%q), dimensions={}\nCHECK: f32[3]{0} maximum(%p, \nCHECK: ROOT {{.*}} f32[2,3]{1,0} broadcast({{.*}}), dimensions={1}"),
     ("broadcast_drop_degenerate_dims", M("p: f32[3,1]", """
         ROOT b = f32[3,1,5] broadcast(p), dimensions={0,1}"""),
      "CHECK: f32[3]{0} reshape(%p)\nCHECK: ROOT {{.*}} broadcast(%reshape{{.*}}), dimensions={0}"),

@@ -25,7 +25,7 @@ import numpy as np
 from tfxla_cluster.mxcsr import flushed_denormals
 from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.ir import HloInstruction, HloModule
-from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.opcode import ELEMENTWISE, HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
 from tfxla_cluster.hlo.shape_inference import infer_shape
 from tfxla_cluster.passes.pass_ import HloPass
@@ -954,6 +954,46 @@ def _transpose_bitcast(g, t):
     if _row_major(t.shape) and _row_major(x.shape) and moved == sorted(moved):
         return g.make(O.BITCAST, [x], t.shape, like=t)
     return None
+
+
+def _sink_broadcasts(g, u):
+    """op(broadcast(X), broadcast(s), ...) -> broadcast(op(X, broadcast(s) to X's shape, ...)): every operand
+    a broadcast, the non-scalar ones of equal operand shape and dimensions (XLA's
+    TryToSinkBroadcastAfterOpWithUniqueNonScalarOperand, run from HandleBroadcast, so before the user's own
+    rules). Only scalar broadcasts -> broadcast(op(s, ...)), which constant folding then folds; it is how
+    converts of broadcast constants (float normalization) become broadcasts of f32 constants again."""
+    if u.opcode is O.COPY or not u.operands or not u.is_elementwise() or not u.shape.dimensions:
+        return None
+    if any(o.opcode is not O.BROADCAST for o in u.operands):
+        return None
+    if not all(_row_major(o.shape) and _row_major(o.operands[0].shape) for o in u.operands + [u]):
+        return None  # layout-assigned shapes stay as they are
+    wide = [o for o in u.operands if o.operands[0].shape.rank > 0]
+    if wide:
+        x0 = wide[0].operands[0].shape
+        if any(o.operands[0].shape != x0 or tuple(o.dimensions) != tuple(wide[0].dimensions) for o in wide):
+            return None
+        dims = tuple(wide[0].dimensions)
+    else:
+        x0, dims = None, ()
+    ops = []
+    for o in u.operands:
+        x = o.operands[0]
+        if x.shape.rank > 0 or x0 is None or not x0.dimensions:
+            ops.append(x)
+        else:
+            ops.append(g.make(O.BROADCAST, [x], Shape.array(x.shape.element_type, x0.dimensions), like=o,
+                              dimensions=()))
+    inner_dims = x0.dimensions if x0 is not None else ()
+    inner = u.clone(ops)
+    inner.shape = Shape.array(u.shape.element_type, inner_dims)
+    inner.metadata = u.metadata
+    g.add(inner)
+    return g.make(O.BROADCAST, [inner], u.shape, like=u, dimensions=dims)
+
+
+RULES.insert(0, Rule("sink_broadcast_after_elementwise", tuple(sorted(ELEMENTWISE, key=lambda o: o.value)),
+                     _sink_broadcasts))
 
 
 RULES_BY_OPCODE: dict[O, list[Rule]] = {}

@@ -3,7 +3,7 @@
 ``cpu_pipeline(flags)`` lists the passes in XLA:CPU's order — the one table of pass names:
 
     dce                                   start clean
-    call-inliner, dot_decomposer, logistic-expander, rng-expander, rng-bit-generator-expander,
+    call-inliner, dot_decomposer, float-normalization-bf16, logistic-expander, rng-expander, rng-bit-generator-expander,
     topk-decomposer, topk-rewriter (only when the backend lists the "TopK" runtime routine)
                                                            expanders (RunHloPassesThroughLayoutAssn 2-4)
     simplification (fixed point, <= 25):  algsimp, simplify-sorts, simplify-conditional, tuple-simplifier, dce,
@@ -39,6 +39,7 @@ from tfxla_cluster.passes.control_flow import ConditionalSimplifier, SortSimplif
 from tfxla_cluster.passes.cse import HloCSE
 from tfxla_cluster.passes.dce import HloDCE
 from tfxla_cluster.passes.dump import Dumper
+from tfxla_cluster.passes.float_normalization import FloatNormalization
 from tfxla_cluster.passes.expanders import (CallInliner, DotDecomposer, LogisticExpander, TopkDecomposer,
                                             TopkRewriter, TransposeFolding)
 from tfxla_cluster.passes.fusion import CpuInstructionFusion
@@ -84,6 +85,7 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
         HloDCE(),
         CallInliner(),
         DotDecomposer(),
+        FloatNormalization(),
         LogisticExpander(),
         RngExpander(),
         RngBitGeneratorExpander(),

@@ -82,7 +82,7 @@ UNARY: dict[str, Unary] = {
     "IsFinite": lambda b, x: b.is_finite(x),
     "LogicalNot": lambda b, x: b.not_(x),
     "Invert": lambda b, x: b.not_(x),
-    "Relu": lambda b, x: xl.maximum(b, 0, x),
+    "Relu": lambda b, x: xl.maximum(b, x, 0),  # TF 2.21's HLO: maximum(x, broadcast(0))
     "Relu6": _relu6,
     "Elu": _elu,
     "Selu": _selu,

@@ -31,6 +31,10 @@ _NOT_CONSIDERED = frozenset({"Shape", "ShapeN", "Size"})
 # TF's XLA returns XLA's Philox stream for them with constant seeds, not TF's CPU kernel's (recorded against
 # TF: tests/e2e's stateless_random_const_seed under jit_compile=True).
 _NOT_FOLDED_PREFIXES = ("Stateless",)
+# ... but StatelessIf/Case/While are ordinary foldable nodes to TF: with constant inputs they join the one
+# GraphRunner call, which cannot run their branches, so the whole fold is abandoned (a tf.cond over constants
+# is computed by XLA from its constants, upstream elementwise ops included).
+_STATELESS_FUNCTIONAL = frozenset({"StatelessIf", "StatelessCase", "StatelessWhile"})
 _NEVER = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
                     "RefEnter", "RefExit", "RefNextIteration", "_SwitchN", "ControlTrigger", ARG_OP, RETVAL_OP,
                     DEVICE_ARG_OP, DEVICE_RETVAL_OP, "Placeholder", "PlaceholderWithDefault", "_Send", "_Recv",
@@ -70,7 +74,8 @@ def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[N
                 constant.add(n.name)
             continue
         if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED or n.op in skip
-                or n.op.startswith(_NOT_FOLDED_PREFIXES) or n.op_def is None
+                or (n.op.startswith(_NOT_FOLDED_PREFIXES) and n.op not in _STATELESS_FUNCTIONAL)
+                or n.op_def is None
                 or n.op_def.is_stateful or n.op.startswith("Xla")
                 or any(base_dtype(o.dtype) in _BAD_OUTPUTS for o in n.outputs)):
             continue
