@@ -549,6 +549,10 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
     G, Cg, Og, M, K = plan.G, plan.Cg, plan.Og, plan.M, plan.K
     Wn = prod(plan.win)
     P = prod(plan.out_sp)
+    from tfxla_cluster.codegen.winograd import emit_winograd, winograd_plan
+    wp = winograd_plan(instr, plan, prog.options)
+    if wp is not None:
+        return emit_winograd(prog, instr, wp, lhs, rhs, out, epilogue)
     if plan.kmat_direct or plan.kmat_taps:
         kref = rhs
     else:
