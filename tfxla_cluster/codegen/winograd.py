@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
-from tfxla_cluster.codegen.loops import for_range
+from tfxla_cluster.codegen.loops import for_range, strides
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
 
@@ -68,7 +68,6 @@ class WinogradPlan:
 def winograd_plan(instr, plan, options) -> WinogradPlan | None:
     """The plan when ``instr`` (with the blocked ``plan`` of ``conv.py``) is a 2-D 3×3 convolution of
     unit strides and dilations over channel-minor input and output, else None."""
-    from tfxla_cluster.codegen.conv import strides
     if not options.winograd:
         return None
     if instr.shape.element_type is not T.F32 or plan.mode != "rows" or plan.G != 1 or not plan.out_direct \
