@@ -4,7 +4,8 @@ Stage: a measurement tool over the whole pipeline (``tfxla-cluster bench``, ``py
 
 For each workload: the median steady-state time of (a) ``tf.function`` without XLA, (b)
 ``tf.function(jit_compile=True)`` (real XLA:CPU), (c) ``tfxla_cluster.function(jit_compile=True)`` (our
-lowering, passes and llvmlite code); the first-call time (trace + compile) of real XLA and of ours;
+lowering, passes and llvmlite code), over rounds that call the three in turn (a busy machine's load
+changes hit all three alike); the first-call time (trace + compile) of real XLA and of ours;
 the memory-bandwidth bound (minimum bytes moved ÷ copy bandwidth measured in the same run); and the
 ratios. One-time process costs (imports, LLVM/XLA initialisation) are paid by a tiny warm-up function of
 each compiler before anything is timed. Results agree with TF (checked every run). Prints a table, writes JSON.
@@ -193,8 +194,9 @@ def _launch_rows(names: list[str], quick: bool) -> list[dict]:
         ref = graph(*tensors)
         for f in (xla, ours):
             np.testing.assert_allclose(np.asarray(f(*tensors)), np.asarray(ref), rtol=1e-4, atol=1e-5)
-        times = {k: 1e6 * _time(lambda f=f: f(*tensors), repeats, min_s) / per
-                 for k, f in (("graph", graph), ("xla", xla), ("ours", ours), ("python", python_launch))}
+        secs = _time_interleaved({k: (lambda f=f: f(*tensors)) for k, f in (
+            ("graph", graph), ("xla", xla), ("ours", ours), ("python", python_launch))}, repeats, min_s)
+        times = {k: 1e6 * v / per for k, v in secs.items()}
         compiled = ours.get_compiled(*tensors)
         launchers = compiled.launchers.values()
         before = sum(la.stats.executions for la in launchers)
@@ -279,6 +281,23 @@ def _time(fn: Callable[[], Any], repeats: int, min_seconds: float) -> float:
         if len(samples) >= 200:
             break
     return statistics.median(samples)
+
+
+def _time_interleaved(fns: dict[str, Callable[[], Any]], repeats: int, min_seconds: float) -> dict[str, float]:
+    """Median seconds of each function over rounds that call every one once, in turn: timed one after
+    the other, a change of the machine's load between them would decide the ratio."""
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < repeats or (time.perf_counter() - start < min_seconds * len(fns) and rounds < 200):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            out = fn()
+            for o in (out if isinstance(out, (list, tuple)) else [out]):
+                getattr(o, "numpy", lambda: None)()
+            samples[k].append(time.perf_counter() - t0)
+        rounds += 1
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def copy_bandwidth() -> float:
@@ -437,9 +456,9 @@ def run(args: argparse.Namespace) -> int:
         for g, r in zip(tf.nest.flatten(got), tf.nest.flatten(ref)):
             np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=w.tol, atol=w.tol)
         del got_xla
-        t_here = _time(lambda: graph(*tensors), repeats, min_s)
-        t_xla = _time(lambda: xla(*tensors), repeats, min_s)
-        t_ours = _time(lambda: ours(*tensors), repeats, min_s)
+        secs = _time_interleaved({"graph": lambda: graph(*tensors), "xla": lambda: xla(*tensors),
+                                  "ours": lambda: ours(*tensors)}, repeats, min_s)
+        t_here, t_xla, t_ours = secs["graph"], secs["xla"], secs["ours"]
         by_mode = {here: t_here}
         if w.name in other:
             by_mode[not here] = other[w.name]

@@ -25,6 +25,7 @@ from tfxla_cluster.codegen.target import CpuTarget, default_target, resolve_targ
 
 BOUNDS_CHECK_ENV = "TFXLA_CODEGEN_BOUNDS_CHECKS"
 NO_OUTPUT_FUSION_ENV = "TFXLA_CODEGEN_NO_OUTPUT_FUSION"
+NO_WINOGRAD_ENV = "TFXLA_CODEGEN_NO_WINOGRAD"
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class CodegenOptions:
     fast_transcendentals: bool = True  # inline, vectorisable exp/log/tanh approximations for f32
     row_groups: bool = True            # run consecutive row-local kernels block of rows by block of rows
     output_fusion: bool = True         # a convolution's elementwise consumer fusion runs on its blocks
+    winograd: bool = True              # 3x3 stride-1 f32 convolutions as Winograd F(2x2, 3x3) GEMMs
     prefer_vector_width: int = 256     # xla_cpu_prefer_vector_width: SIMD width the vectorisers aim for
     target: CpuTarget | None = None    # CPU the code is for; None = default_target() (env flags, else host)
 
@@ -65,6 +67,7 @@ class CodegenOptions:
             fast_min_max=bool(flags.xla_cpu_enable_fast_min_max),
             bounds_checks=env in ("1", "true", "yes", "on"),
             output_fusion=env_switch(NO_OUTPUT_FUSION_ENV).strip().lower() not in ("1", "true", "yes", "on"),
+            winograd=env_switch(NO_WINOGRAD_ENV).strip().lower() not in ("1", "true", "yes", "on"),
             threads=int(flags.tfxla_cpu_threads),
             prefer_vector_width=int(flags.xla_cpu_prefer_vector_width),
             target=resolve_target(flags),

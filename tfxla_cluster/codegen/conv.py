@@ -34,7 +34,7 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
-from tfxla_cluster.codegen.loops import for_range, major_to_minor
+from tfxla_cluster.codegen.loops import for_range, major_to_minor, strides
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
@@ -43,16 +43,6 @@ _TYPES = (T.F32, T.F64)
 ACCUMULATORS = 4         # vector accumulators per work item: a block of 4 vectors of channels
 WIDE_ACCUMULATORS = 12   # ... when each item streams a large window (filter backprop): fewer passes
 WIDE_MAX_POSITIONS = 64  # output positions (the filter's taps) up to which the backprop form is assumed
-
-
-def strides(shape: Shape) -> list[int]:
-    """Element strides of each logical dimension of a (dense) buffer layout."""
-    out = [0] * shape.rank
-    step = 1
-    for d in reversed(major_to_minor(shape)):
-        out[d] = step
-        step *= shape.dimensions[d]
-    return out
 
 
 @dataclass
@@ -549,6 +539,10 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
     G, Cg, Og, M, K = plan.G, plan.Cg, plan.Og, plan.M, plan.K
     Wn = prod(plan.win)
     P = prod(plan.out_sp)
+    from tfxla_cluster.codegen.winograd import emit_winograd, winograd_plan
+    wp = winograd_plan(instr, plan, prog.options)
+    if wp is not None:
+        return emit_winograd(prog, instr, wp, lhs, rhs, out, epilogue)
     if plan.kmat_direct or plan.kmat_taps:
         kref = rhs
     else:

@@ -88,6 +88,16 @@ def major_to_minor(shape: Shape) -> list[int]:
     return list(reversed(shape.minor_to_major)) if shape.rank else []
 
 
+def strides(shape: Shape) -> list[int]:
+    """Element strides of each logical dimension of a (dense) buffer layout."""
+    out = [0] * shape.rank
+    step = 1
+    for d in reversed(major_to_minor(shape)):
+        out[d] = step
+        step *= shape.dimensions[d]
+    return out
+
+
 class Index:
     """A logical index into ``shape`` (dims: one i64 per dimension; linear: physical offset or None)."""
 
