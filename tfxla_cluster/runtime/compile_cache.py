@@ -75,7 +75,7 @@ log = logging.getLogger("tfxla_cluster.codegen")
 
 MAX_COMPILES_BEFORE_MEGAMORPHIC = 10     # TF's kMaxNumberOfCompiles... ("more than 10 compiles")
 MIN_EXECUTIONS_PER_COMPILE = 50          # ...with fewer than 50 executions per compile
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: IR digests without the ModuleID line; entries keyed before lowering
 _MAGIC = "tfxla-cluster-executable"
 CLUSTER_KIND = "cluster"   # header "kind" of an entry keyed before lowering (ClusterCode payload)
 
@@ -563,7 +563,10 @@ class _PersistentStore:
 
 
 def _digest(ir_text: str) -> str:
-    return hashlib.sha256(ir_text.encode()).hexdigest()
+    """The digest an entry keeps of its IR: without the ``ModuleID`` line, as the key (clusters of other
+    names share an entry; format 1 hashed the line too, so a second process numbering its clusters
+    otherwise took a valid entry for a corrupt one)."""
+    return hashlib.sha256(without_module_id(ir_text).encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------- entries keyed before lowering
