@@ -124,3 +124,35 @@ def test_a_corrupt_cluster_entry_is_reported_and_recompiled(tmp_path, caplog, da
     assert again.compile_stats().events.get("persistent-cache corrupt") == 1
     assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
     read_entry(path)   # rewritten whole
+
+
+def test_function_graphs_after_grappler_are_stored_and_loaded(tmp_path, caplog, monkeypatch):
+    from tensorflow.core.framework import graph_pb2
+
+    from tfxla_cluster.runtime.compile_cache import GRAPH_KIND, graph_key, rewritten_graph
+
+    flags = Flags.parse(tf_xla_flags=_flags(tmp_path))
+    gd = graph_pb2.GraphDef()
+    gd.node.add(name="a", op="NoOp")
+    out = graph_pb2.GraphDef()
+    out.node.add(name="a_rewritten", op="NoOp")
+
+    def never():
+        raise AssertionError("rewritten again")
+    assert rewritten_graph(gd, ["a", "b"], flags, lambda: out) == out
+    assert len(_entries(tmp_path, GRAPH_KIND)) == 1
+    assert rewritten_graph(gd, ["b", "a"], flags, never) == out       # the kept nodes' order is no part of the key
+    assert rewritten_graph(gd, ["a"], flags, lambda: gd) == gd          # other kept nodes: rewritten again
+    key = graph_key(gd, ["a", "b"], flags)
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    off = graph_key(gd, ["a", "b"], flags)
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+    assert len({key, off, graph_key(gd, ["a", "b"], flags)}) == 3     # oneDNN changes grappler's rewrites
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS")
+    path = tmp_path / f"xla_compile_cache__{key}.tfxla"
+    path.write_bytes(path.read_bytes()[:-3])
+    caplog.set_level(logging.WARNING, logger="tfxla_cluster.codegen")
+    assert rewritten_graph(gd, ["a", "b"], flags, lambda: out) == out
+    assert "corrupt" in caplog.text and path.name in caplog.text
+    read_entry(path)   # rewritten whole
+    assert rewritten_graph(gd, ["a", "b"], Flags.parse(tf_xla_flags=AUTO), lambda: gd) == gd   # cache off: no store

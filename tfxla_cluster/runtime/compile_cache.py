@@ -78,6 +78,7 @@ MIN_EXECUTIONS_PER_COMPILE = 50          # ...with fewer than 50 executions per 
 FORMAT_VERSION = 2   # 2: IR digests without the ModuleID line; entries keyed before lowering
 _MAGIC = "tfxla-cluster-executable"
 CLUSTER_KIND = "cluster"   # header "kind" of an entry keyed before lowering (ClusterCode payload)
+GRAPH_KIND = "graph"       # header "kind" of a function graph after TF's runtime rewrites (GraphDef payload)
 
 
 # ---------------------------------------------------------------------- signatures
@@ -212,6 +213,36 @@ class PersistentCache:
         self._write(path, pickle.dumps(code, protocol=pickle.HIGHEST_PROTOCOL),
                     {"key": key, "module": name, "kind": CLUSTER_KIND})
 
+    def load_graph(self, key: str):
+        """The GraphDef stored under graph key ``key`` (None when absent, or corrupt: then with a warning)."""
+        from tensorflow.core.framework import graph_pb2
+
+        path = self.path_for(key)
+        try:
+            header, payload = read_entry(path)
+        except FileNotFoundError:
+            return None
+        except (ValueError, OSError) as e:
+            return self._corrupt(path, _why(e))
+        if header.get("key") != key or header.get("kind") != GRAPH_KIND:
+            return self._corrupt(path, "its key or kind does not match its file name")
+        gd = graph_pb2.GraphDef()
+        try:
+            gd.ParseFromString(payload)
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
+            return self._corrupt(path, f"its GraphDef does not parse: {e}")
+        return gd
+
+    def store_graph(self, key: str, graph_def, name: str) -> None:
+        """Write the graph entry ``key`` unless read-only or already there."""
+        if self.read_only:
+            return
+        path = self.path_for(key)
+        if path.is_file() and not _is_corrupt(path):
+            return
+        self._write(path, graph_def.SerializeToString(deterministic=True), {"key": key, "module": name,
+                                                                             "kind": GRAPH_KIND})
+
     def _write(self, path: Path, payload: bytes, fields: dict) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         header = {"magic": _MAGIC, "format": FORMAT_VERSION, **fields,
@@ -342,6 +373,18 @@ def unremovable_entries(directory, prefix: str = "xla_compile_cache") -> list[Pa
     return [p for p in PersistentCache(Path(directory), prefix).entries() if p.is_dir() and not p.is_symlink()]
 
 
+def persistent_cache(flags) -> PersistentCache | None:
+    """The persistent layer ``flags`` ask for: ``--tf_xla_persistent_cache_directory``, else the default
+    directory (:func:`default_directory`); None when off or when the device types leave out the CPU."""
+    directory = flags.tf_xla_persistent_cache_directory or default_directory()
+    device_types = [d.strip().upper() for d in str(flags.tf_xla_persistent_cache_device_types).split(",")
+                    if d.strip()]
+    if directory and (not device_types or "CPU" in device_types):
+        return PersistentCache(Path(directory), flags.tf_xla_persistent_cache_prefix,
+                               bool(flags.tf_xla_persistent_cache_read_only))
+    return None
+
+
 # ---------------------------------------------------------------------- the cache
 @dataclass
 class ClusterStats:
@@ -394,14 +437,7 @@ class CompilationCache:
             from tfxla_cluster.flags import Flags
             flags = Flags.from_env()
         options = CodegenOptions.from_flags(flags, **option_overrides)
-        persistent = None
-        directory = flags.tf_xla_persistent_cache_directory or default_directory()
-        device_types = [d.strip().upper() for d in str(flags.tf_xla_persistent_cache_device_types).split(",")
-                        if d.strip()]
-        if directory and (not device_types or "CPU" in device_types):
-            persistent = PersistentCache(Path(directory), flags.tf_xla_persistent_cache_prefix,
-                                         bool(flags.tf_xla_persistent_cache_read_only))
-        return CompilationCache(options, persistent)
+        return CompilationCache(options, persistent_cache(flags))
 
     def persistent_key(self, ir_text: str) -> str:
         """The entry name of the code for ``ir_text`` (its ``ModuleID`` comment line aside: clusters that
@@ -674,3 +710,41 @@ def cluster_key(boundary, arrays, *, engine_key: str, options_key: str, version:
         if t in constants:
             put(np.ascontiguousarray(a).tobytes())
     return "c" + h.hexdigest()[:32]
+
+
+# ---------------------------------------------------------------------- graphs after TF's rewrites
+def graph_key(graph_def, keep, flags=None) -> str:
+    """The persistent key of a function graph's runtime rewrites (While lowering, then TF's grappler;
+    ``graph.loader.runtime_rewrites``): the GraphDef (deterministic serialisation), the nodes kept (sorted:
+    a FunctionDef's control outputs are a map, iterated in another order by each process), this
+    package's source and TF's version, the flags and environment switches (oneDNN changes the remapper's
+    rewrites) and the host CPU (so do its features)."""
+    import llvmlite.binding as llvm
+
+    h = hashlib.sha256()
+    for part in (GRAPH_KIND, str(FORMAT_VERSION), source_digest(), _environment_key(flags), repr(sorted(keep)),
+                 llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()):
+        h.update(part.encode() + b"\0")
+    h.update(graph_def.SerializeToString(deterministic=True))
+    return "g" + h.hexdigest()[:32]
+
+
+def rewritten_graph(graph_def, keep, flags, rewrite: Callable[[], object], name: str = "graph"):
+    """``rewrite()`` (the runtime rewrites of ``graph_def``), or the result stored for the same key by an
+    earlier process when the persistent cache is on; a fresh result is stored."""
+    store = persistent_cache(flags) if flags is not None else None
+    if store is None:
+        return rewrite()
+    with compile_profile.stage("grappler"):
+        key = graph_key(graph_def, keep, flags)
+        cached = store.load_graph(key)
+    if cached is not None:
+        compile_profile.note("persistent-cache graph hit")
+        return cached
+    out = rewrite()
+    with compile_profile.stage("grappler"):
+        try:
+            store.store_graph(key, out, name)
+        except OSError as e:
+            log.warning("Could not write persistent cache entry for graph %s: %s", name, e)
+    return out
