@@ -132,9 +132,12 @@ def test_persistent_cache_is_reused_by_a_second_process(tmp_path):
     first = _child(f"--tf_xla_persistent_cache_directory={store} --tf_xla_persistent_cache_prefix=mine")
     assert first["origin"] == "compiled"
     entries = list(store.glob("*.tfxla"))  # (TF itself may keep its own entries there too)
-    # One entry keyed by the LLVM IR, one keyed before lowering (a second process skips lowering too).
-    assert len(entries) == 2 and all(e.name.startswith("mine__") for e in entries)
-    assert sorted(read_entry(e)[0].get("kind", "ir") for e in entries) == ["cluster", "ir"]
+    # The cluster keyed by its LLVM IR and keyed before lowering (a second process skips lowering too),
+    # and the native thread pool's code.
+    assert len(entries) == 3 and all(e.name.startswith("mine__") for e in entries)
+    headers = [read_entry(e)[0] for e in entries]
+    assert sorted(h.get("kind", "ir") for h in headers) == ["cluster", "ir", "ir"]
+    assert [h["module"] for h in headers].count("tfxla_native_pool") == 1
     second = _child(f"--tf_xla_persistent_cache_directory={store} --tf_xla_persistent_cache_prefix=mine")
     assert second["origin"] == "persistent cache" and second["y"] == first["y"]
     # Read-only: entries are read but never written.

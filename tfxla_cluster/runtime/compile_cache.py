@@ -147,8 +147,10 @@ class PersistentCache:
     def path_for(self, key: str) -> Path:
         return self.directory / f"{self.prefix}__{key}.tfxla"
 
-    def load(self, key: str, ir_digest: str, engine: JitEngine, name: str) -> CodeLibrary | None:
-        """The code stored under ``key`` (None when absent, or corrupt: then with a warning)."""
+    def load(self, key: str, ir_digest: str, engine: JitEngine, name: str,
+             exports: tuple[str, ...] = (ENTRY_NAME,)) -> CodeLibrary | None:
+        """The code stored under ``key``, exporting ``exports`` (None when absent, or corrupt: then with a
+        warning)."""
         path = self.path_for(key)
         try:
             header, obj = read_entry(path)
@@ -161,7 +163,7 @@ class PersistentCache:
         if header.get("ir_sha256") != ir_digest:
             return self._corrupt(path, "it was compiled from other IR than its key says")
         try:
-            lib = engine.load_object(obj, [ENTRY_NAME], name=name)
+            lib = engine.load_object(obj, exports, name=name)
         except Exception as e:  # LLVM refusing the object file: the entry is unusable, recompile
             return self._corrupt(path, f"LLVM could not load its object code: {e}")
         log.info("Loaded executable for %s from the persistent cache (%s)", name, path.name)
@@ -586,8 +588,9 @@ class _PersistentStore:
         self.cache = cache
         self.persistent = cache.persistent
 
-    def load(self, ir_text: str, engine: JitEngine, name: str) -> CodeLibrary | None:
-        lib = self.persistent.load(self.cache.persistent_key(ir_text), _digest(ir_text), engine, name)
+    def load(self, ir_text: str, engine: JitEngine, name: str,
+             exports: tuple[str, ...] = (ENTRY_NAME,)) -> CodeLibrary | None:
+        lib = self.persistent.load(self.cache.persistent_key(ir_text), _digest(ir_text), engine, name, exports)
         compile_profile.note("persistent-cache " + ("miss" if lib is None else "hit"))
         return lib
 
