@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 import tfxla_cluster as txc
+from tfxla_cluster.runtime.compile_cache import read_entry
 from tfxla_cluster.runtime.launcher import to_tensor
 
 AUTO = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1"
@@ -131,7 +132,12 @@ def test_persistent_cache_is_reused_by_a_second_process(tmp_path):
     first = _child(f"--tf_xla_persistent_cache_directory={store} --tf_xla_persistent_cache_prefix=mine")
     assert first["origin"] == "compiled"
     entries = list(store.glob("*.tfxla"))  # (TF itself may keep its own entries there too)
-    assert len(entries) == 1 and entries[0].name.startswith("mine__")
+    # The cluster keyed by its LLVM IR and keyed before lowering (a second process skips lowering too),
+    # and the native thread pool's code.
+    assert len(entries) == 3 and all(e.name.startswith("mine__") for e in entries)
+    headers = [read_entry(e)[0] for e in entries]
+    assert sorted(h.get("kind", "ir") for h in headers) == ["cluster", "ir", "ir"]
+    assert [h["module"] for h in headers].count("tfxla_native_pool") == 1
     second = _child(f"--tf_xla_persistent_cache_directory={store} --tf_xla_persistent_cache_prefix=mine")
     assert second["origin"] == "persistent cache" and second["y"] == first["y"]
     # Read-only: entries are read but never written.

@@ -19,7 +19,8 @@ import ctypes
 import hashlib
 import threading
 import time
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -40,35 +41,66 @@ def _physical_dims(shape: Shape) -> tuple[int, ...]:
     return tuple(shape.dimensions[d] for d in major_to_minor(shape))
 
 
+@dataclass
+class ExecutableLayout:
+    """Everything an :class:`Executable` needs besides its native code: the buffer plan (slots, constants,
+    arena size), the kernels, the result structure. Plain data (picklable): the persistent cache stores it
+    with the object code, so a hit rebuilds the executable without lowering or emitting anything."""
+
+    name: str
+    kernels: list
+    row_groups: list
+    arena_bytes: int
+    n_slots: int
+    params: list                  # (slot index, Shape, name) per parameter, in parameter order
+    outputs: list                 # (slot index, leaf Shape) per output leaf
+    structure: object             # result tuple structure (nested tuples of leaf numbers)
+    root_is_tuple: bool
+    temps: list                   # (slot index, arena offset) per temp slot
+    consts: list                  # (slot index, array) per constant slot
+
+    @staticmethod
+    def of(module, prog: ProgramEmitter) -> "ExecutableLayout":
+        plan = prog.plan
+        root = module.entry.root.shape
+        return ExecutableLayout(
+            module.name, prog.kernels, prog.row_groups, plan.arena_bytes, len(plan.slots),
+            [(s.index, s.shape, s.name) for s in sorted(prog.param_slots, key=lambda s: s.number)],
+            # Output arrays take the root's leaf shapes (a producer may hold the bytes under another view).
+            [(s.index, leaf) for s, leaf in zip(prog.output_slots, root.leaves())],
+            prog.result_structure, root.is_tuple,
+            [(s.index, s.offset) for s in plan.of_kind("temp")],
+            [(s.index, s.value) for s in plan.of_kind("const")])
+
+
 class Executable:
     """A compiled HLO module. Thread-safe: concurrent calls use separate tables and arenas."""
 
-    def __init__(self, module, options: CodegenOptions, library: CodeLibrary, prog: ProgramEmitter,
-                 ir_text: str, emit_seconds: float = 0.0) -> None:
-        self.module = module
-        self.name = module.name
+    def __init__(self, layout: ExecutableLayout, options: CodegenOptions, library: CodeLibrary,
+                 ir_text: "str | Callable[[], str]", emit_seconds: float = 0.0) -> None:
+        """``ir_text`` is the LLVM IR the code came from, or a function emitting it again on first use (an
+        executable rebuilt from the persistent cache without lowering)."""
+        self.layout = layout
+        self.name = layout.name
         self.options = options
         self.library = library
-        self.ir = ir_text
-        self.ir_digest = hashlib.sha256(ir_text.encode()).hexdigest()
-        self.kernels = prog.kernels
-        self.row_groups = prog.row_groups
+        self._ir = ir_text if isinstance(ir_text, str) else None
+        self._ir_source = None if isinstance(ir_text, str) else ir_text
+        self.kernels = layout.kernels
+        self.row_groups = layout.row_groups
         self.emit_seconds = emit_seconds
-        plan = prog.plan
-        self.arena_bytes = plan.arena_bytes
-        self._n_slots = len(plan.slots)
-        self._params = [(s.index, s.shape, s.name) for s in sorted(prog.param_slots, key=lambda s: s.number)]
-        # Output arrays take the root's leaf shapes (a producer may hold the bytes under another view).
-        self._outputs = [(s.index, leaf) for s, leaf in zip(prog.output_slots, module.entry.root.shape.leaves())]
-        self._structure = prog.result_structure
-        self._root_is_tuple = module.entry.root.shape.is_tuple
-        temps = plan.of_kind("temp")
-        self._temp_slots = np.array([s.index for s in temps], dtype=np.int64)
-        self._temp_offsets = np.array([s.offset for s in temps], dtype=np.uint64)
-        self._consts = [s.value for s in plan.of_kind("const")]
+        self.arena_bytes = layout.arena_bytes
+        self._n_slots = layout.n_slots
+        self._params = list(layout.params)
+        self._outputs = list(layout.outputs)
+        self._structure = layout.structure
+        self._root_is_tuple = layout.root_is_tuple
+        self._temp_slots = np.array([i for i, _ in layout.temps], dtype=np.int64)
+        self._temp_offsets = np.array([o for _, o in layout.temps], dtype=np.uint64)
+        self._consts = [v for _, v in layout.consts]
         self._template = np.zeros(self._n_slots, dtype=np.uint64)
-        for s in plan.of_kind("const"):
-            self._template[s.index] = s.value.ctypes.data
+        for index, value in layout.consts:
+            self._template[index] = value.ctypes.data
         self._entry = library.get_function(ENTRY_NAME, None, ctypes.c_void_p)
         self._fast = [(shape.dtype, shape.dimensions, shape.rank <= 1 or shape.is_default_layout)
                       for _, shape, _ in self._params]
@@ -78,6 +110,17 @@ class Executable:
         self._local = threading.local()
         self.calls = 0
         self.origin = "compiled"   # or "persistent cache" (set by runtime.compile_cache.CompilationCache)
+
+    @property
+    def ir(self) -> str:
+        """The LLVM IR (before LLVM's optimisation) the native code was compiled from."""
+        if self._ir is None:
+            self._ir = self._ir_source()
+        return self._ir
+
+    @property
+    def ir_digest(self) -> str:
+        return hashlib.sha256(self.ir.encode()).hexdigest()
 
     # ---- inspection
     @property
@@ -223,7 +266,7 @@ def compile_module(module, options: CodegenOptions | None = None, engine: JitEng
         _dump(dumper, "ir-with-opt.ll", lib.optimized_ir)
         if code_store is not None:
             code_store.store(text, lib)
-    exe = Executable(module, options, lib, prog, text, t1 - t0)
+    exe = Executable(ExecutableLayout.of(module, prog), options, lib, text, t1 - t0)
     exe.origin = origin
     return exe
 

@@ -8,7 +8,8 @@ They are resolved through llvmlite's symbol table (``llvm.add_symbol``) before a
                                             and split the rows over our pool instead
     tfxla_parallel_for(fn, table, n, tasks) split work items [0, n) of a kernel into ``tasks`` ranges
                                             run on a thread pool: the native fork-join pool of
-                                            native_pool.py (a few microseconds per split), or, with
+                                            native_pool.py (a few microseconds per split; its code comes
+                                            from the persistent compile cache when that is on), or, with
                                             TFXLA_CODEGEN_POOL=python, Python threads (ctypes releases
                                             the GIL while native code runs)
     tfxla_bounds_fail(table, kernel, i, n)  debug mode: an out-of-range access; recorded per buffer
@@ -196,11 +197,27 @@ def _native_parallel_for() -> int | None:
     try:
         from tfxla_cluster.codegen.engine import get_engine
         from tfxla_cluster.codegen.native_pool import ENTRY, build_module
-        _native_pool = get_engine().compile(build_module(), [ENTRY], name="tfxla_native_pool")
+        engine, ir_text = get_engine(), build_module()
+        store = _persistent_store()
+        _native_pool = store.load(ir_text, engine, "tfxla_native_pool", (ENTRY,)) if store is not None else None
+        if _native_pool is None:
+            _native_pool = engine.compile(ir_text, [ENTRY], name="tfxla_native_pool")
+            if store is not None:
+                store.store(ir_text, _native_pool)
         return _native_pool.address_of(ENTRY)
     except Exception:  # pragma: no cover - documented fallback: the Python pool runs the same kernels
         log.exception("native thread pool unavailable; using the Python pool")
         return None
+
+
+def _persistent_store():
+    """The persistent compile cache's IR-keyed layer when it is on (the pool is the same code in every
+    process: a later process loads it instead of compiling it), else None."""
+    from tfxla_cluster.flags import Flags
+    from tfxla_cluster.runtime.compile_cache import CompilationCache, _PersistentStore
+
+    cache = CompilationCache.from_flags(Flags.from_env())
+    return _PersistentStore(cache) if cache.persistent is not None else None
 
 
 def pool_kind() -> str:

@@ -17,6 +17,15 @@ emitting it is needed anyway to rebuild the buffer plan), the ``CodegenOptions``
 (target, CPU name and features, opt level, pass pipeline, LLVM and llvmlite versions) and the
 tfxla_cluster version. A hit skips LLVM (optimisation and machine code), most of a cold compile.
 
+A second kind of entry is keyed *before lowering* (:meth:`CompilationCache.cluster_key`): the cluster's
+member NodeDefs (deterministic serialisation, topological order), its inputs' producers and the library
+functions the members call, its input and output lists, the arguments' dtypes and shapes and the values of
+its compile-time-constant inputs, the flags and environment switches, the codegen options and JIT engine
+key, and digests of this package's source and of TF's and numpy's versions. It holds what lowering told
+the launcher (inputs, parameter and output mapping), the executable's buffer plan and the object code
+(:class:`ClusterCode`), so a hit in a second process skips lowering, the HLO passes, IR emission and LLVM.
+Its payload is a pickle: the cache directory is trusted as the object code loaded from it is.
+
 Where. ``--tf_xla_persistent_cache_directory`` when set (TF's flag, shared with TF's own entries);
 else, unlike TF, a cache on by default in the user's cache directory (:func:`default_directory`:
 ``$TFXLA_COMPILE_CACHE``, else ``$XDG_CACHE_HOME/tfxla_cluster/compile`` or
@@ -36,10 +45,13 @@ Rules:
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import logging
 import os
+import pickle
 import re
 import tempfile
 import threading
@@ -51,9 +63,10 @@ import numpy as np
 
 from tfxla_cluster import compile_profile
 from tfxla_cluster._gc import gc_paused
+from tfxla_cluster.codegen import native_runtime
 from tfxla_cluster.codegen.context import CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, without_module_id, get_engine
-from tfxla_cluster.codegen.executable import Executable, compile_module
+from tfxla_cluster.codegen.executable import Executable, ExecutableLayout, compile_module
 from tfxla_cluster.codegen.program import ENTRY_NAME
 
 # The logger keeps the name it had when the cache lived in codegen/: users' logging configuration
@@ -62,8 +75,10 @@ log = logging.getLogger("tfxla_cluster.codegen")
 
 MAX_COMPILES_BEFORE_MEGAMORPHIC = 10     # TF's kMaxNumberOfCompiles... ("more than 10 compiles")
 MIN_EXECUTIONS_PER_COMPILE = 50          # ...with fewer than 50 executions per compile
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: IR digests without the ModuleID line; entries keyed before lowering
 _MAGIC = "tfxla-cluster-executable"
+CLUSTER_KIND = "cluster"   # header "kind" of an entry keyed before lowering (ClusterCode payload)
+GRAPH_KIND = "graph"       # header "kind" of a function graph after TF's runtime rewrites (GraphDef payload)
 
 
 # ---------------------------------------------------------------------- signatures
@@ -132,8 +147,10 @@ class PersistentCache:
     def path_for(self, key: str) -> Path:
         return self.directory / f"{self.prefix}__{key}.tfxla"
 
-    def load(self, key: str, ir_digest: str, engine: JitEngine, name: str) -> CodeLibrary | None:
-        """The code stored under ``key`` (None when absent, or corrupt: then with a warning)."""
+    def load(self, key: str, ir_digest: str, engine: JitEngine, name: str,
+             exports: tuple[str, ...] = (ENTRY_NAME,)) -> CodeLibrary | None:
+        """The code stored under ``key``, exporting ``exports`` (None when absent, or corrupt: then with a
+        warning)."""
         path = self.path_for(key)
         try:
             header, obj = read_entry(path)
@@ -146,7 +163,7 @@ class PersistentCache:
         if header.get("ir_sha256") != ir_digest:
             return self._corrupt(path, "it was compiled from other IR than its key says")
         try:
-            lib = engine.load_object(obj, [ENTRY_NAME], name=name)
+            lib = engine.load_object(obj, exports, name=name)
         except Exception as e:  # LLVM refusing the object file: the entry is unusable, recompile
             return self._corrupt(path, f"LLVM could not load its object code: {e}")
         log.info("Loaded executable for %s from the persistent cache (%s)", name, path.name)
@@ -166,12 +183,73 @@ class PersistentCache:
         path = self.path_for(key)
         if path.is_file() and not _is_corrupt(path):
             return
+        self._write(path, library.object_code, {"key": key, "module": name, "ir_sha256": ir_digest})
+
+    def load_cluster(self, key: str) -> "ClusterCode | None":
+        """The :class:`ClusterCode` stored under cluster key ``key`` (None when absent, or corrupt: then with
+        a warning, counted in the compile profile)."""
+        path = self.path_for(key)
+        try:
+            header, payload = read_entry(path)
+        except FileNotFoundError:
+            return None
+        except (ValueError, OSError) as e:
+            return self._corrupt(path, _why(e))
+        if header.get("key") != key or header.get("kind") != CLUSTER_KIND:
+            return self._corrupt(path, "its key or kind does not match its file name")
+        try:
+            code = pickle.loads(payload)
+        except Exception as e:  # noqa: BLE001 - any unpickling failure: the entry is unusable
+            return self._corrupt(path, f"its payload does not unpickle: {type(e).__name__}: {e}")
+        if not isinstance(code, ClusterCode):
+            return self._corrupt(path, f"its payload is a {type(code).__name__}, not a cluster entry")
+        return code
+
+    def store_cluster(self, key: str, code: "ClusterCode", name: str) -> None:
+        """Write the cluster entry ``key`` unless read-only or already there."""
+        if self.read_only:
+            return
+        path = self.path_for(key)
+        if path.is_file() and not _is_corrupt(path):
+            return
+        self._write(path, pickle.dumps(code, protocol=pickle.HIGHEST_PROTOCOL),
+                    {"key": key, "module": name, "kind": CLUSTER_KIND})
+
+    def load_graph(self, key: str):
+        """The GraphDef stored under graph key ``key`` (None when absent, or corrupt: then with a warning)."""
+        from tensorflow.core.framework import graph_pb2
+
+        path = self.path_for(key)
+        try:
+            header, payload = read_entry(path)
+        except FileNotFoundError:
+            return None
+        except (ValueError, OSError) as e:
+            return self._corrupt(path, _why(e))
+        if header.get("key") != key or header.get("kind") != GRAPH_KIND:
+            return self._corrupt(path, "its key or kind does not match its file name")
+        gd = graph_pb2.GraphDef()
+        try:
+            gd.ParseFromString(payload)
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
+            return self._corrupt(path, f"its GraphDef does not parse: {e}")
+        return gd
+
+    def store_graph(self, key: str, graph_def, name: str) -> None:
+        """Write the graph entry ``key`` unless read-only or already there."""
+        if self.read_only:
+            return
+        path = self.path_for(key)
+        if path.is_file() and not _is_corrupt(path):
+            return
+        self._write(path, graph_def.SerializeToString(deterministic=True), {"key": key, "module": name,
+                                                                             "kind": GRAPH_KIND})
+
+    def _write(self, path: Path, payload: bytes, fields: dict) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        obj = library.object_code
-        header = {"magic": _MAGIC, "format": FORMAT_VERSION, "key": key, "module": name,
-                  "ir_sha256": ir_digest, "object_sha256": hashlib.sha256(obj).hexdigest(),
-                  "object_bytes": len(obj)}
-        data = json.dumps(header, sort_keys=True).encode() + b"\n" + obj
+        header = {"magic": _MAGIC, "format": FORMAT_VERSION, **fields,
+                  "object_sha256": hashlib.sha256(payload).hexdigest(), "object_bytes": len(payload)}
+        data = json.dumps(header, sort_keys=True).encode() + b"\n" + payload
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".tfxla")
         try:
             # No fsync: an entry cut short by a crash fails its digest check and is recompiled.
@@ -297,6 +375,18 @@ def unremovable_entries(directory, prefix: str = "xla_compile_cache") -> list[Pa
     return [p for p in PersistentCache(Path(directory), prefix).entries() if p.is_dir() and not p.is_symlink()]
 
 
+def persistent_cache(flags) -> PersistentCache | None:
+    """The persistent layer ``flags`` ask for: ``--tf_xla_persistent_cache_directory``, else the default
+    directory (:func:`default_directory`); None when off or when the device types leave out the CPU."""
+    directory = flags.tf_xla_persistent_cache_directory or default_directory()
+    device_types = [d.strip().upper() for d in str(flags.tf_xla_persistent_cache_device_types).split(",")
+                    if d.strip()]
+    if directory and (not device_types or "CPU" in device_types):
+        return PersistentCache(Path(directory), flags.tf_xla_persistent_cache_prefix,
+                               bool(flags.tf_xla_persistent_cache_read_only))
+    return None
+
+
 # ---------------------------------------------------------------------- the cache
 @dataclass
 class ClusterStats:
@@ -349,14 +439,7 @@ class CompilationCache:
             from tfxla_cluster.flags import Flags
             flags = Flags.from_env()
         options = CodegenOptions.from_flags(flags, **option_overrides)
-        persistent = None
-        directory = flags.tf_xla_persistent_cache_directory or default_directory()
-        device_types = [d.strip().upper() for d in str(flags.tf_xla_persistent_cache_device_types).split(",")
-                        if d.strip()]
-        if directory and (not device_types or "CPU" in device_types):
-            persistent = PersistentCache(Path(directory), flags.tf_xla_persistent_cache_prefix,
-                                         bool(flags.tf_xla_persistent_cache_read_only))
-        return CompilationCache(options, persistent)
+        return CompilationCache(options, persistent_cache(flags))
 
     def persistent_key(self, ir_text: str) -> str:
         """The entry name of the code for ``ir_text`` (its ``ModuleID`` comment line aside: clusters that
@@ -443,6 +526,48 @@ class CompilationCache:
         with self._lock:
             return {sig: e for (c, sig), e in self._entries.items() if c == cluster}
 
+    def cluster_key(self, boundary, arrays, *, flags=None, must_compile: bool = False) -> str | None:
+        """The persistent key of ``boundary`` (a cluster) called on ``arrays``, keyed before lowering (see
+        the module docstring); None without a persistent layer."""
+        if self.persistent is None:
+            return None
+        return cluster_key(boundary, arrays, engine_key=self.engine.key, options_key=self.options.key(),
+                           version=self.version, flags=flags, must_compile=must_compile)
+
+    def load_cluster(self, key: str | None, name: str, ir_source: Callable[[], str]
+                     ) -> tuple[ClusterCode, Executable] | None:
+        """The stored signature under cluster key ``key`` and its executable (named ``name``, origin
+        "persistent cache"; ``ir_source`` emits its LLVM IR again if ever asked for), or None."""
+        if key is None or self.persistent is None:
+            return None
+        code = self.persistent.load_cluster(key)
+        if code is None:
+            return None
+        native_runtime.ensure_registered()   # the runtime symbols the code calls, before it is linked
+        try:
+            library = self.engine.load_object(code.object_code, [ENTRY_NAME], name=name)
+            layout = dataclasses.replace(code.layout, name=name)
+            exe = Executable(layout, self.options, library, ir_source)
+        except Exception as e:  # noqa: BLE001 - object code LLVM refuses, a layout of another shape: recompile
+            PersistentCache._corrupt(self.persistent.path_for(key), f"its code does not load: {e}")
+            return None
+        exe.origin = "persistent cache"
+        compile_profile.note("persistent-cache hit")
+        log.info("Loaded cluster %s from the persistent cache (%s)", name, self.persistent.path_for(key).name)
+        return code, exe
+
+    def store_cluster(self, key: str | None, executable: Executable, *, inputs: list, param_specs: list,
+                      output_order: list, updates: dict) -> None:
+        """Keep ``executable`` and its launcher mapping under cluster key ``key`` (a no-op without one)."""
+        if key is None or self.persistent is None:
+            return
+        code = ClusterCode(inputs, param_specs, output_order, updates, executable.layout,
+                           executable.library.object_code)
+        try:
+            self.persistent.store_cluster(key, code, executable.name)
+        except (OSError, pickle.PicklingError) as e:
+            log.warning("Could not write persistent cache entry for cluster %s: %s", executable.name, e)
+
     def compile(self, module) -> Executable:
         """Native code for ``module``: from the persistent layer when it has a valid entry, else compiled
         (and stored there). The executable's ``origin`` says which."""
@@ -463,8 +588,9 @@ class _PersistentStore:
         self.cache = cache
         self.persistent = cache.persistent
 
-    def load(self, ir_text: str, engine: JitEngine, name: str) -> CodeLibrary | None:
-        lib = self.persistent.load(self.cache.persistent_key(ir_text), _digest(ir_text), engine, name)
+    def load(self, ir_text: str, engine: JitEngine, name: str,
+             exports: tuple[str, ...] = (ENTRY_NAME,)) -> CodeLibrary | None:
+        lib = self.persistent.load(self.cache.persistent_key(ir_text), _digest(ir_text), engine, name, exports)
         compile_profile.note("persistent-cache " + ("miss" if lib is None else "hit"))
         return lib
 
@@ -476,4 +602,152 @@ class _PersistentStore:
 
 
 def _digest(ir_text: str) -> str:
-    return hashlib.sha256(ir_text.encode()).hexdigest()
+    """The digest an entry keeps of its IR: without the ``ModuleID`` line, as the key (clusters of other
+    names share an entry; format 1 hashed the line too, so a second process numbering its clusters
+    otherwise took a valid entry for a corrupt one)."""
+    return hashlib.sha256(without_module_id(ir_text).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------- entries keyed before lowering
+@dataclass
+class ClusterCode:
+    """One compiled signature of a cluster as the persistent cache keeps it: what lowering told the
+    launcher and the executable's layout, with the object code (the launcher's ``CompiledCluster`` minus
+    its HLO, which is lowered again only when asked for)."""
+
+    inputs: list                  # tf2hlo.lower.ClusterInput per lowered input (constants with their values)
+    param_specs: list             # (launch input position, numpy dtype) per HLO parameter
+    output_order: list            # top-level result index of each value output
+    updates: dict                 # resource input position -> result index
+    layout: ExecutableLayout
+    object_code: bytes
+
+
+#: Environment switches that cannot change generated code (where caches live, progress bars, logging).
+_KEY_NEUTRAL_SWITCHES = frozenset({"TFXLA_COMPILE_CACHE", "XDG_CACHE_HOME", "TFXLA_NATIVE_CACHE",
+                                   "TFXLA_CLUSTER_PROGRESS", "TFXLA_CLUSTER_DEBUG", "TF_DUMP_GRAPH_PREFIX",
+                                   "TF_CPP_VMODULE", "TF_CPP_MAX_VLOG_LEVEL", "TF_CPP_MIN_VLOG_LEVEL"})
+
+
+@functools.lru_cache(maxsize=1)
+def source_digest() -> str:
+    """A digest of this package's source (every .py and .c file under it) and of the versions of TF and
+    numpy, whose kernels fold constants while lowering: an edit to the code (an editable install keeps
+    its version number) makes every entry keyed before lowering stale."""
+    import tensorflow as tf
+
+    import tfxla_cluster
+
+    root = Path(tfxla_cluster.__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".c")):
+        h.update(str(path.relative_to(root)).encode() + b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    h.update(f"tf{tf.__version__}|numpy{np.__version__}".encode())
+    return h.hexdigest()
+
+
+def _environment_key(flags) -> str:
+    """The flags the cluster compiles under (the function's and the process's) and every environment
+    switch that can change lowering or code."""
+    from tfxla_cluster.flags import ENV_SWITCHES, ENV_VARS, Flags, env_switch
+
+    parts = [repr(sorted(Flags.resolve(flags).as_dict().items())), repr(sorted(Flags.from_env().as_dict().items()))]
+    parts += [f"{v}={os.environ.get(v, '')}" for v in ENV_VARS]
+    parts += [f"{n}={env_switch(n)}" for n in sorted(ENV_SWITCHES) if n not in _KEY_NEUTRAL_SWITCHES]
+    return "\n".join(parts)
+
+
+def _called_functions(graph, nodes) -> list:
+    """The library FunctionDefs the ``nodes`` call (function-valued attrs), transitively, by name."""
+    found: dict[str, object] = {}
+    frontier = [nd for nd in (n.node_def for n in nodes)]
+
+    def names(attr_map):
+        for value in attr_map.values():
+            if value.HasField("func"):
+                yield value.func.name
+            elif value.HasField("list"):
+                yield from (f.name for f in value.list.func)
+
+    while frontier:
+        nd = frontier.pop()
+        for name in [nd.op, *names(nd.attr)]:
+            if name in found:
+                continue
+            fdef = graph.function(name)
+            if fdef is not None:
+                found[name] = fdef
+                frontier.extend(fdef.node_def)
+    return [found[k] for k in sorted(found)]
+
+
+def cluster_key(boundary, arrays, *, engine_key: str, options_key: str, version: str, flags=None,
+                must_compile: bool = False) -> str:
+    """The persistent key of a cluster's signature before lowering (see the module docstring): a
+    deterministic function of everything lowering, the HLO passes and code generation read."""
+    h = hashlib.sha256()
+
+    def put(data: bytes | str) -> None:
+        data = data.encode() if isinstance(data, str) else data
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+
+    for part in (CLUSTER_KIND, str(FORMAT_VERSION), version, source_digest(), engine_key, options_key,
+                 _environment_key(flags), f"must_compile={bool(must_compile)}"):
+        put(part)
+    graph = boundary.graph
+    members = boundary.topological_members
+    for node in members:
+        put(node.node_def.SerializeToString(deterministic=True))
+    for src in dict.fromkeys(t[0] for t in boundary.inputs):   # the inputs' producers (dtypes, handle data)
+        put(graph.node(src).node_def.SerializeToString(deterministic=True))
+    for fdef in _called_functions(graph, members):
+        put(fdef.SerializeToString(deterministic=True))
+    put(repr((boundary.inputs, boundary.outputs, boundary.launch_outputs)))
+    constants = boundary.constants
+    for t, a in zip(boundary.inputs, arrays):
+        a = np.asarray(a)
+        put(f"{a.dtype.str}{a.shape}")
+        if t in constants:
+            put(np.ascontiguousarray(a).tobytes())
+    return "c" + h.hexdigest()[:32]
+
+
+# ---------------------------------------------------------------------- graphs after TF's rewrites
+def graph_key(graph_def, keep, flags=None) -> str:
+    """The persistent key of a function graph's runtime rewrites (While lowering, then TF's grappler;
+    ``graph.loader.runtime_rewrites``): the GraphDef (deterministic serialisation), the nodes kept (sorted:
+    a FunctionDef's control outputs are a map, iterated in another order by each process), this
+    package's source and TF's version, the flags and environment switches (oneDNN changes the remapper's
+    rewrites) and the host CPU (so do its features)."""
+    import llvmlite.binding as llvm
+
+    h = hashlib.sha256()
+    for part in (GRAPH_KIND, str(FORMAT_VERSION), source_digest(), _environment_key(flags), repr(sorted(keep)),
+                 llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()):
+        h.update(part.encode() + b"\0")
+    h.update(graph_def.SerializeToString(deterministic=True))
+    return "g" + h.hexdigest()[:32]
+
+
+def rewritten_graph(graph_def, keep, flags, rewrite: Callable[[], object], name: str = "graph"):
+    """``rewrite()`` (the runtime rewrites of ``graph_def``), or the result stored for the same key by an
+    earlier process when the persistent cache is on; a fresh result is stored."""
+    store = persistent_cache(flags) if flags is not None else None
+    if store is None:
+        return rewrite()
+    with compile_profile.stage("grappler"):
+        key = graph_key(graph_def, keep, flags)
+        cached = store.load_graph(key)
+    if cached is not None:
+        compile_profile.note("persistent-cache graph hit")
+        return cached
+    out = rewrite()
+    with compile_profile.stage("grappler"):
+        try:
+            store.store_graph(key, out, name)
+        except OSError as e:
+            log.warning("Could not write persistent cache entry for graph %s: %s", name, e)
+    return out

@@ -218,6 +218,7 @@ class Launcher:
     def compile_signature(self, arrays: list[np.ndarray], key) -> CompiledCluster:
         """The pipeline's per-signature stages for ``arrays`` (the CompilationCache's create step, as
         TF's ``_XlaCompile``): lower the cluster's boundary, optimise the module, compile native code."""
+        from tfxla_cluster.tf2hlo.dynamic_size import trim
         from tfxla_cluster.tf2hlo.lower import lower_boundary
 
         t0 = time.perf_counter()
@@ -227,40 +228,60 @@ class Launcher:
         shapes = {t: (a if dt == types_pb2.DT_RESOURCE else a.shape)
                   for t, a, dt in zip(self.sig.inputs, arrays, self.sig.input_dtypes)}
         consts = {t: a for t, a in zip(self.sig.inputs, arrays)}
-        with compile_profile.stage("lowering"):
-            lowered = lower_boundary(self.sig.boundary, arg_shapes=shapes, const_args=consts)
         by_tensor = {t: i for i, t in enumerate(self.sig.inputs)}
-        # (launch-node input position, numpy dtype) of every HLO parameter, in parameter order.
-        param_specs = [(by_tensor[inp.tensor], inp.element_type.dtype) for inp in lowered.parameters]
-        out_index = lowered.output_tensors()
-        missing = [t for t in self._value_outputs if t not in out_index]
-        if missing:
-            raise InternalError(f"cluster {self.sig.name}: lowering produced no value for {missing}")
-        order = [out_index[t] for t in self._value_outputs]
-        # Resource variables: the cluster's final value of each, written back after the run.
-        updates = {by_tensor[lowered.inputs[i].tensor]: k for i, k in lowered.resource_updates().items()}
-        dynamic = any(o.dynamic for o in lowered.outputs)   # bounded dynamic results (NonMaxSuppressionV3)
-        hlo_source: Any = lowered.module
-        optimized_source: Any = ""
-        executable = None
-        origin = "evaluator"
+        # The persistent cache keyed before lowering (compile_cache.cluster_key): a hit skips lowering,
+        # the HLO passes, IR emission and LLVM.
+        stored = cache = cluster_key = None
         if self.backend == "llvm":
-            from tfxla_cluster.passes.pipeline import optimize
-
-            # The passes rewrite the lowered module in place (no deep copy: it cost as much as a pass);
-            # its text, if ever asked for, comes from lowering the cluster again.
-            hlo_source = self._relower(lowered, shapes, consts)
-            optimized, _ = optimize(lowered.module, cluster=self.sig.name)
-            optimized_source = optimized
-            executable = self.compilation_cache().compile(optimized)
+            cache = self.compilation_cache()
+            cluster_key = cache.cluster_key(self.sig.boundary, arrays, flags=self.flags, must_compile=self.must_compile)
+            stored = cache.load_cluster(cluster_key, self.sig.name, lambda: self._emit_again(inputs, shapes, consts))
+        if stored is not None:
+            code, executable = stored
+            inputs, param_specs, order, updates = code.inputs, code.param_specs, code.output_order, code.updates
+            trims: list[tuple[int, Any, int]] = []   # never stored with bounded dynamic results (below)
+            hlo_source = self._relower(inputs, shapes, consts)
+            optimized_source: Any = lambda: self._optimize(hlo_source())
             origin = executable.origin
-
+        else:
+            with compile_profile.stage("lowering"):
+                lowered = lower_boundary(self.sig.boundary, arg_shapes=shapes, const_args=consts)
+            inputs = lowered.inputs
+            # (launch-node input position, numpy dtype) of every HLO parameter, in parameter order.
+            param_specs = [(by_tensor[inp.tensor], inp.element_type.dtype) for inp in lowered.parameters]
+            out_index = lowered.output_tensors()
+            missing = [t for t in self._value_outputs if t not in out_index]
+            if missing:
+                raise InternalError(f"cluster {self.sig.name}: lowering produced no value for {missing}")
+            order = [out_index[t] for t in self._value_outputs]
+            # Resource variables: the cluster's final value of each, written back after the run.
+            updates = {by_tensor[lowered.inputs[i].tensor]: k for i, k in lowered.resource_updates().items()}
+            # Bounded dynamic results (NonMaxSuppressionV3): (result, bound, size result) cut at each run.
+            trims = [(o.index, o.dynamic[0], o.dynamic[1]) for o in lowered.outputs if o.dynamic is not None]
+            hlo_source: Any = lowered.module
+            optimized_source = ""
+            executable = None
+            origin = "evaluator"
+            if self.backend == "llvm":
+                # The passes rewrite the lowered module in place (no deep copy: it cost as much as a pass);
+                # its text, if ever asked for, comes from lowering the cluster again.
+                hlo_source = self._relower(inputs, shapes, consts)
+                optimized_source = self._optimize(lowered.module)
+                executable = cache.compile(optimized_source)
+                origin = executable.origin
+                if not trims:   # the entry has no room for the run-time cut of dynamic results
+                    cache.store_cluster(cluster_key, executable, inputs=inputs, param_specs=param_specs,
+                                        output_order=order, updates=updates)
+        if executable is not None:
             def run(arrs: list[np.ndarray]) -> list[np.ndarray]:
                 # np.asarray, not np.ascontiguousarray: the latter turns 0-d arrays into shape [1].
                 params = [np.asarray(arrs[p], dtype=dtype, order="C") for p, dtype in param_specs]
                 result = executable(*params)
                 result = result if isinstance(result, (tuple, list)) else (result,)
-                result = lowered.trim_results(result) if dynamic else result
+                if trims:
+                    result = list(result)
+                    for k, bound, size_k in trims:
+                        result[k] = trim(result[k], bound, result[size_k])
                 return ([np.asarray(result[k]) for k in order],
                         {p: np.asarray(result[k]) for p, k in updates.items()})
         else:
@@ -272,12 +293,24 @@ class Launcher:
                 return ([np.asarray(result[k]) for k in order],
                         {p: np.asarray(result[k]) for p, k in updates.items()})
         if self.const_positions is None:
-            self.const_positions = frozenset(by_tensor[i.tensor] for i in lowered.inputs if i.kind == "constant")
+            self.const_positions = frozenset(by_tensor[i.tensor] for i in inputs if i.kind == "constant")
         seconds = time.perf_counter() - t0
-        return CompiledCluster(key, run, lowered.inputs, self.backend, seconds, hlo_source, optimized_source,
+        return CompiledCluster(key, run, inputs, self.backend, seconds, hlo_source, optimized_source,
                                executable, origin, param_specs, order, updates)
 
-    def _relower(self, lowered, shapes: dict, consts: dict) -> Callable[[], Any]:
+    def _optimize(self, module) -> Any:
+        from tfxla_cluster.passes.pipeline import optimize
+
+        return optimize(module, cluster=self.sig.name)[0]
+
+    def _emit_again(self, inputs: list, shapes: dict, consts: dict) -> str:
+        """The LLVM IR of this signature, lowered, optimised and emitted again (an executable loaded from
+        the persistent cache keeps no IR)."""
+        from tfxla_cluster.codegen.executable import emit_module
+
+        return emit_module(self._optimize(self._relower(inputs, shapes, consts)()), self.compilation_cache().options)[1]
+
+    def _relower(self, inputs: list, shapes: dict, consts: dict) -> Callable[[], Any]:
         """A function lowering this signature again (the same module: lowering is deterministic), holding
         no input buffers: resources by a zero-stride stand-in of their dtype and shape, and only the
         compile-time-constant inputs' values (copied)."""
@@ -285,7 +318,7 @@ class Launcher:
 
         kept_shapes = {t: (np.broadcast_to(np.zeros((), v.dtype), v.shape) if isinstance(v, np.ndarray) else v)
                        for t, v in shapes.items()}
-        kept_consts = {i.tensor: np.array(consts[i.tensor]) for i in lowered.inputs
+        kept_consts = {i.tensor: np.array(consts[i.tensor]) for i in inputs
                        if i.kind == "constant" and i.tensor in consts}
         boundary = self.sig.boundary
         return lambda: lower_boundary(boundary, arg_shapes=kept_shapes, const_args=kept_consts).module

@@ -110,11 +110,16 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
     # it: grappler never sees it, so functional If/While/Case stay functional (grappler's
     # inlining would lower them to Switch/Merge, which have no XLA kernels).
     if grappler and jit_compile is not True:
-        from tfxla_cluster.graph.loader import runtime_rewrites
+        from tfxla_cluster.graph.loader import control_outputs, runtime_rewrites
+        from tfxla_cluster.runtime.compile_cache import rewritten_graph
 
         with stage("import"):
             gd = with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
-        gd = runtime_rewrites(gd, concrete)
+        # With the persistent cache on, a second process takes the rewritten graph from it (keyed by the
+        # graph, TF's version and the flags): grappler's output for the same graph is the same graph.
+        before = gd
+        gd = rewritten_graph(before, control_outputs(concrete), flags, lambda: runtime_rewrites(before, concrete),
+                             concrete.function_def.signature.name)
     else:
         with stage("import"):
             gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
