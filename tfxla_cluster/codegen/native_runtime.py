@@ -29,6 +29,7 @@ import logging
 import os
 import queue
 import threading
+from typing import Any, Callable
 
 from tfxla_cluster.codegen.engine import add_symbol
 
@@ -210,14 +211,22 @@ def _native_parallel_for() -> int | None:
         return None
 
 
-def _persistent_store():
-    """The persistent compile cache's IR-keyed layer when it is on (the pool is the same code in every
-    process: a later process loads it instead of compiling it), else None."""
-    from tfxla_cluster.flags import Flags
-    from tfxla_cluster.runtime.compile_cache import CompilationCache, _PersistentStore
+# The runtime layer (runtime.compile_cache) registers its persistent store here: codegen sits below it and
+# must not import it.
+_pool_store_factory: Callable[[], Any] | None = None
 
-    cache = CompilationCache.from_flags(Flags.from_env())
-    return _PersistentStore(cache) if cache.persistent is not None else None
+
+def set_pool_store_factory(factory: Callable[[], Any] | None) -> None:
+    """Where the pool's object code persists: ``factory()`` gives an object with ``load(ir, engine, name,
+    entries)`` and ``store(ir, compiled)``, or None when the persistent cache is off."""
+    global _pool_store_factory
+    _pool_store_factory = factory
+
+
+def _persistent_store():
+    """The persistent compile cache's IR-keyed layer when one is registered and on (the pool is the same code
+    in every process: a later process loads it instead of compiling it), else None."""
+    return _pool_store_factory() if _pool_store_factory is not None else None
 
 
 def pool_kind() -> str:

@@ -751,3 +751,15 @@ def rewritten_graph(graph_def, keep, flags, rewrite: Callable[[], object], name:
         except OSError as e:
             log.warning("Could not write persistent cache entry for graph %s: %s", name, e)
     return out
+
+
+def _native_pool_store() -> "_PersistentStore | None":
+    """The persistent store for the native thread pool's object code (the flags in the environment decide
+    whether the cache is on), registered with codegen, which may not import this layer."""
+    from tfxla_cluster.flags import Flags
+
+    cache = CompilationCache.from_flags(Flags.from_env())
+    return _PersistentStore(cache) if cache.persistent is not None else None
+
+
+native_runtime.set_pool_store_factory(_native_pool_store)

@@ -218,7 +218,7 @@ class Launcher:
     def compile_signature(self, arrays: list[np.ndarray], key) -> CompiledCluster:
         """The pipeline's per-signature stages for ``arrays`` (the CompilationCache's create step, as
         TF's ``_XlaCompile``): lower the cluster's boundary, optimise the module, compile native code."""
-        from tfxla_cluster.tf2hlo.dynamic_size import trim
+        from tfxla_cluster.tf2hlo.bounded_dynamic import trim
         from tfxla_cluster.tf2hlo.lower import lower_boundary
 
         t0 = time.perf_counter()

@@ -11,13 +11,11 @@ compile-time constants (folded like any ``ConstantInput``), and then
   may be a run-time value) at host-known positions.
 
 A size that is only known at run time is an ``UnimplementedError`` naming the op and the input — except
-for a :class:`BoundedDynamic` value (NonMaxSuppressionV3's indices) that leaves the cluster as it is: the
+for a :class:`~tfxla_cluster.tf2hlo.bounded_dynamic.BoundedDynamic` value (NonMaxSuppressionV3's indices) that leaves the cluster as it is: the
 cluster returns the padded array and its run-time size, and the launch slices it (what TF's XLA returns at
 its boundary).
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,24 +24,6 @@ from tfxla_cluster.hlo.shape import PrimitiveType as P
 from tfxla_cluster.tf2hlo import types
 from tfxla_cluster.tf2hlo.gather_scatter import gather
 from tfxla_cluster.tf2hlo.registry import lowers
-
-
-@dataclass(frozen=True)
-class BoundedDynamic:
-    """A tensor with one bounded dynamic dimension (XLA's ``set-dimension-size``): ``value`` is padded to
-    the bound along ``dimension``; ``size`` (s32[]) is the run-time length. Only a cluster result may be
-    one (its consumers inside the cluster would need XLA's dynamic padder)."""
-
-    value: object       # HloInstruction
-    dimension: int
-    size: object        # HloInstruction, s32[]
-
-
-def trim(array: np.ndarray, dimension: int, size) -> np.ndarray:
-    """The run-time view of a bounded dynamic result: its first ``size`` entries along ``dimension``."""
-    index = [slice(None)] * np.ndim(array)
-    index[dimension] = slice(0, int(np.asarray(size)))
-    return np.asarray(array)[tuple(index)]
 
 
 def _constant(ctx, index: int, what: str) -> np.ndarray:

@@ -39,7 +39,7 @@ def gather(b, params, indices, axis: int, batch_dims: int = 0):
 
 @lowers("GatherV2", "Gather")
 def _gather_v2(ctx, node):
-    from tfxla_cluster.tf2hlo.dynamic_size import BoundedDynamic
+    from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic
 
     dynamic = ctx.input_value(1)
     if isinstance(dynamic, BoundedDynamic):
@@ -71,7 +71,7 @@ def _gather_bounded_dynamic(ctx, node, indices):
     """Gathering with bounded dynamic indices (NonMaxSuppressionV3's, ``tf.gather(boxes, selected)``): the
     padded indices are gathered (XLA clamps them as any index) and the result keeps their run-time size
     along the gathered dimension, as XLA's dynamic padder gives it."""
-    from tfxla_cluster.tf2hlo.dynamic_size import BoundedDynamic
+    from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic
 
     params = ctx.input(0)
     rank = params.shape.rank

@@ -234,7 +234,7 @@ def _non_max_suppression_v4(ctx, node):
 def _non_max_suppression_v3(ctx, node):
     """TF's XLA: V4's padded indices with a bounded dynamic size, ``s32[<=max_output_size]``
     (set-dimension-size to the valid count); at the cluster boundary the launch returns the valid ones."""
-    from tfxla_cluster.tf2hlo.dynamic_size import BoundedDynamic
+    from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic
 
     selected, valid = _non_max_suppression(ctx, node)
     return [BoundedDynamic(selected, 0, valid)]

@@ -40,7 +40,7 @@ from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.hlo.verifier import verify_module
 from tfxla_cluster.tf2hlo import graph_folding, types
 from tfxla_cluster.tf2hlo.complex_ops import ComplexValue
-from tfxla_cluster.tf2hlo.dynamic_size import BoundedDynamic
+from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic
 from tfxla_cluster.tf2hlo.builder import TfBuilder
 from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
 from tfxla_cluster.tf2hlo.registry import NOT_LOWERED, lookup, lowers
@@ -120,7 +120,7 @@ class LoweredCluster:
     def trim_results(self, result: Sequence[Any]) -> list[Any]:
         """The root tuple's elements with each bounded dynamic result cut to its run-time size (what TF's
         XLA returns at the boundary); the size elements stay where they are."""
-        from tfxla_cluster.tf2hlo.dynamic_size import trim
+        from tfxla_cluster.tf2hlo.bounded_dynamic import trim
 
         out = list(result)
         for o in self.outputs:
