@@ -203,3 +203,18 @@ def test_blocked_conv_gemm_matches_evaluator(conv, dtype):
         exe, _ = check(m, x, k, rtol=tol, atol=tol, options=opts, scale_atol=True)
         if blas_available():
             assert [kk.kind for kk in exe.kernels] == kinds
+
+
+def test_weight_bound_1x1_conv_splits_filter_columns_across_threads():
+    """49 positions, 300 output features: each thread multiplies all positions by its columns of the
+    filter (reading its part once) instead of its rows by the whole filter."""
+    from tfxla_cluster.codegen.native_runtime import blas_available
+    x = random_array((1, 7, 7, 32), np.float32, RNG, specials=False)
+    k = random_array((1, 1, 32, 300), np.float32, RNG, specials=False)
+    m = module_of(lambda b, p, q: b.convolution(p, q, Window.make([1, 1]), "b01f_01io->b01f"), x, k)
+    for threads in (2, 3):
+        exe, _ = check(m, x, k, rtol=2e-5, atol=2e-5, scale_atol=True,
+                       options=CodegenOptions(bounds_checks=True, threads=threads, parallel_min_cost=1))
+        if blas_available():
+            [conv] = exe.kernels
+            assert (conv.kind, conv.work_items) == ("conv-gemm", threads)

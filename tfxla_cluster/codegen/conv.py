@@ -580,7 +580,12 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
     unit = 1 if plan.mode == "rows" else plan.B                      # whole output positions in cols mode
     kunit = (plan.win[-1] * Cg if plan.fast_last else Cg) if plan.mode == "rows" else 1
     mb = min(M, max(unit, ROW_TARGET // unit * unit))
-    if G * (-(-M // mb)) < threads and M >= 2 * 16 * unit:
+    # A 1×1 convolution over few positions with many more output features (ResNet's 7×7 stage, MobileNet's
+    # and InceptionV3's last projections) is bound by reading the filter: threads split its columns (each
+    # packs half the filter) rather than its rows (each would pack all of it). Measured (interleaved, A/B):
+    # 7×7 512→2048 1.25x, 7×7 960→320 1.24x, 8×8 2048→320 1.2x faster.
+    by_cols = plan.lhs_direct and G == 1 and M <= ROW_TARGET * threads and Og >= max(2 * M, threads * COL_BLOCK)
+    if G * (-(-M // mb)) < threads and M >= 2 * 16 * unit and not by_cols:
         mb = max(unit, -(-(-(-M // threads)) // unit) * unit)
     kb = K if plan.lhs_direct else max(kunit, min(K, BLOCK_ELEMENTS // mb) // kunit * kunit)
     if plan.kmat_taps:

@@ -43,6 +43,8 @@ MIN_BLOCK_TILES, MAX_BLOCK_TILES = 16, 128   # GEMM rows per call: fewer would r
 
 @dataclass
 class WinogradPlan:
+    """Sizes and element strides the kernels index (input and output features have stride 1)."""
+
     B: int
     C: int
     O: int
