@@ -32,7 +32,7 @@ import heapq
 
 from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 
-from tfxla_cluster.graph.function import CALL_OPS, _keeps_call, callee_name, find_function, instantiate
+from tfxla_cluster.graph.function import CALL_OPS, _keeps_call, instantiate
 from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
 
 WHILE_OPS = ("While", "StatelessWhile")
@@ -45,6 +45,20 @@ MULTI_DEVICE_ATTR = "_lower_as_multi_device_function"
 def _flag(nd: node_def_pb2.NodeDef, name: str) -> bool:
     attr = nd.attr.get(name)
     return attr is not None and attr.b
+
+
+def _inlined_callee(nd: node_def_pb2.NodeDef, functions: dict):
+    """The FunctionDef TF's pass inlines for node ``nd`` (a (Stateful)PartitionedCall or a node whose op
+    is a library function), or None: not a call, or one TF keeps (``_noinline``, ``_XlaMustCompile``)."""
+    fname = nd.attr["f"].func.name if nd.op in CALL_OPS and "f" in nd.attr else nd.op
+    fdef = functions.get(fname)
+    if fdef is None or _keeps_call(fdef, nd):
+        return None
+    return fdef
+
+
+def _lowered(nd: node_def_pb2.NodeDef) -> bool:
+    return _flag(nd, LOWER_ATTR) and nd.op in (*IF_OPS, *CASE_OPS, *WHILE_OPS)
 
 
 def _marked_for_compilation(nd: node_def_pb2.NodeDef) -> bool:
@@ -87,6 +101,7 @@ class _Lowering:
     def __init__(self, graph_def: graph_pb2.GraphDef) -> None:
         self.gd = graph_def
         self.lib = graph_def.library
+        self.functions = {f.signature.name: f for f in self.lib.function}
         self.counter = 0
         self.slots: list[node_def_pb2.NodeDef | None] = []
         self.by_name: dict[str, node_def_pb2.NodeDef] = {}
@@ -197,11 +212,10 @@ class _Lowering:
     # ------------------------------------------------------------------ While
     def lower_while(self, w: node_def_pb2.NodeDef) -> None:
         """lower_while_op.cc: Enter/Merge/LoopCond/Switch/Exit/NextIteration around a cond and a body call."""
-        lib = self.lib
         types = list(w.attr["T"].list.type)
         data = [self.resolve(r) for r in w.input if not r.startswith("^")]
         controls = [self.resolve(r) for r in w.input if r.startswith("^")]
-        body = find_function(lib, w.attr["body"].func.name)
+        body = self.functions[w.attr["body"].func.name]
         body_arg = {a.name: i for i, a in enumerate(body.signature.input_arg)}
         # A loop-invariant resource (the body returns its own argument) enters as a constant.
         constant = [t == types_pb2.DT_RESOURCE and body_arg.get(body.ret[body.signature.output_arg[i].name]) == i
@@ -295,24 +309,16 @@ class _Lowering:
     def _node(self, name: str) -> node_def_pb2.NodeDef | None:
         return self.by_name.get(name)
 
-    def _inlinable(self, nd: node_def_pb2.NodeDef):
-        """The FunctionDef TF's pass inlines for call node ``nd``, or None (not a call, or one TF keeps)."""
-        fname = callee_name(nd, self.lib)
-        fdef = find_function(self.lib, fname) if fname else None
-        if fdef is None or _keeps_call(fdef, nd):
-            return None
-        return fdef
-
     def run(self) -> graph_pb2.GraphDef:
         i = 0
         while i < len(self.slots):   # the list grows as rewrites append nodes (TF: higher node ids)
             nd = self.slots[i]
             if nd is not None and not _marked_for_compilation(nd):
-                fdef = self._inlinable(nd)
+                fdef = _inlined_callee(nd, self.functions)
                 if fdef is not None:
                     self.slots[i] = None
                     self.inline(nd, fdef)
-                elif _flag(nd, LOWER_ATTR) and nd.op in (*IF_OPS, *CASE_OPS, *WHILE_OPS):
+                elif _lowered(nd):
                     self.slots[i] = None
                     if nd.op in WHILE_OPS:
                         self.lower_while(nd)
@@ -352,16 +358,9 @@ def _port(node: str, port: int) -> str:
 
 def needs_lowering(graph_def: graph_pb2.GraphDef) -> bool:
     """Whether TF's pass changes the graph: a call it inlines or a node marked for lowering."""
-    lib = graph_def.library
-    for nd in graph_def.node:
-        if _marked_for_compilation(nd):
-            continue
-        fname = callee_name(nd, lib)
-        fdef = find_function(lib, fname) if fname else None
-        if (fdef is not None and not _keeps_call(fdef, nd)) or (
-                _flag(nd, LOWER_ATTR) and nd.op in (*IF_OPS, *CASE_OPS, *WHILE_OPS)):
-            return True
-    return False
+    functions = {f.signature.name: f for f in graph_def.library.function}
+    return any(not _marked_for_compilation(nd) and (_lowered(nd) or _inlined_callee(nd, functions) is not None)
+               for nd in graph_def.node)
 
 
 def lower_functional_ops(graph_def: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
