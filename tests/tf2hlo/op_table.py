@@ -48,8 +48,19 @@ class Entry:
     alone: bool = False
 
     @property
+    def heavy(self) -> bool:
+        """TF's XLA takes seconds to compile it (see ``HEAVY``)."""
+        return self.ops[0] in HEAVY
+
+    @property
     def label(self) -> str:
         return "+".join(self.ops[:3]) + ("+..." if len(self.ops) > 3 else "")
+
+
+# Programs TF's XLA takes 1-3 s each to compile (series expansions, Jacobi sweeps): the table runs them only
+# under ``-m tfsweep``; by default test_tf2hlo_ops_special and test_tf2hlo_ops_decomp compare them with TF.
+HEAVY = frozenset({"Igamma", "Igammac", "IgammaGradA", "RandomGammaGrad", "Svd", "XlaSelfAdjointEig",
+                   "SelfAdjointEigV2"})
 
 
 def f32(*shape, domain: str = "any", seed: int = 0) -> np.ndarray:
@@ -983,10 +994,13 @@ def _compare(e: Entry, j: int, got: np.ndarray, want: np.ndarray) -> None:
 
 def groups(size: int = 16) -> list[list[Entry]]:
     """The table in groups of ``size`` entries, in table order (one ``tf.function`` per group); an
-    ``alone`` entry gets a group of its own."""
+    ``alone`` entry gets a group of its own; the ``heavy`` entries come last, in groups of their own."""
     out: list[list[Entry]] = [[]]
-    for e in table():
-        if e.alone:
+    entries = table()
+    for e in [e for e in entries if not e.heavy] + [None] + [e for e in entries if e.heavy]:
+        if e is None:
+            out.append([])
+        elif e.alone:
             out.append([e])
             out.append([])
         elif len(out[-1]) >= size:
