@@ -48,8 +48,19 @@ class Entry:
     alone: bool = False
 
     @property
+    def heavy(self) -> bool:
+        """TF's XLA takes seconds to compile it (see ``HEAVY``)."""
+        return self.ops[0] in HEAVY
+
+    @property
     def label(self) -> str:
         return "+".join(self.ops[:3]) + ("+..." if len(self.ops) > 3 else "")
+
+
+# Programs TF's XLA takes 1-3 s each to compile (series expansions, Jacobi sweeps): the table runs them only
+# under ``-m tfsweep``; by default test_tf2hlo_ops_special and test_tf2hlo_ops_decomp compare them with TF.
+HEAVY = frozenset({"Igamma", "Igammac", "IgammaGradA", "RandomGammaGrad", "Svd", "XlaSelfAdjointEig",
+                   "SelfAdjointEigV2"})
 
 
 def f32(*shape, domain: str = "any", seed: int = 0) -> np.ndarray:
@@ -900,19 +911,24 @@ def _numpy(t) -> np.ndarray:
     return np.asarray(tf.bitcast(t, storage) if storage is not None else t)
 
 
-def _program(entries: list[Entry], make_variables: bool):
-    """One function running every entry (inputs concatenated, outputs concatenated) and its variables."""
-    variables = [[tf.Variable(v) for v in e.variables] for e in entries] if make_variables else None
+def _program(entries: list[Entry]):
+    """One function running every entry (inputs concatenated, outputs concatenated), its fresh variables
+    and, once traced, each entry's number of outputs."""
+    variables = [[tf.Variable(v) for v in e.variables] for e in entries]
+    counts: list[int] = []
 
     def whole(*inputs):
         outs, k = [], 0
+        counts.clear()
         for n, e in enumerate(entries):
             args = inputs[k:k + len(e.args)]
             k += len(e.args)
             out = e.fn(variables[n], *args) if e.variables else e.fn(*args)
-            outs.extend(o for o in _flat(out) if not isinstance(o, tf.Operation) and o is not None)
+            mine = [o for o in _flat(out) if not isinstance(o, tf.Operation) and o is not None]
+            counts.append(len(mine))
+            outs.extend(mine)
         return outs
-    return whole, variables
+    return whole, variables, counts
 
 
 def graph_ops(concrete) -> set[str]:
@@ -929,10 +945,10 @@ def run_entries(entries: list[Entry]) -> None:
     from tfxla_cluster.tf2hlo import lower_function
 
     flat_args = [a for e in entries for a in e.args]
-    tf_fn, _ = _program(entries, True)
+    tf_fn, _, _ = _program(entries)
     want = [_numpy(w) for w in _flat(tf.function(tf_fn, jit_compile=True, autograph=False)(
         *[tf.constant(a) for a in flat_args]))]
-    our_fn, variables = _program(entries, True)
+    our_fn, variables, counts = _program(entries)
     specs = [tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in flat_args]
     concrete = tf.function(our_fn, autograph=False).get_concrete_function(*specs)
     missing = {op for e in entries for op in e.ops} - graph_ops(concrete)
@@ -943,24 +959,12 @@ def run_entries(entries: list[Entry]) -> None:
     got = lowered.trim_results(lowered.run(*[feed[i.index] for i in lowered.inputs]))
     # Outputs: each entry's results, then (ours only) the variables it wrote.
     assert len(got) >= len(want), f"{len(got)} outputs, TF's XLA gives {len(want)}"
+    assert sum(counts) == len(want), f"{sum(counts)} results traced, TF's XLA gives {len(want)}"
     k = 0
-    for e in entries:
-        n = _count(e)
+    for e, n in zip(entries, counts):
         for j in range(n):
             _compare(e, j, np.asarray(got[k + j]), want[k + j])
         k += n
-    assert k == len(want)
-
-
-_COUNTS: dict[int, int] = {}
-
-
-def _count(e: Entry) -> int:
-    if id(e) not in _COUNTS:
-        fn, _ = _program([e], True)
-        specs = [tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in e.args]
-        _COUNTS[id(e)] = len(tf.function(fn, autograph=False).get_concrete_function(*specs).outputs)
-    return _COUNTS[id(e)]
 
 
 def _compare(e: Entry, j: int, got: np.ndarray, want: np.ndarray) -> None:
@@ -983,10 +987,13 @@ def _compare(e: Entry, j: int, got: np.ndarray, want: np.ndarray) -> None:
 
 def groups(size: int = 16) -> list[list[Entry]]:
     """The table in groups of ``size`` entries, in table order (one ``tf.function`` per group); an
-    ``alone`` entry gets a group of its own."""
+    ``alone`` entry gets a group of its own; the ``heavy`` entries come last, in groups of their own."""
     out: list[list[Entry]] = [[]]
-    for e in table():
-        if e.alone:
+    entries = table()
+    for e in [e for e in entries if not e.heavy] + [None] + [e for e in entries if e.heavy]:
+        if e is None:
+            out.append([])
+        elif e.alone:
             out.append([e])
             out.append([])
         elif len(out[-1]) >= size:
