@@ -984,6 +984,9 @@ def _sink_broadcasts(g, u):
         else:
             ops.append(g.make(O.BROADCAST, [x], Shape.array(x.shape.element_type, x0.dimensions), like=o,
                               dimensions=()))
+    if u.opcode in (O.MAXIMUM, O.MINIMUM) and is_broadcast_of_constant(u.operands[0]) \
+            and not is_broadcast_of_constant(u.operands[1]):
+        ops.reverse()  # minmax_constant_to_rhs first: the sunk op keeps the broadcast form's NaN behaviour
     inner_dims = x0.dimensions if x0 is not None else ()
     inner = u.clone(ops)
     inner.shape = Shape.array(u.shape.element_type, inner_dims)
