@@ -651,10 +651,10 @@ def source_digest() -> str:
 def _environment_key(flags) -> str:
     """The flags the cluster compiles under (the function's and the process's) and every environment
     switch that can change lowering or code."""
-    from tfxla_cluster.flags import ENV_SWITCHES, ENV_VARS, Flags, env_switch
+    from tfxla_cluster.flags import ENV_SWITCHES, Flags, env_switch
 
+    # Flags.from_env() is every flag variable parsed: two texts that parse the same compile the same.
     parts = [repr(sorted(Flags.resolve(flags).as_dict().items())), repr(sorted(Flags.from_env().as_dict().items()))]
-    parts += [f"{v}={os.environ.get(v, '')}" for v in ENV_VARS]
     parts += [f"{n}={env_switch(n)}" for n in sorted(ENV_SWITCHES) if n not in _KEY_NEUTRAL_SWITCHES]
     return "\n".join(parts)
 
