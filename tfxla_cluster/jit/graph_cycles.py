@@ -177,6 +177,10 @@ class GraphCycles:
         """The node's current Pearce-Kelly rank (exposed for tests and dumps)."""
         return self._rank[node]
 
+    def ranks(self) -> list[int]:
+        """The live rank table, by id (for hot loops that read many ranks). Do not mutate."""
+        return self._rank
+
     # -- edges -------------------------------------------------------------
 
     def has_edge(self, x: int, y: int) -> bool:
