@@ -580,11 +580,15 @@ class MarkForCompilationPass:
         for nid in self.cycles.all_nodes_in_post_order():
             if nid >= n_graph or nid not in in_union:
                 continue
-            src = clusters[find(nid)]
+            root = in_union[nid]   # _find, skipped when nid is its own root (the common case)
+            src = clusters[nid if root == nid else find(nid)]
             for to in list(successors(src.rep)):
-                if to >= n_graph or to not in in_union:
+                if to >= n_graph:
                     continue
-                if fn(src, clusters[find(to)]):
+                root = in_union.get(to)
+                if root is None:
+                    continue
+                if fn(src, clusters[to if root == to else find(to)]):
                     changed = True
         return changed
 
