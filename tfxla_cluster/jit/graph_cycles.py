@@ -143,6 +143,20 @@ class GraphCycles:
         self._live.append(1)
         return node
 
+    def new_nodes(self, count: int) -> None:
+        """``count`` calls of ``new_node()`` on a graph with no freed ids (ids len..len+count-1)."""
+        if self._free:
+            raise ValueError("new_nodes: only for a graph with no freed ids")
+        start = len(self._rank)
+        self._rank.extend(range(start, start + count))
+        self._visited.extend([False] * count)
+        self._in_seq.extend([] for _ in range(count))
+        self._in_pos.extend({} for _ in range(count))
+        self._out_seq.extend([] for _ in range(count))
+        self._out_pos.extend({} for _ in range(count))
+        self._data.extend([None] * count)
+        self._live.extend(b"\x01" * count)
+
     def remove_node(self, node: int) -> None:
         """Deletes ``node`` and all its edges. Its id becomes reusable."""
         if not self.is_live(node):

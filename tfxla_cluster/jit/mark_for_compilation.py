@@ -379,8 +379,7 @@ class MarkForCompilationPass:
     # ----- steps B and C ------------------------------------------------------------------------------
     def build_cycles_graph(self) -> GraphCycles | None:
         cycles = GraphCycles()
-        for _ in range(len(self.graph.nodes)):
-            cycles.new_node()
+        cycles.new_nodes(len(self.graph.nodes))
         frames = self.frames = deadness.frame_names(self.graph)
         frame_nodes: dict[str, int] = {}
 
@@ -389,9 +388,21 @@ class MarkForCompilationPass:
                 frame_nodes[name] = cycles.new_node()
             return frame_nodes[name]
 
-        names = {n.id: n.name for n in self.graph.nodes}
+        def names(cid: int) -> str | None:   # only for the error message
+            return {n.id: n.name for n in self.graph.nodes}.get(cid)
+
+        # Ops whose edges need a look below; most graphs have none, and their edges go straight in.
+        special = {n.id for n in self.graph.nodes
+                   if n.op in ("Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration")}
+        insert_edge = cycles.insert_edge
         for e in self.graph.edges():
             src, dst = e.src.id, e.dst.id
+            if src not in special and dst not in special:
+                if not insert_edge(src, dst):
+                    raise InternalError(
+                        "Found cycle in graph without control flow operator during XLA compilation: "
+                        + describe_cycle(cycles, names, src, dst, len(self.graph.nodes)))
+                continue
             if e.dst.op in ("Enter", "RefEnter") or e.src.op in ("Exit", "RefExit"):
                 if e.dst.op in ("Enter", "RefEnter"):
                     dst = frame_node(frames.get(e.dst.id, ""))
@@ -406,7 +417,7 @@ class MarkForCompilationPass:
             if not cycles.insert_edge(src, dst):
                 raise InternalError(
                     "Found cycle in graph without control flow operator during XLA compilation: "
-                    + describe_cycle(cycles, names.get, src, dst, len(self.graph.nodes)))
+                    + describe_cycle(cycles, names, src, dst, len(self.graph.nodes)))
         return cycles
 
     def build_initial_clusters(self) -> None:
