@@ -12,6 +12,7 @@ process's CPU time, which other load on the machine disturbs less), and µs per 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -82,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n:>8} {len(result.clusters):>8} {t1 - t0:>8.2f} {t2 - t1:>8.2f} {c2 - c1:>8.2f} "
               f"{1e6 * (t2 - t1) / n:>8.1f}",
               flush=True)
+    # CPU time still grows with other load on the machine (shared caches), so say how loaded it was.
+    print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     return 0
 
 

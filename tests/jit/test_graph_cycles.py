@@ -632,3 +632,18 @@ def test_scale_mostly_forward_graph():
                         contracted += 1
     assert contracted > 1000
     assert g.check_invariants()
+
+
+def test_new_nodes_bulk_matches_new_node_calls():
+    bulk, one = GraphCycles(), GraphCycles()
+    bulk.new_nodes(5)
+    for _ in range(5):
+        one.new_node()
+    for g in (bulk, one):
+        assert g.insert_edge(3, 1) and g.insert_edge(1, 4) and not g.insert_edge(4, 3)
+    assert [bulk.rank(i) for i in range(5)] == [one.rank(i) for i in range(5)]
+    assert bulk.all_nodes_in_post_order() == one.all_nodes_in_post_order()
+    assert bulk.new_node() == one.new_node() == 5
+    bulk.remove_node(2)
+    with pytest.raises(ValueError):
+        bulk.new_nodes(1)

@@ -143,6 +143,20 @@ class GraphCycles:
         self._live.append(1)
         return node
 
+    def new_nodes(self, count: int) -> None:
+        """``count`` calls of ``new_node()`` on a graph with no freed ids (ids len..len+count-1)."""
+        if self._free:
+            raise ValueError("new_nodes: only for a graph with no freed ids")
+        start = len(self._rank)
+        self._rank.extend(range(start, start + count))
+        self._visited.extend([False] * count)
+        self._in_seq.extend([] for _ in range(count))
+        self._in_pos.extend({} for _ in range(count))
+        self._out_seq.extend([] for _ in range(count))
+        self._out_pos.extend({} for _ in range(count))
+        self._data.extend([None] * count)
+        self._live.extend(b"\x01" * count)
+
     def remove_node(self, node: int) -> None:
         """Deletes ``node`` and all its edges. Its id becomes reusable."""
         if not self.is_live(node):
@@ -176,6 +190,10 @@ class GraphCycles:
     def rank(self, node: int) -> int:
         """The node's current Pearce-Kelly rank (exposed for tests and dumps)."""
         return self._rank[node]
+
+    def ranks(self) -> list[int]:
+        """The live rank table, by id (for hot loops that read many ranks). Do not mutate."""
+        return self._rank
 
     # -- edges -------------------------------------------------------------
 
@@ -358,9 +376,14 @@ class GraphCycles:
             raise ValueError(f"No edge exists from {a} to {b}")
         _erase(out_seq[a], out_pos[a], b)  # remove_edge(a, b)
         _erase(in_seq[b], in_pos[b], a)
-        if self.is_reachable_non_const(a, b):
-            self.insert_edge(a, b)
-            return None
+        # is_reachable_non_const(a, b), inlined (a != b here): asked once per contraction.
+        rank = self._rank
+        if rank[a] < rank[b]:
+            reachable = not self._forward_dfs(a, rank[b])
+            self._clear_visited(self._deltaf)
+            if reachable:
+                self.insert_edge(a, b)
+                return None
 
         # Keep the node with more edges, so fewer edges get re-inserted.
         if len(in_seq[b]) + len(out_seq[b]) > len(in_seq[a]) + len(out_seq[a]):
@@ -391,11 +414,33 @@ class GraphCycles:
         self._free.append(b)
         self._live[b] = 0
 
+        # Re-insert b's edges on a. Most are already present or rank-forward; those are done here
+        # exactly as insert_edge does them, and only a backward edge calls it (it may reorder ranks).
         insert_edge = self.insert_edge
+        a_oseq, a_opos = out_seq[a], out_pos[a]
         for y in b_out:
-            insert_edge(a, y)
+            if y == a or y in a_opos:
+                continue
+            if rank[a] <= rank[y]:
+                a_opos[y] = len(a_oseq)
+                a_oseq.append(y)
+                iseq = in_seq[y]
+                in_pos[y][a] = len(iseq)
+                iseq.append(a)
+            else:
+                insert_edge(a, y)
+        a_iseq, a_ipos = in_seq[a], in_pos[a]
         for y in b_in:
-            insert_edge(y, a)
+            if y == a or a in out_pos[y]:
+                continue
+            if rank[y] <= rank[a]:
+                oseq = out_seq[y]
+                out_pos[y][a] = len(oseq)
+                oseq.append(a)
+                a_ipos[y] = len(a_iseq)
+                a_iseq.append(y)
+            else:
+                insert_edge(y, a)
         return a
 
     def successors(self, node: int) -> list[int]:

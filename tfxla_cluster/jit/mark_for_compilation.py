@@ -162,7 +162,8 @@ class _Cluster:
         self.size += other.size
         self.effective_size += other.effective_size
         self.has_functional_cf |= other.has_functional_cf
-        self.devices = self.devices | other.devices
+        if other.devices is not self.devices and not other.devices <= self.devices:
+            self.devices = self.devices | other.devices   # else keep the shared (interned) set
         if self.resource_op_device is None:
             self.resource_op_device = other.resource_op_device
         self.xla_compile_attr_true |= other.xla_compile_attr_true
@@ -229,8 +230,15 @@ class MarkForCompilationPass:
         # Asked for every candidate in steps A and C; reading proto attrs is the slow part.
         found = self._attr_true.get(node.id)
         if found is None:
-            found = self._attr_true[node.id] = self._node_or_func_attr(node, XLA_COMPILE_ATTR) or (
-                self.jit_on and self._node_or_func_attr(node, XLA_MUST_COMPILE_ATTR))
+            # _node_or_func_attr for both attrs, with one lookup of the NodeDef's attrs and of the callee.
+            attrs = node.node_def.attr
+            fdef = self.graph.function(node.op)
+            fattrs = fdef.attr if fdef is not None else {}
+            found = ((XLA_COMPILE_ATTR in attrs and attrs[XLA_COMPILE_ATTR].b)
+                     or (XLA_COMPILE_ATTR in fattrs and fattrs[XLA_COMPILE_ATTR].b)
+                     or (self.jit_on and ((XLA_MUST_COMPILE_ATTR in attrs and attrs[XLA_MUST_COMPILE_ATTR].b)
+                                          or (XLA_MUST_COMPILE_ATTR in fattrs and fattrs[XLA_MUST_COMPILE_ATTR].b))))
+            self._attr_true[node.id] = found
         return found
 
     def _disallowed_by_xla_compile_attr(self, node: Node) -> str:
@@ -320,11 +328,15 @@ class MarkForCompilationPass:
         log.debug("Starting fuel: %s", "infinity" if fuel_start >= INT64_MAX // 2 else fuel_start)
         # Ops with a ref-typed output (TF1 variables); TF2 graphs have none, so most nodes skip the edge scan.
         ref_producers = {n.id for n in self.graph.op_nodes() if any(o.is_ref for o in n.outputs)}
+        device_types: dict[str, str] = {}   # assigned device -> its type (graphs use few devices)
         for node in self.graph.op_nodes():
             if self.state.fuel <= 0:
                 self._decide(node, R.FUEL_EXHAUSTED, f"{R.FUEL_EXHAUSTED.text} (started at {fuel_start})")
                 continue
-            device_type = self.devices.device_type(self.devices.id_for(node.assigned_device))
+            device_type = device_types.get(node.assigned_device)
+            if device_type is None:
+                device_type = device_types[node.assigned_device] = self.devices.device_type(
+                    self.devices.id_for(node.assigned_device))
             why = self._disallowed_by_xla_compile_attr(node)
             if why:
                 self._decide(node, R.XLA_COMPILE_FALSE, f"{R.XLA_COMPILE_FALSE.text} ({why})")
@@ -367,8 +379,7 @@ class MarkForCompilationPass:
     # ----- steps B and C ------------------------------------------------------------------------------
     def build_cycles_graph(self) -> GraphCycles | None:
         cycles = GraphCycles()
-        for _ in range(len(self.graph.nodes)):
-            cycles.new_node()
+        cycles.new_nodes(len(self.graph.nodes))
         frames = self.frames = deadness.frame_names(self.graph)
         frame_nodes: dict[str, int] = {}
 
@@ -377,9 +388,21 @@ class MarkForCompilationPass:
                 frame_nodes[name] = cycles.new_node()
             return frame_nodes[name]
 
-        names = {n.id: n.name for n in self.graph.nodes}
+        def names(cid: int) -> str | None:   # only for the error message
+            return {n.id: n.name for n in self.graph.nodes}.get(cid)
+
+        # Ops whose edges need a look below; most graphs have none, and their edges go straight in.
+        special = {n.id for n in self.graph.nodes
+                   if n.op in ("Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration")}
+        insert_edge = cycles.insert_edge
         for e in self.graph.edges():
             src, dst = e.src.id, e.dst.id
+            if src not in special and dst not in special:
+                if not insert_edge(src, dst):
+                    raise InternalError(
+                        "Found cycle in graph without control flow operator during XLA compilation: "
+                        + describe_cycle(cycles, names, src, dst, len(self.graph.nodes)))
+                continue
             if e.dst.op in ("Enter", "RefEnter") or e.src.op in ("Exit", "RefExit"):
                 if e.dst.op in ("Enter", "RefEnter"):
                     dst = frame_node(frames.get(e.dst.id, ""))
@@ -394,7 +417,7 @@ class MarkForCompilationPass:
             if not cycles.insert_edge(src, dst):
                 raise InternalError(
                     "Found cycle in graph without control flow operator during XLA compilation: "
-                    + describe_cycle(cycles, names.get, src, dst, len(self.graph.nodes)))
+                    + describe_cycle(cycles, names, src, dst, len(self.graph.nodes)))
         return cycles
 
     def build_initial_clusters(self) -> None:
@@ -414,8 +437,10 @@ class MarkForCompilationPass:
         self.unsafe_pairs = (set() if self.flags.tf_xla_disable_resource_variable_safety_checks_for_debugging
                              else resource_safety.incompatible_pairs(self.graph, ignore, calls))
         preds = None if self.ignore_deadness else deadness.compute_predicates(self.graph, self.frames)
+        device_sets: dict[int, frozenset[int]] = {}
         for node in self.candidates:
-            is_resource = any(opdefs_base(s.dtype) == types_pb2.DT_RESOURCE for s in node.inputs + node.outputs)
+            is_resource = (any(s.dtype in _RESOURCE_DTYPES for s in node.inputs)
+                           or any(s.dtype in _RESOURCE_DTYPES for s in node.outputs))
             device = self.devices.id_for(node.assigned_device or node.requested_device)
             resource_var_id = node.id if (is_resource or resource_safety.may_call_function(node, self.graph, calls)) else None
             cluster = _Cluster(
@@ -424,6 +449,7 @@ class MarkForCompilationPass:
                 device if is_resource else None, resource_var_id,
                 preds[node.id] if preds is not None else None, self._xla_compile_attr_true(node),
                 self._scope(node))
+            cluster.devices = device_sets.setdefault(device, cluster.devices)   # one shared set per device
             self.clusters[node.id] = cluster
             self._uf_parent[node.id] = node.id
             self._uf_rank[node.id] = 0
@@ -456,6 +482,9 @@ class MarkForCompilationPass:
         return chosen
 
     def _devices_compatible(self, a: _Cluster, b: _Cluster) -> bool:
+        if a.devices is b.devices and a.resource_op_device is None and b.resource_op_device is None:
+            # Same device set object (clusters share their frozenset per device): one cached pick.
+            return self._pick(a.devices) is not None
         chosen = self._pick(a.devices if a.devices == b.devices else a.devices | b.devices)
         if chosen is None:
             return False
@@ -470,7 +499,8 @@ class MarkForCompilationPass:
     def _fail(self, src: _Cluster, dst: _Cluster, code: R, reason: str) -> bool:
         self.contractions.append(ContractionAttempt(self.phase, self._name(src), self._name(dst), src.rep, dst.rep,
                                                     code, reason))
-        log.log(5, "Could not contract %s -> %s because %s.", self._name(src), self._name(dst), reason)
+        if log.isEnabledFor(5):   # names are built per failure; only when someone listens
+            log.log(5, "Could not contract %s -> %s because %s.", self._name(src), self._name(dst), reason)
         return False
 
     def try_to_contract_edge(self, src: _Cluster, dst: _Cluster) -> bool:
@@ -514,21 +544,25 @@ class MarkForCompilationPass:
         unclusterable nodes. TF scans the whole graph in reverse post-order; only nodes reachable from
         ``a`` with rank below ``b``'s can be on such a path, so we scan just those, in the same order."""
         cycles = self.cycles
-        limit = cycles.rank(b)
+        rank_of = cycles.ranks().__getitem__
+        successors, predecessors = cycles.successors, cycles.predecessors
+        limit = rank_of(b)
         region, stack = {a}, [a]
         while stack:
-            for nxt in cycles.successors(stack.pop()):
-                if nxt not in region and cycles.rank(nxt) < limit:
+            for nxt in successors(stack.pop()):
+                if nxt not in region and rank_of(nxt) < limit:
                     region.add(nxt)
                     stack.append(nxt)
+        # _cluster_for_cycles_node(p) is None, inlined: asked for every predecessor in the region.
+        n_graph, in_union = len(self.graph.nodes), self._uf_parent
         best: dict[int, int] = {a: -1}
-        for n in sorted(region - {a}, key=cycles.rank) + [b]:
+        for n in sorted(region - {a}, key=rank_of) + [b]:
             some = preferred = None
-            for p in cycles.predecessors(n):
+            for p in predecessors(n):
                 if p not in best or (n == b and p == a):
                     continue
                 some = p
-                if self._cluster_for_cycles_node(p) is None:
+                if p >= n_graph or p not in in_union:
                     preferred = p
             if some is not None:
                 best[n] = preferred if preferred is not None else some
@@ -557,11 +591,15 @@ class MarkForCompilationPass:
         for nid in self.cycles.all_nodes_in_post_order():
             if nid >= n_graph or nid not in in_union:
                 continue
-            src = clusters[find(nid)]
+            root = in_union[nid]   # _find, skipped when nid is its own root (the common case)
+            src = clusters[nid if root == nid else find(nid)]
             for to in list(successors(src.rep)):
-                if to >= n_graph or to not in in_union:
+                if to >= n_graph:
                     continue
-                if fn(src, clusters[find(to)]):
+                root = in_union.get(to)
+                if root is None:
+                    continue
+                if fn(src, clusters[to if root == to else find(to)]):
                     changed = True
         return changed
 
@@ -610,6 +648,8 @@ class MarkForCompilationPass:
         members: dict[str, list[str]] = {}
         cache: dict = {}
         min_size = self.flags.tf_xla_min_cluster_size
+        encoded: dict[int, tuple[bytes, str]] = {}   # cluster rep -> (name bytes, reason): built once per cluster
+        decisions, clustered = self.decisions, R.CLUSTERED
         for node in self.candidates:
             cluster = self._cluster_for_node(node.id)
             ok, why = self.should_compile_cluster(cluster, cache)
@@ -628,11 +668,13 @@ class MarkForCompilationPass:
                         prefix += f"{fingerprint}_"
                     name = prefix + str(self.state.next_sequence(fingerprint))
                     names[cluster.rep] = name
+                    encoded[cluster.rep] = (name.encode(), f"{R.CLUSTERED.text} {name}")
+                name_bytes, reason = encoded[cluster.rep]
                 attrs = node.node_def.attr
-                attrs[XLA_CLUSTER_ATTR].s = name.encode()
+                attrs[XLA_CLUSTER_ATTR].s = name_bytes
                 attrs[XLA_ALREADY_CLUSTERED_ATTR].b = True
                 members.setdefault(name, []).append(node.name)
-                self._decide(node, R.CLUSTERED, f"{R.CLUSTERED.text} {name}", cluster=name)
+                decisions[node.name] = Decision(node.name, node.op, name, clustered, reason)
             else:
                 self._decide(node, R.MIN_CLUSTER_SIZE,
                              f"{R.MIN_CLUSTER_SIZE.text} (effective size "
@@ -693,6 +735,10 @@ class MarkForCompilationPass:
             for line in summary_lines(result.graph_def, verbose=log.isEnabledFor(logging.DEBUG)):
                 log.info("%s", line)
         return result
+
+
+# Dtypes whose base (opdefs_base) is DT_RESOURCE: the resource type and its ref form.
+_RESOURCE_DTYPES = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_RESOURCE_REF})
 
 
 def opdefs_base(dtype: int) -> int:
