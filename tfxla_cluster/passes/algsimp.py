@@ -30,7 +30,7 @@ from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
 from tfxla_cluster.hlo.shape_inference import infer_shape
 from tfxla_cluster.passes.pass_ import HloPass
 from tfxla_cluster.passes.util import (UseGraph, constant_instruction, dims_unmodified_by_reshape, is_all,
-                                       is_broadcast_of_constant, is_constant, known_literal, make_scalar_like,
+                                       is_broadcast_of_constant, is_constant, is_scalar_constant, known_literal, make_scalar_like,
                                        non_fusion_computations, reshape_inserts_or_deletes_degenerate_dims,
                                        same_shape)
 
@@ -281,14 +281,20 @@ def _mul_canonical(g, mul):
     return None
 
 
+def _broadcast_scalar_constant(instr: HloInstruction) -> bool:
+    return instr.opcode is O.BROADCAST and is_scalar_constant(instr.operands[0])
+
+
 @rule("minmax_constant_to_rhs", O.MAXIMUM, O.MINIMUM)
 def _minmax_canonical(g, instr):
     """max/min(Broadcast(C), A) -> max/min(A, Broadcast(C)). With a broadcast constant XLA:CPU's code
     returns A on ties and for any NaN (max(0, -0) is -0, max(1.5, NaN) and max(NaN, 1.5) are 1.5/NaN as
     A is), which ours, lhs-first, does with the constant on the right. A rank-0 constant stays (TF's
-    XLA: max(NaN, x) of scalars is NaN)."""
+    XLA: max(NaN, x) of scalars is NaN). Only a broadcast *scalar* (a uniform constant becomes one: LLVM sees
+    the value and folds the select): a broadcast array of different values is a load, and TF's XLA keeps
+    XLA's lhs rule there (min(broadcast([0, 3.19]), NaN) is 0, 3.19)."""
     a, b = instr.operands
-    if is_broadcast_of_constant(a) and not (is_constant(b) or is_broadcast_of_constant(b)):
+    if _broadcast_scalar_constant(a) and not (is_constant(b) or is_broadcast_of_constant(b)):
         return _binary(g, instr.opcode, b, a, instr, instr.shape)
     return None
 
@@ -984,7 +990,7 @@ def _sink_broadcasts(g, u):
         else:
             ops.append(g.make(O.BROADCAST, [x], Shape.array(x.shape.element_type, x0.dimensions), like=o,
                               dimensions=()))
-    if u.opcode in (O.MAXIMUM, O.MINIMUM) and is_broadcast_of_constant(u.operands[0]) \
+    if u.opcode in (O.MAXIMUM, O.MINIMUM) and _broadcast_scalar_constant(u.operands[0]) \
             and not is_broadcast_of_constant(u.operands[1]):
         ops.reverse()  # minmax_constant_to_rhs first: the sunk op keeps the broadcast form's NaN behaviour
     inner_dims = x0.dimensions if x0 is not None else ()
