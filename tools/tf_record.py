@@ -200,8 +200,10 @@ def _mark(tag: str) -> None:
     os.write(2, f"{MARKER} {tag}\n".encode())
 
 
-def child_main(target: str, result_path: str, outputs_path: str | None) -> int:
-    """Runs inside the recording subprocess (TF_XLA_FLAGS already in the environment)."""
+def _record_target(target: str, suffix: str = "", outputs_path: str | None = None) -> dict[str, Any]:
+    """Trace ``target``, then call it between the ``BEGIN<suffix>`` / ``END<suffix>`` markers; the record
+    (function name, input names, outputs, errors). Tracing happens outside the markers, so the function
+    name is known without running passes; a failed call keeps the clustering record."""
     result: dict[str, Any] = {"target": target}
     try:
         import tensorflow as tf
@@ -210,12 +212,11 @@ def child_main(target: str, result_path: str, outputs_path: str | None) -> int:
         sample = as_sample(load_target(target)())
         fn = make_tf_function(sample)
         args = to_tensors(sample.inputs)
-        # Tracing here (not inside the markers) gives us the function name without running passes.
         concrete = fn.get_concrete_function(*args)
         result["function_name"] = concrete.name.decode() if isinstance(concrete.name, bytes) \
             else str(concrete.name)
         result["input_names"] = sample.names()
-        _mark("BEGIN")
+        _mark(f"BEGIN{suffix}")
         t0 = time.perf_counter()
         try:
             out = fn(*args)
@@ -226,13 +227,23 @@ def child_main(target: str, result_path: str, outputs_path: str | None) -> int:
         except Exception as e:  # keep the clustering record even if execution fails
             result["call_error"] = f"{type(e).__name__}: {e}"
         result["call_seconds"] = round(time.perf_counter() - t0, 3)
-        _mark("END")
+        _mark(f"END{suffix}")
     except Exception as e:
         result["error"] = f"{type(e).__name__}: {e}"
-    Path(result_path).write_text(json.dumps(result, indent=1))
+    return result
+
+
+def _exit_child() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # skip TF's slow (and occasionally noisy) interpreter teardown
+
+
+def child_main(target: str, result_path: str, outputs_path: str | None) -> int:
+    """Runs inside the recording subprocess (TF_XLA_FLAGS already in the environment)."""
+    Path(result_path).write_text(json.dumps(_record_target(target, "", outputs_path), indent=1))
+    _exit_child()
+    return 0
 
 
 def child_batch_main(result_path: str, targets: Sequence[str]) -> int:
@@ -241,35 +252,10 @@ def child_batch_main(result_path: str, targets: Sequence[str]) -> int:
     (TF aborts the process on some errors) keeps the targets recorded before it."""
     results: list[dict[str, Any]] = []
     for i, target in enumerate(targets):
-        result: dict[str, Any] = {"target": target}
-        try:
-            import tensorflow as tf
-
-            result["tf_version"] = tf.__version__
-            sample = as_sample(load_target(target)())
-            fn = make_tf_function(sample)
-            args = to_tensors(sample.inputs)
-            concrete = fn.get_concrete_function(*args)
-            result["function_name"] = concrete.name.decode() if isinstance(concrete.name, bytes) \
-                else str(concrete.name)
-            result["input_names"] = sample.names()
-            _mark(f"BEGIN {i}")
-            t0 = time.perf_counter()
-            try:
-                out = fn(*args)
-                result["outputs"] = [{"dtype": str(a.dtype), "shape": list(a.shape)}
-                                     for a in flatten_outputs(out)]
-            except Exception as e:
-                result["call_error"] = f"{type(e).__name__}: {e}"
-            result["call_seconds"] = round(time.perf_counter() - t0, 3)
-            _mark(f"END {i}")
-        except Exception as e:
-            result["error"] = f"{type(e).__name__}: {e}"
-        results.append(result)
+        results.append(_record_target(target, f" {i}"))
         Path(result_path).write_text(json.dumps(results))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    _exit_child()
+    return 0
 
 
 # ----------------------------------------------------------------------------- log parsing

@@ -11,6 +11,7 @@ from tensorflow.compiler.tf2xla.ops import gen_xla_ops as gx
 from tensorflow.compiler.tf2xla.python import xla
 from tensorflow.compiler.xla import xla_data_pb2
 
+from tests.tf2hlo.op_table import _gather_dn, _scatter_dn  # one spelling of the dimension numbers
 from tests.tf2hlo.tf2hlo_harness import Case, run_batch, values
 from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.tf2hlo import lower_function
@@ -56,24 +57,6 @@ def _nchw_dn():
     dn.kernel_spatial_dimensions.extend([2, 3])
     dn.output_batch_dimension, dn.output_feature_dimension = 0, 1
     dn.output_spatial_dimensions.extend([2, 3])
-    return dn
-
-
-def _gather_dn():
-    dn = xla_data_pb2.GatherDimensionNumbers()
-    dn.offset_dims.append(1)
-    dn.collapsed_slice_dims.append(0)
-    dn.start_index_map.append(0)
-    dn.index_vector_dim = 1
-    return dn
-
-
-def _scatter_dn():
-    dn = xla_data_pb2.ScatterDimensionNumbers()
-    dn.update_window_dims.append(1)
-    dn.inserted_window_dims.append(0)
-    dn.scatter_dims_to_operand_dims.append(0)
-    dn.index_vector_dim = 1
     return dn
 
 

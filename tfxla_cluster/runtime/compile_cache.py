@@ -189,14 +189,9 @@ class PersistentCache:
         """The :class:`ClusterCode` stored under cluster key ``key`` (None when absent, or corrupt: then with
         a warning, counted in the compile profile)."""
         path = self.path_for(key)
-        try:
-            header, payload = read_entry(path)
-        except FileNotFoundError:
+        payload = self._payload_of_kind(path, key, CLUSTER_KIND)
+        if payload is None:
             return None
-        except (ValueError, OSError) as e:
-            return self._corrupt(path, _why(e))
-        if header.get("key") != key or header.get("kind") != CLUSTER_KIND:
-            return self._corrupt(path, "its key or kind does not match its file name")
         try:
             code = pickle.loads(payload)
         except Exception as e:  # noqa: BLE001 - any unpickling failure: the entry is unusable
@@ -204,6 +199,19 @@ class PersistentCache:
         if not isinstance(code, ClusterCode):
             return self._corrupt(path, f"its payload is a {type(code).__name__}, not a cluster entry")
         return code
+
+    def _payload_of_kind(self, path: Path, key: str, kind: str) -> bytes | None:
+        """The payload of the entry at ``path`` if its header names ``key`` and ``kind``; None when absent,
+        or corrupt (then with a warning, counted in the compile profile)."""
+        try:
+            header, payload = read_entry(path)
+        except FileNotFoundError:
+            return None
+        except (ValueError, OSError) as e:
+            return self._corrupt(path, _why(e))
+        if header.get("key") != key or header.get("kind") != kind:
+            return self._corrupt(path, "its key or kind does not match its file name")
+        return payload
 
     def store_cluster(self, key: str, code: "ClusterCode", name: str) -> None:
         """Write the cluster entry ``key`` unless read-only or already there."""
@@ -220,14 +228,9 @@ class PersistentCache:
         from tensorflow.core.framework import graph_pb2
 
         path = self.path_for(key)
-        try:
-            header, payload = read_entry(path)
-        except FileNotFoundError:
+        payload = self._payload_of_kind(path, key, GRAPH_KIND)
+        if payload is None:
             return None
-        except (ValueError, OSError) as e:
-            return self._corrupt(path, _why(e))
-        if header.get("key") != key or header.get("kind") != GRAPH_KIND:
-            return self._corrupt(path, "its key or kind does not match its file name")
         gd = graph_pb2.GraphDef()
         try:
             gd.ParseFromString(payload)
