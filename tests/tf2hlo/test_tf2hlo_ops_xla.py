@@ -11,7 +11,7 @@ from tensorflow.compiler.tf2xla.ops import gen_xla_ops as gx
 from tensorflow.compiler.tf2xla.python import xla
 from tensorflow.compiler.xla import xla_data_pb2
 
-from tests.tf2hlo.op_table import _gather_dn, _scatter_dn  # one spelling of the dimension numbers
+from tests.tf2hlo.op_table import _conv_dn, _gather_dn, _scatter_dn  # one spelling of the dimension numbers
 from tests.tf2hlo.tf2hlo_harness import Case, run_batch, values
 from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.tf2hlo import lower_function
@@ -36,17 +36,6 @@ COND = _scalar_fn(lambda i, x: i < 5, tf.int32, tf.float32)
 BODY = _scalar_fn(lambda i, x: (i + 1, x * 1.5), tf.int32, tf.float32)
 THEN = tf.function(lambda x: x + 1.0, autograph=False).get_concrete_function(S([3], tf.float32))
 ELSE = tf.function(lambda x: x * 2.0, autograph=False).get_concrete_function(S([3], tf.float32))
-
-
-def _conv_dn(n: int = 2):
-    dn = xla_data_pb2.ConvolutionDimensionNumbers()
-    dn.input_batch_dimension, dn.input_feature_dimension = 0, n + 1
-    dn.input_spatial_dimensions.extend(range(1, n + 1))
-    dn.kernel_spatial_dimensions.extend(range(n))
-    dn.kernel_input_feature_dimension, dn.kernel_output_feature_dimension = n, n + 1
-    dn.output_batch_dimension, dn.output_feature_dimension = 0, n + 1
-    dn.output_spatial_dimensions.extend(range(1, n + 1))
-    return dn
 
 
 def _nchw_dn():
