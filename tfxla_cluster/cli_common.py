@@ -47,7 +47,7 @@ def load_graph(args: argparse.Namespace):
 
     try:
         return load_graph(args.graph, signature=args.signature, grappler=args.grappler,
-                          inline=not args.no_inline)
+                          inline=not args.no_inline, flags=getattr(args, "flags", None))
     except TfXlaError as e:
         # one line naming the file and the problem (errors from deep in the import don't know the file)
         if isinstance(e, FlagError) or str(args.graph) in e.message:

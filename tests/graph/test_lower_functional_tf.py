@@ -8,7 +8,9 @@ TF is recorded live, all functions in one process (tools/tf_record.py's ``record
 functions: while loops (one reading a variable, an LSTM-like cell), a cond inside a loop body, a loop
 inside a cond branch, nested conds, a Case and an If reading a variable behind control dependencies,
 a nested tf.function holding a cond, loops fed by an inlined call's output, and a call to a
-jit_compile function (which TF keeps a call).
+jit_compile function (which TF keeps a call). And ``big_add_n``, no control flow: an AddN large enough
+for grappler's memory optimizer, which TF leaves out under auto-clustering (see
+tests/graph/test_grappler_xla_jit_level.py; it shares this file's TF process).
 """
 from __future__ import annotations
 
@@ -120,6 +122,11 @@ def _x33() -> np.ndarray:
     return np.random.default_rng(1).standard_normal((3, 3)).astype(np.float32)
 
 
+@tf.function(input_signature=[tf.TensorSpec((4096, 4096), tf.float32)])
+def big_add_n(x):
+    return tf.add_n([tf.sin(x), tf.cos(x), tf.exp(x)])
+
+
 REGISTRY = {
     "small_while": lambda: (small_while, [np.ones((2, 4), np.float32)]),
     "lstm_like": lambda: (lstm_like, [np.random.default_rng(0).standard_normal((2, 5, 4)).astype(np.float32)]),
@@ -130,6 +137,7 @@ REGISTRY = {
     "nested_conds": lambda: (nested_conds, [_x33()]),
     "while_in_cond": lambda: (while_in_cond, [-_x33()]),
     "call_then_loops": lambda: (call_then_loops, [_x33()]),
+    "big_add_n": lambda: (big_add_n, [np.ones((4096, 4096), np.float32)]),
 }
 NAMES = list(REGISTRY)
 

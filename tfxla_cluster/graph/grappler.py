@@ -23,6 +23,15 @@ PRE_PLACEMENT passes before grappler (tfxla_cluster/graph/lower_functional.py, d
 ``loader.runtime_rewrites``). Left to grappler's function optimizer through this entry point, the lowering
 differs: e.g. constant folding anchors a branch constant on a new ``ConstantFoldingCtrl/<switch>_<port>``
 Identity where TF's runtime keeps the lowering's ``pivot_t``/``pivot_f``.
+
+XLA's global JIT level: TF's MetaOptimizer asks XLA's config registry whether auto-clustering is on for
+every graph (``IsXlaGlobalJitOn``: the ConfigProto's ``global_jit_level`` overridden by ``--tf_xla_auto_jit``,
+on for both single-GPU and general graphs). When it is, the default memory optimizer is left out
+(``MemoryOptimizerEnabled``): no AddN of more than 2 inputs becomes a ``TemporaryVariable`` + ``AssignAdd``
+chain when the estimated peak memory passes 80% of the device's (a 256 MiB CPU device: a large training
+step), and no ``_grappler_relax_allocator_constraints`` on Assign nodes. TF's process reads its own
+``TF_XLA_FLAGS``; ours may run with other flags than its environment, so :func:`runtime_config` hands the
+same decision to TF's optimizer through the ConfigProto.
 """
 from __future__ import annotations
 
@@ -31,6 +40,7 @@ from typing import Sequence
 from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 
+from tfxla_cluster import flags as flags_mod
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.graph.devices import canonical_device
 from tfxla_cluster.graph.function import OUTPUT_CONTROL_NODE, inline_calls
@@ -47,11 +57,29 @@ def default_fetch(graph_def: graph_pb2.GraphDef) -> list[str]:
     return [n.name for n in graph_def.node if n.name not in consumed]
 
 
+def xla_auto_clustering_on(flags: "flags_mod.Flags | str | None" = None) -> bool:
+    """meta_optimizer.cc ``IsXlaGlobalJitOn`` under ``flags`` (None: the environment's): XLA's global JIT
+    level is at least ON_1 for single-GPU graphs and for general ones."""
+    flags = flags_mod.Flags.resolve(flags)
+    return all(flags_mod.global_jit_level_for_graph(flags, single_gpu) >= flags_mod.GlobalJitLevel.ON_1
+               for single_gpu in (True, False))
+
+
+def runtime_config(flags: "flags_mod.Flags | str | None" = None) -> config_pb2.ConfigProto:
+    """The ConfigProto TF's function runtime optimizes a function graph with, under ``flags``: the
+    default one, with auto-clustering's global JIT level when ``flags`` turn it on (module docstring)."""
+    config = config_pb2.ConfigProto()
+    if xla_auto_clustering_on(flags):
+        config.graph_options.optimizer_options.global_jit_level = config_pb2.OptimizerOptions.ON_1
+    return config
+
+
 def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = None,
                  config: config_pb2.ConfigProto | None = None, *,
                  arg_shapes: bool = True, inline: bool = True,
-                 keep: Sequence[str] = ()) -> graph_pb2.GraphDef:
+                 keep: Sequence[str] = (), flags: "flags_mod.Flags | str | None" = None) -> graph_pb2.GraphDef:
     """Optimize ``graph_def`` with TF's meta optimizer, keeping ``fetch`` (default: see default_fetch).
+    ``config`` (default: :func:`runtime_config` of ``flags``, None meaning the environment's flags).
     ``arg_shapes``: let grappler see the ``_Arg`` shapes, as TF's function runtime does (module docstring).
     ``inline``: inline function calls first with our inliner (TF's ``<call>/<node>`` names) — what TF's
     runtime item ends up with; grappler's own inlining through this entry point folds differently
@@ -71,7 +99,7 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
     if keep:  # every node a collection names is one grappler must keep (its item's keep_ops)
         meta.collection_def["tfxla_keep_ops"].node_list.value.extend(keep)
     try:
-        out = optimize_graph(config or config_pb2.ConfigProto(), meta)
+        out = optimize_graph(config if config is not None else runtime_config(flags), meta)
     except Exception as e:  # grappler reports through TF status exceptions: typed, first line, cause chained
         raise InvalidArgumentError(f"grappler failed: {str(e).splitlines()[0]}") from e
     if not out.HasField("versions"):

@@ -23,12 +23,14 @@ from tfxla_cluster.graph.opdefs import ARG_OP
 
 
 def load_graph_def(source: Any, *args: Any, signature: str = "serving_default", grappler: bool = False,
-                   inline: bool = True, **kwargs: Any) -> graph_pb2.GraphDef:
+                   inline: bool = True, flags: Any = None, **kwargs: Any) -> graph_pb2.GraphDef:
     """A GraphDef from a path (``.pbtxt``/``.pb``/SavedModel dir), a GraphDef, or a (concrete)
     ``tf.function`` traced with ``args``/``kwargs``.
 
     ``grappler=True`` applies TF's grappler as TF's runtime does before clustering; ``inline`` (the
-    default when grappler is off) inlines function calls with our inliner.
+    default when grappler is off) inlines function calls with our inliner. ``flags`` (a ``Flags``, a
+    ``TF_XLA_FLAGS`` string, None for the environment's) are the ones TF's runtime would run with: its
+    grappler depends on whether they turn auto-clustering on (see :mod:`.grappler`).
     """
     if isinstance(source, graph_pb2.GraphDef):
         gd = source
@@ -38,30 +40,32 @@ def load_graph_def(source: Any, *args: Any, signature: str = "serving_default", 
             concrete = io.load_saved_model(p, signature)
             # The variables' shapes are known to the restored function: shapes downstream of their
             # reads (the signature's outputs) are then inferred, not unknown.
-            return graph_def_from_concrete(concrete, inline=inline, grappler=grappler, resource_handle_data=True)
+            return graph_def_from_concrete(concrete, inline=inline, grappler=grappler, resource_handle_data=True,
+                                           flags=flags)
         gd = io.read_graph_def(p)
     else:
-        return graph_def_from_function(source, *args, inline=inline, grappler=grappler, **kwargs)
+        return graph_def_from_function(source, *args, inline=inline, grappler=grappler, flags=flags, **kwargs)
     if grappler:
-        return run_grappler(gd)
+        return run_grappler(gd, flags=flags)
     return inline_calls(gd) if inline else gd
 
 
 def load_graph(source: Any, *args: Any, signature: str = "serving_default", grappler: bool = False,
-               inline: bool = True, assign_devices: bool = True, **kwargs: Any) -> Graph:
+               inline: bool = True, assign_devices: bool = True, flags: Any = None, **kwargs: Any) -> Graph:
     """Like :func:`load_graph_def`, returning the validated :class:`Graph`."""
-    gd = load_graph_def(source, *args, signature=signature, grappler=grappler, inline=inline, **kwargs)
+    gd = load_graph_def(source, *args, signature=signature, grappler=grappler, inline=inline, flags=flags, **kwargs)
     return Graph(gd, assign_devices=assign_devices)
 
 
 def graph_def_from_concrete(concrete, *, inline: bool = True, grappler: bool = False,
-                            resource_handle_data: bool = False) -> graph_pb2.GraphDef:
+                            resource_handle_data: bool = False, flags: Any = None) -> graph_pb2.GraphDef:
     """The runtime-form GraphDef (``_Arg``/``_Retval``) of a ConcreteFunction.
 
     ``grappler=True`` runs TF's grappler as TF's function runtime does (it inlines calls itself, so the
     result is the graph TF's MarkForCompilation sees); otherwise ``inline`` uses our inliner.
     ``resource_handle_data``: resource ``_Arg``s carry their variable's dtype and shape (see
     :func:`with_resource_handle_data`), so shapes downstream of variable reads are known.
+    ``flags``: as in :func:`load_graph_def`.
     """
     library = concrete.graph.as_graph_def().library
     fdef = concrete.function_def
@@ -74,18 +78,19 @@ def graph_def_from_concrete(concrete, *, inline: bool = True, grappler: bool = F
     if resource_handle_data:
         gd = with_resource_handle_data(gd, concrete)
     if grappler:
-        return runtime_rewrites(gd, concrete)
+        return runtime_rewrites(gd, concrete, flags)
     return inline_calls(gd) if inline else gd
 
 
-def runtime_rewrites(gd: graph_pb2.GraphDef, concrete) -> graph_pb2.GraphDef:
+def runtime_rewrites(gd: graph_pb2.GraphDef, concrete, flags: Any = None) -> graph_pb2.GraphDef:
     """What TF's function runtime does to ``concrete``'s (uninlined) graph before clustering: calls inlined
     and If/Case/While lowered by its PRE_PLACEMENT passes (not inside grappler: see lower_functional),
-    then grappler keeping the function's control outputs. Profiled as the "import" and "grappler" stages."""
+    then grappler keeping the function's control outputs, configured as TF's runtime under ``flags``
+    (None: the environment's). Profiled as the "import" and "grappler" stages."""
     with compile_profile.stage("import"):
         gd = lower_functional_ops(gd)
     with compile_profile.stage("grappler"):
-        return run_grappler(gd, keep=control_outputs(concrete))
+        return run_grappler(gd, keep=control_outputs(concrete), flags=flags)
 
 
 def control_outputs(concrete) -> list[str]:
@@ -119,7 +124,7 @@ def with_resource_handle_data(graph_def, concrete):
 
 def graph_def_from_function(fn: Callable[..., Any], *args: Any, input_signature=None,
                             jit_compile: bool | None = None, inline: bool = True, grappler: bool = False,
-                            **kwargs: Any) -> graph_pb2.GraphDef:
+                            flags: Any = None, **kwargs: Any) -> graph_pb2.GraphDef:
     """Trace ``fn`` (a ``tf.function``, a plain Python function, or a ConcreteFunction) and return its
     runtime-form GraphDef with the function library.
 
@@ -137,4 +142,4 @@ def graph_def_from_function(fn: Callable[..., Any], *args: Any, input_signature=
             concrete = fn.get_concrete_function()
         else:
             concrete = fn.get_concrete_function(*args, **kwargs)
-    return graph_def_from_concrete(concrete, inline=inline, grappler=grappler)
+    return graph_def_from_concrete(concrete, inline=inline, grappler=grappler, flags=flags)

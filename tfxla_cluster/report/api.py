@@ -150,7 +150,7 @@ def build_report(source: Any = None, *, script: str | None = None, script_args: 
             from tfxla_cluster.graph import Graph, load_graph
 
             graph = source if isinstance(source, Graph) else load_graph(source, signature=signature,
-                                                                        grappler=grappler)
+                                                                        grappler=grappler, flags=flags)
             result = mark_for_compilation(graph, flags, state=ProcessState())
         seconds["mark"] = time.perf_counter() - t_start
         default_title = os.path.basename(os.path.normpath(str(source))) if isinstance(source, (str, os.PathLike)) \

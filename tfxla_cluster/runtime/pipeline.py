@@ -118,7 +118,7 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
         # With the persistent cache on, a second process takes the rewritten graph from it (keyed by the
         # graph, TF's version and the flags): grappler's output for the same graph is the same graph.
         before = gd
-        gd = rewritten_graph(before, control_outputs(concrete), flags, lambda: runtime_rewrites(before, concrete),
+        gd = rewritten_graph(before, control_outputs(concrete), flags, lambda: runtime_rewrites(before, concrete, flags),
                              concrete.function_def.signature.name)
     else:
         with stage("import"):
