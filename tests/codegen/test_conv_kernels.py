@@ -77,6 +77,8 @@ CONV = [  # input NHWC, kernel HWIO, stride, padding, dilation
     ((2, 9, 10, 3), (1, 1, 3, 17), 2, "VALID", 1),
     ((1, 11, 11, 4), (3, 3, 4, 5), 1, "SAME", 2),
     ((3, 4, 4, 33), (3, 3, 33, 31), 1, "VALID", 1),
+    ((2, 1, 1, 24), (3, 3, 24, 40), 1, "SAME", 1),     # one position, one useful tap: a plain GEMM (+ backprops)
+    ((2, 4, 4, 20), (1, 1, 20, 36), 2, "VALID", 1),    # strided 1×1: input backprop by phase, filter read in place
 ]
 
 
@@ -183,6 +185,14 @@ HLO_BLOCKED = [  # dim labels, lhs, rhs, window, feature groups, expected kernel
     # two output positions (the zoo's ResNet50 at 32x32): the filter's columns are split across threads
     ("b01f_01io->b01f", (2, 1, 1, 40), (3, 3, 40, 200), Window.make([3, 3], [1, 1], [(1, 1), (1, 1)]), 1,
      ["conv-gemm"]),
+    # one output position meeting one tap (3×3 SAME over 1×1, ResNet's/DenseNet's last stages at 32×32): one
+    # GEMM with the tap's block of the filter read in place — HWIO, and the input backprop's reversed [out, in]
+    ("b01f_01io->b01f", (2, 1, 1, 24), (3, 3, 24, 40), Window.make([3, 3], [1, 1], [(1, 1), (1, 1)]), 1,
+     ["conv-gemm"]),
+    ("b01f_01oi->b01f", (3, 1, 1, 24), (3, 3, 40, 24), _reversed(Window.make([3, 3], [1, 1], [(1, 1), (1, 1)])), 1,
+     ["conv-gemm"]),
+    ("b01f_01io->b01f", (2, 1, 1, 32), (3, 3, 32, 48), Window.make([3, 3], [1, 1], [(2, 2), (2, 2)],
+                                                                 rhs_dilation=[2, 2]), 1, ["conv-gemm"]),
     # NCHW output: GEMM result copied into the output layout
     ("b01f_01io->bf01", (2, 6, 5, 4), (3, 3, 4, 5), Window.make([3, 3], [1, 1], [(1, 1), (1, 1)]), 1,
      ["conv-gemm", "materialize"]),
@@ -203,6 +213,16 @@ def test_blocked_conv_gemm_matches_evaluator(conv, dtype):
         exe, _ = check(m, x, k, rtol=tol, atol=tol, options=opts, scale_atol=True)
         if blas_available():
             assert [kk.kind for kk in exe.kernels] == kinds
+
+
+def test_useful_taps():
+    from tfxla_cluster.codegen.conv import useful_taps
+    w = Window.make([3, 3], [1, 2], [(1, 1), (1, 1)]).dimensions
+    assert useful_taps(w, [1, 1], [1, 1]) == [[1], [1]]
+    assert useful_taps(w, [2, 5], [2, 3]) == [[0, 1, 2], [0, 1, 2]]
+    # input dilation 2: taps landing between input elements never count
+    d = Window.make([3], [1], [(0, 0)], lhs_dilation=[2]).dimensions
+    assert useful_taps(d, [2], [1]) == [[0, 2]]
 
 
 def test_weight_bound_1x1_conv_splits_filter_columns_across_threads():

@@ -96,6 +96,8 @@ HLO_CASES = [  # xs, ks, ys, window, labels, feature groups, output feature dim,
     # contraction 3·3·600 > one patch block: the epilogue runs after the last contraction block only
     ((1, 3, 4, 600), (3, 3, 600, 9), (1, 3, 4, 9), "size=3x3 pad=1_1x1_1", "b01f_01io->b01f", 1, 3,
      ["conv-gemm"]),
+    # one output position meeting one tap: a plain GEMM, the epilogue on its columns
+    ((2, 1, 1, 24), (3, 3, 24, 40), (2, 1, 1, 40), "size=3x3 pad=1_1x1_1", "b01f_01io->b01f", 1, 3, ["conv-gemm"]),
     # NCHW output: the epilogue runs in the copy-out pass
     ((2, 6, 5, 4), (3, 3, 4, 5), (2, 5, 6, 5), "size=3x3 pad=1_1x1_1", "b01f_01io->bf01", 1, 1,
      ["conv-gemm", "materialize"]),
@@ -290,11 +292,14 @@ ENTRY e {
     module, _ = optimize(parse_module(text))
     conv = module.entry.root
     if blas_available():
-        assert blocked_plan(conv, CodegenOptions()).phase
+        plan = blocked_plan(conv, CodegenOptions())
+        assert plan.phase and plan.kmat_taps   # the [out, in] filter is read in place, transposed
     args = [random_array(s, np.float32, RNG, specials=False) for s in ((2, 4, 5, 12), (1, 1, 7, 12))]
     for opts in (CodegenOptions(bounds_checks=True, threads=1),
                  CodegenOptions(bounds_checks=True, threads=3, parallel_min_cost=1)):
-        check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+        exe, _ = check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+        if blas_available():
+            assert [kk.kind for kk in exe.kernels] == ["conv-gemm"]
 
 
 def test_epilogue_fusion_writing_in_place_over_another_operand():
