@@ -238,3 +238,41 @@ def test_weight_bound_1x1_conv_splits_filter_columns_across_threads():
         if blas_available():
             [conv] = exe.kernels
             assert (conv.kind, conv.work_items) == ("conv-gemm", threads)
+
+
+_REVERSE_HLO = """HloModule m
+ENTRY e {{
+  g = f32[2,5,6,24] parameter(0)
+  k = f32[3,3,40,24] parameter(1)
+  r = f32[3,3,40,24] reverse(k), dimensions={{0,1}}
+  ROOT c = f32[2,5,6,40] convolution(g, r), window={{size=3x3 pad=1_1x1_1{rev}}}, dim_labels=b01f_01oi->b01f
+}}
+"""
+
+
+@pytest.mark.parametrize("rev", ["", " rhs_reversal=1x0"])
+def test_filter_reverse_folds_into_the_convolution(rev):
+    """TF's input backprop reverses the forward filter's spatial dimensions for the convolution: the
+    convolution reads the filter unreversed with its window reversal flipped, no pass of its own."""
+    from tfxla_cluster.hlo.parser import parse_module
+    from tfxla_cluster.passes.pipeline import optimize
+    module, _ = optimize(parse_module(_REVERSE_HLO.format(rev=rev)))
+    assert any(i.opcode.name == "REVERSE" for i in module.entry.instructions)
+    g, k = (random_array(s, np.float32, RNG, specials=False) for s in ((2, 5, 6, 24), (3, 3, 40, 24)))
+    for opts in (CodegenOptions(bounds_checks=True, threads=1), CodegenOptions(bounds_checks=True, threads=3,
+                                                                              parallel_min_cost=1)):
+        exe, _ = check(module, g, k, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+        assert "r" not in [kk.instruction for kk in exe.kernels]
+
+
+def test_reverse_with_other_users_still_runs():
+    from tfxla_cluster.hlo.parser import parse_module
+    from tfxla_cluster.passes.pipeline import optimize
+    text = _REVERSE_HLO.format(rev="").replace(
+        "  ROOT c = f32[2,5,6,40]", "  c = f32[2,5,6,40]").replace("dim_labels=b01f_01oi->b01f\n}",
+                                                                  "dim_labels=b01f_01oi->b01f\n  ROOT t = (f32[2,5,6,40], f32[3,3,40,24]) tuple(c, r)\n}")
+    module, _ = optimize(parse_module(text))
+    g, k = (random_array(s, np.float32, RNG, specials=False) for s in ((2, 5, 6, 24), (3, 3, 40, 24)))
+    exe, _ = check(module, g, k, rtol=2e-5, atol=2e-5, options=CodegenOptions(bounds_checks=True, threads=2),
+                   scale_atol=True)
+    assert "r" in [kk.instruction for kk in exe.kernels]
