@@ -864,6 +864,8 @@ def _emit_phase_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, kref: Buffe
     esize = 4 if et is T.F32 else 8
     dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
     O_, K = plan.O, plan.K
+    if all(n == 1 for n in plan.in_sp) and all(0 <= w.padding_low < n for w, n in zip(window, plan.out_sp)):
+        return _emit_phase_one_position(prog, instr, plan, lhs, kref, out, epilogue)
     wout = plan.out_sp[-1]
     last = window[-1]
     d, pl = last.base_dilation, last.padding_low
@@ -981,5 +983,79 @@ def _emit_single_tap(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffer
                     for d, x in zip(dn.output_spatial_dimensions, osp):
                         dims[d] = x
                     epilogue.store(kb_, dims, b.add(b.mul(r, t.i64(st.ldc)), b.add(c0, c)))
+    b.call(set_threads, [prev])
+    prog.call_kernel(kb_, instr.name, "conv-gemm", ncb, tasks, flops // 8)
+
+
+def _emit_phase_one_position(prog, instr, plan: BlockedPlan, lhs: BufferRef, kref: BufferRef, out: BufferRef,
+                             epilogue) -> None:
+    """The ``phase`` plan when the input has one spatial position (ResNet's last strided 1×1 input backprop at
+    32×32: 1×1 → 2×2): its output position is one row per batch entry, at a constant stride, so the batch is
+    one GEMM of ``B`` rows; the other positions are zeros. Bound by reading the filter: work items are
+    column blocks, one per thread, each reading its part of the filter once."""
+    from tfxla_cluster.codegen.gemm import CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, CBLAS_TRANS
+    et = instr.shape.element_type
+    sty = t.storage_type(et)
+    esize = 4 if et is T.F32 else 8
+    dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
+    B, O_, K = plan.B, plan.O, plan.K
+    P = prod(plan.out_sp)
+    qv = 0
+    for w, n in zip(window, plan.out_sp):
+        qv = qv * n + w.padding_low     # the output position the input lands on
+    flops = 2 * B * K * O_
+    ncb = max(1, min(prog.options.thread_count, O_ // COL_BLOCK))
+    cb = -(-O_ // ncb)
+    kb_ = prog.kernel(instr.name)
+    b = kb_.builder
+    tasks = prog.tasks_for(ncb, flops // 8)
+    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 else (t.i64(0), t.i64(ncb))
+    lp, kp, cp = kb_.ptr(lhs.slot), kb_.ptr(kref.slot), kb_.ptr(out.slot)
+    mctx = kb_.kctx.mctx
+    memset = mctx.function("llvm.memset.p0.i64", t.VOID, [t.PTR, t.I8, t.I64, t.I1])
+    set_threads = mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
+    gemm = mctx.function("tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm", t.VOID,
+                         [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64, t.PTR, t.I64, sty, t.PTR, t.I64])
+    i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
+    prev = b.call(set_threads, [i32(1)])
+    with for_range(b, lo, hi, "p1") as item:
+        c0 = b.mul(item, t.i64(cb))
+        cols = b.sub(t.i64(O_), c0)
+        cols = b.select(b.icmp_signed(">", cols, t.i64(cb)), t.i64(cb), cols)
+        # Zeros at every other output position of this column block.
+        with for_range(b, 0, B * P, "p1z") as r:
+            fn = b.block.function
+            yes, done = fn.append_basic_block("p1.zero"), fn.append_basic_block("p1.next")
+            b.cbranch(b.icmp_unsigned("!=", b.urem(r, t.i64(P)), t.i64(qv)), yes, done)
+            b.position_at_end(yes)
+            b.call(memset, [b.gep(cp, [b.add(b.mul(r, t.i64(O_)), c0)], source_etype=sty), ir.Constant(t.I8, 0),
+                            b.mul(cols, t.i64(esize)), ir.Constant(t.I1, 0)])
+            b.branch(done)
+            b.position_at_end(done)
+        tb = CBLAS_NO_TRANS
+        if plan.kmat_direct:
+            bptr, ldb = b.gep(kp, [c0], source_etype=sty), plan.kmat_ld
+        elif plan.kmat_taps:    # the forward filter [out, in] as it is: B transposed
+            bptr, ldb, tb = b.gep(kp, [b.mul(c0, t.i64(K))], source_etype=sty), K, CBLAS_TRANS
+        else:   # the materialised [1, K, O] filter matrix
+            bptr, ldb = b.gep(kp, [c0], source_etype=sty), O_
+        b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(CBLAS_NO_TRANS), i32(tb), t.i64(B), cols, t.i64(K),
+                      t.float_constant(sty, 1.0), lp, t.i64(max(plan.lhs_b, K)), bptr, t.i64(ldb),
+                      t.float_constant(sty, 0.0), b.gep(cp, [b.add(t.i64(qv * O_), c0)], source_etype=sty),
+                      t.i64(P * O_)])
+        if epilogue is not None:
+            with for_range(b, 0, B * P, "er") as r:
+                n, q = b.udiv(r, t.i64(P)), b.urem(r, t.i64(P))
+                rem, osp = q, [None] * len(plan.out_sp)
+                for i in range(len(plan.out_sp) - 1, -1, -1):
+                    osp[i] = b.urem(rem, t.i64(plan.out_sp[i]))
+                    rem = b.udiv(rem, t.i64(plan.out_sp[i]))
+                with for_range(b, 0, cols, "ec") as c:
+                    dims = [None] * instr.shape.rank
+                    dims[dn.output_batch_dimension] = n
+                    dims[dn.output_feature_dimension] = b.add(c0, c)
+                    for dd, x in zip(dn.output_spatial_dimensions, osp):
+                        dims[dd] = x
+                    epilogue.store(kb_, dims, b.add(b.mul(r, t.i64(O_)), b.add(c0, c)))
     b.call(set_threads, [prev])
     prog.call_kernel(kb_, instr.name, "conv-gemm", ncb, tasks, flops // 8)
