@@ -193,6 +193,11 @@ HLO_BLOCKED = [  # dim labels, lhs, rhs, window, feature groups, expected kernel
      ["conv-gemm"]),
     ("b01f_01io->b01f", (2, 1, 1, 32), (3, 3, 32, 48), Window.make([3, 3], [1, 1], [(2, 2), (2, 2)],
                                                                  rhs_dilation=[2, 2]), 1, ["conv-gemm"]),
+    # filter backprop over a 1×1 image: only the centre tap meets it, the other row blocks are zeroed
+    ("f01b_i01o->01bf", (2, 1, 1, 64), (2, 1, 1, 96), Window.make([1, 1], [1, 1], [(1, 1), (1, 1)]), 1,
+     ["conv-gemm"]),
+    ("f01b_i01o->01bf", (3, 2, 1, 24), (3, 2, 1, 40), Window.make([2, 1], [1, 1], [(1, 1), (2, 0)]), 1,
+     ["conv-gemm"]),
     # NCHW output: GEMM result copied into the output layout
     ("b01f_01io->bf01", (2, 6, 5, 4), (3, 3, 4, 5), Window.make([3, 3], [1, 1], [(1, 1), (1, 1)]), 1,
      ["conv-gemm", "materialize"]),

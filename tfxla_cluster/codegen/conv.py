@@ -466,6 +466,25 @@ class SingleTap:
     ldc: int
 
 
+def _meets(wd, o: int, w: int, n_in: int) -> bool:
+    """Whether window position ``w`` at output position ``o`` reads a real input element (not padding,
+    not between dilated elements)."""
+    p = o * wd.stride + w * wd.window_dilation - wd.padding_low
+    return p >= 0 and p % wd.base_dilation == 0 and p // wd.base_dilation < n_in
+
+
+def _row_major(sizes: list[int]):
+    """Every multi-index over ``sizes``, row-major."""
+    idx = [0] * len(sizes)
+    for _ in range(prod(sizes)):
+        yield tuple(idx)
+        for i in range(len(sizes) - 1, -1, -1):
+            idx[i] += 1
+            if idx[i] < sizes[i]:
+                break
+            idx[i] = 0
+
+
 def useful_taps(window, in_sp: list[int], out_sp: list[int]) -> list[list[int]]:
     """Per window dimension, the taps that meet a real (not padding, not between dilated) input element
     at some output position: the others contribute nothing to any output."""
@@ -473,11 +492,8 @@ def useful_taps(window, in_sp: list[int], out_sp: list[int]) -> list[list[int]]:
     for wd, n_in, n_out in zip(window, in_sp, out_sp):
         taps = []
         for w in range(wd.size):
-            for o in range(n_out):
-                p = o * wd.stride + w * wd.window_dilation - wd.padding_low
-                if p >= 0 and p % wd.base_dilation == 0 and p // wd.base_dilation < n_in:
-                    taps.append(w)
-                    break
+            if any(_meets(wd, o, w, n_in) for o in range(n_out)):
+                taps.append(w)
         out.append(taps)
     return out
 
@@ -739,6 +755,20 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
         b.position_at_end(done)
 
     from tfxla_cluster.codegen.gemm import split
+    # The filter backprop over a small image (3×3 taps of a 1×1 one: ResNet's, DenseNet's last stages at
+    # 32×32): output positions (taps) whose window never meets the input are zeros. Row blocks made of
+    # those only are zeroed, without patches or GEMM calls (a table of the useful blocks).
+    useful_blocks = None
+    if plan.mode == "cols" and plan.out_direct and G == 1:
+        per_dim = [[any(_meets(wd, o, w, n_in) for w in range(wd.size)) for o in range(n_out)]
+                   for wd, n_in, n_out in zip(window, plan.in_sp, plan.out_sp)]
+        useful_pos = [all(per_dim[i][o] for i, o in enumerate(idx)) for idx in _row_major(plan.out_sp)]
+        blocks = [any(useful_pos[m // plan.B] for m in range(m0, min(M, m0 + mb), plan.B)) for m0 in range(0, M, mb)]
+        if not all(blocks):
+            useful_blocks = ir.GlobalVariable(mctx.module, ir.ArrayType(t.I8, nmb), mctx.unique_name("useful_" + instr.name))
+            useful_blocks.linkage = "internal"
+            useful_blocks.global_constant = True
+            useful_blocks.initializer = ir.Constant(ir.ArrayType(t.I8, nmb), [int(x) for x in blocks])
     with for_range(b, lo, hi, "cb") as item:
         cblk, item = b.urem(item, t.i64(ncb)), b.udiv(item, t.i64(ncb))
         c0 = b.mul(cblk, t.i64(cb))
@@ -748,6 +778,19 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
         m0 = b.mul(mblk, t.i64(mb))
         rows = b.sub(t.i64(M), m0)
         rows = b.select(b.icmp_signed(">", rows, t.i64(mb)), t.i64(mb), rows)
+        if useful_blocks is not None:
+            flag = b.load(b.gep(useful_blocks, [t.i64(0), mblk], inbounds=True, source_etype=useful_blocks.value_type),
+                          typ=t.I8)
+            fn = b.block.function
+            zero_bb, work_bb, after_bb = (fn.append_basic_block(n) for n in ("cb.zero", "cb.work", "cb.after"))
+            b.cbranch(b.icmp_unsigned("==", flag, ir.Constant(t.I8, 0)), zero_bb, work_bb)
+            b.position_at_end(zero_bb)
+            with for_range(b, 0, rows, "cz") as r:
+                row = b.add(b.add(b.mul(b.add(m0, r), t.i64(plan.O)), b.mul(g, t.i64(Og))), c0)
+                b.call(memset, [b.gep(cp, [row], source_etype=sty), ir.Constant(t.I8, 0),
+                                b.mul(cols, t.i64(esize)), ir.Constant(t.I1, 0)])
+            b.branch(after_bb)
+            b.position_at_end(work_bb)
         with for_range(b, 0, nkb, "ck") as kblk:
             k0 = b.mul(kblk, t.i64(kb))
             kn = b.sub(t.i64(K), k0)
@@ -829,6 +872,9 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
                     for d, x in zip(dn.output_spatial_dimensions, osp):
                         dims[d] = x
                     epilogue.store(kb_, dims, b.add(rbase, c))
+        if useful_blocks is not None:
+            b.branch(after_bb)
+            b.position_at_end(after_bb)
     b.call(set_threads, [prev])
     prog.call_kernel(kb_, instr.name, "conv-gemm", items, tasks, flops // 8)
     if plan.out_direct:
