@@ -281,3 +281,21 @@ def test_reverse_with_other_users_still_runs():
     exe, _ = check(module, g, k, rtol=2e-5, atol=2e-5, options=CodegenOptions(bounds_checks=True, threads=2),
                    scale_atol=True)
     assert "r" in [kk.instruction for kk in exe.kernels]
+
+
+def test_folded_reverse_into_a_small_convolution_runs_in_the_elemental_loop():
+    from tfxla_cluster.hlo.parser import parse_module
+    from tfxla_cluster.passes.pipeline import optimize
+    text = """HloModule m
+ENTRY e {
+  g = f32[1,3,2,2] parameter(0)
+  k = f32[3,2,3,2] parameter(1)
+  r = f32[3,2,3,2] reverse(k), dimensions={0,1}
+  ROOT c = f32[1,3,2,3] convolution(g, r), window={size=3x2 pad=1_1x0_1}, dim_labels=b01f_01oi->b01f
+}
+"""
+    module, _ = optimize(parse_module(text))
+    args = [random_array(s, np.float32, RNG, specials=False) for s in ((1, 3, 2, 2), (3, 2, 3, 2))]
+    exe, _ = check(module, *args, rtol=1e-5, atol=1e-5, options=CodegenOptions(bounds_checks=True, threads=1),
+                   scale_atol=True)
+    assert [(kk.instruction, kk.kind) for kk in exe.kernels] == [("c", "loop")]
