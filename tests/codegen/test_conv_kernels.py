@@ -77,6 +77,8 @@ CONV = [  # input NHWC, kernel HWIO, stride, padding, dilation
     ((2, 9, 10, 3), (1, 1, 3, 17), 2, "VALID", 1),
     ((1, 11, 11, 4), (3, 3, 4, 5), 1, "SAME", 2),
     ((3, 4, 4, 33), (3, 3, 33, 31), 1, "VALID", 1),
+    ((2, 1, 1, 24), (3, 3, 24, 40), 1, "SAME", 1),     # one position, one useful tap: a plain GEMM (+ backprops)
+    ((2, 4, 4, 20), (1, 1, 20, 36), 2, "VALID", 1),    # strided 1×1: input backprop by phase, filter read in place
 ]
 
 
@@ -183,6 +185,19 @@ HLO_BLOCKED = [  # dim labels, lhs, rhs, window, feature groups, expected kernel
     # two output positions (the zoo's ResNet50 at 32x32): the filter's columns are split across threads
     ("b01f_01io->b01f", (2, 1, 1, 40), (3, 3, 40, 200), Window.make([3, 3], [1, 1], [(1, 1), (1, 1)]), 1,
      ["conv-gemm"]),
+    # one output position meeting one tap (3×3 SAME over 1×1, ResNet's/DenseNet's last stages at 32×32): one
+    # GEMM with the tap's block of the filter read in place — HWIO, and the input backprop's reversed [out, in]
+    ("b01f_01io->b01f", (2, 1, 1, 24), (3, 3, 24, 40), Window.make([3, 3], [1, 1], [(1, 1), (1, 1)]), 1,
+     ["conv-gemm"]),
+    ("b01f_01oi->b01f", (3, 1, 1, 24), (3, 3, 40, 24), _reversed(Window.make([3, 3], [1, 1], [(1, 1), (1, 1)])), 1,
+     ["conv-gemm"]),
+    ("b01f_01io->b01f", (2, 1, 1, 32), (3, 3, 32, 48), Window.make([3, 3], [1, 1], [(2, 2), (2, 2)],
+                                                                 rhs_dilation=[2, 2]), 1, ["conv-gemm"]),
+    # filter backprop over a 1×1 image: only the centre tap meets it, the other row blocks are zeroed
+    ("f01b_i01o->01bf", (2, 1, 1, 64), (2, 1, 1, 96), Window.make([1, 1], [1, 1], [(1, 1), (1, 1)]), 1,
+     ["conv-gemm"]),
+    ("f01b_i01o->01bf", (3, 2, 1, 24), (3, 2, 1, 40), Window.make([2, 1], [1, 1], [(1, 1), (2, 0)]), 1,
+     ["conv-gemm"]),
     # NCHW output: GEMM result copied into the output layout
     ("b01f_01io->bf01", (2, 6, 5, 4), (3, 3, 4, 5), Window.make([3, 3], [1, 1], [(1, 1), (1, 1)]), 1,
      ["conv-gemm", "materialize"]),
@@ -205,6 +220,16 @@ def test_blocked_conv_gemm_matches_evaluator(conv, dtype):
             assert [kk.kind for kk in exe.kernels] == kinds
 
 
+def test_useful_taps():
+    from tfxla_cluster.codegen.conv import useful_taps
+    w = Window.make([3, 3], [1, 2], [(1, 1), (1, 1)]).dimensions
+    assert useful_taps(w, [1, 1], [1, 1]) == [[1], [1]]
+    assert useful_taps(w, [2, 5], [2, 3]) == [[0, 1, 2], [0, 1, 2]]
+    # input dilation 2: taps landing between input elements never count
+    d = Window.make([3], [1], [(0, 0)], lhs_dilation=[2]).dimensions
+    assert useful_taps(d, [2], [1]) == [[0, 2]]
+
+
 def test_weight_bound_1x1_conv_splits_filter_columns_across_threads():
     """49 positions, 300 output features: each thread multiplies all positions by its columns of the
     filter (reading its part once) instead of its rows by the whole filter."""
@@ -218,3 +243,59 @@ def test_weight_bound_1x1_conv_splits_filter_columns_across_threads():
         if blas_available():
             [conv] = exe.kernels
             assert (conv.kind, conv.work_items) == ("conv-gemm", threads)
+
+
+_REVERSE_HLO = """HloModule m
+ENTRY e {{
+  g = f32[2,5,6,24] parameter(0)
+  k = f32[3,3,40,24] parameter(1)
+  r = f32[3,3,40,24] reverse(k), dimensions={{0,1}}
+  ROOT c = f32[2,5,6,40] convolution(g, r), window={{size=3x3 pad=1_1x1_1{rev}}}, dim_labels=b01f_01oi->b01f
+}}
+"""
+
+
+@pytest.mark.parametrize("rev", ["", " rhs_reversal=1x0"])
+def test_filter_reverse_folds_into_the_convolution(rev):
+    """TF's input backprop reverses the forward filter's spatial dimensions for the convolution: the
+    convolution reads the filter unreversed with its window reversal flipped, no pass of its own."""
+    from tfxla_cluster.hlo.parser import parse_module
+    from tfxla_cluster.passes.pipeline import optimize
+    module, _ = optimize(parse_module(_REVERSE_HLO.format(rev=rev)))
+    assert any(i.opcode.name == "REVERSE" for i in module.entry.instructions)
+    g, k = (random_array(s, np.float32, RNG, specials=False) for s in ((2, 5, 6, 24), (3, 3, 40, 24)))
+    for opts in (CodegenOptions(bounds_checks=True, threads=1), CodegenOptions(bounds_checks=True, threads=3,
+                                                                              parallel_min_cost=1)):
+        exe, _ = check(module, g, k, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+        assert "r" not in [kk.instruction for kk in exe.kernels]
+
+
+def test_reverse_with_other_users_still_runs():
+    from tfxla_cluster.hlo.parser import parse_module
+    from tfxla_cluster.passes.pipeline import optimize
+    text = _REVERSE_HLO.format(rev="").replace(
+        "  ROOT c = f32[2,5,6,40]", "  c = f32[2,5,6,40]").replace("dim_labels=b01f_01oi->b01f\n}",
+                                                                  "dim_labels=b01f_01oi->b01f\n  ROOT t = (f32[2,5,6,40], f32[3,3,40,24]) tuple(c, r)\n}")
+    module, _ = optimize(parse_module(text))
+    g, k = (random_array(s, np.float32, RNG, specials=False) for s in ((2, 5, 6, 24), (3, 3, 40, 24)))
+    exe, _ = check(module, g, k, rtol=2e-5, atol=2e-5, options=CodegenOptions(bounds_checks=True, threads=2),
+                   scale_atol=True)
+    assert "r" in [kk.instruction for kk in exe.kernels]
+
+
+def test_folded_reverse_into_a_small_convolution_runs_in_the_elemental_loop():
+    from tfxla_cluster.hlo.parser import parse_module
+    from tfxla_cluster.passes.pipeline import optimize
+    text = """HloModule m
+ENTRY e {
+  g = f32[1,3,2,2] parameter(0)
+  k = f32[3,2,3,2] parameter(1)
+  r = f32[3,2,3,2] reverse(k), dimensions={0,1}
+  ROOT c = f32[1,3,2,3] convolution(g, r), window={size=3x2 pad=1_1x0_1}, dim_labels=b01f_01oi->b01f
+}
+"""
+    module, _ = optimize(parse_module(text))
+    args = [random_array(s, np.float32, RNG, specials=False) for s in ((1, 3, 2, 2), (3, 2, 3, 2))]
+    exe, _ = check(module, *args, rtol=1e-5, atol=1e-5, options=CodegenOptions(bounds_checks=True, threads=1),
+                   scale_atol=True)
+    assert [(kk.instruction, kk.kind) for kk in exe.kernels] == [("c", "loop")]

@@ -1,5 +1,6 @@
 """GEMM kernels (codegen/gemm.py) split over threads by row blocks and, when rows are too few (a dense
-layer at batch 2), by column blocks too: results against numpy for plain and transposed operands."""
+layer at batch 2), by column blocks too, and by column blocks only when wider than tall (each thread packs
+half of B): results against numpy for plain and transposed operands."""
 import numpy as np
 import pytest
 
@@ -23,6 +24,7 @@ def test_few_rows_split_by_columns(m, tb):
         np.testing.assert_allclose(exe(x, y)[0], want, rtol=2e-5, atol=2e-4)
         if blas_available():
             [gemm] = [kk for kk in exe.kernels if kk.kind == "gemm"]
-            # work items: row blocks (of at least 16 rows) × column blocks (of at least 64 columns)
+            # work items: row blocks (of at least 16 rows) × column blocks (of at least 64 columns); n > m
+            # here, so a split over threads is by columns only (as many items as threads either way)
             rows = max(1, min(threads, -(-m // 16)))
             assert gemm.work_items == rows * max(1, min(threads // rows, n // 64) if rows < threads else 1)

@@ -96,6 +96,8 @@ HLO_CASES = [  # xs, ks, ys, window, labels, feature groups, output feature dim,
     # contraction 3·3·600 > one patch block: the epilogue runs after the last contraction block only
     ((1, 3, 4, 600), (3, 3, 600, 9), (1, 3, 4, 9), "size=3x3 pad=1_1x1_1", "b01f_01io->b01f", 1, 3,
      ["conv-gemm"]),
+    # one output position meeting one tap: a plain GEMM, the epilogue on its columns
+    ((2, 1, 1, 24), (3, 3, 24, 40), (2, 1, 1, 40), "size=3x3 pad=1_1x1_1", "b01f_01io->b01f", 1, 3, ["conv-gemm"]),
     # NCHW output: the epilogue runs in the copy-out pass
     ((2, 6, 5, 4), (3, 3, 4, 5), (2, 5, 6, 5), "size=3x3 pad=1_1x1_1", "b01f_01io->bf01", 1, 1,
      ["conv-gemm", "materialize"]),
@@ -257,6 +259,9 @@ PHASE_CASES = [  # input NHWC, filter HWIO (1×1), stride, padding: the strided 
     ((1, 10, 12, 70), (1, 1, 70, 33), 2, "VALID"),
     ((2, 9, 10, 5), (1, 1, 5, 7), 3, "SAME"),
     ((1, 8, 7, 6), (1, 1, 6, 9), (2, 1), "VALID"),
+    # one input position (ResNet50's res5 at 32x32): the batch is one GEMM, column blocks per thread
+    ((2, 2, 2, 24), (1, 1, 24, 70), 2, "VALID"),
+    ((3, 3, 3, 8), (1, 1, 8, 130), 3, "SAME"),
 ]
 
 
@@ -290,11 +295,14 @@ ENTRY e {
     module, _ = optimize(parse_module(text))
     conv = module.entry.root
     if blas_available():
-        assert blocked_plan(conv, CodegenOptions()).phase
+        plan = blocked_plan(conv, CodegenOptions())
+        assert plan.phase and plan.kmat_taps   # the [out, in] filter is read in place, transposed
     args = [random_array(s, np.float32, RNG, specials=False) for s in ((2, 4, 5, 12), (1, 1, 7, 12))]
     for opts in (CodegenOptions(bounds_checks=True, threads=1),
                  CodegenOptions(bounds_checks=True, threads=3, parallel_min_cost=1)):
-        check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+        exe, _ = check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+        if blas_available():
+            assert [kk.kind for kk in exe.kernels] == ["conv-gemm"]
 
 
 def test_epilogue_fusion_writing_in_place_over_another_operand():
@@ -321,3 +329,23 @@ ENTRY e {
     for opts in (CodegenOptions(bounds_checks=True, threads=1),
                  CodegenOptions(bounds_checks=True, threads=3, parallel_min_cost=1)):
         check(module, *args, rtol=2e-5, atol=2e-5, options=opts, scale_atol=True)
+
+
+def test_phase_plan_with_one_input_position_splits_filter_columns():
+    """1×1 input positions (ResNet50's strided 1×1 input backprop at 32×32): one GEMM over the batch,
+    each thread its columns of the filter."""
+    from tfxla_cluster.codegen.native_runtime import blas_available
+    text = """HloModule m
+ENTRY e {
+  g = f32[3,1,1,40] parameter(0)
+  k = f32[1,1,130,40] parameter(1)
+  ROOT c = f32[3,2,2,130] convolution(g, k), window={size=1x1 pad=0_1x0_1 lhs_dilate=2x2}, dim_labels=b01f_01oi->b01f
+}
+"""
+    module, _ = optimize(parse_module(text))
+    args = [random_array(s, np.float32, RNG, specials=False) for s in ((3, 1, 1, 40), (1, 1, 130, 40))]
+    for threads in (1, 2):
+        exe, _ = check(module, *args, rtol=2e-5, atol=2e-5, scale_atol=True,
+                       options=CodegenOptions(bounds_checks=True, threads=threads, parallel_min_cost=1))
+        if blas_available():
+            assert [(kk.kind, kk.work_items) for kk in exe.kernels] == [("conv-gemm", threads)]

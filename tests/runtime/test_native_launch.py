@@ -226,3 +226,17 @@ def test_jit_compile_function_with_a_variable_inside_a_trace_updates_it_like_tf(
     np.testing.assert_allclose(w1.numpy(), w2.numpy(), rtol=1e-5)
     (la,) = step.get_compiled(x).launchers.values()
     assert la.stats.compiles == 1 and native.native_executions(la) == 2
+
+
+def test_thread_arena_grows_and_is_reused_across_signatures():
+    """Launches on one thread share its temp arena: a bigger signature's launch grows it, a smaller one's
+    reuses it (stale temps from the other never show through)."""
+    fn = lambda a, b: tf.nn.softmax(tf.tanh(tf.matmul(a, b)) * 2.0, axis=-1) + 1.0  # noqa: E731
+    f = txc.function(fn, jit_compile=True)
+    args = {n: (RNG.random((n, 24), np.float32), RNG.random((24, n), np.float32)) for n in (3, 40)}
+    for _ in range(3):
+        for n in (3, 40, 3):
+            a, b = args[n]
+            np.testing.assert_allclose(f(a, b).numpy(), fn(a, b).numpy(), rtol=1e-5, atol=1e-6)
+    compiled = f.get_compiled(*args[40])
+    assert sum(native.native_executions(la) for la in compiled.launchers.values()) > 0

@@ -448,6 +448,81 @@ class BlockedPlan:
     kmat_taps: bool = False     # filter [spatial…, out, in] (the input backprop's): one GEMM per tap, B^T
     rhs_sp: list[int] | None = None
     phase: bool = False         # 1×1 window over a dilated input (strided 1×1 input backprop): by output phase
+    single: "SingleTap | None" = None   # one output position, one useful tap: a plain GEMM (see useful_taps)
+
+
+@dataclass
+class SingleTap:
+    """A convolution with one output position whose window meets the input at one tap only (a 3×3 SAME
+    convolution or its input backprop over a 1×1 image: ResNet's, DenseNet's, InceptionV3's last stages at
+    small sizes): ``out[b, :] = lhs[b, at input position] · filter[tap]``, one GEMM whose A rows are the
+    input's batch entries (stride ``lda``) and whose B is the tap's [in, out] block read in place."""
+
+    a_off: int      # element offset of the input position within a batch entry
+    lda: int
+    b_off: int      # element offset of the tap's block in the filter
+    ldb: int
+    b_trans: bool   # the block is stored [out, in]
+    ldc: int
+
+
+def _meets(wd, o: int, w: int, n_in: int) -> bool:
+    """Whether window position ``w`` at output position ``o`` reads a real input element (not padding,
+    not between dilated elements)."""
+    p = o * wd.stride + w * wd.window_dilation - wd.padding_low
+    return p >= 0 and p % wd.base_dilation == 0 and p // wd.base_dilation < n_in
+
+
+def _row_major(sizes: list[int]):
+    """Every multi-index over ``sizes``, row-major."""
+    idx = [0] * len(sizes)
+    for _ in range(prod(sizes)):
+        yield tuple(idx)
+        for i in range(len(sizes) - 1, -1, -1):
+            idx[i] += 1
+            if idx[i] < sizes[i]:
+                break
+            idx[i] = 0
+
+
+def useful_taps(window, in_sp: list[int], out_sp: list[int]) -> list[list[int]]:
+    """Per window dimension, the taps that meet a real (not padding, not between dilated) input element
+    at some output position: the others contribute nothing to any output."""
+    out = []
+    for wd, n_in, n_out in zip(window, in_sp, out_sp):
+        taps = []
+        for w in range(wd.size):
+            if any(_meets(wd, o, w, n_in) for o in range(n_out)):
+                taps.append(w)
+        out.append(taps)
+    return out
+
+
+def _single_tap(instr, window, in_sp, out_sp, ls, rs, os_) -> SingleTap | None:
+    """The :class:`SingleTap` form of ``instr`` (one group, channels minor in input and output), or None."""
+    dn = instr.convolution_dimension_numbers
+    if instr.feature_group_count != 1 or any(o != 1 for o in out_sp) or prod(w.size for w in window) == 1:
+        return None
+    if ls[dn.input_feature_dimension] != 1 or os_[dn.output_feature_dimension] != 1:
+        return None
+    taps = useful_taps(window, in_sp, out_sp)
+    if any(len(ts) != 1 for ts in taps):
+        return None
+    a_off = b_off = 0
+    for i, (wd, (w,)) in enumerate(zip(window, taps)):
+        a_off += (w * wd.window_dilation - wd.padding_low) // wd.base_dilation * ls[dn.input_spatial_dimensions[i]]
+        b_off += (wd.size - 1 - w if wd.window_reversal else w) * rs[dn.kernel_spatial_dimensions[i]]
+    kin, kout = rs[dn.kernel_input_feature_dimension], rs[dn.kernel_output_feature_dimension]
+    if kout == 1:
+        ldb, trans = kin, False
+    elif kin == 1:
+        ldb, trans = kout, True
+    else:
+        return None
+    K, O_ = instr.operands[0].shape.dimensions[dn.input_feature_dimension], instr.shape.dimensions[dn.output_feature_dimension]
+    if ldb < (K if trans else O_):
+        return None
+    return SingleTap(a_off, ls[dn.input_batch_dimension], b_off, ldb, trans, os_[dn.output_batch_dimension])
 
 
 def blocked_plan(instr, options) -> BlockedPlan | None:
@@ -475,6 +550,12 @@ def blocked_plan(instr, options) -> BlockedPlan | None:
     reversed_ = any(w.window_reversal for w in window)
     rows_ok = ls[dn.input_feature_dimension] == 1
     cols_ok = ls[dn.input_batch_dimension] == 1 and G == 1
+    in_sp = [ld[d] for d in dn.input_spatial_dimensions]
+    single = _single_tap(instr, window, in_sp, out_sp, ls, rs, strides(instr.shape))
+    if single is not None:
+        return BlockedPlan("rows", G, B, Cg, Og, O_, out_sp, in_sp, win, ls[dn.input_batch_dimension],
+                           ls[dn.input_feature_dimension], [ls[d] for d in dn.input_spatial_dimensions], False, Og,
+                           True, M, K, single=single)
     if rows_ok or (Cg == 1 and not cols_ok):
         mode = "rows"
         # K = (window…, feature): the filter's memory order must be spatial…, in, out (HWIO).
@@ -501,8 +582,10 @@ def blocked_plan(instr, options) -> BlockedPlan | None:
         window[-1].base_dilation == 1 and ls[dn.input_feature_dimension] == 1 and lhs_sp[-1] == Cg
     # The input backprop's filter is the forward one, [spatial…, out, in] and reversed: rather than copy it
     # into contraction order every call, each tap's [out, in] block is the GEMM's B transposed.
-    kmat_taps = mode == "rows" and not kmat_direct and G == 1 and Cg >= TAPS_MIN_FEATURES and \
-        K * Og >= TAPS_MIN_ELEMENTS and major_to_minor(rhs.shape) == ksp + [kout, kin]
+    # With one tap (a 1×1 window) that GEMM is the whole contraction: always better than a copy.
+    kmat_taps = mode == "rows" and not kmat_direct and G == 1 and \
+        (prod(win) == 1 or Cg >= TAPS_MIN_FEATURES and K * Og >= TAPS_MIN_ELEMENTS) and \
+        major_to_minor(rhs.shape) == ksp + [kout, kin]
     fast_last = fast_last and not kmat_taps
     # A 1×1 window over a dilated input (the strided 1×1 convolution's input backprop): most patch rows
     # are zeros. Output positions of one phase read consecutive input positions: GEMM those straight from
@@ -513,7 +596,7 @@ def blocked_plan(instr, options) -> BlockedPlan | None:
     return BlockedPlan(mode, G, B, Cg, Og, O_, out_sp, [ld[d] for d in dn.input_spatial_dimensions], win,
                        ls[dn.input_batch_dimension], ls[dn.input_feature_dimension],
                        [ls[d] for d in dn.input_spatial_dimensions], kmat_direct, O_ if kmat_direct else Og,
-                       out_direct, M, K, lhs_direct, fast_last and not phase, kmat_taps and not phase,
+                       out_direct, M, K, lhs_direct, fast_last and not phase, kmat_taps,
                        [rs[d] for d in ksp], phase)
 
 
@@ -539,6 +622,8 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
     G, Cg, Og, M, K = plan.G, plan.Cg, plan.Og, plan.M, plan.K
     Wn = prod(plan.win)
     P = prod(plan.out_sp)
+    if plan.single is not None:
+        return _emit_single_tap(prog, instr, plan, lhs, rhs, out, epilogue)
     from tfxla_cluster.codegen.winograd import emit_winograd, winograd_plan
     wp = winograd_plan(instr, plan, prog.options)
     if wp is not None:
@@ -670,6 +755,20 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
         b.position_at_end(done)
 
     from tfxla_cluster.codegen.gemm import split
+    # The filter backprop over a small image (3×3 taps of a 1×1 one: ResNet's, DenseNet's last stages at
+    # 32×32): output positions (taps) whose window never meets the input are zeros. Row blocks made of
+    # those only are zeroed, without patches or GEMM calls (a table of the useful blocks).
+    useful_blocks = None
+    if plan.mode == "cols" and plan.out_direct and G == 1:
+        per_dim = [[any(_meets(wd, o, w, n_in) for w in range(wd.size)) for o in range(n_out)]
+                   for wd, n_in, n_out in zip(window, plan.in_sp, plan.out_sp)]
+        useful_pos = [all(per_dim[i][o] for i, o in enumerate(idx)) for idx in _row_major(plan.out_sp)]
+        blocks = [any(useful_pos[m // plan.B] for m in range(m0, min(M, m0 + mb), plan.B)) for m0 in range(0, M, mb)]
+        if not all(blocks):
+            useful_blocks = ir.GlobalVariable(mctx.module, ir.ArrayType(t.I8, nmb), mctx.unique_name("useful_" + instr.name))
+            useful_blocks.linkage = "internal"
+            useful_blocks.global_constant = True
+            useful_blocks.initializer = ir.Constant(ir.ArrayType(t.I8, nmb), [int(x) for x in blocks])
     with for_range(b, lo, hi, "cb") as item:
         cblk, item = b.urem(item, t.i64(ncb)), b.udiv(item, t.i64(ncb))
         c0 = b.mul(cblk, t.i64(cb))
@@ -679,6 +778,19 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
         m0 = b.mul(mblk, t.i64(mb))
         rows = b.sub(t.i64(M), m0)
         rows = b.select(b.icmp_signed(">", rows, t.i64(mb)), t.i64(mb), rows)
+        if useful_blocks is not None:
+            flag = b.load(b.gep(useful_blocks, [t.i64(0), mblk], inbounds=True, source_etype=useful_blocks.value_type),
+                          typ=t.I8)
+            fn = b.block.function
+            zero_bb, work_bb, after_bb = (fn.append_basic_block(n) for n in ("cb.zero", "cb.work", "cb.after"))
+            b.cbranch(b.icmp_unsigned("==", flag, ir.Constant(t.I8, 0)), zero_bb, work_bb)
+            b.position_at_end(zero_bb)
+            with for_range(b, 0, rows, "cz") as r:
+                row = b.add(b.add(b.mul(b.add(m0, r), t.i64(plan.O)), b.mul(g, t.i64(Og))), c0)
+                b.call(memset, [b.gep(cp, [row], source_etype=sty), ir.Constant(t.I8, 0),
+                                b.mul(cols, t.i64(esize)), ir.Constant(t.I1, 0)])
+            b.branch(after_bb)
+            b.position_at_end(work_bb)
         with for_range(b, 0, nkb, "ck") as kblk:
             k0 = b.mul(kblk, t.i64(kb))
             kn = b.sub(t.i64(K), k0)
@@ -760,6 +872,9 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
                     for d, x in zip(dn.output_spatial_dimensions, osp):
                         dims[d] = x
                     epilogue.store(kb_, dims, b.add(rbase, c))
+        if useful_blocks is not None:
+            b.branch(after_bb)
+            b.position_at_end(after_bb)
     b.call(set_threads, [prev])
     prog.call_kernel(kb_, instr.name, "conv-gemm", items, tasks, flops // 8)
     if plan.out_direct:
@@ -789,12 +904,14 @@ def _emit_phase_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, kref: Buffe
     position falls between dilated input positions is zeros; otherwise its positions ``pl + d·j`` along the
     last dimension are one GEMM of the input row (read in place) with the filter matrix, written with
     row stride ``d·O``, and the others zeros. Sums: K = input features per element, as the blocked GEMM."""
-    from tfxla_cluster.codegen.gemm import CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, split
+    from tfxla_cluster.codegen.gemm import CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, CBLAS_TRANS, split
     et = instr.shape.element_type
     sty = t.storage_type(et)
     esize = 4 if et is T.F32 else 8
     dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
     O_, K = plan.O, plan.K
+    if all(n == 1 for n in plan.in_sp) and all(0 <= w.padding_low < n for w, n in zip(window, plan.out_sp)):
+        return _emit_phase_one_position(prog, instr, plan, lhs, kref, out, epilogue)
     wout = plan.out_sp[-1]
     last = window[-1]
     d, pl = last.base_dilation, last.padding_low
@@ -841,11 +958,14 @@ def _emit_phase_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, kref: Buffe
             b.position_at_end(yes)
             a_ptr = b.gep(lp, [b.add(off, t.i64(j_lo * plan.lhs_sp[-1]))], source_etype=sty)
             c_ptr = b.gep(cp, [b.add(base, t.i64((pl + d * j_lo) * O_))], source_etype=sty)
+            tb = CBLAS_NO_TRANS
             if plan.kmat_direct:
                 bptr, ldb = kp, plan.kmat_ld
+            elif plan.kmat_taps:    # the forward filter [out, in] as it is: B transposed
+                bptr, ldb, tb = kp, K, CBLAS_TRANS
             else:   # the materialised [1, K, O] filter matrix
                 bptr, ldb = kp, O_
-            b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(CBLAS_NO_TRANS), i32(CBLAS_NO_TRANS), t.i64(j_hi - j_lo),
+            b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(CBLAS_NO_TRANS), i32(tb), t.i64(j_hi - j_lo),
                           t.i64(O_), t.i64(K), t.float_constant(sty, 1.0), a_ptr, t.i64(plan.lhs_sp[-1]), bptr,
                           t.i64(ldb), t.float_constant(sty, 0.0), c_ptr, t.i64(d * O_)])
             b.branch(done)
@@ -861,3 +981,127 @@ def _emit_phase_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, kref: Buffe
                     epilogue.store(kb_, dims, b.add(base, b.add(b.mul(r, t.i64(O_)), c)))
     b.call(set_threads, [prev])
     prog.call_kernel(kb_, instr.name, "conv-gemm", items, tasks, flops // 8)
+
+
+def _emit_single_tap(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
+                     epilogue) -> None:
+    """The ``single`` plan: ``out [B, O] = A [B, Cg] · B_tap [Cg, O]``, operands read in place. Bound by
+    reading the filter block (B is the batch): work items are column blocks, one per thread. Sums: K =
+    input features per element, in OpenBLAS's order."""
+    from tfxla_cluster.codegen.gemm import CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, CBLAS_TRANS
+    st = plan.single
+    et = instr.shape.element_type
+    sty = t.storage_type(et)
+    dn = instr.convolution_dimension_numbers
+    B, K, O_ = plan.B, plan.Cg, plan.O
+    flops = 2 * B * K * O_
+    threads = prog.options.thread_count
+    ncb = max(1, min(threads, O_ // COL_BLOCK))
+    cb = -(-O_ // ncb)
+    kb_ = prog.kernel(instr.name)
+    b = kb_.builder
+    tasks = prog.tasks_for(ncb, flops // 8)
+    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 else (t.i64(0), t.i64(ncb))
+    lp, kp, cp = kb_.ptr(lhs.slot), kb_.ptr(rhs.slot), kb_.ptr(out.slot)
+    mctx = kb_.kctx.mctx
+    set_threads = mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
+    gemm = mctx.function("tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm", t.VOID,
+                         [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64, t.PTR, t.I64, sty, t.PTR, t.I64])
+    i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
+    prev = b.call(set_threads, [i32(1)])
+    osp = [t.i64(0)] * len(dn.output_spatial_dimensions)
+    with for_range(b, lo, hi, "st") as item:
+        c0 = b.mul(item, t.i64(cb))
+        cols = b.sub(t.i64(O_), c0)
+        cols = b.select(b.icmp_signed(">", cols, t.i64(cb)), t.i64(cb), cols)
+        bptr = b.gep(kp, [b.add(t.i64(st.b_off), b.mul(c0, t.i64(st.ldb)) if st.b_trans else c0)],
+                     source_etype=sty)
+        b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(CBLAS_NO_TRANS), i32(CBLAS_TRANS if st.b_trans else CBLAS_NO_TRANS),
+                      t.i64(B), cols, t.i64(K), t.float_constant(sty, 1.0),
+                      b.gep(lp, [t.i64(st.a_off)], source_etype=sty), t.i64(max(st.lda, K)), bptr, t.i64(st.ldb),
+                      t.float_constant(sty, 0.0), b.gep(cp, [c0], source_etype=sty), t.i64(max(st.ldc, O_))])
+        if epilogue is not None:
+            with for_range(b, 0, B, "er") as r:
+                with for_range(b, 0, cols, "ec") as c:
+                    dims = [None] * instr.shape.rank
+                    dims[dn.output_batch_dimension] = r
+                    dims[dn.output_feature_dimension] = b.add(c0, c)
+                    for d, x in zip(dn.output_spatial_dimensions, osp):
+                        dims[d] = x
+                    epilogue.store(kb_, dims, b.add(b.mul(r, t.i64(st.ldc)), b.add(c0, c)))
+    b.call(set_threads, [prev])
+    prog.call_kernel(kb_, instr.name, "conv-gemm", ncb, tasks, flops // 8)
+
+
+def _emit_phase_one_position(prog, instr, plan: BlockedPlan, lhs: BufferRef, kref: BufferRef, out: BufferRef,
+                             epilogue) -> None:
+    """The ``phase`` plan when the input has one spatial position (ResNet's last strided 1×1 input backprop at
+    32×32: 1×1 → 2×2): its output position is one row per batch entry, at a constant stride, so the batch is
+    one GEMM of ``B`` rows; the other positions are zeros. Bound by reading the filter: work items are
+    column blocks, one per thread, each reading its part of the filter once."""
+    from tfxla_cluster.codegen.gemm import CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, CBLAS_TRANS
+    et = instr.shape.element_type
+    sty = t.storage_type(et)
+    esize = 4 if et is T.F32 else 8
+    dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
+    B, O_, K = plan.B, plan.O, plan.K
+    P = prod(plan.out_sp)
+    qv = 0
+    for w, n in zip(window, plan.out_sp):
+        qv = qv * n + w.padding_low     # the output position the input lands on
+    flops = 2 * B * K * O_
+    ncb = max(1, min(prog.options.thread_count, O_ // COL_BLOCK))
+    cb = -(-O_ // ncb)
+    kb_ = prog.kernel(instr.name)
+    b = kb_.builder
+    tasks = prog.tasks_for(ncb, flops // 8)
+    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 else (t.i64(0), t.i64(ncb))
+    lp, kp, cp = kb_.ptr(lhs.slot), kb_.ptr(kref.slot), kb_.ptr(out.slot)
+    mctx = kb_.kctx.mctx
+    memset = mctx.function("llvm.memset.p0.i64", t.VOID, [t.PTR, t.I8, t.I64, t.I1])
+    set_threads = mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
+    gemm = mctx.function("tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm", t.VOID,
+                         [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64, t.PTR, t.I64, sty, t.PTR, t.I64])
+    i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
+    prev = b.call(set_threads, [i32(1)])
+    with for_range(b, lo, hi, "p1") as item:
+        c0 = b.mul(item, t.i64(cb))
+        cols = b.sub(t.i64(O_), c0)
+        cols = b.select(b.icmp_signed(">", cols, t.i64(cb)), t.i64(cb), cols)
+        # Zeros at every other output position of this column block.
+        with for_range(b, 0, B * P, "p1z") as r:
+            fn = b.block.function
+            yes, done = fn.append_basic_block("p1.zero"), fn.append_basic_block("p1.next")
+            b.cbranch(b.icmp_unsigned("!=", b.urem(r, t.i64(P)), t.i64(qv)), yes, done)
+            b.position_at_end(yes)
+            b.call(memset, [b.gep(cp, [b.add(b.mul(r, t.i64(O_)), c0)], source_etype=sty), ir.Constant(t.I8, 0),
+                            b.mul(cols, t.i64(esize)), ir.Constant(t.I1, 0)])
+            b.branch(done)
+            b.position_at_end(done)
+        tb = CBLAS_NO_TRANS
+        if plan.kmat_direct:
+            bptr, ldb = b.gep(kp, [c0], source_etype=sty), plan.kmat_ld
+        elif plan.kmat_taps:    # the forward filter [out, in] as it is: B transposed
+            bptr, ldb, tb = b.gep(kp, [b.mul(c0, t.i64(K))], source_etype=sty), K, CBLAS_TRANS
+        else:   # the materialised [1, K, O] filter matrix
+            bptr, ldb = b.gep(kp, [c0], source_etype=sty), O_
+        b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(CBLAS_NO_TRANS), i32(tb), t.i64(B), cols, t.i64(K),
+                      t.float_constant(sty, 1.0), lp, t.i64(max(plan.lhs_b, K)), bptr, t.i64(ldb),
+                      t.float_constant(sty, 0.0), b.gep(cp, [b.add(t.i64(qv * O_), c0)], source_etype=sty),
+                      t.i64(P * O_)])
+        if epilogue is not None:
+            with for_range(b, 0, B * P, "er") as r:
+                n, q = b.udiv(r, t.i64(P)), b.urem(r, t.i64(P))
+                rem, osp = q, [None] * len(plan.out_sp)
+                for i in range(len(plan.out_sp) - 1, -1, -1):
+                    osp[i] = b.urem(rem, t.i64(plan.out_sp[i]))
+                    rem = b.udiv(rem, t.i64(plan.out_sp[i]))
+                with for_range(b, 0, cols, "ec") as c:
+                    dims = [None] * instr.shape.rank
+                    dims[dn.output_batch_dimension] = n
+                    dims[dn.output_feature_dimension] = b.add(c0, c)
+                    for dd, x in zip(dn.output_spatial_dimensions, osp):
+                        dims[dd] = x
+                    epilogue.store(kb_, dims, b.add(b.mul(r, t.i64(O_)), b.add(c0, c)))
+    b.call(set_threads, [prev])
+    prog.call_kernel(kb_, instr.name, "conv-gemm", ncb, tasks, flops // 8)

@@ -208,6 +208,7 @@ def _flat(b, dims, sizes):
 
 
 ROW_BLOCK = 16  # smallest row block worth a GEMM call of its own
+SPLIT_WIDE_BY_COLUMNS = True   # threads split the columns of a GEMM wider than tall (see gemm_kernel)
 COL_BLOCK = 64  # smallest column block worth a GEMM call of its own (when rows are too few to split)
 
 
@@ -236,8 +237,12 @@ def gemm_kernel(prog, name: str, et: T, B: int, M: int, N: int, K: int, a_ref: B
     # One row block per thread (each GEMM call packs B again, so fewer, bigger calls are better).
     threads = prog.options.thread_count if flops // 8 >= prog.options.parallel_min_cost else 1
     nblk = max(1, min(threads, (M + ROW_BLOCK - 1) // ROW_BLOCK)) if B < threads else 1
-    row_block = (M + nblk - 1) // nblk
     use_blas = kb.kctx.options.use_blas and blas_available()
+    # Each call packs all of its B block and its rows of A: with N > M (BERT's FFN1, the qkv projection at
+    # short sequences) splitting the columns packs less in all (each thread half of B, all of A).
+    if use_blas and SPLIT_WIDE_BY_COLUMNS and B < threads and nblk > 1 and N > M and N // COL_BLOCK >= threads:
+        nblk = 1
+    row_block = (M + nblk - 1) // nblk
     # Too few rows for every thread (a dense layer at batch 2 is a matrix-vector product bound by reading
     # the weights): split the columns too, so each thread reads its own part of B.
     ncb = min(threads // (B * nblk), N // COL_BLOCK) if use_blas and B * nblk < threads else 1

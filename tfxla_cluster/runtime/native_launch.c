@@ -9,7 +9,7 @@
  * The kernel finds its cluster by `key` (registered from Python with tfxla_register_cluster), builds
  * the signature of its inputs (rank and dims of each; the bytes of compile-time-constant inputs) and
  * looks it up in the cluster's entries. On a hit it fills the executable's buffer table (parameters:
- * TF's input buffers, zero-copy; outputs: buffers TF allocates; temps: a per-call arena) and calls the
+ * TF's input buffers, zero-copy; outputs: buffers TF allocates; temps: the thread's arena) and calls the
  * llvmlite-compiled entry function directly — no Python, no GIL. On a miss (a new signature, or a
  * cluster Python must run: observers, fallbacks) it calls the Python callback, which compiles, runs,
  * writes the outputs through the same C API, and may add an entry for the next launch.
@@ -231,6 +231,36 @@ static void kernel_delete(void *kernel) { free(kernel); }
 
 static __thread TF_Status *thread_status = NULL;
 
+/* The temp arena, one per thread, kept across launches and grown when an entry needs more: a fresh
+ * allocation per call is mmap'ed memory that every call page-faults in again (a fifth of a big training
+ * step's CPU time). An entry never launches another on its thread, so one arena per thread suffices. */
+typedef struct { void *ptr; size_t size; } Arena;
+static pthread_key_t arena_key;
+static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
+
+static void arena_free(void *a) {
+    if (a) { free(((Arena *)a)->ptr); free(a); }
+}
+
+static void arena_key_init(void) { pthread_key_create(&arena_key, arena_free); }
+
+static void *thread_arena(size_t bytes) {
+    pthread_once(&arena_once, arena_key_init);
+    Arena *a = pthread_getspecific(arena_key);
+    if (!a) {
+        a = calloc(1, sizeof(Arena));
+        if (!a || pthread_setspecific(arena_key, a) != 0) { free(a); return NULL; }
+    }
+    if (a->size < bytes) {
+        free(a->ptr);
+        a->ptr = NULL;
+        a->size = 0;
+        if (posix_memalign(&a->ptr, ALIGN, bytes) != 0) { a->ptr = NULL; return NULL; }
+        a->size = bytes;
+    }
+    return a->ptr;
+}
+
 /* The signature of the inputs into `key` (capacity `cap`); returns its length, or -1 if it needs more. */
 static int64_t build_key(const Cluster *c, TF_Tensor **inputs, int64_t *key, int64_t cap) {
     int64_t n = 0;
@@ -282,7 +312,7 @@ static void run_entry(const Entry *e, TF_OpKernelContext *ctx, TF_Tensor **input
         if (o->copy_of == -1) table[o->slot] = (uint64_t)(uintptr_t)TF_TensorData(outs[made]);
     }
     if (e->n_temps) {
-        if (posix_memalign(&arena, ALIGN, e->arena_bytes ? (size_t)e->arena_bytes : ALIGN) != 0) {
+        if (!(arena = thread_arena(e->arena_bytes ? (size_t)e->arena_bytes : ALIGN))) {
             fail(ctx, status, TF_RESOURCE_EXHAUSTED, "TfxlaLaunch: cannot allocate the temp arena");
             goto done;
         }
@@ -290,7 +320,6 @@ static void run_entry(const Entry *e, TF_OpKernelContext *ctx, TF_Tensor **input
             table[e->temp_slot[k]] = (uint64_t)(uintptr_t)arena + (uint64_t)e->temp_offset[k];
     }
     e->fn(table);
-    free(arena);
     for (int64_t k = 0; k < e->n_outputs; k++) {
         const Output *o = &e->outputs[k];
         if (o->copy_of >= 0 && o->nbytes)

@@ -16,8 +16,14 @@ elemental loop; the copy kernel (a layout change).
 Output fusion of unfused contractions: a dot or convolution whose only user is the next kernel, an
 elementwise fusion (or lone elementwise instruction) on it, is deferred to that user, which runs it into
 its own output with the user's computation as an ``Epilogue`` on each block (``_epilogue_fusion``).
+A ``reverse`` of a convolution filter's spatial dimensions whose only user is that convolution (TF's
+input-backprop lowering flips the forward filter so) is not run: the convolution reads the unreversed
+filter with those window dimensions' reversal flipped (``_fold_reverse``), saving a pass over the filter.
 """
 from __future__ import annotations
+
+import copy
+import dataclasses
 
 from tfxla_cluster.codegen.buffers import BufferRef, leaves
 from tfxla_cluster.codegen.conv import BlockedPlan, ChannelwisePlan, blocked_plan, channelwise_plan, \
@@ -28,6 +34,7 @@ from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAcces
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, inner_chunks_for, work_items
 from tfxla_cluster.codegen.reductions import emit_column_reduce, is_column_reduce, split_reductions
 from tfxla_cluster.errors import UnimplementedError
+from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import Shape
@@ -400,11 +407,7 @@ def _epilogue_fusion(prog, instr, plan):
     comp = instr.parent
     if comp is None or instr is comp.root:
         return None
-    cache = prog.__dict__.setdefault("_epilogue_users", {})
-    if id(comp) not in cache:
-        cache[id(comp)] = (comp, comp.users(), {id(x): n for n, x in enumerate(comp.post_order())},
-                           comp.post_order())
-    _, users, pos, order = cache[id(comp)]
+    _, users, pos, order = _users(prog, comp)
     us = users.get(instr, [])
     if len(us) != 1:
         return None
@@ -427,12 +430,69 @@ def _epilogue_fusion(prog, instr, plan):
     return fusion
 
 
+def _folded(prog) -> dict:
+    """{id(convolution): (the folded reverse's operand buffer, the convolution as emitted)}."""
+    return prog.__dict__.setdefault("_folded_reverses", {})
+
+
+def _as_emitted(prog, instr):
+    """``instr``, or for a convolution with a folded ``reverse`` its copy with the flipped window reversal."""
+    return _folded(prog).get(id(instr), (None, instr))[1]
+
+
+def _users(prog, comp):
+    cache = prog.__dict__.setdefault("_epilogue_users", {})
+    if id(comp) not in cache:
+        cache[id(comp)] = (comp, comp.users(), {id(x): n for n, x in enumerate(comp.post_order())},
+                           comp.post_order())
+    return cache[id(comp)]
+
+
+def _fold_reverse(prog, rev, operand: BufferRef) -> bool:
+    """Whether ``rev`` (a top-level ``reverse``) folds into its only user, a convolution taking it as the
+    filter and nothing else: the dimensions it reverses are the filter's spatial ones, its operand has its
+    shape and layout, and nothing can write over that operand before the convolution reads it (an entry
+    parameter, or a value only ``rev`` reads). Then records the convolution to emit instead."""
+    comp = rev.parent
+    if comp is None or rev is comp.root:
+        return False
+    _, users, _, _ = _users(prog, comp)
+    us = users.get(rev, [])
+    if len(us) != 1 or us[0].opcode is not O.CONVOLUTION:
+        return False
+    conv, src = us[0], rev.operands[0]
+    if conv.operands[1] is not rev or conv.operands[0] is rev or src.shape != rev.shape or \
+            src.shape.minor_to_major != rev.shape.minor_to_major:
+        return False
+    ksp = list(conv.convolution_dimension_numbers.kernel_spatial_dimensions)
+    if not set(rev.dimensions) <= set(ksp):
+        return False
+    if src.opcode is not O.PARAMETER and users.get(src, []) != [rev]:
+        return False
+    window = conv.window
+    flipped = A.Window(tuple(dataclasses.replace(w, window_reversal=not w.window_reversal) if ksp[i] in rev.dimensions
+                             else w for i, w in enumerate(window.dimensions)))
+    view = copy.copy(conv)
+    view.window = flipped
+    view.operands = [conv.operands[0], src]
+    _folded(prog)[id(conv)] = (operand, view)
+    return True
+
+
+@thunk(O.REVERSE)
+def _reverse_thunk(prog, instr, operands, out) -> None:
+    if len(operands) == 1 and isinstance(operands[0], BufferRef) and _fold_reverse(prog, instr, operands[0]):
+        return
+    return emit_loop_thunk(prog, instr, operands, out)
+
+
 def _emit_conv_with_epilogue(prog, fusion, operands, out, conv, conv_operands, plan) -> None:
     """The deferred convolution into ``out`` with ``fusion`` as its epilogue."""
     for r in conv_operands:   # read now, at the fusion's position: keep them alive until here
         prog.plan.use(r.slot, prog.pos)
     epi = Epilogue(fusion, operands, out, conv if fusion.opcode is not O.FUSION else
                    fusion.fused_computation.parameters[fusion.operands.index(conv)])
+    conv = _as_emitted(prog, conv)
     if conv.opcode is O.DOT:
         srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in conv_operands]
         return emit_dot_gemm(prog, conv, srcs[0], srcs[1], out, epilogue=epi)
@@ -446,6 +506,7 @@ def _emit_conv_with_epilogue(prog, fusion, operands, out, conv, conv_operands, p
 
 def _emit_contraction(prog, instr, operands: list[BufferRef], out: BufferRef, plan) -> None:
     """A dot (GEMM) or a convolution with a channel-wise / blocked plan, without epilogue."""
+    instr = _as_emitted(prog, instr)
     if instr.opcode is O.DOT:
         srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
         return emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
@@ -459,14 +520,19 @@ def _emit_contraction(prog, instr, operands: list[BufferRef], out: BufferRef, pl
 
 @thunk(O.CONVOLUTION)
 def _conv_thunk(prog, instr, operands, out) -> None:
-    plan = _conv_plan(prog, instr)
+    folded = _folded(prog).get(id(instr))
+    if folded is not None:   # the filter operand is the folded reverse's (unreversed) operand: read it now
+        prog.plan.use(folded[0].slot, prog.pos)
+        operands = [operands[0], folded[0]]
+    view = _as_emitted(prog, instr)
+    plan = _conv_plan(prog, view)
     fusion = _epilogue_fusion(prog, instr, plan)
     if fusion is not None:
         _deferred(prog)[id(fusion)] = (instr, array_operands(instr, operands), out, plan)
         return
     if plan is not None:
         return _emit_contraction(prog, instr, array_operands(instr, operands), out, plan)
-    return emit_loop_thunk(prog, instr, operands, out)
+    return emit_loop_thunk(prog, view, operands, out)
 
 
 def emit_copy_kernel(prog, src: BufferRef, dst: BufferRef) -> None:
