@@ -24,8 +24,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-#: Characters of IR per part, about: below two parts' worth, a module is compiled whole.
-PART_IR_SIZE = 96 * 1024
+#: Characters of IR per part, about: below two parts' worth a module is compiled whole. Each part costs LLVM
+#: 10-20 ms of its own (pipelines, object file), so parts stay big: about 5 per MB of IR.
+PART_IR_SIZE = 192 * 1024
 
 _NAME = re.compile(r'@"([^"]+)"|@([A-Za-z_.$][A-Za-z0-9_.$]*)')
 _LINKAGE = ("internal ", "private ")
@@ -164,7 +165,8 @@ def _parse(ir_text: str) -> tuple[tuple[list[str], list[str]], dict[str, _Fn]] |
     if cur is not None:
         return None
     for f in fns.values():
-        f.refs = {m.group(1) or m.group(2) for line in f.lines[1:] for m in _NAME.finditer(line)} & fns.keys()
+        f.refs = {m.group(1) or m.group(2) for line in f.lines[1:] if "@" in line
+                  for m in _NAME.finditer(line)} & fns.keys()
         f.refs.discard(f.name)
     # An internal function referencing an exported one (or itself recursively) is not modelled.
     if any(f.internal and any(not fns[r].internal for r in f.refs) for f in fns.values()):
