@@ -23,11 +23,14 @@ Stage names, in pipeline order (``STAGE_ORDER``):
     llvm-parse     LLVM parsing and verifying it
     llvm-opt       LLVM's optimisation pipeline
     machine-code   LLVM's instruction selection and object emission
+                   (a module split into parts compiled on several threads: the wall time of the parts,
+                   shared out among parse, optimisation and machine code by the threads' own times)
     load           loading the object code (also: a persistent-cache hit)
     code-reuse     the LLVM IR equals IR compiled before (a repeated block): its code is reused
     compile-other  the rest of a cluster's compile (HLO text, cache bookkeeping)
     run            the cluster's first run (its launch minus its compile)
-    other          the rest of a first call (Python imports in a cold process, argument handling)
+    other          the rest of a first call (TF instantiating the rewritten function, Python imports in
+                   a cold process, argument handling)
 
 Besides times, a profile counts *events* (``note("persistent-cache hit")``): how each compile was answered
 — ``persistent-cache hit`` / ``miss`` / ``corrupt`` (an entry ignored with a warning), ``code-reuse``, and

@@ -1215,6 +1215,8 @@ ENV_SWITCHES: Mapping[str, EnvSwitch] = types.MappingProxyType({s.name: s for s 
     EnvSwitch("TFXLA_CODEGEN_BOUNDS_CHECKS", "", "1: generated code checks every buffer access (debugging)."),
     EnvSwitch("TFXLA_CODEGEN_NO_OUTPUT_FUSION", "", "1: a convolution's bias/activation fusion runs as its own pass (A/B timing)."),
     EnvSwitch("TFXLA_CODEGEN_NO_WINOGRAD", "", "1: 3x3 stride-1 convolutions run as im2col GEMMs, not Winograd F(2x2, 3x3) (A/B timing)."),
+    EnvSwitch("TFXLA_COMPILE_THREADS", "", "Threads compiling the parts of a split LLVM module (default: one per "
+              "idle core, by the load average). The code does not depend on it."),
     EnvSwitch("TFXLA_CODEGEN_POOL", "native", "python: parallel loops use Python threads instead of the native pool."),
     EnvSwitch("TFXLA_CLUSTER_PROGRESS", "", "1/0: force progress bars on/off (default: when stderr is a terminal)."),
     EnvSwitch("TFXLA_CLUSTER_DEBUG", "", "Set: the CLI shows tracebacks of internal errors; TF's logs are not quieted."),

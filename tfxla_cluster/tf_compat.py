@@ -12,7 +12,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-__all__ = ["mkl_enabled", "op_def", "eager_context", "eager_execute", "function_runtime_config",
+__all__ = ["mkl_enabled", "op_def", "eager_context", "eager_execute", "function_runtime_config", "without_grappler", "function_from_graph_def",
            "eager_tensor_type", "concrete_function_type", "frequent_tracing_detector",
            "register_eager_func", "called_functions", "resource_handle_data", "read_variable", "optimize_graph",
            "registered_xla_jit_kernels", "tf_function", "replace_tf_function", "restore_tf_function",
@@ -78,6 +78,63 @@ def function_runtime_config() -> Any:
     cfg = config_pb2.ConfigProto()
     cfg.CopyFrom(eager_context().config)
     return cfg
+
+
+_no_grappler = threading.local()
+
+
+def without_grappler(call: Callable[[], Any]) -> Any:
+    """``call()`` with this thread's function-call options (the ``config_proto`` attr TF's eager runtime
+    gives a function call, which its instantiation hands to grappler) saying: no grappler. For a
+    function whose graph grappler already rewrote: TF's runtime runs grappler once, before its JIT
+    passes; a second run on the rewritten graph costs time and is not TF's. The options object is
+    kept per thread, so every call reuses the kernel TF cached for the first."""
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    base = ctx.function_call_options
+    cached = getattr(_no_grappler, "pair", None)
+    if cached is None or cached[0] is not base:   # TF makes new options whenever its config changes
+        cfg = config_pb2.ConfigProto()
+        cfg.ParseFromString(base.config_proto_serialized)
+        cfg.graph_options.rewrite_options.disable_meta_optimizer = True
+        cached = _no_grappler.pair = (base, context.FunctionCallOptions(base.executor_type, cfg))
+    ctx.function_call_options = cached[1]
+    try:
+        return call()
+    finally:
+        ctx.function_call_options = base
+
+
+def function_from_graph_def(graph_def: Any, feeds: list[str], fetches: list[str], run_ops: list[str]) -> Any:
+    """A ``ConcreteFunction`` running ``graph_def`` (a graph of Placeholders, no captures): the
+    Placeholders named ``feeds`` in, the tensors ``fetches`` out, the ops ``run_ops`` as control outputs
+    (they run although nothing uses their outputs).
+
+    What ``wrap_function(...).prune(feeds, fetches + run_ops)`` returns, built from the imported graph
+    itself: prune copies it op by op in Python (``lift_to_graph``), most of the cost of the import,
+    though the graph holds nothing the fetches and run ops do not reach. The unreached nodes TF's
+    function runtime prunes when it instantiates the function, as for any ``tf.function``."""
+    import tensorflow as tf
+    from tensorflow.python.eager import wrap_function
+    from tensorflow.python.framework import func_graph
+
+    graph = func_graph.FuncGraph("pruned")
+    with graph.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+    inputs = [graph.get_tensor_by_name(f"{name}:0") for name in feeds]
+    outputs = [graph.get_tensor_by_name(t) for t in fetches]
+    controls = [graph.get_operation_by_name(n) for n in run_ops]
+    graph.inputs.extend(inputs)
+    graph.outputs.extend(outputs)
+    graph.control_outputs.extend(controls)
+    graph.structured_outputs = outputs + [None] * len(controls)   # prune's structure: ops give None
+    graph.structured_input_signature = None
+    fn = wrap_function.WrappedFunction(graph, variable_holder=wrap_function.VariableHolder(share_variables=True))
+    fn._num_positional_args = len(inputs)
+    fn._arg_keywords = [t.op.name for t in inputs]
+    return fn
 
 
 def eager_tensor_type() -> type:

@@ -48,6 +48,7 @@ class CodegenOptions:
     output_fusion: bool = True         # a convolution's elementwise consumer fusion runs on its blocks
     winograd: bool = True              # 3x3 stride-1 f32 convolutions as Winograd F(2x2, 3x3) GEMMs
     prefer_vector_width: int = 256     # xla_cpu_prefer_vector_width: SIMD width the vectorisers aim for
+    split_count: int = 32              # xla_cpu_parallel_codegen_split_count: most parts a module compiles as
     target: CpuTarget | None = None    # CPU the code is for; None = default_target() (env flags, else host)
 
     @staticmethod
@@ -70,6 +71,7 @@ class CodegenOptions:
             winograd=env_switch(NO_WINOGRAD_ENV).strip().lower() not in ("1", "true", "yes", "on"),
             threads=int(flags.tfxla_cpu_threads),
             prefer_vector_width=int(flags.xla_cpu_prefer_vector_width),
+            split_count=int(flags.xla_cpu_parallel_codegen_split_count),
             target=resolve_target(flags),
         )
         values.update(overrides)

@@ -12,8 +12,18 @@ execution engine with the code loaded. Compiling always goes through the object 
 loaded back from the persistent cache (``engine.load_object``) is byte-for-byte the code a fresh
 compile produces.
 
+A big module (``compile(..., max_parts=N)``) is split into parts (``split.py``) that are parsed,
+optimised and turned into object code on a small pool of threads, each with its own LLVM context and
+target machine, and loaded into one execution engine. llvmlite serialises every call into LLVM behind
+one process-wide lock; the parts' heavy calls (parse, pass pipeline, object emission) go to the same
+C functions without it (``_unlocked``): ctypes releases the GIL around them, and LLVM allows concurrent
+work on separate contexts. The object code of a split module is the parts' object files in one blob
+(``pack_objects``).
+
 Guarantees:
-- compiling is thread-safe (one lock per engine; LLVM's global state is not re-entrant);
+- compiling is thread-safe (one lock per engine around the shared target machine and global context;
+  split parts use private ones);
+- the object code depends on the IR and the part count only, never on how many threads compiled it;
 - a library's machine code stays mapped while the library or any callable it handed out is alive
   (callables keep a reference to their library; the execution engine is freed with the library);
 - ``engine.key`` names everything that changes the generated code (target, CPU, features, opt level,
@@ -21,18 +31,23 @@ Guarantees:
 """
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import dataclasses
 import hashlib
 import logging
+import os
+import struct
 import threading
 import time
 import weakref
 from dataclasses import dataclass, field
 import llvmlite
 import llvmlite.binding as llvm
+from llvmlite.binding import ffi
 
 from tfxla_cluster import compile_profile
+from tfxla_cluster.codegen import split
 from tfxla_cluster.codegen.target import CpuTarget, default_target, initialize_llvm
 from tfxla_cluster.errors import InternalError
 
@@ -42,7 +57,7 @@ log = logging.getLogger("tfxla_cluster.codegen")
 # kernels stay below it, a cluster of dozens of fused kernels is above it.
 LITE_PIPELINE_IR_SIZE = 64 * 1024
 # Names the pass-pipeline policy in ``JitEngine.key``: code cached under another policy is not reused.
-PIPELINE_VERSION = "pipe2"
+PIPELINE_VERSION = "pipe3"
 
 def add_symbol(name: str, address: int) -> None:
     """Make ``name`` resolve to ``address`` in every library loaded afterwards (runtime calls)."""
@@ -58,6 +73,9 @@ class CompileStats:
     optimize: float = 0.0
     codegen: float = 0.0
     load: float = 0.0
+    parts: int = 1        # modules the IR was split into (compiled on up to ``threads`` threads)
+    threads: int = 1
+    spans: tuple = ()     # (start, end) perf_counter times of each part's optimisation + machine code
 
     @property
     def total(self) -> float:
@@ -115,6 +133,7 @@ class JitEngine:
         self.features = target.features
         self._target = llvm.Target.from_triple(self.triple)
         self._lock = threading.RLock()
+        self._tls = threading.local()   # a target machine per thread compiling split parts
         self.target_machine = self._new_target_machine()
         self.data_layout = str(self.target_machine.target_data)
         self.compiles = 0
@@ -161,8 +180,10 @@ class JitEngine:
             return 2, True, False
         return self.opt_level, True, True
 
-    def optimize(self, mod, ir_size: int = 0) -> None:
-        """The new pass manager's default per-module pipeline that :meth:`pipeline` picks."""
+    def optimize(self, mod, ir_size: int = 0, target_machine=None, run=None) -> None:
+        """The new pass manager's default per-module pipeline that :meth:`pipeline` picks (for
+        ``target_machine``, default the engine's; ``run(mpm, mod, pb)`` runs it, default llvmlite's
+        locked call)."""
         if self.opt_level == 0:
             return
         level, vectorise, unroll = self.pipeline(ir_size)
@@ -171,12 +192,19 @@ class JitEngine:
         pto.slp_vectorization = vectorise
         pto.loop_unrolling = unroll
         pto.loop_interleaving = unroll
-        pb = llvm.create_pass_builder(self.target_machine, pto)
+        pb = llvm.create_pass_builder(target_machine or self.target_machine, pto)
         mpm = pb.getModulePassManager()
-        mpm.run(mod, pb)
+        if run is None:
+            mpm.run(mod, pb)
+        else:
+            run(mpm, mod, pb)
 
-    def compile(self, ir_text: str, exports, name: str = "module") -> CodeLibrary:
+    def compile(self, ir_text: str, exports, name: str = "module", max_parts: int = 1) -> CodeLibrary:
         """IR text → loaded library exporting ``exports`` (function names).
+
+        With ``max_parts`` > 1 a big module is split into up to that many parts (``split.part_count``)
+        compiled on up to ``compile_threads()`` threads (idle cores); the code depends on the part
+        count, not on the threads.
 
         IR identical to a library this engine compiled earlier (and that is still alive) is not compiled
         again: the ``ModuleID`` line aside, the same text gives the same machine code, and clusters that
@@ -185,7 +213,8 @@ class JitEngine:
         ``reused`` counts these."""
         exports = tuple(exports)
         t_key = time.perf_counter()
-        key = (hashlib.sha256(without_module_id(ir_text).encode()).digest(), exports)
+        parts = split.part_count(len(ir_text), max_parts)
+        key = (hashlib.sha256(without_module_id(ir_text).encode()).digest(), exports, parts)
         with self._lock:
             known = self._by_ir.get(key)
             if known is not None:
@@ -195,29 +224,92 @@ class JitEngine:
                 compile_profile.record("code-reuse", time.perf_counter() - t_key)
                 compile_profile.note("code-reuse")
                 return lib
-        stats = CompileStats()
-        with self._lock:
-            t0 = time.perf_counter()
-            try:
-                mod = self.parse(ir_text)
-            except RuntimeError as e:
-                raise InternalError(f"LLVM rejected the IR of {name}: {e}") from e
-            t1 = time.perf_counter()
-            self.optimize(mod, len(ir_text))
-            t2 = time.perf_counter()
-            optimized = str(mod)
-            obj = self.target_machine.emit_object(mod)
-            t3 = time.perf_counter()
-            stats.parse, stats.optimize, stats.codegen = t1 - t0, t2 - t1, t3 - t2
-            lib = self._load(obj, exports, name, optimized, stats)
-            self.compiles += 1
-            self._by_ir[key] = lib
+        texts = split.split_module(ir_text, parts) if parts > 1 else [ir_text]
+        if len(texts) > 1:
+            lib = self._compile_parts(texts, len(ir_text), exports, name)
+            with self._lock:
+                self.compiles += 1
+                self._by_ir[key] = lib
+        else:
+            stats = CompileStats()
+            with self._lock:
+                t0 = time.perf_counter()
+                try:
+                    mod = self.parse(ir_text)
+                except RuntimeError as e:
+                    raise InternalError(f"LLVM rejected the IR of {name}: {e}") from e
+                t1 = time.perf_counter()
+                self.optimize(mod, len(ir_text))
+                t2 = time.perf_counter()
+                optimized = str(mod)
+                obj = self.target_machine.emit_object(mod)
+                t3 = time.perf_counter()
+                stats.parse, stats.optimize, stats.codegen = t1 - t0, t2 - t1, t3 - t2
+                lib = self._load(obj, exports, name, optimized, stats)
+                self.compiles += 1
+                self._by_ir[key] = lib
+        stats = lib.stats
         for stage_name, seconds in (("llvm-parse", stats.parse), ("llvm-opt", stats.optimize),
                                     ("machine-code", stats.codegen), ("load", stats.load)):
             compile_profile.record(stage_name, seconds)
-        log.debug("compiled %s: parse %.1f ms, optimize %.1f ms, codegen %.1f ms, load %.1f ms", name,
-                  stats.parse * 1e3, stats.optimize * 1e3, stats.codegen * 1e3, stats.load * 1e3)
+        log.debug("compiled %s (%d part(s) on %d thread(s)): parse %.1f ms, optimize %.1f ms, codegen %.1f ms, "
+                  "load %.1f ms", name, stats.parts, stats.threads, stats.parse * 1e3, stats.optimize * 1e3,
+                  stats.codegen * 1e3, stats.load * 1e3)
         return lib
+
+    def _compile_parts(self, texts: list[str], ir_size: int, exports: tuple[str, ...], name: str) -> CodeLibrary:
+        """The parts of one split module, compiled concurrently and loaded into one execution engine.
+
+        The stage times are the threads' own, scaled so that they add up to the wall time the parts
+        took (the compile profile sums to the first call's wall time)."""
+        threads = min(len(texts), compile_threads())
+        t0 = time.perf_counter()
+        if threads > 1:
+            # ``threads`` tasks, each compiling every threads-th part: never more threads than asked for.
+            def task(k: int) -> list:
+                return [self._compile_part(text, ir_size, name) for text in texts[k::threads]]
+            done = list(_pool().map(task, range(threads)))
+            results = [done[i % threads][i // threads] for i in range(len(texts))]
+        else:
+            results = [self._compile_part(text, ir_size, name) for text in texts]
+        wall = time.perf_counter() - t0
+        parse, optimize, codegen = (sum(r[2][i] for r in results) for i in range(3))
+        scale = wall / max(parse + optimize + codegen, 1e-12)
+        stats = CompileStats(parse * scale, optimize * scale, codegen * scale, parts=len(texts), threads=threads,
+                             spans=tuple(r[3] for r in results))
+        optimized = "\n".join(f"; ---- part {k + 1} of {len(texts)}\n{r[1]}" for k, r in enumerate(results))
+        with self._lock:
+            return self._load(pack_objects([r[0] for r in results]), exports, name, optimized, stats)
+
+    def _compile_part(self, text: str, ir_size: int, name: str) -> tuple[bytes, str, tuple, tuple]:
+        """(object code, optimised IR, (parse, optimise, codegen) seconds, (start, end) of optimise +
+        codegen) of one part, in a private LLVM context with this thread's target machine; the heavy
+        calls without llvmlite's lock."""
+        tm = getattr(self._tls, "tm", None)
+        if tm is None:
+            tm = self._tls.tm = self._new_target_machine()
+        ctx = llvm.create_context()
+        mod = None
+        try:
+            t0 = time.perf_counter()
+            try:
+                mod = _parse_unlocked(text, ctx)
+                mod.triple = self.triple
+                mod.data_layout = self.data_layout
+                _verify_unlocked(mod)
+            except RuntimeError as e:
+                raise InternalError(f"LLVM rejected the IR of {name}: {e}") from e
+            t1 = time.perf_counter()
+            self.optimize(mod, ir_size, target_machine=tm, run=_unlocked("LLVMPY_RunNewModulePassManager"))
+            t2 = time.perf_counter()
+            optimized = _print_unlocked(mod)
+            obj = _emit_object_unlocked(tm, mod)
+            t3 = time.perf_counter()
+            return obj, optimized, (t1 - t0, t2 - t1, t3 - t2), (t1, t3)
+        finally:
+            if mod is not None:
+                mod.close()
+            ctx.close()
 
     def load_object(self, obj: bytes, exports, name: str = "module") -> CodeLibrary:
         """Load object code produced by ``compile`` with an engine of the same ``key``."""
@@ -229,9 +321,11 @@ class JitEngine:
     def _load(self, obj: bytes, exports: tuple[str, ...], name: str, optimized: str,
               stats: CompileStats) -> CodeLibrary:
         t0 = time.perf_counter()
-        # A private execution engine per library: dropping the library frees its code.
+        # A private execution engine per library: dropping the library frees its code. A split module's
+        # parts resolve their calls to each other inside it.
         ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self._new_target_machine())
-        ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        for part in unpack_objects(obj):
+            ee.add_object_file(llvm.ObjectFileRef.from_data(part))
         ee.finalize_object()
         addresses = {}
         for sym in exports:
@@ -248,6 +342,118 @@ class JitEngine:
             mod = self.parse(ir_text)
             self.optimize(mod, len(ir_text))
             return self.target_machine.emit_assembly(mod)
+
+
+# ---- object code of split modules
+_OBJECTS_MAGIC = b"TFXLA-OBJECTS\0"
+
+
+def pack_objects(objects: list[bytes]) -> bytes:
+    """One blob for the object files of a split module (a single object file stays as it is)."""
+    if len(objects) == 1:
+        return objects[0]
+    return _OBJECTS_MAGIC + struct.pack(f"<I{len(objects)}Q", len(objects), *map(len, objects)) + b"".join(objects)
+
+
+def unpack_objects(blob: bytes) -> list[bytes]:
+    """The object files in ``blob`` (see :func:`pack_objects`); ValueError when it is truncated."""
+    if not blob.startswith(_OBJECTS_MAGIC):
+        return [blob]
+    at = len(_OBJECTS_MAGIC)
+    if len(blob) < at + 4:
+        raise ValueError("truncated object blob")
+    (n,) = struct.unpack_from("<I", blob, at)
+    at += 4
+    if len(blob) < at + 8 * n:
+        raise ValueError("truncated object blob")
+    sizes = struct.unpack_from(f"<{n}Q", blob, at)
+    at += 8 * n
+    if at + sum(sizes) != len(blob):
+        raise ValueError(f"object blob of {len(blob)} bytes does not hold {n} objects of {sum(sizes)} bytes")
+    out = []
+    for size in sizes:
+        out.append(blob[at:at + size])
+        at += size
+    return out
+
+
+# ---- llvmlite's C functions without its process-wide lock (for split parts on worker threads)
+def _unlocked(name: str):
+    """libllvmlite's ``name`` as the ctypes function llvmlite wraps (same argument types), so the call
+    releases the GIL and takes no llvmlite lock; llvmlite's locked wrapper if its layout changed."""
+    wrapped = getattr(ffi.lib, name)
+    return getattr(wrapped, "_cfn", wrapped)
+
+
+def _parse_unlocked(text: str, context):
+    buf = ctypes.c_char_p(text.encode())
+    with ffi.OutputString() as err:
+        mod = llvm.ModuleRef(_unlocked("LLVMPY_ParseAssembly")(context, buf, err), context)
+        if err:
+            mod.close()
+            raise RuntimeError(f"LLVM IR parsing error\n{err}")
+    return mod
+
+
+def _verify_unlocked(mod) -> None:
+    with ffi.OutputString() as err:
+        if _unlocked("LLVMPY_VerifyModule")(mod, err):
+            raise RuntimeError(str(err))
+
+
+def _print_unlocked(mod) -> str:
+    with ffi.OutputString() as out:
+        _unlocked("LLVMPY_PrintModuleToString")(mod, out)
+        return str(out)
+
+
+def _emit_object_unlocked(target_machine, mod) -> bytes:
+    with ffi.OutputString() as err:
+        buf = _unlocked("LLVMPY_TargetMachineEmitToMemory")(target_machine, mod, 1, err)
+        if not buf:
+            raise RuntimeError(str(err))
+    try:
+        return ctypes.string_at(ffi.lib.LLVMPY_GetBufferStart(buf), ffi.lib.LLVMPY_GetBufferSize(buf))
+    finally:
+        ffi.lib.LLVMPY_DisposeMemoryBuffer(buf)
+
+
+_pool_lock = threading.Lock()
+_compile_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def compile_threads() -> int:
+    """Threads compiling the parts of a split module: ``TFXLA_COMPILE_THREADS``, else the cores this
+    process may run on that other work leaves idle (one-minute load average, this process's own thread
+    counted), at least one. On a loaded machine, threads contending for the same cores made a split
+    compile slower than one thread (measured on 2 cores at load 4)."""
+    from tfxla_cluster.flags import env_switch
+
+    wanted = (env_switch("TFXLA_COMPILE_THREADS") or "").strip()
+    if wanted.isdigit() and int(wanted) > 0:
+        return int(wanted)
+    try:
+        cores = max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        cores = max(1, os.cpu_count() or 1)
+    try:
+        busy = int(os.getloadavg()[0] + 0.5)
+    except OSError:
+        busy = 1
+    return max(1, min(cores, cores - busy + 1))
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _compile_pool
+    with _pool_lock:
+        if _compile_pool is None:
+            try:
+                cores = max(1, len(os.sched_getaffinity(0)))
+            except (AttributeError, OSError):
+                cores = max(1, os.cpu_count() or 1)
+            wanted = compile_threads()   # the pool may be larger: _compile_parts never submits more at once
+            _compile_pool = concurrent.futures.ThreadPoolExecutor(max(cores, wanted), "tfxla-llvm")
+        return _compile_pool
 
 
 def without_module_id(ir_text: str) -> str:

@@ -34,6 +34,9 @@ class CompiledGraph:
         self.profile = profile
         self._profiled: set[str] = set()   # clusters whose first launch was profiled
         self._jit_compile = jit_compile
+        # Grappler already rewrote the graph (or never sees it, jit_compile=True): TF's runtime must not
+        # run it again when it instantiates the rewritten function.
+        self._grappled = grappler or jit_compile is True
         self._created_at = None
         # Launch errors raised inside TF's EagerPyFunc, which reports them as UNKNOWN (or
         # INVALID_ARGUMENT for a ValueError) with a Python traceback: the call re-raises the original.
@@ -109,6 +112,9 @@ class CompiledGraph:
             try:
                 if self._first_call and len(self.launchers) > 1:
                     outputs = self._first_call_with_progress(call_flat, args)
+                elif self._grappled:
+                    outputs = tf_compat.without_grappler(lambda: call_flat(args, self._fn.captured_inputs)
+                                                         if call_flat else self._fn(*args))
                 else:
                     outputs = call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
             except tf.errors.OpError as e:
@@ -128,7 +134,8 @@ class CompiledGraph:
         from tfxla_cluster import progress
 
         def run():
-            return call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)
+            call = lambda: call_flat(args, self._fn.captured_inputs) if call_flat else self._fn(*args)  # noqa: E731
+            return tf_compat.without_grappler(call) if self._grappled else call()
         if not tf_executing_eagerly():
             return run()  # inside another function's trace: nothing runs (or compiles) now
         self._first_call = False

@@ -214,16 +214,11 @@ def encapsulate_clusters(graph: Graph, clusters: dict[str, list[str]], *, flags,
 
 def import_into_tf(rewritten: graph_pb2.GraphDef, feeds: list[str], fetches: list[str], run_ops: list[str]):
     """Step 4: TF's function running ``rewritten`` (its ``_Arg``s as placeholders): ``feeds`` in,
-    ``fetches`` out, and the ``run_ops`` present in it run too (a prune to the fetches alone would drop
-    e.g. the variable updates of a function that returns nothing; TF's runtime runs them)."""
-    import tensorflow as tf
-
+    ``fetches`` out, and the ``run_ops`` present in it run too (a function returning nothing still
+    runs e.g. its variable updates, as TF's runtime does)."""
     from tfxla_cluster.graph.function import runtime_to_placeholders
+    from tfxla_cluster.tf_compat import function_from_graph_def
 
     runnable = runtime_to_placeholders(rewritten)
     present = {n.name for n in runnable.node}
-    wrapped = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(runnable, name=""), [])
-    g = wrapped.graph
-    return wrapped.prune([g.get_tensor_by_name(f"{name}:0") for name in feeds],
-                         [g.get_tensor_by_name(t) for t in fetches] +
-                         [g.get_operation_by_name(n) for n in dict.fromkeys(run_ops) if n in present])
+    return function_from_graph_def(runnable, feeds, fetches, [n for n in dict.fromkeys(run_ops) if n in present])
