@@ -50,6 +50,22 @@ def test_xla_folded_log_of_denormals_like_tf(dtype):
     got = np.asarray(txc.function(f, jit_compile=True)(a))
     assert _bits_equal(want, got), (got, want)
 
+
+@pytest.mark.parametrize("dtype", [np.float16, tf.bfloat16.as_numpy_dtype, np.float32, np.float64])
+def test_denormal_constant_copied_bitwise(dtype):
+    """A pad value is copied, not computed: TF's XLA keeps its denormal bits. Ours compiles on TF's kernel
+    thread (DAZ set), where reading the Const's float_val or emitting the LLVM constant through a Python
+    float would flush it."""
+    d = np.array(np.finfo(np.float32 if dtype == tf.bfloat16.as_numpy_dtype else dtype).tiny, dtype) / 4
+    d = np.asarray(d, dtype)
+
+    def f(a):
+        return tf.pad(a, [[1, 2]], constant_values=tf.constant(-d)), tf.where(a > 0, a, tf.constant(d))
+    a = np.array([0, 1], dtype)
+    want = [w.numpy() for w in tf.function(f, jit_compile=True)(a)]
+    got = [np.asarray(g) for g in txc.function(f, jit_compile=True)(a)]
+    assert all(_bits_equal(w, g) for w, g in zip(want, got)), (got, want)
+
 def test_mxcsr_restored():
     before = mxcsr.get_mxcsr()
     if before is None:
