@@ -196,10 +196,13 @@ def _clamp(em, instr):
 
     def at(gen, shape, index):
         return gen(scalar_index(shape)) if shape.rank == 0 and instr.shape.rank > 0 else gen(index)
-    # A broadcast constant lo is an arith.constant in XLA's fused loop, which MLIR canonicalizes to
-    # max's rhs; a parameter or an unfused scalar constant stays max's lhs.
+    # A constant lo fused into the loop (a broadcast constant, or a scalar constant inside a fusion: bf16
+    # relu6's clamp fused with its converts) is an arith.constant in XLA's fused loop, which MLIR
+    # canonicalizes to max's rhs; a parameter or an unfused scalar constant (a lone clamp: XLA wraps it
+    # with its constants as parameters) stays max's lhs.
     lo_instr = instr.operands[0]
-    lo_first = not (lo_instr.opcode is O.BROADCAST and lo_instr.operands[0].opcode is O.CONSTANT)
+    lo_first = not (lo_instr.opcode is O.BROADCAST and lo_instr.operands[0].opcode is O.CONSTANT
+                    or lo_instr.opcode is O.CONSTANT and em.comp is not None)
     return lambda index: em.ops.clamp(et, at(lo, shapes[0], index), x(index), at(hi, shapes[2], index),
                                       lo_first)
 
