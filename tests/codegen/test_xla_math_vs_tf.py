@@ -1,6 +1,7 @@
-"""Math XLA:CPU emits inline rather than through libm, bit for bit against TF's XLA on this machine: f64 tanh is
-``xla.tanh.f64`` (a rational approximation, not libm's tanh), and gelu_tanh's x³ is pow(x, 3) rewritten to
-x·(x·x) by XLA's algsimp. An ulp of difference in either is magnified by 1 + tanh(z) near z = -1."""
+"""Float semantics that depend on how XLA:CPU emits code, bit for bit against TF's XLA on this machine: f64 tanh
+is ``xla.tanh.f64`` (a rational approximation, not libm's tanh), and gelu_tanh's x³ is pow(x, 3) rewritten to
+x·(x·x) by XLA's algsimp (an ulp of either is magnified by 1 + tanh(z) near z = -1); a scalar constant operand
+of max/min is the rhs once fused (MLIR's constant canonicalization), the lhs in a lone op."""
 from __future__ import annotations
 
 import numpy as np
@@ -33,3 +34,34 @@ def test_tanh_gelu_cube_bitwise(dtype):
     for name, w, g in zip(("tanh", "gelu_tanh", "pow3", "x/gelu_tanh"), want, got):
         bad = ~_same_bits(w, g)
         assert not bad.any(), (name, x[bad][:4], g[bad][:4], w[bad][:4])
+
+
+_SPECIAL = (np.nan, -0.0, 0.0, 1.5)
+
+
+@pytest.mark.parametrize("form", ["lone", "fused", "clip"])
+def test_scalar_min_max_with_a_constant_operand(form):
+    """Scalar max/min(C, x): a lone op keeps the constant as XLA's lhs (XLA wraps it with the constant as a
+    parameter); fused with other ops the constant is an arith.constant, canonicalized to the rhs (NaN and
+    ±0 of x decide). Every pair of special values, f32 and bf16 (computed in f32 after normalization)."""
+    dtypes = (np.float32, tf.bfloat16.as_numpy_dtype)
+
+    @tf.autograph.experimental.do_not_convert
+    def f(*xs):
+        outs = []
+        for x in xs:
+            for cv in _SPECIAL:
+                c = tf.constant(np.array(cv, x.dtype.as_numpy_dtype))
+                for op in (tf.maximum, tf.minimum):
+                    if form == "lone":
+                        outs.append(op(c, x))
+                    elif form == "fused":
+                        outs.append(op(c, x) * tf.constant(np.array(2, x.dtype.as_numpy_dtype)))
+                    else:
+                        outs.append(tf.clip_by_value(c, x, x))
+        return outs
+    xs = [np.array(v, dt) for dt in dtypes for v in _SPECIAL]
+    want = [np.asarray(w.numpy(), np.float64) for w in tf.function(f, jit_compile=True)(*xs)]
+    got = [np.asarray(g.numpy(), np.float64) for g in txc.function(f, jit_compile=True)(*xs)]
+    bad = [k for k, (w, g) in enumerate(zip(want, got)) if not _same_bits(w, g)]
+    assert not bad, [(k, got[k], want[k]) for k in bad]

@@ -145,7 +145,15 @@ def _unary(em, instr):
 
 @generates(*(ops.ELEMENTWISE_BINARY - {O.COMPARE, O.COMPLEX}))
 def _binary(em, instr):
-    x, y = (em.gen(o) for o in instr.operands)
+    lhs, rhs = instr.operands
+    if instr.opcode in (O.MAXIMUM, O.MINIMUM) and em.comp is not None and lhs.opcode is O.CONSTANT \
+            and rhs.opcode is not O.CONSTANT:
+        # A scalar constant fused into the loop is an arith.constant, which MLIR canonicalizes to the rhs of
+        # XLA's (lhs-first) max/min: clip_by_value's min(NaN constant, x) fused with its max is x. Unfused,
+        # XLA wraps the op with the constant as a parameter and keeps it first (algsimp's
+        # minmax_constant_to_rhs moves broadcast constants for both).
+        lhs, rhs = rhs, lhs
+    x, y = em.gen(lhs), em.gen(rhs)
     et = instr.operands[0].shape.element_type
     op = instr.opcode
     return lambda index: em.ops.binary(op, et, x(index), y(index))
