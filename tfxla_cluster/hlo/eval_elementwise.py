@@ -381,7 +381,11 @@ def clamp(lo, x, hi):
     r = np.minimum(hi, np.maximum(x, lo)) if et.is_integral or et.is_pred else None
     if r is None:
         lo_u, x_u, hi_u = _up(lo), _up(x), _up(hi)
-        r = np.minimum(hi_u, np.maximum(x_u, lo_u))
+        # std::min(high, std::max(value, low)) as compares, not numpy's maximum/minimum (whose SIMD form returns
+        # the second operand on ties): value wins ties with low, high wins ties with the max — under DAZ a
+        # -denormal value "ties" 0 and stays (TF's XLA: a folded bf16 relu6 of a -denormal constant).
+        m = np.where(x_u < lo_u, lo_u, x_u)
+        r = np.where(m < hi_u, m, hi_u)
         # NaN priority: low, then operand, then high (TV HandleClamp).
         r = np.where(np.isnan(hi_u), hi_u, r)
         r = np.where(np.isnan(x_u), x_u, r)
