@@ -86,3 +86,22 @@ def flushed_denormals() -> Iterator[None]:
         yield
     finally:
         set_(old)
+
+
+@contextlib.contextmanager
+def kept_denormals() -> Iterator[None]:
+    """Run the body with FTZ and DAZ cleared on this thread, then restore its MXCSR: for Python code that
+    must keep denormals bit for bit where TF's C++ copies them (a float in a TensorProto's ``float_val``
+    becomes a Python float through a conversion DAZ would flush, and our launches compile on TF's kernel
+    threads, which run with DAZ set)."""
+    fns = _get_set()
+    if not fns:
+        yield
+        return
+    get, set_ = fns
+    old = int(get())
+    set_(old & ~MXCSR_FTZ_DAZ)
+    try:
+        yield
+    finally:
+        set_(old)

@@ -136,6 +136,10 @@ CASES = [
         c = f32[] constant(2)
         b = f32[4] broadcast(c), dimensions={}
         ROOT w = f32[4] power(p, b)"""), "CHECK: ROOT {{.*}} multiply(%p, %p)"),
+    ("pow_special_exponent", M("p: s32[4]", """
+        c = s32[] constant(3)
+        b = s32[4] broadcast(c), dimensions={}
+        ROOT w = s32[4] power(p, b)"""), "CHECK: %multiply = s32[4]{0} multiply(%p, %p)\nCHECK: ROOT {{.*}} multiply(%p, %multiply)"),
     ("pow_special_exponent", M("p: f32[4]", """
         c = f32[] constant(0)
         b = f32[4] broadcast(c), dimensions={}

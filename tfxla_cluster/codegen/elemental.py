@@ -145,7 +145,15 @@ def _unary(em, instr):
 
 @generates(*(ops.ELEMENTWISE_BINARY - {O.COMPARE, O.COMPLEX}))
 def _binary(em, instr):
-    x, y = (em.gen(o) for o in instr.operands)
+    lhs, rhs = instr.operands
+    if instr.opcode in (O.MAXIMUM, O.MINIMUM) and em.comp is not None and lhs.opcode is O.CONSTANT \
+            and rhs.opcode is not O.CONSTANT:
+        # A scalar constant fused into the loop is an arith.constant, which MLIR canonicalizes to the rhs of
+        # XLA's (lhs-first) max/min: clip_by_value's min(NaN constant, x) fused with its max is x. Unfused,
+        # XLA wraps the op with the constant as a parameter and keeps it first (algsimp's
+        # minmax_constant_to_rhs moves broadcast constants for both).
+        lhs, rhs = rhs, lhs
+    x, y = em.gen(lhs), em.gen(rhs)
     et = instr.operands[0].shape.element_type
     op = instr.opcode
     return lambda index: em.ops.binary(op, et, x(index), y(index))
@@ -196,10 +204,13 @@ def _clamp(em, instr):
 
     def at(gen, shape, index):
         return gen(scalar_index(shape)) if shape.rank == 0 and instr.shape.rank > 0 else gen(index)
-    # A broadcast constant lo is an arith.constant in XLA's fused loop, which MLIR canonicalizes to
-    # max's rhs; a parameter or an unfused scalar constant stays max's lhs.
+    # A constant lo fused into the loop (a broadcast constant, or a scalar constant inside a fusion: bf16
+    # relu6's clamp fused with its converts) is an arith.constant in XLA's fused loop, which MLIR
+    # canonicalizes to max's rhs; a parameter or an unfused scalar constant (a lone clamp: XLA wraps it
+    # with its constants as parameters) stays max's lhs.
     lo_instr = instr.operands[0]
-    lo_first = not (lo_instr.opcode is O.BROADCAST and lo_instr.operands[0].opcode is O.CONSTANT)
+    lo_first = not (lo_instr.opcode is O.BROADCAST and lo_instr.operands[0].opcode is O.CONSTANT
+                    or lo_instr.opcode is O.CONSTANT and em.comp is not None)
     return lambda index: em.ops.clamp(et, at(lo, shapes[0], index), x(index), at(hi, shapes[2], index),
                                       lo_first)
 

@@ -83,6 +83,15 @@ def float_constant(ty: ir.Type, value: float) -> ir.Constant:
     raise UnimplementedError(f"no float constant of type {ty}")
 
 
+_BITS = {16: (I16, np.int16), 32: (I32, np.int32), 64: (I64, np.int64)}
+
+
+def _float_bits_constant(ty: ir.Type, value: np.ndarray) -> ir.Constant:
+    """The float constant of ``ty`` with exactly the bits of numpy scalar ``value`` (already of that width)."""
+    ity, view = _BITS[value.dtype.itemsize * 8]
+    return ir.Constant(ity, int(np.asarray(value).reshape(()).view(view))).bitcast(ty)
+
+
 def constant(et: T, value) -> ir.Constant:
     """The register value of a numpy/Python scalar of element type ``et``."""
     if et is T.PRED:
@@ -93,12 +102,14 @@ def constant(et: T, value) -> ir.Constant:
     if et is T.BF16:
         bits = int(np.asarray(value).astype(et.dtype).view(np.uint16))
         return ir.Constant(I16, bits)
+    # Floats go by their bits, never through a Python float: code is emitted on TF's kernel thread, whose
+    # MXCSR has DAZ set, and a float(denormal f32) there is 0 (a pad value must keep its denormal bits).
     if et in (T.F16, T.F32, T.F64):
-        return float_constant(value_type(et), float(np.asarray(value).astype(et.dtype)))
+        return _float_bits_constant(value_type(et), np.asarray(value).astype(et.dtype))
     if et in (T.C64, T.C128):
-        z = complex(np.asarray(value).astype(et.dtype))
+        z = np.asarray(value).astype(et.dtype)
         part = F32 if et is T.C64 else F64
-        return ir.Constant(value_type(et), [float_constant(part, z.real), float_constant(part, z.imag)])
+        return ir.Constant(value_type(et), [_float_bits_constant(part, z.real), _float_bits_constant(part, z.imag)])
     raise UnimplementedError(f"constants of element type {et.value} are not implemented")
 
 

@@ -35,6 +35,17 @@ from tfxla_cluster.hlo.shape import PrimitiveType as T
 
 _HALF = (T.F16, T.BF16)
 
+# xla.tanh.f64's polynomial coefficients (bit patterns, highest power first; both end in 1.0), as TF 2.21's
+# XLA:CPU emits them.
+_TANH_F64_P = (0x3B3F9F82E5D782DF, 0x3C2C3C836C04B4C8, 0x3CEC3379F905E662, 0x3D929AFF6C8EDD96, 0x3E2525A389DCE7C2,
+               0x3EA708819BE51CD9, 0x3F18996F4026A7FA, 0x3F787F80B957ED00, 0x3FC36FBA9B450E5A)
+_TANH_F64_Q = (0x3BBE8630CF903250, 0x3C90AABCA9A5FEA0, 0x3D4232981AA2BBA8, 0x3DDEE2F015EA8065, 0x3E681F1947C52304,
+               0x3EE26C82AB46D140, 0x3F4B2E7C4D488C04, 0x3FA1998830265B50, 0x3FDF0D32A2F7DC79)
+
+
+def _f64_bits(bits: int) -> float:
+    return float(np.array(bits, np.uint64).view(np.float64))
+
 
 class ScalarOps:
     """Emits scalar HLO operations with one builder into one module."""
@@ -203,6 +214,8 @@ class ScalarOps:
         return b.select(b.fcmp_ordered("==", x, self.fconst(ty, 0.0)), x, self.call_libm("expm1", x))
 
     def tanh(self, x):
+        if isinstance(x.type, ir.DoubleType):
+            return self._tanh_f64(x)
         if not self.fast(x):
             return self.call_libm("tanh", x)
         # Eigen's (and XLA:CPU's EmitFastTanh) rational tanh approximation, the input clamped where the
@@ -223,6 +236,21 @@ class ScalarOps:
         res = b.select(sat, self.call_intrinsic("copysign", self.fconst(ty, 1.0), x), res)
         small = b.fcmp_ordered("<", self.fabs(x), self.fconst(ty, 0.0004))
         return b.select(small, x, res)
+
+    def _tanh_f64(self, x):
+        """XLA:CPU's ``xla.tanh.f64`` (its f64 tanh everywhere, never libm's): x·P(x²)/Q(x²) on x clamped to
+        ±17.714…, two degree-9 Horner polynomials (contracted into FMAs like XLA's, whose backend fuses with
+        AllowFPOpFusion=Fast), and ±1 where |x| >= 20. libm's tanh differs by an ulp, which 1 + tanh(x)
+        (gelu_tanh) turns into thousands."""
+        b, ty = self.b, x.type
+        clamp = _f64_bits(0x4031B6D58F246197)
+        xc = self.clamp_keep_nan(x, -clamp, clamp)
+        x2 = self.fmul(xc, xc)
+        p = self.fmul(xc, self.poly(x2, [_f64_bits(c) for c in _TANH_F64_P] + [1.0]))
+        q = self.poly(x2, [_f64_bits(c) for c in _TANH_F64_Q] + [1.0])
+        res = b.fdiv(p, q)
+        sat = b.fcmp_ordered(">=", self.fabs(x), self.fconst(ty, 20.0))
+        return b.select(sat, self.call_intrinsic("copysign", self.fconst(ty, 1.0), x), res)
 
     # ---------------------------------------------------------------- generic entry points
     def unary(self, op: O, et: T, x: ir.Value) -> ir.Value:

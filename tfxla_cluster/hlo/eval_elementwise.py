@@ -98,15 +98,22 @@ def _libm_log(dtype: np.dtype):
 
 
 def _log(x):
-    """std::log (glibc's log/logf), which XLA's evaluator calls: a negative denormal is NaN, decided on the bits,
-    and a positive denormal under DAZ (XLA's folding on TF's compile thread) is glibc's k*ln2 + log(z) of the
-    zeroed bits (about -103.97 for f32), where numpy's log sees 0 and gives -inf. Denormals go to libm itself."""
+    """std::log as XLA's evaluator binds it in TF's binary, run under DAZ (TF's compile thread).
+
+    f32 is ``logf@GLIBC_2.27`` (glibc's current logf, no wrapper): a negative denormal is NaN, decided on the
+    bits, and a positive denormal is glibc's k*ln2 + log(z) of the zeroed bits (about -103.97), where numpy's
+    log sees 0 and gives -inf; such denormals go to libm itself. f64 is ``log@GLIBC_2.2.5``, the SVID compat
+    wrapper (``__log_compat``): it tests ``x <= 0`` and ``x == 0`` as float compares first, which DAZ makes
+    true for a denormal of either sign, so every f64 denormal is -inf (as numpy's log of ±0)."""
     with np.errstate(all="ignore"):
         r = np.log(x)
     width = x.dtype.itemsize * 8
     x = np.array(x, copy=True)  # contiguous, 0-d kept (ascontiguousarray would make it 1-d)
     bits = x.view(_UNSIGNED[width])
     magnitude = bits & ~np.array(1 << (width - 1), bits.dtype)
+    if x.dtype == np.float64:
+        tiny = np.array(np.finfo(x.dtype).tiny, x.dtype).view(_UNSIGNED[width])
+        return np.where(magnitude < tiny, np.array(-np.inf, x.dtype), r)
     r = np.where(np.signbit(x) & (magnitude != 0), np.array(np.nan, x.dtype), r)
     tiny_bits = np.array(np.finfo(x.dtype).tiny, x.dtype).view(_UNSIGNED[width])
     denormal = (magnitude != 0) & (magnitude < tiny_bits) & ~np.signbit(x)
@@ -374,7 +381,11 @@ def clamp(lo, x, hi):
     r = np.minimum(hi, np.maximum(x, lo)) if et.is_integral or et.is_pred else None
     if r is None:
         lo_u, x_u, hi_u = _up(lo), _up(x), _up(hi)
-        r = np.minimum(hi_u, np.maximum(x_u, lo_u))
+        # std::min(high, std::max(value, low)) as compares, not numpy's maximum/minimum (whose SIMD form returns
+        # the second operand on ties): value wins ties with low, high wins ties with the max — under DAZ a
+        # -denormal value "ties" 0 and stays (TF's XLA: a folded bf16 relu6 of a -denormal constant).
+        m = np.where(x_u < lo_u, lo_u, x_u)
+        r = np.where(m < hi_u, m, hi_u)
         # NaN priority: low, then operand, then high (TV HandleClamp).
         r = np.where(np.isnan(hi_u), hi_u, r)
         r = np.where(np.isnan(x_u), x_u, r)

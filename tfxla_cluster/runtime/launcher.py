@@ -25,6 +25,7 @@ from tfxla_cluster import compile_profile
 from tfxla_cluster.codegen.buffers import is_fresh
 from tfxla_cluster.errors import InternalError, TfXlaError
 from tfxla_cluster.graph.graph import Graph
+from tfxla_cluster.mxcsr import kept_denormals
 from tfxla_cluster.runtime import observers
 from tfxla_cluster.tf_compat import tensor_view
 from tfxla_cluster.runtime.encapsulate import ClusterSignature
@@ -592,7 +593,8 @@ def _eager_subgraph_runner(graph: Graph, sig: ClusterSignature,
             return None  # a function call: the function runner below handles it
         types = {a.name: a.type for a in op_def.attr}
         if nd.op in ("Const", "HostConst"):
-            value = tf.make_ndarray(nd.attr["value"].tensor)
+            with kept_denormals():  # float_val goes through Python floats, which DAZ would flush
+                value = tf.make_ndarray(nd.attr["value"].tensor)
             steps.append((node, None, value))
             continue
         if any(t not in ("int", "float", "bool", "string", "type", "shape") and not

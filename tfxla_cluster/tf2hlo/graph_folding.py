@@ -31,12 +31,12 @@ _NOT_CONSIDERED = frozenset({"Shape", "ShapeN", "Size"})
 # TF's XLA returns XLA's Philox stream for them with constant seeds, not TF's CPU kernel's (recorded against
 # TF: tests/e2e's stateless_random_const_seed under jit_compile=True).
 _NOT_FOLDED_PREFIXES = ("Stateless",)
-# ... but StatelessIf/StatelessCase are ordinary foldable nodes to TF: with constant inputs they join the one
-# GraphRunner call, which does not run their branches, so the whole fold is abandoned (a tf.cond over
+# ... but StatelessIf/StatelessCase/StatelessWhile are ordinary foldable nodes to TF: with constant inputs they
+# join the one GraphRunner call, which does not run their bodies, so the whole fold is abandoned (a tf.cond over
 # constants is computed by XLA, its predicate's elementwise ops included: TF's f16 Elu kernel flushes a
-# denormal result that XLA keeps). A StatelessWhile over constants abandons nothing (TF's XLA still holds
-# the kernels' value of an unrelated folded Relu6 of -0), so it stays out of the fold.
-_STATELESS_FUNCTIONAL = frozenset({"StatelessIf", "StatelessCase"})
+# denormal result that XLA keeps; beside a tf.while_loop over constants, a bf16 Relu6 of a constant -denormal is
+# XLA's -denormal, where TF's kernel, without the loop, gives -0).
+_STATELESS_FUNCTIONAL = frozenset({"StatelessIf", "StatelessCase", "StatelessWhile"})
 _NEVER = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
                     "RefEnter", "RefExit", "RefNextIteration", "_SwitchN", "ControlTrigger", ARG_OP, RETVAL_OP,
                     DEVICE_ARG_OP, DEVICE_RETVAL_OP, "Placeholder", "PlaceholderWithDefault", "_Send", "_Recv",

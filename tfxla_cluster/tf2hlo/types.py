@@ -71,7 +71,9 @@ def _scalar(kind: str, v):
     if kind == "tensor":
         import tensorflow as tf
 
-        return tf.make_ndarray(v)
+        from tfxla_cluster.mxcsr import kept_denormals
+        with kept_denormals():  # float_val goes through Python floats: DAZ (TF's kernel thread) flushes them
+            return tf.make_ndarray(v)
     if kind == "func":
         return v.name
     if kind == "placeholder":

@@ -1,0 +1,67 @@
+"""Float semantics that depend on how XLA:CPU emits code, bit for bit against TF's XLA on this machine: f64 tanh
+is ``xla.tanh.f64`` (a rational approximation, not libm's tanh), and gelu_tanh's x³ is pow(x, 3) rewritten to
+x·(x·x) by XLA's algsimp (an ulp of either is magnified by 1 + tanh(z) near z = -1); a scalar constant operand
+of max/min is the rhs once fused (MLIR's constant canonicalization), the lhs in a lone op."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+
+
+def _values(dtype) -> np.ndarray:
+    rng = np.random.default_rng(19)
+    x = np.concatenate([rng.normal(0, 3, 400), rng.uniform(-25, 25, 200),
+                        10.0 ** rng.uniform(-300, 1.3, 100) * rng.choice([-1, 1], 100),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 17.714196154005176, 20.0, -20.0, 19.999999, -4.1978936690030455]])
+    return x.astype(dtype)
+
+
+def _same_bits(want: np.ndarray, got: np.ndarray) -> np.ndarray:
+    return (want == got) & (np.signbit(want) == np.signbit(got)) | (np.isnan(want) & np.isnan(got))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tanh_gelu_cube_bitwise(dtype):
+    @tf.autograph.experimental.do_not_convert
+    def f(a):
+        return tf.tanh(a), tf.nn.gelu(a, approximate=True), tf.pow(a, 3), a / tf.nn.gelu(a, approximate=True)
+    x = _values(dtype)
+    want = [w.numpy() for w in tf.function(f, jit_compile=True)(x)]
+    got = [np.asarray(g) for g in txc.function(f, jit_compile=True)(x)]
+    for name, w, g in zip(("tanh", "gelu_tanh", "pow3", "x/gelu_tanh"), want, got):
+        bad = ~_same_bits(w, g)
+        assert not bad.any(), (name, x[bad][:4], g[bad][:4], w[bad][:4])
+
+
+_SPECIAL = (np.nan, -0.0, 0.0, 1.5)
+
+
+@pytest.mark.parametrize("form", ["lone", "fused", "clip"])
+def test_scalar_min_max_with_a_constant_operand(form):
+    """Scalar max/min(C, x): a lone op keeps the constant as XLA's lhs (XLA wraps it with the constant as a
+    parameter); fused with other ops the constant is an arith.constant, canonicalized to the rhs (NaN and
+    ±0 of x decide). Every pair of special values, f32 and bf16 (computed in f32 after normalization)."""
+    dtypes = (np.float32, tf.bfloat16.as_numpy_dtype)
+
+    @tf.autograph.experimental.do_not_convert
+    def f(*xs):
+        outs = []
+        for x in xs:
+            for cv in _SPECIAL:
+                c = tf.constant(np.array(cv, x.dtype.as_numpy_dtype))
+                for op in (tf.maximum, tf.minimum):
+                    if form == "lone":
+                        outs.append(op(c, x))
+                    elif form == "fused":
+                        outs.append(op(c, x) * tf.constant(np.array(2, x.dtype.as_numpy_dtype)))
+                    else:
+                        outs.append(tf.clip_by_value(c, x, x))
+        return outs
+    xs = [np.array(v, dt) for dt in dtypes for v in _SPECIAL]
+    want = [np.asarray(w.numpy(), np.float64) for w in tf.function(f, jit_compile=True)(*xs)]
+    got = [np.asarray(g.numpy(), np.float64) for g in txc.function(f, jit_compile=True)(*xs)]
+    bad = [k for k, (w, g) in enumerate(zip(want, got)) if not _same_bits(w, g)]
+    assert not bad, [(k, got[k], want[k]) for k in bad]
