@@ -39,7 +39,7 @@ from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.hlo.verifier import verify_module
 from tfxla_cluster.tf2hlo import graph_folding, types
-from tfxla_cluster.tf2hlo.complex_ops import ComplexValue
+from tfxla_cluster.tf2hlo.complex_ops import ComplexValue, lower_partwise, lowers_partwise
 from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic
 from tfxla_cluster.tf2hlo.builder import TfBuilder
 from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
@@ -213,7 +213,10 @@ class GraphLowerer:
         ctx = LoweringContext(self, node)
         with self.builder.node_scope(node.op, node.name):
             try:
-                outs = fn(ctx, node)
+                if lowers_partwise(self, node):
+                    outs = lower_partwise(self, node, fn)
+                else:
+                    outs = fn(ctx, node)
             except TfXlaError as e:
                 if e.message.startswith(f"Lowering node '{node.name}'"):
                     raise
