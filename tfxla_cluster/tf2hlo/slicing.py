@@ -6,7 +6,10 @@ one dense entry per input dimension, each canonicalised (negative indices wrap, 
 full range, values clamp); the result is ``reverse`` of the negative-stride dims, one ``slice`` and a
 ``reshape`` to the final shape (new axes added, shrunk axes removed). ``StridedSliceGrad`` pads the
 incoming gradient back into a zero tensor of the original shape (interior padding = stride - 1).
-All begin/end/strides/sizes are compile-time constants.
+Begin/end/strides are compile-time constants, except the begin of shrunk axes (``x[i]`` with a run-time
+``i``, e.g. in a loop body) when every other entry is an ellipsis, a new axis, or masked at both ends:
+then, as tf2xla does, those axes are a ``dynamic-slice`` of size 1 at the run-time index (negative indices
+wrap; out of range clamps where TF's kernel raises).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ class StridedSliceSpec:
     strides: list[int]
     processing_shape: list[int]   # one size per input dim (shrunk dims are 1)
     final_shape: list[int]
+    dense_dims: list[int | None]  # the input dim of each sparse entry (None: ellipsis or new axis)
 
 
 def _trunc_div_ceil(length: int, stride: int) -> int:
@@ -61,9 +65,11 @@ def strided_slice_spec(dims: list[int], begin: list[int], end: list[int], stride
     d_begin, d_end, d_strides = [0] * rank, [0] * rank, [1] * rank
     d_bmask = d_emask = d_shrink = 0
     gather: list[int] = []
+    dense_dims: list[int | None] = []
     full = 0
     for i in range(sparse_dims):
         bit = 1 << i
+        dense_dims.append(None)
         if ellipsis_mask & bit:
             nxt = min(rank - (sparse_dims - i) + 1 + after_ellipsis, rank)
             while full < nxt:
@@ -77,6 +83,7 @@ def strided_slice_spec(dims: list[int], begin: list[int], end: list[int], stride
             if full == rank:
                 raise InvalidArgumentError(f"Index out of range using input dim {full}; input has only {rank} dims")
             d_begin[full], d_end[full], d_strides[full] = begin[i], end[i], strides[i]
+            dense_dims[i] = full
             if begin_mask & bit:
                 d_bmask |= 1 << full
             if end_mask & bit:
@@ -116,7 +123,7 @@ def strided_slice_spec(dims: list[int], begin: list[int], end: list[int], stride
         size = 0 if length == 0 or ((length < 0) != (s < 0)) else _trunc_div_ceil(length, s)
         processing.append(size)
     final = [processing[g] if g >= 0 else 1 for g in gather if g != _SHRINK_AXIS]
-    return StridedSliceSpec(d_begin, d_end, d_strides, processing, final)
+    return StridedSliceSpec(d_begin, d_end, d_strides, processing, final, dense_dims[:n])
 
 
 def slice_spec(ctx, dims, begin_index: int) -> StridedSliceSpec:
@@ -132,6 +139,10 @@ def _strided_slice(ctx, node):
     x = ctx.input(0)
     b = ctx.b
     dims = x.shape.dimensions
+    if ctx.try_const_input(1) is None or ctx.try_const_input(2) is None:
+        dynamic = _dynamic_shrink(ctx, x)
+        if dynamic is not None:
+            return [dynamic]
     spec = slice_spec(ctx, dims, 1)
     starts, limits, strides, rev = [], [], [], []
     for i, dim in enumerate(dims):
@@ -152,6 +163,33 @@ def _strided_slice(ctx, node):
     if list(x.shape.dimensions) != spec.final_shape:
         x = b.reshape(x, spec.final_shape)
     return [x]
+
+
+def _dynamic_shrink(ctx, x):
+    """``x[i]`` with a run-time ``i`` (see the module docstring), or None when the slice is not of that form."""
+    b = ctx.b
+    dims = x.shape.dimensions
+    strides = ctx.try_const_input(3)
+    begin = ctx.input(1)
+    if strides is None or begin.shape.rank != 1 or any(int(v) != 1 for v in strides.reshape(-1)):
+        return None
+    n = begin.shape.dimensions[0]
+    bmask, emask, shrink = (int(ctx.attr(a, 0)) for a in ("begin_mask", "end_mask", "shrink_axis_mask"))
+    ellipsis, new_axis = int(ctx.attr("ellipsis_mask", 0)), int(ctx.attr("new_axis_mask", 0))
+    if any(not (shrink >> i) & 1 and not (ellipsis >> i) & 1 and not (new_axis >> i) & 1
+           and not ((bmask >> i) & 1 and (emask >> i) & 1) for i in range(n)):
+        return None
+    # The static form with index 0 on the shrunk axes gives the shapes and which input dim each entry is.
+    spec = strided_slice_spec(list(dims), [0] * n, [1] * n, [int(v) for v in strides.reshape(-1)], bmask, emask,
+                              ellipsis, new_axis, shrink)
+    starts = [xl.scalar(b, 0, P.S32) for _ in dims]
+    for i, d in enumerate(spec.dense_dims):
+        if d is None or not (shrink >> i) & 1:
+            continue
+        k = xl.convert(b, b.reshape(b.slice(begin, [i], [i + 1], [1]), []), P.S32)
+        starts[d] = xl.select(b, xl.lt(b, k, 0), xl.add(b, k, dims[d]), k)
+    x = b.dynamic_slice(x, starts, spec.processing_shape)
+    return b.reshape(x, spec.final_shape)
 
 
 @lowers("StridedSliceGrad")
