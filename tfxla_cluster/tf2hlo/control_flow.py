@@ -11,8 +11,9 @@ computations that take ONE tuple parameter, as tf2xla compiles them:
   Every branch returns ``tuple(outputs…, resources written by any branch…)``; the branches must agree
   on the output shapes;
 * While/StatelessWhile → ``while`` whose condition returns ``pred[]`` and whose body returns the next
-  state. A constant argument stays a constant only while the body returns it unchanged (loop
-  invariant); otherwise it is re-lowered as part of the state. The state's shapes must not change.
+  state. A constant argument stays a constant only if the body returns it unchanged (its ``_Retval``
+  fed by its ``_Arg`` through identities, tf2xla's ``IsLoopInvariant``, and the lowered body keeps it);
+  otherwise it is part of the state from the start. The state's shapes must not change.
   A TensorList reserved without an element shape enters as a buffer of the shape the body writes.
 
 Resource variables written inside a callee are assigned from the corresponding result element. A complex
@@ -170,7 +171,10 @@ def _while(ctx, node):
     b = ctx.b
     cond_f, body_f = ctx.attr("cond"), ctx.attr("body")
     raw = [ctx.input_value(i) for i in range(ctx.num_inputs)]
-    constant = {i for i, v in enumerate(raw) if isinstance(v, np.ndarray)}
+    # Host constants the body returns unchanged stay constants (tf2xla's loop-invariant compile-time
+    # constants); the others are state from the start, so the body is never lowered with a wrong value.
+    invariant = _invariant_args(ctx, body_f)
+    constant = {i for i, v in enumerate(raw) if isinstance(v, np.ndarray) and i in invariant}
     for _ in range(len(raw) + 1):
         values = [v if (i in constant or not isinstance(v, np.ndarray)) else _state_value(ctx, i, v)
                   for i, v in enumerate(raw)]
@@ -229,6 +233,23 @@ def _while(ctx, node):
         else:
             outs.append(b.get_tuple_element(loop, slot))
     return outs
+
+
+def _invariant_args(ctx, fname: str) -> set[int]:
+    """The arguments a loop body returns unchanged: ``_Retval i`` fed by ``_Arg i`` through identities
+    (tf2xla's ``IsLoopInvariant``)."""
+    graph = ctx.function_graph(fname)
+    out = set()
+    for node in graph.op_nodes():
+        if node.op not in ("_Retval", "_DeviceRetval"):
+            continue
+        edge = node.data_inputs()[0]
+        while edge.src.op in ("Identity", "IdentityN", "Snapshot"):
+            edge = edge.src.data_inputs()[edge.src_output if edge.src.op == "IdentityN" else 0]
+        src = edge.src
+        if src.op in ("_Arg", "_DeviceArg") and src.attr("index").i == node.attr("index").i:
+            out.add(int(node.attr("index").i))
+    return out
 
 
 def _state_value(ctx, index: int, v: np.ndarray):
