@@ -103,6 +103,8 @@ def _log(x):
     zeroed bits (about -103.97 for f32), where numpy's log sees 0 and gives -inf. Denormals go to libm itself."""
     with np.errstate(all="ignore"):
         r = np.log(x)
+    if np.iscomplexobj(x):   # complex log: (log|z|, arg z)
+        return r
     width = x.dtype.itemsize * 8
     x = np.array(x, copy=True)  # contiguous, 0-d kept (ascontiguousarray would make it 1-d)
     bits = x.view(_UNSIGNED[width])

@@ -103,6 +103,12 @@ def _div(b, a, c):
             xl.div(b, xl.sub(b, xl.mul(b, ai, cr), xl.mul(b, ar, ci)), den))
 
 
+def _squared_difference(b, a, c):
+    """TF's complex SquaredDifference: (a - c)·conj(a - c) = |a - c|² (imaginary part 0)."""
+    dr, di = xl.sub(b, a[0], c[0]), xl.sub(b, a[1], c[1])
+    return xl.add(b, xl.mul(b, dr, dr), xl.mul(b, di, di)), xl.zeros_like(b, dr)
+
+
 COMPLEX_BINARY = {
     "Add": lambda b, a, c: (xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])),
     "AddV2": lambda b, a, c: (xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])),
@@ -110,6 +116,31 @@ COMPLEX_BINARY = {
     "Mul": _mul,
     "RealDiv": _div,
     "Div": _div,
+    "SquaredDifference": _squared_difference,
+}
+
+
+def _i_times(b, z):
+    return b.binary(O.COMPLEX, xl.neg(b, b.unary(O.IMAG, z)), b.unary(O.REAL, z))
+
+
+def _one(b, z):
+    return xl.full(b, 1, z.shape.element_type, z.shape.dimensions)
+
+
+# XLA's complex forms (xla/hlo/builder/lib/math.cc) of the ops whose real lowering uses real-only opcodes.
+COMPLEX_NATIVE = {
+    "Cosh": lambda b, z: xl.mul(b, b.add(b.exp(z), b.exp(b.negate(z))), 0.5),
+    "Asinh": lambda b, z: b.log(b.add(z, b.sqrt(b.add(b.multiply(z, z), _one(b, z))))),
+    "Acosh": lambda b, z: b.log(b.add(z, b.multiply(b.sqrt(b.add(z, _one(b, z))), b.sqrt(b.subtract(z, _one(b, z)))))),
+    "Atanh": lambda b, z: xl.mul(b, b.subtract(b.log1p(z), b.log1p(b.negate(z))), 0.5),
+    # asin(z) = -i·log(i·z + sqrt(1 - z²)); acos(z) = π/2 - asin(z); atan(z) = (i/2)·(log(1 - i·z) - log(1 + i·z))
+    "Asin": lambda b, z: b.negate(_i_times(b, b.log(b.add(_i_times(b, z), b.sqrt(b.subtract(_one(b, z),
+                                                                                         b.multiply(z, z))))))),
+    "Acos": lambda b, z: b.subtract(xl.full(b, np.pi / 2, z.shape.element_type, z.shape.dimensions),
+                                    COMPLEX_NATIVE["Asin"](b, z)),
+    "Atan": lambda b, z: xl.mul(b, _i_times(b, b.subtract(b.log(b.subtract(_one(b, z), _i_times(b, z))),
+                                                          b.log(b.add(_one(b, z), _i_times(b, z))))), 0.5),
 }
 COMPLEX_UNARY = {
     "Neg": lambda b, a: (xl.neg(b, a[0]), xl.neg(b, a[1])),
@@ -117,15 +148,27 @@ COMPLEX_UNARY = {
 }
 
 
-def lower_complex_elementwise(ctx, node) -> list:
-    """The complex form of an elementwise op (called by the elementwise family when an input is complex)."""
+def lower_complex_elementwise(ctx, node, native=None) -> list:
+    """The complex form of an elementwise op (called by the elementwise family when an input is complex):
+    the textbook formulas on the parts for the arithmetic above; any other op is its real lowering
+    ``native`` on ``complex(re, im)`` HLO values (XLA's complex elementwise semantics: exp, log, sqrt, sin,
+    pow, compare EQ/NE, ...), whose complex result is split back into its parts."""
     b = ctx.b
     if ctx.num_inputs == 1 and node.op in COMPLEX_UNARY:
         return [ComplexValue(*COMPLEX_UNARY[node.op](b, parts(ctx, 0)))]
     if ctx.num_inputs == 2 and node.op in COMPLEX_BINARY:
         re, im = COMPLEX_BINARY[node.op](b, parts(ctx, 0), parts(ctx, 1))
         return [ComplexValue(re, im)]
-    raise UnimplementedError(f"complex operands of {node.op} are not supported")
+    native = COMPLEX_NATIVE.get(node.op, native)
+    if native is None:
+        raise UnimplementedError(f"complex operands of {node.op} are not supported")
+    operands = [b.binary(O.COMPLEX, *xl.broadcast_pair(b, *parts(ctx, i))) for i in range(ctx.num_inputs)]
+    if len(operands) == 2:
+        operands = list(xl.broadcast_pair(b, *operands))
+    y = native(b, *operands)
+    if y.shape.element_type.is_complex:
+        return [ComplexValue(b.unary(O.REAL, y), b.unary(O.IMAG, y))]
+    return [y]
 
 
 def lower_complex_cast(ctx):
@@ -164,7 +207,7 @@ PARTWISE_OPS = frozenset({
     "PlaceholderWithDefault", "Reshape", "ExpandDims", "Squeeze", "StridedSlice", "Slice", "ConcatV2",
     "Concat", "Pack", "Unpack", "Split", "SplitV", "Tile", "GatherV2", "Gather", "GatherNd", "Reverse",
     "ReverseV2", "Roll", "Pad", "PadV2", "MirrorPad", "MirrorPadGrad", "Select", "SelectV2", "BroadcastTo",
-    "ZerosLike", "Fill", "OneHot", "Diag", "DiagPart", "MatrixBandPart", "MatrixDiag", "MatrixDiagV2",
+    "Fill", "OneHot", "Diag", "DiagPart", "MatrixBandPart", "MatrixDiag", "MatrixDiagV2",
     "MatrixDiagV3", "MatrixDiagPart", "MatrixDiagPartV2", "MatrixDiagPartV3", "MatrixSetDiag",
     "MatrixSetDiagV2", "MatrixSetDiagV3", "ReverseSequence", "SpaceToBatch", "SpaceToBatchND",
     "BatchToSpace", "BatchToSpaceND", "SpaceToDepth", "DepthToSpace", "ScatterNd", "TensorScatterUpdate",

@@ -223,13 +223,13 @@ BINARY: dict[str, Binary] = {
 
 def _lower_unary(ctx, node):
     if is_complex_input(ctx, 0):
-        return lower_complex_elementwise(ctx, node)
+        return lower_complex_elementwise(ctx, node, UNARY[node.op])
     return [UNARY[node.op](ctx.b, ctx.input(0))]
 
 
 def _lower_binary(ctx, node):
     if is_complex_input(ctx, 0) or is_complex_input(ctx, 1):
-        return lower_complex_elementwise(ctx, node)
+        return lower_complex_elementwise(ctx, node, BINARY[node.op])
     x, y = ctx.broadcast_inputs()
     return [BINARY[node.op](ctx.b, x, y)]
 
