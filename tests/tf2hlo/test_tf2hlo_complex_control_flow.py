@@ -77,3 +77,28 @@ def test_complex_loop_compiled_by_us_equals_tf_xla() -> None:
     for g, w in zip(got, want):
         assert g.dtype == w.dtype
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-12, atol=1e-12)
+
+
+_UNARY = ["Exp", "Log", "Sqrt", "Rsqrt", "Sin", "Cos", "Tan", "Tanh", "Sinh", "Cosh", "Sign", "Reciprocal", "Expm1",
+          "Log1p", "Sigmoid", "Acos", "Asin", "Atan", "Acosh", "Asinh", "Atanh", "OnesLike"]
+_BINARY = ["Pow", "Equal", "NotEqual", "Xdivy", "Xlogy", "Xlog1py", "DivNoNan", "MulNoNan", "SquaredDifference"]
+
+
+def _math(z, w):
+    m = tf.reshape(tf.concat([z, w], 0), [2, 2, 3])
+    u = z * tf.constant(0.9 + 0.05j, z.dtype)   # off the branch points (atan at ±i) where the forms differ
+    return ([getattr(tf.raw_ops, op)(x=u) for op in _UNARY] + [getattr(tf.raw_ops, op)(x=z, y=w) for op in _BINARY]
+            + [tf.matmul(m, m, adjoint_b=True), tf.einsum("bij,bkj->bik", m, m),
+               tf.matmul(z, tf.cast(tf.math.real(w), z.dtype), transpose_b=True)])
+
+
+def test_complex_math_and_products_equal_tf_xla() -> None:
+    """Elementwise math as XLA's complex HLO, SquaredDifference |z - w|², and complex (batch) matmuls and einsum
+    (four real products; adjoint conjugates) — through our whole compile path."""
+    z = Z.astype(np.complex64)
+    w = (Z[::-1] * (0.5 - 0.25j) + 0.125).astype(np.complex64)
+    want = tf.function(_math, jit_compile=True)(z, w)
+    got = txc.function(_math, jit_compile=True)(tf.constant(z), tf.constant(w))
+    for k, (g, x) in enumerate(zip(got, want)):
+        assert g.dtype == x.dtype and g.shape == x.shape, k
+        np.testing.assert_allclose(g.numpy(), x.numpy(), rtol=2e-5, atol=2e-5, equal_nan=True, err_msg=str(k))

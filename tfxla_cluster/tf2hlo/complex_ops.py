@@ -228,11 +228,13 @@ LIST_OPS = frozenset({
 
 
 class _PartContext(LoweringContext):
-    """The node's context with every complex input replaced by one of its parts (real type)."""
+    """The node's context with every complex input replaced by one of its parts (real type): ``part`` 0 or 1
+    for all of them, or per input index; the imaginary part of the inputs in ``conj`` is negated."""
 
-    def __init__(self, lowerer, node, part: int) -> None:
+    def __init__(self, lowerer, node, part, conj: frozenset[int] = frozenset()) -> None:
         super().__init__(lowerer, node)
         self._part = part
+        self._conj = conj
         self._hlo: dict[int, HloInstruction] = {}
 
     def _complex(self, index: int) -> bool:
@@ -240,10 +242,14 @@ class _PartContext(LoweringContext):
 
     def input_value(self, index: int):
         v = super().input_value(index)
+        part = self._part if isinstance(self._part, int) else self._part.get(index, 0)
         if isinstance(v, ComplexValue):
-            return (v.re, v.im)[self._part]
+            if part and index in self._conj:
+                return xl.neg(self.b, v.im)
+            return (v.re, v.im)[part]
         if isinstance(v, np.ndarray) and np.iscomplexobj(v):
-            return np.ascontiguousarray((np.real, np.imag)[self._part](v))
+            x = np.ascontiguousarray((np.real, np.imag)[part](v))
+            return -x if part and index in self._conj else x
         return v
 
     def input(self, index: int) -> HloInstruction:
@@ -255,6 +261,8 @@ class _PartContext(LoweringContext):
         if index not in self._hlo:
             self._hlo[index] = self.b.constant(v, _PART[np.dtype(super().input_value(index).dtype)])
         return self._hlo[index]
+
+
 
     def input_type(self, index: int):
         et = super().input_type(index)
@@ -269,6 +277,12 @@ class _PartContext(LoweringContext):
         return _PART_TYPE.get(et, et)
 
 
+# Ops linear in each of their two operands (products): with both operands complex, four real products
+# (re·re - im·im, re·im + im·re); BatchMatMul's adj_x/adj_y conjugate as well as transpose.
+BILINEAR_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "XlaDot",
+                          "XlaDotV2", "XlaEinsum"})
+
+
 def _complex_list_op(node) -> bool:
     if node.op not in LIST_OPS or not node.has_attr("element_dtype"):
         return False
@@ -278,7 +292,7 @@ def _complex_list_op(node) -> bool:
 def lowers_partwise(lowerer, node) -> bool:
     """Whether ``node`` is lowered by :func:`lower_partwise`: a partwise op with a complex input, or a
     TensorList op of complex elements."""
-    if node.op in PARTWISE_OPS:
+    if node.op in PARTWISE_OPS or node.op in BILINEAR_OPS:
         return any(is_complex_value(lowerer.value((e.src.name, e.src_output))) for e in node.data_inputs())
     return _complex_list_op(node)
 
@@ -290,8 +304,16 @@ def lower_partwise(lowerer, node, fn) -> list:
     b = lowerer.builder
     pairs_lists = _complex_list_op(node) or any(
         isinstance(lowerer.value((e.src.name, e.src_output)), ComplexValue) for e in node.data_inputs())
-    re_outs = fn(_PartContext(lowerer, node, 0), node)
-    im_outs = fn(_PartContext(lowerer, node, 1), node)
+    conj = frozenset(i for i, a in enumerate(("adj_x", "adj_y")) if node.has_attr(a) and node.attr(a).b)
+    complex_inputs = [i for i, e in enumerate(node.data_inputs())
+                      if is_complex_value(lowerer.value((e.src.name, e.src_output)))]
+    if node.op in BILINEAR_OPS and len(complex_inputs) == 2:
+        run = lambda p0, p1: fn(_PartContext(lowerer, node, {0: p0, 1: p1}, conj), node)[0]  # noqa: E731
+        re_outs = [b.subtract(run(0, 0), run(1, 1))]
+        im_outs = [b.add(run(0, 1), run(1, 0))]
+    else:
+        re_outs = fn(_PartContext(lowerer, node, 0, conj), node)
+        im_outs = fn(_PartContext(lowerer, node, 1, conj), node)
     outs = []
     for k, (re, im) in enumerate(zip(re_outs, im_outs)):
         dtype = node.outputs[k].dtype
