@@ -99,3 +99,27 @@ def test_branch_shape_mismatch_is_an_error():
     c = f.get_concrete_function(tf.TensorSpec([None]), tf.TensorSpec([], tf.bool))
     with pytest.raises(InvalidArgumentError, match="branches return different shapes"):
         lower_function(c, np.zeros(2, np.float32), np.array(True))
+
+
+def _indexed_in_loop(x):
+    """``x[i]``, ``x[i - 1:i + 1]`` with the loop counter ``i`` (run-time indices: tf2xla's dynamic slices)."""
+    def body(i, a, c):
+        return (i + 1, a + x[i] * tf.cast(i, tf.float32) + x[:, i - 1, 1][i] + x[..., i % 2][i - 4][:, tf.newaxis],
+                tf.concat([c[1:], x[tf.newaxis, i, 2]], 0))
+    def ranges(i, s):   # run-time begin and end, compile-time length (tf2xla's value inference)
+        return i + 1, s + x[i - 1:i + 1, i - 1:1 + i, :][tf.newaxis, ..., 1]
+    return (tf.while_loop(lambda i, a, c: i < 4, body, (0, tf.zeros([3, 2]), tf.zeros([2, 2]))),
+            tf.while_loop(lambda i, s: i < 3, ranges, (1, tf.zeros([1, 2, 2]))))
+
+
+def test_run_time_index_in_a_loop_equals_tf_xla():
+    from tfxla_cluster.tf2hlo import lower_function
+
+    x = np.arange(24, dtype=np.float32).reshape(4, 3, 2)
+    want = tf.function(_indexed_in_loop, jit_compile=True)(x)
+    concrete = tf.function(_indexed_in_loop).get_concrete_function(tf.TensorSpec(x.shape, tf.float32))
+    got = lower_function(concrete, x).run(x)
+    want = tf.nest.flatten(want)
+    assert len(got) == len(want) == 5
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w.numpy())

@@ -2,7 +2,8 @@
 indices with ``set-dimension-size`` to the valid count), and its boundary gives the caller the valid ones.
 Ours: a bounded dynamic cluster result, cut to its run-time size by the launch — against TF's XLA through
 the whole ``jit_compile=True`` path and auto-clustering (also gathered: ``tf.gather(boxes, selected)``);
-consumed otherwise inside the cluster it is refused."""
+consumed inside the cluster by elementwise ops, reductions, ``tf.size``/``tf.shape`` as TF's XLA (its dynamic
+padder) computes them; other consumers are refused."""
 from __future__ import annotations
 
 import numpy as np
@@ -46,10 +47,32 @@ def test_nms_v3_lowers_to_padded_indices_and_their_count() -> None:
     np.testing.assert_array_equal(lowered.trim_results(raw)[0], [3, 0, 5])
 
 
-def test_nms_v3_consumed_inside_the_cluster_is_refused() -> None:
-    """Beyond a gather, TF's XLA pads the consumer through its dynamic padder; we have none: a typed error."""
-    fn = lambda b, s: tf.reduce_sum(tf.gather(b, _v3(b, s)))  # noqa: E731
-    np.testing.assert_allclose(tf.function(fn, jit_compile=True)(BOXES, SCORES).numpy(), BOXES[[3, 0, 5]].sum())
+def _consumers(b, s):
+    sel = _v3(b, s)
+    g, gs = tf.gather(b, sel), tf.gather(s, sel)
+    return (tf.reduce_sum(g), tf.size(sel), tf.shape(sel), sel * 2, tf.cast(sel, tf.float32) + 0.5,
+            tf.reduce_max(gs), tf.reduce_min(gs), tf.reduce_mean(gs), tf.shape(g), tf.reduce_sum(g, 1),
+            tf.reduce_sum(g, 0), tf.reduce_prod(gs + 1), tf.reduce_mean(g, 0), tf.size(g),
+            tf.reduce_any(gs > 0.94), tf.reduce_all(gs > 0.3), tf.cast(tf.size(sel), tf.float32) * s,
+            tf.argmax(gs), tf.reduce_sum(g, keepdims=True), tf.reduce_max(g, axis=1, keepdims=True),
+            gs - tf.reduce_mean(gs), tf.where(gs > 0.5, gs, -gs))
+
+
+def test_nms_v3_consumed_inside_the_cluster_equals_tf_xla() -> None:
+    """Reductions mask the padding (Mean divides by the run-time count), elementwise results keep the run-time
+    size and are cut at the boundary, sizes and shapes are the run-time ones."""
+    want = tf.function(_consumers, jit_compile=True)(BOXES, SCORES)
+    got = txc.function(_consumers, jit_compile=True)(tf.constant(BOXES), tf.constant(SCORES))
+    assert len(got) == len(want) and want[2].numpy().tolist() == [3]
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype and g.shape == w.shape, k
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, err_msg=f"output {k}")
+
+
+def test_nms_v3_other_consumers_are_refused() -> None:
+    """A consumer beyond those (here a concatenation, which TF's dynamic padder handles): a typed error."""
+    fn = lambda b, s: tf.concat([_v3(b, s), _v3(b, s)], 0)  # noqa: E731
+    np.testing.assert_array_equal(tf.function(fn, jit_compile=True)(BOXES, SCORES).numpy(), [3, 0, 5, 3, 0, 5])
     spec = [tf.TensorSpec(BOXES.shape, tf.float32), tf.TensorSpec(SCORES.shape, tf.float32)]
     with pytest.raises(UnimplementedError, match="bounded dynamic dimension"):
         lower_function(tf.function(fn).get_concrete_function(*spec), BOXES, SCORES)

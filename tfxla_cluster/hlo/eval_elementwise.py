@@ -107,6 +107,8 @@ def _log(x):
     true for a denormal of either sign, so every f64 denormal is -inf (as numpy's log of ±0)."""
     with np.errstate(all="ignore"):
         r = np.log(x)
+    if np.iscomplexobj(x):   # complex log: (log|z|, arg z)
+        return r
     width = x.dtype.itemsize * 8
     x = np.array(x, copy=True)  # contiguous, 0-d kept (ascontiguousarray would make it 1-d)
     bits = x.view(_UNSIGNED[width])

@@ -16,8 +16,9 @@ import numpy as np
 @dataclass(frozen=True)
 class BoundedDynamic:
     """A tensor with one bounded dynamic dimension (XLA's ``set-dimension-size``): ``value`` is padded to
-    the bound along ``dimension``; ``size`` (s32[]) is the run-time length. Only a cluster result may be
-    one (its consumers inside the cluster would need XLA's dynamic padder)."""
+    the bound along ``dimension``; ``size`` (s32[]) is the run-time length. Gathers, elementwise ops,
+    reductions and shape queries consume one inside the cluster (dynamic_padder.py); a cluster result
+    leaves cut to its size."""
 
     value: object       # HloInstruction
     dimension: int

@@ -5,25 +5,31 @@ tensor is carried through the lowering as a :class:`ComplexValue` (real part, im
 f32/f64) and never becomes a complex HLO value: ``Complex`` builds one, ``Real``/``Imag`` take a part,
 ``ComplexAbs`` is ``sqrt(re² + im²)``, ``Conj`` negates the imaginary part, and the elementwise
 arithmetic ops (Add/AddV2/Sub/Mul/RealDiv/Div/Neg/Square) use the textbook formulas when an operand
-is complex (a complex host constant splits into two constants). At the cluster boundary a complex
-argument is a c64/c128 parameter bound as ``(real(p), imag(p))`` and a complex result leaves as
-``complex(re, im)`` (lower.py), as TF's XLA takes and returns them; inside called functions and loop
-state complex values are not supported.
+is complex (a complex host constant splits into two constants). Ops that only move elements or are
+linear in their complex operands (reshape, slices, concat, gather, pad, select, sum, mean, ...:
+``PARTWISE_OPS``) run their own lowering twice, once on the real parts and once on the imaginary parts
+(:func:`lower_partwise`). At the cluster boundary a complex argument is a c64/c128 parameter bound as
+``(real(p), imag(p))`` and a complex result leaves as ``complex(re, im)`` (lower.py), as TF's XLA takes
+and returns them; in loop state and branch results a complex value travels as its two parts
+(control_flow.py), and a called function's body sees the pair itself.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+from tensorflow.core.framework import types_pb2
 
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P
-from tfxla_cluster.tf2hlo import xla_lib as xl
+from tfxla_cluster.tf2hlo import types, xla_lib as xl
+from tfxla_cluster.tf2hlo.context import LoweringContext
 from tfxla_cluster.tf2hlo.registry import lowers
 
 _PART = {np.dtype(np.complex64): P.F32, np.dtype(np.complex128): P.F64}
+_PART_TYPE = {P.C64: P.F32, P.C128: P.F64}
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,12 @@ def _div(b, a, c):
             xl.div(b, xl.sub(b, xl.mul(b, ai, cr), xl.mul(b, ar, ci)), den))
 
 
+def _squared_difference(b, a, c):
+    """TF's complex SquaredDifference: (a - c)·conj(a - c) = |a - c|² (imaginary part 0)."""
+    dr, di = xl.sub(b, a[0], c[0]), xl.sub(b, a[1], c[1])
+    return xl.add(b, xl.mul(b, dr, dr), xl.mul(b, di, di)), xl.zeros_like(b, dr)
+
+
 COMPLEX_BINARY = {
     "Add": lambda b, a, c: (xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])),
     "AddV2": lambda b, a, c: (xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])),
@@ -104,6 +116,31 @@ COMPLEX_BINARY = {
     "Mul": _mul,
     "RealDiv": _div,
     "Div": _div,
+    "SquaredDifference": _squared_difference,
+}
+
+
+def _i_times(b, z):
+    return b.binary(O.COMPLEX, xl.neg(b, b.unary(O.IMAG, z)), b.unary(O.REAL, z))
+
+
+def _one(b, z):
+    return xl.full(b, 1, z.shape.element_type, z.shape.dimensions)
+
+
+# XLA's complex forms (xla/hlo/builder/lib/math.cc) of the ops whose real lowering uses real-only opcodes.
+COMPLEX_NATIVE = {
+    "Cosh": lambda b, z: xl.mul(b, b.add(b.exp(z), b.exp(b.negate(z))), 0.5),
+    "Asinh": lambda b, z: b.log(b.add(z, b.sqrt(b.add(b.multiply(z, z), _one(b, z))))),
+    "Acosh": lambda b, z: b.log(b.add(z, b.multiply(b.sqrt(b.add(z, _one(b, z))), b.sqrt(b.subtract(z, _one(b, z)))))),
+    "Atanh": lambda b, z: xl.mul(b, b.subtract(b.log1p(z), b.log1p(b.negate(z))), 0.5),
+    # asin(z) = -i·log(i·z + sqrt(1 - z²)); acos(z) = π/2 - asin(z); atan(z) = (i/2)·(log(1 - i·z) - log(1 + i·z))
+    "Asin": lambda b, z: b.negate(_i_times(b, b.log(b.add(_i_times(b, z), b.sqrt(b.subtract(_one(b, z),
+                                                                                         b.multiply(z, z))))))),
+    "Acos": lambda b, z: b.subtract(xl.full(b, np.pi / 2, z.shape.element_type, z.shape.dimensions),
+                                    COMPLEX_NATIVE["Asin"](b, z)),
+    "Atan": lambda b, z: xl.mul(b, _i_times(b, b.subtract(b.log(b.subtract(_one(b, z), _i_times(b, z))),
+                                                          b.log(b.add(_one(b, z), _i_times(b, z))))), 0.5),
 }
 COMPLEX_UNARY = {
     "Neg": lambda b, a: (xl.neg(b, a[0]), xl.neg(b, a[1])),
@@ -111,12 +148,184 @@ COMPLEX_UNARY = {
 }
 
 
-def lower_complex_elementwise(ctx, node) -> list:
-    """The complex form of an elementwise op (called by the elementwise family when an input is complex)."""
+def lower_complex_elementwise(ctx, node, native=None) -> list:
+    """The complex form of an elementwise op (called by the elementwise family when an input is complex):
+    the textbook formulas on the parts for the arithmetic above; any other op is its real lowering
+    ``native`` on ``complex(re, im)`` HLO values (XLA's complex elementwise semantics: exp, log, sqrt, sin,
+    pow, compare EQ/NE, ...), whose complex result is split back into its parts."""
     b = ctx.b
     if ctx.num_inputs == 1 and node.op in COMPLEX_UNARY:
         return [ComplexValue(*COMPLEX_UNARY[node.op](b, parts(ctx, 0)))]
     if ctx.num_inputs == 2 and node.op in COMPLEX_BINARY:
         re, im = COMPLEX_BINARY[node.op](b, parts(ctx, 0), parts(ctx, 1))
         return [ComplexValue(re, im)]
-    raise UnimplementedError(f"complex operands of {node.op} are not supported")
+    native = COMPLEX_NATIVE.get(node.op, native)
+    if native is None:
+        raise UnimplementedError(f"complex operands of {node.op} are not supported")
+    operands = [b.binary(O.COMPLEX, *xl.broadcast_pair(b, *parts(ctx, i))) for i in range(ctx.num_inputs)]
+    if len(operands) == 2:
+        operands = list(xl.broadcast_pair(b, *operands))
+    y = native(b, *operands)
+    if y.shape.element_type.is_complex:
+        return [ComplexValue(b.unary(O.REAL, y), b.unary(O.IMAG, y))]
+    return [y]
+
+
+def lower_complex_cast(ctx):
+    """``Cast`` from or to a complex type: parts convert; to real keeps the real part, to bool is
+    ``re != 0 || im != 0``; a real source gets a zero imaginary part."""
+    b = ctx.b
+    dst = ctx.attr_type("DstT")
+    re, im = parts(ctx, 0)
+    if dst is P.PRED:
+        return b.binary(O.OR, xl.ne(b, re, 0), xl.ne(b, im, 0))
+    if not dst.is_complex:
+        return re if re.shape.element_type is dst else b.convert(re, dst)
+    part = _PART_TYPE[dst]
+    return ComplexValue(*(x if x.shape.element_type is part else b.convert(x, part) for x in (re, im)))
+
+
+def is_complex_value(v) -> bool:
+    """A complex tensor's value inside the lowering: a pair of parts or a complex host constant."""
+    return isinstance(v, ComplexValue) or (isinstance(v, np.ndarray) and np.iscomplexobj(v))
+
+
+def pair_of(b, v, dtype) -> tuple[HloInstruction, HloInstruction]:
+    """A complex value (pair or host constant) as two real HLO arrays; ``dtype`` is its TF dtype."""
+    if isinstance(v, ComplexValue):
+        return v.re, v.im
+    et = _PART_TYPE[types.element_type(dtype)]
+    v = np.asarray(v)
+    return b.constant(np.real(v).astype(et.dtype), et), b.constant(np.imag(v).astype(et.dtype), et)
+
+
+# Ops each of whose output elements is an input element, a zero or a sum of input elements: on complex
+# operands they are the same op on the real parts and on the imaginary parts (what XLA's elementwise
+# complex arithmetic gives for them too). Their other inputs (shapes, indices, predicates) are shared.
+PARTWISE_OPS = frozenset({
+    "Identity", "IdentityN", "Snapshot", "StopGradient", "PreventGradient", "EnsureShape",
+    "PlaceholderWithDefault", "Reshape", "ExpandDims", "Squeeze", "StridedSlice", "Slice", "ConcatV2",
+    "Concat", "Pack", "Unpack", "Split", "SplitV", "Tile", "GatherV2", "Gather", "GatherNd", "Reverse",
+    "ReverseV2", "Roll", "Pad", "PadV2", "MirrorPad", "MirrorPadGrad", "Select", "SelectV2", "BroadcastTo",
+    "Fill", "OneHot", "Diag", "DiagPart", "MatrixBandPart", "MatrixDiag", "MatrixDiagV2",
+    "MatrixDiagV3", "MatrixDiagPart", "MatrixDiagPartV2", "MatrixDiagPartV3", "MatrixSetDiag",
+    "MatrixSetDiagV2", "MatrixSetDiagV3", "ReverseSequence", "SpaceToBatch", "SpaceToBatchND",
+    "BatchToSpace", "BatchToSpaceND", "SpaceToDepth", "DepthToSpace", "ScatterNd", "TensorScatterUpdate",
+    "TensorScatterAdd", "TensorScatterSub", "StridedSliceGrad", "TensorStridedSliceUpdate", "Sum", "Mean",
+    "AddN", "BiasAdd", "BiasAddV1", "BiasAddGrad", "UnsortedSegmentSum", "SegmentSumV2", "DynamicStitch",
+    "ParallelDynamicStitch", "DynamicPartition", "XlaDynamicSlice", "XlaDynamicUpdateSlice", "XlaPad",
+    "XlaSharding", "XlaOptimizationBarrier", "XlaBroadcastHelper", "Shape", "ShapeN", "Size", "Rank",
+})
+
+
+# TensorList ops of complex elements: a complex list is a pair of lists (one per part), each made and used
+# by the op's own lowering on that part.
+LIST_OPS = frozenset({
+    "TensorListReserve", "EmptyTensorList", "TensorListFromTensor", "TensorListSetItem", "TensorListGetItem",
+    "TensorListStack", "TensorListPushBack", "TensorListPopBack", "TensorListGather", "TensorListConcatV2",
+    "TensorListSplit", "TensorListLength", "TensorListElementShape",
+})
+
+
+class _PartContext(LoweringContext):
+    """The node's context with every complex input replaced by one of its parts (real type): ``part`` 0 or 1
+    for all of them, or per input index; the imaginary part of the inputs in ``conj`` is negated."""
+
+    def __init__(self, lowerer, node, part, conj: frozenset[int] = frozenset()) -> None:
+        super().__init__(lowerer, node)
+        self._part = part
+        self._conj = conj
+        self._hlo: dict[int, HloInstruction] = {}
+
+    def _complex(self, index: int) -> bool:
+        return is_complex_value(super().input_value(index))
+
+    def input_value(self, index: int):
+        v = super().input_value(index)
+        part = self._part if isinstance(self._part, int) else self._part.get(index, 0)
+        if isinstance(v, ComplexValue):
+            if part and index in self._conj:
+                return xl.neg(self.b, v.im)
+            return (v.re, v.im)[part]
+        if isinstance(v, np.ndarray) and np.iscomplexobj(v):
+            x = np.ascontiguousarray((np.real, np.imag)[part](v))
+            return -x if part and index in self._conj else x
+        return v
+
+    def input(self, index: int) -> HloInstruction:
+        if not self._complex(index):
+            return super().input(index)
+        v = self.input_value(index)
+        if not isinstance(v, np.ndarray):
+            return v
+        if index not in self._hlo:
+            self._hlo[index] = self.b.constant(v, _PART[np.dtype(super().input_value(index).dtype)])
+        return self._hlo[index]
+
+
+
+    def input_type(self, index: int):
+        et = super().input_type(index)
+        return _PART_TYPE.get(et, et)
+
+    def output_type(self, index: int = 0):
+        et = super().output_type(index)
+        return _PART_TYPE.get(et, et)
+
+    def attr_type(self, name: str):
+        et = super().attr_type(name)
+        return _PART_TYPE.get(et, et)
+
+
+# Ops linear in each of their two operands (products): with both operands complex, four real products
+# (re·re - im·im, re·im + im·re); BatchMatMul's adj_x/adj_y conjugate as well as transpose.
+BILINEAR_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "XlaDot",
+                          "XlaDotV2", "XlaEinsum"})
+
+
+def _complex_list_op(node) -> bool:
+    if node.op not in LIST_OPS or not node.has_attr("element_dtype"):
+        return False
+    return types.element_type(node.attr("element_dtype").type).is_complex
+
+
+def lowers_partwise(lowerer, node) -> bool:
+    """Whether ``node`` is lowered by :func:`lower_partwise`: a partwise op with a complex input, or a
+    TensorList op of complex elements."""
+    if node.op in PARTWISE_OPS or node.op in BILINEAR_OPS:
+        return any(is_complex_value(lowerer.value((e.src.name, e.src_output))) for e in node.data_inputs())
+    return _complex_list_op(node)
+
+
+def lower_partwise(lowerer, node, fn) -> list:
+    """``fn`` (the op's own lowering) on the real parts and on the imaginary parts of the complex inputs;
+    complex outputs and lists (variants) of complex elements pair the two results, the others (shapes,
+    indices) are the real-part run's."""
+    b = lowerer.builder
+    pairs_lists = _complex_list_op(node) or any(
+        isinstance(lowerer.value((e.src.name, e.src_output)), ComplexValue) for e in node.data_inputs())
+    conj = frozenset(i for i, a in enumerate(("adj_x", "adj_y")) if node.has_attr(a) and node.attr(a).b)
+    complex_inputs = [i for i, e in enumerate(node.data_inputs())
+                      if is_complex_value(lowerer.value((e.src.name, e.src_output)))]
+    if node.op in BILINEAR_OPS and len(complex_inputs) == 2:
+        run = lambda p0, p1: fn(_PartContext(lowerer, node, {0: p0, 1: p1}, conj), node)[0]  # noqa: E731
+        re_outs = [b.subtract(run(0, 0), run(1, 1))]
+        im_outs = [b.add(run(0, 1), run(1, 0))]
+    else:
+        re_outs = fn(_PartContext(lowerer, node, 0, conj), node)
+        im_outs = fn(_PartContext(lowerer, node, 1, conj), node)
+    outs = []
+    for k, (re, im) in enumerate(zip(re_outs, im_outs)):
+        dtype = node.outputs[k].dtype
+        if types.base_dtype(dtype) == types_pb2.DT_VARIANT and pairs_lists:
+            outs.append(ComplexValue(re, im))
+        elif not types.element_type(dtype).is_complex:
+            outs.append(re)
+        elif isinstance(re, np.ndarray) and isinstance(im, np.ndarray):
+            outs.append((re + 1j * im).astype(types.np_dtype(dtype)))
+        else:
+            et = _PART_TYPE[types.element_type(dtype)]
+            re, im = (x if isinstance(x, HloInstruction) else b.constant(np.asarray(x).astype(et.dtype), et)
+                      for x in (re, im))
+            outs.append(ComplexValue(re, im))
+    return outs

@@ -11,9 +11,9 @@ compile-time constants (folded like any ``ConstantInput``), and then
   may be a run-time value) at host-known positions.
 
 A size that is only known at run time is an ``UnimplementedError`` naming the op and the input — except
-for a :class:`~tfxla_cluster.tf2hlo.bounded_dynamic.BoundedDynamic` value (NonMaxSuppressionV3's indices) that leaves the cluster as it is: the
-cluster returns the padded array and its run-time size, and the launch slices it (what TF's XLA returns at
-its boundary).
+for a :class:`~tfxla_cluster.tf2hlo.bounded_dynamic.BoundedDynamic` value (NonMaxSuppressionV3's indices):
+the few consumers of dynamic_padder.py use it inside the cluster, and as a result the cluster returns the
+padded array and its run-time size, which the launch slices (what TF's XLA returns at its boundary).
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P
 from tfxla_cluster.tf2hlo import xla_lib as xl
-from tfxla_cluster.tf2hlo.complex_ops import is_complex_input, lower_complex_elementwise
+from tfxla_cluster.tf2hlo.complex_ops import is_complex_input, lower_complex_cast, lower_complex_elementwise
 from tfxla_cluster.tf2hlo.registry import lowers
 
 Unary = Callable[..., HloInstruction]
@@ -223,13 +223,13 @@ BINARY: dict[str, Binary] = {
 
 def _lower_unary(ctx, node):
     if is_complex_input(ctx, 0):
-        return lower_complex_elementwise(ctx, node)
+        return lower_complex_elementwise(ctx, node, UNARY[node.op])
     return [UNARY[node.op](ctx.b, ctx.input(0))]
 
 
 def _lower_binary(ctx, node):
     if is_complex_input(ctx, 0) or is_complex_input(ctx, 1):
-        return lower_complex_elementwise(ctx, node)
+        return lower_complex_elementwise(ctx, node, BINARY[node.op])
     x, y = ctx.broadcast_inputs()
     return [BINARY[node.op](ctx.b, x, y)]
 
@@ -281,6 +281,8 @@ def _add_n(ctx, node):
 
 @lowers("Cast")
 def _cast(ctx, node):
+    if is_complex_input(ctx, 0) or ctx.attr_type("DstT").is_complex:
+        return [lower_complex_cast(ctx)]
     x = ctx.input(0)
     src, dst = x.shape.element_type, ctx.attr_type("DstT")
     b = ctx.b

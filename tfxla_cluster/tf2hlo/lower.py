@@ -39,9 +39,10 @@ from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.hlo.verifier import verify_module
 from tfxla_cluster.tf2hlo import graph_folding, types
-from tfxla_cluster.tf2hlo.complex_ops import ComplexValue
+from tfxla_cluster.tf2hlo.complex_ops import ComplexValue, lower_partwise, lowers_partwise
 from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic
 from tfxla_cluster.tf2hlo.builder import TfBuilder
+from tfxla_cluster.tf2hlo.dynamic_padder import dynamic_inputs, lower_with_dynamic
 from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
 from tfxla_cluster.tf2hlo.registry import NOT_LOWERED, lookup, lowers
 
@@ -52,6 +53,9 @@ Tensor = tuple[str, int]  # (node name, output slot)
 
 _ARG_OPS = (ARG_OP, DEVICE_ARG_OP)
 _RETVAL_OPS = (RETVAL_OP, DEVICE_RETVAL_OP)
+# Ops whose own lowering takes bounded dynamic inputs (the others go through dynamic_padder.py first).
+_BOUNDED_DYNAMIC_AWARE = frozenset({"GatherV2", "Gather", "PartitionedCall", "StatefulPartitionedCall",
+                                    *_RETVAL_OPS})
 
 
 # ===================================================================================== the result
@@ -172,8 +176,9 @@ class GraphLowerer:
             raise InvalidArgumentError(f"{tensor[0]}:{tensor[1]} is a resource handle, not a tensor")
         if isinstance(v, BoundedDynamic):
             raise UnimplementedError(f"{tensor[0]}:{tensor[1]} has a bounded dynamic dimension (a run-time "
-                                     f"size): it can only be a cluster result, not consumed inside the cluster "
-                                     f"(that needs XLA's dynamic padder)")
+                                     f"size): it can be gathered with, computed on elementwise, reduced, sized "
+                                     f"or returned, not used otherwise inside the cluster (that needs more of "
+                                     f"XLA's dynamic padder)")
         if not isinstance(v, (np.ndarray, np.generic, int, float, bool)):
             # e.g. a complex value (kept as two real arrays) or a TensorList used where a tensor is needed
             raise UnimplementedError(f"{tensor[0]}:{tensor[1]} ({type(v).__name__}) cannot be used as an HLO "
@@ -213,7 +218,14 @@ class GraphLowerer:
         ctx = LoweringContext(self, node)
         with self.builder.node_scope(node.op, node.name):
             try:
-                outs = fn(ctx, node)
+                dynamic = dynamic_inputs(self, node) if node.op not in _BOUNDED_DYNAMIC_AWARE else None
+                outs = lower_with_dynamic(self, node, fn, dynamic) if dynamic else None
+                if outs is not None:
+                    pass
+                elif lowers_partwise(self, node):
+                    outs = lower_partwise(self, node, fn)
+                else:
+                    outs = fn(ctx, node)
             except TfXlaError as e:
                 if e.message.startswith(f"Lowering node '{node.name}'"):
                     raise

@@ -358,6 +358,12 @@ def _fill_like(ctx, node):
     if node.op == "ZerosLike" and ctx.input_tf_dtype(0) == 21:  # DT_VARIANT: a TensorList
         from tfxla_cluster.tf2hlo.tensor_list import zeros_like_list
         return [zeros_like_list(ctx, 0)]
+    from tfxla_cluster.tf2hlo.complex_ops import ComplexValue, is_complex_input, parts
+
+    if is_complex_input(ctx, 0):   # complex: (0, 0) or (1, 0) in parts
+        re = parts(ctx, 0)[0]
+        zeros = xl.zeros_like(ctx.b, re)
+        return [ComplexValue(zeros if node.op == "ZerosLike" else xl.ones_like(ctx.b, re), zeros)]
     dims = ctx.input_dims(0)
     et = ctx.output_type(0)
     return [xl.full(ctx.b, 0 if node.op == "ZerosLike" else 1, et, dims)]

@@ -6,13 +6,20 @@ one dense entry per input dimension, each canonicalised (negative indices wrap, 
 full range, values clamp); the result is ``reverse`` of the negative-stride dims, one ``slice`` and a
 ``reshape`` to the final shape (new axes added, shrunk axes removed). ``StridedSliceGrad`` pads the
 incoming gradient back into a zero tensor of the original shape (interior padding = stride - 1).
-All begin/end/strides/sizes are compile-time constants.
+Strides are compile-time constants; begin/end may be run-time values (``x[i]``, ``x[i:i+2]`` with a loop
+counter ``i``) when every slice length is still a compile-time constant — a shrunk axis, or an end that is
+the begin plus a constant (found by peeling reshapes, converts and constant additions, a small form of
+XLA's value inference) — and the strides are 1: then, as tf2xla does, the slice is a ``dynamic-slice`` at
+the run-time begins (negative ones wrap; out of range clamps where TF's kernel raises).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from tfxla_cluster.errors import InvalidArgumentError
+from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P
 from tfxla_cluster.tf2hlo import xla_lib as xl
 from tfxla_cluster.tf2hlo.registry import lowers
@@ -29,6 +36,8 @@ class StridedSliceSpec:
     strides: list[int]
     processing_shape: list[int]   # one size per input dim (shrunk dims are 1)
     final_shape: list[int]
+    dense_dims: list[int | None]  # the input dim of each sparse entry (None: ellipsis or new axis)
+    final_dims: list[int]         # the input dim of each final dim (-1: a new axis)
 
 
 def _trunc_div_ceil(length: int, stride: int) -> int:
@@ -61,9 +70,11 @@ def strided_slice_spec(dims: list[int], begin: list[int], end: list[int], stride
     d_begin, d_end, d_strides = [0] * rank, [0] * rank, [1] * rank
     d_bmask = d_emask = d_shrink = 0
     gather: list[int] = []
+    dense_dims: list[int | None] = []
     full = 0
     for i in range(sparse_dims):
         bit = 1 << i
+        dense_dims.append(None)
         if ellipsis_mask & bit:
             nxt = min(rank - (sparse_dims - i) + 1 + after_ellipsis, rank)
             while full < nxt:
@@ -77,6 +88,7 @@ def strided_slice_spec(dims: list[int], begin: list[int], end: list[int], stride
             if full == rank:
                 raise InvalidArgumentError(f"Index out of range using input dim {full}; input has only {rank} dims")
             d_begin[full], d_end[full], d_strides[full] = begin[i], end[i], strides[i]
+            dense_dims[i] = full
             if begin_mask & bit:
                 d_bmask |= 1 << full
             if end_mask & bit:
@@ -116,7 +128,8 @@ def strided_slice_spec(dims: list[int], begin: list[int], end: list[int], stride
         size = 0 if length == 0 or ((length < 0) != (s < 0)) else _trunc_div_ceil(length, s)
         processing.append(size)
     final = [processing[g] if g >= 0 else 1 for g in gather if g != _SHRINK_AXIS]
-    return StridedSliceSpec(d_begin, d_end, d_strides, processing, final)
+    return StridedSliceSpec(d_begin, d_end, d_strides, processing, final, dense_dims[:n],
+                            [g for g in gather if g != _SHRINK_AXIS])
 
 
 def slice_spec(ctx, dims, begin_index: int) -> StridedSliceSpec:
@@ -132,6 +145,10 @@ def _strided_slice(ctx, node):
     x = ctx.input(0)
     b = ctx.b
     dims = x.shape.dimensions
+    if ctx.try_const_input(1) is None or ctx.try_const_input(2) is None:
+        dynamic = _dynamic_slice_of(ctx, x)
+        if dynamic is not None:
+            return [dynamic]
     spec = slice_spec(ctx, dims, 1)
     starts, limits, strides, rev = [], [], [], []
     for i, dim in enumerate(dims):
@@ -152,6 +169,95 @@ def _strided_slice(ctx, node):
     if list(x.shape.dimensions) != spec.final_shape:
         x = b.reshape(x, spec.final_shape)
     return [x]
+
+
+def _scalar_term(ctx, h) -> tuple[object, int]:
+    """A scalar integer HLO as ``(root, offset)``: ``root + offset`` with ``root`` an opaque value's key (None
+    for a constant), peeling reshapes, converts and additions of constants (XLA's value inference for
+    ``end - begin`` of a slice)."""
+    folded = ctx.lowerer.folder.fold(h)
+    if folded is not None:
+        return None, int(np.asarray(folded).reshape(-1)[0])
+    if h.opcode in (O.RESHAPE, O.BITCAST, O.COPY, O.CONVERT, O.BROADCAST) and h.operands[0].shape.rank == 0:
+        return _scalar_term(ctx, h.operands[0])
+    if h.opcode in (O.ADD, O.SUBTRACT):
+        (ra, a), (rb, c) = (_scalar_term(ctx, o) for o in h.operands)
+        if h.opcode is O.ADD and (ra is None or rb is None):
+            return (ra if rb is None else rb), a + c
+        if h.opcode is O.SUBTRACT and rb is None:
+            return ra, a - c
+    return id(h), 0
+
+
+def _entry_term(ctx, h, k: int) -> tuple[object, int]:
+    """Element ``k`` of a rank-1 integer HLO as :func:`_scalar_term` (through concatenates of pieces)."""
+    folded = ctx.lowerer.folder.fold(h)
+    if folded is not None:
+        return None, int(np.asarray(folded).reshape(-1)[k])
+    if h.opcode is O.CONCATENATE:
+        for piece in h.operands:
+            n = piece.shape.dimensions[0]
+            if k < n:
+                return _entry_term(ctx, piece, k)
+            k -= n
+    if h.opcode in (O.RESHAPE, O.BITCAST, O.COPY, O.CONVERT, O.BROADCAST) and h.operands[0].shape.rank == 0:
+        return _scalar_term(ctx, h.operands[0])
+    if h.opcode in (O.ADD, O.SUBTRACT) and all(o.shape.rank == 1 for o in h.operands):
+        (ra, a), (rb, c) = (_entry_term(ctx, o, k) for o in h.operands)
+        if h.opcode is O.ADD and (ra is None or rb is None):
+            return (ra if rb is None else rb), a + c
+        if h.opcode is O.SUBTRACT and rb is None:
+            return ra, a - c
+    return (id(h), k), 0
+
+
+def _dynamic_slice_of(ctx, x):
+    """A strided slice with run-time begin/end (see the module docstring) as a ``dynamic-slice``, or None when
+    its sizes are not compile-time constants."""
+    b = ctx.b
+    dims = x.shape.dimensions
+    strides = ctx.try_const_input(3)
+    begin, end = ctx.input(1), ctx.input(2)
+    if strides is None or begin.shape.rank != 1 or any(int(v) != 1 for v in strides.reshape(-1)):
+        return None
+    n = begin.shape.dimensions[0]
+    bmask, emask, shrink = (int(ctx.attr(a, 0)) for a in ("begin_mask", "end_mask", "shrink_axis_mask"))
+    ellipsis, new_axis = int(ctx.attr("ellipsis_mask", 0)), int(ctx.attr("new_axis_mask", 0))
+    # Static begin/end per entry where known; run-time begins with a constant length otherwise.
+    static_b, static_e, run_time = [0] * n, [1] * n, {}
+    for i in range(n):
+        bit = 1 << i
+        if ellipsis & bit or new_axis & bit or (bmask & bit and emask & bit):
+            continue
+        rb, vb = _entry_term(ctx, begin, i)
+        if shrink & bit:
+            if rb is None:
+                static_b[i], static_e[i] = vb, vb + 1
+            else:
+                run_time[i] = 1
+            continue
+        re_, ve = _entry_term(ctx, end, i)
+        if bmask & bit or emask & bit or (rb is not None and re_ != rb):
+            if rb is not None or re_ is not None:
+                return None
+        if rb is None and re_ is None:
+            static_b[i], static_e[i] = vb, ve
+        else:
+            run_time[i] = ve - vb
+            if run_time[i] < 0:
+                return None
+    if not run_time:
+        return None
+    spec = strided_slice_spec(list(dims), static_b, static_e, [1] * n, bmask, emask, ellipsis, new_axis, shrink)
+    starts = [xl.scalar(b, v, P.S32) for v in spec.begin]
+    sizes = list(spec.processing_shape)
+    for i, length in run_time.items():
+        d = spec.dense_dims[i]
+        k = xl.convert(b, b.reshape(b.slice(begin, [i], [i + 1], [1]), []), P.S32)
+        starts[d] = xl.select(b, xl.lt(b, k, 0), xl.add(b, k, dims[d]), k)
+        sizes[d] = min(length, dims[d])
+    x = b.dynamic_slice(x, starts, sizes)
+    return b.reshape(x, [sizes[g] if g >= 0 else 1 for g in spec.final_dims])
 
 
 @lowers("StridedSliceGrad")

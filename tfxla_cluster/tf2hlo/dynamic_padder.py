@@ -1,0 +1,171 @@
+"""Consumers of bounded dynamic values inside a cluster (a small part of XLA's dynamic padder).
+
+Stage: lowering. A :class:`~tfxla_cluster.tf2hlo.bounded_dynamic.BoundedDynamic` value (NonMaxSuppressionV3's
+indices, and what is gathered with them) is its padded array plus its run-time size along one dimension. XLA's
+dynamic padder lets the rest of the cluster use it; we do the same for the consumers TF's models put after
+NMS:
+
+* elementwise ops, ``Cast``, ``Select`` and identities compute on the padded array; the result keeps the
+  run-time size (along the dimension shifted by broadcasting). The other operands must not span the dynamic
+  dimension (size 1 or lower rank), as a static operand of the bound's length would fail TF's run-time
+  shape check;
+* reductions (Sum, Mean, Prod, Max, Min, All, Any, ArgMax, ArgMin) first replace the padding by the
+  reduction's identity (``select(iota < size, x, init)``, what the padder does); Mean divides by the run-time
+  count; a result that still has the dynamic dimension stays bounded dynamic;
+* ``Shape``, ``ShapeN`` and ``Size`` are computed from the run-time size (an HLO value, as XLA's
+  ``get-dimension-size``); ``Rank`` is static.
+
+Any other consumer is refused with an UnimplementedError (lower.py's message).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from tfxla_cluster.errors import UnimplementedError
+from tfxla_cluster.hlo.ir import HloInstruction
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
+from tfxla_cluster.tf2hlo import xla_lib as xl
+from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic
+from tfxla_cluster.tf2hlo.context import LoweringContext
+
+_IDENTITIES = frozenset({"Identity", "StopGradient", "PreventGradient", "Snapshot", "IdentityN", "Cast",
+                         "Select", "SelectV2", "ClipByValue", "ZerosLike", "OnesLike"})
+_REDUCTIONS = {
+    "Sum": lambda et: 0, "Mean": lambda et: 0, "Prod": lambda et: 1, "Max": xl.min_value, "Min": xl.max_value,
+    "All": lambda et: True, "Any": lambda et: False, "ArgMax": xl.min_value, "ArgMin": xl.max_value,
+}
+_SHAPES = frozenset({"Shape", "ShapeN", "Size", "Rank"})
+
+
+@functools.cache
+def _elementwise_ops() -> frozenset[str]:
+    from tfxla_cluster.tf2hlo.elementwise import BINARY, UNARY
+
+    return frozenset(UNARY) | frozenset(BINARY) | _IDENTITIES
+
+
+class _PaddedContext(LoweringContext):
+    """The node's context with some inputs replaced by HLO values (the padded arrays)."""
+
+    def __init__(self, lowerer, node, replaced: dict[int, HloInstruction]) -> None:
+        super().__init__(lowerer, node)
+        self._replaced = replaced
+
+    def input_value(self, index: int):
+        return self._replaced[index] if index in self._replaced else super().input_value(index)
+
+    def input(self, index: int) -> HloInstruction:
+        return self._replaced[index] if index in self._replaced else super().input(index)
+
+
+def dynamic_inputs(lowerer, node) -> dict[int, BoundedDynamic]:
+    out = {}
+    for i, e in enumerate(node.data_inputs()):
+        v = lowerer.value((e.src.name, e.src_output))
+        if isinstance(v, BoundedDynamic):
+            out[i] = v
+    return out
+
+
+def lower_with_dynamic(lowerer, node, fn, dynamic: dict[int, BoundedDynamic]) -> list | None:
+    """The node's outputs when it consumes ``dynamic`` inputs as described in the module docstring, or None
+    when this op is not one we pad for (the caller lowers it normally, which refuses the value)."""
+    if node.op not in _SHAPES and node.op not in _REDUCTIONS and node.op not in _elementwise_ops():
+        return None
+    if len({id(d.size) for d in dynamic.values()}) > 1:
+        raise UnimplementedError(f"{node.op} ({node.name}) combines bounded dynamic values of different "
+                                 f"run-time sizes")
+    if node.op in _SHAPES:
+        return _shapes(lowerer, node, dynamic)
+    if node.op in _REDUCTIONS and set(dynamic) == {0}:
+        return _reduction(lowerer, node, fn, dynamic[0])
+    if node.op in _elementwise_ops():
+        return _elementwise(lowerer, node, fn, dynamic)
+    return None
+
+
+def _elementwise(lowerer, node, fn, dynamic):
+    ctx = _PaddedContext(lowerer, node, {i: d.value for i, d in dynamic.items()})
+    outs = fn(ctx, node)
+    first = next(iter(dynamic.values()))
+    result = []
+    for out in outs:
+        if not isinstance(out, HloInstruction):
+            result.append(out)
+            continue
+        dim = first.dimension + out.shape.rank - first.value.shape.rank
+        for i in range(ctx.num_inputs):   # a static operand spanning the dynamic dimension
+            if i in dynamic:
+                continue
+            v = ctx.input_value(i)
+            dims = tuple(np.shape(v)) if isinstance(v, np.ndarray) else getattr(v.shape, "dimensions", ())
+            k = dim - (out.shape.rank - len(dims))
+            if 0 <= k < len(dims) and dims[k] != 1:
+                raise UnimplementedError(f"{node.op} ({node.name}): a static operand of length {dims[k]} meets a "
+                                         f"bounded dynamic dimension")
+        result.append(BoundedDynamic(out, dim, first.size))
+    return result
+
+
+def _valid_mask(b, d: BoundedDynamic) -> HloInstruction:
+    dims = d.value.shape.dimensions
+    iota = b.iota(Shape.array(P.S32, dims), d.dimension)
+    return b.compare(iota, b.broadcast(d.size, dims, ()), "LT")
+
+
+def _reduction(lowerer, node, fn, d: BoundedDynamic):
+    from tfxla_cluster.tf2hlo.reduction import reduction_axes
+
+    b = lowerer.builder
+    x = d.value
+    et = x.shape.element_type
+    masked = b.select(_valid_mask(b, d), x, xl.full(b, _REDUCTIONS[node.op](et), et, x.shape.dimensions))
+    ctx = _PaddedContext(lowerer, node, {0: masked})
+    rank = x.shape.rank
+    if node.op in ("ArgMax", "ArgMin"):
+        axes, keep = [ctx.normalize_axis(ctx.const_int(1), rank)], False
+    else:
+        axes = reduction_axes(ctx, 1, rank) if np.asarray(ctx.const_input(1)).size else []
+        keep = bool(ctx.attr("keep_dims", False))
+    if node.op == "Mean" and d.dimension in axes:
+        from tfxla_cluster.tf2hlo.registry import lookup
+
+        (r,) = lookup("Sum")(ctx, node)
+        static = int(np.prod([x.shape.dimensions[a] for a in axes if a != d.dimension], dtype=np.int64))
+        count = xl.mul(b, d.size, xl.scalar(b, static, P.S32))
+        out = xl.div(b, r, xl.convert(b, count, r.shape.element_type))
+    else:
+        (out,) = fn(ctx, node)
+    if d.dimension in axes:
+        return [out]
+    dim = d.dimension if keep else d.dimension - sum(1 for a in axes if a < d.dimension)
+    return [BoundedDynamic(out, dim, d.size)]
+
+
+def _shapes(lowerer, node, dynamic):
+    b = lowerer.builder
+    ctx = LoweringContext(lowerer, node)
+    out_et = ctx.output_type(0)
+    results = []
+    for i in range(ctx.num_inputs if node.op == "ShapeN" else 1):
+        v = ctx.input_value(i)
+        d = dynamic.get(i)
+        dims = d.value.shape.dimensions if d is not None else ctx.input_dims(i)
+        if node.op == "Rank":
+            return [np.asarray(len(dims), np.int32)]
+        if d is None:
+            results.append(np.asarray(dims if node.op != "Size" else int(np.prod(dims, dtype=np.int64)),
+                                      out_et.dtype))
+            continue
+        size = xl.convert(b, d.size, out_et)
+        if node.op == "Size":
+            static = int(np.prod([n for k, n in enumerate(dims) if k != d.dimension], dtype=np.int64))
+            results.append(xl.mul(b, size, xl.scalar(b, static, out_et)))
+            continue
+        pieces = [b.reshape(size, [1]) if k == d.dimension else xl.full(b, n, out_et, [1])
+                  for k, n in enumerate(dims)]
+        results.append(b.concatenate(pieces, 0) if len(pieces) > 1 else pieces[0])
+    return results
