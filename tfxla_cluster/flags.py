@@ -942,6 +942,32 @@ class Flags:
             builder.set(name, _coerce(name, ctype, value))
         return builder.freeze()
 
+    def with_session_jit_level(self, config_level: int | GlobalJitLevel) -> Flags:
+        """These flags as TF's passes apply them in a session whose ConfigProto has ``global_jit_level`` =
+        ``config_level`` (``tf.config.optimizer.set_jit(True)`` sets ON_1, ``set_jit(False)`` OFF).
+
+        xla_cluster_util.cc ``GetXlaGlobalJitLevel``: the session's level is the base of both levels
+        (DEFAULT means OFF), and each ``tf_xla_auto_jit`` level that is not DEFAULT overrides it. The result
+        carries those two effective levels as its own ``tf_xla_auto_jit`` (set through TF's setter, so
+        ``env_strings`` gives a TF_XLA_FLAGS with the same behaviour under no session level), and every
+        consumer (MarkForCompilation, CloneConstants, grappler's ``IsXlaGlobalJitOn``, cache keys) reads it
+        unchanged. DEFAULT and OFF change nothing: both leave a DEFAULT level off."""
+        config = GlobalJitLevel(int(config_level))
+        if config in (GlobalJitLevel.DEFAULT, GlobalJitLevel.OFF):
+            return self
+        general = self._general if self._general != GlobalJitLevel.DEFAULT else config
+        single = self._single_gpu if self._single_gpu != GlobalJitLevel.DEFAULT else config
+        if (general, single) == (self._general, self._single_gpu):
+            return self
+        overrides: list[str] = [str(int(general))]
+        if single != general:
+            overrides.append(f"single-gpu({int(single)})")
+        builder = _Builder(self)
+        for text in overrides:
+            builder.set_auto_jit(text)
+            builder.set("tf_xla_auto_jit", text)
+        return builder.freeze()
+
     # -- reading ----------------------------------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

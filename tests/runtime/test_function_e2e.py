@@ -59,9 +59,13 @@ def test_jit_compile_true_and_false():
     must = txc.function(mlp, jit_compile=True)
     _close(must(*args), tf.function(mlp, jit_compile=True)(*args))
     assert list(must.get_compiled(*args).clusters) == ["cluster_0"]
-    never = txc.function(mlp, jit_compile=False, flags=AUTO)
-    _close(never(*args), tf.function(mlp)(*args))
-    assert never.get_compiled(*args).clusters == {}
+    # jit_compile=False is not "never": TF 2.21 auto-clusters such a function's body like any other
+    # (tests/runtime/test_set_jit.py compares the partition with TF's live dump).
+    not_must = txc.function(mlp, jit_compile=False, flags=AUTO)
+    _close(not_must(*args), tf.function(mlp, jit_compile=False)(*args))
+    plain = txc.function(mlp, flags=AUTO)
+    assert sorted(map(sorted, not_must.get_compiled(*args).clusters.values())) == \
+        sorted(map(sorted, plain.get_compiled(*args).clusters.values())) != []
 
 
 def test_jit_compile_true_lists_every_uncompilable_node():

@@ -41,9 +41,8 @@ def _function_reports(functions: list, recorder: Recorder) -> list[FunctionRepor
         for compiled in list(fn._compiled.values()):
             name = _function_name(fn, compiled)
             fr = FunctionReport(name, compiled.mark_result, compiled.graph)
-            if compiled.mark_result is None:
-                fr.note = ("jit_compile=True: the whole function is one must-compile cluster"
-                           if fn.jit_compile else "jit_compile=False: nothing is clustered")
+            if compiled.mark_result is None:   # only jit_compile=True skips MarkForCompilation
+                fr.note = "jit_compile=True: the whole function is one must-compile cluster"
             for cname, members in compiled.clusters.items():
                 launcher = compiled.launchers.get(cname)
                 fr.clusters[cname] = cluster_report(cname, members, compiled.graph, function=name, launcher=launcher,

@@ -375,7 +375,10 @@ class Function:
         # TF decides when to retrace; our graphs are built per concrete function it returns.
         self._tf_function = fn if hasattr(fn, "get_concrete_function") else tf_function()(
             fn, input_signature=input_signature, reduce_retracing=reduce_retracing, autograph=True)
-        self._compiled: dict[int, CompiledGraph] = {}
+        # Keyed by (concrete function, the session's global JIT level): TF instantiates a function again,
+        # clustered under the new level, after tf.config.optimizer.set_jit changes it.
+        self._compiled: dict[tuple[int, int], CompiledGraph] = {}
+        self._session_level = tf_compat.session_jit_level()
         # (dtype, shape) of each positional tensor argument → CompiledGraph, for calls made only of
         # eager tensors: TF's concrete-function lookup (function-type binding) costs ~0.1 ms a call,
         # and its answer for such a call depends on nothing else.
@@ -391,13 +394,15 @@ class Function:
         finally:
             _tracing.depth -= 1
         traced = time.perf_counter() - t0
+        level = tf_compat.session_jit_level()
         with self._lock:
-            compiled = self._compiled.get(id(concrete))
+            compiled = self._compiled.get((id(concrete), level))
             if compiled is None:
                 self._profile.add("trace", traced)  # a new concrete function: TF traced (or retraced)
-                compiled = CompiledGraph(concrete, jit_compile=self.jit_compile, flags=self._flags,
-                                         grappler=self._grappler, backend=self._backend, profile=self._profile)
-                self._compiled[id(concrete)] = compiled
+                compiled = CompiledGraph(concrete, jit_compile=self.jit_compile,
+                                         flags=effective_flags(self._flags, level), grappler=self._grappler,
+                                         backend=self._backend, profile=self._profile)
+                self._compiled[(id(concrete), level)] = compiled
         return compiled
 
     def compile_stats(self) -> "compile_profile.CompileProfile":
@@ -417,6 +422,10 @@ class Function:
         if getattr(_tracing, "depth", 0) and self.jit_compile is not True and not tf.executing_eagerly():
             return self._tf_function(*args, **kwargs)
         specs = None
+        level = tf_compat.session_jit_level()
+        if level != self._session_level:   # set_jit changed: the signatures compiled before no longer apply
+            self._by_tensor_specs.clear()
+            self._session_level = level
         if not kwargs and all(type(a) is _EagerTensor for a in args):
             specs = tuple((a.dtype, tf_compat.eager_shape(a)) for a in args)
             compiled = self._by_tensor_specs.get(specs)
@@ -555,10 +564,21 @@ _IR_STAGES: dict[str, Callable[[Any], str | bytes]] = {
 }
 
 
+def effective_flags(flags: Any, session_level: int | None = None) -> Any:
+    """The flags a function traced now is clustered with: ``flags`` (a Flags, a TF_XLA_FLAGS string, or
+    None for the environment's) under the session's global JIT level (``session_level``, default the
+    process's: ``tf.config.optimizer.set_jit``), combined as TF does (``Flags.with_session_jit_level``)."""
+    from tfxla_cluster.flags import Flags
+
+    level = tf_compat.session_jit_level() if session_level is None else session_level
+    return Flags.resolve(flags).with_session_jit_level(level)
+
+
 def function(fn: Callable | None = None, *, jit_compile: bool | None = None, input_signature=None,
              reduce_retracing: bool = False, flags=None, grappler: bool = True,
              backend: str = "llvm") -> Any:
-    """Like ``tf.function``; see the module docstring. ``flags`` defaults to ``TF_XLA_FLAGS``;
+    """Like ``tf.function``; see the module docstring. ``flags`` defaults to ``TF_XLA_FLAGS``, combined
+    with ``tf.config.optimizer.set_jit`` as TF combines them (:func:`effective_flags`);
     ``grappler=False`` skips TF's pre-clustering rewrites; ``backend="evaluator"`` runs clusters on
     the numpy HLO evaluator instead of native code."""
     def wrap(f: Callable) -> Function:

@@ -150,8 +150,8 @@ def mark(concrete, graph: Graph, gd: graph_pb2.GraphDef, jit_compile: bool | Non
             result = _split_at_dynamic_shapes(graph, flags, dynamic, name)
             return result.clusters, result
         return ({"cluster_0": members} if members else {}), None
-    if jit_compile is False:
-        return {}, None
+    # jit_compile=False (``_XlaMustCompile=false``) does not keep a function out of auto-clustering: TF
+    # 2.21 clusters its body under --tf_xla_auto_jit or set_jit as any other (seen in TF's live dumps).
     from tfxla_cluster.jit.must_compile import CreationStacks
 
     result = mark_for_compilation(graph, flags)

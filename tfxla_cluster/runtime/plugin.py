@@ -2,8 +2,8 @@
 
 Stage: user API. :func:`install` replaces ``tf.function`` with :func:`tfxla_cluster.function` (same
 arguments: ``jit_compile``, ``input_signature``, ``reduce_retracing``; others are accepted and
-ignored), so auto-clustering follows ``TF_XLA_FLAGS`` exactly as TF would decide, and ``jit_compile=True``
-functions are compiled by us. :func:`uninstall` restores TF's. :func:`summary` reports, per function
+ignored), so auto-clustering follows ``TF_XLA_FLAGS`` and ``tf.config.optimizer.set_jit`` exactly as TF
+would decide, and ``jit_compile=True`` functions are compiled by us. :func:`uninstall` restores TF's. :func:`summary` reports, per function
 and cluster, what was compiled, how often, why, and what fell back to TF.
 """
 from __future__ import annotations
