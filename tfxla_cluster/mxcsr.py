@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 MXCSR_FTZ_DAZ = 0x8040  # flush-to-zero (bit 15) | denormals-are-zero (bit 6)
 
@@ -73,35 +73,29 @@ def get_mxcsr() -> int | None:
 
 
 @contextlib.contextmanager
-def flushed_denormals() -> Iterator[None]:
-    """Run the body with FTZ and DAZ set on this thread, then restore its MXCSR."""
+def _mxcsr_while(change: Callable[[int], int]) -> Iterator[None]:
+    """Run the body with this thread's MXCSR set to ``change(old)``, then restore ``old``."""
     fns = _get_set()
     if not fns:
         yield
         return
     get, set_ = fns
     old = int(get())
-    set_(old | MXCSR_FTZ_DAZ)
+    set_(change(old))
     try:
         yield
     finally:
         set_(old)
 
 
-@contextlib.contextmanager
-def kept_denormals() -> Iterator[None]:
+def flushed_denormals() -> contextlib.AbstractContextManager[None]:
+    """Run the body with FTZ and DAZ set on this thread, then restore its MXCSR."""
+    return _mxcsr_while(lambda old: old | MXCSR_FTZ_DAZ)
+
+
+def kept_denormals() -> contextlib.AbstractContextManager[None]:
     """Run the body with FTZ and DAZ cleared on this thread, then restore its MXCSR: for Python code that
     must keep denormals bit for bit where TF's C++ copies them (a float in a TensorProto's ``float_val``
     becomes a Python float through a conversion DAZ would flush, and our launches compile on TF's kernel
     threads, which run with DAZ set)."""
-    fns = _get_set()
-    if not fns:
-        yield
-        return
-    get, set_ = fns
-    old = int(get())
-    set_(old & ~MXCSR_FTZ_DAZ)
-    try:
-        yield
-    finally:
-        set_(old)
+    return _mxcsr_while(lambda old: old & ~MXCSR_FTZ_DAZ)
