@@ -1,8 +1,9 @@
 """Shared test set-up.
 
 Tests run with ``--import-mode=importlib`` (test files in different folders share names) and with the
-repository root on ``sys.path`` (``pythonpath = .`` in setup.cfg), so helper modules are imported by
-their package path: ``from tests.gdb import GDB``, ``from tests.codegen.cg_helpers import check``. TF's
+repository root and ``tools/`` on ``sys.path`` (``pythonpath = . tools`` in setup.cfg), so helper modules are
+imported by their package path (``from tests.gdb import GDB``, ``from tests.codegen.cg_helpers import check``)
+and the scripts tests drive by their own names (``import tf_record``, ``import zoo``). TF's
 C++ logs stay quiet. The headless-Chromium fixtures of the
 browser tests (tests/viz, tests/report) are here, so both drive the browser the same way.
 

@@ -55,7 +55,6 @@ def _tf_live_clusters(target: str) -> tuple[dict[str, str], dict[str, str]]:
     node -> op of the graph TF clusters, and node -> cluster name."""
     import tempfile
 
-    sys.path.insert(0, str(ROOT / "tools"))
     import tf_record
 
     with tempfile.TemporaryDirectory() as tmp:

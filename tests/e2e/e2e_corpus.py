@@ -31,9 +31,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT / "tools") not in sys.path:
-    sys.path.insert(0, str(ROOT / "tools"))
-from tf_record import Sample  # noqa: E402
+from tf_record import Sample  # tools/ is on sys.path (setup.cfg pythonpath)
 
 AUTO_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1"
 

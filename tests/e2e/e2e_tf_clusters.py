@@ -26,7 +26,7 @@ from typing import Any
 
 from tests.e2e import e2e_corpus as corpus
 
-import tf_record  # tools/ is on sys.path (e2e_corpus puts it there)
+import tf_record  # tools/ is on sys.path (setup.cfg pythonpath)
 
 DEFAULT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
 MIN1_FLAGS = corpus.AUTO_FLAGS

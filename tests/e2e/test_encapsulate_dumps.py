@@ -7,7 +7,7 @@ TF writes them when ``VLOG_IS_ON(1)`` holds in encapsulate_subgraphs_pass.cc / b
 not under ``--tf_xla_clustering_debug`` (which only adds ``before_increase_dynamism_for_auto_jit_pass``).
 
 The recordings (``tests/data/encapsulate_tf/<function>/``) are real TF's dumps for corpus functions
-(``python -m tests.e2e.test_encapsulate_dumps --record`` rewrites them). Each test feeds TF's own
+(``PYTHONPATH=tools python -m tests.e2e.test_encapsulate_dumps --record`` rewrites them). Each test feeds TF's own
 ``encapsulate_subgraphs_before`` graph (the marked graph) to our TF-form rewrite and requires TF's
 ``encapsulate_subgraphs_after`` (node names, ops, inputs, attribute names; the cluster functions
 equal as protos) and ``build_xla_ops`` (same, incl. the ``_XlaCompile``/``_XlaRun``/``_XlaMerge``
@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import e2e_corpus  # noqa: F401  (puts tools/ on sys.path for tf_record)
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent / "data" / "encapsulate_tf"
@@ -195,6 +194,5 @@ def record(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE.parent.parent / "tools"))
     if sys.argv[1:2] == ["--record"]:
         record(sys.argv[2:] or FUNCTIONS)

@@ -6,15 +6,13 @@ signed zeros compared)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
-import fuzz  # noqa: E402
+import fuzz  # tools/ is on sys.path (setup.cfg pythonpath)
 
 REGRESSIONS = sorted((ROOT / "tests" / "data" / "fuzz_regressions").glob("*.json"))
 

@@ -16,14 +16,11 @@ and a fix, fail the test).
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import zoo  # noqa: E402
+import zoo  # tools/ is on sys.path (setup.cfg pythonpath)
 
 pytestmark = pytest.mark.tfsweep  # 6 model functions, two TF child processes: ~1-2 minutes on 2 cores
 

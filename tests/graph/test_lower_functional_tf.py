@@ -14,7 +14,6 @@ tests/graph/test_grappler_xla_jit_level.py; it shares this file's TF process).
 """
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import tf_record  # noqa: E402
+import tf_record  # tools/ is on sys.path (setup.cfg pythonpath)
 
 FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
 

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GRAPHS = ROOT / "graphs"
 PARITY = ROOT / "tests" / "data" / "tf_parity"
-sys.path.insert(0, str(ROOT / "tools"))
 
 tf = pytest.importorskip("tensorflow")
 import compare_with_tf  # noqa: E402

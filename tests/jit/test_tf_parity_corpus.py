@@ -8,14 +8,12 @@ cluster names (TF's process-global numbering shifted to a fresh process, as ``fr
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
-import compare_with_tf as cmp  # noqa: E402
+import compare_with_tf as cmp  # tools/ is on sys.path (setup.cfg pythonpath)
 
 from tfxla_cluster import ProcessState, mark_for_compilation  # noqa: E402
 

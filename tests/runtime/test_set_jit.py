@@ -13,7 +13,6 @@ checked against TF's own optimized graph in this process.
 """
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -30,8 +29,7 @@ from tfxla_cluster.graph.loader import graph_def_from_concrete
 from tfxla_cluster.runtime.function import effective_flags
 from tfxla_cluster.tf_compat import session_jit_level
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import tf_record  # noqa: E402
+import tf_record  # tools/ is on sys.path (setup.cfg pythonpath)
 
 FLAGS = "--tf_xla_cpu_global_jit"
 

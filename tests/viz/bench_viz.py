@@ -40,7 +40,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report-run", action="store_true",
                     help="also time the report that runs the graph (compiles every cluster: slow)")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT / "tools"))
     from bench_clustering import synthetic_graph
 
     import tfxla_cluster as txc
