@@ -630,6 +630,40 @@ def clusters_of(graph_def: Any) -> dict[str, list[str]]:
     return out
 
 
+def memory_optimizer_probe() -> Any:
+    """A function whose optimized graph shows grappler's memory optimizer: a 64 MiB ``AddN`` that the
+    optimizer rewrites into a ``TemporaryVariable``/``AssignAdd`` chain unless it is off (TF leaves it out
+    when auto-clustering is on for every graph, grappler's ``IsXlaGlobalJitOn``)."""
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec((4096, 4096), tf.float32)])
+    def big_add_n(x):
+        return tf.add_n([tf.sin(x), tf.cos(x), tf.exp(x)])
+
+    return big_add_n
+
+
+def post_optimization_graph(fn: Any, *args: Any) -> Any:
+    """TF's own optimized GraphDef (RunMetadata ``post_optimization_graph``, grappler's output in this
+    process, under its flags and ``set_jit`` state) of the function graph that ``fn(*args)`` runs: the last
+    one with arguments (the caller's wrapper graph has none)."""
+    from tensorflow.python.eager import context
+
+    context.enable_run_metadata()
+    try:
+        fn(*args)
+        metadata = context.export_run_metadata()
+    finally:
+        context.disable_run_metadata()
+    return [g.post_optimization_graph for g in metadata.function_graphs
+            if any(n.op == "_Arg" for n in g.post_optimization_graph.node)][-1]
+
+
+def node_tuples(graph_def: Any) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(name, op, inputs) of every node, in order: what two graphs must share to be the same graph."""
+    return [(n.name, n.op, tuple(n.input)) for n in graph_def.node]
+
+
 # ----------------------------------------------------------------------------- CLI
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,32 +13,18 @@ tests/graph/test_lower_functional_tf.py, which shares that file's TF process.
 from __future__ import annotations
 
 import tensorflow as tf
-from tensorflow.python.eager import context
 
 from tfxla_cluster.graph.grappler import runtime_config, xla_auto_clustering_on
 from tfxla_cluster.graph.loader import graph_def_from_concrete
 
-
-@tf.function(input_signature=[tf.TensorSpec((4096, 4096), tf.float32)])
-def big_add_n(x):
-    return tf.add_n([tf.sin(x), tf.cos(x), tf.exp(x)])
-
-
-def _nodes(graph_def) -> list[tuple[str, str, tuple[str, ...]]]:
-    return [(n.name, n.op, tuple(n.input)) for n in graph_def.node]
+import tf_record  # tools/ is on sys.path (setup.cfg pythonpath)
 
 
 def test_memory_optimizer_as_tfs_runtime_in_this_process() -> None:
-    context.enable_run_metadata()
-    try:
-        big_add_n(tf.ones((4096, 4096)))
-        metadata = context.export_run_metadata()
-    finally:
-        context.disable_run_metadata()
-    want = [g.post_optimization_graph for g in metadata.function_graphs
-            if any(n.op == "_Arg" for n in g.post_optimization_graph.node)][-1]
+    big_add_n = tf_record.memory_optimizer_probe()
+    want = tf_record.post_optimization_graph(big_add_n, tf.ones((4096, 4096)))
     got = graph_def_from_concrete(big_add_n.get_concrete_function(), grappler=True)  # flags: the environment's
-    assert _nodes(got) == _nodes(want)
+    assert tf_record.node_tuples(got) == tf_record.node_tuples(want)
     rewritten = any(n.op == "TemporaryVariable" for n in want.node)
     assert rewritten == (not xla_auto_clustering_on())  # the rule, seen in TF's own graph
 

@@ -84,10 +84,6 @@ def restore_jit():
     ctx.optimizer_jit = saved   # None again if it was unset: the context's ConfigProto level is DEFAULT
 
 
-def _nodes(graph_def) -> list[tuple[str, str, tuple[str, ...]]]:
-    return [(n.name, n.op, tuple(n.input)) for n in graph_def.node]
-
-
 def _renumbered(clusters: dict[str, list[str]]) -> dict[str, list[str]]:
     first = min((int(c.rpartition("_")[2]) for c in clusters), default=0)
     return {f"cluster_{int(c.rpartition('_')[2]) - first}": sorted(m) for c, m in clusters.items()}
@@ -102,7 +98,7 @@ def test_partition_under_set_jit_is_tfs(tf_runs, restore_jit, name: str) -> None
     if tf_side is None:   # TF's pass ran on the function (instantiated again) and found no candidate
         assert compiled.clusters == {}
         return
-    assert _nodes(compiled.graph.graph_def) == _nodes(tf_side["before"])
+    assert tf_record.node_tuples(compiled.graph.graph_def) == tf_record.node_tuples(tf_side["before"])
     assert _renumbered(compiled.mark_result.clusters) == _renumbered(tf_side["clusters"])
     assert tf_side["clusters"], "set_jit(True) with --tf_xla_cpu_global_jit: TF clusters the body"
     np.testing.assert_allclose(ours(tf.constant(X)).numpy(), _body(tf.constant(X)).numpy(), rtol=1e-5)
@@ -154,24 +150,13 @@ def test_session_level_follows_set_jit(restore_jit) -> None:
     assert session_jit_level() == GlobalJitLevel.OFF == config_level()
 
 
-@tf.function(input_signature=[tf.TensorSpec((4096, 4096), tf.float32)])
-def big_add_n(x):
-    return tf.add_n([tf.sin(x), tf.cos(x), tf.exp(x)])
-
-
 def test_grappler_follows_set_jit_as_tfs_runtime(restore_jit) -> None:
     """Under set_jit(True), TF's own optimized graph in this process keeps the large AddN (the memory
     optimizer is off when auto-clustering is on for every graph) unless TF_XLA_FLAGS turns it off; ours too."""
     tf.config.optimizer.set_jit(True)
-    context.enable_run_metadata()
-    try:
-        big_add_n(tf.ones((4096, 4096)))
-        metadata = context.export_run_metadata()
-    finally:
-        context.disable_run_metadata()
-    want = [g.post_optimization_graph for g in metadata.function_graphs
-            if any(n.op == "_Arg" for n in g.post_optimization_graph.node)][-1]
+    big_add_n = tf_record.memory_optimizer_probe()
+    want = tf_record.post_optimization_graph(big_add_n, tf.ones((4096, 4096)))
     flags = effective_flags(None)
     got = graph_def_from_concrete(big_add_n.get_concrete_function(), grappler=True, flags=flags)
-    assert _nodes(got) == _nodes(want)
+    assert tf_record.node_tuples(got) == tf_record.node_tuples(want)
     assert any(n.op == "TemporaryVariable" for n in want.node) == (not xla_auto_clustering_on(flags))
