@@ -42,7 +42,7 @@ import struct
 import textwrap
 import types
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
 
 # The module, not its classes: they derive from TF's and are made on first use, and flags.py is imported
 # by modules the CLI parser needs (hostinfo), which must not import TensorFlow.
@@ -850,6 +850,22 @@ def _ignored_hint(env: str, ignored: str) -> str:
 # The parsed configuration
 # ----------------------------------------------------------------------------------------------------------
 
+
+def _no_session() -> int:
+    return 0   # GlobalJitLevel.DEFAULT: no TF session has set a level
+
+
+# Reads the session's global JIT level (``tf.config.optimizer.set_jit``) as TF's function runtime sees it.
+# tf_compat registers the reader when it is imported: this module sits below TF.
+_session_jit_level: Callable[[], int] = _no_session
+
+
+def register_session_jit_level(reader: Callable[[], int]) -> None:
+    """Make :meth:`Flags.resolve` of no flags read the session's JIT level through ``reader``."""
+    global _session_jit_level
+    _session_jit_level = reader
+
+
 class Flags:
     """The effective flag values. Immutable; read a flag as an attribute (``flags.tf_xla_min_cluster_size``).
 
@@ -902,12 +918,18 @@ class Flags:
 
     @classmethod
     def resolve(cls, flags: "Flags | str | None" = None, environ: Mapping[str, str] | None = None) -> Flags:
-        """The flags an API call or command runs with: ``None`` → the environment (:meth:`from_env`);
+        """The flags an API call or command runs with: ``None`` → the environment (:meth:`from_env`; with
+        ``environ`` not given, under the process's session JIT level as TF combines them,
+        :meth:`with_session_jit_level`);
         a string → that ``TF_XLA_FLAGS`` value, with ``XLA_FLAGS`` and ``TFXLA_CLUSTER_FLAGS`` still
         from the environment (a clustering flag string must not silently drop e.g. ``--xla_dump_to``);
         a :class:`Flags` → itself."""
         if isinstance(flags, Flags):
             return flags
+        if flags is None and environ is None:
+            # the live process: TF's passes see its TF_XLA_FLAGS under the session's global JIT level
+            # (tf.config.optimizer.set_jit), so a call that names no flags does too
+            return cls.from_env().with_session_jit_level(_session_jit_level())
         env = os.environ if environ is None else environ
         if flags is None:
             return cls.from_env(env)

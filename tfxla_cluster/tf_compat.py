@@ -12,6 +12,8 @@ import sys
 import threading
 from typing import Any, Callable
 
+from tfxla_cluster import flags as flags_mod
+
 __all__ = ["mkl_enabled", "op_def", "eager_context", "eager_execute", "function_runtime_config", "without_grappler", "function_from_graph_def",
            "eager_tensor_type", "concrete_function_type", "frequent_tracing_detector",
            "register_eager_func", "called_functions", "resource_handle_data", "read_variable", "optimize_graph",
@@ -325,3 +327,11 @@ def session_jit_level() -> int:
 
 
 _MOVED = object()
+
+
+def _session_jit_level_if_tf() -> int:
+    # a process that has not imported TF has no session level, and resolving flags must not import TF
+    return session_jit_level() if "tensorflow" in sys.modules else 0
+
+
+flags_mod.register_session_jit_level(_session_jit_level_if_tf)

@@ -160,3 +160,7 @@ def test_grappler_follows_set_jit_as_tfs_runtime(restore_jit) -> None:
     got = graph_def_from_concrete(big_add_n.get_concrete_function(), grappler=True, flags=flags)
     assert tf_record.node_tuples(got) == tf_record.node_tuples(want)
     assert any(n.op == "TemporaryVariable" for n in want.node) == (not xla_auto_clustering_on(flags))
+    # a direct call that names no flags runs under the session's level too, as TF's runtime does
+    assert Flags.resolve(None) == flags
+    got = graph_def_from_concrete(big_add_n.get_concrete_function(), grappler=True)
+    assert tf_record.node_tuples(got) == tf_record.node_tuples(want)
