@@ -210,12 +210,40 @@ def _bitcast(instr) -> Shape:
     return _given(instr)
 
 
+def reshape_dynamic_dimension(src: tuple[int, ...], dim: int, dst: tuple[int, ...]) -> tuple[int, int] | None:
+    """Where a reshape ``src -> dst`` takes the bounded dynamic dimension ``dim`` of ``src``: (the output
+    dimension, the factor its run-time size is multiplied by), or None when the padding would not stay at
+    the end of that output dimension (the dynamic dimension split, or merged with a more major one)."""
+    prefix = 1
+    for n in src[:dim]:
+        prefix *= n
+    before = 1
+    for k, n in enumerate(dst):
+        if before == prefix:
+            merged = src[dim]
+            for j in range(dim + 1, len(src) + 1):
+                if merged == n and (n != 1 or src[dim] == 1):
+                    return k, merged // src[dim] if src[dim] else 1
+                if j == len(src) or merged > n:
+                    break
+                merged *= src[j]
+        before *= n
+        if before > prefix:
+            return None
+    return None
+
+
 def _reshape(instr) -> Shape:
     _expect_operands(instr, 1)
     src, dst = _array(instr, 0), instr.shape
     if src.num_elements != dst.num_elements or src.element_type is not dst.element_type:
         _fail(instr, f"reshape must keep the element type and count: {src} -> {dst}")
-    return dst.without_layout()
+    out = dst.without_layout()
+    for d, dyn in enumerate(src.dynamic_dimensions):
+        mapped = reshape_dynamic_dimension(src.dimensions, d, dst.dimensions) if dyn else None
+        if mapped is not None:
+            out = out.with_dynamic_dimension(mapped[0])
+    return out
 
 
 def _broadcast(instr) -> Shape:

@@ -13,9 +13,17 @@ NMS:
   reduction's identity (``select(iota < size, x, init)``, what the padder does); Mean divides by the run-time
   count; a result that still has the dynamic dimension stays bounded dynamic;
 * ``Shape``, ``ShapeN`` and ``Size`` are computed from the run-time size (an HLO value, as XLA's
-  ``get-dimension-size``); ``Rank`` is static.
+  ``get-dimension-size``); ``Rank`` is static;
+* ``Reshape``, ``Squeeze`` and ``ExpandDims`` reshape the padded array when the padding stays at the end
+  of one output dimension (hlo/shape_inference.py ``reshape_dynamic_dimension``): the run-time size is
+  scaled by the dimensions merged into it;
+* ``ConcatV2`` along the dynamic dimension writes each piece at the run-time end of the ones before
+  (``dynamic-update-slice``, as the padder does) and sums the sizes; along another dimension every piece
+  must carry the same run-time size.
 
-Any other consumer is refused with an UnimplementedError (lower.py's message).
+Any other consumer is refused with an UnimplementedError (lower.py's message). ``bounded_dynamic_problems``
+is the same list as a graph check: whether a ``jit_compile=True`` body with data-dependent shapes can be one
+cluster (runtime/pipeline.py; otherwise those ops run on TF's kernels between clusters).
 """
 from __future__ import annotations
 
@@ -38,6 +46,10 @@ _REDUCTIONS = {
     "All": lambda et: True, "Any": lambda et: False, "ArgMax": xl.min_value, "ArgMin": xl.max_value,
 }
 _SHAPES = frozenset({"Shape", "ShapeN", "Size", "Rank"})
+_RESHAPES = frozenset({"Reshape", "Squeeze", "ExpandDims"})
+_CONCATS = frozenset({"ConcatV2"})
+# Ops whose own lowering makes or takes bounded dynamic values (with the input positions they take them at).
+_OWN = {"GatherV2": {1}, "Gather": {1}, "_Retval": {0}, "_DeviceRetval": {0}}
 
 
 @functools.cache
@@ -73,6 +85,10 @@ def dynamic_inputs(lowerer, node) -> dict[int, BoundedDynamic]:
 def lower_with_dynamic(lowerer, node, fn, dynamic: dict[int, BoundedDynamic]) -> list | None:
     """The node's outputs when it consumes ``dynamic`` inputs as described in the module docstring, or None
     when this op is not one we pad for (the caller lowers it normally, which refuses the value)."""
+    if node.op in _RESHAPES and set(dynamic) == {0}:
+        return _reshape(lowerer, node, fn, dynamic[0])
+    if node.op in _CONCATS:
+        return _concat(lowerer, node, fn, dynamic)
     if node.op not in _SHAPES and node.op not in _REDUCTIONS and node.op not in _elementwise_ops():
         return None
     if len({id(d.size) for d in dynamic.values()}) > 1:
@@ -108,6 +124,102 @@ def _elementwise(lowerer, node, fn, dynamic):
                                          f"bounded dynamic dimension")
         result.append(BoundedDynamic(out, dim, first.size))
     return result
+
+
+def _reshape(lowerer, node, fn, d: BoundedDynamic):
+    from tfxla_cluster.hlo.shape_inference import reshape_dynamic_dimension
+    from tfxla_cluster.tf2hlo.bounded_dynamic import bounded
+
+    ctx = _PaddedContext(lowerer, node, {0: d.value})
+    (out,) = fn(ctx, node)
+    mapped = reshape_dynamic_dimension(d.value.shape.dimensions, d.dimension, out.shape.dimensions)
+    if mapped is None:
+        raise UnimplementedError(f"{node.op} ({node.name}) splits or merges the bounded dynamic dimension "
+                                 f"{d.dimension} of {d.value.shape}: the padding would not stay at the end")
+    k, factor = mapped
+    b = lowerer.builder
+    size = d.size if factor == 1 else xl.mul(b, d.size, xl.scalar(b, factor, P.S32))
+    return [bounded(b, out, k, size)]
+
+
+def _concat(lowerer, node, fn, dynamic: dict[int, BoundedDynamic]):
+    from tfxla_cluster.tf2hlo.bounded_dynamic import bounded
+
+    b = lowerer.builder
+    ctx = LoweringContext(lowerer, node)
+    n = int(ctx.attr("N"))
+    first = next(iter(dynamic.values()))
+    rank = first.value.shape.rank
+    axis = ctx.const_int(n)
+    if not -rank <= axis < rank:
+        raise UnimplementedError(f"{node.op} ({node.name}): axis {axis} out of range for rank {rank}")
+    axis %= rank
+    if any(d.dimension != first.dimension for d in dynamic.values()):
+        raise UnimplementedError(f"{node.op} ({node.name}) joins values dynamic in different dimensions")
+    if axis != first.dimension:   # every piece must have the same run-time length there
+        if len(dynamic) != n:
+            raise UnimplementedError(f"{node.op} ({node.name}): a static operand meets a bounded dynamic "
+                                     f"dimension")
+        pctx = _PaddedContext(lowerer, node, {i: d.value for i, d in dynamic.items()})
+        (out,) = fn(pctx, node)
+        return [bounded(b, out, first.dimension, first.size)]
+    pieces = [dynamic[i].value if i in dynamic else ctx.input(i) for i in range(n)]
+    et = pieces[0].shape.element_type
+    dims = list(pieces[0].shape.dimensions)
+    dims[axis] = sum(p.shape.dimensions[axis] for p in pieces)
+    out = xl.full(b, 0, et, dims)
+    offset = xl.scalar(b, 0, P.S32)
+    zero = xl.scalar(b, 0, P.S32)
+    for i, piece in enumerate(pieces):
+        starts = [offset if k == axis else zero for k in range(rank)]
+        out = b.dynamic_update_slice(out, piece, starts)
+        length = dynamic[i].size if i in dynamic else xl.scalar(b, piece.shape.dimensions[axis], P.S32)
+        offset = xl.add(b, offset, length)
+    return [bounded(b, out, axis, offset)]
+
+
+# Ops whose lowering gives a bounded dynamic output (the output slots): dynamic_size.py, image_color.py.
+_SOURCES = {"Unique": (0,), "UniqueV2": (0,), "Where": (0,), "NonMaxSuppressionV3": (0,)}
+_NOT_BOUNDED = frozenset({"UniqueWithCounts", "UniqueWithCountsV2"})   # data-dependent, not lowered so
+
+
+def bounded_dynamic_problems(graph, members) -> list[str]:
+    """Why one cluster of ``members`` cannot carry its bounded dynamic values (``_SOURCES``' outputs) to its
+    results: each consumer (of them or of what is computed from them) that none of the rules above takes,
+    as "op (node)"; [] when it can. Over-approximates: a reduction's result counts as dynamic."""
+    members = set(members)
+    problems = []
+    dynamic: set[tuple[str, int]] = set()
+    for name in members:
+        op = graph.node(name).op
+        if op in _NOT_BOUNDED:
+            problems.append(f"{op} ({name})")
+        dynamic.update((name, k) for k in _SOURCES.get(op, ()))
+    todo = list(dynamic)
+    ok_ops = _SHAPES | _RESHAPES | _CONCATS | set(_REDUCTIONS) | _elementwise_ops()
+    while todo:
+        name, slot = todo.pop()
+        for e in graph.node(name).out_edges:
+            if e.is_control or e.src_output != slot:
+                continue
+            dst = e.dst
+            if dst.name not in members:
+                continue   # leaves the cluster: the launch cuts it
+            if dst.op in _OWN:
+                if e.dst_input not in _OWN[dst.op]:
+                    problems.append(f"{dst.op} ({dst.name})")
+                    continue
+            elif dst.op not in ok_ops or (dst.op in _REDUCTIONS and e.dst_input != 0) or (
+                    dst.op in _RESHAPES and e.dst_input != 0):
+                problems.append(f"{dst.op} ({dst.name})")
+                continue
+            if dst.op in _SHAPES or dst.op.startswith("_"):
+                continue
+            for k in range(len(dst.outputs)):
+                if (dst.name, k) not in dynamic:
+                    dynamic.add((dst.name, k))
+                    todo.append((dst.name, k))
+    return sorted(set(problems))
 
 
 def _valid_mask(b, d: BoundedDynamic) -> HloInstruction:
