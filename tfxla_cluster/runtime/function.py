@@ -477,14 +477,15 @@ class Function:
                 entry = entry_for.get(name) or next(iter(launcher.cache.values()), None)
                 if entry is None:
                     if self.jit_compile is True:
-                        # TF's XLA gives data-dependent sizes (Unique, Where, ...) a dynamic dimension and
-                        # compiles one module; we cut the function at such an op, so the clusters after it
-                        # learn their input shapes from a run.
+                        # Data-dependent sizes (Unique, Where, ...) are bounded dynamic values inside one
+                        # module where our padder takes every use of them (tf2hlo/dynamic_padder.py);
+                        # otherwise the function is cut at such an op, and the clusters after it learn
+                        # their input shapes from a run.
                         raise InvalidArgumentError(
                             f"{name} has not been compiled yet: this jit_compile=True function runs some ops "
                             "on TF's kernels next to its clusters (an op whose output size depends on run-time "
-                            "values: no dynamic shapes here), so the compiler IR of a cluster fed by them "
-                            "needs a call with these arguments first")
+                            "values, used where our dynamic padder can't follow it), so the compiler IR of a "
+                            "cluster fed by them needs a call with these arguments first")
                     raise InvalidArgumentError(f"{name} has not been compiled yet: the compiler IR of a function "
                                                "without jit_compile=True needs a call with these arguments first")
                 out.append(entry)

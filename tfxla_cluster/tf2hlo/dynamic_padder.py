@@ -17,8 +17,9 @@ NMS:
 * ``Reshape``, ``Squeeze`` and ``ExpandDims`` reshape the padded array when the padding stays at the end
   of one output dimension (hlo/shape_inference.py ``reshape_dynamic_dimension``): the run-time size is
   scaled by the dimensions merged into it;
-* ``ConcatV2`` along the dynamic dimension writes each piece at the run-time end of the ones before
-  (``dynamic-update-slice``, as the padder does) and sums the sizes; along another dimension every piece
+* ``ConcatV2`` along the dynamic dimension places each piece at the run-time end of the ones before (a
+  clamped gather from each piece and a select by position: XLA's own padder takes no dynamic update in a
+  ``dynamic-update-slice``) and sums the sizes; along another dimension every piece
   must carry the same run-time size.
 
 Any other consumer is refused with an UnimplementedError (lower.py's message). ``bounded_dynamic_problems``
@@ -144,6 +145,7 @@ def _reshape(lowerer, node, fn, d: BoundedDynamic):
 
 def _concat(lowerer, node, fn, dynamic: dict[int, BoundedDynamic]):
     from tfxla_cluster.tf2hlo.bounded_dynamic import bounded
+    from tfxla_cluster.tf2hlo.gather_scatter import gather
 
     b = lowerer.builder
     ctx = LoweringContext(lowerer, node)
@@ -157,7 +159,7 @@ def _concat(lowerer, node, fn, dynamic: dict[int, BoundedDynamic]):
     if any(d.dimension != first.dimension for d in dynamic.values()):
         raise UnimplementedError(f"{node.op} ({node.name}) joins values dynamic in different dimensions")
     if axis != first.dimension:   # every piece must have the same run-time length there
-        if len(dynamic) != n:
+        if len(dynamic) != n or len({id(d.size) for d in dynamic.values()}) > 1:
             raise UnimplementedError(f"{node.op} ({node.name}): a static operand meets a bounded dynamic "
                                      f"dimension")
         pctx = _PaddedContext(lowerer, node, {i: d.value for i, d in dynamic.items()})
@@ -165,15 +167,23 @@ def _concat(lowerer, node, fn, dynamic: dict[int, BoundedDynamic]):
         return [bounded(b, out, first.dimension, first.size)]
     pieces = [dynamic[i].value if i in dynamic else ctx.input(i) for i in range(n)]
     et = pieces[0].shape.element_type
+    total = sum(p.shape.dimensions[axis] for p in pieces)
     dims = list(pieces[0].shape.dimensions)
-    dims[axis] = sum(p.shape.dimensions[axis] for p in pieces)
+    dims[axis] = total
+    # Output position j along the axis takes piece i's element j - offset_i where offset_i <= j <
+    # offset_i + size_i (each piece gathered at clamped positions, then selected).
+    j = b.iota(Shape.array(P.S32, [total]), 0)
     out = xl.full(b, 0, et, dims)
     offset = xl.scalar(b, 0, P.S32)
-    zero = xl.scalar(b, 0, P.S32)
     for i, piece in enumerate(pieces):
-        starts = [offset if k == axis else zero for k in range(rank)]
-        out = b.dynamic_update_slice(out, piece, starts)
         length = dynamic[i].size if i in dynamic else xl.scalar(b, piece.shape.dimensions[axis], P.S32)
+        at = xl.sub(b, j, b.broadcast(offset, [total], ()))
+        inside = b.binary(O.AND, b.compare(at, xl.full(b, 0, P.S32, [total]), "GE"),
+                          b.compare(at, b.broadcast(length, [total], ()), "LT"))
+        last = xl.full(b, piece.shape.dimensions[axis] - 1, P.S32, [total])
+        taken = gather(b, piece, b.clamp(xl.full(b, 0, P.S32, [total]), at, last), axis, 0)
+        mask = b.broadcast(inside, dims, (axis,))
+        out = b.select(mask, taken, out)
         offset = xl.add(b, offset, length)
     return [bounded(b, out, axis, offset)]
 
