@@ -17,6 +17,14 @@ NMS:
 * ``Reshape``, ``Squeeze`` and ``ExpandDims`` reshape the padded array when the padding stays at the end
   of one output dimension (hlo/shape_inference.py ``reshape_dynamic_dimension``): the run-time size is
   scaled by the dimensions merged into it;
+* ``Transpose``, ``Pack``, ``MatMul`` (the dynamic dimension not contracted), ``GatherV2`` of bounded
+  params (static indices) and ``StridedSlice``/``Slice`` that leave the dynamic dimension alone compute on
+  the padded array; the dynamic dimension moves where the op moves it. A slice of the dynamic dimension
+  itself (begin >= 0, stride 1, end constant or open) keeps ``clamp(min(end, size) - begin, 0)`` entries,
+  as TF's XLA returns;
+* ``Tile`` along the dynamic dimension gathers the run-time entries of each copy together;
+* ``Pad``/``PadV2`` along the dynamic dimension put the high padding right after the run-time entries (a
+  clamped gather and a select by position), the size grows by both paddings;
 * ``ConcatV2`` along the dynamic dimension places each piece at the run-time end of the ones before (a
   clamped gather from each piece and a select by position: XLA's own padder takes no dynamic update in a
   ``dynamic-update-slice``) and sums the sizes; along another dimension every piece
@@ -37,7 +45,7 @@ from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
 from tfxla_cluster.tf2hlo import xla_lib as xl
-from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic
+from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic, bounded
 from tfxla_cluster.tf2hlo.context import LoweringContext
 
 _IDENTITIES = frozenset({"Identity", "StopGradient", "PreventGradient", "Snapshot", "IdentityN", "Cast",
@@ -49,8 +57,12 @@ _REDUCTIONS = {
 _SHAPES = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 _RESHAPES = frozenset({"Reshape", "Squeeze", "ExpandDims"})
 _CONCATS = frozenset({"ConcatV2"})
-# Ops whose own lowering makes or takes bounded dynamic values (with the input positions they take them at).
-_OWN = {"GatherV2": {1}, "Gather": {1}, "_Retval": {0}, "_DeviceRetval": {0}}
+# The other consumers (below), with the input positions that may be bounded dynamic.
+_MOVERS = {"Transpose": {0}, "MatMul": {0, 1}, "StridedSlice": {0}, "Slice": {0}, "Pad": {0}, "PadV2": {0},
+           "Pack": None, "Tile": {0}}
+# Ops whose own lowering makes or takes bounded dynamic values (with the input positions they take them at;
+# GatherV2's params come back here through gather_params).
+_OWN = {"GatherV2": {0, 1}, "Gather": {1}, "_Retval": {0}, "_DeviceRetval": {0}}
 
 
 @functools.cache
@@ -90,6 +102,11 @@ def lower_with_dynamic(lowerer, node, fn, dynamic: dict[int, BoundedDynamic]) ->
         return _reshape(lowerer, node, fn, dynamic[0])
     if node.op in _CONCATS:
         return _concat(lowerer, node, fn, dynamic)
+    if node.op in _MOVERS:
+        allowed = _MOVERS[node.op]
+        if allowed is not None and not set(dynamic) <= allowed:
+            return None
+        return _MOVER_RULES[node.op](lowerer, node, fn, dynamic)
     if node.op not in _SHAPES and node.op not in _REDUCTIONS and node.op not in _elementwise_ops():
         return None
     if len({id(d.size) for d in dynamic.values()}) > 1:
@@ -129,7 +146,6 @@ def _elementwise(lowerer, node, fn, dynamic):
 
 def _reshape(lowerer, node, fn, d: BoundedDynamic):
     from tfxla_cluster.hlo.shape_inference import reshape_dynamic_dimension
-    from tfxla_cluster.tf2hlo.bounded_dynamic import bounded
 
     ctx = _PaddedContext(lowerer, node, {0: d.value})
     (out,) = fn(ctx, node)
@@ -144,7 +160,6 @@ def _reshape(lowerer, node, fn, d: BoundedDynamic):
 
 
 def _concat(lowerer, node, fn, dynamic: dict[int, BoundedDynamic]):
-    from tfxla_cluster.tf2hlo.bounded_dynamic import bounded
     from tfxla_cluster.tf2hlo.gather_scatter import gather
 
     b = lowerer.builder
@@ -193,6 +208,148 @@ _SOURCES = {"Unique": (0,), "UniqueV2": (0,), "Where": (0,), "NonMaxSuppressionV
 _NOT_BOUNDED = frozenset({"UniqueWithCounts", "UniqueWithCountsV2"})   # data-dependent, not lowered so
 
 
+def _on_padded(lowerer, node, fn, dynamic) -> list:
+    (out,) = fn(_PaddedContext(lowerer, node, {i: d.value for i, d in dynamic.items()}), node)
+    return out
+
+
+def _transpose(lowerer, node, fn, dynamic):
+    (d,) = dynamic.values()
+    perm = [p % d.value.shape.rank for p in LoweringContext(lowerer, node).const_ints(1)]
+    return [bounded(lowerer.builder, _on_padded(lowerer, node, fn, dynamic), perm.index(d.dimension), d.size)]
+
+
+def _matmul(lowerer, node, fn, dynamic):
+    ctx = LoweringContext(lowerer, node)
+    free = {0: 1 if ctx.attr("transpose_a", False) else 0, 1: 0 if ctx.attr("transpose_b", False) else 1}
+    if len(dynamic) != 1 or any(d.dimension != free[i] for i, d in dynamic.items()):
+        raise UnimplementedError(f"{node.op} ({node.name}) contracts a bounded dynamic dimension")
+    (i, d), = dynamic.items()
+    return [bounded(lowerer.builder, _on_padded(lowerer, node, fn, dynamic), i, d.size)]
+
+
+def _pack(lowerer, node, fn, dynamic):
+    ctx = LoweringContext(lowerer, node)
+    first = next(iter(dynamic.values()))
+    if len(dynamic) != ctx.num_inputs or any(d.dimension != first.dimension for d in dynamic.values()):
+        raise UnimplementedError(f"{node.op} ({node.name}) stacks a static value with a bounded dynamic one")
+    axis = ctx.normalize_axis(int(ctx.attr("axis", 0)), first.value.shape.rank + 1)
+    dim = first.dimension + (1 if axis <= first.dimension else 0)
+    # Stacked values must agree at run time (TF checks it); XLA keeps the first one's size.
+    return [bounded(lowerer.builder, _on_padded(lowerer, node, fn, dynamic), dim, first.size)]
+
+
+def _tile(lowerer, node, fn, dynamic):
+    """Tile: other dimensions by concatenation; along the dynamic dimension entry j of the result is entry
+    j % size of the value (a gather), so the copies' run-time entries lie together."""
+    from tfxla_cluster.tf2hlo.gather_scatter import gather
+
+    (d,) = dynamic.values()
+    b = lowerer.builder
+    k = d.dimension
+    times = LoweringContext(lowerer, node).const_ints(1)
+    x = d.value
+    for dim, m in enumerate(times):
+        if dim != k and m != 1:
+            x = b.concatenate([x] * m, dim) if m else b.slice(x, [0] * x.shape.rank, [
+                0 if i == dim else n for i, n in enumerate(x.shape.dimensions)])
+    if times[k] == 1:
+        return [bounded(b, x, k, d.size)]
+    length = d.value.shape.dimensions[k] * times[k]
+    j = b.iota(Shape.array(P.S32, [length]), 0)
+    size = b.broadcast(b.binary(O.MAXIMUM, d.size, xl.scalar(b, 1, P.S32)), [length], ())
+    out = gather(b, x, b.binary(O.REMAINDER, j, size), k, 0)
+    return [bounded(b, out, k, xl.mul(b, d.size, xl.scalar(b, times[k], P.S32)))]
+
+
+def _slice_bounds(ctx, node, d: BoundedDynamic) -> tuple[int, int | None, list[int]]:
+    """(begin, end or None for open, shrunk dimensions) of a slice along the dynamic dimension."""
+    rank = d.value.shape.rank
+    begin = ctx.const_ints(1)
+    if node.op == "Slice":
+        size = ctx.const_ints(2)
+        if size[d.dimension] != -1 or begin[d.dimension] < 0:
+            raise UnimplementedError(f"Slice ({node.name}): a fixed size or negative begin along a bounded "
+                                     f"dynamic dimension")
+        return begin[d.dimension], None, []
+    end, strides = ctx.const_ints(2), ctx.const_ints(3)
+    masks = {k: int(ctx.attr(k, 0)) for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
+                                               "shrink_axis_mask")}
+    if masks["ellipsis_mask"] or masks["new_axis_mask"] or len(begin) != rank:
+        raise UnimplementedError(f"StridedSlice ({node.name}): an ellipsis or new axis next to a bounded "
+                                 f"dynamic dimension")
+    k = d.dimension
+    shrunk = [i for i in range(rank) if masks["shrink_axis_mask"] >> i & 1]
+    b = 0 if masks["begin_mask"] >> k & 1 else begin[k]
+    e = None if masks["end_mask"] >> k & 1 else end[k]
+    if k in shrunk or strides[k] != 1 or b < 0 or (e is not None and e < 0):
+        raise UnimplementedError(f"StridedSlice ({node.name}): a stride, a negative bound or an index along a "
+                                 f"bounded dynamic dimension")
+    return b, e, shrunk
+
+
+def _slice(lowerer, node, fn, dynamic):
+    (d,) = dynamic.values()
+    ctx = LoweringContext(lowerer, node)
+    begin, end, shrunk = _slice_bounds(ctx, node, d)
+    out = _on_padded(lowerer, node, fn, dynamic)
+    b = lowerer.builder
+    limit = d.size if end is None else b.binary(O.MINIMUM, d.size, xl.scalar(b, end, P.S32))
+    size = b.binary(O.MAXIMUM, xl.sub(b, limit, xl.scalar(b, begin, P.S32)), xl.scalar(b, 0, P.S32))
+    return [bounded(b, out, d.dimension - sum(1 for i in shrunk if i < d.dimension), size)]
+
+
+def _placed(b, x: HloInstruction, axis: int, length: int, start, size, fill: HloInstruction) -> HloInstruction:
+    """A ``length``-long array along ``axis`` holding ``x``'s first ``size`` entries from ``start`` on and
+    ``fill`` (a scalar) elsewhere: a clamped gather and a select by position."""
+    from tfxla_cluster.tf2hlo.gather_scatter import gather
+
+    dims = list(x.shape.to_static().dimensions)
+    dims[axis] = length
+    j = b.iota(Shape.array(P.S32, [length]), 0)
+    at = xl.sub(b, j, b.broadcast(start, [length], ()))
+    inside = b.binary(O.AND, b.compare(at, xl.full(b, 0, P.S32, [length]), "GE"),
+                      b.compare(at, b.broadcast(size, [length], ()), "LT"))
+    last = xl.full(b, x.shape.dimensions[axis] - 1, P.S32, [length])
+    taken = gather(b, x, b.clamp(xl.full(b, 0, P.S32, [length]), at, last), axis, 0)
+    return b.select(b.broadcast(inside, dims, (axis,)), taken, b.broadcast(fill, dims, ()))
+
+
+def _pad(lowerer, node, fn, dynamic):
+    (d,) = dynamic.values()
+    ctx = LoweringContext(lowerer, node)
+    b = lowerer.builder
+    pads = np.asarray(ctx.const_input(1)).reshape(-1, 2).tolist()
+    et = d.value.shape.element_type
+    fill = ctx.input(2) if node.op == "PadV2" else xl.scalar(b, 0, et)
+    low, high = pads[d.dimension]
+    others = [(0, 0) if k == d.dimension else tuple(p) for k, p in enumerate(pads)]
+    x = b.pad(d.value, fill, others) if any(p != (0, 0) for p in others) else d.value
+    if low < 0 or high < 0:
+        raise UnimplementedError(f"{node.op} ({node.name}): negative padding of a bounded dynamic dimension")
+    length = d.value.shape.dimensions[d.dimension] + low + high
+    out = _placed(b, x, d.dimension, length, xl.scalar(b, low, P.S32), d.size, fill)
+    return [bounded(b, out, d.dimension, xl.add(b, d.size, xl.scalar(b, low + high, P.S32)))]
+
+
+def gather_params(ctx, node, params: BoundedDynamic, axis: int) -> list:
+    """GatherV2 of bounded dynamic ``params`` with static indices (gather_scatter.py hands it here): gathered
+    from the padded array; along another axis the dynamic dimension moves past the indices' dimensions."""
+    from tfxla_cluster.tf2hlo.gather_scatter import gather
+
+    b = ctx.b
+    indices = ctx.input(1)
+    out = gather(b, params.value, indices, axis, 0)
+    if axis == params.dimension:   # static positions into the run-time entries: a static result
+        return [out]
+    dim = params.dimension if params.dimension < axis else params.dimension + indices.shape.rank - 1
+    return [bounded(b, out, dim, params.size)]
+
+
+_MOVER_RULES = {"Transpose": _transpose, "MatMul": _matmul, "StridedSlice": _slice, "Slice": _slice,
+                "Pad": _pad, "PadV2": _pad, "Pack": _pack, "Tile": _tile}
+
+
 def bounded_dynamic_problems(graph, members) -> list[str]:
     """Why one cluster of ``members`` cannot carry its bounded dynamic values (``_SOURCES``' outputs) to its
     results: each consumer (of them or of what is computed from them) that none of the rules above takes,
@@ -206,7 +363,7 @@ def bounded_dynamic_problems(graph, members) -> list[str]:
             problems.append(f"{op} ({name})")
         dynamic.update((name, k) for k in _SOURCES.get(op, ()))
     todo = list(dynamic)
-    ok_ops = _SHAPES | _RESHAPES | _CONCATS | set(_REDUCTIONS) | _elementwise_ops()
+    ok_ops = _SHAPES | _RESHAPES | _CONCATS | set(_REDUCTIONS) | _elementwise_ops() | set(_MOVERS)
     while todo:
         name, slot = todo.pop()
         for e in graph.node(name).out_edges:
@@ -220,7 +377,8 @@ def bounded_dynamic_problems(graph, members) -> list[str]:
                     problems.append(f"{dst.op} ({dst.name})")
                     continue
             elif dst.op not in ok_ops or (dst.op in _REDUCTIONS and e.dst_input != 0) or (
-                    dst.op in _RESHAPES and e.dst_input != 0):
+                    dst.op in _RESHAPES and e.dst_input != 0) or (
+                    dst.op in _MOVERS and _MOVERS[dst.op] is not None and e.dst_input not in _MOVERS[dst.op]):
                 problems.append(f"{dst.op} ({dst.name})")
                 continue
             if dst.op in _SHAPES or dst.op.startswith("_"):
