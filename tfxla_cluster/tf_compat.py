@@ -325,3 +325,16 @@ def session_jit_level() -> int:
 
 
 _MOVED = object()
+
+
+def session_cpu_global_jit() -> bool:
+    """``OptimizerOptions.cpu_global_jit`` of the eager context's ConfigProto: with it TF 2.21's
+    MarkForCompilation clusters a ``tf.function`` on CPU without ``--tf_xla_cpu_global_jit`` (seen in TF's
+    live dumps). ``set_jit`` never sets it; only a ConfigProto given to the context does."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    config = getattr(ctx, "_config", _MOVED)
+    if config is _MOVED:
+        return bool(ctx.config.graph_options.optimizer_options.cpu_global_jit)
+    return bool(config.graph_options.optimizer_options.cpu_global_jit) if config is not None else False

@@ -375,10 +375,10 @@ class Function:
         # TF decides when to retrace; our graphs are built per concrete function it returns.
         self._tf_function = fn if hasattr(fn, "get_concrete_function") else tf_function()(
             fn, input_signature=input_signature, reduce_retracing=reduce_retracing, autograph=True)
-        # Keyed by (concrete function, the session's global JIT level): TF instantiates a function again,
+        # Keyed by (concrete function, the session's JIT settings): TF instantiates a function again,
         # clustered under the new level, after tf.config.optimizer.set_jit changes it.
-        self._compiled: dict[tuple[int, int], CompiledGraph] = {}
-        self._session_level = tf_compat.session_jit_level()
+        self._compiled: dict[tuple[int, tuple[int, bool]], CompiledGraph] = {}
+        self._session_level = _session_jit()
         # (dtype, shape) of each positional tensor argument → CompiledGraph, for calls made only of
         # eager tensors: TF's concrete-function lookup (function-type binding) costs ~0.1 ms a call,
         # and its answer for such a call depends on nothing else.
@@ -394,15 +394,16 @@ class Function:
         finally:
             _tracing.depth -= 1
         traced = time.perf_counter() - t0
-        level = tf_compat.session_jit_level()
+        session = _session_jit()
+        level = session[0]
         with self._lock:
-            compiled = self._compiled.get((id(concrete), level))
+            compiled = self._compiled.get((id(concrete), session))
             if compiled is None:
                 self._profile.add("trace", traced)  # a new concrete function: TF traced (or retraced)
                 compiled = CompiledGraph(concrete, jit_compile=self.jit_compile,
                                          flags=effective_flags(self._flags, level), grappler=self._grappler,
                                          backend=self._backend, profile=self._profile)
-                self._compiled[(id(concrete), level)] = compiled
+                self._compiled[(id(concrete), session)] = compiled
         return compiled
 
     def compile_stats(self) -> "compile_profile.CompileProfile":
@@ -422,7 +423,7 @@ class Function:
         if getattr(_tracing, "depth", 0) and self.jit_compile is not True and not tf.executing_eagerly():
             return self._tf_function(*args, **kwargs)
         specs = None
-        level = tf_compat.session_jit_level()
+        level = _session_jit()
         if level != self._session_level:   # set_jit changed: the signatures compiled before no longer apply
             self._by_tensor_specs.clear()
             self._session_level = level
@@ -505,6 +506,11 @@ class Function:
                 return b"".join(texts)
             return "\n".join(texts)
         return get
+
+
+def _session_jit() -> tuple[int, bool]:
+    """The eager context's JIT settings a function is clustered under: (global_jit_level, cpu_global_jit)."""
+    return tf_compat.session_jit_level(), tf_compat.session_cpu_global_jit()
 
 
 def _tracing_count(tf_fn) -> int | None:

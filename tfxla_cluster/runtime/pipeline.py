@@ -158,7 +158,9 @@ def mark(concrete, graph: Graph, gd: graph_pb2.GraphDef, jit_compile: bool | Non
     # 2.21 clusters its body under --tf_xla_auto_jit or set_jit as any other (seen in TF's live dumps).
     from tfxla_cluster.jit.must_compile import CreationStacks
 
-    result = mark_for_compilation(graph, flags)
+    from tfxla_cluster.tf_compat import session_cpu_global_jit
+
+    result = mark_for_compilation(graph, flags, cpu_global_jit_config=session_cpu_global_jit())
     result.created_at = CreationStacks(concrete)
     return result.clusters, result
 
