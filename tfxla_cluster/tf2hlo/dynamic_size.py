@@ -23,6 +23,7 @@ import numpy as np
 
 from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.attrs import ComparisonType
 from tfxla_cluster.hlo.builder import make_comparator
 from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
 from tfxla_cluster.tf2hlo import types
@@ -69,7 +70,10 @@ def _unique_along(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
 def _sorted(b, keys, *others):
     """``keys`` (s32 or any type) sorted ascending, stably, carrying ``others``: the tuple's elements."""
     ops = [keys, *others]
-    cmp = make_comparator("LT", [o.shape.element_type for o in ops])
+    et = keys.shape.element_type
+    # Floats in total order, as TF's XLA sorts Unique's values (-0 before +0, NaNs last).
+    cmp = make_comparator("LT", [o.shape.element_type for o in ops],
+                          ComparisonType.TOTALORDER if et.is_float else None)
     out = b.sort(ops, 0, cmp, is_stable=True)
     if len(ops) == 1:   # a one-operand sort gives the array itself
         return [out]

@@ -23,7 +23,5 @@ if __name__ == "__main__":
     cfg = config_pb2.ConfigProto()
     cfg.graph_options.optimizer_options.cpu_global_jit = True
     context.context()._config = cfg
-
-
     x = tf.ones([4, 4])
     print(f(x, x).numpy().sum())
