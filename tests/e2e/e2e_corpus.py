@@ -312,8 +312,7 @@ def _py_function_mid() -> Sample:
     return _s(py_function_mid, _rand((2, 3), 22), names=["x"])
 
 
-@case("boolean_mask_mid", gaps=("Where has a data-dependent output shape",), jit_split=True,
-      xfail_auto="tf2hlo: Where with a data-dependent output shape (TF's XLA bounds it dynamically)")
+@case("boolean_mask_mid")
 def _boolean_mask_mid() -> Sample:
     tf = _tf()
 

@@ -49,6 +49,7 @@ from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic, bounded
 from tfxla_cluster.tf2hlo.context import LoweringContext
 
 _IDENTITIES = frozenset({"Identity", "StopGradient", "PreventGradient", "Snapshot", "IdentityN", "Cast",
+                         "_UnaryOpsComposition",
                          "Select", "SelectV2", "ClipByValue", "ZerosLike", "OnesLike"})
 _REDUCTIONS = {
     "Sum": lambda et: 0, "Mean": lambda et: 0, "Prod": lambda et: 1, "Max": xl.min_value, "Min": xl.max_value,
