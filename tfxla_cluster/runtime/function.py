@@ -489,7 +489,7 @@ class Function:
                             "cluster fed by them needs a call with these arguments first")
                     raise InvalidArgumentError(f"{name} has not been compiled yet: the compiler IR of a function "
                                                "without jit_compile=True needs a call with these arguments first")
-                out.append(entry)
+                out.append((name, entry))
             return out
 
         def get(stage: str = "hlo", **_: Any) -> str | bytes:
@@ -501,7 +501,9 @@ class Function:
             if render is None:
                 raise InvalidArgumentError(f"Unsupported stage '{stage}': use one of "
                                            f"{', '.join(sorted([*_IR_STAGES, 'clusters']))}")
-            texts = [render(entry) for entry in entries()]
+            texts = [render(_ArgumentOrder(entry, direct if direct is not None and name == direct.launcher.sig.name
+                                           else None) if stage in _ARGUMENT_ORDER_STAGES else entry)
+                     for name, entry in entries()]
             if stage.endswith("_serialized"):
                 return b"".join(texts)
             return "\n".join(texts)
@@ -559,6 +561,44 @@ def _optimized_dot(entry) -> str:
 
     return module_to_dot(parse_module(entry.optimized_hlo_text or entry.hlo_text))
 
+
+class _ArgumentOrder:
+    """A compiled cluster's HLO texts with the entry's parameters numbered in the function's argument order,
+    as TF's (a one-launch function's launch node takes its inputs in the cluster's input order, e.g. a
+    tf.cond's predicate first); other clusters' texts as they are."""
+
+    def __init__(self, entry, direct: "DirectLaunch | None") -> None:
+        self._entry = entry
+        order = None
+        if direct is not None and entry.param_specs:
+            order = [direct.inputs[position] for position, _ in entry.param_specs]
+        self._order = order
+
+    @property
+    def hlo_text(self) -> str:
+        return self._reordered(self._entry.hlo_text)
+
+    @property
+    def optimized_hlo_text(self) -> str:
+        return self._reordered(self._entry.optimized_hlo_text)
+
+    def _reordered(self, text: str) -> str:
+        order = self._order
+        if not text or order is None or order == sorted(order):
+            return text
+        from tfxla_cluster.hlo.parser import parse_module
+
+        module = parse_module(text)
+        params = module.entry.parameters
+        if len(params) != len(order):
+            return text
+        for new, k in enumerate(sorted(range(len(order)), key=lambda k: order[k])):
+            params[k].parameter_number = new
+        return module.to_string()
+
+
+# The stages whose text is an HloModule TF numbers in argument order.
+_ARGUMENT_ORDER_STAGES = frozenset({"hlo", "optimized_hlo", "hlo_serialized", "optimized_hlo_serialized"})
 
 # experimental_get_compiler_ir stage → how to render one compiled cluster (a CompiledCluster).
 _IR_STAGES: dict[str, Callable[[Any], str | bytes]] = {
