@@ -460,8 +460,11 @@ class Function:
         (HloModuleProto bytes; needs jaxlib's XLA to parse our text), plus 'llvm_ir' (the LLVM IR our
         code generator emitted, before LLVM's optimisation) and 'clusters' (our clustering report).
         One text per cluster, in cluster order. A ``jit_compile=True`` function is compiled for these
-        arguments without running it (as TF's: variables are read, not updated); other functions' clusters
-        take their inputs from TF's ops, so they must have run with these arguments first."""
+        arguments without running it (as TF's: variables are read, not updated), data-dependent sizes
+        (Unique, Where, NonMaxSuppression) included: its ``hlo`` has XLA's bounded shapes (``f32[<=4]``) and
+        takes the function's arguments in order, as TF's, and runs in XLA with TF's results. Other functions'
+        clusters (and a jit_compile=True function cut at a data-dependent size our dynamic padder can't
+        follow) take inputs from TF's ops, so they must have run with these arguments first."""
         compiled = self.get_compiled(*args, **kwargs)
         direct = compiled._direct
         entry_for: dict[str, Any] = {}
