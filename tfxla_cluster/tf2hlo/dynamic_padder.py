@@ -22,6 +22,8 @@ NMS:
   the padded array; the dynamic dimension moves where the op moves it. A slice of the dynamic dimension
   itself (begin >= 0, stride 1, end constant or open) keeps ``clamp(min(end, size) - begin, 0)`` entries,
   as TF's XLA returns;
+* ``GatherNd`` with bounded indices (``tf.gather_nd(x, tf.where(m))``) and ``ReverseV2`` (along the dynamic
+  dimension: entry j from ``size - 1 - j``);
 * ``Tile`` along the dynamic dimension gathers the run-time entries of each copy together;
 * ``Pad``/``PadV2`` along the dynamic dimension put the high padding right after the run-time entries (a
   clamped gather and a select by position), the size grows by both paddings;
@@ -60,7 +62,7 @@ _RESHAPES = frozenset({"Reshape", "Squeeze", "ExpandDims"})
 _CONCATS = frozenset({"ConcatV2"})
 # The other consumers (below), with the input positions that may be bounded dynamic.
 _MOVERS = {"Transpose": {0}, "MatMul": {0, 1}, "StridedSlice": {0}, "Slice": {0}, "Pad": {0}, "PadV2": {0},
-           "Pack": None, "Tile": {0}}
+           "Pack": None, "Tile": {0}, "GatherNd": {1}, "ReverseV2": {0}}
 # Ops whose own lowering makes or takes bounded dynamic values (with the input positions they take them at;
 # GatherV2's params come back here through gather_params).
 _OWN = {"GatherV2": {0, 1}, "Gather": {1}, "_Retval": {0}, "_DeviceRetval": {0}}
@@ -347,7 +349,37 @@ def gather_params(ctx, node, params: BoundedDynamic, axis: int) -> list:
     return [bounded(b, out, dim, params.size)]
 
 
-_MOVER_RULES = {"Transpose": _transpose, "MatMul": _matmul, "StridedSlice": _slice, "Slice": _slice,
+def _gather_nd(lowerer, node, fn, dynamic):
+    """GatherNd with bounded indices (``tf.gather_nd(x, tf.where(m))``): the padded rows gather something,
+    the result keeps the indices' run-time size along their dimension."""
+    (d,) = dynamic.values()
+    if d.dimension == d.value.shape.rank - 1:
+        raise UnimplementedError(f"{node.op} ({node.name}): a bounded dynamic index depth")
+    return [bounded(lowerer.builder, _on_padded(lowerer, node, fn, dynamic), d.dimension, d.size)]
+
+
+def _reverse(lowerer, node, fn, dynamic):
+    """ReverseV2: other axes on the padded array; along the dynamic one entry j comes from size - 1 - j."""
+    from tfxla_cluster.tf2hlo.gather_scatter import gather
+
+    (d,) = dynamic.values()
+    b = lowerer.builder
+    rank = d.value.shape.rank
+    axes = {a % rank for a in LoweringContext(lowerer, node).const_ints(1)}
+    x = d.value
+    others = sorted(axes - {d.dimension})
+    if others:
+        x = b.reverse(x, others)
+    if d.dimension in axes:
+        n = d.value.shape.dimensions[d.dimension]
+        j = b.iota(Shape.array(P.S32, [n]), 0)
+        last = b.broadcast(xl.sub(b, d.size, xl.scalar(b, 1, P.S32)), [n], ())
+        src = b.clamp(xl.full(b, 0, P.S32, [n]), xl.sub(b, last, j), xl.full(b, n - 1, P.S32, [n]))
+        x = gather(b, x, src, d.dimension, 0)
+    return [bounded(b, x, d.dimension, d.size)]
+
+
+_MOVER_RULES = {"GatherNd": _gather_nd, "ReverseV2": _reverse, "Transpose": _transpose, "MatMul": _matmul, "StridedSlice": _slice, "Slice": _slice,
                 "Pad": _pad, "PadV2": _pad, "Pack": _pack, "Tile": _tile}
 
 
