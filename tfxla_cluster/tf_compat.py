@@ -335,3 +335,16 @@ def _session_jit_level_if_tf() -> int:
 
 
 flags_mod.register_session_jit_level(_session_jit_level_if_tf)
+
+
+def session_cpu_global_jit() -> bool:
+    """``OptimizerOptions.cpu_global_jit`` of the eager context's ConfigProto: with it TF 2.21's
+    MarkForCompilation clusters a ``tf.function`` on CPU without ``--tf_xla_cpu_global_jit`` (seen in TF's
+    live dumps). ``set_jit`` never sets it; only a ConfigProto given to the context does."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    config = getattr(ctx, "_config", _MOVED)
+    if config is _MOVED:
+        return bool(ctx.config.graph_options.optimizer_options.cpu_global_jit)
+    return bool(config.graph_options.optimizer_options.cpu_global_jit) if config is not None else False

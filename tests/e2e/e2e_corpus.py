@@ -53,7 +53,8 @@ class Case:
     reference_auto: str = ""
     unknown_batch: bool = False
     # jit_compile=True is compiled as several clusters: the body holds a data-dependent-shape op
-    # (Unique, Where) that runs on TF's kernels in between (runtime/function.py).
+    # (Unique, Where) whose result feeds an op our dynamic padder does not take, so it runs on TF's kernels
+    # in between (runtime/pipeline.py); one cluster when the padder takes every use (tf2hlo/dynamic_padder.py).
     jit_split: bool = False
 
 
@@ -284,7 +285,7 @@ def _strings_mid() -> Sample:
     return _s(strings_mid, _rand((2, 3), 20), names=["x"])
 
 
-@case("unique_mid", jit_split=True)
+@case("unique_mid")
 def _unique_mid() -> Sample:
     tf = _tf()
 
@@ -310,8 +311,7 @@ def _py_function_mid() -> Sample:
     return _s(py_function_mid, _rand((2, 3), 22), names=["x"])
 
 
-@case("boolean_mask_mid", gaps=("Where has a data-dependent output shape",), jit_split=True,
-      xfail_auto="tf2hlo: Where with a data-dependent output shape (TF's XLA bounds it dynamically)")
+@case("boolean_mask_mid")
 def _boolean_mask_mid() -> Sample:
     tf = _tf()
 
@@ -1027,8 +1027,6 @@ def _sample_cases() -> None:
 
     for name, build in make_graphs.REGISTRY.items():
         extra: dict[str, Any] = {}
-        if name == "unique_in_middle":
-            extra = dict(jit_split=True)
         CASES[f"sample_{name}"] = Case(f"sample_{name}", build, jit=name != "string_ops", tol=1e-4, **extra)
         REGISTRY[f"sample_{name}"] = build
 

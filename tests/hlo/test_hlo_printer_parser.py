@@ -203,8 +203,13 @@ def test_shapes_and_layouts():
     assert str(parse_shape("(f32[2], s32[])")) == "(f32[2]{0}, s32[])"
     assert parse_shape("f32[4,8]{1,0:T(8,128)}").minor_to_major == (1, 0)
     assert parse_shape("(f32[2]{0}, (pred[], u8[1]{0}))").tuple_shapes[1].tuple_shapes[1].dimensions == (1,)
+    # Bounded dynamic dimensions (TF's XLA prints Unique's values as f32[<=4]); unbounded ones are refused.
+    bounded = parse_shape("f32[<=4,3]")
+    assert str(bounded) == "f32[<=4,3]{1,0}" and bounded.dynamic_dimensions == (True, False)
+    assert bounded.compatible(parse_shape("f32[4,3]")) and bounded != parse_shape("f32[4,3]")
+    assert bounded.to_static() == parse_shape("f32[4,3]")
     with pytest.raises(InvalidArgumentError):
-        parse_shape("f32[<=4]")
+        parse_shape("f32[?]")
 
 
 def test_window_padding_and_dim_label_spellings():

@@ -2,8 +2,9 @@
 indices with ``set-dimension-size`` to the valid count), and its boundary gives the caller the valid ones.
 Ours: a bounded dynamic cluster result, cut to its run-time size by the launch — against TF's XLA through
 the whole ``jit_compile=True`` path and auto-clustering (also gathered: ``tf.gather(boxes, selected)``);
-consumed inside the cluster by elementwise ops, reductions, ``tf.size``/``tf.shape`` as TF's XLA (its dynamic
-padder) computes them; other consumers are refused."""
+consumed inside the cluster by elementwise ops, reductions, ``tf.size``/``tf.shape``, reshapes and
+concatenations as TF's XLA (its dynamic padder) computes them (tests/tf2hlo/test_bounded_dynamic.py); other
+consumers are refused."""
 from __future__ import annotations
 
 import numpy as np
@@ -70,9 +71,9 @@ def test_nms_v3_consumed_inside_the_cluster_equals_tf_xla() -> None:
 
 
 def test_nms_v3_other_consumers_are_refused() -> None:
-    """A consumer beyond those (here a concatenation, which TF's dynamic padder handles): a typed error."""
-    fn = lambda b, s: tf.concat([_v3(b, s), _v3(b, s)], 0)  # noqa: E731
-    np.testing.assert_array_equal(tf.function(fn, jit_compile=True)(BOXES, SCORES).numpy(), [3, 0, 5, 3, 0, 5])
+    """A consumer beyond those (here a sort, which TF's dynamic padder handles): a typed error."""
+    fn = lambda b, s: tf.sort(_v3(b, s))  # noqa: E731
+    np.testing.assert_array_equal(tf.function(fn, jit_compile=True)(BOXES, SCORES).numpy(), [0, 3, 5])
     spec = [tf.TensorSpec(BOXES.shape, tf.float32), tf.TensorSpec(SCORES.shape, tf.float32)]
     with pytest.raises(UnimplementedError, match="bounded dynamic dimension"):
         lower_function(tf.function(fn).get_concrete_function(*spec), BOXES, SCORES)

@@ -30,10 +30,12 @@ def test_value_sized_ops(reference: str) -> None:
     run_batch(cases(), reference=reference)
 
 
-@pytest.mark.parametrize("fn", [lambda v: tf.unique(v)[0], lambda v: tf.dynamic_partition(v * 2, v, 2)[0]])
+@pytest.mark.parametrize("fn", [lambda v: tf.raw_ops.UniqueV2(x=tf.reshape(v, [3, 1]), axis=[0])[0],
+                                lambda v: tf.dynamic_partition(v * 2, v, 2)[0]])
 def test_run_time_sizes_are_unimplemented(fn) -> None:
     """(ListDiff is not here: TF registers its inputs as compile-time constants, so a jit_compile=True
-    function is specialised on their values, by TF and by us.)"""
+    function is specialised on their values, by TF and by us. Unique of a run-time vector is a bounded
+    dynamic result: below and tests/tf2hlo/test_bounded_dynamic.py.)"""
     x = np.array([1, 0, 1], np.int32)
     concrete = tf.function(fn).get_concrete_function(tf.TensorSpec([3], tf.int32))
     with pytest.raises(UnimplementedError, match="dynamic"):
@@ -44,6 +46,18 @@ def test_list_diff_of_a_specialised_argument() -> None:
     fn = lambda v: tf.raw_ops.ListDiff(x=v, y=c([1]))  # noqa: E731
     x = np.array([1, 0, 1, 4], np.int32)
     got = lower_function(tf.function(fn).get_concrete_function(tf.TensorSpec([4], tf.int32)), x).run(x)
+    want = tf.function(fn, jit_compile=True)(x)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w.numpy())
+
+
+def test_unique_of_a_run_time_vector_is_bounded_dynamic() -> None:
+    """y padded to the input's length plus its run-time size (cut at the boundary), idx static: TF's XLA's."""
+    fn = lambda v: tf.unique(v)  # noqa: E731
+    x = np.array([4, 1, 4, 4, -2, 1], np.int32)
+    lowered = lower_function(tf.function(fn).get_concrete_function(tf.TensorSpec([6], tf.int32)), x)
+    assert lowered.outputs[0].dynamic is not None and "s32[<=6]" in lowered.module.to_string()
+    got = lowered.trim_results(lowered.run(x))
     want = tf.function(fn, jit_compile=True)(x)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w.numpy())

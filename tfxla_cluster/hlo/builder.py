@@ -66,6 +66,8 @@ class HloBuilder:
         inferred = infer_shape(instr)
         if shape is not None and not shape.compatible(inferred):
             raise InvalidArgumentError(f"{opcode.text}: requested shape {shape} but operands give {inferred}")
+        if shape is not None and inferred.dynamic_dimensions and not shape.is_dynamic and shape.is_array:
+            shape = shape.with_dynamic_dimensions(inferred.dynamic_dimensions)  # bounds flow on (convert, broadcast)
         instr.shape = shape if shape is not None else inferred  # a given shape keeps its layout
         instr.metadata = self._metadata
         return self.computation.add_instruction(instr)

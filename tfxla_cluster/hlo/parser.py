@@ -157,12 +157,13 @@ class _Parser:
             raise self.error("expects a shape, e.g. f32[2,3]{1,0}")
         et = PrimitiveType(m[1])
         self.i = m.end()
-        dims = []
+        dims, dynamic = [], []
         if not self.accept("]"):
             while True:
                 self.ws()
-                if self.peek("<=") or self.peek("?"):
-                    raise self.error("dynamic dimensions are not supported")
+                if self.peek("?"):
+                    raise self.error("unbounded dynamic dimensions are not supported (bounded ones, <=N, are)")
+                dynamic.append(self.accept("<="))
                 dims.append(self.integer())
                 if self.accept("]"):
                     break
@@ -183,7 +184,7 @@ class _Parser:
                 self.accept(",")
             self.expect("}", "at the end of a layout")
         try:
-            return Shape(et, tuple(dims), tuple(layout) if layout is not None and dims else None)
+            return Shape(et, tuple(dims), tuple(layout) if layout is not None and dims else None, (), tuple(dynamic))
         except InvalidArgumentError as e:
             raise self.error(str(e), pos) from None
 

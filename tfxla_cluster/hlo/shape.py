@@ -6,6 +6,12 @@ layout as minor_to_major) or a tuple shape. Array shapes always carry a concrete
 given the default row-major layout ``{rank-1, ..., 0}`` is filled in, as XLA's parser does — so two shapes
 built from the same text compare equal. ``str(shape)`` is XLA's text with layout (``f32[2,3]{1,0}``,
 ``f32[]``, ``(f32[2]{0}, s32[])``); ``shape.to_string(layout=False)`` is the signature form.
+
+Bounded dynamic dimensions (XLA's ``is_dynamic_dimension``): ``dynamic_dimensions`` flags the dimensions
+whose run-time size may be smaller than their static bound (text ``f32[<=4]{0}``); ``()`` means all static.
+They appear between lowering and the HLO passes (``set-dimension-size`` results and what is computed
+from them); the first pass pads them away (tf2hlo/bounded_dynamic.py ``pad_dynamic_module``).
+``compatible`` ignores them, as XLA's ``ShapeUtil::Compatible``; equality does not.
 """
 from __future__ import annotations
 
@@ -163,6 +169,7 @@ class Shape:
     dimensions: tuple[int, ...] = ()
     minor_to_major: tuple[int, ...] | None = None
     tuple_shapes: tuple["Shape", ...] = field(default=())
+    dynamic_dimensions: tuple[bool, ...] = ()   # () or one flag per dimension (True: bounded dynamic)
 
     def __post_init__(self) -> None:
         dims = tuple(int(d) for d in self.dimensions)
@@ -171,6 +178,12 @@ class Shape:
             object.__setattr__(self, "minor_to_major", None)
             object.__setattr__(self, "tuple_shapes", tuple(self.tuple_shapes))
             return
+        if self.dynamic_dimensions:
+            flags = tuple(bool(f) for f in self.dynamic_dimensions)
+            if len(flags) != len(dims):
+                raise InvalidArgumentError(f"{len(flags)} dynamic-dimension flags for rank {len(dims)}")
+            # All-static is kept as () so static shapes built either way compare equal.
+            object.__setattr__(self, "dynamic_dimensions", flags if any(flags) else ())
         if any(d < 0 for d in dims):
             raise InvalidArgumentError(f"negative dimension in shape {self.element_type.value}{list(dims)}")
         if self.tuple_shapes:
@@ -190,8 +203,8 @@ class Shape:
 
     # ---- constructors
     @staticmethod
-    def array(element_type: PrimitiveType, dimensions=(), minor_to_major=None) -> "Shape":
-        return Shape(element_type, tuple(dimensions), minor_to_major)
+    def array(element_type: PrimitiveType, dimensions=(), minor_to_major=None, dynamic_dimensions=()) -> "Shape":
+        return Shape(element_type, tuple(dimensions), minor_to_major, (), tuple(dynamic_dimensions))
 
     @staticmethod
     def scalar(element_type: PrimitiveType) -> "Shape":
@@ -235,6 +248,34 @@ class Shape:
         return self.element_type.dtype
 
     @property
+    def is_dynamic(self) -> bool:
+        """Whether any dimension (of any tuple element) is bounded dynamic."""
+        if self.is_tuple:
+            return any(s.is_dynamic for s in self.tuple_shapes)
+        return bool(self.dynamic_dimensions)
+
+    def is_dynamic_dimension(self, dimension: int) -> bool:
+        return bool(self.dynamic_dimensions) and self.dynamic_dimensions[dimension]
+
+    def with_dynamic_dimension(self, dimension: int, dynamic: bool = True) -> "Shape":
+        flags = list(self.dynamic_dimensions or (False,) * self.rank)
+        flags[dimension] = dynamic
+        return Shape(self.element_type, self.dimensions, self.minor_to_major, (), tuple(flags))
+
+    def with_dynamic_dimensions(self, flags) -> "Shape":
+        """The shape with ``flags`` (one per dimension) as its dynamic-dimension flags."""
+        return Shape(self.element_type, self.dimensions, self.minor_to_major, (), tuple(flags))
+
+    def to_static(self) -> "Shape":
+        """The shape with every bounded dynamic dimension made static at its bound (recursively)."""
+        if self.is_tuple:
+            parts = tuple(s.to_static() for s in self.tuple_shapes)
+            return self if all(a is b for a, b in zip(parts, self.tuple_shapes)) else Shape.tuple_of(parts)
+        if not self.dynamic_dimensions:
+            return self
+        return Shape(self.element_type, self.dimensions, self.minor_to_major)
+
+    @property
     def is_default_layout(self) -> bool:
         return self.minor_to_major == tuple(range(self.rank - 1, -1, -1))
 
@@ -246,7 +287,7 @@ class Shape:
         return self.num_elements * (self.element_type.bit_width // 8)
 
     def with_element_type(self, element_type: PrimitiveType) -> "Shape":
-        return Shape(element_type, self.dimensions, self.minor_to_major)
+        return Shape(element_type, self.dimensions, self.minor_to_major, (), self.dynamic_dimensions)
 
     def with_dimensions(self, dimensions) -> "Shape":
         return Shape(self.element_type, tuple(dimensions))
@@ -260,7 +301,7 @@ class Shape:
             return self if all(a is b for a, b in zip(parts, self.tuple_shapes)) else Shape.tuple_of(parts)
         if self.minor_to_major is None or self.is_default_layout:
             return self
-        return Shape(self.element_type, self.dimensions)
+        return Shape(self.element_type, self.dimensions, None, (), self.dynamic_dimensions)
 
     def compatible(self, other: "Shape") -> bool:
         """Same element types and dimensions, recursively; layouts ignored."""
@@ -290,7 +331,11 @@ class Shape:
                                    for i, e in enumerate(elems)) + ")"
         if self.is_token:
             return "token[]"
-        text = f"{self.element_type.value}[{','.join(map(str, self.dimensions))}]"
+        if self.dynamic_dimensions:
+            dims = ",".join(f"<={d}" if dyn else str(d) for d, dyn in zip(self.dimensions, self.dynamic_dimensions))
+        else:
+            dims = ",".join(map(str, self.dimensions))
+        text = f"{self.element_type.value}[{dims}]"
         # Scalars carry an empty layout, which XLA does not print.
         if layout and self.dimensions:
             text += "{" + ",".join(map(str, self.minor_to_major)) + "}"

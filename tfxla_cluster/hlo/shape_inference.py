@@ -6,6 +6,10 @@ result cannot be derived from their operands (parameter, constant, reshape, broa
 bitcast, rng, custom-call, ...) take the instruction's declared ``shape`` and check it against the
 operands. The builder uses the result as the new instruction's shape; the verifier compares it with the
 declared one. Layouts are ignored: inferred shapes have the default layout.
+
+Bounded dynamic dimensions propagate as in XLA's shape inference where lowerings make them (elementwise
+ops, select, clamp, reductions, broadcast, transpose, gather, set-dimension-size): a result dimension is
+dynamic when an operand dimension it comes from is. Dimension checks compare the static bounds.
 """
 from __future__ import annotations
 
@@ -17,6 +21,14 @@ from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
+
+
+def _merged(result: Shape, *shapes: Shape) -> Shape:
+    """``result`` with a dimension dynamic wherever that dimension of one of ``shapes`` (of its rank) is."""
+    flags = [s.dynamic_dimensions for s in shapes if s.dynamic_dimensions and s.rank == result.rank]
+    if not flags:
+        return result
+    return result.with_dynamic_dimensions(any(f[d] for f in flags) for d in range(result.rank))
 
 
 def _fail(instr, message: str) -> None:
@@ -114,12 +126,12 @@ def _binary(instr) -> Shape:
         if ctype is not None and ctype is not default and not (
                 et.is_float and ctype is A.ComparisonType.TOTALORDER):
             _fail(instr, f"expected comparison type {default.value}, got {ctype.value} for {et.value}")
-        return a.with_element_type(T.PRED).without_layout()
+        return _merged(a.with_element_type(T.PRED).without_layout(), b)
     if op is O.COMPLEX:
         if et not in (T.F32, T.F64):
             _fail(instr, f"complex expects f32 or f64 operands, got {et.value}")
-        return a.with_element_type(T.C64 if et is T.F32 else T.C128).without_layout()
-    return a.without_layout()
+        return _merged(a.with_element_type(T.C64 if et is T.F32 else T.C128).without_layout(), b)
+    return _merged(a.without_layout(), b)
 
 
 def _select(instr) -> Shape:
@@ -131,7 +143,7 @@ def _select(instr) -> Shape:
         _fail(instr, f"on_true and on_false shapes differ: {a} vs {b}")
     if p.dimensions != a.dimensions:
         _fail(instr, f"predicate dimensions {p} do not match operands {a}")
-    return a.without_layout()
+    return _merged(a.without_layout(), p, b)
 
 
 def _clamp(instr) -> Shape:
@@ -142,7 +154,7 @@ def _clamp(instr) -> Shape:
             _fail(instr, f"{name} element type {s.element_type.value} differs from {x.element_type.value}")
         if s.dimensions and s.dimensions != x.dimensions:
             _fail(instr, f"{name} must be a scalar or match the operand: {s} vs {x}")
-    return x.without_layout()
+    return _merged(x.without_layout(), lo, hi)
 
 
 def _convert(instr) -> Shape:
@@ -198,12 +210,40 @@ def _bitcast(instr) -> Shape:
     return _given(instr)
 
 
+def reshape_dynamic_dimension(src: tuple[int, ...], dim: int, dst: tuple[int, ...]) -> tuple[int, int] | None:
+    """Where a reshape ``src -> dst`` takes the bounded dynamic dimension ``dim`` of ``src``: (the output
+    dimension, the factor its run-time size is multiplied by), or None when the padding would not stay at
+    the end of that output dimension (the dynamic dimension split, or merged with a more major one)."""
+    prefix = 1
+    for n in src[:dim]:
+        prefix *= n
+    before = 1
+    for k, n in enumerate(dst):
+        if before == prefix:
+            merged = src[dim]
+            for j in range(dim + 1, len(src) + 1):
+                if merged == n and (n != 1 or src[dim] == 1):
+                    return k, merged // src[dim] if src[dim] else 1
+                if j == len(src) or merged > n:
+                    break
+                merged *= src[j]
+        before *= n
+        if before > prefix:
+            return None
+    return None
+
+
 def _reshape(instr) -> Shape:
     _expect_operands(instr, 1)
     src, dst = _array(instr, 0), instr.shape
     if src.num_elements != dst.num_elements or src.element_type is not dst.element_type:
         _fail(instr, f"reshape must keep the element type and count: {src} -> {dst}")
-    return dst.without_layout()
+    out = dst.without_layout()
+    for d, dyn in enumerate(src.dynamic_dimensions):
+        mapped = reshape_dynamic_dimension(src.dimensions, d, dst.dimensions) if dyn else None
+        if mapped is not None:
+            out = out.with_dynamic_dimension(mapped[0])
+    return out
 
 
 def _broadcast(instr) -> Shape:
@@ -219,6 +259,9 @@ def _broadcast(instr) -> Shape:
                          f"dimension {d} of {dst}")
     if src.element_type is not dst.element_type:
         _fail(instr, f"broadcast changes the element type: {src} -> {dst}")
+    if src.dynamic_dimensions:   # an operand dimension's dynamic size goes where the dimension goes
+        return dst.without_layout().with_dynamic_dimensions(
+            d in {dims[i] for i, f in enumerate(src.dynamic_dimensions) if f} for d in range(dst.rank))
     return dst.without_layout()
 
 
@@ -233,7 +276,8 @@ def _transpose(instr) -> Shape:
     _check_dims(instr, perm, s.rank)
     if len(perm) != s.rank:
         _fail(instr, f"permutation {list(perm)} does not cover rank {s.rank}")
-    return s.with_dimensions(s.dimensions[p] for p in perm)
+    out = s.with_dimensions(s.dimensions[p] for p in perm)
+    return out.with_dynamic_dimensions(s.dynamic_dimensions[p] for p in perm) if s.dynamic_dimensions else out
 
 
 def _reverse(instr) -> Shape:
@@ -359,8 +403,10 @@ def _reduce(instr) -> Shape:
     inputs, inits = _split_inputs_inits(instr)
     _check_dims(instr, instr.dimensions, inputs[0].rank)
     _reducer_check(instr, instr.to_apply, inits, "to_apply")
-    keep = [d for i, d in enumerate(inputs[0].dimensions) if i not in instr.dimensions]
-    return _result(instr, [Shape.array(x.element_type, keep) for x in inputs])
+    kept = [i for i in range(inputs[0].rank) if i not in instr.dimensions]
+    keep = [inputs[0].dimensions[i] for i in kept]
+    dyn = [any(x.is_dynamic_dimension(i) for x in inputs) for i in kept]
+    return _result(instr, [Shape.array(x.element_type, keep, None, dyn) for x in inputs])
 
 
 def _reduce_window(instr) -> Shape:
@@ -469,12 +515,16 @@ def _gather(instr) -> Shape:
     offset_sizes = [z for d, z in enumerate(sizes) if d not in removed]
     if len(offset_sizes) != len(dn.offset_dims):
         _fail(instr, f"offset_dims {list(dn.offset_dims)} do not match {len(offset_sizes)} kept slice dims")
-    batch = [z for d, z in enumerate(idims) if d != dn.index_vector_dim]
+    batch = [(z, indices.is_dynamic_dimension(d)) for d, z in enumerate(idims[:indices.rank])
+             if d != dn.index_vector_dim]
+    kept_dyn = [operand.is_dynamic_dimension(d) and z == operand.dimensions[d]
+                for d, z in enumerate(sizes) if d not in removed]
+    offsets = list(zip(offset_sizes, kept_dyn))
     rank = len(batch) + len(offset_sizes)
-    out, bi, oi = [], iter(batch), iter(offset_sizes)
+    out, bi, oi = [], iter(batch), iter(offsets)
     for d in range(rank):
         out.append(next(oi) if d in dn.offset_dims else next(bi))
-    return Shape.array(operand.element_type, out)
+    return Shape.array(operand.element_type, [z for z, _ in out], None, [f for _, f in out])
 
 
 def _scatter(instr) -> Shape:
@@ -611,7 +661,10 @@ def _set_dimension_size(instr) -> Shape:
     _expect_operands(instr, 2)
     if not instr.operands[1].shape.compatible(Shape.scalar(T.S32)):
         _fail(instr, "size operand must be s32[]")
-    return instr.operands[0].shape.without_layout()
+    s = _array(instr, 0)
+    if instr.dimensions is None or len(instr.dimensions) != 1 or not 0 <= instr.dimensions[0] < s.rank:
+        _fail(instr, f"needs one dimension of the operand's {s.rank}")
+    return s.without_layout().with_dynamic_dimension(instr.dimensions[0])
 
 
 def _constant(instr) -> Shape:

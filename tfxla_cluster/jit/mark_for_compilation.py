@@ -635,8 +635,8 @@ class MarkForCompilationPass:
             raise InternalError(f"cluster with no device: {why}")
         dtype = self.devices.device_type(chosen)
         reg = self._registration(dtype)
-        ok = (cluster.xla_compile_attr_true or reg.autoclustering_policy == "always"
-              or (reg.autoclustering_policy == "if_enabled_globally" and self.jit_on))
+        # The candidates' rule (a session's cpu_global_jit included: TF 2.21 clusters on CPU with it alone).
+        ok = self._should_compile(cluster.xla_compile_attr_true, dtype, reg.autoclustering_policy)
         result = (ok, "" if ok else _policy_reason(dtype, reg, self.jit_on))
         if not ok and self.jit_on and dtype == "CPU":
             _warn_cpu_once(self.flags)

@@ -39,6 +39,7 @@ from tfxla_cluster.passes.control_flow import ConditionalSimplifier, SortSimplif
 from tfxla_cluster.passes.cse import HloCSE
 from tfxla_cluster.passes.dce import HloDCE
 from tfxla_cluster.passes.dump import Dumper
+from tfxla_cluster.passes.dynamic_padder import DynamicPadder
 from tfxla_cluster.passes.float_normalization import FloatNormalization
 from tfxla_cluster.passes.expanders import (CallInliner, DotDecomposer, LogisticExpander, TopkDecomposer,
                                             TopkRewriter, TransposeFolding)
@@ -82,6 +83,7 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
         fusion += [CpuMultiOutputFusion(), TupleSimplifier()]
     topk = [TopkRewriter()] if "TopK" in runtime_targets else []
     return Pipeline("cpu", [
+        DynamicPadder(),
         HloDCE(),
         CallInliner(),
         DotDecomposer(),

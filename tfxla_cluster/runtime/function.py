@@ -375,10 +375,10 @@ class Function:
         # TF decides when to retrace; our graphs are built per concrete function it returns.
         self._tf_function = fn if hasattr(fn, "get_concrete_function") else tf_function()(
             fn, input_signature=input_signature, reduce_retracing=reduce_retracing, autograph=True)
-        # Keyed by (concrete function, the session's global JIT level): TF instantiates a function again,
+        # Keyed by (concrete function, the session's JIT settings): TF instantiates a function again,
         # clustered under the new level, after tf.config.optimizer.set_jit changes it.
-        self._compiled: dict[tuple[int, int], CompiledGraph] = {}
-        self._session_level = tf_compat.session_jit_level()
+        self._compiled: dict[tuple[int, tuple[int, bool]], CompiledGraph] = {}
+        self._session_level = _session_jit()
         # (dtype, shape) of each positional tensor argument → CompiledGraph, for calls made only of
         # eager tensors: TF's concrete-function lookup (function-type binding) costs ~0.1 ms a call,
         # and its answer for such a call depends on nothing else.
@@ -394,15 +394,16 @@ class Function:
         finally:
             _tracing.depth -= 1
         traced = time.perf_counter() - t0
-        level = tf_compat.session_jit_level()
+        session = _session_jit()
+        level = session[0]
         with self._lock:
-            compiled = self._compiled.get((id(concrete), level))
+            compiled = self._compiled.get((id(concrete), session))
             if compiled is None:
                 self._profile.add("trace", traced)  # a new concrete function: TF traced (or retraced)
                 compiled = CompiledGraph(concrete, jit_compile=self.jit_compile,
                                          flags=effective_flags(self._flags, level), grappler=self._grappler,
                                          backend=self._backend, profile=self._profile)
-                self._compiled[(id(concrete), level)] = compiled
+                self._compiled[(id(concrete), session)] = compiled
         return compiled
 
     def compile_stats(self) -> "compile_profile.CompileProfile":
@@ -422,7 +423,7 @@ class Function:
         if getattr(_tracing, "depth", 0) and self.jit_compile is not True and not tf.executing_eagerly():
             return self._tf_function(*args, **kwargs)
         specs = None
-        level = tf_compat.session_jit_level()
+        level = _session_jit()
         if level != self._session_level:   # set_jit changed: the signatures compiled before no longer apply
             self._by_tensor_specs.clear()
             self._session_level = level
@@ -459,8 +460,11 @@ class Function:
         (HloModuleProto bytes; needs jaxlib's XLA to parse our text), plus 'llvm_ir' (the LLVM IR our
         code generator emitted, before LLVM's optimisation) and 'clusters' (our clustering report).
         One text per cluster, in cluster order. A ``jit_compile=True`` function is compiled for these
-        arguments without running it (as TF's: variables are read, not updated); other functions' clusters
-        take their inputs from TF's ops, so they must have run with these arguments first."""
+        arguments without running it (as TF's: variables are read, not updated), data-dependent sizes
+        (Unique, Where, NonMaxSuppression) included: its ``hlo`` has XLA's bounded shapes (``f32[<=4]``) and
+        takes the function's arguments in order, as TF's, and runs in XLA with TF's results. Other functions'
+        clusters (and a jit_compile=True function cut at a data-dependent size our dynamic padder can't
+        follow) take inputs from TF's ops, so they must have run with these arguments first."""
         compiled = self.get_compiled(*args, **kwargs)
         direct = compiled._direct
         entry_for: dict[str, Any] = {}
@@ -477,17 +481,18 @@ class Function:
                 entry = entry_for.get(name) or next(iter(launcher.cache.values()), None)
                 if entry is None:
                     if self.jit_compile is True:
-                        # TF's XLA gives data-dependent sizes (Unique, Where, ...) a dynamic dimension and
-                        # compiles one module; we cut the function at such an op, so the clusters after it
-                        # learn their input shapes from a run.
+                        # Data-dependent sizes (Unique, Where, ...) are bounded dynamic values inside one
+                        # module where our padder takes every use of them (tf2hlo/dynamic_padder.py);
+                        # otherwise the function is cut at such an op, and the clusters after it learn
+                        # their input shapes from a run.
                         raise InvalidArgumentError(
                             f"{name} has not been compiled yet: this jit_compile=True function runs some ops "
                             "on TF's kernels next to its clusters (an op whose output size depends on run-time "
-                            "values: no dynamic shapes here), so the compiler IR of a cluster fed by them "
-                            "needs a call with these arguments first")
+                            "values, used where our dynamic padder can't follow it), so the compiler IR of a "
+                            "cluster fed by them needs a call with these arguments first")
                     raise InvalidArgumentError(f"{name} has not been compiled yet: the compiler IR of a function "
                                                "without jit_compile=True needs a call with these arguments first")
-                out.append(entry)
+                out.append((name, entry))
             return out
 
         def get(stage: str = "hlo", **_: Any) -> str | bytes:
@@ -499,11 +504,18 @@ class Function:
             if render is None:
                 raise InvalidArgumentError(f"Unsupported stage '{stage}': use one of "
                                            f"{', '.join(sorted([*_IR_STAGES, 'clusters']))}")
-            texts = [render(entry) for entry in entries()]
+            texts = [render(_ArgumentOrder(entry, direct if direct is not None and name == direct.launcher.sig.name
+                                           else None) if stage in _ARGUMENT_ORDER_STAGES else entry)
+                     for name, entry in entries()]
             if stage.endswith("_serialized"):
                 return b"".join(texts)
             return "\n".join(texts)
         return get
+
+
+def _session_jit() -> tuple[int, bool]:
+    """The eager context's JIT settings a function is clustered under: (global_jit_level, cpu_global_jit)."""
+    return tf_compat.session_jit_level(), tf_compat.session_cpu_global_jit()
 
 
 def _tracing_count(tf_fn) -> int | None:
@@ -552,6 +564,44 @@ def _optimized_dot(entry) -> str:
 
     return module_to_dot(parse_module(entry.optimized_hlo_text or entry.hlo_text))
 
+
+class _ArgumentOrder:
+    """A compiled cluster's HLO texts with the entry's parameters numbered in the function's argument order,
+    as TF's (a one-launch function's launch node takes its inputs in the cluster's input order, e.g. a
+    tf.cond's predicate first); other clusters' texts as they are."""
+
+    def __init__(self, entry, direct: "DirectLaunch | None") -> None:
+        self._entry = entry
+        order = None
+        if direct is not None and entry.param_specs:
+            order = [direct.inputs[position] for position, _ in entry.param_specs]
+        self._order = order
+
+    @property
+    def hlo_text(self) -> str:
+        return self._reordered(self._entry.hlo_text)
+
+    @property
+    def optimized_hlo_text(self) -> str:
+        return self._reordered(self._entry.optimized_hlo_text)
+
+    def _reordered(self, text: str) -> str:
+        order = self._order
+        if not text or order is None or order == sorted(order):
+            return text
+        from tfxla_cluster.hlo.parser import parse_module
+
+        module = parse_module(text)
+        params = module.entry.parameters
+        if len(params) != len(order):
+            return text
+        for new, k in enumerate(sorted(range(len(order)), key=lambda k: order[k])):
+            params[k].parameter_number = new
+        return module.to_string()
+
+
+# The stages whose text is an HloModule TF numbers in argument order.
+_ARGUMENT_ORDER_STAGES = frozenset({"hlo", "optimized_hlo", "hlo_serialized", "optimized_hlo_serialized"})
 
 # experimental_get_compiler_ir stage → how to render one compiled cluster (a CompiledCluster).
 _IR_STAGES: dict[str, Callable[[Any], str | bytes]] = {

@@ -62,6 +62,8 @@ class CompiledCluster:
     param_specs: list = field(default_factory=list)   # (launch input position, numpy dtype) per parameter
     output_order: list = field(default_factory=list)  # top-level result index of each value output
     updates: dict = field(default_factory=dict)       # resource input position -> result index
+    # Bounded dynamic results are cut to their run-time sizes by ``run`` (the native kernel can't).
+    dynamic_results: bool = False
 
     @property
     def hlo_text(self) -> str:
@@ -297,7 +299,7 @@ class Launcher:
             self.const_positions = frozenset(by_tensor[i.tensor] for i in inputs if i.kind == "constant")
         seconds = time.perf_counter() - t0
         return CompiledCluster(key, run, inputs, self.backend, seconds, hlo_source, optimized_source,
-                               executable, origin, param_specs, order, updates)
+                               executable, origin, param_specs, order, updates, bool(trims))
 
     def _optimize(self, module) -> Any:
         from tfxla_cluster.passes.pipeline import optimize

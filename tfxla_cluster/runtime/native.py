@@ -403,7 +403,7 @@ def signature_key(arrays: list[np.ndarray], consts) -> list[int]:
 def _entry_blob(launcher, compiled, arrays: list[np.ndarray]) -> np.ndarray | None:
     """The int64 words native_launch.c's tfxla_add_entry reads, or None if the kernel can't run it."""
     exe = compiled.executable
-    if compiled.backend != "llvm" or exe is None or exe.options.bounds_checks:
+    if compiled.backend != "llvm" or exe is None or exe.options.bounds_checks or compiled.dynamic_results:
         return None
     if not compiled.param_specs and exe._params:
         return None

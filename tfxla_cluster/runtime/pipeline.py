@@ -37,8 +37,9 @@ from tfxla_cluster.runtime.launcher import Launcher
 PyLaunch = Callable[[Launcher], Callable[..., list]]
 
 # Ops whose output shape depends on input *values*. TF's XLA compiles them with bounded dynamic
-# dimensions; our HLO and code are static-shape, so a must-compile function holding one is compiled
-# as several clusters with these ops run on TF's kernels in between (see _split_at_dynamic_shapes).
+# dimensions, and so do we when every use of their results inside the function is one the lowering's
+# dynamic padder takes (bounded_dynamic_problems); otherwise a must-compile function holding one is
+# compiled as several clusters with these ops run on TF's kernels in between (_split_at_dynamic_shapes).
 DATA_DEPENDENT_SHAPE_OPS = frozenset({"Unique", "UniqueV2", "UniqueWithCounts", "UniqueWithCountsV2", "Where"})
 
 
@@ -145,7 +146,10 @@ def mark(concrete, graph: Graph, gd: graph_pb2.GraphDef, jit_compile: bool | Non
             raise must_compile.error_for(name, problems, created_at=must_compile.CreationStacks(concrete),
                                          eager_op=True)
         members = [n.name for n in graph.op_nodes() if n.op not in (ARG_OP, RETVAL_OP)]
+        from tfxla_cluster.tf2hlo.dynamic_padder import bounded_dynamic_problems
         dynamic = sorted({graph.node(n).op for n in members} & DATA_DEPENDENT_SHAPE_OPS)
+        if dynamic and not bounded_dynamic_problems(graph, members):
+            dynamic = []   # one cluster: their results are bounded dynamic values (tf2hlo/dynamic_padder.py)
         if dynamic:
             result = _split_at_dynamic_shapes(graph, flags, dynamic, name)
             return result.clusters, result
@@ -154,7 +158,9 @@ def mark(concrete, graph: Graph, gd: graph_pb2.GraphDef, jit_compile: bool | Non
     # 2.21 clusters its body under --tf_xla_auto_jit or set_jit as any other (seen in TF's live dumps).
     from tfxla_cluster.jit.must_compile import CreationStacks
 
-    result = mark_for_compilation(graph, flags)
+    from tfxla_cluster.tf_compat import session_cpu_global_jit
+
+    result = mark_for_compilation(graph, flags, cpu_global_jit_config=session_cpu_global_jit())
     result.created_at = CreationStacks(concrete)
     return result.clusters, result
 

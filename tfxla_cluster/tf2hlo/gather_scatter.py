@@ -44,6 +44,11 @@ def _gather_v2(ctx, node):
     dynamic = ctx.input_value(1)
     if isinstance(dynamic, BoundedDynamic):
         return [_gather_bounded_dynamic(ctx, node, dynamic)]
+    params = ctx.input_value(0)
+    if isinstance(params, BoundedDynamic) and node.op == "GatherV2" and int(ctx.attr("batch_dims", 0)) == 0:
+        from tfxla_cluster.tf2hlo.dynamic_padder import gather_params
+
+        return gather_params(ctx, node, params, ctx.normalize_axis(ctx.const_int(2), params.value.shape.rank))
     params, indices = ctx.input(0), ctx.input(1)
     rank = params.shape.rank
     axis = ctx.const_int(2) if node.op == "GatherV2" else 0

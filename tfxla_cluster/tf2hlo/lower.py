@@ -40,7 +40,7 @@ from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.hlo.verifier import verify_module
 from tfxla_cluster.tf2hlo import graph_folding, types
 from tfxla_cluster.tf2hlo.complex_ops import ComplexValue, lower_partwise, lowers_partwise
-from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic
+from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic, with_dynamic_shapes
 from tfxla_cluster.tf2hlo.builder import TfBuilder
 from tfxla_cluster.tf2hlo.dynamic_padder import dynamic_inputs, lower_with_dynamic
 from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
@@ -226,6 +226,7 @@ class GraphLowerer:
                     outs = lower_partwise(self, node, fn)
                 else:
                     outs = fn(ctx, node)
+                outs = with_dynamic_shapes(self.builder, outs)
             except TfXlaError as e:
                 if e.message.startswith(f"Lowering node '{node.name}'"):
                     raise

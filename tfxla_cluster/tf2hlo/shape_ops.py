@@ -497,8 +497,9 @@ def _invert_permutation(ctx, node):
 @lowers("Where")
 def _where(ctx, node):
     value = ctx.try_const_input(0)
-    if value is None:
-        raise InvalidArgumentError("Where has a data-dependent output shape; only a compile-time-constant input "
-                                   "can be lowered with static shapes")
+    if value is None:   # a data-dependent size: a bounded dynamic result, as TF's XLA
+        from tfxla_cluster.tf2hlo.dynamic_size import where_bounded
+
+        return where_bounded(ctx, node)
     return [np.argwhere(np.asarray(value).astype(bool)).astype(np.int64)]
 
