@@ -64,7 +64,7 @@ _CONCATS = frozenset({"ConcatV2"})
 _MOVERS = {"Transpose": {0}, "MatMul": {0, 1}, "StridedSlice": {0}, "Slice": {0}, "Pad": {0}, "PadV2": {0},
            "Pack": None, "Tile": {0}, "GatherNd": {1}, "ReverseV2": {0}}
 # Ops whose own lowering makes or takes bounded dynamic values (with the input positions they take them at;
-# GatherV2's params come back here through gather_params).
+# GatherV2 of bounded params is gather_scatter.py's _gather_bounded_params).
 _OWN = {"GatherV2": {0, 1}, "Gather": {1}, "_Retval": {0}, "_DeviceRetval": {0}}
 
 
@@ -333,20 +333,6 @@ def _pad(lowerer, node, fn, dynamic):
     length = d.value.shape.dimensions[d.dimension] + low + high
     out = _placed(b, x, d.dimension, length, xl.scalar(b, low, P.S32), d.size, fill)
     return [bounded(b, out, d.dimension, xl.add(b, d.size, xl.scalar(b, low + high, P.S32)))]
-
-
-def gather_params(ctx, node, params: BoundedDynamic, axis: int) -> list:
-    """GatherV2 of bounded dynamic ``params`` with static indices (gather_scatter.py hands it here): gathered
-    from the padded array; along another axis the dynamic dimension moves past the indices' dimensions."""
-    from tfxla_cluster.tf2hlo.gather_scatter import gather
-
-    b = ctx.b
-    indices = ctx.input(1)
-    out = gather(b, params.value, indices, axis, 0)
-    if axis == params.dimension:   # static positions into the run-time entries: a static result
-        return [out]
-    dim = params.dimension if params.dimension < axis else params.dimension + indices.shape.rank - 1
-    return [bounded(b, out, dim, params.size)]
 
 
 def _gather_nd(lowerer, node, fn, dynamic):

@@ -37,6 +37,20 @@ def gather(b, params, indices, axis: int, batch_dims: int = 0):
     return b.gather(params, indices, dn, slice_sizes)
 
 
+def _gather_bounded_params(ctx, params, axis: int) -> list:
+    """GatherV2 of bounded dynamic ``params`` with static indices: gathered from the padded array; along
+    another axis the dynamic dimension moves past the indices' dimensions."""
+    from tfxla_cluster.tf2hlo.bounded_dynamic import bounded
+
+    b = ctx.b
+    indices = ctx.input(1)
+    out = gather(b, params.value, indices, axis, 0)
+    if axis == params.dimension:   # static positions into the run-time entries: a static result
+        return [out]
+    dim = params.dimension if params.dimension < axis else params.dimension + indices.shape.rank - 1
+    return [bounded(b, out, dim, params.size)]
+
+
 @lowers("GatherV2", "Gather")
 def _gather_v2(ctx, node):
     from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic
@@ -46,9 +60,7 @@ def _gather_v2(ctx, node):
         return [_gather_bounded_dynamic(ctx, node, dynamic)]
     params = ctx.input_value(0)
     if isinstance(params, BoundedDynamic) and node.op == "GatherV2" and int(ctx.attr("batch_dims", 0)) == 0:
-        from tfxla_cluster.tf2hlo.dynamic_padder import gather_params
-
-        return gather_params(ctx, node, params, ctx.normalize_axis(ctx.const_int(2), params.value.shape.rank))
+        return _gather_bounded_params(ctx, params, ctx.normalize_axis(ctx.const_int(2), params.value.shape.rank))
     params, indices = ctx.input(0), ctx.input(1)
     rank = params.shape.rank
     axis = ctx.const_int(2) if node.op == "GatherV2" else 0
