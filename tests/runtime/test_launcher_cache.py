@@ -133,10 +133,10 @@ def test_persistent_cache_is_reused_by_a_second_process(tmp_path):
     assert first["origin"] == "compiled"
     entries = list(store.glob("*.tfxla"))  # (TF itself may keep its own entries there too)
     # The cluster keyed by its LLVM IR and keyed before lowering (a second process skips lowering too),
-    # and the native thread pool's code.
-    assert len(entries) == 3 and all(e.name.startswith("mine__") for e in entries)
+    # the native thread pool's code and TF's XLA kernel list (a second process skips XLA's registry).
+    assert len(entries) == 4 and all(e.name.startswith("mine__") for e in entries)
     headers = [read_entry(e)[0] for e in entries]
-    assert sorted(h.get("kind", "ir") for h in headers) == ["cluster", "ir", "ir"]
+    assert sorted(h.get("kind", "ir") for h in headers) == ["cluster", "ir", "ir", "xla-kernels"]
     assert [h["module"] for h in headers].count("tfxla_native_pool") == 1
     second = _child(f"--tf_xla_persistent_cache_directory={store} --tf_xla_persistent_cache_prefix=mine")
     assert second["origin"] == "persistent cache" and second["y"] == first["y"]

@@ -79,7 +79,12 @@ class RowAccess:
 
 
 class KernelBuilder:
-    """One kernel function ``void name(ptr noalias table, i64 lo, i64 hi)`` under construction."""
+    """One kernel function ``void name(ptr noalias table, i64 lo, i64 hi)`` under construction.
+
+    With ``prog.local_tables`` the kernel's ``table`` is its own: entry i is the address of the i-th buffer
+    the kernel asked for (``slot_order``), which the caller gathers from the program's table. The kernel's
+    IR then depends only on its computation and shapes, not on where the plan put its buffers, so the
+    program emits identical kernels once (``ProgramEmitter.call_kernel``)."""
 
     def __init__(self, prog, hint: str) -> None:
         self.prog = prog
@@ -98,19 +103,34 @@ class KernelBuilder:
         self.function = fn
         self.lo, self.hi = fn.args[1], fn.args[2]
         self._ptrs: dict[int, ir.Value] = {}
-        self.slots: dict[int, Slot] = {}
+        self.slots: dict[int, Slot] = {}       # program slot index -> slot, in the order first asked for
+        self._local = bool(getattr(prog, "local_tables", False))
+        self._table_index: dict[int, int] = {}  # program slot index -> index in the kernel's table
+
+    @property
+    def slot_order(self) -> list[Slot]:
+        """The buffers of a kernel with a local table, in table order."""
+        return list(self.slots.values())
+
+    def _index(self, slot: Slot) -> int:
+        """Where the kernel's table holds ``slot`` (also its alias scope)."""
+        self.ptr(slot)
+        return self._table_index[slot.index]
 
     def ptr(self, slot: Slot):
         p = self._ptrs.get(slot.index)
         if p is None:
-            b = entry_builder(self.function)
-            gep = b.gep(self.function.args[0], [t.i64(slot.index)], inbounds=True, source_etype=t.PTR)
-            p = self._ptrs[slot.index] = b.load(gep, typ=t.PTR, name=f"buf{slot.index}")
+            index = len(self.slots) if self._local else slot.index
             self.slots[slot.index] = slot
+            self._table_index[slot.index] = index
+            b = entry_builder(self.function)
+            gep = b.gep(self.function.args[0], [t.i64(index)], inbounds=True, source_etype=t.PTR)
+            p = self._ptrs[slot.index] = b.load(gep, typ=t.PTR, name=f"buf{index}")
         return p
 
     def array(self, ref: BufferRef) -> IrArray:
-        return IrArray(self.kctx, self.ptr(ref.slot), ref.shape, slot=ref.slot.index)
+        p = self.ptr(ref.slot)
+        return IrArray(self.kctx, p, ref.shape, slot=self._index(ref.slot))
 
     def read(self, ref: BufferRef):
         """A generator reading ``ref`` (scalar constants become immediates)."""
@@ -123,5 +143,5 @@ class KernelBuilder:
 
     def finish(self) -> ir.Function:
         self.builder.ret_void()
-        self.prog.attach_alias_metadata(self.kctx.accesses, set(self.slots))
+        self.prog.attach_alias_metadata(self.kctx.accesses, set(map(self._index, self.slots.values())))
         return self.function

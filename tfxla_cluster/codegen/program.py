@@ -7,10 +7,15 @@ computation on a buffer table (see ``buffers.py``), and one kernel per *thunk*:
 
 A thunk is a fusion or an unfused instruction that produces new values (everything except
 parameters, constants, tuples, get-tuple-element and bitcast-like views). Each kernel loads its
-buffers' addresses from the table and processes the work items [lo, hi) (rows of its output, see
-``loops.emit_loop_nest``); every buffer access carries the slot's alias scope, so LLVM knows distinct
-slots never alias (XLA's alias metadata). The entry function calls each kernel on its whole range,
-or hands it to ``tfxla_parallel_for`` when its estimated cost makes splitting across threads pay.
+buffers' addresses from a table of its own — entry i is the i-th buffer it uses, gathered from the
+program's table at the call — and processes the work items [lo, hi) (rows of its output, see
+``loops.emit_loop_nest``); every buffer access carries its table entry's alias scope, so LLVM knows
+distinct buffers never alias (XLA's alias metadata). A kernel's IR thus depends only on its computation
+and shapes: kernels identical up to their buffers (a model's repeated blocks) are emitted once and
+called at each site, so LLVM optimises and compiles them once. (In bounds-check mode kernels read the
+program's table, which the failure handler needs, and are not shared.) The entry function calls each
+kernel on its whole range, or hands it to ``tfxla_parallel_for`` when its estimated cost makes
+splitting across threads pay.
 
 While loops, conditionals and calls are control flow in the entry function: their computations are
 emitted inline (condition, body, branches), loop state lives in temps and is copied (memcpy) between
@@ -30,7 +35,7 @@ from llvmlite import ir
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen import kernels  # noqa: F401  (its families fill THUNKS)
 from tfxla_cluster.codegen.buffers import BufferPlan, BufferRef, Slot, leaves
-from tfxla_cluster.codegen.context import CodegenOptions, ModuleContext, new_function_body
+from tfxla_cluster.codegen.context import CodegenOptions, ModuleContext, entry_builder, new_function_body
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, KernelInfo, RowAccess
 from tfxla_cluster.codegen.kernels.loop import emit_copy_kernel, emit_loop_thunk
 from tfxla_cluster.codegen.loops import for_range
@@ -117,6 +122,12 @@ class ProgramEmitter:
         self._rows: _RowGroup | None = None
         self.row_groups: list[list[str]] = []   # names of the kernels run row block by row block
         self._pool_fns: dict[str, ir.Function] = {}   # kernels run on pool threads
+        # Kernels read their buffers from a table of their own, gathered at the call, so that identical
+        # kernels (a model's repeated blocks) are emitted, optimised and compiled once. Bounds-check mode
+        # keeps the program's table: its failure handler reads the table and the kernel's number.
+        self.local_tables = not options.bounds_checks
+        self._kernel_by_text: dict[str, ir.Function] = {}
+        self.reused_kernels = 0
 
     # ------------------------------------------------------------------ top level
     def emit(self) -> str:
@@ -264,28 +275,61 @@ class ProgramEmitter:
         group: block of rows by block of rows, every member on a block before the next block (softmax's
         max / exp / sum / divide kernels then pass each row through the cache, not through memory four
         times), under one fork-join."""
-        fn = kb.finish()
-        self.kernels.append(KernelInfo(kb.name, instr_name, kind, work_items, tasks, cost))
+        fn = self._unique(kb.finish())
+        slots = kb.slot_order if self.local_tables else None
+        self.kernels.append(KernelInfo(fn.name, instr_name, kind, work_items, tasks, cost))
         if rows is not None and self.options.row_groups:
             if self._rows is not None and not self._rows.accepts(rows):
                 self.flush_rows()
             if self._rows is None:
                 self._rows = _RowGroup(rows.items)
             group = self._rows
-            group.members.append((fn, tasks, self.pos, rows))
+            group.members.append((fn, tasks, self.pos, rows, slots))
             group.written |= rows.written
             group.remote |= rows.remote
             return
         self.flush_rows()
-        self._call(fn, work_items, tasks)
+        self._call(fn, work_items, tasks, slots)
 
-    def _call(self, fn, work_items: int, tasks: int) -> None:
-        table = self.entry.args[0]
+    def _unique(self, fn: ir.Function) -> ir.Function:
+        """``fn``, or the kernel emitted earlier with the same IR (up to its name), ``fn`` then dropped."""
+        if not self.local_tables:
+            return fn
+        head, sep, body = str(fn).partition("\n")
+        # The name is the only part of the define line that differs between identical kernels.
+        key = head.replace(f'@"{fn.name}"', "@k", 1) + sep + body
+        first = self._kernel_by_text.get(key)
+        if first is None:
+            self._kernel_by_text[key] = fn
+            return fn
+        del self.mctx.module.globals[fn.name]
+        self.mctx.wide_functions.discard(fn.name)
+        self.reused_kernels += 1
+        return first
+
+    def _gather(self, b: ir.IRBuilder, table, slots) -> ir.Value:
+        """A kernel's own table for ``slots`` in the function ``b`` builds (``table``: that function's
+        program table); ``table`` itself when the kernels use the program's table."""
+        if slots is None:
+            return table
+        if not slots:
+            return ir.Constant(t.PTR, None)
+        local = entry_builder(b.function).alloca(t.PTR, size=t.i64(len(slots)), name="ktable")
+        for i, slot in enumerate(slots):
+            src = b.gep(table, [t.i64(slot.index)], inbounds=True, source_etype=t.PTR)
+            dst = b.gep(local, [t.i64(i)], inbounds=True, source_etype=t.PTR)
+            b.store(b.load(src, typ=t.PTR), dst)
+        return local
+
+    def _call(self, fn, work_items: int, tasks: int, slots=None) -> None:
+        if tasks <= 1 and work_items <= 0:
+            return
+        table = self._gather(self.b, self.entry.args[0], slots)
         if tasks > 1:
             self._pool_fns[fn.name] = fn
             pf = self.mctx.function("tfxla_parallel_for", t.VOID, [t.PTR, t.PTR, t.I64, t.I64])
             self.b.call(pf, [fn, table, t.i64(work_items), t.i64(tasks)])
-        elif work_items > 0:
+        else:
             self.b.call(fn, [table, t.i64(0), t.i64(work_items)])
 
     def flush_rows(self) -> None:
@@ -294,17 +338,17 @@ class ProgramEmitter:
         if group is None:
             return
         if len(group.members) == 1:
-            fn, tasks, _, _ = group.members[0]
-            self._call(fn, group.items, tasks)
+            fn, tasks, _, _, slots = group.members[0]
+            self._call(fn, group.items, tasks, slots)
             return
         # Every buffer a member touches lives across the whole group: a later member's output must not
         # share arena bytes with something an earlier member still reads on a later block.
         first, last = group.members[0][2], group.members[-1][2]
-        for _, _, _, rows in group.members:
+        for _, _, _, rows, _ in group.members:
             for slot in rows.slots:
                 self.plan.define(slot, first)
                 self.plan.use(slot, last)
-        row_bytes = max(sum(r.row_bytes for *_, r in group.members), 1)
+        row_bytes = max(sum(m[3].row_bytes for m in group.members), 1)
         block = max(1, ROW_BLOCK_BYTES // row_bytes)
         fn = ir.Function(self.mctx.module, ir.FunctionType(t.VOID, [t.PTR, t.I64, t.I64]),
                          self.mctx.unique_name("rows_" + group.members[0][0].name))
@@ -313,13 +357,14 @@ class ProgramEmitter:
         fn.linkage = "internal"
         b = new_function_body(fn)
         table, lo, hi = fn.args
+        tables = [self._gather(b, table, m[4]) for m in group.members]
         n_blocks = b.sdiv(b.add(b.sub(hi, lo), t.i64(block - 1)), t.i64(block))
         with for_range(b, 0, n_blocks, "blk") as k:
             start = b.add(lo, b.mul(k, t.i64(block)))
             end = b.add(start, t.i64(block))
             end = b.select(b.icmp_signed("<", end, hi), end, hi)
-            for member, *_ in group.members:
-                b.call(member, [table, start, end])
+            for (member, *_), member_table in zip(group.members, tables):
+                b.call(member, [member_table, start, end])
         b.ret_void()
         self.row_groups.append([m[0].name for m in group.members])
         self._call(fn, group.items, max(m[1] for m in group.members))

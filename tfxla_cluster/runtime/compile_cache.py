@@ -26,6 +26,11 @@ the launcher (inputs, parameter and output mapping), the executable's buffer pla
 (:class:`ClusterCode`), so a hit in a second process skips lowering, the HLO passes, IR emission and LLVM.
 Its payload is a pickle: the cache directory is trusted as the object code loaded from it is.
 
+Two small entries serve the steps before: a function graph after TF's runtime rewrites (keyed by the graph
+before them, :func:`graph_key`), and TF's XLA JIT kernel list that clustering reads (keyed by TF's version
+and build and the names of the ops registered in the process, :func:`kernels_key`), which spares every later
+process the initialisation of XLA's kernel registry.
+
 Where. ``--tf_xla_persistent_cache_directory`` when set (TF's flag, shared with TF's own entries);
 else, unlike TF, a cache on by default in the user's cache directory (:func:`default_directory`:
 ``$TFXLA_COMPILE_CACHE``, else ``$XDG_CACHE_HOME/tfxla_cluster/compile`` or
@@ -68,6 +73,7 @@ from tfxla_cluster.codegen.context import CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, without_module_id, get_engine
 from tfxla_cluster.codegen.executable import Executable, ExecutableLayout, compile_module
 from tfxla_cluster.codegen.program import ENTRY_NAME
+from tfxla_cluster.tfops import xla_kernels
 
 # The logger keeps the name it had when the cache lived in codegen/: users' logging configuration
 # and the compile-cause messages they filter on stay the same.
@@ -79,6 +85,7 @@ FORMAT_VERSION = 2   # 2: IR digests without the ModuleID line; entries keyed be
 _MAGIC = "tfxla-cluster-executable"
 CLUSTER_KIND = "cluster"   # header "kind" of an entry keyed before lowering (ClusterCode payload)
 GRAPH_KIND = "graph"       # header "kind" of a function graph after TF's runtime rewrites (GraphDef payload)
+KERNELS_KIND = "xla-kernels"  # header "kind" of TF's XLA JIT kernel list (KernelList payload)
 
 
 # ---------------------------------------------------------------------- signatures
@@ -247,6 +254,32 @@ class PersistentCache:
             return
         self._write(path, graph_def.SerializeToString(deterministic=True), {"key": key, "module": name,
                                                                              "kind": GRAPH_KIND})
+
+    def load_kernels(self, key: str) -> list | None:
+        """The KernelDefs stored under kernel-list key ``key`` (None when absent, or corrupt: then with a
+        warning)."""
+        from tensorflow.core.framework import kernel_def_pb2
+
+        path = self.path_for(key)
+        payload = self._payload_of_kind(path, key, KERNELS_KIND)
+        if payload is None:
+            return None
+        try:
+            return list(kernel_def_pb2.KernelList.FromString(payload).kernel)
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
+            return self._corrupt(path, f"its KernelList does not parse: {e}")
+
+    def store_kernels(self, key: str, kernel_defs: list) -> None:
+        """Write the kernel-list entry ``key`` unless read-only or already there."""
+        from tensorflow.core.framework import kernel_def_pb2
+
+        if self.read_only:
+            return
+        path = self.path_for(key)
+        if path.is_file() and not _is_corrupt(path):
+            return
+        payload = kernel_def_pb2.KernelList(kernel=kernel_defs).SerializeToString(deterministic=True)
+        self._write(path, payload, {"key": key, "module": "xla_jit_kernels", "kind": KERNELS_KIND})
 
     def _write(self, path: Path, payload: bytes, fields: dict) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -754,6 +787,51 @@ def rewritten_graph(graph_def, keep, flags, rewrite: Callable[[], object], name:
         except OSError as e:
             log.warning("Could not write persistent cache entry for graph %s: %s", name, e)
     return out
+
+
+# ---------------------------------------------------------------------- TF's XLA kernel list
+def kernels_key() -> str:
+    """The persistent key of TF's XLA JIT kernel list: TF's version and build, the names of every op
+    registered in this process (a custom op library loaded with ``tf.load_op_library`` adds ops, and may
+    add XLA kernels) and this package's source (which filters the list)."""
+    import tensorflow as tf
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as c_api
+
+    ops = op_def_pb2.OpList.FromString(c_api.TF_GetBuffer(c_api.TF_GetAllOpList()))
+    h = hashlib.sha256()
+    for part in (KERNELS_KIND, str(FORMAT_VERSION), source_digest(), tf.__version__, tf.version.GIT_VERSION,
+                 "\n".join(sorted(op.name for op in ops.op))):  # sorted: TF lists its op map in no fixed order
+        h.update(part.encode() + b"\0")
+    return "k" + h.hexdigest()[:32]
+
+
+def xla_jit_kernels(ask_tf: Callable[[], list]) -> list:
+    """TF's XLA JIT KernelDefs: from the persistent cache when on and filled by an earlier process (asking
+    TF initialises XLA's kernel registry, ~0.1 s of every process's first clustering), else ``ask_tf()``,
+    stored for the next process."""
+    from tfxla_cluster.flags import Flags
+
+    store = persistent_cache(Flags.from_env())
+    if store is None:
+        return ask_tf()
+    try:
+        key = kernels_key()
+    except Exception as e:  # noqa: BLE001 - a TF without the C API call: ask TF, as with the cache off
+        log.debug("No persistent key for TF's XLA kernel list: %s", e)
+        return ask_tf()
+    cached = store.load_kernels(key)
+    if cached is not None:
+        return cached
+    kernel_defs = ask_tf()
+    try:
+        store.store_kernels(key, kernel_defs)
+    except OSError as e:
+        log.warning("Could not write persistent cache entry for TF's XLA kernel list: %s", e)
+    return kernel_defs
+
+
+xla_kernels.set_kernel_list_source(xla_jit_kernels)
 
 
 def _native_pool_store() -> "_PersistentStore | None":

@@ -65,6 +65,7 @@ def compile_concrete(concrete, *, jit_compile: bool | None, flags, grappler: boo
     """Steps 1–4 of the module docstring for a ``ConcreteFunction``; ``py_launch`` makes the py-func
     body of a launch node, ``on_native(launcher)`` is called for each cluster bound to the native op."""
     from tfxla_cluster.flags import Flags
+    from tfxla_cluster.runtime import compile_cache  # noqa: F401 - clustering's XLA kernel list from its disk cache
 
     with compile_profile.collecting(profile), gc_paused():
         flags = Flags.resolve(flags)

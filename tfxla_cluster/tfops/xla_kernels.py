@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from tensorflow.core.framework import kernel_def_pb2, node_def_pb2, op_def_pb2
 
@@ -58,12 +58,24 @@ def device_registration(device_type: str, cpu_global_jit: bool) -> DeviceRegistr
     return None
 
 
+# Where the kernel list comes from: None asks TF; the runtime's persistent cache (which this layer may not
+# import) installs a source that answers from disk and asks TF, via the function it is given, on a miss.
+_kernel_list_source: Callable[[Callable[[], list]], list] | None = None
+
+
+def set_kernel_list_source(source: Callable[[Callable[[], list]], list] | None) -> None:
+    """Install ``source(ask_tf) -> KernelDefs`` for the registry's one question to TF (None: ask TF)."""
+    global _kernel_list_source
+    _kernel_list_source = source
+
+
 @functools.lru_cache(maxsize=None)
 def _registry() -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
     from tfxla_cluster.tf_compat import registered_xla_jit_kernels
 
+    source = _kernel_list_source
     by_device: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}
-    for kdef in registered_xla_jit_kernels():
+    for kdef in (source(registered_xla_jit_kernels) if source is not None else registered_xla_jit_kernels()):
         by_device.setdefault(kdef.device_type, {}).setdefault(kdef.op, []).append(kdef)
     return by_device
 
