@@ -18,7 +18,7 @@ __all__ = ["mkl_enabled", "op_def", "eager_context", "eager_execute", "function_
            "eager_tensor_type", "concrete_function_type", "frequent_tracing_detector",
            "register_eager_func", "called_functions", "resource_handle_data", "read_variable", "optimize_graph",
            "registered_xla_jit_kernels", "tf_function", "replace_tf_function", "restore_tf_function",
-           "tf_function_replaced"]
+           "tf_function_replaced", "registered_op_names"]
 
 
 # ----------------------------------------------------------------------------------- process facts
@@ -41,6 +41,13 @@ def op_def(op: str) -> Any:
 
     return op_def_registry.get(op)
 
+
+def registered_op_names() -> list[str]:
+    """The names of every op registered in this process (TF's own and any ``tf.load_op_library``'s)."""
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as c_api
+
+    return [op.name for op in op_def_pb2.OpList.FromString(c_api.TF_GetBuffer(c_api.TF_GetAllOpList())).op]
 
 def registered_xla_jit_kernels() -> list[Any]:
     """The ``KernelDef`` of every kernel registered on an XLA JIT compilation device (``*_JIT``).

@@ -795,13 +795,12 @@ def kernels_key() -> str:
     registered in this process (a custom op library loaded with ``tf.load_op_library`` adds ops, and may
     add XLA kernels) and this package's source (which filters the list)."""
     import tensorflow as tf
-    from tensorflow.core.framework import op_def_pb2
-    from tensorflow.python.client import pywrap_tf_session as c_api
 
-    ops = op_def_pb2.OpList.FromString(c_api.TF_GetBuffer(c_api.TF_GetAllOpList()))
+    from tfxla_cluster import tf_compat
+
     h = hashlib.sha256()
     for part in (KERNELS_KIND, str(FORMAT_VERSION), source_digest(), tf.__version__, tf.version.GIT_VERSION,
-                 "\n".join(sorted(op.name for op in ops.op))):  # sorted: TF lists its op map in no fixed order
+                 "\n".join(sorted(tf_compat.registered_op_names()))):  # sorted: TF's op map has no fixed order
         h.update(part.encode() + b"\0")
     return "k" + h.hexdigest()[:32]
 
