@@ -3,9 +3,10 @@
 Stage: lowering. Our HLO pipeline and codegen compile real element types only, so a complex64/128 TF
 tensor is carried through the lowering as a :class:`ComplexValue` (real part, imaginary part, both
 f32/f64) and never becomes a complex HLO value: ``Complex`` builds one, ``Real``/``Imag`` take a part,
-``ComplexAbs`` is ``sqrt(re² + im²)``, ``Conj`` negates the imaginary part, and the elementwise
-arithmetic ops (Add/AddV2/Sub/Mul/RealDiv/Div/Neg/Square) use the textbook formulas when an operand
-is complex (a complex host constant splits into two constants). Ops that only move elements or are
+``ComplexAbs`` is HLO's complex ``abs``, ``Conj`` negates the imaginary part, and the elementwise
+arithmetic ops (Add/AddV2/Sub/Mul/Neg/Square) use the textbook formulas when an operand is complex (a
+complex host constant splits into two constants); division is HLO's complex ``divide`` (XLA's Smith's
+algorithm with its inf/NaN fix-ups, which the textbook formula would overflow or round differently from). Ops that only move elements or are
 linear in their complex operands (reshape, slices, concat, gather, pad, select, sum, mean, ...:
 ``PARTWISE_OPS``) run their own lowering twice, once on the real parts and once on the imaginary parts
 (:func:`lower_partwise`). At the cluster boundary a complex argument is a c64/c128 parameter bound as
@@ -80,7 +81,8 @@ def _imag(ctx, node):
 def _complex_abs(ctx, node):
     b = ctx.b
     re, im = parts(ctx, 0)
-    return [b.unary(O.SQRT, xl.add(b, xl.mul(b, re, re), xl.mul(b, im, im)))]
+    # HLO's abs of the complex value (XLA's max·sqrt(1 + (min/max)²)): re² + im² would overflow.
+    return [b.abs(b.binary(O.COMPLEX, re, im))]
 
 
 @lowers("Conj")
@@ -93,14 +95,8 @@ def _conj(ctx, node):
 
 def _mul(b, a, c):
     (ar, ai), (cr, ci) = a, c
-    return xl.sub(b, xl.mul(b, ar, cr), xl.mul(b, ai, ci)), xl.add(b, xl.mul(b, ar, ci), xl.mul(b, ai, cr))
-
-
-def _div(b, a, c):
-    (ar, ai), (cr, ci) = a, c
-    den = xl.add(b, xl.mul(b, cr, cr), xl.mul(b, ci, ci))
-    return (xl.div(b, xl.add(b, xl.mul(b, ar, cr), xl.mul(b, ai, ci)), den),
-            xl.div(b, xl.sub(b, xl.mul(b, ai, cr), xl.mul(b, ar, ci)), den))
+    # XLA's order (ai·cr + ar·ci): under FMA contraction the first product is the fused one.
+    return xl.sub(b, xl.mul(b, ar, cr), xl.mul(b, ai, ci)), xl.add(b, xl.mul(b, ai, cr), xl.mul(b, ar, ci))
 
 
 def _squared_difference(b, a, c):
@@ -114,8 +110,6 @@ COMPLEX_BINARY = {
     "AddV2": lambda b, a, c: (xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])),
     "Sub": lambda b, a, c: (xl.sub(b, a[0], c[0]), xl.sub(b, a[1], c[1])),
     "Mul": _mul,
-    "RealDiv": _div,
-    "Div": _div,
     "SquaredDifference": _squared_difference,
 }
 
