@@ -166,3 +166,31 @@ def test_complex_abs_and_divide_at_extremes_equal_tf_xla() -> None:
     for got in (evaluated, compiled):
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+
+
+def test_complex_clip_approximate_equal_and_to_bool_equal_tf_xla() -> None:
+    """TF's XLA_CPU_JIT kernels take complex ClipByValue (its clamp compares real parts only, keeping the
+    first operand on a tie: a grid of ties decides), ApproximateEqual (|x - y| < tolerance) and ToBool."""
+    import itertools
+
+    import numpy as np
+
+    import tfxla_cluster as txc
+
+    grid = [complex(a, b) for a in (-1, 0, 1) for b in (-1, 0, 1)]
+    lo, t, hi = (np.array(v, np.complex64) for v in zip(*itertools.product(grid, grid, grid)))
+    near = t + np.complex64(0.3 - 0.2j)
+
+    def fn(lo, t, hi, near, s):
+        return (tf.raw_ops.ClipByValue(t=t, clip_value_min=lo, clip_value_max=hi),
+                tf.raw_ops.ApproximateEqual(x=t, y=near, tolerance=0.35), tf.raw_ops.ToBool(input=s))
+
+    for s in (np.complex64(0), np.complex64(-0.5j)):
+        args = (lo, t, hi, near, s)
+        want = [w.numpy() for w in tf.function(fn, jit_compile=True)(*args)]
+        specs = [tf.TensorSpec(np.shape(a), tf.complex64) for a in args]
+        evaluated = lower_function(tf.function(fn).get_concrete_function(*specs), *args).run(*args)
+        compiled = [g.numpy() for g in txc.function(fn, jit_compile=True)(*args)]
+        for got in (evaluated, compiled):
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(np.asarray(g), w)

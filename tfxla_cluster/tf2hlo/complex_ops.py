@@ -59,6 +59,27 @@ def parts(ctx, index: int) -> tuple[HloInstruction, HloInstruction]:
     return x, xl.zeros_like(b, x)
 
 
+def complex_hlo(ctx, index: int) -> HloInstruction:
+    """Input ``index`` as one HLO array: a complex one as ``complex(re, im)`` (for the few lowerings that
+    apply XLA's complex opcodes to it: abs, compare), any other as itself."""
+    if not is_complex_input(ctx, index):
+        return ctx.input(index)
+    return ctx.b.binary(O.COMPLEX, *parts(ctx, index))
+
+
+def clip_complex(ctx) -> ComplexValue:
+    """TF's XLA ClipByValue on complex values (its clamp, as XLA:CPU runs it): min(max(lo, t), hi) where
+    max and min compare the real parts only and keep their first operand on a tie."""
+    b = ctx.b
+    t, lo, hi = (parts(ctx, i) for i in range(3))
+    dims = t[0].shape.dimensions
+    lo, hi = ([xl.broadcast_to(b, v, dims) for v in pair] for pair in (lo, hi))
+    take_t = b.compare(t[0], lo[0], "GT")
+    m = [b.select(take_t, tv, lv) for tv, lv in zip(t, lo)]
+    take_hi = b.compare(hi[0], m[0], "LT")
+    return ComplexValue(*(b.select(take_hi, hv, mv) for hv, mv in zip(hi, m)))
+
+
 @lowers("Complex")
 def _complex(ctx, node):
     b = ctx.b

@@ -19,7 +19,8 @@ from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P
 from tfxla_cluster.tf2hlo import xla_lib as xl
-from tfxla_cluster.tf2hlo.complex_ops import is_complex_input, lower_complex_cast, lower_complex_elementwise
+from tfxla_cluster.tf2hlo.complex_ops import (clip_complex, complex_hlo, is_complex_input, lower_complex_cast,
+                                              lower_complex_elementwise)
 from tfxla_cluster.tf2hlo.registry import lowers
 
 Unary = Callable[..., HloInstruction]
@@ -265,7 +266,10 @@ def _leaky_relu_grad(ctx, node):
 
 @lowers("ApproximateEqual")
 def _approximate_equal(ctx, node):
-    x, y = ctx.broadcast_inputs()
+    if is_complex_input(ctx, 0):   # |x - y| of the complex difference (XLA's complex abs)
+        x, y = xl.broadcast_pair(ctx.b, complex_hlo(ctx, 0), complex_hlo(ctx, 1))
+    else:
+        x, y = ctx.broadcast_inputs()
     diff = ctx.b.abs(ctx.b.subtract(x, y))
     return [xl.lt(ctx.b, diff, float(ctx.attr("tolerance")))]
 
@@ -299,6 +303,8 @@ def _cast(ctx, node):
 
 @lowers("ClipByValue")
 def _clip_by_value(ctx, node):
+    if is_complex_input(ctx, 0):
+        return [clip_complex(ctx)]
     x = ctx.input(0)
     dims = x.shape.dimensions
     lo, hi = ctx.input(1), ctx.input(2)
