@@ -170,7 +170,8 @@ def test_complex_abs_and_divide_at_extremes_equal_tf_xla() -> None:
 
 def test_complex_clip_approximate_equal_and_to_bool_equal_tf_xla() -> None:
     """TF's XLA_CPU_JIT kernels take complex ClipByValue (its clamp compares real parts only, keeping the
-    first operand on a tie: a grid of ties decides), ApproximateEqual (|x - y| < tolerance) and ToBool."""
+    first operand on a tie: a grid of ties decides), ApproximateEqual (|x - y| < tolerance), ToBool, Prod
+    (a reduce of complex multiplies) and a complex constant diagonal (tf.eye)."""
     import itertools
 
     import numpy as np
@@ -183,7 +184,8 @@ def test_complex_clip_approximate_equal_and_to_bool_equal_tf_xla() -> None:
 
     def fn(lo, t, hi, near, s):
         return (tf.raw_ops.ClipByValue(t=t, clip_value_min=lo, clip_value_max=hi),
-                tf.raw_ops.ApproximateEqual(x=t, y=near, tolerance=0.35), tf.raw_ops.ToBool(input=s))
+                tf.raw_ops.ApproximateEqual(x=t, y=near, tolerance=0.35), tf.raw_ops.ToBool(input=s),
+                tf.reduce_prod(tf.reshape(near[:12], [3, 4]), axis=1), tf.eye(2, dtype=s.dtype) * s)
 
     for s in (np.complex64(0), np.complex64(-0.5j)):
         args = (lo, t, hi, near, s)
@@ -193,4 +195,4 @@ def test_complex_clip_approximate_equal_and_to_bool_equal_tf_xla() -> None:
         compiled = [g.numpy() for g in txc.function(fn, jit_compile=True)(*args)]
         for got in (evaluated, compiled):
             for g, w in zip(got, want):
-                np.testing.assert_array_equal(np.asarray(g), w)
+                np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=0)

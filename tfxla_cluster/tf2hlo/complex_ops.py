@@ -263,7 +263,7 @@ class _PartContext(LoweringContext):
                 return xl.neg(self.b, v.im)
             return (v.re, v.im)[part]
         if isinstance(v, np.ndarray) and np.iscomplexobj(v):
-            x = np.ascontiguousarray((np.real, np.imag)[part](v))
+            x = np.array((np.real, np.imag)[part](v))   # a contiguous copy that keeps 0-d arrays 0-d
             return -x if part and index in self._conj else x
         return v
 
