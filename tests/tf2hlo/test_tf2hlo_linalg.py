@@ -4,6 +4,7 @@ row pivoting. Different operation order than Eigen: f32 1e-4, f64 1e-10."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tests.tf2hlo.tf2hlo_harness import Case, run_batch
@@ -43,3 +44,31 @@ def cases():
 
 def test_linalg_equals_tf() -> None:
     run_batch(cases(), xla="all")
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_cholesky_and_triangular_solve_equal_tf_xla(dtype) -> None:
+    """TF's XLA_CPU_JIT kernels take complex Cholesky (A = L·Lᴴ) and MatrixTriangularSolve (adjoint is the
+    conjugate transpose): evaluator and compiled code against TF's XLA."""
+    import tfxla_cluster as txc
+    from tfxla_cluster.tf2hlo import lower_function
+
+    rng = np.random.default_rng(0)
+    m = rng.normal(size=(2, 3, 3)) + 1j * rng.normal(size=(2, 3, 3))
+    a = (m @ np.conj(np.swapaxes(m, -1, -2)) + 3 * np.eye(3)).astype(dtype)
+    rhs = (rng.normal(size=(2, 3, 2)) + 1j * rng.normal(size=(2, 3, 2))).astype(dtype)
+
+    def fn(a, rhs):
+        R = tf.raw_ops
+        chol = R.Cholesky(input=a)
+        return (chol, R.MatrixTriangularSolve(matrix=chol, rhs=rhs, lower=True, adjoint=True),
+                R.MatrixTriangularSolve(matrix=a, rhs=rhs, lower=False, adjoint=False))
+    want = [w.numpy() for w in tf.function(fn, jit_compile=True)(a, rhs)]
+    specs = [tf.TensorSpec(a.shape, dtype), tf.TensorSpec(rhs.shape, dtype)]
+    evaluated = lower_function(tf.function(fn).get_concrete_function(*specs), a, rhs).run(a, rhs)
+    compiled = [g.numpy() for g in txc.function(fn, jit_compile=True)(a, rhs)]
+    tol = 2e-6 if dtype == np.complex64 else 1e-14
+    for got in (evaluated, compiled):
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
