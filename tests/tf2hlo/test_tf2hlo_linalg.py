@@ -72,3 +72,26 @@ def test_complex_cholesky_and_triangular_solve_equal_tf_xla(dtype) -> None:
         for g, w in zip(got, want):
             assert g.dtype == w.dtype
             np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_qr_equals_tf_xla(dtype) -> None:
+    """Complex Qr as TF's XLA (XLA's complex Householder: the same phases, not just the same span)."""
+    import tfxla_cluster as txc
+    from tfxla_cluster.tf2hlo import lower_function
+
+    rng = np.random.default_rng(1)
+    tall = (rng.normal(size=(2, 4, 3)) + 1j * rng.normal(size=(2, 4, 3))).astype(dtype)
+    wide = (rng.normal(size=(3, 4)) + 1j * rng.normal(size=(3, 4))).astype(dtype)
+
+    def fn(tall, wide):
+        return (*tf.raw_ops.Qr(input=tall, full_matrices=False), *tf.raw_ops.Qr(input=wide, full_matrices=True))
+    want = [w.numpy() for w in tf.function(fn, jit_compile=True)(tall, wide)]
+    specs = [tf.TensorSpec(tall.shape, dtype), tf.TensorSpec(wide.shape, dtype)]
+    evaluated = lower_function(tf.function(fn).get_concrete_function(*specs), tall, wide).run(tall, wide)
+    compiled = [g.numpy() for g in txc.function(fn, jit_compile=True)(tall, wide)]
+    tol = 4e-6 if dtype == np.complex64 else 1e-14
+    for got in (evaluated, compiled):
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol)

@@ -7,6 +7,8 @@ rotation, built from batched ``dot``s, ``dynamic-slice`` and iota masks.
 * Qr: unblocked Householder, XLA's (and LAPACK's) convention: ``beta = -sign(alpha)·‖x‖`` (sign(0) = +),
   no reflection when the column below the diagonal is already zero; Q accumulates ``Q·(I - τvvᵀ)``;
   R is the upper triangle. ``full_matrices`` keeps Q [m, m] and R [m, n], else the first min(m, n).
+  Complex matrices: XLA's complex House (real beta against re(alpha), tau = (beta - alpha) / beta, no
+  reflection only when the tail is zero and alpha real), R ← R - τ̄·v(vᴴR), Q ← Q - τ·(Qv)vᴴ.
 * SelfAdjointEig: cyclic two-sided Jacobi on the symmetrised triangle (``lower`` picks it), a fixed
   number of sweeps over all (p, q) pairs (the ``tan`` of each rotation from ``(a_qq - a_pp) / 2a_pq``),
   then eigenvalues ascending with their vectors.
@@ -81,9 +83,67 @@ def householder_qr(b, a, batch, m: int, n: int):
     return q, xl.select(b, upper, rm, 0.0)
 
 
+def householder_qr_complex(b, a, batch, m: int, n: int):
+    """XLA's complex Householder (its House): beta = ∓‖x‖ real, signed against re(alpha); no reflection
+    when the tail is zero and alpha is real; tau = (beta - alpha) / beta; R ← R - τ̄·v(vᴴR), Q ← Q - τ·(Qv)vᴴ."""
+    from tfxla_cluster.tf2hlo.linalg import _conj
+
+    r = len(batch)
+    et = a.shape.element_type
+    part = P.F32 if et is P.C64 else P.F64
+
+    def cplx(sb, re):
+        return sb.binary(O.COMPLEX, re, xl.zeros_like(sb, re))
+
+    def step(sb, k, rm, q):
+        z, z0 = _zeros_start(sb, r), xl.scalar(sb, 0, P.S32)
+        rows = _iota(sb, (*batch, m, 1), r)
+        col = sb.dynamic_slice(rm, z + [z0, k], (*batch, m, 1))
+        x = sb.select(xl.ge(sb, rows, k), col, xl.zeros_like(sb, col))
+        alpha = sb.dynamic_slice(col, z + [k, z0], (*batch, 1, 1))
+        a_re, a_im = sb.unary(O.REAL, alpha), sb.unary(O.IMAG, alpha)
+        x_re, x_im = sb.unary(O.REAL, x), sb.unary(O.IMAG, x)
+        abs2 = sb.add(sb.multiply(x_re, x_re), sb.multiply(x_im, x_im))
+        tail = _sum_rows(sb, sb.select(xl.gt(sb, rows, k), abs2, xl.zeros_like(sb, abs2)), r, "sum")
+        norm = sb.sqrt(sb.add(tail, sb.add(sb.multiply(a_re, a_re), sb.multiply(a_im, a_im))))
+        no_reflect = xl.and_(sb, xl.eq(sb, tail, 0.0), xl.eq(sb, a_im, 0.0))
+        beta_re = xl.select(sb, no_reflect, a_re, xl.select(sb, xl.ge(sb, a_re, 0.0), sb.negate(norm), norm))
+        beta = cplx(sb, beta_re)
+        one = cplx(sb, xl.full(sb, 1.0, part, (*batch, 1, 1)))
+        denom = sb.select(no_reflect, one, sb.subtract(alpha, beta))
+        tau = sb.select(no_reflect, xl.zeros_like(sb, alpha),
+                        sb.divide(sb.subtract(beta, alpha), sb.select(no_reflect, one, beta)))
+        e_k = cplx(sb, sb.convert(xl.eq(sb, rows, k), part))
+        v = sb.select(xl.gt(sb, rows, k), sb.divide(x, xl.broadcast_to(sb, denom, (*batch, m, 1))), e_k)
+        vh_r = _bdot(sb, _conj(sb, v), rm, r, r, r)                                      # vᴴR: [.., 1, n]
+        rm = sb.subtract(rm, sb.multiply(xl.mul(sb, v, vh_r), xl.broadcast_to(sb, _conj(sb, tau), (*batch, m, n))))
+        qv = _bdot(sb, q, v, r + 1, r, r)                                                # [.., m, 1]
+        q = sb.subtract(q, sb.multiply(_bdot(sb, qv, _conj(sb, v), r + 1, r + 1, r),
+                                       xl.broadcast_to(sb, tau, (*batch, m, m))))
+        return [rm, q]
+
+    eye = cplx(b, _eye(b, batch, m, part))
+    rm, q = fori_loop(b, "householder_qr", min(m, n), [a, eye], step)
+    upper = xl.le(b, _iota(b, (*batch, m, n), r), _iota(b, (*batch, m, n), r + 1))
+    return q, b.select(upper, rm, xl.zeros_like(b, rm))
+
+
 @lowers("Qr")
 def _qr(ctx, node):
+    from tfxla_cluster.tf2hlo.complex_ops import complex_hlo, is_complex_input
+    from tfxla_cluster.tf2hlo.linalg import _split
+
     b = ctx.b
+    if is_complex_input(ctx, 0):
+        a = complex_hlo(ctx, 0)
+        if a.shape.rank < 2:
+            raise InvalidArgumentError(f"Qr input must have rank >= 2, got {a.shape.rank}")
+        batch, (m, n) = tuple(a.shape.dimensions[:-2]), a.shape.dimensions[-2:]
+        q, rm = householder_qr_complex(b, a, batch, m, n)
+        if not bool(ctx.attr("full_matrices", False)):
+            k, z = min(m, n), [0] * len(batch)
+            q, rm = b.slice(q, z + [0, 0], (*batch, m, k)), b.slice(rm, z + [0, 0], (*batch, k, n))
+        return [_split(b, q), _split(b, rm)]
     a = ctx.input(0)
     batch, m, n = _float_matrix(ctx, a, "Qr input")
     q, rm = householder_qr(b, a, batch, m, n)
