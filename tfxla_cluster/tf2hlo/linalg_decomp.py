@@ -200,25 +200,65 @@ def _entry(sb, x, batch, i, j):
     return sb.dynamic_slice(x, _zeros_start(sb, len(batch)) + [i, j], (*batch, 1, 1))
 
 
+def _complex_rotation(sb, batch, n: int, p, q, c, s, w):
+    """G = D·J for a Hermitian pair: D = I but D[q,q] = w̄ (w = a_pq/|a_pq|) makes a_pq real, J the real
+    rotation (c, s) then zeroes it: G[p,p] = c, G[p,q] = s, G[q,p] = -s·w̄, G[q,q] = c·w̄."""
+    r = len(batch)
+    et = w.shape.element_type
+    ii, jj = _iota(sb, (*batch, n, n), r), _iota(sb, (*batch, n, n), r + 1)
+
+    def cplx(x):
+        return sb.binary(O.COMPLEX, x, xl.zeros_like(sb, x))
+    wc = sb.binary(O.COMPLEX, sb.unary(O.REAL, w), sb.negate(sb.unary(O.IMAG, w)))
+    full = lambda x: xl.broadcast_to(sb, x, (*batch, n, n))  # noqa: E731
+    cb, sbb = full(cplx(c)), full(cplx(s))
+    g = sb.convert(xl.eq(sb, ii, jj), et)
+    g = sb.select(xl.and_(sb, xl.eq(sb, ii, p), xl.eq(sb, jj, p)), cb, g)
+    g = sb.select(xl.and_(sb, xl.eq(sb, ii, q), xl.eq(sb, jj, q)), sb.multiply(cb, full(wc)), g)
+    g = sb.select(xl.and_(sb, xl.eq(sb, ii, p), xl.eq(sb, jj, q)), sbb, g)
+    return sb.select(xl.and_(sb, xl.eq(sb, ii, q), xl.eq(sb, jj, p)), sb.negate(sb.multiply(sbb, full(wc))), g)
+
+
 def jacobi_eigh(b, a, batch, n: int):
-    """(ascending eigenvalues [.., n], eigenvectors [.., n, n] as columns) of symmetric ``a``."""
+    """(ascending eigenvalues [.., n], eigenvectors [.., n, n] as columns) of symmetric (Hermitian) ``a``;
+    complex: the eigenvalues come back real-valued in the complex type, vectors up to a phase each."""
+    from tfxla_cluster.tf2hlo.linalg import _conj
+
     r = len(batch)
     et = a.shape.element_type
+    is_complex = et.is_complex
+    part = (P.F32 if et is P.C64 else P.F64) if is_complex else et
     ps, qs = _pairs(n)
     npairs = len(ps)
 
     def step(sb, i, am, v):
         p, q = _pair_at(sb, i, npairs, ps, qs)
         app, aqq, apq = _entry(sb, am, batch, p, p), _entry(sb, am, batch, q, q), _entry(sb, am, batch, p, q)
-        c, s = _jacobi_cs(sb, sb.subtract(aqq, app), apq)
-        j = _rotation(sb, batch, n, p, q, c, s)
-        am = _bdot(sb, _bdot(sb, j, am, r, r, r), j, r + 1, r, r)       # Jᵀ A J
-        return [am, _bdot(sb, v, j, r + 1, r, r)]
+        if not is_complex:
+            c, s = _jacobi_cs(sb, sb.subtract(aqq, app), apq)
+            j = _rotation(sb, batch, n, p, q, c, s)
+            am = _bdot(sb, _bdot(sb, j, am, r, r, r), j, r + 1, r, r)       # Jᵀ A J
+            return [am, _bdot(sb, v, j, r + 1, r, r)]
+        mag = sb.abs(apq)
+        zero = xl.eq(sb, mag, 0.0)
+        w = sb.divide(apq, sb.binary(O.COMPLEX, xl.select(sb, zero, 1.0, mag), xl.zeros_like(sb, mag)))
+        w = sb.select(zero, sb.binary(O.COMPLEX, xl.full(sb, 1.0, part, mag.shape.dimensions), xl.zeros_like(sb, mag)), w)
+        c, s = _jacobi_cs(sb, sb.subtract(sb.unary(O.REAL, aqq), sb.unary(O.REAL, app)), mag)
+        g = _complex_rotation(sb, batch, n, p, q, c, s, w)
+        am = _bdot(sb, _bdot(sb, _conj(sb, g), am, r, r, r), g, r + 1, r, r)   # Gᴴ A G
+        return [am, _bdot(sb, v, g, r + 1, r, r)]
 
-    am, v = fori_loop(b, "jacobi_eigh", _sweeps(et) * npairs if n > 1 else 0, [a, _eye(b, batch, n, et)], step)
-    diag = xl.reduce(b, xl.select(b, xl.eq(b, _iota(b, (*batch, n, n), r), _iota(b, (*batch, n, n), r + 1)), am, 0.0),
+    eye = _eye(b, batch, n, part)
+    if is_complex:
+        eye = b.binary(O.COMPLEX, eye, xl.zeros_like(b, eye))
+    am, v = fori_loop(b, "jacobi_eigh", _sweeps(part) * npairs if n > 1 else 0, [a, eye], step)
+    d = b.unary(O.REAL, am) if is_complex else am
+    diag = xl.reduce(b, xl.select(b, xl.eq(b, _iota(b, (*batch, n, n), r), _iota(b, (*batch, n, n), r + 1)), d, 0.0),
                      0.0, [r + 1], O.ADD, "diag")
-    return _sort_columns(b, diag, v, batch, n, descending=False)
+    w, v = _sort_columns(b, diag, v, batch, n, descending=False)
+    if is_complex:
+        w = b.binary(O.COMPLEX, w, xl.zeros_like(b, w))
+    return [w, v]
 
 
 def _sort_columns(b, keys, vecs, batch, n: int, descending: bool, more=()):
@@ -234,21 +274,26 @@ def _sort_columns(b, keys, vecs, batch, n: int, descending: bool, more=()):
     s = b.sort([keys, idx], r, cmp.build(), is_stable=True)
     sorted_keys, perm = b.get_tuple_element(s, 0), b.get_tuple_element(s, 1)
     # column permutation as a one-hot matrix P[j_old, j_new]
-    onehot = b.convert(xl.eq(b, _iota(b, (*batch, n, n), r),
-                             b.broadcast(perm, (*batch, n, n), tuple(range(r)) + (r + 1,))), et)
-    return [sorted_keys] + [_bdot(b, m, onehot, r + 1, r, r) for m in (vecs, *more)]
+    onehot = xl.eq(b, _iota(b, (*batch, n, n), r), b.broadcast(perm, (*batch, n, n), tuple(range(r)) + (r + 1,)))
+    return [sorted_keys] + [_bdot(b, m, b.convert(onehot, m.shape.element_type), r + 1, r, r) for m in (vecs, *more)]
 
 
 def _symmetrize(b, a, batch, n: int, lower: bool):
+    from tfxla_cluster.tf2hlo.linalg import _conj
+
     r = len(batch)
     ii, jj = _iota(b, (*batch, n, n), r), _iota(b, (*batch, n, n), r + 1)
-    tri = xl.select(b, (xl.ge if lower else xl.le)(b, ii, jj), a, 0.0)
-    strict = xl.select(b, xl.eq(b, ii, jj), 0.0, tri)
-    return b.add(tri, _transpose_last2(b, strict))
+    zeros = xl.zeros_like(b, a)
+    tri = b.select((xl.ge if lower else xl.le)(b, ii, jj), a, zeros)
+    strict = b.select(xl.eq(b, ii, jj), zeros, tri)
+    return b.add(tri, _conj(b, _transpose_last2(b, strict)))
 
 
 def _eig(ctx, a, lower: bool, what: str):
-    batch, m, n = _float_matrix(ctx, a, what)
+    if a.shape.element_type.is_complex:
+        batch, m, n = tuple(a.shape.dimensions[:-2]), *a.shape.dimensions[-2:]
+    else:
+        batch, m, n = _float_matrix(ctx, a, what)
     if m != n:
         raise InvalidArgumentError(f"{what} must be square, got {list(a.shape.dimensions)}")
     return jacobi_eigh(ctx.b, _symmetrize(ctx.b, a, batch, n, lower), batch, n)
@@ -256,16 +301,22 @@ def _eig(ctx, a, lower: bool, what: str):
 
 @lowers("SelfAdjointEigV2")
 def _self_adjoint_eig(ctx, node):
-    w, v = _eig(ctx, ctx.input(0), True, "SelfAdjointEigV2 input")
+    from tfxla_cluster.tf2hlo.complex_ops import complex_hlo
+    from tfxla_cluster.tf2hlo.linalg import _split
+
+    w, v = _eig(ctx, complex_hlo(ctx, 0), True, "SelfAdjointEigV2 input")
     if not bool(ctx.attr("compute_v", True)):
         v = ctx.b.constant(np.zeros((0,), v.shape.element_type.dtype), v.shape.element_type)
-    return [w, v]
+    return [_split(ctx.b, w), _split(ctx.b, v)]
 
 
 @lowers("XlaSelfAdjointEig")
 def _xla_self_adjoint_eig(ctx, node):
-    w, v = _eig(ctx, ctx.input(0), bool(ctx.attr("lower", True)), "XlaSelfAdjointEig input")
-    return [w, v]
+    from tfxla_cluster.tf2hlo.complex_ops import complex_hlo
+    from tfxla_cluster.tf2hlo.linalg import _split
+
+    w, v = _eig(ctx, complex_hlo(ctx, 0), bool(ctx.attr("lower", True)), "XlaSelfAdjointEig input")
+    return [_split(ctx.b, w), _split(ctx.b, v)]
 
 
 # ---------------------------------------------------------------- SVD
