@@ -296,8 +296,13 @@ def _cast(ctx, node):
         return [xl.ne(b, x, 0)]
     if src.is_complex and not dst.is_complex:
         x = b.real(x)
-    if ctx.attr("Truncate", False) and src.is_float and dst.is_float and dst.bit_width < src.bit_width:
-        x = b.reduce_precision(x, dst.exponent_bits, dst.mantissa_bits)
+    if ctx.attr("Truncate", False) and src.is_float and dst.is_float and dst.mantissa_bits < src.mantissa_bits:
+        # tf2xla's truncation: the mantissa bits the narrower type lacks are zeroed (round toward zero)
+        # before the conversion, on the bits (a NaN whose payload is only there becomes an inf, as in TF).
+        ut = {16: P.U16, 32: P.U32, 64: P.U64}[src.bit_width]
+        drop = src.mantissa_bits - dst.mantissa_bits
+        mask = np.asarray(~((1 << drop) - 1) & ((1 << src.bit_width) - 1), ut.dtype)
+        x = b.bitcast_convert(xl.and_(b, b.bitcast_convert(x, ut), mask), src)
     return [b.convert(x, dst)]
 
 
