@@ -1,0 +1,99 @@
+"""Every dtype TF's XLA_CPU_JIT kernels allow, op by op, against TF's XLA (issue 18: "with TF's dtype
+constraints"): each elementwise op of ``op_table``'s OpDef-built list (one type attribute) on each of the
+16 dtypes below its kernel and OpDef allow, run by TF's XLA (``jit_compile=True``) and by our lowering +
+evaluator; integers and bools bit-equal, floats within a few ulps of the type. A dtype TF's XLA itself
+refuses to compile is skipped.
+
+By default a fixed sample (the complex, 16-bit and unsigned dtypes of a handful of ops, where lowerings
+most often assume f32); the whole sweep (~1000 programs, about a minute) runs with ``-m tfsweep``.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.framework import types_pb2 as T
+from tensorflow.python.framework import op_def_registry
+
+from tests.tf2hlo import op_table
+from tests.tf2hlo.tf2hlo_harness import raw
+
+DTYPES = (T.DT_HALF, T.DT_BFLOAT16, T.DT_FLOAT, T.DT_DOUBLE, T.DT_INT8, T.DT_INT16, T.DT_INT32, T.DT_INT64,
+          T.DT_UINT8, T.DT_UINT16, T.DT_UINT32, T.DT_UINT64, T.DT_COMPLEX64, T.DT_COMPLEX128, T.DT_BOOL)
+_DOMAIN = {op: d for d, ops in op_table.DOMAIN.items() for op in ops}
+SAMPLE = {("FloorDiv", T.DT_COMPLEX64), ("ClipByValue", T.DT_COMPLEX128), ("ApproximateEqual", T.DT_COMPLEX64),
+          ("ToBool", T.DT_COMPLEX64), ("Erfinv", T.DT_DOUBLE), ("Sign", T.DT_BFLOAT16), ("Abs", T.DT_INT8),
+          ("FloorMod", T.DT_UINT8), ("Xlogy", T.DT_COMPLEX128), ("SquaredDifference", T.DT_COMPLEX64)}
+
+
+def _cases() -> list[tuple[str, int]]:
+    from tfxla_cluster.tfops.xla_kernels import jit_kernels
+
+    out = []
+    for op in list(op_table.GENERIC) + [o for ops in op_table.DOMAIN.values() for o in ops]:
+        attrs = [a for a in op_def_registry.get(op).attr if a.type == "type" and not a.HasField("default_value")]
+        if len(attrs) != 1:
+            continue
+        kernel = {t for kd in jit_kernels("XLA_CPU_JIT").get(op, []) for c in kd.constraint
+                  if c.name == attrs[0].name for t in c.allowed_values.list.type}
+        opdef = set(attrs[0].allowed_values.list.type)
+        out += [(op, t) for t in DTYPES if (not kernel or t in kernel) and (not opdef or t in opdef)]
+    return out
+
+
+def _values(t: int, domain: str, seed: int) -> np.ndarray:
+    dt = tf.as_dtype(t)
+    rng = np.random.default_rng(seed)
+    if t == T.DT_BOOL:
+        return rng.integers(0, 2, (2, 3)).astype(bool)
+    if dt.is_integer:
+        lo, hi = {"pos": (1, 10), "shift": (0, 5)}.get(domain, (-9, 10))
+        return rng.integers(max(lo, 0) if dt.is_unsigned else lo, hi, (2, 3)).astype(dt.as_numpy_dtype)
+    lo, hi = {"pos": (0.1, 3), "unit": (-0.95, 0.95), "ge1": (1.05, 4), "small": (-0.9, 0.9)}.get(domain, (-3, 3))
+    v = rng.uniform(lo, hi, (2, 3))
+    if dt.is_complex:
+        v = v + 1j * rng.uniform(lo, hi, (2, 3)) * (1 if domain == "any" else 0.3)
+    return v.astype(dt.as_numpy_dtype)
+
+
+def test_sample_is_part_of_the_sweep() -> None:
+    assert SAMPLE <= set(_cases())
+
+
+def _param(op: str, t: int):
+    marks = [] if (op, t) in SAMPLE else [pytest.mark.tfsweep]
+    return pytest.param(op, t, id=f"{op}-{tf.as_dtype(t).name}", marks=marks)
+
+
+_TOL = {np.dtype(np.float16): 2e-3, np.dtype(ml_dtypes.bfloat16): 1.6e-2, np.dtype(np.float32): 2e-5,
+        np.dtype(np.float64): 1e-12, np.dtype(np.complex64): 2e-5, np.dtype(np.complex128): 1e-12}
+
+
+@pytest.mark.parametrize("op,dtype", [_param(op, t) for op, t in _cases()])
+def test_op_dtype_equals_tf_xla(op: str, dtype: int, request) -> None:
+    if (op, dtype) not in SAMPLE and "tfsweep" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("the whole dtype sweep runs with -m tfsweep")
+    from tfxla_cluster.tf2hlo import lower_function
+
+    op_def = op_def_registry.get(op)
+    t_attr = next(a.name for a in op_def.attr if a.type == "type" and not a.HasField("default_value"))
+    if any(not (a.type or a.type_attr == t_attr) for a in op_def.input_arg):
+        pytest.skip("an input of another type attribute")
+    args = [_values(a.type or dtype, _DOMAIN.get(op, "any"), k) for k, a in enumerate(op_def.input_arg)]
+    fn = raw(op)
+    try:
+        want = [w.numpy() for w in tf.nest.flatten(tf.function(fn, jit_compile=True)(*args))]
+    except tf.errors.OpError:
+        pytest.skip("TF's XLA does not compile it either")
+    specs = [tf.TensorSpec(a.shape, tf.as_dtype(a.dtype)) for a in args]
+    got = lower_function(tf.function(fn).get_concrete_function(*specs), *args).run(*args)
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        assert g.shape == w.shape and g.dtype == w.dtype, f"{g.shape} {g.dtype} != TF's XLA {w.shape} {w.dtype}"
+        if w.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, w)
+        else:
+            wide = np.complex128 if w.dtype.kind == "c" else np.float64
+            tol = _TOL[w.dtype]
+            np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=tol, atol=tol, equal_nan=True)
