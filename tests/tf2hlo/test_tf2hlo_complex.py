@@ -196,3 +196,16 @@ def test_complex_clip_approximate_equal_and_to_bool_equal_tf_xla() -> None:
         for got in (evaluated, compiled):
             for g, w in zip(got, want):
                 np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("op", ["Real", "Imag", "ComplexAbs", "Angle"])
+def test_complex_part_with_another_tout_is_refused(op) -> None:
+    """c128 → f32: TF has no kernel; its XLA refuses Real/Imag and returns ComplexAbs/Angle's f64 buffer read
+    as f32 (garbage). We refuse all four with a typed error naming the mismatch."""
+    from tensorflow.python.framework import op_def_registry
+
+    name = op_def_registry.get(op).input_arg[0].name
+    fn = tf.function(lambda z: getattr(tf.raw_ops, op)(**{name: z}, Tout=tf.float32),
+                     input_signature=[tf.TensorSpec([2], tf.complex128)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Tout=f32 is not the component type f64"):
+        lower_function(fn.get_concrete_function())

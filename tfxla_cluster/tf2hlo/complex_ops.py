@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from tensorflow.core.framework import types_pb2
 
-from tfxla_cluster.errors import UnimplementedError
+from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P
@@ -88,20 +88,31 @@ def _complex(ctx, node):
     return [ComplexValue(re, im)]
 
 
+def component_parts(ctx) -> tuple[HloInstruction, HloInstruction]:
+    """Input 0's (re, im), checking ``Tout`` is their type: TF has no kernel for c128 → f32 (or c64 → f64),
+    its XLA refuses Real/Imag so and hands back ComplexAbs/Angle's f64 buffer read as f32."""
+    re, im = parts(ctx, 0)
+    if ctx.node.has_attr("Tout") and ctx.attr_type("Tout") is not re.shape.element_type:
+        raise InvalidArgumentError(
+            f"{ctx.op} ({ctx.name}): Tout={ctx.attr_type('Tout').value} is not the component type "
+            f"{re.shape.element_type.value} of its complex input (TF has no kernel for it)")
+    return re, im
+
+
 @lowers("Real")
 def _real(ctx, node):
-    return [parts(ctx, 0)[0]]
+    return [component_parts(ctx)[0]]
 
 
 @lowers("Imag")
 def _imag(ctx, node):
-    return [parts(ctx, 0)[1]]
+    return [component_parts(ctx)[1]]
 
 
 @lowers("ComplexAbs")
 def _complex_abs(ctx, node):
     b = ctx.b
-    re, im = parts(ctx, 0)
+    re, im = component_parts(ctx)
     # HLO's abs of the complex value (XLA's max·sqrt(1 + (min/max)²)): re² + im² would overflow.
     return [b.abs(b.binary(O.COMPLEX, re, im))]
 
