@@ -97,3 +97,79 @@ def test_op_dtype_equals_tf_xla(op: str, dtype: int, request) -> None:
             wide = np.complex128 if w.dtype.kind == "c" else np.float64
             tol = _TOL[w.dtype]
             np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=tol, atol=tol, equal_nan=True)
+
+
+# ------------------------------------------------------------------ other families (-m tfsweep only)
+R = tf.raw_ops
+FAMILY_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.int16, tf.int32, tf.int64, tf.uint8,
+                 tf.uint16, tf.uint32, tf.uint64, tf.complex64, tf.complex128, tf.bool)
+
+
+def _eye_plus(x, k: float):
+    return x[:, :2] + k * tf.eye(2, dtype=x.dtype)
+
+
+# name → (program, number of [2, 4] inputs of the swept dtype)
+FAMILIES = {
+    "Sum": (lambda x: R.Sum(input=x, axis=[1]), 1), "Prod": (lambda x: R.Prod(input=x, axis=[0]), 1),
+    "Max": (lambda x: R.Max(input=x, axis=[1]), 1), "Mean": (lambda x: R.Mean(input=x, axis=[1]), 1),
+    "ArgMax": (lambda x: R.ArgMax(input=x, dimension=1), 1), "Cumprod": (lambda x: R.Cumprod(x=x, axis=0), 1),
+    "MatMul": (lambda x, y: R.MatMul(a=x, b=y, transpose_b=True), 2),
+    "BatchMatMulV2": (lambda x, y: R.BatchMatMulV2(x=x[None], y=y[None], adj_y=True), 2),
+    "ConcatV2": (lambda x, y: R.ConcatV2(values=[x, y], axis=1), 2), "Tile": (lambda x: R.Tile(input=x, multiples=[2, 1]), 1),
+    "MirrorPad": (lambda x: R.MirrorPad(input=x, paddings=[[1, 0], [0, 2]], mode="REFLECT"), 1),
+    "GatherNd": (lambda x: R.GatherNd(params=x, indices=[[1, 2], [0, 0]]), 1), "TopKV2": (lambda x: R.TopKV2(input=x, k=2), 1),
+    "Sort": (lambda x: tf.sort(x, axis=1), 1), "ScatterNd": (lambda x: R.ScatterNd(indices=[[1], [0]], updates=x, shape=[3, 4]), 1),
+    "UnsortedSegmentMax": (lambda x: R.UnsortedSegmentMax(data=x, segment_ids=[1, 1], num_segments=2), 1),
+    "MatrixDiagV3": (lambda x: R.MatrixDiagV3(diagonal=x, k=0, num_rows=-1, num_cols=-1, padding_value=x[0, 0]), 1),
+    "MatrixSetDiagV3": (lambda x: R.MatrixSetDiagV3(input=x, diagonal=x[:, 0], k=0), 1),
+    "Roll": (lambda x: R.Roll(input=x, shift=[1], axis=[1]), 1), "Einsum": (lambda x, y: R.Einsum(inputs=[x, y], equation="ij,kj->ik"), 2),
+    "Conv2D": (lambda x, y: R.Conv2D(input=tf.reshape(x, [1, 2, 4, 1]), filter=tf.reshape(y[:, :2], [2, 2, 1, 1]),
+                                     strides=[1, 1, 1, 1], padding="VALID"), 2),
+    "MaxPool": (lambda x: R.MaxPool(input=tf.reshape(x, [1, 2, 4, 1]), ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1],
+                                    padding="VALID"), 1),
+    "Cholesky": (lambda x: R.Cholesky(input=tf.matmul(x[:, :2], x[:, :2], adjoint_a=True) + tf.eye(2, dtype=x.dtype)), 1),
+    "MatrixTriangularSolve": (lambda x, y: R.MatrixTriangularSolve(matrix=_eye_plus(x, 3.0), rhs=y), 2),
+    "MatrixInverse": (lambda x: R.MatrixInverse(input=_eye_plus(x, 3.0)), 1), "FFT": (lambda x: R.FFT(input=x), 1),
+    "ComplexAbs": (lambda x: R.ComplexAbs(x=x, Tout=x.dtype.real_dtype), 1),
+    "Angle": (lambda x: R.Angle(input=x, Tout=x.dtype.real_dtype), 1), "Cast->f16": (lambda x: tf.cast(x, tf.float16), 1),
+    "Xlogy": (lambda x, y: R.Xlogy(x=x, y=tf.abs(y) + 1), 2), "Pow": (lambda x, y: R.Pow(x=x, y=y), 2),
+}
+
+
+def _family_value(dt, k: int) -> np.ndarray:
+    rng = np.random.default_rng(k)
+    if dt == tf.bool:
+        return rng.integers(0, 2, (2, 4)).astype(bool)
+    if dt.is_integer:
+        return rng.integers(0 if dt.is_unsigned else -5, 6, (2, 4)).astype(dt.as_numpy_dtype)
+    v = rng.uniform(-2, 2, (2, 4))
+    return (v + 1j * rng.uniform(-2, 2, (2, 4)) if dt.is_complex else v).astype(dt.as_numpy_dtype)
+
+
+@pytest.mark.tfsweep
+@pytest.mark.parametrize("name,dt", [(n, d) for n in FAMILIES for d in FAMILY_DTYPES],
+                         ids=[f"{n}-{d.name}" for n in FAMILIES for d in FAMILY_DTYPES])
+def test_family_dtype_equals_tf_xla(name: str, dt, request) -> None:
+    if "tfsweep" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("the whole dtype sweep runs with -m tfsweep")
+    from tfxla_cluster.tf2hlo import lower_function
+
+    fn, n = FAMILIES[name]
+    args = [_family_value(dt, k) for k in range(n)]
+    try:
+        want = [w.numpy() for w in tf.nest.flatten(tf.function(fn, jit_compile=True)(*args))]
+    except (tf.errors.OpError, TypeError, ValueError):
+        pytest.skip("TF's XLA does not compile it either")
+    specs = [tf.TensorSpec(a.shape, dt) for a in args]
+    got = lower_function(tf.function(fn).get_concrete_function(*specs), *args).run(*args)
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        assert g.shape == w.shape and g.dtype == w.dtype, f"{g.shape} {g.dtype} != TF's XLA {w.shape} {w.dtype}"
+        if w.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, w)
+        else:
+            wide = np.complex128 if w.dtype.kind == "c" else np.float64
+            tol = {2: 3e-2, 4: 1e-4, 8: 1e-9, 16: 1e-9}[w.dtype.itemsize] if w.dtype.kind != "c" else \
+                (1e-4 if w.dtype.itemsize == 8 else 1e-9)
+            np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=tol, atol=tol, equal_nan=True)
