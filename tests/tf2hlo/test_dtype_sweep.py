@@ -61,19 +61,26 @@ def test_sample_is_part_of_the_sweep() -> None:
     assert SAMPLE <= set(_cases())
 
 
-def _param(op: str, t: int):
-    marks = [] if (op, t) in SAMPLE else [pytest.mark.tfsweep]
-    return pytest.param(op, t, id=f"{op}-{tf.as_dtype(t).name}", marks=marks)
+def _sweeping(config) -> bool:
+    return "tfsweep" in (config.getoption("markexpr") or "")
+
+
+def pytest_generate_tests(metafunc) -> None:
+    """The sweeps' cases, generated only when they run (so the default run does not collect ~1500 skips)."""
+    sweeping = _sweeping(metafunc.config)
+    if metafunc.definition.name == "test_op_dtype_equals_tf_xla":
+        cases = [(op, t) for op, t in _cases() if sweeping or (op, t) in SAMPLE]
+        metafunc.parametrize("op,dtype", cases, ids=[f"{op}-{tf.as_dtype(t).name}" for op, t in cases])
+    elif metafunc.definition.name == "test_family_dtype_equals_tf_xla":
+        cases = [(n, d) for n in FAMILIES for d in FAMILY_DTYPES] if sweeping else []
+        metafunc.parametrize("name,dt", cases, ids=[f"{n}-{d.name}" for n, d in cases])
 
 
 _TOL = {np.dtype(np.float16): 2e-3, np.dtype(ml_dtypes.bfloat16): 1.6e-2, np.dtype(np.float32): 2e-5,
         np.dtype(np.float64): 1e-12, np.dtype(np.complex64): 2e-5, np.dtype(np.complex128): 1e-12}
 
 
-@pytest.mark.parametrize("op,dtype", [_param(op, t) for op, t in _cases()])
-def test_op_dtype_equals_tf_xla(op: str, dtype: int, request) -> None:
-    if (op, dtype) not in SAMPLE and "tfsweep" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("the whole dtype sweep runs with -m tfsweep")
+def test_op_dtype_equals_tf_xla(op: str, dtype: int) -> None:
     from tfxla_cluster.tf2hlo import lower_function
 
     op_def = op_def_registry.get(op)
@@ -148,11 +155,7 @@ def _family_value(dt, k: int) -> np.ndarray:
 
 
 @pytest.mark.tfsweep
-@pytest.mark.parametrize("name,dt", [(n, d) for n in FAMILIES for d in FAMILY_DTYPES],
-                         ids=[f"{n}-{d.name}" for n in FAMILIES for d in FAMILY_DTYPES])
-def test_family_dtype_equals_tf_xla(name: str, dt, request) -> None:
-    if "tfsweep" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("the whole dtype sweep runs with -m tfsweep")
+def test_family_dtype_equals_tf_xla(name: str, dt) -> None:
     from tfxla_cluster.tf2hlo import lower_function
 
     fn, n = FAMILIES[name]
