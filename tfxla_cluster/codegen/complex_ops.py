@@ -10,8 +10,8 @@ infinite-denominator fix-ups; abs as max·sqrt(1 + (min/max)²) (NaN → min); s
 division (0 at 0); exp = eᵃ(cos b, sin b) with +0 imaginary part for a real argument; log = (log|z|, atan2(b, a)); sqrt through the polar form with XLA's inf/NaN
 cases, rsqrt likewise; sin/cos through sinh/cosh, tanh/tan from expm1s with XLA's limits, expm1 and
 log1p in their accurate forms; power in polar form with Kahan's special cases; compare EQ (ordered on
-both parts), NE (unordered on either) and LT/LE/GT/GE lexicographic on (re, im) (ordered). Other opcodes on complex values (atan2, remainder, ...) are an
-UnimplementedError naming the opcode.
+both parts), NE (unordered on either) and LT/LE/GT/GE lexicographic on (re, im) (ordered). Other
+opcodes on complex values (atan2, remainder, ...) are an UnimplementedError naming the opcode.
 """
 from __future__ import annotations
 

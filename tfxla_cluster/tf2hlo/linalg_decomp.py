@@ -85,7 +85,8 @@ def householder_qr(b, a, batch, m: int, n: int):
 
 def householder_qr_complex(b, a, batch, m: int, n: int):
     """XLA's complex Householder (its House): beta = ∓‖x‖ real, signed against re(alpha); no reflection
-    when the tail is zero and alpha is real; tau = (beta - alpha) / beta; R ← R - τ̄·v(vᴴR), Q ← Q - τ·(Qv)vᴴ."""
+    when the tail is zero and alpha is real; tau = (beta - alpha) / beta;
+    R ← R - τ̄·v(vᴴR), Q ← Q - τ·(Qv)vᴴ."""
     from tfxla_cluster.tf2hlo.linalg import _conj
 
     r = len(batch)
@@ -242,7 +243,8 @@ def jacobi_eigh(b, a, batch, n: int):
         mag = sb.abs(apq)
         zero = xl.eq(sb, mag, 0.0)
         w = sb.divide(apq, sb.binary(O.COMPLEX, xl.select(sb, zero, 1.0, mag), xl.zeros_like(sb, mag)))
-        w = sb.select(zero, sb.binary(O.COMPLEX, xl.full(sb, 1.0, part, mag.shape.dimensions), xl.zeros_like(sb, mag)), w)
+        one = sb.binary(O.COMPLEX, xl.full(sb, 1.0, part, mag.shape.dimensions), xl.zeros_like(sb, mag))
+        w = sb.select(zero, one, w)
         c, s = _jacobi_cs(sb, sb.subtract(sb.unary(O.REAL, aqq), sb.unary(O.REAL, app)), mag)
         g = _complex_rotation(sb, batch, n, p, q, c, s, w)
         am = _bdot(sb, _bdot(sb, _conj(sb, g), am, r, r, r), g, r + 1, r, r)   # Gᴴ A G
