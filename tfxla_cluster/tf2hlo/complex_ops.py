@@ -9,8 +9,8 @@ complex host constant splits into two constants); division is HLO's complex ``di
 algorithm with its inf/NaN fix-ups, which the textbook formula would overflow or round differently
 from). Ops that only move elements or are linear in their complex operands (reshape, slices, concat,
 gather, pad, select, sum, mean, ...: ``PARTWISE_OPS``) run their own lowering twice, once on the real
-parts and once on the imaginary parts (:func:`lower_partwise`). At the cluster boundary a complex argument is a c64/c128 parameter bound as
-``(real(p), imag(p))`` and a complex result leaves as ``complex(re, im)`` (lower.py), as TF's XLA takes
+parts and once on the imaginary parts (:func:`lower_partwise`). At the cluster boundary a complex
+argument is a c64/c128 parameter bound as ``(real(p), imag(p))`` and a complex result leaves as ``complex(re, im)`` (lower.py), as TF's XLA takes
 and returns them; in loop state and branch results a complex value travels as its two parts
 (control_flow.py), and a called function's body sees the pair itself.
 """
