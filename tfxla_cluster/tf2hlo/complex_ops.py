@@ -1,18 +1,19 @@
 """Complex numbers inside a cluster, as pairs of real HLO arrays.
 
-Stage: lowering. Our HLO pipeline and codegen compile real element types only, so a complex64/128 TF
-tensor is carried through the lowering as a :class:`ComplexValue` (real part, imaginary part, both
-f32/f64) and never becomes a complex HLO value: ``Complex`` builds one, ``Real``/``Imag`` take a part,
+Stage: lowering. A complex64/128 TF tensor is carried through the lowering as a :class:`ComplexValue`
+(real part, imaginary part, both f32/f64); it becomes one complex HLO array only where an XLA complex
+opcode decides the result (divide, abs, compare, exp/log/..., Prod, FloorDiv, the complex linear algebra:
+:func:`complex_hlo`), and is split again after. ``Complex`` builds one, ``Real``/``Imag`` take a part,
 ``ComplexAbs`` is HLO's complex ``abs``, ``Conj`` negates the imaginary part, and the elementwise
 arithmetic ops (Add/AddV2/Sub/Mul/Neg/Square) use the textbook formulas when an operand is complex (a
 complex host constant splits into two constants); division is HLO's complex ``divide`` (XLA's Smith's
-algorithm with its inf/NaN fix-ups, which the textbook formula would overflow or round differently
-from). Ops that only move elements or are linear in their complex operands (reshape, slices, concat,
-gather, pad, select, sum, mean, ...: ``PARTWISE_OPS``) run their own lowering twice, once on the real
-parts and once on the imaginary parts (:func:`lower_partwise`). At the cluster boundary a complex
-argument is a c64/c128 parameter bound as ``(real(p), imag(p))`` and a complex result leaves as ``complex(re, im)`` (lower.py), as TF's XLA takes
-and returns them; in loop state and branch results a complex value travels as its two parts
-(control_flow.py), and a called function's body sees the pair itself.
+algorithm with its inf/NaN fix-ups, which the textbook formula would overflow or round differently from).
+Ops that only move elements or are linear in their complex operands (reshape, slices, concat, gather,
+pad, select, sum, mean, ...: ``PARTWISE_OPS``) run their own lowering twice, once on the real parts and
+once on the imaginary parts (:func:`lower_partwise`). At the cluster boundary a complex argument is a
+c64/c128 parameter bound as ``(real(p), imag(p))`` and a complex result leaves as ``complex(re, im)``
+(lower.py), as TF's XLA takes and returns them; in loop state and branch results a complex value travels
+as its two parts (control_flow.py), and a called function's body sees the pair itself.
 """
 from __future__ import annotations
 
