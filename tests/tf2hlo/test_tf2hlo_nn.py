@@ -117,9 +117,12 @@ def test_batch_matmul_v3_narrower_tout_converts_the_result_as_tf_xla() -> None:
     from tfxla_cluster.tf2hlo import lower_function
 
     rng = np.random.default_rng(0)
-    a32, b32 = rng.uniform(-9, 9, (2, 3, 40)).astype(np.float32), rng.uniform(-9, 9, (2, 40, 2)).astype(np.float32)
+    # Quarters: every product and sum is exact in f32, so only the final conversion rounds (any summation
+    # order, any BLAS); truncating the operands instead would give other results.
+    a32 = (rng.integers(-36, 37, (2, 3, 40)) / 4).astype(np.float32)
+    b32 = (rng.integers(-36, 37, (2, 40, 2)) / 4).astype(np.float32)
     a8, b8 = rng.integers(-100, 100, (2, 3, 40)).astype(np.int8), rng.integers(-100, 100, (2, 40, 2)).astype(np.int8)
-    a64, b64 = a32.astype(np.float64) / 3, b32.astype(np.float64) / 7
+    a64, b64 = a32.astype(np.float64) / 1024, b32.astype(np.float64) * (1 + 2.0 ** -30)
     args = (a32, b32, a8, b8, a64, b64)
 
     def fn(a32, b32, a8, b8, a64, b64):
