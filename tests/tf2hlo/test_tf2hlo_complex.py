@@ -105,3 +105,107 @@ def test_hlo_complex_atan2_equals_xla() -> None:
     got = np.asarray(evaluate(parse_module(text), y, x))
     # XLA:CPU's result (jaxlib 0.10.2) for the same module and arguments.
     np.testing.assert_allclose(got, [0.19025323 + 0.8418239j, -0.14402775 + 0.38648123j], rtol=2e-6)
+
+
+def _floor_div_inputs(dtype):
+    """Complex FloorDiv inputs whose ``q·y != x`` test does not hang on rounding (or on whether LLVM fuses
+    q·y into an FMA): exact quotients (y a power of two, ±i, 1 + i) and quotients that underflow to 0
+    or overflow (|x| tiny or huge against |y|), with every sign pattern of both parts, so the complex
+    ``x < 0`` / ``y < 0`` tests (lexicographic on (re, im)) decide."""
+    import numpy as np
+
+    part = np.float32 if dtype == tf.complex64 else np.float64
+    t, big = part(1e-30), part(1e30)
+    xs = [(3, 4), (-7, 2), (1, -9), (0, 0), (-0.0, 0), (t, 0), (-t, 0), (0, t), (0, -t), (t, -t), (-t, t),
+          (big, -big), (0, big)]
+    ys = [(2, 0), (-0.5, 0), (0, 1), (0, -4), (1, 1), (big, 0), (-big, 0), (0, big), (0, -big), (t, 0), (0, -t)]
+    pairs = [(a, b) for a in xs for b in ys]
+    x = np.array([complex(*a) for a, _ in pairs], dtype.as_numpy_dtype)
+    y = np.array([complex(*b) for _, b in pairs], dtype.as_numpy_dtype)
+    return x, y
+
+
+@pytest.mark.parametrize("dtype", [tf.complex64, tf.complex128])
+def test_complex_floor_div_equals_tf_xla(dtype) -> None:
+    """TF's XLA compiles complex FloorDiv (tf2xla's integer form: q = x / y, q - 1 where q·y != x and
+    x < 0 != y < 0, complex ``<`` lexicographic) though TF has no CPU kernel for it; our evaluator and our
+    compiled code give its results bit for bit."""
+    import numpy as np
+
+    import tfxla_cluster as txc
+
+    x, y = _floor_div_inputs(dtype)
+    fn = lambda a, b: tf.raw_ops.FloorDiv(x=a, y=b)  # noqa: E731
+    want = tf.function(fn, jit_compile=True)(x, y).numpy()
+    with np.errstate(all="ignore"):
+        assert np.sum(np.real(want) == np.real(x / y) - 1) > 20, "the inputs must exercise the q - 1 branch"
+    spec = tf.TensorSpec(x.shape, dtype)
+    evaluated = lower_function(tf.function(fn).get_concrete_function(spec, spec), x, y).run(x, y)[0]
+    compiled = txc.function(fn, jit_compile=True)(x, y).numpy()
+    for got in (evaluated, compiled):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_complex_abs_and_divide_at_extremes_equal_tf_xla() -> None:
+    """|z| and z / w are HLO's complex abs and divide (XLA's overflow-safe forms and inf/NaN rules), not
+    sqrt(re² + im²) and the textbook quotient, which overflow at 1e20 in f32."""
+    import numpy as np
+
+    import tfxla_cluster as txc
+
+    inf, nan = np.inf, np.nan
+    z = np.array([3 + 4j, 1e20 + 1e20j, 1e-30 - 1e-30j, complex(inf, 1), complex(nan, inf), complex(inf, inf), 0j,
+                  -0.5 - 0.25j], np.complex64)
+    w = np.array([1e20 - 3e20j, 2e-20 + 1e-20j, 1e30j, 2 + 1j, 1 + 1j, complex(1, inf), 0j, 3 - 7j], np.complex64)
+    fn = lambda a, b: (tf.abs(a), a / b)  # noqa: E731
+    want = [t.numpy() for t in tf.function(fn, jit_compile=True)(z, w)]
+    spec = tf.TensorSpec(z.shape, tf.complex64)
+    evaluated = lower_function(tf.function(fn).get_concrete_function(spec, spec), z, w).run(z, w)
+    compiled = [t.numpy() for t in txc.function(fn, jit_compile=True)(z, w)]
+    for got in (evaluated, compiled):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+
+
+def test_complex_clip_approximate_equal_and_to_bool_equal_tf_xla() -> None:
+    """TF's XLA_CPU_JIT kernels take complex ClipByValue (its clamp compares real parts only, keeping the
+    first operand on a tie: a grid of ties decides), ApproximateEqual (|x - y| < tolerance), ToBool, Prod
+    (a reduce of complex multiplies) and a complex constant diagonal (tf.eye)."""
+    import itertools
+
+    import numpy as np
+
+    import tfxla_cluster as txc
+
+    grid = [complex(a, b) for a in (-1, 0, 1) for b in (-1, 0, 1)]
+    lo, t, hi = (np.array(v, np.complex64) for v in zip(*itertools.product(grid, grid, grid)))
+    near = t + np.complex64(0.3 - 0.2j)
+
+    def fn(lo, t, hi, near, s):
+        return (tf.raw_ops.ClipByValue(t=t, clip_value_min=lo, clip_value_max=hi),
+                tf.raw_ops.ApproximateEqual(x=t, y=near, tolerance=0.35), tf.raw_ops.ToBool(input=s),
+                tf.reduce_prod(tf.reshape(near[:12], [3, 4]), axis=1), tf.eye(2, dtype=s.dtype) * s)
+
+    for s in (np.complex64(0), np.complex64(-0.5j)):
+        args = (lo, t, hi, near, s)
+        want = [w.numpy() for w in tf.function(fn, jit_compile=True)(*args)]
+        specs = [tf.TensorSpec(np.shape(a), tf.complex64) for a in args]
+        evaluated = lower_function(tf.function(fn).get_concrete_function(*specs), *args).run(*args)
+        compiled = [g.numpy() for g in txc.function(fn, jit_compile=True)(*args)]
+        for got in (evaluated, compiled):
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("op", ["Real", "Imag", "ComplexAbs", "Angle"])
+def test_complex_part_with_another_tout_is_refused(op) -> None:
+    """c128 → f32: TF has no kernel; its XLA refuses Real/Imag and returns ComplexAbs/Angle's f64 buffer read
+    as f32 (garbage). We refuse all four with a typed error naming the mismatch."""
+    from tensorflow.python.framework import op_def_registry
+
+    name = op_def_registry.get(op).input_arg[0].name
+    fn = tf.function(lambda z: getattr(tf.raw_ops, op)(**{name: z}, Tout=tf.float32),
+                     input_signature=[tf.TensorSpec([2], tf.complex128)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Tout=f32 is not the component type f64"):
+        lower_function(fn.get_concrete_function())

@@ -270,3 +270,27 @@ def test_incompatible_shapes_error():
     with pytest.raises(InvalidArgumentError, match=r"Lowering node 'add' \(AddV2\): Incompatible shapes: \[2,3\] "
                                                    r"vs. \[4\]"):
         lower_function(f, np.zeros((2, 3), np.float32), np.zeros(4, np.float32))
+
+
+def test_truncating_casts_equal_tf_xla() -> None:
+    """``Cast(Truncate=True)`` to a narrower float zeroes the mantissa bits the target lacks (toward zero,
+    on the bits: a NaN whose payload is only there becomes an inf), then converts: bit for bit."""
+    import numpy as np
+
+    from tfxla_cluster.tf2hlo import lower_function
+
+    x64 = np.array([-300.7, 0.49, 127.9, 255.5, 70000.3, 1e20, -1e-30, np.inf, np.nan, 0.0, -0.0])
+    x64 = np.concatenate([x64, np.array([0x7FF0000000000001], np.uint64).view(np.float64)])
+    with np.errstate(all="ignore"):
+        x32, x16 = x64.astype(np.float32), x64.astype(np.float16)
+
+    def fn(a, b, c):
+        cast = lambda v, t: tf.raw_ops.Cast(x=v, DstT=t, Truncate=True)  # noqa: E731
+        return cast(a, tf.float32), cast(a, tf.bfloat16), cast(b, tf.bfloat16), cast(b, tf.float16), \
+            cast(c, tf.bfloat16)
+    want = [w.numpy() for w in tf.function(fn, jit_compile=True)(x64, x32, x16)]
+    specs = [tf.TensorSpec(v.shape, v.dtype) for v in (x64, x32, x16)]
+    got = lower_function(tf.function(fn).get_concrete_function(*specs), x64, x32, x16).run(x64, x32, x16)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(np.asarray(g).view(f"u{w.itemsize}"), w.view(f"u{w.itemsize}"))

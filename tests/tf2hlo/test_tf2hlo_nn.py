@@ -107,3 +107,30 @@ def test_matmul_module_form():
                           np.zeros((2, 3), np.float32), np.zeros((4, 3), np.float32)).module.to_string()
     assert "f32[3,4]{1,0} transpose(%arg1), dimensions={1,0}" in text
     assert "dot(%arg0, %MatMul), lhs_contracting_dims={1}, rhs_contracting_dims={0}" in text
+
+
+def test_batch_matmul_v3_narrower_tout_converts_the_result_as_tf_xla() -> None:
+    """BatchMatMulV3 with a Tout narrower than its operands (f32 → s32/f16, f64 → f32): TF's XLA computes
+    the dot in the operands' type and converts the result; a wider Tout (s8 → f32) converts the operands."""
+    import numpy as np
+
+    from tfxla_cluster.tf2hlo import lower_function
+
+    rng = np.random.default_rng(0)
+    # Quarters: every product and sum is exact in f32, so only the final conversion rounds (any summation
+    # order, any BLAS); truncating the operands instead would give other results.
+    a32 = (rng.integers(-36, 37, (2, 3, 40)) / 4).astype(np.float32)
+    b32 = (rng.integers(-36, 37, (2, 40, 2)) / 4).astype(np.float32)
+    a8, b8 = rng.integers(-100, 100, (2, 3, 40)).astype(np.int8), rng.integers(-100, 100, (2, 40, 2)).astype(np.int8)
+    a64, b64 = a32.astype(np.float64) / 1024, b32.astype(np.float64) * (1 + 2.0 ** -30)
+    args = (a32, b32, a8, b8, a64, b64)
+
+    def fn(a32, b32, a8, b8, a64, b64):
+        mm = lambda x, y, t: tf.raw_ops.BatchMatMulV3(x=x, y=y, Tout=t)  # noqa: E731
+        return mm(a32, b32, tf.int32), mm(a32, b32, tf.float16), mm(a64, b64, tf.float32), mm(a8, b8, tf.float32)
+    want = [w.numpy() for w in tf.function(fn, jit_compile=True)(*args)]
+    specs = [tf.TensorSpec(a.shape, a.dtype) for a in args]
+    got = lower_function(tf.function(fn).get_concrete_function(*specs), *args).run(*args)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)

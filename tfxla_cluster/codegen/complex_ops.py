@@ -10,8 +10,8 @@ infinite-denominator fix-ups; abs as max·sqrt(1 + (min/max)²) (NaN → min); s
 division (0 at 0); exp = eᵃ(cos b, sin b) with +0 imaginary part for a real argument; log = (log|z|, atan2(b, a)); sqrt through the polar form with XLA's inf/NaN
 cases, rsqrt likewise; sin/cos through sinh/cosh, tanh/tan from expm1s with XLA's limits, expm1 and
 log1p in their accurate forms; power in polar form with Kahan's special cases; compare EQ (ordered on
-both parts) and NE (unordered on either). Other opcodes on complex values (atan2, remainder, ...) are an
-UnimplementedError naming the opcode.
+both parts), NE (unordered on either) and LT/LE/GT/GE lexicographic on (re, im) (ordered). Other
+opcodes on complex values (atan2, remainder, ...) are an UnimplementedError naming the opcode.
 """
 from __future__ import annotations
 
@@ -268,7 +268,8 @@ def unary(s, op: O, et: T, x):
 
 # ---------------------------------------------------------------- binary
 def _multiply(p: _Parts, ar, ai, br, bi):
-    return p.sub(p.mul(ar, br), p.mul(ai, bi)), p.add(p.mul(ar, bi), p.mul(ai, br))
+    # XLA's operand order (ai·br + ar·bi): with FMA contraction the first product is the fused one.
+    return p.sub(p.mul(ar, br), p.mul(ai, bi)), p.add(p.mul(ai, br), p.mul(ar, bi))
 
 
 def _divide(p: _Parts, ar, ai, br, bi):
@@ -362,7 +363,9 @@ def compare(s, direction: D, et: T, x, y):
         return b.and_(b.fcmp_ordered("==", xr, yr), b.fcmp_ordered("==", xi, yi))
     if direction is D.NE:
         return b.or_(b.fcmp_unordered("!=", xr, yr), b.fcmp_unordered("!=", xi, yi))
-    raise UnimplementedError(f"complex comparison {direction.value} is not defined")
+    # LT/LE/GT/GE: lexicographic on (re, im), ordered, as XLA:CPU's fusion emitters (mhlo's scalar compare).
+    op = {D.LT: "<", D.LE: "<=", D.GT: ">", D.GE: ">="}[direction]
+    return b.select(b.fcmp_ordered("==", xr, yr), b.fcmp_ordered(op, xi, yi), b.fcmp_ordered(op, xr, yr))
 
 
 def convert(s, src: T, dst: T, v):

@@ -167,7 +167,14 @@ def _not(x):
 def _abs(x):
     et = _et(x)
     if et.is_complex:
-        return np.abs(x).astype(et.component_type.dtype)
+        # XLA's form: max·sqrt(1 + (min/max)²), min where that is NaN ((0, 0), (inf, inf), a NaN part:
+        # NaN wins over inf, unlike hypot).
+        ar, ai = np.abs(np.real(x)), np.abs(np.imag(x))
+        mx, mn = np.maximum(ar, ai), np.minimum(ar, ai)
+        with np.errstate(all="ignore"):
+            q = mn / mx
+            r = mx * np.sqrt(np.asarray(1, ar.dtype) + q * q)
+        return np.where(np.isnan(r), mn, r).astype(et.component_type.dtype)
     if et.is_unsigned_int:
         return x.copy()
     return np.abs(x)  # wraps for INT_MIN like std::abs in two's complement
@@ -312,6 +319,43 @@ def _maxmin(is_max: bool):
     return apply
 
 
+def _complex_divide(a, b):
+    """XLA's complex division (codegen/complex_ops.py's, after ElementalIrEmitter): Smith's algorithm on the
+    parts, then the zero-denominator, infinite-numerator and infinite-denominator fix-ups where both parts
+    came out NaN. numpy's own complex division rounds differently, which FloorDiv's exactness test sees."""
+    ar, ai, br, bi = np.real(a), np.imag(a), np.real(b), np.imag(b)
+    ar, ai, br, bi = np.broadcast_arrays(ar, ai, br, bi)
+    one, zero, inf = (np.asarray(v, ar.dtype) for v in (1.0, 0.0, np.inf))
+    with np.errstate(all="ignore"):
+        r_over_i = br / bi
+        r_den = bi + r_over_i * br
+        i_over_r = bi / br
+        i_den = br + i_over_r * bi
+        use_r = np.abs(br) < np.abs(bi)
+        cr = np.where(use_r, (r_over_i * ar + ai) / r_den, (i_over_r * ai + ar) / i_den)
+        ci = np.where(use_r, (r_over_i * ai - ar) / r_den, (ai - i_over_r * ar) / i_den)
+        zero_den = (np.abs(br) == 0) & (np.abs(bi) == 0) & ~(np.isnan(ar) & np.isnan(ai))
+        sinf = np.copysign(inf, br)
+        z1 = (sinf * ar, sinf * ai)
+        ar_inf, ai_inf = np.abs(ar) == inf, np.abs(ai) == inf
+        inf_num = (ar_inf | ai_inf) & np.isfinite(br) & np.isfinite(bi)
+        sar, sai = np.copysign(np.where(ar_inf, one, zero), ar), np.copysign(np.where(ai_inf, one, zero), ai)
+        z2 = (inf * (sar * br + sai * bi), inf * (sai * br - sar * bi))
+        br_inf, bi_inf = np.abs(br) == inf, np.abs(bi) == inf
+        inf_den = (br_inf | bi_inf) & np.isfinite(ar) & np.isfinite(ai)
+        sbr, sbi = np.copysign(np.where(br_inf, one, zero), br), np.copysign(np.where(bi_inf, one, zero), bi)
+        z3 = (zero * (ar * sbr + ai * sbi), zero * (ai * sbr - ar * sbi))
+        both_nan = np.isnan(cr) & np.isnan(ci)
+        fixed = [np.where(zero_den, z1[k], np.where(inf_num, z2[k], np.where(inf_den, z3[k], c)))
+                 for k, c in enumerate((cr, ci))]
+        re, im = np.where(both_nan, fixed[0], cr), np.where(both_nan, fixed[1], ci)
+    return _complex(np.asarray(re, ar.dtype), np.asarray(im, ar.dtype))
+
+
+def _divide(a, b):
+    return _complex_divide(a, b) if np.iscomplexobj(a) else _arith(np.divide, _int_divide)(a, b)
+
+
 def _complex(a, b):
     dtype = np.complex64 if a.dtype == np.float32 else np.complex128
     out = np.empty(a.shape, dtype=dtype)
@@ -323,7 +367,7 @@ BINARY = {
     O.ADD: _arith(np.add, pred_fn=np.logical_or),
     O.SUBTRACT: _arith(np.subtract, pred_fn=np.logical_xor),
     O.MULTIPLY: _arith(np.multiply, pred_fn=np.logical_and),
-    O.DIVIDE: _arith(np.divide, _int_divide),
+    O.DIVIDE: _divide,
     O.REMAINDER: _arith(np.fmod, _int_remainder),
     O.MAXIMUM: _maxmin(True),
     O.MINIMUM: _maxmin(False),
@@ -358,7 +402,10 @@ def compare(a, b, direction: ComparisonDirection, ctype: ComparisonType | None) 
     et = _et(a)
     ctype = ctype or default_comparison_type(et)
     if et.is_complex and direction not in (ComparisonDirection.EQ, ComparisonDirection.NE):
-        raise UnimplementedError(f"compare {direction.value} is not defined for complex numbers")
+        # XLA:CPU's fusion emitters (mhlo's scalar compare) order complex numbers lexicographically:
+        # the real parts decide unless they are equal (ordered), then the imaginary parts do.
+        cmp = _COMPARE[direction]
+        return np.where(np.real(a) == np.real(b), cmp(np.imag(a), np.imag(b)), cmp(np.real(a), np.real(b)))
     if ctype is ComparisonType.TOTALORDER and et.is_float:
         a, b = total_order_key(a), total_order_key(b)
     elif ctype is ComparisonType.UNSIGNED and et.is_signed_int:

@@ -296,7 +296,8 @@ class Launcher:
                 return ([np.asarray(result[k]) for k in order],
                         {p: np.asarray(result[k]) for p, k in updates.items()})
         if self.const_positions is None:
-            self.const_positions = frozenset(by_tensor[i.tensor] for i in inputs if i.kind == "constant")
+            self.const_positions = frozenset(by_tensor[i.tensor] for i in inputs  # + kConstantResource
+                                             if i.kind == "constant" or i.value is not None)
         seconds = time.perf_counter() - t0
         return CompiledCluster(key, run, inputs, self.backend, seconds, hlo_source, optimized_source,
                                executable, origin, param_specs, order, updates, bool(trims))
@@ -322,7 +323,7 @@ class Launcher:
         kept_shapes = {t: (np.broadcast_to(np.zeros((), v.dtype), v.shape) if isinstance(v, np.ndarray) else v)
                        for t, v in shapes.items()}
         kept_consts = {i.tensor: np.array(consts[i.tensor]) for i in inputs
-                       if i.kind == "constant" and i.tensor in consts}
+                       if (i.kind == "constant" or i.value is not None) and i.tensor in consts}
         boundary = self.sig.boundary
         return lambda: lower_boundary(boundary, arg_shapes=kept_shapes, const_args=kept_consts).module
 

@@ -613,7 +613,9 @@ def _bitcast(ctx, node):
 
 @lowers("ToBool")
 def _to_bool(ctx, node):
-    x = ctx.input(0)
+    from tfxla_cluster.tf2hlo.complex_ops import complex_hlo
+
+    x = complex_hlo(ctx, 0)
     if x.shape.rank:  # non-scalars are true iff non-empty
         return [np.asarray(x.shape.num_elements > 0)]
     return [x if x.shape.element_type is P.PRED else xl.ne(ctx.b, x, 0)]

@@ -1,17 +1,19 @@
 """Complex numbers inside a cluster, as pairs of real HLO arrays.
 
-Stage: lowering. Our HLO pipeline and codegen compile real element types only, so a complex64/128 TF
-tensor is carried through the lowering as a :class:`ComplexValue` (real part, imaginary part, both
-f32/f64) and never becomes a complex HLO value: ``Complex`` builds one, ``Real``/``Imag`` take a part,
-``ComplexAbs`` is ``sqrt(re² + im²)``, ``Conj`` negates the imaginary part, and the elementwise
-arithmetic ops (Add/AddV2/Sub/Mul/RealDiv/Div/Neg/Square) use the textbook formulas when an operand
-is complex (a complex host constant splits into two constants). Ops that only move elements or are
-linear in their complex operands (reshape, slices, concat, gather, pad, select, sum, mean, ...:
-``PARTWISE_OPS``) run their own lowering twice, once on the real parts and once on the imaginary parts
-(:func:`lower_partwise`). At the cluster boundary a complex argument is a c64/c128 parameter bound as
-``(real(p), imag(p))`` and a complex result leaves as ``complex(re, im)`` (lower.py), as TF's XLA takes
-and returns them; in loop state and branch results a complex value travels as its two parts
-(control_flow.py), and a called function's body sees the pair itself.
+Stage: lowering. A complex64/128 TF tensor is carried through the lowering as a :class:`ComplexValue`
+(real part, imaginary part, both f32/f64); it becomes one complex HLO array only where an XLA complex
+opcode decides the result (divide, abs, compare, exp/log/..., Prod, FloorDiv, the complex linear algebra:
+:func:`complex_hlo`), and is split again after. ``Complex`` builds one, ``Real``/``Imag`` take a part,
+``ComplexAbs`` is HLO's complex ``abs``, ``Conj`` negates the imaginary part, and the elementwise
+arithmetic ops (Add/AddV2/Sub/Mul/Neg/Square) use the textbook formulas when an operand is complex (a
+complex host constant splits into two constants); division is HLO's complex ``divide`` (XLA's Smith's
+algorithm with its inf/NaN fix-ups, which the textbook formula would overflow or round differently from).
+Ops that only move elements or are linear in their complex operands (reshape, slices, concat, gather,
+pad, select, sum, mean, ...: ``PARTWISE_OPS``) run their own lowering twice, once on the real parts and
+once on the imaginary parts (:func:`lower_partwise`). At the cluster boundary a complex argument is a
+c64/c128 parameter bound as ``(real(p), imag(p))`` and a complex result leaves as ``complex(re, im)``
+(lower.py), as TF's XLA takes and returns them; in loop state and branch results a complex value travels
+as its two parts (control_flow.py), and a called function's body sees the pair itself.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from tensorflow.core.framework import types_pb2
 
-from tfxla_cluster.errors import UnimplementedError
+from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
 from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P
@@ -58,6 +60,27 @@ def parts(ctx, index: int) -> tuple[HloInstruction, HloInstruction]:
     return x, xl.zeros_like(b, x)
 
 
+def complex_hlo(ctx, index: int) -> HloInstruction:
+    """Input ``index`` as one HLO array: a complex one as ``complex(re, im)`` (for the few lowerings that
+    apply XLA's complex opcodes to it: abs, compare), any other as itself."""
+    if not is_complex_input(ctx, index):
+        return ctx.input(index)
+    return ctx.b.binary(O.COMPLEX, *parts(ctx, index))
+
+
+def clip_complex(ctx) -> ComplexValue:
+    """TF's XLA ClipByValue on complex values (its clamp, as XLA:CPU runs it): min(max(lo, t), hi) where
+    max and min compare the real parts only and keep their first operand on a tie."""
+    b = ctx.b
+    t, lo, hi = (parts(ctx, i) for i in range(3))
+    dims = t[0].shape.dimensions
+    lo, hi = ([xl.broadcast_to(b, v, dims) for v in pair] for pair in (lo, hi))
+    take_t = b.compare(t[0], lo[0], "GT")
+    m = [b.select(take_t, tv, lv) for tv, lv in zip(t, lo)]
+    take_hi = b.compare(hi[0], m[0], "LT")
+    return ComplexValue(*(b.select(take_hi, hv, mv) for hv, mv in zip(hi, m)))
+
+
 @lowers("Complex")
 def _complex(ctx, node):
     b = ctx.b
@@ -66,21 +89,33 @@ def _complex(ctx, node):
     return [ComplexValue(re, im)]
 
 
+def component_parts(ctx) -> tuple[HloInstruction, HloInstruction]:
+    """Input 0's (re, im), checking ``Tout`` is their type: TF has no kernel for c128 → f32 (or c64 → f64),
+    its XLA refuses Real/Imag so and hands back ComplexAbs/Angle's f64 buffer read as f32."""
+    re, im = parts(ctx, 0)
+    if ctx.node.has_attr("Tout") and ctx.attr_type("Tout") is not re.shape.element_type:
+        raise InvalidArgumentError(
+            f"{ctx.op} ({ctx.name}): Tout={ctx.attr_type('Tout').value} is not the component type "
+            f"{re.shape.element_type.value} of its complex input (TF has no kernel for it)")
+    return re, im
+
+
 @lowers("Real")
 def _real(ctx, node):
-    return [parts(ctx, 0)[0]]
+    return [component_parts(ctx)[0]]
 
 
 @lowers("Imag")
 def _imag(ctx, node):
-    return [parts(ctx, 0)[1]]
+    return [component_parts(ctx)[1]]
 
 
 @lowers("ComplexAbs")
 def _complex_abs(ctx, node):
     b = ctx.b
-    re, im = parts(ctx, 0)
-    return [b.unary(O.SQRT, xl.add(b, xl.mul(b, re, re), xl.mul(b, im, im)))]
+    re, im = component_parts(ctx)
+    # HLO's abs of the complex value (XLA's max·sqrt(1 + (min/max)²)): re² + im² would overflow.
+    return [b.abs(b.binary(O.COMPLEX, re, im))]
 
 
 @lowers("Conj")
@@ -93,14 +128,8 @@ def _conj(ctx, node):
 
 def _mul(b, a, c):
     (ar, ai), (cr, ci) = a, c
-    return xl.sub(b, xl.mul(b, ar, cr), xl.mul(b, ai, ci)), xl.add(b, xl.mul(b, ar, ci), xl.mul(b, ai, cr))
-
-
-def _div(b, a, c):
-    (ar, ai), (cr, ci) = a, c
-    den = xl.add(b, xl.mul(b, cr, cr), xl.mul(b, ci, ci))
-    return (xl.div(b, xl.add(b, xl.mul(b, ar, cr), xl.mul(b, ai, ci)), den),
-            xl.div(b, xl.sub(b, xl.mul(b, ai, cr), xl.mul(b, ar, ci)), den))
+    # XLA's order (ai·cr + ar·ci): under FMA contraction the first product is the fused one.
+    return xl.sub(b, xl.mul(b, ar, cr), xl.mul(b, ai, ci)), xl.add(b, xl.mul(b, ai, cr), xl.mul(b, ar, ci))
 
 
 def _squared_difference(b, a, c):
@@ -114,8 +143,6 @@ COMPLEX_BINARY = {
     "AddV2": lambda b, a, c: (xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])),
     "Sub": lambda b, a, c: (xl.sub(b, a[0], c[0]), xl.sub(b, a[1], c[1])),
     "Mul": _mul,
-    "RealDiv": _div,
-    "Div": _div,
     "SquaredDifference": _squared_difference,
 }
 
@@ -248,7 +275,7 @@ class _PartContext(LoweringContext):
                 return xl.neg(self.b, v.im)
             return (v.re, v.im)[part]
         if isinstance(v, np.ndarray) and np.iscomplexobj(v):
-            x = np.ascontiguousarray((np.real, np.imag)[part](v))
+            x = np.array((np.real, np.imag)[part](v))   # a contiguous copy that keeps 0-d arrays 0-d
             return -x if part and index in self._conj else x
         return v
 

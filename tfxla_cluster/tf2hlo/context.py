@@ -111,6 +111,10 @@ class ConstantFolder:
         value = self._memo.get(id(instr))
         return None if value is None or isinstance(value, tuple) else np.asarray(value)
 
+    def know(self, parameter: HloInstruction, value: np.ndarray) -> None:
+        """Resolve ``parameter`` to ``value`` (a resource variable TF compiles as kConstantResource)."""
+        self._remember(parameter, np.asarray(value))
+
     def _remember(self, node: HloInstruction, value) -> None:
         self._memo[id(node)] = value
         self._keep.append(node)

@@ -19,7 +19,8 @@ from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P
 from tfxla_cluster.tf2hlo import xla_lib as xl
-from tfxla_cluster.tf2hlo.complex_ops import is_complex_input, lower_complex_cast, lower_complex_elementwise
+from tfxla_cluster.tf2hlo.complex_ops import (clip_complex, complex_hlo, is_complex_input, lower_complex_cast,
+                                              lower_complex_elementwise)
 from tfxla_cluster.tf2hlo.registry import lowers
 
 Unary = Callable[..., HloInstruction]
@@ -265,7 +266,10 @@ def _leaky_relu_grad(ctx, node):
 
 @lowers("ApproximateEqual")
 def _approximate_equal(ctx, node):
-    x, y = ctx.broadcast_inputs()
+    if is_complex_input(ctx, 0):   # |x - y| of the complex difference (XLA's complex abs)
+        x, y = xl.broadcast_pair(ctx.b, complex_hlo(ctx, 0), complex_hlo(ctx, 1))
+    else:
+        x, y = ctx.broadcast_inputs()
     diff = ctx.b.abs(ctx.b.subtract(x, y))
     return [xl.lt(ctx.b, diff, float(ctx.attr("tolerance")))]
 
@@ -292,13 +296,20 @@ def _cast(ctx, node):
         return [xl.ne(b, x, 0)]
     if src.is_complex and not dst.is_complex:
         x = b.real(x)
-    if ctx.attr("Truncate", False) and src.is_float and dst.is_float and dst.bit_width < src.bit_width:
-        x = b.reduce_precision(x, dst.exponent_bits, dst.mantissa_bits)
+    if ctx.attr("Truncate", False) and src.is_float and dst.is_float and dst.mantissa_bits < src.mantissa_bits:
+        # tf2xla's truncation: the mantissa bits the narrower type lacks are zeroed (round toward zero)
+        # before the conversion, on the bits (a NaN whose payload is only there becomes an inf, as in TF).
+        ut = {16: P.U16, 32: P.U32, 64: P.U64}[src.bit_width]
+        drop = src.mantissa_bits - dst.mantissa_bits
+        mask = np.asarray(~((1 << drop) - 1) & ((1 << src.bit_width) - 1), ut.dtype)
+        x = b.bitcast_convert(xl.and_(b, b.bitcast_convert(x, ut), mask), src)
     return [b.convert(x, dst)]
 
 
 @lowers("ClipByValue")
 def _clip_by_value(ctx, node):
+    if is_complex_input(ctx, 0):
+        return [clip_complex(ctx)]
     x = ctx.input(0)
     dims = x.shape.dimensions
     lo, hi = ctx.input(1), ctx.input(2)

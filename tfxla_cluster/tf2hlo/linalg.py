@@ -14,7 +14,9 @@ iteration, batched over the leading dims (everything is a batched ``dot``, ``dyn
   permutation-matrix product); ``adjoint`` inverts Aᴴ.
 
 Numerics: the operation order differs from TF's Eigen kernels (LLT, PartialPivLU): results agree to
-float rounding, not bit for bit. Real dtypes only.
+float rounding, not bit for bit. Cholesky and MatrixTriangularSolve also take complex matrices (the same
+loops on complex HLO arrays, conjugating where the algorithm transposes); MatrixInverse is real only, as
+TF's XLA kernel.
 """
 from __future__ import annotations
 
@@ -49,8 +51,8 @@ def _check_square(ctx, x: HloInstruction, what: str) -> tuple[tuple[int, ...], i
     dims = x.shape.dimensions
     if len(dims) < 2 or dims[-1] != dims[-2]:
         raise InvalidArgumentError(f"{what} must be a batch of square matrices, got shape {list(dims)}")
-    if not x.shape.element_type.is_float:
-        raise UnimplementedError(f"{what} of type {x.shape.element_type.name.lower()} (real floats only)")
+    if not (x.shape.element_type.is_float or x.shape.element_type.is_complex):
+        raise UnimplementedError(f"{what} of type {x.shape.element_type.name.lower()} (floats only)")
     return tuple(dims[:-2]), dims[-1]
 
 
@@ -68,16 +70,32 @@ def _bdot(b, x, y, x_contract: int, y_contract: int, r: int) -> HloInstruction:
                  lhs_batch=tuple(range(r)), rhs_batch=tuple(range(r)))
 
 
+def _conj(b, x: HloInstruction) -> HloInstruction:
+    """x̄ for a complex HLO array, x itself otherwise."""
+    if not x.shape.element_type.is_complex:
+        return x
+    return b.binary(O.COMPLEX, b.unary(O.REAL, x), b.negate(b.unary(O.IMAG, x)))
+
+
+def _split(b, x: HloInstruction):
+    """A complex HLO result as the lowering's (re, im) pair; a real one as itself."""
+    from tfxla_cluster.tf2hlo.complex_ops import ComplexValue
+
+    return ComplexValue(b.unary(O.REAL, x), b.unary(O.IMAG, x)) if x.shape.element_type.is_complex else x
+
+
 @lowers("Cholesky")
 def _cholesky(ctx, node):
+    from tfxla_cluster.tf2hlo.complex_ops import complex_hlo
+
     b = ctx.b
-    a = ctx.input(0)
+    a = complex_hlo(ctx, 0)   # complex: A = L·Lᴴ, the same loop on complex HLO with L[j, :] conjugated
     batch, n = _check_square(ctx, a, "Cholesky input")
     r = len(batch)
 
     def column(sb, j, a, l):
         z, z0 = _zeros_start(sb, r), xl.scalar(sb, 0, P.S32)
-        row = sb.dynamic_slice(l, z + [j, z0], (*batch, 1, n))           # L[j, :]
+        row = _conj(sb, sb.dynamic_slice(l, z + [j, z0], (*batch, 1, n)))  # conj(L[j, :])
         a_col = sb.dynamic_slice(a, z + [z0, j], (*batch, n, 1))         # A[:, j]
         v = xl.sub(sb, a_col, _bdot(sb, l, row, r + 1, r + 1, r))          # A[:, j] - L @ L[j, :]^T
         d = sb.unary(O.SQRT, sb.dynamic_slice(v, z + [j, z0], (*batch, 1, 1)))
@@ -87,7 +105,7 @@ def _cholesky(ctx, node):
         return [a, sb.dynamic_update_slice(l, col, z + [z0, j])]
 
     _, l = fori_loop(b, "cholesky", n, [a, xl.zeros_like(b, a)], column)
-    return [l]
+    return [_split(b, l)]
 
 
 def _transpose_last2(b, x):
@@ -101,8 +119,10 @@ def _broadcast_batch(b, x, batch: tuple[int, ...]):
 
 @lowers("MatrixTriangularSolve")
 def _triangular_solve(ctx, node):
+    from tfxla_cluster.tf2hlo.complex_ops import complex_hlo
+
     b = ctx.b
-    a, rhs = ctx.input(0), ctx.input(1)
+    a, rhs = complex_hlo(ctx, 0), complex_hlo(ctx, 1)   # complex: the same substitution on complex HLO
     _, n = _check_square(ctx, a, "MatrixTriangularSolve matrix")
     if rhs.shape.rank < 2 or rhs.shape.dimensions[-2] != n:
         raise InvalidArgumentError(f"Input matrix and right-hand side must have the same number of rows: "
@@ -115,7 +135,7 @@ def _triangular_solve(ctx, node):
     rows, cols = _iota(b, a.shape.dimensions, r), _iota(b, a.shape.dimensions, r + 1)
     a = xl.select(b, (xl.ge if lower else xl.le)(b, rows, cols), a, 0.0)
     if adjoint:
-        a, lower = _transpose_last2(b, a), not lower
+        a, lower = _conj(b, _transpose_last2(b, a)), not lower
 
     def row(sb, k, a, rhs, x):
         z, z0 = _zeros_start(sb, r), xl.scalar(sb, 0, P.S32)
@@ -127,7 +147,7 @@ def _triangular_solve(ctx, node):
         return [a, rhs, sb.dynamic_update_slice(x, x_row, z + [i, z0])]
 
     _, _, x = fori_loop(b, "triangular_solve", n, [a, rhs, xl.zeros_like(b, rhs)], row)
-    return [x]
+    return [_split(b, x)]
 
 
 def gauss_jordan(b, a: HloInstruction, rhs: HloInstruction, name: str) -> HloInstruction:

@@ -7,6 +7,8 @@ rotation, built from batched ``dot``s, ``dynamic-slice`` and iota masks.
 * Qr: unblocked Householder, XLA's (and LAPACK's) convention: ``beta = -sign(alpha)·‖x‖`` (sign(0) = +),
   no reflection when the column below the diagonal is already zero; Q accumulates ``Q·(I - τvvᵀ)``;
   R is the upper triangle. ``full_matrices`` keeps Q [m, m] and R [m, n], else the first min(m, n).
+  Complex matrices: XLA's complex House (real beta against re(alpha), tau = (beta - alpha) / beta, no
+  reflection only when the tail is zero and alpha real), R ← R - τ̄·v(vᴴR), Q ← Q - τ·(Qv)vᴴ.
 * SelfAdjointEig: cyclic two-sided Jacobi on the symmetrised triangle (``lower`` picks it), a fixed
   number of sweeps over all (p, q) pairs (the ``tan`` of each rotation from ``(a_qq - a_pp) / 2a_pq``),
   then eigenvalues ascending with their vectors.
@@ -81,9 +83,68 @@ def householder_qr(b, a, batch, m: int, n: int):
     return q, xl.select(b, upper, rm, 0.0)
 
 
+def householder_qr_complex(b, a, batch, m: int, n: int):
+    """XLA's complex Householder (its House): beta = ∓‖x‖ real, signed against re(alpha); no reflection
+    when the tail is zero and alpha is real; tau = (beta - alpha) / beta;
+    R ← R - τ̄·v(vᴴR), Q ← Q - τ·(Qv)vᴴ."""
+    from tfxla_cluster.tf2hlo.linalg import _conj
+
+    r = len(batch)
+    et = a.shape.element_type
+    part = P.F32 if et is P.C64 else P.F64
+
+    def cplx(sb, re):
+        return sb.binary(O.COMPLEX, re, xl.zeros_like(sb, re))
+
+    def step(sb, k, rm, q):
+        z, z0 = _zeros_start(sb, r), xl.scalar(sb, 0, P.S32)
+        rows = _iota(sb, (*batch, m, 1), r)
+        col = sb.dynamic_slice(rm, z + [z0, k], (*batch, m, 1))
+        x = sb.select(xl.ge(sb, rows, k), col, xl.zeros_like(sb, col))
+        alpha = sb.dynamic_slice(col, z + [k, z0], (*batch, 1, 1))
+        a_re, a_im = sb.unary(O.REAL, alpha), sb.unary(O.IMAG, alpha)
+        x_re, x_im = sb.unary(O.REAL, x), sb.unary(O.IMAG, x)
+        abs2 = sb.add(sb.multiply(x_re, x_re), sb.multiply(x_im, x_im))
+        tail = _sum_rows(sb, sb.select(xl.gt(sb, rows, k), abs2, xl.zeros_like(sb, abs2)), r, "sum")
+        norm = sb.sqrt(sb.add(tail, sb.add(sb.multiply(a_re, a_re), sb.multiply(a_im, a_im))))
+        no_reflect = xl.and_(sb, xl.eq(sb, tail, 0.0), xl.eq(sb, a_im, 0.0))
+        beta_re = xl.select(sb, no_reflect, a_re, xl.select(sb, xl.ge(sb, a_re, 0.0), sb.negate(norm), norm))
+        beta = cplx(sb, beta_re)
+        one = cplx(sb, xl.full(sb, 1.0, part, (*batch, 1, 1)))
+        denom = sb.select(no_reflect, one, sb.subtract(alpha, beta))
+        tau = sb.select(no_reflect, xl.zeros_like(sb, alpha),
+                        sb.divide(sb.subtract(beta, alpha), sb.select(no_reflect, one, beta)))
+        e_k = cplx(sb, sb.convert(xl.eq(sb, rows, k), part))
+        v = sb.select(xl.gt(sb, rows, k), sb.divide(x, xl.broadcast_to(sb, denom, (*batch, m, 1))), e_k)
+        vh_r = _bdot(sb, _conj(sb, v), rm, r, r, r)                                      # vᴴR: [.., 1, n]
+        rm = sb.subtract(rm, sb.multiply(xl.mul(sb, v, vh_r), xl.broadcast_to(sb, _conj(sb, tau), (*batch, m, n))))
+        qv = _bdot(sb, q, v, r + 1, r, r)                                                # [.., m, 1]
+        q = sb.subtract(q, sb.multiply(_bdot(sb, qv, _conj(sb, v), r + 1, r + 1, r),
+                                       xl.broadcast_to(sb, tau, (*batch, m, m))))
+        return [rm, q]
+
+    eye = cplx(b, _eye(b, batch, m, part))
+    rm, q = fori_loop(b, "householder_qr", min(m, n), [a, eye], step)
+    upper = xl.le(b, _iota(b, (*batch, m, n), r), _iota(b, (*batch, m, n), r + 1))
+    return q, b.select(upper, rm, xl.zeros_like(b, rm))
+
+
 @lowers("Qr")
 def _qr(ctx, node):
+    from tfxla_cluster.tf2hlo.complex_ops import complex_hlo, is_complex_input
+    from tfxla_cluster.tf2hlo.linalg import _split
+
     b = ctx.b
+    if is_complex_input(ctx, 0):
+        a = complex_hlo(ctx, 0)
+        if a.shape.rank < 2:
+            raise InvalidArgumentError(f"Qr input must have rank >= 2, got {a.shape.rank}")
+        batch, (m, n) = tuple(a.shape.dimensions[:-2]), a.shape.dimensions[-2:]
+        q, rm = householder_qr_complex(b, a, batch, m, n)
+        if not bool(ctx.attr("full_matrices", False)):
+            k, z = min(m, n), [0] * len(batch)
+            q, rm = b.slice(q, z + [0, 0], (*batch, m, k)), b.slice(rm, z + [0, 0], (*batch, k, n))
+        return [_split(b, q), _split(b, rm)]
     a = ctx.input(0)
     batch, m, n = _float_matrix(ctx, a, "Qr input")
     q, rm = householder_qr(b, a, batch, m, n)
@@ -140,25 +201,66 @@ def _entry(sb, x, batch, i, j):
     return sb.dynamic_slice(x, _zeros_start(sb, len(batch)) + [i, j], (*batch, 1, 1))
 
 
+def _complex_rotation(sb, batch, n: int, p, q, c, s, w):
+    """G = D·J for a Hermitian pair: D = I but D[q,q] = w̄ (w = a_pq/|a_pq|) makes a_pq real, J the real
+    rotation (c, s) then zeroes it: G[p,p] = c, G[p,q] = s, G[q,p] = -s·w̄, G[q,q] = c·w̄."""
+    r = len(batch)
+    et = w.shape.element_type
+    ii, jj = _iota(sb, (*batch, n, n), r), _iota(sb, (*batch, n, n), r + 1)
+
+    def cplx(x):
+        return sb.binary(O.COMPLEX, x, xl.zeros_like(sb, x))
+    wc = sb.binary(O.COMPLEX, sb.unary(O.REAL, w), sb.negate(sb.unary(O.IMAG, w)))
+    full = lambda x: xl.broadcast_to(sb, x, (*batch, n, n))  # noqa: E731
+    cb, sbb = full(cplx(c)), full(cplx(s))
+    g = sb.convert(xl.eq(sb, ii, jj), et)
+    g = sb.select(xl.and_(sb, xl.eq(sb, ii, p), xl.eq(sb, jj, p)), cb, g)
+    g = sb.select(xl.and_(sb, xl.eq(sb, ii, q), xl.eq(sb, jj, q)), sb.multiply(cb, full(wc)), g)
+    g = sb.select(xl.and_(sb, xl.eq(sb, ii, p), xl.eq(sb, jj, q)), sbb, g)
+    return sb.select(xl.and_(sb, xl.eq(sb, ii, q), xl.eq(sb, jj, p)), sb.negate(sb.multiply(sbb, full(wc))), g)
+
+
 def jacobi_eigh(b, a, batch, n: int):
-    """(ascending eigenvalues [.., n], eigenvectors [.., n, n] as columns) of symmetric ``a``."""
+    """(ascending eigenvalues [.., n], eigenvectors [.., n, n] as columns) of symmetric (Hermitian) ``a``;
+    complex: the eigenvalues come back real-valued in the complex type, vectors up to a phase each."""
+    from tfxla_cluster.tf2hlo.linalg import _conj
+
     r = len(batch)
     et = a.shape.element_type
+    is_complex = et.is_complex
+    part = (P.F32 if et is P.C64 else P.F64) if is_complex else et
     ps, qs = _pairs(n)
     npairs = len(ps)
 
     def step(sb, i, am, v):
         p, q = _pair_at(sb, i, npairs, ps, qs)
         app, aqq, apq = _entry(sb, am, batch, p, p), _entry(sb, am, batch, q, q), _entry(sb, am, batch, p, q)
-        c, s = _jacobi_cs(sb, sb.subtract(aqq, app), apq)
-        j = _rotation(sb, batch, n, p, q, c, s)
-        am = _bdot(sb, _bdot(sb, j, am, r, r, r), j, r + 1, r, r)       # Jᵀ A J
-        return [am, _bdot(sb, v, j, r + 1, r, r)]
+        if not is_complex:
+            c, s = _jacobi_cs(sb, sb.subtract(aqq, app), apq)
+            j = _rotation(sb, batch, n, p, q, c, s)
+            am = _bdot(sb, _bdot(sb, j, am, r, r, r), j, r + 1, r, r)       # Jᵀ A J
+            return [am, _bdot(sb, v, j, r + 1, r, r)]
+        mag = sb.abs(apq)
+        zero = xl.eq(sb, mag, 0.0)
+        w = sb.divide(apq, sb.binary(O.COMPLEX, xl.select(sb, zero, 1.0, mag), xl.zeros_like(sb, mag)))
+        one = sb.binary(O.COMPLEX, xl.full(sb, 1.0, part, mag.shape.dimensions), xl.zeros_like(sb, mag))
+        w = sb.select(zero, one, w)
+        c, s = _jacobi_cs(sb, sb.subtract(sb.unary(O.REAL, aqq), sb.unary(O.REAL, app)), mag)
+        g = _complex_rotation(sb, batch, n, p, q, c, s, w)
+        am = _bdot(sb, _bdot(sb, _conj(sb, g), am, r, r, r), g, r + 1, r, r)   # Gᴴ A G
+        return [am, _bdot(sb, v, g, r + 1, r, r)]
 
-    am, v = fori_loop(b, "jacobi_eigh", _sweeps(et) * npairs if n > 1 else 0, [a, _eye(b, batch, n, et)], step)
-    diag = xl.reduce(b, xl.select(b, xl.eq(b, _iota(b, (*batch, n, n), r), _iota(b, (*batch, n, n), r + 1)), am, 0.0),
+    eye = _eye(b, batch, n, part)
+    if is_complex:
+        eye = b.binary(O.COMPLEX, eye, xl.zeros_like(b, eye))
+    am, v = fori_loop(b, "jacobi_eigh", _sweeps(part) * npairs if n > 1 else 0, [a, eye], step)
+    d = b.unary(O.REAL, am) if is_complex else am
+    diag = xl.reduce(b, xl.select(b, xl.eq(b, _iota(b, (*batch, n, n), r), _iota(b, (*batch, n, n), r + 1)), d, 0.0),
                      0.0, [r + 1], O.ADD, "diag")
-    return _sort_columns(b, diag, v, batch, n, descending=False)
+    w, v = _sort_columns(b, diag, v, batch, n, descending=False)
+    if is_complex:
+        w = b.binary(O.COMPLEX, w, xl.zeros_like(b, w))
+    return [w, v]
 
 
 def _sort_columns(b, keys, vecs, batch, n: int, descending: bool, more=()):
@@ -174,21 +276,26 @@ def _sort_columns(b, keys, vecs, batch, n: int, descending: bool, more=()):
     s = b.sort([keys, idx], r, cmp.build(), is_stable=True)
     sorted_keys, perm = b.get_tuple_element(s, 0), b.get_tuple_element(s, 1)
     # column permutation as a one-hot matrix P[j_old, j_new]
-    onehot = b.convert(xl.eq(b, _iota(b, (*batch, n, n), r),
-                             b.broadcast(perm, (*batch, n, n), tuple(range(r)) + (r + 1,))), et)
-    return [sorted_keys] + [_bdot(b, m, onehot, r + 1, r, r) for m in (vecs, *more)]
+    onehot = xl.eq(b, _iota(b, (*batch, n, n), r), b.broadcast(perm, (*batch, n, n), tuple(range(r)) + (r + 1,)))
+    return [sorted_keys] + [_bdot(b, m, b.convert(onehot, m.shape.element_type), r + 1, r, r) for m in (vecs, *more)]
 
 
 def _symmetrize(b, a, batch, n: int, lower: bool):
+    from tfxla_cluster.tf2hlo.linalg import _conj
+
     r = len(batch)
     ii, jj = _iota(b, (*batch, n, n), r), _iota(b, (*batch, n, n), r + 1)
-    tri = xl.select(b, (xl.ge if lower else xl.le)(b, ii, jj), a, 0.0)
-    strict = xl.select(b, xl.eq(b, ii, jj), 0.0, tri)
-    return b.add(tri, _transpose_last2(b, strict))
+    zeros = xl.zeros_like(b, a)
+    tri = b.select((xl.ge if lower else xl.le)(b, ii, jj), a, zeros)
+    strict = b.select(xl.eq(b, ii, jj), zeros, tri)
+    return b.add(tri, _conj(b, _transpose_last2(b, strict)))
 
 
 def _eig(ctx, a, lower: bool, what: str):
-    batch, m, n = _float_matrix(ctx, a, what)
+    if a.shape.element_type.is_complex:
+        batch, m, n = tuple(a.shape.dimensions[:-2]), *a.shape.dimensions[-2:]
+    else:
+        batch, m, n = _float_matrix(ctx, a, what)
     if m != n:
         raise InvalidArgumentError(f"{what} must be square, got {list(a.shape.dimensions)}")
     return jacobi_eigh(ctx.b, _symmetrize(ctx.b, a, batch, n, lower), batch, n)
@@ -196,16 +303,22 @@ def _eig(ctx, a, lower: bool, what: str):
 
 @lowers("SelfAdjointEigV2")
 def _self_adjoint_eig(ctx, node):
-    w, v = _eig(ctx, ctx.input(0), True, "SelfAdjointEigV2 input")
+    from tfxla_cluster.tf2hlo.complex_ops import complex_hlo
+    from tfxla_cluster.tf2hlo.linalg import _split
+
+    w, v = _eig(ctx, complex_hlo(ctx, 0), True, "SelfAdjointEigV2 input")
     if not bool(ctx.attr("compute_v", True)):
         v = ctx.b.constant(np.zeros((0,), v.shape.element_type.dtype), v.shape.element_type)
-    return [w, v]
+    return [_split(ctx.b, w), _split(ctx.b, v)]
 
 
 @lowers("XlaSelfAdjointEig")
 def _xla_self_adjoint_eig(ctx, node):
-    w, v = _eig(ctx, ctx.input(0), bool(ctx.attr("lower", True)), "XlaSelfAdjointEig input")
-    return [w, v]
+    from tfxla_cluster.tf2hlo.complex_ops import complex_hlo
+    from tfxla_cluster.tf2hlo.linalg import _split
+
+    w, v = _eig(ctx, complex_hlo(ctx, 0), bool(ctx.attr("lower", True)), "XlaSelfAdjointEig input")
+    return [_split(ctx.b, w), _split(ctx.b, v)]
 
 
 # ---------------------------------------------------------------- SVD

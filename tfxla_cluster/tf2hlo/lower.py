@@ -69,7 +69,9 @@ class ClusterInput:
     element_type: PrimitiveType
     dims: tuple[int, ...]
     parameter: int | None = None        # parameter number (parameters and resources)
-    value: np.ndarray | None = None     # the specialised value (constants)
+    # The specialised value: of a constant; of a resource a must-be-constant input reads (TF's
+    # kConstantResource: the variable's value when compiled, which keys the compilation).
+    value: np.ndarray | None = None
     consumers: list[tuple[str, int]] = field(default_factory=list)  # (node, input slot) in the cluster
 
 
@@ -355,7 +357,13 @@ def lower_boundary(boundary: "ClusterBoundary", *, arg_shapes=None, const_args: 
             et, dims = _resource_spec(graph, t, shapes.get(index, shapes.get(t)), member_set)
             with b.metadata(op_name="XLA_Args"):
                 p = b.parameter(next_param, Shape.array(et, dims), f"arg{next_param}")
-            inputs.append(ClusterInput(index, t, "resource", et, dims, next_param, consumers=cons))
+            known = None
+            if t in must_const and (index in const_args or t in const_args):
+                known = np.asarray(const_args[index] if index in const_args else const_args[t]).astype(et.dtype)
+                if tuple(known.shape) != tuple(dims):
+                    raise InvalidArgumentError(f"resource input {t[0]}:{t[1]}: its value has shape "
+                                               f"{list(known.shape)}, the variable {list(dims)}")
+            inputs.append(ClusterInput(index, t, "resource", et, dims, next_param, value=known, consumers=cons))
             values.append(Resource(index, et, dims, p, p))
             next_param += 1
             continue
@@ -378,6 +386,9 @@ def lower_boundary(boundary: "ClusterBoundary", *, arg_shapes=None, const_args: 
     # ---- the nodes
     lowerer = GraphLowerer(graph, b)
     for inp, v in zip(inputs, values):
+        if isinstance(v, Resource) and inp.value is not None:
+            # A read of it still gives the parameter; resolving a compile-time constant gives its value.
+            lowerer.folder.know(v.initial, inp.value)
         if graph.node(inp.tensor[0]).op in _ARG_OPS and inp.tensor[0] in member_set:
             lowerer.arg_values[int(graph.node(inp.tensor[0]).node_def.attr["index"].i)] = v
         else:

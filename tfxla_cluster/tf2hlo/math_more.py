@@ -19,14 +19,14 @@ from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.hlo.attrs import ScatterDimensionNumbers
 from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
 from tfxla_cluster.tf2hlo import xla_lib as xl
-from tfxla_cluster.tf2hlo.complex_ops import parts
+from tfxla_cluster.tf2hlo.complex_ops import component_parts
 from tfxla_cluster.tf2hlo.reduction import _scan
 from tfxla_cluster.tf2hlo.registry import lowers
 
 
 @lowers("Angle")
 def _angle(ctx, node):
-    re, im = parts(ctx, 0)   # complex tensors are (re, im) pairs inside a cluster (complex_ops.py)
+    re, im = component_parts(ctx)   # complex tensors are (re, im) pairs inside a cluster (complex_ops.py)
     return [ctx.b.atan2(im, re)]
 
 

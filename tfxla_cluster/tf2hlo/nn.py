@@ -6,7 +6,7 @@ Stage: lowering.
 * MatMul: optional ``transpose({1,0})`` per operand, then ``dot`` (contract lhs 1 with rhs 0).
 * BatchMatMulV2/V3 (``MatrixUtil::BatchDot``): batch dims broadcast numpy-style, then one ``dot`` with
   the leading dims as batch dims and the adjoint flags choosing the contracting dims. V3 converts
-  both operands to ``Tout``.
+  both operands to a wider ``Tout``, and the result to a narrower one (XLA's operand upcaster).
 * Einsum: one or two operands, with ``...`` broadcasting; labels summed out of one operand are reduced
   first, shared labels kept in the output are batch dims, the others contract; the ``dot`` result is
   transposed into the output's label order. Repeated labels within an operand (diagonals) are not
@@ -76,10 +76,28 @@ def batch_dot(b, x, y, adj_x: bool, adj_y: bool):
 @lowers("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
 def _batch_matmul(ctx, node):
     x, y = ctx.input(0), ctx.input(1)
+    adj_x, adj_y = bool(ctx.attr("adj_x", False)), bool(ctx.attr("adj_y", False))
     if node.op == "BatchMatMulV3":
         out = ctx.attr_type("Tout")
+        src = x.shape.element_type
+        if src is y.shape.element_type and not _higher_precision(out, src):
+            # A narrower Tout (f32 → f16/bf16/s32): XLA computes the dot in the operands' type and converts
+            # the result (its operand upcaster widens operands only).
+            return [ctx.b.convert(batch_dot(ctx.b, x, y, adj_x, adj_y), out)]
         x, y = xl.convert(ctx.b, x, out), xl.convert(ctx.b, y, out)
-    return [batch_dot(ctx.b, x, y, bool(ctx.attr("adj_x", False)), bool(ctx.attr("adj_y", False)))]
+    return [batch_dot(ctx.b, x, y, adj_x, adj_y)]
+
+
+def _higher_precision(a, b) -> bool:
+    """``a`` is ``b`` or of higher precision (XLA's HigherPrecisionType: floats over integers, then width,
+    then significand bits)."""
+    if a is b:
+        return True
+    if a.is_float != b.is_float:
+        return a.is_float
+    if a.is_float and a.bit_width == b.bit_width:
+        return a.mantissa_bits > b.mantissa_bits
+    return a.bit_width > b.bit_width
 
 
 _EQUATION = re.compile(r"^([a-zA-Z.]*)(?:,([a-zA-Z.]*))?->([a-zA-Z.]*)$")

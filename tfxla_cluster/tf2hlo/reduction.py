@@ -43,11 +43,14 @@ def reduction_axes(ctx, index: int, rank: int) -> list[int]:
 
 def _reduction(opcode: O, init: Callable[[P], object], accumulate: Callable[[P], P], mean: bool = False):
     def lower(ctx, node):
-        x = ctx.input(0)
+        from tfxla_cluster.tf2hlo.complex_ops import ComplexValue, complex_hlo, is_complex_input
+
+        # A complex Prod is XLA's reduce of complex multiplies (Sum/Mean go part by part).
+        x = complex_hlo(ctx, 0)
         b = ctx.b
         dims = x.shape.dimensions
         if np.asarray(ctx.const_input(1)).size == 0:
-            return [x]  # no axes: the input passes through
+            return [ctx.input_value(0)]  # no axes: the input passes through
         axes = reduction_axes(ctx, 1, len(dims))
         keep = bool(ctx.attr("keep_dims", False))
         et = x.shape.element_type
@@ -60,6 +63,8 @@ def _reduction(opcode: O, init: Callable[[P], object], accumulate: Callable[[P],
         r = xl.convert(b, r, et)
         if keep:
             r = b.reshape(r, [1 if i in axes else d for i, d in enumerate(dims)])
+        if is_complex_input(ctx, 0):
+            return [ComplexValue(b.unary(O.REAL, r), b.unary(O.IMAG, r))]
         return [r]
     return lower
 
@@ -93,7 +98,10 @@ def _argminmax_computation(b, value_type: P, index_type: P, is_min: bool, name: 
 
 def _argminmax(is_min: bool):
     def lower(ctx, node):
-        x = ctx.input(0)
+        from tfxla_cluster.tf2hlo.complex_ops import ComplexValue, complex_hlo, is_complex_input
+
+        # A complex Prod is XLA's reduce of complex multiplies (Sum/Mean go part by part).
+        x = complex_hlo(ctx, 0)
         b = ctx.b
         dims = x.shape.dimensions
         axis = ctx.const_int(1)
@@ -120,7 +128,10 @@ lowers("ArgMin")(_argminmax(True))
 def _scan(opcode: O | None, init: float, make_reducer=None):
     """Cumulative ``opcode`` (or the scalar computation ``make_reducer(b, type, name)``) along an axis."""
     def lower(ctx, node):
-        x = ctx.input(0)
+        from tfxla_cluster.tf2hlo.complex_ops import ComplexValue, complex_hlo, is_complex_input
+
+        # A complex Prod is XLA's reduce of complex multiplies (Sum/Mean go part by part).
+        x = complex_hlo(ctx, 0)
         b = ctx.b
         dims = x.shape.dimensions
         rank = len(dims)

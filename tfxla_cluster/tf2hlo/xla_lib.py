@@ -389,13 +389,63 @@ _ERFINV_GE5 = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0
                0.00943887047, 1.00167406, 2.83297682)
 
 
+# Giles' double-precision erfinv (XLA's ErfInv64), coefficients in Horner order, for w < 6.25 (in w - 3.125),
+# w < 16 (in sqrt(w) - 3.25) and beyond (in sqrt(w) - 5).
+_ERFINV64_LT625 = (
+    -3.6444120640178196996e-21, -1.685059138182016589e-19, 1.2858480715256400167e-18, 1.115787767802518096e-17,
+    -1.333171662854620906e-16, 2.0972767875968561637e-17, 6.6376381343583238325e-15, -4.0545662729752068639e-14,
+    -8.1519341976054721522e-14, 2.6335093153082322977e-12, -1.2975133253453532498e-11, -5.4154120542946279317e-11,
+    1.051212273321532285e-09, -4.1126339803469836976e-09, -2.9070369957882005086e-08, 4.2347877827932403518e-07,
+    -1.3654692000834678645e-06, -1.3882523362786468719e-05, 0.0001867342080340571352, -0.00074070253416626697512,
+    -0.0060336708714301490533, 0.24015818242558961693, 1.6536545626831027356)
+_ERFINV64_LT16 = (
+    2.2137376921775787049e-09, 9.0756561938885390979e-08, -2.7517406297064545428e-07, 1.8239629214389227755e-08,
+    1.5027403968909827627e-06, -4.013867526981545969e-06, 2.9234449089955446044e-06, 1.2475304481671778723e-05,
+    -4.7318229009055733981e-05, 6.8284851459573175448e-05, 2.4031110387097893999e-05, -0.0003550375203628474796,
+    0.00095328937973738049703, -0.0016882755560235047313, 0.0024914420961078508066, -0.0037512085075692412107,
+    0.005370914553590063617, 1.0052589676941592334, 3.0838856104922207635)
+_ERFINV64_GE16 = (
+    -2.7109920616438573243e-11, -2.5556418169965252055e-10, 1.5076572693500548083e-09, -3.7894654401267369937e-09,
+    7.6157012080783393804e-09, -1.4960026627149240478e-08, 2.9147953450901080826e-08, -6.7711997758452339498e-08,
+    2.2900482228026654717e-07, -9.9298272942317002539e-07, 4.5260625972231537039e-06, -1.9681778105531670567e-05,
+    7.5995277030017761139e-05, -0.00021503011930044477347, -0.00013871931833623122026, 1.0103004648645343977,
+    4.8499064014085844221)
+
+
+def _erfinv64(b, x, w):
+    """XLA's f64 erfinv: the three polynomials share the Horner steps of their common (highest) degrees,
+    each range's selected coefficient entering at its own step; the longer ones run the extra steps."""
+    dims = x.shape.dimensions
+    lt625, lt16 = lt(b, w, 6.25), lt(b, w, 16.0)
+    u = b.select(lt625, sub(b, w, 3.125), b.subtract(b.sqrt(w), b.select(lt16, full(b, 3.25, P.F64, dims),
+                                                                          full(b, 5.0, P.F64, dims))))
+
+    def coefficient(i: int):
+        c = full(b, _ERFINV64_LT625[i], P.F64, dims)
+        if i < len(_ERFINV64_LT16):
+            c = b.select(lt625, c, full(b, _ERFINV64_LT16[i], P.F64, dims))
+        if i < len(_ERFINV64_GE16):
+            c = b.select(lt16, c, full(b, _ERFINV64_GE16[i], P.F64, dims))
+        return c
+    p = coefficient(0)
+    for i in range(1, len(_ERFINV64_GE16)):
+        p = b.add(coefficient(i), b.multiply(p, u))
+    for i in range(len(_ERFINV64_GE16), len(_ERFINV64_LT16)):
+        p = b.select(lt16, b.add(coefficient(i), b.multiply(p, u)), p)
+    for i in range(len(_ERFINV64_LT16), len(_ERFINV64_LT625)):
+        p = b.select(lt625, b.add(coefficient(i), b.multiply(p, u)), p)
+    return b.multiply(p, x)
+
+
 @upcast_f32
 def erfinv(b, x):
-    """w = -log1p(-x²); a degree-8 polynomial in w - 2.5 (w < 5) or sqrt(w) - 3, times x; ±1 → ±inf.
-    (XLA uses a longer polynomial for f64; ours keeps single-precision accuracy there.)"""
+    """w = -log1p(-x²); f32: a degree-8 polynomial in w - 2.5 (w < 5) or sqrt(w) - 3, times x; f64: XLA's
+    ErfInv64 (:func:`_erfinv64`); ±1 → ±inf."""
     et = x.shape.element_type
     dims = x.shape.dimensions
     w = b.negate(b.log1p(b.negate(b.multiply(x, x))))
+    if et is P.F64:
+        return b.select(eq(b, b.abs(x), 1.0), mul(b, x, max_value(et)), _erfinv64(b, x, w))
     small = lt(b, w, 5.0)
     w = b.select(small, sub(b, w, 2.5), sub(b, b.sqrt(w), 3.0))
     p = None
