@@ -296,15 +296,16 @@ def _machine_sgemm(call: Callable[[], Any], min_rounds: int, min_seconds: float,
     2-core machine OpenBLAS's threads wait for each other at every barrier and its one-thread call is
     often faster; the reference is what the machine's sgemm can do, not its worst mode). ``best`` gets
     the fastest round (key ``numpy``); the JSON keeps both modes (``numpy_threads`` of the chosen one)."""
+    import os
     ctl = _openblas_threads()
     if ctl is None:
         return {"numpy": _interleaved({"numpy": call}, min_rounds, min_seconds, best)["numpy"], "numpy_threads": 0}
     get, put = ctl
-    n = get()
+    n = get()   # restored after; may already be 1 on this thread (our GEMM kernels set a thread-local 1)
     modes: dict[int, float] = {}
     bests: dict[int, float] = {}
     try:
-        for threads in sorted({n, 1}, reverse=True):
+        for threads in sorted({max(n, os.cpu_count() or 1), 1}, reverse=True):
             put(threads)
             got: dict[str, float] = {}
             modes[threads] = _interleaved({"numpy": call}, min_rounds, min_seconds, got)["numpy"]
