@@ -8,9 +8,10 @@ square GEMMs): ``Conv2D``, ``DepthwiseConv2dNative`` and their input/filter back
 transposes), ``BatchMatMulV2``, and ``MaxPool`` / ``AvgPool`` with their gradients (a pooling row counts one
 flop per window element). For each, the steady-state time of TF graph mode (``tf.function``, this
 process's oneDNN mode), TF's XLA (``jit_compile=True``, whose CPU dots and convolutions call Eigen) and
-ours (``tfxla_cluster.function(jit_compile=True)``), and numpy's ``matmul`` (OpenBLAS sgemm, all cores) on
-the GEMM of the same M·N·K (the im2col GEMM for a convolution; no entry for depthwise ones, which are not
-GEMMs), timed on its own after the others. Times are medians over rounds that call every variant in turn
+ours (``tfxla_cluster.function(jit_compile=True)``), and numpy's ``matmul`` (OpenBLAS sgemm, the faster of
+all cores and one core, see ``_machine_sgemm``) on the GEMM of the same M·N·K (the im2col GEMM for a
+convolution; no entry for depthwise ones, which are not GEMMs), timed on its own after the others, with
+ours as a percentage of it (the issue's GEMM target: ≥ 85%). Times are medians over rounds that call every variant in turn
 (an untimed call, then a timed one), so load changes hit all alike; each rate counts 2 flops per
 multiply-add (the JSON also has each variant's fastest round, ``*_best_gflops``: on a busy machine the
 median mostly measures the load). Ours is checked against TF graph mode every run.
@@ -273,6 +274,49 @@ def _interleaved(fns: dict[str, Callable[[], Any]], min_rounds: int, min_seconds
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def _openblas_threads():
+    """(get, set) of the thread count of numpy's OpenBLAS (the library our GEMM kernels call), or None."""
+    import ctypes
+    import glob
+    import os
+    base = os.path.join(os.path.dirname(np.__file__), "..", "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(base, "libscipy_openblas*.so*"))):
+        lib = ctypes.CDLL(path)
+        for get, put in (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+                         ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+                         ("openblas_get_num_threads", "openblas_set_num_threads")):
+            if hasattr(lib, get) and hasattr(lib, put):
+                return getattr(lib, get), getattr(lib, put)
+    return None
+
+
+def _machine_sgemm(call: Callable[[], Any], min_rounds: int, min_seconds: float,
+                   best: dict[str, float]) -> dict[str, float]:
+    """Seconds of numpy's sgemm: the faster of OpenBLAS on all its threads and on one thread (on a busy
+    2-core machine OpenBLAS's threads wait for each other at every barrier and its one-thread call is
+    often faster; the reference is what the machine's sgemm can do, not its worst mode). ``best`` gets
+    the fastest round (key ``numpy``); the JSON keeps both modes (``numpy_threads`` of the chosen one)."""
+    import os
+    ctl = _openblas_threads()
+    if ctl is None:
+        return {"numpy": _interleaved({"numpy": call}, min_rounds, min_seconds, best)["numpy"], "numpy_threads": 0}
+    get, put = ctl
+    n = get()   # restored after; may already be 1 on this thread (our GEMM kernels set a thread-local 1)
+    modes: dict[int, float] = {}
+    bests: dict[int, float] = {}
+    try:
+        for threads in sorted({max(n, os.cpu_count() or 1), 1}, reverse=True):
+            put(threads)
+            got: dict[str, float] = {}
+            modes[threads] = _interleaved({"numpy": call}, min_rounds, min_seconds, got)["numpy"]
+            bests[threads] = got["numpy"]
+    finally:
+        put(n)
+    chosen = min(modes, key=modes.get)
+    best["numpy"] = min(bests.values())
+    return {"numpy": modes[chosen], "numpy_threads": chosen, **{f"numpy_{k}t": v for k, v in modes.items()}}
+
+
 def select(only: str = "", quick: bool = False) -> list[Layer]:
     """Layers whose label contains one of the comma-separated words of ``only`` (all if empty);
     ``quick``: only those marked quick."""
@@ -317,12 +361,12 @@ def run_layers(layers: list[Layer], quick: bool = False, variants=("graph", "xla
         best: dict[str, float] = {}
         secs = _interleaved(fns, min_rounds, min_s, best)
         if "numpy" in variants and dims is not None:
-            # Alone, not interleaved: OpenBLAS's idle workers spin for a while after a call, and would
-            # take a core from the next variant (and TF's and our pools' from OpenBLAS).
+            # Alone, not interleaved with the others: OpenBLAS's idle workers spin for a while after a
+            # call, and would take a core from the next variant (and TF's and our pools' from OpenBLAS).
             b, m, n, k = dims
             a_np, b_np = np.ones((b, m, k), np.float32), np.ones((b, k, n), np.float32)
             c_np = np.empty((b, m, n), np.float32)
-            secs.update(_interleaved({"numpy": lambda: np.matmul(a_np, b_np, out=c_np)}, min_rounds, min_s, best))
+            secs.update(_machine_sgemm(lambda: np.matmul(a_np, b_np, out=c_np), min_rounds, min_s, best))
         fl = flops(layer)
         row = {"layer": layer.label, "kind": layer.kind, "x": list(layer.x), "w": list(layer.w),
                "stride": layer.stride, "gemm": list(dims) if dims else None, "mflop": fl / 1e6}
@@ -330,6 +374,10 @@ def run_layers(layers: list[Layer], quick: bool = False, variants=("graph", "xla
             row[f"{k}_ms"] = 1e3 * secs[k] if k in secs else None
             row[f"{k}_gflops"] = fl / secs[k] / 1e9 if k in secs else None
             row[f"{k}_best_gflops"] = fl / best[k] / 1e9 if k in best else None
+        row["numpy_threads"] = secs.get("numpy_threads")
+        row["numpy_modes_gflops"] = {k[6:]: fl / v / 1e9 for k, v in secs.items()
+                                     if k.startswith("numpy_") and k.endswith("t")} or None
+        row["ours_vs_sgemm"] = secs["numpy"] / secs["ours"] if "numpy" in secs and "ours" in secs else None
         best_tf = min((secs[k] for k in ("graph", "xla") if k in secs), default=None)
         row["ours_vs_best_tf"] = secs["ours"] / best_tf if best_tf and "ours" in secs else None
         rows.append(row)
@@ -342,14 +390,15 @@ def _g(v) -> str:
 
 
 HEADER = ("| layer | op | MFLOP | TF graph GFLOP/s | TF XLA GFLOP/s | ours GFLOP/s | numpy sgemm GFLOP/s "
-          "| ours ms | ours/best TF |\n|---|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| ours % of sgemm | ours ms | ours/best TF |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 
 
 def format_row(r: dict) -> str:
     ratio = "-" if r["ours_vs_best_tf"] is None else f"{r['ours_vs_best_tf']:.2f}"
     ms = "-" if r["ours_ms"] is None else f"{r['ours_ms']:.3f}"
+    pct = "-" if r.get("ours_vs_sgemm") is None else f"{100 * r['ours_vs_sgemm']:.0f}%"
     return (f"| {r['layer']} | {r['kind']} | {r['mflop']:.1f} | {_g(r['graph_gflops'])} | {_g(r['xla_gflops'])} | "
-            f"{_g(r['ours_gflops'])} | {_g(r['numpy_gflops'])} | {ms} | {ratio} |")
+            f"{_g(r['ours_gflops'])} | {_g(r['numpy_gflops'])} | {pct} | {ms} | {ratio} |")
 
 
 def geomean(values: list[float | None]) -> float:
@@ -374,8 +423,12 @@ def run(args) -> int:
     rows = run_layers(layers, args.quick, echo=lambda line: print(line, flush=True))
     here = onednn_enabled()     # TF is imported by now: its own answer
     ratio = geomean([r["ours_vs_best_tf"] for r in rows])
-    gemm = [r["ours_gflops"] / r["numpy_gflops"] for r in rows if r["numpy_gflops"] and r["kind"] in ("matmul", "bmm")]
-    gemm_note = f"; GEMM rows: ours at {100 * geomean(gemm):.0f}% of numpy's sgemm (geomean)" if gemm else ""
+    gemm = [r for r in rows if r.get("ours_vs_sgemm") and r["kind"] in ("matmul", "bmm")]
+    gemm_note = ""
+    if gemm:
+        low = min(gemm, key=lambda r: r["ours_vs_sgemm"])
+        gemm_note = (f"; GEMM rows: ours at {100 * geomean([r['ours_vs_sgemm'] for r in gemm]):.0f}% of numpy's "
+                     f"sgemm (geomean), lowest {100 * low['ours_vs_sgemm']:.0f}% ({low['layer']})")
     print(f"\ngeomean ours / best of TF graph and TF's XLA (time): {ratio:.2f}{gemm_note}; TF graph mode with "
           f"oneDNN {'on' if here else 'off'}", flush=True)
     if args.json:

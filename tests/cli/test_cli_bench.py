@@ -61,6 +61,12 @@ def test_bench_layers_table_in_gflops(tmp_path, capsys):
     assert mm["gemm"] == [1, 512, 512, 512] and mm["mflop"] == 2 * 512 ** 3 / 1e6
     assert all(mm[k] > 0 for k in ("graph_gflops", "xla_gflops", "ours_gflops", "numpy_gflops", "ours_best_gflops"))
     assert mm["ours_best_gflops"] >= mm["ours_gflops"]
+    # The sgemm reference is the faster of OpenBLAS's modes (all threads, one thread), ours relative to it.
+    if mm["numpy_threads"]:     # 0: numpy's OpenBLAS thread control not found, one mode only
+        assert mm["numpy_gflops"] == max(mm["numpy_modes_gflops"].values())
+        assert f"{mm['numpy_threads']}t" in mm["numpy_modes_gflops"] and "1t" in mm["numpy_modes_gflops"]
+    assert abs(mm["ours_vs_sgemm"] - mm["ours_gflops"] / mm["numpy_gflops"]) < 1e-9
+    assert dw["ours_vs_sgemm"] is None and "ours % of sgemm" in text and "lowest" in text
     # A depthwise convolution is not a GEMM: no sgemm column; 2·N·H·W·C·kh·kw flops.
     assert dw["gemm"] is None and dw["numpy_gflops"] is None and dw["mflop"] == 2 * 112 * 112 * 32 * 9 / 1e6
     assert f"| square/512 | matmul | {mm['mflop']:.1f} |" in text and "geomean ours / best of TF" in text

@@ -28,3 +28,17 @@ def test_few_rows_split_by_columns(m, tb):
             # here, so a split over threads is by columns only (as many items as threads either way)
             rows = max(1, min(threads, -(-m // 16)))
             assert gemm.work_items == rows * max(1, min(threads // rows, n // 64) if rows < threads else 1)
+
+
+def test_batched_gemm_has_more_ranges_than_threads():
+    # Per-head products: the batch is split into up to two ranges per thread, handed out one at a time
+    # (a thread a busy core slows down leaves the rest to the other); every batch still computed once.
+    x = random_array((5, 20, 30), np.float32, RNG, specials=False)
+    y = random_array((5, 30, 40), np.float32, RNG, specials=False)
+    mod = module_of(lambda b, p, q: b.dot(p, q, (2,), (1,), (0,), (0,)), x, y)
+    want = np.einsum("bmk,bkn->bmn", x.astype(np.float64), y.astype(np.float64))
+    for threads in (1, 2, 3):
+        exe = compile_module(mod, CodegenOptions(bounds_checks=True, threads=threads, parallel_min_cost=1))
+        np.testing.assert_allclose(exe(x, y)[0], want, rtol=2e-5, atol=2e-4)
+        [gemm] = [kk for kk in exe.kernels if kk.kind == "gemm"]
+        assert gemm.work_items == 5 and gemm.tasks == (1 if threads == 1 else min(5, 2 * threads))

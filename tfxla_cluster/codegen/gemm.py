@@ -210,6 +210,9 @@ def _flat(b, dims, sizes):
 ROW_BLOCK = 16  # smallest row block worth a GEMM call of its own
 SPLIT_WIDE_BY_COLUMNS = True   # threads split the columns of a GEMM wider than tall (see gemm_kernel)
 COL_BLOCK = 64  # smallest column block worth a GEMM call of its own (when rows are too few to split)
+# Ranges per thread of a batched GEMM: the pool hands ranges out one at a time, so when another process
+# holds a core the free thread takes the slow one's share (with one range per thread it would wait).
+GEMM_OVERSPLIT = 2
 
 
 def gemm_kernel(prog, name: str, et: T, B: int, M: int, N: int, K: int, a_ref: BufferRef, ta: str,
@@ -250,6 +253,10 @@ def gemm_kernel(prog, name: str, et: T, B: int, M: int, N: int, K: int, a_ref: B
     col_block = (N + ncb - 1) // ncb
     work = B * nblk * ncb
     tasks = prog.tasks_for(work, flops // 8)
+    if tasks > 1 and B >= threads:
+        # Batched (attention's per-head products): more ranges than threads, handed out one at a time.
+        # Not for one big GEMM: splitting it finer packs its operands more often and measured no better.
+        tasks = min(work, threads * GEMM_OVERSPLIT)
     lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(work))
     lda = max(1, K if ta == "N" else M)
     ldb = max(1, N if tb == "N" else K)

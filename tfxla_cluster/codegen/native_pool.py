@@ -7,7 +7,8 @@ kernel takes. This pool never touches Python:
     void tfxla_native_parallel_for(ptr kernel, ptr table, i64 n, i64 tasks)
 
 runs ``kernel(table, lo, hi)`` on ``tasks`` even ranges of [0, n): the caller takes ranges itself and
-up to ``tasks - 1`` pthreads (started on first use, never stopped) take the others.
+up to ``tasks - 1`` pthreads (started on first use, never stopped; at most one fewer than the CPUs)
+take the others.
 
 Protocol (sequentially consistent atomics throughout):
 - one job at a time: callers serialise on a pthread mutex (concurrent executables queue up);
@@ -40,7 +41,9 @@ def _store(b: ir.IRBuilder, value, ptr) -> None:
     b.atomic_rmw("xchg", ptr, value, "seq_cst")
 
 
-def build_module(triple: str = "") -> str:
+def build_module(triple: str = "", max_workers: int = 0) -> str:
+    """The pool's IR. ``max_workers`` > 0 caps the pthreads (a job of more ranges than threads has its
+    ranges claimed one at a time by whichever thread is free: load balancing, not more threads)."""
     m = ir.Module("tfxla_native_pool")
     if triple:
         m.triple = triple
@@ -149,6 +152,8 @@ def build_module(triple: str = "") -> str:
     b.position_at_end(grow_head)
     have = b.load(started)
     want = b.trunc(b.sub(tasks_c, _c(I64, 1)), I32)
+    if max_workers > 0:
+        want = b.select(b.icmp_signed(">", want, _c(I32, max_workers)), _c(I32, max_workers), want)
     b.cbranch(b.icmp_signed("<", have, want), grow, ready)
     b.position_at_end(grow)
     b.call(pthread_create, [tid, ir.Constant(PTR, None), worker, ir.Constant(PTR, None)])

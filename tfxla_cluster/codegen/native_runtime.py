@@ -198,7 +198,7 @@ def _native_parallel_for() -> int | None:
     try:
         from tfxla_cluster.codegen.engine import get_engine
         from tfxla_cluster.codegen.native_pool import ENTRY, build_module
-        engine, ir_text = get_engine(), build_module()
+        engine, ir_text = get_engine(), build_module(max_workers=max((os.cpu_count() or 1) - 1, 1))
         store = _persistent_store()
         _native_pool = store.load(ir_text, engine, "tfxla_native_pool", (ENTRY,)) if store is not None else None
         if _native_pool is None:
