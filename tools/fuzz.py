@@ -33,8 +33,10 @@ code path LLVM chose for an element, so no single semantics matches it; measured
   elements but gives -0 on one element and inside a broadcasting loop (seeds 5001448, 21000080).
 - f32 ``log`` of a negative denormal argument: -inf (DAZ makes it ±0) on loops of 1, 2, 4, 8, 9, 16, 17, 31
   elements, NaN on loops of 3, 5, 6, 7 elements and on the 7-element tail of 15 (seeds 12000056, 21000263).
-- ``reduce_prod`` whose result depends on the order 0 and ±inf (a product that overflowed) meet (seed
-  15000363): XLA's vectorised reduction order is not modelled.
+- ``reduce_prod`` (and a sum that overflows) whose result depends on the order 0 and ±inf meet, over a reduced
+  dimension longer than 32: XLA's TreeReductionRewriter (reduce-window of 32, padding split low/high, then a
+  reduce) is not modelled. Reductions whose reduced dims are all <= 32 multiply in order as XLA:CPU does
+  (seed 15000363, fixed).
 
 Open and ours (other areas): an If/Case branch whose arguments are constants is compiled by TF with the
 arguments as ``Const`` nodes, so TF's graph folding computes the branch body with TF's kernels (Eigen's
