@@ -45,8 +45,9 @@ arguments as ``Const`` nodes, so TF's graph folding computes the branch body wit
 ``sign`` of a -denormal is +denormal, of -0 is +0; seed 21001517); ours lowers the body with XLA's semantics
 (tf2hlo). Auto-clustered, a bf16 ``relu6`` of a constant beside a ``tf.while_loop`` over constants is TF's
 kernel's value in TF (-0) and +0 in ours (seed 4000602, replayed under jit only).
-Not yet classified: an f32 ``reduce_min`` of a constant [-denormal, 0, 0] beside a ``tf.while_loop`` over
-its result is the -denormal in TF's XLA and +0 in ours (seed 32006846, program 20435).
+Not yet fixed: an f32 ``reduce_min`` of a constant [-denormal, 0, 0] beside a ``tf.while_loop`` over
+its result is the -denormal in TF's XLA and +0 in ours (seed 32006846, program 20435); alone the two agree, so it
+likely belongs with the control-flow-over-constants graph folding above.
 
 A failure is shrunk (failing output's cone only, ops bypassed, input values zeroed) to a minimal
 program, printed as a JSON spec that ``tests/e2e/test_fuzz.py`` replays as a regression test.
