@@ -30,17 +30,24 @@ code path LLVM chose for an element, so no single semantics matches it; measured
 - bf16 results that are denormal in f32 (min/max of a -denormal and 0, products with denormals): TF's XLA
   keeps the denormal where its f32→bf16 rounding is integer code and flushes it to ±0 where LLVM selected
   AVX512_BF16's ``vcvtneps2bf16`` (denormals are zero for it): max(-d, 0) keeps -d on 2..65 contiguous
-  elements but gives -0 on one element and inside a broadcasting loop (seeds 5001448, 21000080).
+  elements but gives -0 on one element and inside a broadcasting loop (seeds 5001448, 21000080); a
+  scalar bf16 sin of a -denormal, beside a second output, is the -denormal in TF's XLA and -0 in ours
+  (seed 32001846; alone, the two agree).
 - f32 ``log`` of a negative denormal argument: -inf (DAZ makes it ±0) on loops of 1, 2, 4, 8, 9, 16, 17, 31
   elements, NaN on loops of 3, 5, 6, 7 elements and on the 7-element tail of 15 (seeds 12000056, 21000263).
-- ``reduce_prod`` whose result depends on the order 0 and ±inf (a product that overflowed) meet (seed
-  15000363): XLA's vectorised reduction order is not modelled.
+- ``reduce_prod`` (and a sum that overflows) whose result depends on the order 0 and ±inf meet, over a reduced
+  dimension longer than 32: XLA's TreeReductionRewriter (reduce-window of 32, padding split low/high, then a
+  reduce) is not modelled. Reductions whose reduced dims are all <= 32 multiply in order as XLA:CPU does
+  (seed 15000363, fixed).
 
 Open and ours (other areas): an If/Case branch whose arguments are constants is compiled by TF with the
 arguments as ``Const`` nodes, so TF's graph folding computes the branch body with TF's kernels (Eigen's
 ``sign`` of a -denormal is +denormal, of -0 is +0; seed 21001517); ours lowers the body with XLA's semantics
 (tf2hlo). Auto-clustered, a bf16 ``relu6`` of a constant beside a ``tf.while_loop`` over constants is TF's
 kernel's value in TF (-0) and +0 in ours (seed 4000602, replayed under jit only).
+Not yet fixed: an f32 ``reduce_min`` of a constant [-denormal, 0, 0] beside a ``tf.while_loop`` over
+its result is the -denormal in TF's XLA and +0 in ours (seed 32006846, program 20435); alone the two agree, so it
+likely belongs with the control-flow-over-constants graph folding above.
 
 A failure is shrunk (failing output's cone only, ops bypassed, input values zeroed) to a minimal
 program, printed as a JSON spec that ``tests/e2e/test_fuzz.py`` replays as a regression test.

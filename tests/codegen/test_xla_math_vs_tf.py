@@ -65,3 +65,32 @@ def test_scalar_min_max_with_a_constant_operand(form):
     got = [np.asarray(g.numpy(), np.float64) for g in txc.function(f, jit_compile=True)(*xs)]
     bad = [k for k, (w, g) in enumerate(zip(want, got)) if not _same_bits(w, g)]
     assert not bad, [(k, got[k], want[k]) for k in bad]
+
+
+def test_f32_exp_and_expm1_bitwise():
+    """f32 exp caps its 2^n at 2^127 as XLA's (x above ~88.38: a few ulps, as TF's XLA), and expm1 is XLA's
+    tanh(x/2)·(exp(x)+1) for |x| <= 1/2, exp(x) - 1 above (libm's expm1 is up to 5 ulps away from it)."""
+    @tf.autograph.experimental.do_not_convert
+    def f(a):
+        return tf.exp(a), tf.math.expm1(a)
+    x = np.concatenate([_values(np.float32), np.linspace(88.0, 88.75, 300, dtype=np.float32),
+                        np.linspace(-0.6, 0.6, 300, dtype=np.float32),
+                        np.linspace(-104, -86, 100, dtype=np.float32)])
+    want = [w.numpy() for w in tf.function(f, jit_compile=True)(x)]
+    got = [np.asarray(g) for g in txc.function(f, jit_compile=True)(x)]
+    for name, w, g in zip(("exp", "expm1"), want, got):
+        bad = ~_same_bits(w, g)
+        assert not bad.any(), (name, x[bad][:4], g[bad][:4], w[bad][:4])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_log1p_is_xla_rational_approximation(dtype):
+    """log1p is XLA's x - x²/2 + x³·P/Q for |x| < sqrt(2) - 1 (Cephes), log(x + 1) above: TF's XLA's f64 log1p
+    is ~100 ulps from libm's near |x| = 0.41, ours follows it to 1 ulp (its log path may round apart)."""
+    x = np.concatenate([np.linspace(-0.45, 0.45, 600), _values(np.float64)]).astype(dtype)
+    want = tf.function(tf.math.log1p, jit_compile=True)(x).numpy()
+    got = np.asarray(txc.function(tf.math.log1p, jit_compile=True)(x))
+    fin = np.isfinite(want)
+    assert np.array_equal(fin, np.isfinite(got)) and _same_bits(want[~fin], got[~fin]).all()
+    ulps = np.abs(want[fin].astype(np.float64) - got[fin]) / np.spacing(np.abs(want[fin]))
+    assert ulps.max() <= 1, (x[fin][ulps.argmax()], want[fin][ulps.argmax()], got[fin][ulps.argmax()])

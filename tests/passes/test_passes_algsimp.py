@@ -283,6 +283,18 @@ CASES = [
     ("copy_noop", M("p: f32[4]", "ROOT c = f32[4] copy(p)"), "CHECK: ROOT %p"),
     ("compare_self_integral", M("p: s32[4]", "ROOT c = pred[4] compare(p, p), direction=GE"),
      "CHECK: pred[] constant(true)\nCHECK: ROOT {{.*}} broadcast"),
+    ("compare_non_negative", M("p: s32[4]", """
+        a = s32[4] abs(p)
+        z = s32[] constant(0)
+        zb = s32[4] broadcast(z), dimensions={}
+        ROOT c = pred[4] compare(a, zb), direction=LT"""),
+     "CHECK: pred[] constant(false)\nCHECK: ROOT {{.*}} broadcast"),
+    ("compare_non_negative", M("p: f32[4]", """
+        m = f32[4] multiply(p, p)
+        z = f32[] constant(0)
+        zb = f32[4] broadcast(z), dimensions={}
+        ROOT c = pred[4] compare(zb, m), direction=LE"""),
+     "CHECK: pred[] constant(true)\nCHECK: ROOT {{.*}} broadcast"),
     ("dot_remove_degenerate_dims", M("p: f32[1,4]; q: f32[4,3]", """
         ROOT d = f32[1,3] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}"""),
      "CHECK: f32[4]{0} reshape(%p)\nCHECK: f32[3]{0} dot(\nCHECK: ROOT {{.*}} f32[1,3]{1,0} reshape(%dot"),

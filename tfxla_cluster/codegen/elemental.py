@@ -40,6 +40,7 @@ from tfxla_cluster.hlo.shape import Shape
 
 GENERATORS: dict = {}
 CASCADE_BLOCK = 1024
+TREE_WINDOW = 32  # XLA's TreeReductionRewriter window on CPU
 
 
 def generates(*opcodes):
@@ -724,6 +725,11 @@ def _reduce(em, instr):
     et = ets[0]
     cty = t.compute_float_type(et) if et.is_float else t.value_type(et)
     cascade = et.is_float and simple in (O.ADD, O.MULTIPLY) and total > 2 * CASCADE_BLOCK
+    # XLA:CPU's TreeReductionRewriter leaves a reduce whose reduced dims are all <= TREE_WINDOW alone and
+    # emits it as one loop in layout order that LLVM does not vectorise: the same order here, so where the
+    # order decides (0 * inf once a product overflowed, inf - inf once a sum did) the result is XLA's.
+    in_order = (et.is_float and simple in (O.ADD, O.MULTIPLY) and not cascade
+                and all(in_shape.dimensions[d] <= TREE_WINDOW for d in rdims))
 
     def g_simple(index):
         od = index.get_dims(b)
@@ -736,7 +742,8 @@ def _reduce(em, instr):
             acc = _Accumulator(em, [cty], [em.ops.to_compute(et, init) if et.is_float else init])
 
             def body(rvals):
-                acc.set([_simple_combine(em, simple, et, acc.get()[0], load(full_index(od, rvals)), True)])
+                acc.set([_simple_combine(em, simple, et, acc.get()[0], load(full_index(od, rvals)),
+                                         not in_order)])
             _reduce_loops(em, in_shape, rdims, body)
             res = acc.get()[0]
             return em.ops.from_compute(et, res) if et.is_float else res

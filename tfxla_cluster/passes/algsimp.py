@@ -525,6 +525,40 @@ def _compare_self(g, cmp):
     return make_scalar_like(g, cmp.shape, value, like=cmp)
 
 
+def is_non_negative(x: HloInstruction) -> bool:
+    """XLA's IsNonNegative (real types): abs, A*A, broadcast/maximum/select of non-negatives, a
+    non-negative scalar constant. (A NaN under abs or A*A counts as non-negative, as in XLA.)"""
+    if any(o.shape.element_type.is_complex for o in x.operands) or x.shape.element_type.is_complex:
+        return False
+    if x.opcode is O.ABS:
+        return True
+    if x.opcode is O.MULTIPLY:
+        return x.operands[0] is x.operands[1]
+    if x.opcode is O.BROADCAST:
+        return is_non_negative(x.operands[0])
+    if x.opcode is O.CONSTANT:
+        lit = known_literal(x)
+        return lit is not None and lit.size == 1 and bool(lit.reshape(-1)[0] >= 0)
+    if x.opcode is O.MAXIMUM:
+        return is_non_negative(x.operands[0]) or is_non_negative(x.operands[1])
+    if x.opcode is O.SELECT:
+        return is_non_negative(x.operands[1]) and is_non_negative(x.operands[2])
+    return False
+
+
+@rule("compare_non_negative", O.COMPARE)
+def _compare_non_negative(g, cmp):
+    """N < 0 and 0 > N -> false, N >= 0 and 0 <= N -> true for a non-negative N (is_non_negative), as
+    XLA (so tf2xla's FloorDiv sign test on abs(INT_MIN) is false, and abs(NaN) >= 0 is true)."""
+    a, b = cmp.operands
+    d = cmp.comparison_direction.value
+    if d in ("LT", "GE") and is_all(b, 0) and is_non_negative(a):
+        return make_scalar_like(g, cmp.shape, d == "GE", like=cmp)
+    if d in ("GT", "LE") and is_all(a, 0) and is_non_negative(b):
+        return make_scalar_like(g, cmp.shape, d == "LE", like=cmp)
+    return None
+
+
 # ---------------------------------------------------------------- conversions and copies
 @rule("convert_noop", O.CONVERT)
 def _convert_noop(g, cv):
