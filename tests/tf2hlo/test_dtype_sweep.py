@@ -9,6 +9,8 @@ most often assume f32); the whole sweep (~1000 programs, about a minute) runs wi
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -95,6 +97,13 @@ def test_op_dtype_equals_tf_xla(op: str, dtype: int) -> None:
         pytest.skip("TF's XLA does not compile it either")
     specs = [tf.TensorSpec(a.shape, tf.as_dtype(a.dtype)) for a in args]
     got = lower_function(tf.function(fn).get_concrete_function(*specs), *args).run(*args)
+    _assert_equals_tf_xla(got, want, lambda dt: _TOL[dt])
+
+
+
+def _assert_equals_tf_xla(got, want, tol: Callable[[np.dtype], float]) -> None:
+    """Our outputs against TF's XLA's: same shapes and dtypes, integers and bools exact, floats within
+    ``tol(dtype)`` (NaN positions equal)."""
     for g, w in zip(got, want):
         g = np.asarray(g)
         assert g.shape == w.shape and g.dtype == w.dtype, f"{g.shape} {g.dtype} != TF's XLA {w.shape} {w.dtype}"
@@ -102,8 +111,8 @@ def test_op_dtype_equals_tf_xla(op: str, dtype: int) -> None:
             np.testing.assert_array_equal(g, w)
         else:
             wide = np.complex128 if w.dtype.kind == "c" else np.float64
-            tol = _TOL[w.dtype]
-            np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=tol, atol=tol, equal_nan=True)
+            t = tol(w.dtype)
+            np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=t, atol=t, equal_nan=True)
 
 
 # ------------------------------------------------------------------ other families (-m tfsweep only)
@@ -172,13 +181,5 @@ def test_family_dtype_equals_tf_xla(name: str, dt) -> None:
         pytest.skip("TF's XLA does not compile it either")
     specs = [tf.TensorSpec(a.shape, dt) for a in args]
     got = lower_function(tf.function(fn).get_concrete_function(*specs), *args).run(*args)
-    for g, w in zip(got, want):
-        g = np.asarray(g)
-        assert g.shape == w.shape and g.dtype == w.dtype, f"{g.shape} {g.dtype} != TF's XLA {w.shape} {w.dtype}"
-        if w.dtype.kind in "biu":
-            np.testing.assert_array_equal(g, w)
-        else:
-            wide = np.complex128 if w.dtype.kind == "c" else np.float64
-            tol = {2: 3e-2, 4: 1e-4, 8: 1e-9, 16: 1e-9}[w.dtype.itemsize] if w.dtype.kind != "c" else \
-                (1e-4 if w.dtype.itemsize == 8 else 1e-9)
-            np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=tol, atol=tol, equal_nan=True)
+    _assert_equals_tf_xla(got, want, lambda dt: ({2: 3e-2, 4: 1e-4, 8: 1e-9, 16: 1e-9}[dt.itemsize] if dt.kind != "c"
+                                             else (1e-4 if dt.itemsize == 8 else 1e-9)))
