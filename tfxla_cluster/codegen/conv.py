@@ -605,6 +605,52 @@ def epilogue_fits(plan: BlockedPlan) -> bool:
     GEMM writing the output itself) or in the copy-out pass (the output is not the GEMM's result)."""
     return not plan.out_direct or plan.mode == "rows"
 
+def i32(v: int) -> ir.Constant:
+    return ir.Constant(t.I32, v)
+
+
+@dataclass
+class _BlasKernel:
+    """A kernel whose items call the BLAS GEMM: its builder and item range, the operands' pointers, the
+    runtime functions it calls, and the caller's BLAS thread count, which :meth:`finish` restores before the
+    program calls the kernel over its items."""
+    prog: object
+    name: str
+    items: int
+    tasks: int
+    flops: int
+    kb: object
+    b: ir.IRBuilder
+    lo: ir.Value
+    hi: ir.Value
+    ptrs: tuple
+    memset: ir.Function
+    gemm: ir.Function
+    set_threads: ir.Function
+    prev: ir.Value
+
+    def finish(self) -> None:
+        self.b.call(self.set_threads, [self.prev])
+        self.prog.call_kernel(self.kb, self.name, "conv-gemm", self.items, self.tasks, self.flops // 8)
+
+
+def _blas_kernel(prog, instr, items: int, flops: int, slots: tuple, et, sty) -> _BlasKernel:
+    """Open ``instr``'s kernel over ``items`` work items (split across tasks when ``flops`` pay for it), with
+    the pointers of ``slots`` and one BLAS thread inside each task (our tasks are the parallelism)."""
+    kb_ = prog.kernel(instr.name)
+    b = kb_.builder
+    tasks = prog.tasks_for(items, flops // 8)
+    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 else (t.i64(0), t.i64(items))
+    mctx = kb_.kctx.mctx
+    memset = mctx.function("llvm.memset.p0.i64", t.VOID, [t.PTR, t.I8, t.I64, t.I1])
+    set_threads = mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
+    gemm = mctx.function("tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm", t.VOID,
+                         [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64, t.PTR, t.I64, sty, t.PTR, t.I64])
+    ptrs = tuple(kb_.ptr(slot) for slot in slots)
+    prev = b.call(set_threads, [i32(1)])
+    return _BlasKernel(prog, instr.name, items, tasks, flops, kb_, b, lo, hi, ptrs, memset, gemm, set_threads, prev)
+
+
 
 def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
                       epilogue=None) -> None:
@@ -683,21 +729,12 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
     cb = -(-Og // ncb)
     items = G * nmb * ncb
     flops = 2 * M * K * Og * G
-    kb_ = prog.kernel(instr.name)
-    b = kb_.builder
-    tasks = prog.tasks_for(items, flops // 8)
-    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 else (t.i64(0), t.i64(items))
-    lp, kp, cp = kb_.ptr(lhs.slot), kb_.ptr(kref.slot), kb_.ptr(res.slot)
+    bk = _blas_kernel(prog, instr, items, flops, (lhs.slot, kref.slot, res.slot), et, sty)
+    kb_, b, lo, hi, (lp, kp, cp), memset, gemm = bk.kb, bk.b, bk.lo, bk.hi, bk.ptrs, bk.memset, bk.gemm
     buf = None if plan.lhs_direct else kb_.kctx.alloca(sty, "patches", count=mb * kb)
     mctx = kb_.kctx.mctx
     memcpy = mctx.function("llvm.memcpy.p0.p0.i64", t.VOID, [t.PTR, t.PTR, t.I64, t.I1])
-    memset = mctx.function("llvm.memset.p0.i64", t.VOID, [t.PTR, t.I8, t.I64, t.I1])
-    set_threads = mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
-    gemm = mctx.function("tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm", t.VOID,
-                         [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64, t.PTR, t.I64, sty, t.PTR, t.I64])
-    i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
     false = ir.Constant(t.I1, 0)
-    prev = b.call(set_threads, [i32(1)])
 
     def run_copy(dst, src_off, valid, run):
         """dst[0:run] := lhs[src_off : src_off + run] if valid else zeros."""
@@ -875,8 +912,7 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
         if useful_blocks is not None:
             b.branch(after_bb)
             b.position_at_end(after_bb)
-    b.call(set_threads, [prev])
-    prog.call_kernel(kb_, instr.name, "conv-gemm", items, tasks, flops // 8)
+    bk.finish()
     if plan.out_direct:
         return
 
@@ -922,18 +958,8 @@ def _emit_phase_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, kref: Buffe
     outer = plan.out_sp[:-1]
     items = plan.B * prod(outer)
     flops = 2 * plan.M * K * O_
-    kb_ = prog.kernel(instr.name)
-    b = kb_.builder
-    tasks = prog.tasks_for(items, flops // 8)
-    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 else (t.i64(0), t.i64(items))
-    lp, kp, cp = kb_.ptr(lhs.slot), kb_.ptr(kref.slot), kb_.ptr(out.slot)
-    mctx = kb_.kctx.mctx
-    memset = mctx.function("llvm.memset.p0.i64", t.VOID, [t.PTR, t.I8, t.I64, t.I1])
-    set_threads = mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
-    gemm = mctx.function("tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm", t.VOID,
-                         [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64, t.PTR, t.I64, sty, t.PTR, t.I64])
-    i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
-    prev = b.call(set_threads, [i32(1)])
+    bk = _blas_kernel(prog, instr, items, flops, (lhs.slot, kref.slot, out.slot), et, sty)
+    kb_, b, lo, hi, (lp, kp, cp), memset, gemm = bk.kb, bk.b, bk.lo, bk.hi, bk.ptrs, bk.memset, bk.gemm
     row = wout * O_
     with for_range(b, lo, hi, "ph") as item:
         n, rest = b.udiv(item, t.i64(max(prod(outer), 1))), b.urem(item, t.i64(max(prod(outer), 1)))
@@ -979,8 +1005,7 @@ def _emit_phase_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, kref: Buffe
                     for dd, x in zip(dn.output_spatial_dimensions, osp + [r]):
                         dims[dd] = x
                     epilogue.store(kb_, dims, b.add(base, b.add(b.mul(r, t.i64(O_)), c)))
-    b.call(set_threads, [prev])
-    prog.call_kernel(kb_, instr.name, "conv-gemm", items, tasks, flops // 8)
+    bk.finish()
 
 
 def _emit_single_tap(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
@@ -998,17 +1023,8 @@ def _emit_single_tap(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffer
     threads = prog.options.thread_count
     ncb = max(1, min(threads, O_ // COL_BLOCK))
     cb = -(-O_ // ncb)
-    kb_ = prog.kernel(instr.name)
-    b = kb_.builder
-    tasks = prog.tasks_for(ncb, flops // 8)
-    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 else (t.i64(0), t.i64(ncb))
-    lp, kp, cp = kb_.ptr(lhs.slot), kb_.ptr(rhs.slot), kb_.ptr(out.slot)
-    mctx = kb_.kctx.mctx
-    set_threads = mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
-    gemm = mctx.function("tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm", t.VOID,
-                         [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64, t.PTR, t.I64, sty, t.PTR, t.I64])
-    i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
-    prev = b.call(set_threads, [i32(1)])
+    bk = _blas_kernel(prog, instr, ncb, flops, (lhs.slot, rhs.slot, out.slot), et, sty)
+    kb_, b, lo, hi, (lp, kp, cp), gemm = bk.kb, bk.b, bk.lo, bk.hi, bk.ptrs, bk.gemm
     osp = [t.i64(0)] * len(dn.output_spatial_dimensions)
     with for_range(b, lo, hi, "st") as item:
         c0 = b.mul(item, t.i64(cb))
@@ -1029,8 +1045,7 @@ def _emit_single_tap(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffer
                     for d, x in zip(dn.output_spatial_dimensions, osp):
                         dims[d] = x
                     epilogue.store(kb_, dims, b.add(b.mul(r, t.i64(st.ldc)), b.add(c0, c)))
-    b.call(set_threads, [prev])
-    prog.call_kernel(kb_, instr.name, "conv-gemm", ncb, tasks, flops // 8)
+    bk.finish()
 
 
 def _emit_phase_one_position(prog, instr, plan: BlockedPlan, lhs: BufferRef, kref: BufferRef, out: BufferRef,
@@ -1052,18 +1067,8 @@ def _emit_phase_one_position(prog, instr, plan: BlockedPlan, lhs: BufferRef, kre
     flops = 2 * B * K * O_
     ncb = max(1, min(prog.options.thread_count, O_ // COL_BLOCK))
     cb = -(-O_ // ncb)
-    kb_ = prog.kernel(instr.name)
-    b = kb_.builder
-    tasks = prog.tasks_for(ncb, flops // 8)
-    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 else (t.i64(0), t.i64(ncb))
-    lp, kp, cp = kb_.ptr(lhs.slot), kb_.ptr(kref.slot), kb_.ptr(out.slot)
-    mctx = kb_.kctx.mctx
-    memset = mctx.function("llvm.memset.p0.i64", t.VOID, [t.PTR, t.I8, t.I64, t.I1])
-    set_threads = mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
-    gemm = mctx.function("tfxla_cblas_sgemm" if et is T.F32 else "tfxla_cblas_dgemm", t.VOID,
-                         [t.I32, t.I32, t.I32, t.I64, t.I64, t.I64, sty, t.PTR, t.I64, t.PTR, t.I64, sty, t.PTR, t.I64])
-    i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
-    prev = b.call(set_threads, [i32(1)])
+    bk = _blas_kernel(prog, instr, ncb, flops, (lhs.slot, kref.slot, out.slot), et, sty)
+    kb_, b, lo, hi, (lp, kp, cp), memset, gemm = bk.kb, bk.b, bk.lo, bk.hi, bk.ptrs, bk.memset, bk.gemm
     with for_range(b, lo, hi, "p1") as item:
         c0 = b.mul(item, t.i64(cb))
         cols = b.sub(t.i64(O_), c0)
@@ -1103,5 +1108,4 @@ def _emit_phase_one_position(prog, instr, plan: BlockedPlan, lhs: BufferRef, kre
                     for dd, x in zip(dn.output_spatial_dimensions, osp):
                         dims[dd] = x
                     epilogue.store(kb_, dims, b.add(b.mul(r, t.i64(O_)), b.add(c0, c)))
-    b.call(set_threads, [prev])
-    prog.call_kernel(kb_, instr.name, "conv-gemm", ncb, tasks, flops // 8)
+    bk.finish()
