@@ -46,13 +46,30 @@ def test_linalg_equals_tf() -> None:
     run_batch(cases(), xla="all")
 
 
+def _evaluated_and_compiled(fn, *args) -> tuple[list, list]:
+    """``fn``'s outputs on ``args`` from our evaluator (its lowered HLO) and from our compiled code
+    (``jit_compile=True``)."""
+    import tfxla_cluster as txc
+    from tfxla_cluster.tf2hlo import lower_function
+
+    specs = [tf.TensorSpec(a.shape, a.dtype) for a in args]
+    evaluated = lower_function(tf.function(fn).get_concrete_function(*specs), *args).run(*args)
+    return evaluated, [g.numpy() for g in txc.function(fn, jit_compile=True)(*args)]
+
+
+def _assert_ours_equal_tf_xla(fn, args: tuple, tol: float) -> None:
+    """Evaluator and compiled code against TF's XLA: same dtypes and shapes, values within ``tol``."""
+    want = [w.numpy() for w in tf.function(fn, jit_compile=True)(*args)]
+    for got in _evaluated_and_compiled(fn, *args):
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("dtype", [np.complex64])   # c128 runs the same code (the sweep's -m tfsweep has it)
 def test_complex_cholesky_and_triangular_solve_equal_tf_xla(dtype) -> None:
     """TF's XLA_CPU_JIT kernels take complex Cholesky (A = L·Lᴴ) and MatrixTriangularSolve (adjoint is the
     conjugate transpose): evaluator and compiled code against TF's XLA."""
-    import tfxla_cluster as txc
-    from tfxla_cluster.tf2hlo import lower_function
-
     rng = np.random.default_rng(0)
     m = rng.normal(size=(2, 3, 3)) + 1j * rng.normal(size=(2, 3, 3))
     a = (m @ np.conj(np.swapaxes(m, -1, -2)) + 3 * np.eye(3)).astype(dtype)
@@ -63,38 +80,19 @@ def test_complex_cholesky_and_triangular_solve_equal_tf_xla(dtype) -> None:
         chol = R.Cholesky(input=a)
         return (chol, R.MatrixTriangularSolve(matrix=chol, rhs=rhs, lower=True, adjoint=True),
                 R.MatrixTriangularSolve(matrix=a, rhs=rhs, lower=False, adjoint=False))
-    want = [w.numpy() for w in tf.function(fn, jit_compile=True)(a, rhs)]
-    specs = [tf.TensorSpec(a.shape, dtype), tf.TensorSpec(rhs.shape, dtype)]
-    evaluated = lower_function(tf.function(fn).get_concrete_function(*specs), a, rhs).run(a, rhs)
-    compiled = [g.numpy() for g in txc.function(fn, jit_compile=True)(a, rhs)]
-    tol = 2e-6 if dtype == np.complex64 else 1e-14
-    for got in (evaluated, compiled):
-        for g, w in zip(got, want):
-            assert g.dtype == w.dtype
-            np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+    _assert_ours_equal_tf_xla(fn, (a, rhs), 2e-6 if dtype == np.complex64 else 1e-14)
 
 
 @pytest.mark.parametrize("dtype", [np.complex128])
 def test_complex_qr_equals_tf_xla(dtype) -> None:
     """Complex Qr as TF's XLA (XLA's complex Householder: the same phases, not just the same span)."""
-    import tfxla_cluster as txc
-    from tfxla_cluster.tf2hlo import lower_function
-
     rng = np.random.default_rng(1)
     tall = (rng.normal(size=(2, 4, 3)) + 1j * rng.normal(size=(2, 4, 3))).astype(dtype)
     wide = (rng.normal(size=(3, 4)) + 1j * rng.normal(size=(3, 4))).astype(dtype)
 
     def fn(tall, wide):
         return (*tf.raw_ops.Qr(input=tall, full_matrices=False), *tf.raw_ops.Qr(input=wide, full_matrices=True))
-    want = [w.numpy() for w in tf.function(fn, jit_compile=True)(tall, wide)]
-    specs = [tf.TensorSpec(tall.shape, dtype), tf.TensorSpec(wide.shape, dtype)]
-    evaluated = lower_function(tf.function(fn).get_concrete_function(*specs), tall, wide).run(tall, wide)
-    compiled = [g.numpy() for g in txc.function(fn, jit_compile=True)(tall, wide)]
-    tol = 4e-6 if dtype == np.complex64 else 1e-14
-    for got in (evaluated, compiled):
-        for g, w in zip(got, want):
-            assert g.dtype == w.dtype and g.shape == w.shape
-            np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+    _assert_ours_equal_tf_xla(fn, (tall, wide), 4e-6 if dtype == np.complex64 else 1e-14)
 
 
 @pytest.mark.parametrize("dtype", [np.complex64])
@@ -103,19 +101,14 @@ def test_complex_self_adjoint_eig(dtype) -> None:
     to a phase per vector; the eigenvalues are TF's kernel's: TF's XLA hands back its real eigenvalue
     buffer as complex (half of the values read as imaginary parts, the rest past the buffer), so it is
     no reference for them."""
-    import tfxla_cluster as txc
-    from tfxla_cluster.tf2hlo import lower_function
-
     rng = np.random.default_rng(2)
     m = rng.normal(size=(2, 4, 4)) + 1j * rng.normal(size=(2, 4, 4))
     a = (m + np.conj(np.swapaxes(m, -1, -2))).astype(dtype)
     fn = lambda x: tf.raw_ops.SelfAdjointEigV2(input=x, compute_v=True)  # noqa: E731
     want_e = fn(tf.constant(a))[0].numpy()
     want_v = tf.function(fn, jit_compile=True)(a)[1].numpy()
-    evaluated = lower_function(tf.function(fn).get_concrete_function(tf.TensorSpec(a.shape, dtype)), a).run(a)
-    compiled = [g.numpy() for g in txc.function(fn, jit_compile=True)(a)]
     tol = 2e-5 if dtype == np.complex64 else 1e-12
-    for e, v in (evaluated, compiled):
+    for e, v in _evaluated_and_compiled(fn, a):
         assert e.dtype == v.dtype == dtype
         np.testing.assert_allclose(e, want_e, rtol=tol, atol=tol)
         overlap = np.abs(np.einsum("bij,bij->bj", np.conj(v), want_v))   # |<ours, theirs>| per vector
