@@ -58,9 +58,10 @@ class _RowGroup:
 
     def accepts(self, rows: RowAccess) -> bool:
         # Blocked order runs a later kernel on block b before an earlier one on block b+1: fine when
-        # every slot written in the group is only ever read at the reader's own row.
+        # every slot written in the group is only ever read at the reader's own row. A slot may be
+        # written again (an in-place update): each row still sees its writes in program order.
         return rows.items == self.items and not (rows.remote & self.written) and \
-            not (rows.written & (self.remote | self.written))
+            not (rows.written & self.remote)
 
 
 ROW_BLOCK_BYTES = 256 * 1024   # bytes a row block of a group touches: stays in L2 between its kernels
@@ -110,6 +111,7 @@ class ProgramEmitter:
         self._const_slots: dict[int, Slot] = {}
         self._claims: dict[tuple[int, tuple], int] = {}
         self._sharing: dict[int, int] = {}   # id(user) -> operand number whose buffer it may reuse
+        self._claim_moved: set[int] = set()  # id(user) whose output buffer its operand was computed into
         fn = ir.Function(self.mctx.module, ir.FunctionType(t.VOID, [t.PTR]), ENTRY_NAME)
         fn.args[0].add_attribute("noalias")
         self.entry = fn
@@ -145,6 +147,8 @@ class ProgramEmitter:
             prod_ = _producer(entry.root, path)
             if prod_ is not None and (id(prod_[0]), prod_[1]) not in self._claims:
                 self._claims[(id(prod_[0]), prod_[1])] = k
+        self._sharing.update(_in_place_candidates(entry))
+        self._move_claims_to_operands()
         root = self.emit_computation(entry, params)
         self._finish_outputs(entry.root.shape, root)
         self.b.ret_void()
@@ -153,6 +157,26 @@ class ProgramEmitter:
         self.plan.pack()
         return _with_vector_width(str(self.mctx.module), self.options.prefer_vector_width,
                                   self.mctx.wide_functions, self.mctx.wide_vector_bits())
+
+    def _move_claims_to_operands(self) -> None:
+        """Hand an output's buffer down to the operand its producer updates in place.
+
+        When the thunk producing output k writes in place into an operand's buffer (``_sharing``), that
+        operand is computed straight into output k (XLA's buffer assignment colocates them likewise):
+        softmax's exp then lands in the result and the divide rewrites it, instead of a temp as large
+        as the result passing through memory. Followed down a chain of in-place producers."""
+        producers = {id(i): i for i in self.hlo.entry.instructions}
+        for (holder_id, path), k in list(self._claims.items()):
+            holder = producers.get(holder_id)
+            while path == () and holder is not None and id(holder) in self._sharing:
+                x = holder.operands[self._sharing[id(holder)]]
+                if x.opcode in PROGRAM_HANDLERS or x.opcode in _NOT_THUNKS or x.shape != holder.shape or \
+                        x.shape.byte_size() != holder.shape.byte_size() or (id(x), ()) in self._claims:
+                    break
+                del self._claims[(id(holder), ())]
+                self._claims[(id(x), ())] = k
+                self._claim_moved.add(id(holder))
+                holder = x
 
     def _finish_outputs(self, shape: Shape, root) -> None:
         refs = leaves(root) if shape.is_tuple else [root]
@@ -254,7 +278,8 @@ class ProgramEmitter:
         if k is None or (id(instr), ()) in self._claims:
             return None
         ref = operands[k]
-        if not isinstance(ref, BufferRef) or ref.slot.kind != "temp" or ref.shape != instr.shape or \
+        kinds = ("temp", "output") if id(instr) in self._claim_moved else ("temp",)
+        if not isinstance(ref, BufferRef) or ref.slot.kind not in kinds or ref.shape != instr.shape or \
                 ref.slot.nbytes != instr.shape.byte_size():
             return None
         return BufferRef(ref.slot, instr.shape)
