@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from tensorflow.core.framework import graph_pb2, types_pb2
+from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 
 from tfxla_cluster import flags as flags_mod
 from tfxla_cluster.process_state import PROCESS, ProcessState
@@ -604,14 +604,20 @@ class MarkForCompilationPass:
         return changed
 
     def run_edge_contraction_loop(self) -> None:
+        # The phase filters ask about singleton clusters only (_only_node), and only a few ops can
+        # pass or fail them: test the op first, through bound locals (every edge is asked).
+        nodes, contract = self.graph.nodes, self.try_to_contract_edge
+        shape_consumers = op_tables.SHAPE_CONSUMER_OPS
+        int_resource_ops = op_tables.SCALAR_INTEGER_RESOURCE_OPS
+        is_sink_like, is_int_resource = self._is_sink_like, self._is_scalar_integer_resource_op
         self.phase = 0
         self.for_each_edge_in_post_order(
-            lambda s, d: (n := self._only_node(d)) is not None and n.op in op_tables.SHAPE_CONSUMER_OPS
-            and self.try_to_contract_edge(s, d))
+            lambda s, d: d.size == 1 and nodes[d.rep].op in shape_consumers and contract(s, d))
         self.phase = 1
         self.for_each_edge_in_post_order(
-            lambda s, d: not self._is_sink_like(d) and not self._is_scalar_integer_resource_op(s)
-            and self.try_to_contract_edge(s, d))
+            lambda s, d: not (d.size == 1 and nodes[d.rep].op == "NoOp" and is_sink_like(d))
+            and not (s.size == 1 and nodes[s.rep].op in int_resource_ops and is_int_resource(s))
+            and contract(s, d))
         self.phase = 2
         self.for_each_edge_in_post_order(self.try_to_contract_edge)
         self.phase = 3
@@ -648,10 +654,14 @@ class MarkForCompilationPass:
         members: dict[str, list[str]] = {}
         cache: dict = {}
         min_size = self.flags.tf_xla_min_cluster_size
-        encoded: dict[int, tuple[bytes, str]] = {}   # cluster rep -> (name bytes, reason): built once per cluster
+        # cluster rep -> (the two attrs as a NodeDef to merge in, reason): built once per cluster; one
+        # MergeFrom sets both attrs (every candidate is marked, and proto map writes are slow).
+        encoded: dict[int, tuple[node_def_pb2.NodeDef, str]] = {}
         decisions, clustered = self.decisions, R.CLUSTERED
+        clusters, parent, find = self.clusters, self._uf_parent, self._find
         for node in self.candidates:
-            cluster = self._cluster_for_node(node.id)
+            nid = node.id
+            cluster = clusters[nid if parent[nid] == nid else find(nid)]   # every candidate is in the union
             ok, why = self.should_compile_cluster(cluster, cache)
             if not ok:
                 self._decide(node, R.DEVICE_POLICY, why)
@@ -668,12 +678,14 @@ class MarkForCompilationPass:
                         prefix += f"{fingerprint}_"
                     name = prefix + str(self.state.next_sequence(fingerprint))
                     names[cluster.rep] = name
-                    encoded[cluster.rep] = (name.encode(), f"{R.CLUSTERED.text} {name}")
-                name_bytes, reason = encoded[cluster.rep]
-                attrs = node.node_def.attr
-                attrs[XLA_CLUSTER_ATTR].s = name_bytes
-                attrs[XLA_ALREADY_CLUSTERED_ATTR].b = True
-                members.setdefault(name, []).append(node.name)
+                    marks = node_def_pb2.NodeDef()
+                    marks.attr[XLA_CLUSTER_ATTR].s = name.encode()
+                    marks.attr[XLA_ALREADY_CLUSTERED_ATTR].b = True
+                    encoded[cluster.rep] = (marks, f"{R.CLUSTERED.text} {name}")
+                    members[name] = []
+                marks, reason = encoded[cluster.rep]
+                node.node_def.MergeFrom(marks)   # map entries replace any old value, as assignment does
+                members[name].append(node.name)
                 decisions[node.name] = Decision(node.name, node.op, name, clustered, reason)
             else:
                 self._decide(node, R.MIN_CLUSTER_SIZE,
