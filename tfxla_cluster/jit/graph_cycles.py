@@ -398,13 +398,26 @@ class GraphCycles:
         out_seq, out_pos = self._out_seq, self._out_pos
         if b not in out_pos[a]:
             raise ValueError(f"No edge exists from {a} to {b}")
-        _erase(out_seq[a], out_pos[a], b)  # remove_edge(a, b)
-        _erase(in_seq[b], in_pos[b], a)
+        # remove_edge(a, b): _erase twice, inlined (once per contraction attempt).
+        seq, pos = out_seq[a], out_pos[a]
+        i = pos.pop(b)
+        last = seq.pop()
+        if i < len(seq):
+            seq[i] = last
+            pos[last] = i
+        seq, pos = in_seq[b], in_pos[b]
+        i = pos.pop(a)
+        last = seq.pop()
+        if i < len(seq):
+            seq[i] = last
+            pos[last] = i
         # is_reachable_non_const(a, b), inlined (a != b here): asked once per contraction.
         rank = self._rank
         if rank[a] < rank[b]:
             reachable = not self._forward_dfs(a, rank[b])
-            self._clear_visited(self._deltaf)
+            visited = self._visited
+            for w in self._deltaf:   # _clear_visited, inlined
+                visited[w] = False
             if reachable:
                 self.insert_edge(a, b)
                 return None
