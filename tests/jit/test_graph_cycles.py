@@ -647,3 +647,32 @@ def test_new_nodes_bulk_matches_new_node_calls():
     bulk.remove_node(2)
     with pytest.raises(ValueError):
         bulk.new_nodes(1)
+
+
+@pytest.mark.parametrize("seed,backward", [(s, 0.04) for s in range(5)] + [(0, 0.0)])
+def test_insert_edges_matches_insert_edge_calls(seed, backward):
+    """The bulk insert (used to build the pass's cycle graph) leaves ranks and every successor and
+    predecessor order exactly as one insert_edge per edge would, duplicates, self-loops and reorders
+    included, and stops at the first edge that closes a cycle."""
+    rnd = random.Random(seed)
+    n = 60
+    edges = []
+    for _ in range(200):
+        i = rnd.randrange(n - 1)
+        j = min(n - 1, i + rnd.randint(1, 8))
+        edges.append((j, i) if rnd.random() < backward else (i, j))
+    edges.append((5, 5))   # a self-loop is refused, as insert_edge refuses it
+    bulk, one = GraphCycles(), GraphCycles()
+    bulk.new_nodes(n)
+    one.new_nodes(n)
+    stop = bulk.insert_edges(edges)
+    expected = -1
+    for k, (a, b) in enumerate(edges):
+        if not one.insert_edge(a, b):
+            expected = k
+            break
+    assert stop == expected
+    assert [bulk.rank(i) for i in range(n)] == [one.rank(i) for i in range(n)]
+    assert all(bulk.successors(i) == one.successors(i) and bulk.predecessors(i) == one.predecessors(i)
+               for i in range(n))
+    assert bulk.check_invariants()

@@ -88,9 +88,10 @@ class CompilabilityChecker:
         HasForwardedRefInput looks at the producers, which a NodeDef alone doesn't show)."""
         key = None
         if not stack and node_def.name not in (SOURCE_NODE, SINK_NODE):
-            key = (node_def.op, ref_input, tuple(sorted(
-                (k, v.SerializeToString(deterministic=True)) for k, v in node_def.attr.items()
-                if k not in _UNREAD_ATTRS)))
+            # Asked for every candidate: indexing the map by key is faster than .items() in upb.
+            attrs = node_def.attr
+            key = (node_def.op, ref_input, *sorted(
+                [(k, attrs[k].SerializeToString(deterministic=True)) for k in attrs if k not in _UNREAD_ATTRS]))
             if key in self._compilable:
                 return None
         found = self._check(node_def, stack + (Frame(node_def.name, stack[-1].function if stack else None),),

@@ -242,6 +242,30 @@ class GraphCycles:
         self._reorder()
         return True
 
+    def insert_edges(self, edges: Sequence[tuple[int, int]]) -> int:
+        """``insert_edge`` for each ``(x, y)`` in order, up to the first that would close a cycle:
+        returns its index (that edge is not inserted, the ones after it are not tried), or -1.
+
+        Building a graph inserts every edge once, and most go forward in rank: those are appended
+        here exactly as ``insert_edge`` does, without a call per edge."""
+        rank = self._rank
+        out_seq, out_pos, in_seq, in_pos = self._out_seq, self._out_pos, self._in_seq, self._in_pos
+        insert_edge = self.insert_edge
+        for i, (x, y) in enumerate(edges):
+            opos = out_pos[x]
+            if y in opos:   # present already (never a self-loop: those are refused)
+                continue
+            if rank[x] < rank[y]:
+                oseq = out_seq[x]
+                opos[y] = len(oseq)
+                oseq.append(y)
+                iseq = in_seq[y]
+                in_pos[y][x] = len(iseq)
+                iseq.append(x)
+            elif not insert_edge(x, y):
+                return i
+        return -1
+
     def _forward_dfs(self, n: int, upper_bound: int) -> bool:
         """DFS along out-edges over ranks < upper_bound. Returns False if it reaches the
         node whose rank is upper_bound (a cycle). Leaves the visited nodes in _deltaf,
@@ -374,13 +398,26 @@ class GraphCycles:
         out_seq, out_pos = self._out_seq, self._out_pos
         if b not in out_pos[a]:
             raise ValueError(f"No edge exists from {a} to {b}")
-        _erase(out_seq[a], out_pos[a], b)  # remove_edge(a, b)
-        _erase(in_seq[b], in_pos[b], a)
+        # remove_edge(a, b): _erase twice, inlined (once per contraction attempt).
+        seq, pos = out_seq[a], out_pos[a]
+        i = pos.pop(b)
+        last = seq.pop()
+        if i < len(seq):
+            seq[i] = last
+            pos[last] = i
+        seq, pos = in_seq[b], in_pos[b]
+        i = pos.pop(a)
+        last = seq.pop()
+        if i < len(seq):
+            seq[i] = last
+            pos[last] = i
         # is_reachable_non_const(a, b), inlined (a != b here): asked once per contraction.
         rank = self._rank
         if rank[a] < rank[b]:
             reachable = not self._forward_dfs(a, rank[b])
-            self._clear_visited(self._deltaf)
+            visited = self._visited
+            for w in self._deltaf:   # _clear_visited, inlined
+                visited[w] = False
             if reachable:
                 self.insert_edge(a, b)
                 return None

@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from tensorflow.core.framework import graph_pb2, types_pb2
+from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 
 from tfxla_cluster import flags as flags_mod
 from tfxla_cluster.process_state import PROCESS, ProcessState
@@ -329,6 +329,8 @@ class MarkForCompilationPass:
         # Ops with a ref-typed output (TF1 variables); TF2 graphs have none, so most nodes skip the edge scan.
         ref_producers = {n.id for n in self.graph.op_nodes() if any(o.is_ref for o in n.outputs)}
         device_types: dict[str, str] = {}   # assigned device -> its type (graphs use few devices)
+        checkers: dict[int, compilability.CompilabilityChecker] = {}   # id(registration) -> its checker
+        function, attr_true_by_id = self.graph.function, self._attr_true
         for node in self.graph.op_nodes():
             if self.state.fuel <= 0:
                 self._decide(node, R.FUEL_EXHAUSTED, f"{R.FUEL_EXHAUSTED.text} (started at {fuel_start})")
@@ -337,22 +339,34 @@ class MarkForCompilationPass:
             if device_type is None:
                 device_type = device_types[node.assigned_device] = self.devices.device_type(
                     self.devices.id_for(node.assigned_device))
-            why = self._disallowed_by_xla_compile_attr(node)
-            if why:
-                self._decide(node, R.XLA_COMPILE_FALSE, f"{R.XLA_COMPILE_FALSE.text} ({why})")
-                continue
+            attrs = node.node_def.attr
+            # Most nodes carry neither attr and call no library function: then nothing below is read
+            # (no _XlaCompile=false, and the attrs that request compilation are absent).
+            plain = (XLA_COMPILE_ATTR not in attrs and XLA_MUST_COMPILE_ATTR not in attrs
+                     and function(node.op) is None)
+            if not plain:
+                why = self._disallowed_by_xla_compile_attr(node)
+                if why:
+                    self._decide(node, R.XLA_COMPILE_FALSE, f"{R.XLA_COMPILE_FALSE.text} ({why})")
+                    continue
             reg = self._registration(device_type)
             if reg is None:
                 self._decide(node, R.NO_JIT_DEVICE, f"{R.NO_JIT_DEVICE.text} {device_type or '(none)'}")
                 continue
-            attr_true = self._xla_compile_attr_true(node)
+            if plain:
+                attr_true = attr_true_by_id[node.id] = False
+            else:
+                attr_true = self._xla_compile_attr_true(node)
             if not self._should_compile(attr_true, device_type, reg.autoclustering_policy):
                 self._decide(node, R.DEVICE_POLICY, _policy_reason(device_type, reg, self.jit_on))
                 continue
             ref_input = bool(ref_producers) and any(
                 not e.is_control and e.src.id in ref_producers and e.src.outputs[e.src_output].is_ref
                 for e in node.in_edges)
-            problem = self._checker(reg, allow_where).check_node(node.node_def, ref_input=ref_input)
+            checker = checkers.get(id(reg))
+            if checker is None:
+                checker = checkers[id(reg)] = self._checker(reg, allow_where)
+            problem = checker.check_node(node.node_def, ref_input=ref_input)
             if problem is not None:
                 self._decide(node, problem.code, problem.reason)
                 continue
@@ -394,30 +408,35 @@ class MarkForCompilationPass:
         # Ops whose edges need a look below; most graphs have none, and their edges go straight in.
         special = {n.id for n in self.graph.nodes
                    if n.op in ("Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration")}
-        insert_edge = cycles.insert_edge
+        # The edges to insert, in order, and whether each one is a loop-frame edge (whose cycle skips
+        # the pass) rather than a plain one (whose cycle is an error); inserted in one call below.
+        pairs: list[tuple[int, int]] = []
+        frame_edge: dict[int, bool] = {}   # index in pairs -> a loop-frame edge (only when special)
         for e in self.graph.edges():
             src, dst = e.src.id, e.dst.id
             if src not in special and dst not in special:
-                if not insert_edge(src, dst):
-                    raise InternalError(
-                        "Found cycle in graph without control flow operator during XLA compilation: "
-                        + describe_cycle(cycles, names, src, dst, len(self.graph.nodes)))
+                pairs.append((src, dst))
                 continue
             if e.dst.op in ("Enter", "RefEnter") or e.src.op in ("Exit", "RefExit"):
                 if e.dst.op in ("Enter", "RefEnter"):
                     dst = frame_node(frames.get(e.dst.id, ""))
                 if e.src.op in ("Exit", "RefExit"):
                     src = frame_node(frames.get(e.src.id, ""))
-                if not cycles.insert_edge(src, dst):
-                    self.skipped = "Could not form cycle detection graph (a cycle through loop frames)"
-                    return None
+                frame_edge[len(pairs)] = True
+                pairs.append((src, dst))
                 continue
             if e.src.op in ("NextIteration", "RefNextIteration"):
                 continue
-            if not cycles.insert_edge(src, dst):
-                raise InternalError(
-                    "Found cycle in graph without control flow operator during XLA compilation: "
-                    + describe_cycle(cycles, names, src, dst, len(self.graph.nodes)))
+            pairs.append((src, dst))
+        bad = cycles.insert_edges(pairs)
+        if bad >= 0:
+            if frame_edge.get(bad):
+                self.skipped = "Could not form cycle detection graph (a cycle through loop frames)"
+                return None
+            src, dst = pairs[bad]
+            raise InternalError(
+                "Found cycle in graph without control flow operator during XLA compilation: "
+                + describe_cycle(cycles, names, src, dst, len(self.graph.nodes)))
         return cycles
 
     def build_initial_clusters(self) -> None:
@@ -438,14 +457,33 @@ class MarkForCompilationPass:
                              else resource_safety.incompatible_pairs(self.graph, ignore, calls))
         preds = None if self.ignore_deadness else deadness.compute_predicates(self.graph, self.frames)
         device_sets: dict[int, frozenset[int]] = {}
+        # Per-node facts that depend on a shared object only, asked once per distinct object: slot lists
+        # are shared between nodes of one signature (SlotCache), device names and ops repeat.
+        resource_slots: dict[int, bool] = {}    # id(slot list) -> has a resource slot
+        device_ids: dict[str, int] = {}         # device name -> DeviceInfoCache id
+        op_facts: dict[str, tuple[int, bool]] = {}   # op -> (effective size, functional control flow)
         for node in self.candidates:
-            is_resource = (any(s.dtype in _RESOURCE_DTYPES for s in node.inputs)
-                           or any(s.dtype in _RESOURCE_DTYPES for s in node.outputs))
-            device = self.devices.id_for(node.assigned_device or node.requested_device)
+            ins, outs = node.inputs, node.outputs
+            is_in = resource_slots.get(id(ins))
+            if is_in is None:
+                is_in = resource_slots[id(ins)] = any(s.dtype in _RESOURCE_DTYPES for s in ins)
+            is_resource = is_in
+            if not is_in:
+                is_resource = resource_slots.get(id(outs))
+                if is_resource is None:
+                    is_resource = resource_slots[id(outs)] = any(s.dtype in _RESOURCE_DTYPES for s in outs)
+            device_name = node.assigned_device or node.requested_device
+            device = device_ids.get(device_name)
+            if device is None:
+                device = device_ids[device_name] = self.devices.id_for(device_name)
+            facts = op_facts.get(node.op)
+            if facts is None:
+                op = node.op
+                facts = op_facts[op] = (0 if op in op_tables.IDENTITY_OPS or op in op_tables.CONSTANT_OPS else 1,
+                                        op in op_tables.WHILE_OPS or op in op_tables.IF_OPS)
             resource_var_id = node.id if (is_resource or resource_safety.may_call_function(node, self.graph, calls)) else None
             cluster = _Cluster(
-                node.id, 0 if node.op in op_tables.IDENTITY_OPS or node.op in op_tables.CONSTANT_OPS else 1,
-                node.op in op_tables.WHILE_OPS or node.op in op_tables.IF_OPS, device,
+                node.id, facts[0], facts[1], device,
                 device if is_resource else None, resource_var_id,
                 preds[node.id] if preds is not None else None, self._xla_compile_attr_true(node),
                 self._scope(node))
@@ -604,14 +642,20 @@ class MarkForCompilationPass:
         return changed
 
     def run_edge_contraction_loop(self) -> None:
+        # The phase filters ask about singleton clusters only (_only_node), and only a few ops can
+        # pass or fail them: test the op first, through bound locals (every edge is asked).
+        nodes, contract = self.graph.nodes, self.try_to_contract_edge
+        shape_consumers = op_tables.SHAPE_CONSUMER_OPS
+        int_resource_ops = op_tables.SCALAR_INTEGER_RESOURCE_OPS
+        is_sink_like, is_int_resource = self._is_sink_like, self._is_scalar_integer_resource_op
         self.phase = 0
         self.for_each_edge_in_post_order(
-            lambda s, d: (n := self._only_node(d)) is not None and n.op in op_tables.SHAPE_CONSUMER_OPS
-            and self.try_to_contract_edge(s, d))
+            lambda s, d: d.size == 1 and nodes[d.rep].op in shape_consumers and contract(s, d))
         self.phase = 1
         self.for_each_edge_in_post_order(
-            lambda s, d: not self._is_sink_like(d) and not self._is_scalar_integer_resource_op(s)
-            and self.try_to_contract_edge(s, d))
+            lambda s, d: not (d.size == 1 and nodes[d.rep].op == "NoOp" and is_sink_like(d))
+            and not (s.size == 1 and nodes[s.rep].op in int_resource_ops and is_int_resource(s))
+            and contract(s, d))
         self.phase = 2
         self.for_each_edge_in_post_order(self.try_to_contract_edge)
         self.phase = 3
@@ -648,10 +692,14 @@ class MarkForCompilationPass:
         members: dict[str, list[str]] = {}
         cache: dict = {}
         min_size = self.flags.tf_xla_min_cluster_size
-        encoded: dict[int, tuple[bytes, str]] = {}   # cluster rep -> (name bytes, reason): built once per cluster
+        # cluster rep -> (the two attrs as a NodeDef to merge in, reason): built once per cluster; one
+        # MergeFrom sets both attrs (every candidate is marked, and proto map writes are slow).
+        encoded: dict[int, tuple[node_def_pb2.NodeDef, str]] = {}
         decisions, clustered = self.decisions, R.CLUSTERED
+        clusters, parent, find = self.clusters, self._uf_parent, self._find
         for node in self.candidates:
-            cluster = self._cluster_for_node(node.id)
+            nid = node.id
+            cluster = clusters[nid if parent[nid] == nid else find(nid)]   # every candidate is in the union
             ok, why = self.should_compile_cluster(cluster, cache)
             if not ok:
                 self._decide(node, R.DEVICE_POLICY, why)
@@ -668,12 +716,14 @@ class MarkForCompilationPass:
                         prefix += f"{fingerprint}_"
                     name = prefix + str(self.state.next_sequence(fingerprint))
                     names[cluster.rep] = name
-                    encoded[cluster.rep] = (name.encode(), f"{R.CLUSTERED.text} {name}")
-                name_bytes, reason = encoded[cluster.rep]
-                attrs = node.node_def.attr
-                attrs[XLA_CLUSTER_ATTR].s = name_bytes
-                attrs[XLA_ALREADY_CLUSTERED_ATTR].b = True
-                members.setdefault(name, []).append(node.name)
+                    marks = node_def_pb2.NodeDef()
+                    marks.attr[XLA_CLUSTER_ATTR].s = name.encode()
+                    marks.attr[XLA_ALREADY_CLUSTERED_ATTR].b = True
+                    encoded[cluster.rep] = (marks, f"{R.CLUSTERED.text} {name}")
+                    members[name] = []
+                marks, reason = encoded[cluster.rep]
+                node.node_def.MergeFrom(marks)   # map entries replace any old value, as assignment does
+                members[name].append(node.name)
                 decisions[node.name] = Decision(node.name, node.op, name, clustered, reason)
             else:
                 self._decide(node, R.MIN_CLUSTER_SIZE,

@@ -82,11 +82,17 @@ def incompatible_pairs(graph: Graph, ignore: Callable[[Node], bool],
     """All (earlier, later) resource-op id pairs that may not be clustered together (``memo``: see
     ``may_call_function``)."""
     result: set[tuple[int, int]] = set()
+    order = graph.topological_order()
+    kinds = [resource_op_kind(node, graph, ignore, memo) for node in order]
+    # Only writes (and read-writes) start a reaching set; a graph without any has no unsafe pair, and
+    # most graphs have none, so the walk below is skipped.
+    if all(kind is None or kind == READ for kind in kinds):
+        return result
     # Reaching resource ops (id, kind) per node; reads are never stored (an edge from a read is safe).
     # Nodes with one predecessor share its set object, so chains cost nothing.
     reaching: dict[int, frozenset[tuple[int, str]]] = {}
     empty: frozenset[tuple[int, str]] = frozenset()
-    for node in graph.topological_order():
+    for node, kind in zip(order, kinds):
         incoming = [reaching.get(e.src.id, empty) for e in node.in_edges
                     if e.src.is_op and not (e.src.op == "NextIteration" and node.op in ("Merge", "RefMerge"))]
         incoming = [s for s in incoming if s]
@@ -96,7 +102,6 @@ def incompatible_pairs(graph: Graph, ignore: Callable[[Node], bool],
             current = incoming[0]
         else:
             current = frozenset().union(*incoming)
-        kind = resource_op_kind(node, graph, ignore, memo)
         if kind is not None:
             for src_id, src_kind in current:
                 if not _is_edge_safe(src_kind, kind):

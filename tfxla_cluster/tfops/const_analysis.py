@@ -34,6 +34,7 @@ class ConstAnalysis:
     def __init__(self, library: function_pb2.FunctionDefLibrary) -> None:
         self.library = library
         self._arg_memo: dict[str, frozenset[int]] = {}
+        self._function_names: frozenset[str] | None = None
 
     def compile_time_const_nodes(self, graph: Graph) -> tuple[set[int], set[int]]:
         """(ids of must-be-const nodes, indices of ``_Arg``s that must be const)."""
@@ -85,6 +86,10 @@ class ConstAnalysis:
         if attrs is None and self._is_library_function(node.op):
             return set(self._const_args_of(node.op))
         if attrs is None:
+            # Most ops have no registered constant inputs and no override attr: asked for every node.
+            if (node.op not in op_tables.COMPILE_TIME_CONSTANT_INPUTS
+                    and op_tables.XLA_COMPILE_TIME_CONSTANT_INPUTS_ATTR not in node.node_def.attr):
+                return set()
             return set(op_tables.const_input_indices(node.node_def, node.op_def))
         args: set[int] = set()
         for attr in attrs:
@@ -98,7 +103,9 @@ class ConstAnalysis:
         return args
 
     def _is_library_function(self, op: str) -> bool:
-        return any(f.signature.name == op for f in self.library.function)
+        if self._function_names is None:   # asked for every node: the library's names, once
+            self._function_names = frozenset(f.signature.name for f in self.library.function)
+        return op in self._function_names
 
     def _loop_invariant(self, node: Node, index: int) -> bool:
         """While arg ``index`` is loop-invariant iff the body returns its input ``index`` unchanged."""
