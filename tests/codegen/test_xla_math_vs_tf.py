@@ -94,3 +94,22 @@ def test_log1p_is_xla_rational_approximation(dtype):
     assert np.array_equal(fin, np.isfinite(got)) and _same_bits(want[~fin], got[~fin]).all()
     ulps = np.abs(want[fin].astype(np.float64) - got[fin]) / np.spacing(np.abs(want[fin]))
     assert ulps.max() <= 1, (x[fin][ulps.argmax()], want[fin][ulps.argmax()], got[fin][ulps.argmax()])
+
+
+def test_f32_rsqrt_is_xla_estimate_with_two_newton_steps():
+    """f32 (and bf16, computed in f32) rsqrt and l2_normalize bit for bit: on AVX targets XLA refines the rsqrt
+    estimate with two Newton steps; elsewhere both sides are 1/sqrt(x)."""
+    bf16 = tf.bfloat16.as_numpy_dtype
+
+    @tf.autograph.experimental.do_not_convert
+    def f(a, c):
+        return tf.math.rsqrt(a), tf.math.rsqrt(a[:1]) * 2, tf.nn.l2_normalize(a[:50]), tf.math.rsqrt(c)
+    x = np.abs(_values(np.float32))
+    x = np.concatenate([x, [1e-40, -1e-40, 1.17e-38, 3.4e38, -1.0]]).astype(np.float32)
+    c = x.astype(bf16)
+    want = [w.numpy().astype(np.float64) for w in tf.function(f, jit_compile=True)(x, c)]
+    got = [np.asarray(g.numpy() if hasattr(g, "numpy") else g).astype(np.float64)
+           for g in txc.function(f, jit_compile=True)(x, c)]
+    for name, w, g in zip(("rsqrt", "rsqrt scalar", "l2_normalize", "rsqrt bf16"), want, got):
+        bad = ~_same_bits(w, g)
+        assert not bad.any(), (name, x[bad][:4], g[bad][:4], w[bad][:4])

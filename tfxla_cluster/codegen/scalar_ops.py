@@ -58,6 +58,11 @@ class ScalarOps:
         # is a libm call per element, so exp builds 2^n from bits. The target, not the host: code compiled
         # for an AVX2 CPU must not depend on what this machine has.
         self.scalef = mctx.options.cpu_target.info.scalef
+        info = mctx.options.cpu_target.info
+        # XLA's f32 rsqrt is the SSE/AVX estimate refined by two Newton steps where the target has AVX
+        # (xla/codegen/intrinsic/rsqrt.cc), 1/sqrt(x) elsewhere; its steps are contracted to FMA.
+        self.rsqrt_estimate = info.isa in ("AVX", "AVX2", "AVX-512")
+        self.has_fma = info.fma
 
     # ---------------------------------------------------------------- float compute type
     def to_compute(self, et: T, v: ir.Value) -> ir.Value:
@@ -107,6 +112,28 @@ class ScalarOps:
         ty = args[0].type
         fname = name + ("f" if isinstance(ty, ir.FloatType) else "")
         return self.b.call(self.mctx.function(fname, ty, [ty] * len(args)), list(args))
+
+    def rsqrt(self, x):
+        """XLA:CPU's rsqrt: for f32 on an AVX target the hardware estimate (rsqrtss: the same table as the
+        8-wide rsqrtps XLA's loops use) refined by two Newton steps, h = (x*y)*y - 1, y = (-y/2)*h + y; the
+        estimate itself below FLT_MIN and at +inf. f64 and non-AVX targets: 1/sqrt(x)."""
+        b = self.b
+        if x.type != t.F32 or not self.rsqrt_estimate:
+            return b.fdiv(self.fconst(x.type, 1.0), self.call_intrinsic("sqrt", x))
+        v4 = ir.VectorType(t.F32, 4)
+        est = self.mctx.function("llvm.x86.sse.rsqrt.ss", v4, [v4])
+        i0 = ir.Constant(t.I32, 0)
+        guess = b.extract_element(b.call(est, [b.insert_element(ir.Constant(v4, ir.Undefined), x, i0)]), i0)
+
+        def pmadd(a, c, d):
+            return self.call_intrinsic("fma", a, c, d) if self.has_fma else b.fadd(b.fmul(a, c), d)
+        y = guess
+        for _ in range(2):
+            h = pmadd(b.fmul(x, y), y, self.fconst(t.F32, -1.0))
+            y = pmadd(b.fmul(y, self.fconst(t.F32, -0.5)), h, y)
+        tiny = b.fcmp_ordered("<", x, self.fconst(t.F32, float(np.finfo(np.float32).tiny)))
+        inf = b.fcmp_ordered("==", x, self.fconst(t.F32, float("inf")))
+        return b.select(b.or_(tiny, inf), guess, y)
 
     def isnan(self, v):
         return self.b.fcmp_unordered("uno", v, v)
@@ -546,7 +573,7 @@ UNARY = {
     O.LOG: _float_unary(lambda s, x: s.log(x)),
     O.LOG1P: _float_unary(lambda s, x: s.log1p(x)),
     O.SQRT: _float_unary(lambda s, x: s.call_intrinsic("sqrt", x)),
-    O.RSQRT: _float_unary(lambda s, x: s.b.fdiv(s.fconst(x.type, 1.0), s.call_intrinsic("sqrt", x))),
+    O.RSQRT: _float_unary(lambda s, x: s.rsqrt(x)),
     O.CBRT: _float_unary(lambda s, x: s.call_libm("cbrt", x)),
     O.SIN: _float_unary(lambda s, x: s.call_intrinsic("sin", x)),
     O.COS: _float_unary(lambda s, x: s.call_intrinsic("cos", x)),
