@@ -113,3 +113,17 @@ def test_f32_rsqrt_is_xla_estimate_with_two_newton_steps():
     for name, w, g in zip(("rsqrt", "rsqrt scalar", "l2_normalize", "rsqrt bf16"), want, got):
         bad = ~_same_bits(w, g)
         assert not bad.any(), (name, x[bad][:4], g[bad][:4], w[bad][:4])
+
+
+@pytest.mark.skipif(not __import__("tfxla_cluster.codegen.target", fromlist=["x"]).host_features().get("avx512f"),
+                    reason="TF's XLA f64 rsqrt off AVX-512 not measured")
+def test_f64_rsqrt_is_xla_rsqrt14_with_two_newton_steps():
+    @tf.autograph.experimental.do_not_convert
+    def f(a):
+        return tf.math.rsqrt(a), tf.math.rsqrt(a[:1])
+    x = np.concatenate([np.abs(_values(np.float64)), [1e-310, -1.0, 2.2250738585072014e-308]])
+    want = [w.numpy() for w in tf.function(f, jit_compile=True)(x)]
+    got = [np.asarray(g) for g in txc.function(f, jit_compile=True)(x)]
+    for w, g in zip(want, got):
+        bad = ~_same_bits(w, g)
+        assert not bad.any(), (x[bad][:4], g[bad][:4], w[bad][:4])

@@ -62,6 +62,7 @@ class ScalarOps:
         # XLA's f32 rsqrt is the SSE/AVX estimate refined by two Newton steps where the target has AVX
         # (xla/codegen/intrinsic/rsqrt.cc), 1/sqrt(x) elsewhere; its steps are contracted to FMA.
         self.rsqrt_estimate = info.isa in ("AVX", "AVX2", "AVX-512")
+        self.rsqrt14 = info.isa == "AVX-512"   # f64: AVX-512's rsqrt14 estimate, the same two steps
         self.has_fma = info.fma
 
     # ---------------------------------------------------------------- float compute type
@@ -116,23 +117,32 @@ class ScalarOps:
     def rsqrt(self, x):
         """XLA:CPU's rsqrt: for f32 on an AVX target the hardware estimate (rsqrtss: the same table as the
         8-wide rsqrtps XLA's loops use) refined by two Newton steps, h = (x*y)*y - 1, y = (-y/2)*h + y; the
-        estimate itself below FLT_MIN and at +inf. f64 and non-AVX targets: 1/sqrt(x)."""
+        estimate itself below the smallest normal and at +inf. f64 the same from AVX-512's rsqrt14 (TF's XLA
+        on an AVX-512 CPU, bit-equal); other targets: 1/sqrt(x)."""
         b = self.b
-        if x.type != t.F32 or not self.rsqrt_estimate:
-            return b.fdiv(self.fconst(x.type, 1.0), self.call_intrinsic("sqrt", x))
-        v4 = ir.VectorType(t.F32, 4)
-        est = self.mctx.function("llvm.x86.sse.rsqrt.ss", v4, [v4])
+        ty = x.type
         i0 = ir.Constant(t.I32, 0)
-        guess = b.extract_element(b.call(est, [b.insert_element(ir.Constant(v4, ir.Undefined), x, i0)]), i0)
+        if ty == t.F32 and self.rsqrt_estimate:
+            v4 = ir.VectorType(t.F32, 4)
+            est = self.mctx.function("llvm.x86.sse.rsqrt.ss", v4, [v4])
+            guess = b.extract_element(b.call(est, [b.insert_element(ir.Constant(v4, ir.Undefined), x, i0)]), i0)
+        elif ty == t.F64 and self.rsqrt14:
+            v2 = ir.VectorType(t.F64, 2)
+            est = self.mctx.function("llvm.x86.avx512.rsqrt14.pd.128", v2, [v2, v2, t.I8])
+            arg = b.insert_element(ir.Constant(v2, ir.Undefined), x, i0)
+            guess = b.extract_element(b.call(est, [arg, ir.Constant(v2, [0.0, 0.0]), ir.Constant(t.I8, -1)]), i0)
+        else:
+            return b.fdiv(self.fconst(ty, 1.0), self.call_intrinsic("sqrt", x))
 
         def pmadd(a, c, d):
             return self.call_intrinsic("fma", a, c, d) if self.has_fma else b.fadd(b.fmul(a, c), d)
         y = guess
         for _ in range(2):
-            h = pmadd(b.fmul(x, y), y, self.fconst(t.F32, -1.0))
-            y = pmadd(b.fmul(y, self.fconst(t.F32, -0.5)), h, y)
-        tiny = b.fcmp_ordered("<", x, self.fconst(t.F32, float(np.finfo(np.float32).tiny)))
-        inf = b.fcmp_ordered("==", x, self.fconst(t.F32, float("inf")))
+            h = pmadd(b.fmul(x, y), y, self.fconst(ty, -1.0))
+            y = pmadd(b.fmul(y, self.fconst(ty, -0.5)), h, y)
+        tiny = float(np.finfo(np.float32 if ty == t.F32 else np.float64).tiny)
+        tiny = b.fcmp_ordered("<", x, self.fconst(ty, tiny))
+        inf = b.fcmp_ordered("==", x, self.fconst(ty, float("inf")))
         return b.select(b.or_(tiny, inf), guess, y)
 
     def isnan(self, v):
