@@ -57,10 +57,12 @@ class _RowGroup:
     remote: set = field(default_factory=set)
 
     def accepts(self, rows: RowAccess) -> bool:
-        # Blocked order runs a later kernel on block b before an earlier one on block b+1: fine when
-        # every slot written in the group is only ever read at the reader's own row.
+        # Blocked order runs a later kernel on block b before an earlier one on block b+1, but keeps
+        # the members' order on every row: fine when every slot written in the group is only ever read
+        # at the reader's own row. A slot written twice (an in-place kernel finishing an earlier
+        # member's result, e.g. softmax's divide in the exp's buffer) then sees its row's writes in order.
         return rows.items == self.items and not (rows.remote & self.written) and \
-            not (rows.written & (self.remote | self.written))
+            not (rows.written & self.remote)
 
 
 ROW_BLOCK_BYTES = 256 * 1024   # bytes a row block of a group touches: stays in L2 between its kernels
@@ -110,6 +112,7 @@ class ProgramEmitter:
         self._const_slots: dict[int, Slot] = {}
         self._claims: dict[tuple[int, tuple], int] = {}
         self._sharing: dict[int, int] = {}   # id(user) -> operand number whose buffer it may reuse
+        self._chained: dict[int, int] = {}   # id(user) -> output number its in-place operand computes into
         fn = ir.Function(self.mctx.module, ir.FunctionType(t.VOID, [t.PTR]), ENTRY_NAME)
         fn.args[0].add_attribute("noalias")
         self.entry = fn
@@ -145,6 +148,8 @@ class ProgramEmitter:
             prod_ = _producer(entry.root, path)
             if prod_ is not None and (id(prod_[0]), prod_[1]) not in self._claims:
                 self._claims[(id(prod_[0]), prod_[1])] = k
+        self._sharing.update(_in_place_candidates(entry))
+        self._claim_through_in_place(entry)
         root = self.emit_computation(entry, params)
         self._finish_outputs(entry.root.shape, root)
         self.b.ret_void()
@@ -153,6 +158,29 @@ class ProgramEmitter:
         self.plan.pack()
         return _with_vector_width(str(self.mctx.module), self.options.prefer_vector_width,
                                   self.mctx.wide_functions, self.mctx.wide_vector_bits())
+
+    def _claim_through_in_place(self, entry) -> None:
+        """Hand an output's claim down in-place chains: when the producer of output k writes in place of an
+        operand temp (``_sharing``), that operand is computed straight into output k, so the chain runs in
+        the output buffer with no temporary (softmax's exp goes into the result, then is divided there)."""
+        by_id = {id(i): i for i in entry.instructions}
+        for key, k in list(self._claims.items()):
+            instr, path = by_id.get(key[0]), key[1]
+            if instr is None or path != ():
+                continue
+            while True:
+                n = self._sharing.get(id(instr))
+                if n is None:
+                    break
+                operand = instr.operands[n]
+                # a direct thunk operand of the user's exact shape: the output slot then has its shape
+                if operand.opcode in PROGRAM_HANDLERS or operand.shape != instr.shape or \
+                        (id(operand), ()) in self._claims:
+                    break
+                self._chained[id(instr)] = k
+                del self._claims[(id(instr), ())]
+                self._claims[(id(operand), ())] = k
+                instr = operand
 
     def _finish_outputs(self, shape: Shape, root) -> None:
         refs = leaves(root) if shape.is_tuple else [root]
@@ -176,7 +204,8 @@ class ProgramEmitter:
     # ------------------------------------------------------------------ computations
     def emit_computation(self, comp, param_trees):
         values: dict[int, object] = {}
-        self._sharing.update(_in_place_candidates(comp))
+        if comp is not self.hlo.entry:   # the entry's were found before its claims were handed down
+            self._sharing.update(_in_place_candidates(comp))
         for instr in comp.post_order():
             operands = [values[id(o)] for o in instr.operands]
             handler = PROGRAM_HANDLERS.get(instr.opcode)
@@ -254,6 +283,13 @@ class ProgramEmitter:
         if k is None or (id(instr), ()) in self._claims:
             return None
         ref = operands[k]
+        # output: the claim of this instruction's result was handed to the operand
+        chained = self._chained.get(id(instr))
+        if chained is not None:
+            if not (isinstance(ref, BufferRef) and ref.slot.kind == "output" and ref.slot.number == chained):
+                raise TfXlaError(f"internal: %{instr.name} was to finish output {chained} in place of "
+                                 f"operand {k}, which is not in that buffer")
+            return BufferRef(ref.slot, instr.shape)
         if not isinstance(ref, BufferRef) or ref.slot.kind != "temp" or ref.shape != instr.shape or \
                 ref.slot.nbytes != instr.shape.byte_size():
             return None
