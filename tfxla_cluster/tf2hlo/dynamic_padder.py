@@ -450,7 +450,6 @@ def _shapes(lowerer, node, dynamic):
     out_et = ctx.output_type(0)
     results = []
     for i in range(ctx.num_inputs if node.op == "ShapeN" else 1):
-        v = ctx.input_value(i)
         d = dynamic.get(i)
         dims = d.value.shape.dimensions if d is not None else ctx.input_dims(i)
         if node.op == "Rank":
