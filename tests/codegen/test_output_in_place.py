@@ -1,4 +1,4 @@
-"""In-place chains that end in an output (program.py ``_claim_through_in_place``): when the producer of an
+"""In-place chains that end in an output (program.py ``_move_claims_to_operands``): when the producer of an
 entry output writes in place of a temporary operand (XLA's CanShareOperandBufferWithUser), that operand
 is computed straight into the output buffer — softmax's exp is written into the result and divided
 there, so the arena holds no [rows, cols] temporary. Where the operand is still read after its user, or
