@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+import glob
+import os
 from contextlib import contextmanager
 from math import prod
 
@@ -311,9 +313,29 @@ def inner_chunks_for(shape: Shape, flat: bool, threads: int) -> int:
     return 4 * threads
 
 
-# Results at least this big are written with non-temporal (streaming) stores by flat loops: far beyond
-# L2, a normal store first reads the line it overwrites (read-for-ownership), a streaming one does not.
-STREAM_MIN_BYTES = 8 << 20
+def _last_level_cache_bytes() -> int:
+    """The size of this host's last-level cache (Linux sysfs), 0 when the OS does not say."""
+    best_level, best = 0, 0
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    try:
+        for d in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+            with open(os.path.join(d, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(d, "size")) as f:
+                size = f.read().strip()
+            n = int(size[:-1]) * units[size[-1]] if size[-1:] in units else int(size)
+            if level > best_level or (level == best_level and n > best):
+                best_level, best = level, n
+    except (OSError, ValueError):
+        return 0
+    return best
+
+
+# Results at least this big are written with non-temporal (streaming) stores by flat loops: a normal
+# store first reads the line it overwrites (read-for-ownership), a streaming one does not — but it also
+# bypasses the caches, so it only pays for results the last-level cache could not keep anyway (measured
+# on a host with a 480 MB L3: streaming a 16 MB result was 5-20% slower, interleaved A/B).
+STREAM_MIN_BYTES = max(8 << 20, _last_level_cache_bytes())
 STREAM_CHUNK_BYTES = 4096       # the L1-resident staging block of one streaming step
 _VECTOR_BYTES = 64              # one cache line: the aligned unit of the streaming copy
 _STREAM_TYPES = frozenset({T.F32, T.F64, T.S32, T.S64, T.U32, T.U64})   # stored as computed

@@ -31,8 +31,8 @@ from tfxla_cluster.codegen.conv import BlockedPlan, ChannelwisePlan, blocked_pla
 from tfxla_cluster.codegen.gemm import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
 from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess, array_operands, flatten, thunk
-from tfxla_cluster.codegen.loops import Index, emit_loop_nest, emit_streaming_flat_loop, for_range, inner_chunks_for, \
-    streams, work_items
+from tfxla_cluster.codegen.loops import Index, emit_loop_nest, emit_streaming_flat_loop, for_range, \
+    inner_chunks_for, streams, work_items
 from tfxla_cluster.codegen.reductions import emit_column_reduce, is_column_reduce, split_reductions
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import attrs as A
