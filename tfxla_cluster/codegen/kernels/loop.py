@@ -31,7 +31,8 @@ from tfxla_cluster.codegen.conv import BlockedPlan, ChannelwisePlan, blocked_pla
 from tfxla_cluster.codegen.gemm import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
 from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess, array_operands, flatten, thunk
-from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, inner_chunks_for, work_items
+from tfxla_cluster.codegen.loops import Index, emit_loop_nest, emit_streaming_flat_loop, for_range, \
+    inner_chunks_for, streams, work_items
 from tfxla_cluster.codegen.reductions import emit_column_reduce, is_column_reduce, split_reductions
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import attrs as A
@@ -145,12 +146,16 @@ def emit_loop_thunk(prog, instr, operands, out) -> None:
     if tasks == 1:
         chunks = 1
         work = work_items(outs[0].shape, flat) if same_dims else 1
+    # A result far bigger than the caches is streamed past them, so it is not kept for a row group.
+    stream = flat and len(outs) == 1 and not root.shape.is_tuple and streams(arrays[0])
     rows = _row_access(instr, comp, root, operands, outs, work) \
-        if not overrides and same_dims and chunks == 1 and prog.options.row_groups else None
+        if not overrides and same_dims and chunks == 1 and prog.options.row_groups and not stream else None
     # A kernel that is not split (nor run in row blocks) gets constant bounds: LLVM then sees exact
     # trip counts.
     lo, hi = (kb.lo, kb.hi) if tasks > 1 or rows is not None else (0, work)
-    if len(outs) == 1 and not root.shape.is_tuple:
+    if stream:
+        emit_streaming_flat_loop(kctx, arrays[0], gen, lo, hi)
+    elif len(outs) == 1 and not root.shape.is_tuple:
         emit_loop_nest(kctx, outs[0].shape, lambda idx: arrays[0].store(idx, gen(idx)), lo, hi, flat,
                        inner_chunks=chunks)
     elif same_dims:
