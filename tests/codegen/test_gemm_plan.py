@@ -83,3 +83,15 @@ def test_every_strategy_vs_tf_xla(cases, threads, monkeypatch):
         if blas_available():
             for s in STRATEGIES:
                 np.testing.assert_array_equal(got[s], got["serial"], err_msg=s)
+
+
+def test_old_openblas_without_thread_local_count_runs_single_threaded():
+    import ctypes
+
+    from tfxla_cluster.codegen.native_runtime import single_thread_blas
+    got = []
+    setter = ctypes.CFUNCTYPE(None, ctypes.c_int)(got.append)
+    addr = ctypes.cast(setter, ctypes.c_void_p).value
+    assert single_thread_blas({"s": 1, "d": 1, "global_threads": addr}) and got == [1]
+    assert not single_thread_blas({"s": 1, "d": 1, "threads": 5, "global_threads": addr}) and got == [1]
+    assert not single_thread_blas({})
