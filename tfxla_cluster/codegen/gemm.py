@@ -7,8 +7,9 @@ dims ignored) are passed as they are, with the transpose flag; anything else —
 awkward layout, another element type — is first materialised into a row-major scratch buffer. The
 result goes straight into the output buffer when its layout is ``[batch…, M, N]``.
 
-Work items are (batch, row block) pairs; when there are fewer than threads (a dense layer at batch 2 is
-a matrix-vector product bound by reading the weights) the columns are split too.
+Work items are (batch, row block, column block) triples, how many and on how many threads decided by one
+table, ``plan_gemm`` (serial / batch / rows / cols; each task calls OpenBLAS on one thread, our pool
+supplies the parallelism: never more threads than cores).
 
 Convolutions go to ``conv.py`` first (channel-wise and blocked-im2col kernels); the ones it does not
 take (no BLAS — AOT objects —, layouts it does not read in place) in f32/f64 with
