@@ -290,6 +290,9 @@ def _openblas_threads():
     return None
 
 
+OPENBLAS_SPIN_SECONDS = 0.15   # how long OpenBLAS's idle worker spins after a threaded call (~0.1 s here)
+
+
 def _machine_sgemm(call: Callable[[], Any], min_rounds: int, min_seconds: float,
                    best: dict[str, float]) -> dict[str, float]:
     """Seconds of numpy's sgemm: the faster of OpenBLAS on all its threads and on one thread (on a busy
@@ -305,13 +308,16 @@ def _machine_sgemm(call: Callable[[], Any], min_rounds: int, min_seconds: float,
     modes: dict[int, float] = {}
     bests: dict[int, float] = {}
     try:
-        for threads in sorted({max(n, os.cpu_count() or 1), 1}, reverse=True):
+        # One thread first: after a threaded call OpenBLAS's worker spins for ~0.1 s of CPU (measured),
+        # which would take a core from the one-thread timing and from the next layer's variants.
+        for threads in sorted({max(n, os.cpu_count() or 1), 1}):
             put(threads)
             got: dict[str, float] = {}
             modes[threads] = _interleaved({"numpy": call}, min_rounds, min_seconds, got)["numpy"]
             bests[threads] = got["numpy"]
     finally:
         put(n)
+        time.sleep(OPENBLAS_SPIN_SECONDS)
     chosen = min(modes, key=modes.get)
     best["numpy"] = min(bests.values())
     return {"numpy": modes[chosen], "numpy_threads": chosen, **{f"numpy_{k}t": v for k, v in modes.items()}}

@@ -7,8 +7,9 @@ dims ignored) are passed as they are, with the transpose flag; anything else —
 awkward layout, another element type — is first materialised into a row-major scratch buffer. The
 result goes straight into the output buffer when its layout is ``[batch…, M, N]``.
 
-Work items are (batch, row block) pairs; when there are fewer than threads (a dense layer at batch 2 is
-a matrix-vector product bound by reading the weights) the columns are split too.
+Work items are (batch, row block, column block) triples, how many and on how many threads decided by one
+table, ``plan_gemm`` (serial / batch / rows / cols; each task calls OpenBLAS on one thread, our pool
+supplies the parallelism: never more threads than cores).
 
 Convolutions go to ``conv.py`` first (channel-wise and blocked-im2col kernels); the ones it does not
 take (no BLAS — AOT objects —, layouts it does not read in place) in f32/f64 with
@@ -208,11 +209,88 @@ def _flat(b, dims, sizes):
 
 
 ROW_BLOCK = 16  # smallest row block worth a GEMM call of its own
-SPLIT_WIDE_BY_COLUMNS = True   # threads split the columns of a GEMM wider than tall (see gemm_kernel)
 COL_BLOCK = 64  # smallest column block worth a GEMM call of its own (when rows are too few to split)
+# Block boundaries fall on multiples of this many rows / columns: OpenBLAS's SkylakeX/Haswell sgemm
+# micro-tiles are 16×4 / 8×4 (no edge tiles inside a block), and 16 floats are one cache line (threads
+# writing neighbouring column blocks of a row-major C never share a line).
+BLOCK_ALIGN = 16
 # Ranges per thread of a batched GEMM: the pool hands ranges out one at a time, so when another process
 # holds a core the free thread takes the slow one's share (with one range per thread it would wait).
 GEMM_OVERSPLIT = 2
+# A GEMM is split only when each task gets at least this many × ``parallel_min_cost`` flops (default
+# 8.4 MFLOP, ~50 µs of one core's sgemm here): waking a sleeping pool thread costs tens of µs, and on this
+# shared host a split 128³ GEMM measured 2× slower than one call (load 6.6, interleaved medians).
+GEMM_TASK_MIN_COST = 32
+# Operand bytes count as this many flops each (one core: ~160 GFLOP/s of sgemm, ~10 GB/s of reads), so
+# a GEMM bound by reading its weights (a dense layer at batch 2) is split like one bound by its flops.
+GEMM_FLOPS_PER_BYTE = 16
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """How one GEMM kernel runs: ``B × nblk × ncb`` work items (batch, block of ``row_block`` rows, block
+    of ``col_block`` columns) in ``tasks`` ranges on our pool, each item one BLAS call on ``blas_threads``
+    OpenBLAS threads."""
+
+    strategy: str
+    nblk: int = 1
+    ncb: int = 1
+    row_block: int = 0
+    col_block: int = 0
+    tasks: int = 1
+    blas_threads: int = 1
+
+
+# The A/B harness and the tests force a strategy of STRATEGIES; None: plan_gemm's table decides.
+STRATEGIES = ("serial", "batch", "rows", "cols", "blas")
+FORCE_STRATEGY: str | None = None
+
+
+def _blocks(n: int, parts: int) -> tuple[int, int]:
+    """(count, size) of at most ``parts`` blocks covering ``n``, sizes a multiple of BLOCK_ALIGN."""
+    size = -(-n // max(parts, 1))
+    size = min(n, -(-size // BLOCK_ALIGN) * BLOCK_ALIGN)
+    return -(-n // size), size
+
+
+def plan_gemm(B: int, M: int, N: int, K: int, threads: int, min_cost: int, use_blas: bool,
+              strategy: str | None = None, elem_bytes: int = 4) -> GemmPlan:
+    """The strategy of a GEMM kernel of ``B`` products [M, K]·[K, N] — the one table, each row measured
+    (A/B in one process, interleaved, our executables called directly; numbers in README, issue #16):
+
+    - serial: one BLAS call per batch, one OpenBLAS thread, no pool — below two tasks' worth of flops
+      (operand bytes counted as GEMM_FLOPS_PER_BYTE flops each);
+    - batch: ``B ≥ threads`` (attention's per-head products): whole products, up to GEMM_OVERSPLIT
+      ranges per thread claimed one at a time;
+    - cols: one product wider than tall (N > M: BERT's FFN1, qkv at short sequences, the MLP's dense
+      layers): each thread packs all of A and its part of B (packing MK + KN/t each, less than the rows
+      split's MK/t + KN);
+    - rows: the other single products; plus column blocks when rows are too few for every thread (a
+      dense layer at batch 2 is a matrix-vector product bound by reading the weights).
+
+    Never "blas" (one call on OpenBLAS's own threads): measured as fast as ours on an idle machine (MLP
+    256×512×512: 300 vs 277 GFLOP/s), but when another process holds a core its threads wait for each
+    other at every barrier (3–11 GFLOP/s instead of ours' 140, a core's speed), and after every threaded
+    call its worker spins for ~0.1 s of CPU — against our pool's threads in the next kernels, more
+    threads than cores. So every task calls BLAS with one thread, and only our pool's threads run."""
+    flops = max(2 * B * M * N * K, GEMM_FLOPS_PER_BYTE * elem_bytes * B * (M * K + K * N))
+    strategy = strategy or FORCE_STRATEGY
+    per_task = GEMM_TASK_MIN_COST * max(min_cost, 1)
+    if threads <= 1 or (strategy is None and flops < 2 * per_task) or strategy == "serial":
+        return GemmPlan("serial", 1, 1, M, N)
+    if strategy == "blas" and use_blas:
+        return GemmPlan("blas", 1, 1, M, N, 1, threads)
+    if B >= threads or strategy == "batch":
+        return GemmPlan("batch", 1, 1, M, N, max(1, min(B, threads * GEMM_OVERSPLIT)))
+    if strategy is None:
+        strategy = "cols" if use_blas and N > M and N // COL_BLOCK >= threads else "rows"
+    nblk, row_block = (1, M) if strategy == "cols" and use_blas else _blocks(M, min(threads, -(-M // ROW_BLOCK)))
+    ncb, col_block = 1, N
+    if use_blas and B * nblk < threads:
+        ncb, col_block = _blocks(N, max(1, min(threads // (B * nblk), N // COL_BLOCK)))
+    work = B * nblk * ncb
+    tasks = max(1, min(threads, work, flops // per_task)) if strategy is None else min(threads, work)
+    return GemmPlan(strategy, nblk, ncb, row_block, col_block, max(tasks, 1))
 
 
 def gemm_kernel(prog, name: str, et: T, B: int, M: int, N: int, K: int, a_ref: BufferRef, ta: str,
@@ -237,31 +315,17 @@ def gemm_kernel(prog, name: str, et: T, B: int, M: int, N: int, K: int, a_ref: B
         return
     a_ptr, b_ptr = kb.ptr(a_ref.slot), kb.ptr(b_ref.slot)
     flops = 2 * B * M * N * K
-    # One row block per thread (each GEMM call packs B again, so fewer, bigger calls are better).
-    threads = prog.options.thread_count if flops // 8 >= prog.options.parallel_min_cost else 1
-    nblk = max(1, min(threads, (M + ROW_BLOCK - 1) // ROW_BLOCK)) if B < threads else 1
     use_blas = kb.kctx.options.use_blas and blas_available()
-    # Each call packs all of its B block and its rows of A: with N > M (BERT's FFN1, the qkv projection at
-    # short sequences) splitting the columns packs less in all (each thread half of B, all of A).
-    if use_blas and SPLIT_WIDE_BY_COLUMNS and B < threads and nblk > 1 and N > M and N // COL_BLOCK >= threads:
-        nblk = 1
-    row_block = (M + nblk - 1) // nblk
-    # Too few rows for every thread (a dense layer at batch 2 is a matrix-vector product bound by reading
-    # the weights): split the columns too, so each thread reads its own part of B.
-    ncb = min(threads // (B * nblk), N // COL_BLOCK) if use_blas and B * nblk < threads else 1
-    ncb = max(ncb, 1)
-    col_block = (N + ncb - 1) // ncb
+    plan = plan_gemm(B, M, N, K, prog.options.thread_count, prog.options.parallel_min_cost, use_blas,
+                     elem_bytes=4 if et is T.F32 else 8)
+    nblk, ncb, tasks, blas_threads = plan.nblk, plan.ncb, plan.tasks, plan.blas_threads
+    row_block, col_block = plan.row_block, plan.col_block
     work = B * nblk * ncb
-    tasks = prog.tasks_for(work, flops // 8)
-    if tasks > 1 and B >= threads:
-        # Batched (attention's per-head products): more ranges than threads, handed out one at a time.
-        # Not for one big GEMM: splitting it finer packs its operands more often and measured no better.
-        tasks = min(work, threads * GEMM_OVERSPLIT)
     lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(work))
     lda = max(1, K if ta == "N" else M)
     ldb = max(1, N if tb == "N" else K)
     set_threads = kb.kctx.mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
-    prev = b.call(set_threads, [ir.Constant(t.I32, 1)]) if use_blas else None
+    prev = b.call(set_threads, [ir.Constant(t.I32, blas_threads)]) if use_blas else None
     with for_range(b, lo, hi, "blk") as item:
         cblk = b.urem(item, t.i64(ncb))
         item = b.udiv(item, t.i64(ncb))

@@ -56,7 +56,9 @@ def _find_openblas() -> dict[str, int]:
     except ImportError:
         pass
     names = {"s": ["scipy_cblas_sgemm64_", "cblas_sgemm64_"], "d": ["scipy_cblas_dgemm64_", "cblas_dgemm64_"],
-             "threads": ["openblas_set_num_threads_local"]}
+             "threads": ["openblas_set_num_threads_local"],
+             "global_threads": ["scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
+                                "openblas_set_num_threads"]}
     for path in candidates:
         try:
             lib = ctypes.CDLL(path)
@@ -255,8 +257,21 @@ def ensure_registered() -> None:
         # our pool for the cores); without the thread-local setter this is a no-op.
         setter = _blas.get("threads") or ctypes.cast(_threads_noop_c, ctypes.c_void_p).value
         add_symbol("tfxla_blas_threads_local", setter)
+        single_thread_blas(_blas)
         _register_half_libcalls()
         _registered = True
+
+
+def single_thread_blas(blas: dict[str, int]) -> bool:
+    """Make every BLAS call of our kernels run on one OpenBLAS thread (our pool supplies the parallelism:
+    its threads plus OpenBLAS's must not exceed the cores). With ``openblas_set_num_threads_local`` the
+    kernels set it per call; an OpenBLAS older than 0.3.27 lacks it, and each of our tasks would start all
+    of OpenBLAS's threads, so its process-wide count is set to 1 instead. True when that was needed."""
+    if not blas or blas.get("threads") or not blas.get("global_threads"):
+        return False
+    log.warning("OpenBLAS has no openblas_set_num_threads_local: its thread count is set to 1")
+    ctypes.CFUNCTYPE(None, ctypes.c_int)(blas["global_threads"])(1)
+    return True
 
 
 HALF_LIBCALLS = ("__extendhfsf2", "__truncsfhf2", "__extendhfdf2", "__truncdfhf2")
