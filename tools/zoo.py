@@ -538,6 +538,10 @@ class Row:
     name: str
     steady: dict[str, float | None] = dataclasses.field(default_factory=dict)   # variant -> seconds (median)
     first: dict[str, float | None] = dataclasses.field(default_factory=dict)    # variant -> seconds
+    # ours_auto / ours_jit -> their first call's compile profile (CompileProfile.as_dict) and the one-minute
+    # load average just before it (first calls on a busy machine are slower: read them next to it)
+    profiles: dict[str, dict] = dataclasses.field(default_factory=dict)
+    first_load: dict[str, float] = dataclasses.field(default_factory=dict)
     xla_vs_eager: float | None = None                   # TF's own XLA-vs-eager relative error
     errors_vs_xla: dict[str, float] = dataclasses.field(default_factory=dict)   # variant -> relative error
     relative: dict[str, float] = dataclasses.field(default_factory=dict)        # variant -> error / TF's tolerance
@@ -595,8 +599,11 @@ class Runner:
 
         def two_calls(fn: Callable[..., Any], variant: str) -> list[np.ndarray]:
             restore()
+            row.first_load[variant] = round(os.getloadavg()[0], 2)
             seconds, out1 = _timed(lambda: fn(*args))
             row.first[variant] = seconds
+            if hasattr(fn, "compile_stats"):   # ours: where the first call went, stage by stage
+                row.profiles[variant] = fn.compile_stats().as_dict()
             out2 = _block(fn(*args))
             nonlocal n_out
             n_out = len(out1)
@@ -849,6 +856,33 @@ def run_zoo(names: list[str], repeats: int, progress: _Progress | None = None, f
     return result(machine())
 
 
+# The stages of a first call, grouped as the profile line of ``profile_lines`` shows them.
+PROFILE_GROUPS = (("TF trace", ("trace",)), ("import+grappler", ("import", "grappler")),
+                  ("clustering", ("clustering", "encapsulation", "tf-import")), ("lowering", ("lowering",)),
+                  ("HLO passes", ("hlo-pass", "buffer-assignment")), ("LLVM IR", ("llvm-ir",)),
+                  ("LLVM opt", ("llvm-parse", "llvm-opt")), ("machine code", ("machine-code", "load", "code-reuse")),
+                  ("run", ("run",)), ("other", ("compile-other", "other")))
+
+
+def profile_lines(rows: list[dict[str, Any]], variant: str = "ours_auto") -> list[str]:
+    """One line per function of ``rows`` (the result's JSON rows): ``variant``'s first call split into
+    stage groups (seconds), with the load average it ran at; stages are ``tfxla_cluster.compile_profile``'s."""
+    out = []
+    for r in rows:
+        prof = r.get("profiles", {}).get(variant)
+        if not prof:
+            continue
+        stages = prof["stages"]
+        groups = []
+        for label, names in PROFILE_GROUPS:
+            seconds = sum(v for k, v in stages.items() if k.split(" ", 1)[0] in names)
+            groups.append(f"{label} {seconds:.2f}")
+        load = r.get("first_load", {}).get(variant)
+        out.append(f"{r['name']} {variant} first call {prof['total_seconds']:.2f} s"
+                   + (f" at load {load:.1f}" if load is not None else "") + ": " + ", ".join(groups))
+    return out
+
+
 def _by_model(names: list[str]) -> Iterator[tuple[str, list[str]]]:
     groups: dict[str, list[str]] = {}
     for n in names:
@@ -881,6 +915,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-tf-auto-timing", action="store_true",
                     help="skip the process that times TF's auto-clustering (its partition is still recorded)")
     ap.add_argument("--list", action="store_true", help="list the model functions and exit")
+    ap.add_argument("--profile", action="store_true",
+                    help="after the table, where each of our first calls went (compile profile, grouped)")
     args = ap.parse_args(argv)
     try:
         names = select_functions(args.only, args.bounded)
@@ -905,6 +941,9 @@ def main(argv: list[str] | None = None) -> int:
           f"({result['wall_seconds']:.0f} s); {repeats} timing rounds\n")
     print(result["table"])
     print("\n" + LEGEND)
+    if args.profile:
+        for variant in ("ours_auto", "ours_jit"):
+            print("\n" + "\n".join(profile_lines(result["rows"], variant)))
     return 0
 
 

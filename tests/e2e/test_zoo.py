@@ -68,6 +68,19 @@ def test_harness_runs_every_function_and_tf_itself(rows: dict[str, dict[str, Any
         for variant in ("tf_graph", "tf_xla"):
             assert row["steady"][variant] is not None and row["first"][variant] is not None, (name, variant)
         assert row["xla_vs_eager"] is not None, name
+        # Our first calls carry their compile profile: TF's trace, our clustering, the cluster's run.
+        for variant in ("ours_auto", "ours_jit"):
+            if variant not in row["failed"]:
+                stages = row["profiles"][variant]["stages"]
+                assert {"trace", "clustering", "run"} <= set(stages), (name, variant, stages)
+                assert zoo.profile_lines([row], variant)[0].startswith(f"{name} {variant} first call ")
+
+
+def test_profile_groups_take_every_stage_once() -> None:
+    from tfxla_cluster.compile_profile import STAGE_ORDER
+
+    grouped = [s for _, stages in zoo.PROFILE_GROUPS for s in stages]
+    assert sorted(grouped) == sorted(STAGE_ORDER)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_xfail(KNOWN_PARTITION, n)) for n in NAMES])
