@@ -116,9 +116,12 @@ def _ir(body: str) -> str:
 
 def _narrow_ops(ir: str) -> list[str]:
     """Lines with 32-bit integer values: float constants written as ``bitcast (i32 ...)``, the MXCSR
-    save/restore and the BLAS call's enum arguments (its sizes are i64: ILP64) are not index arithmetic."""
+    save/restore, the BLAS call's enum arguments (its sizes are i64: ILP64) and metadata nodes (streaming
+    stores' ``!nontemporal !{i32 1}``) are not index arithmetic."""
     out = []
     for line in ir.splitlines():
+        if line.startswith("!"):
+            continue
         line = re.sub(r"bitcast \(i32 -?\d+ to float\)", "F", line)
         if not re.search(r"\bi32\b", line) or "mxcsr" in line or "tfxla_blas_threads_local" in line:
             continue
