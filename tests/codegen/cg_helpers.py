@@ -168,3 +168,53 @@ def run_threads(work: Callable[[int], None], n: int) -> None:
         t.join()
     if errors:
         raise errors[0]
+
+
+# Softmax as XLA's optimised HLO has it (max reduce, exp fusion, sum reduce, divide fusion) over f32[R,C];
+# ``softmax_text`` fills in the sizes and the entry's last lines (default: the divide as the root).
+_SOFTMAX_HLO = """HloModule softmax
+
+max_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+
+add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+fused_exp {
+  x = f32[R,C] parameter(0)
+  m = f32[R] parameter(1)
+  mb = f32[R,C] broadcast(m), dimensions={0}
+  d = f32[R,C] subtract(x, mb)
+  ROOT e = f32[R,C] exponential(d)
+}
+
+fused_div {
+  e = f32[R,C] parameter(0)
+  s = f32[R] parameter(1)
+  sb = f32[R,C] broadcast(s), dimensions={0}
+  ROOT q = f32[R,C] divide(e, sb)
+}
+
+ENTRY main {
+  x = f32[R,C] parameter(0)
+  ninf = f32[] constant(-inf)
+  zero = f32[] constant(0)
+  m = f32[R] reduce(x, ninf), dimensions={1}, to_apply=max_f32
+  ee = f32[R,C] fusion(x, m), kind=kLoop, calls=fused_exp
+  s = f32[R] reduce(ee, zero), dimensions={1}, to_apply=add_f32
+TAIL
+}
+"""
+SOFTMAX_ROOT = "  ROOT qq = f32[R,C] fusion(ee, s), kind=kLoop, calls=fused_div"
+
+
+def softmax_text(rows: int, cols: int, tail: str = SOFTMAX_ROOT) -> str:
+    """The softmax module over f32[rows, cols]; ``tail``: the entry's lines after the sum (R, C for sizes)."""
+    text = _SOFTMAX_HLO.replace("TAIL", tail)
+    return text.replace("[R,C]", f"[{rows},{cols}]").replace("[R]", f"[{rows}]")

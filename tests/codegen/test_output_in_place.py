@@ -11,81 +11,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.codegen.cg_helpers import CHECKED
+from tests.codegen.cg_helpers import CHECKED, SOFTMAX_ROOT, softmax_text
 from tfxla_cluster.codegen import CodegenOptions, compile_module
 from tfxla_cluster.codegen.executable import emit_module
 from tfxla_cluster.hlo.parser import parse_module
 
-REDUCERS = """
-HloModule m
+# ee is read again after the divide: the divide must not overwrite it.
+E_STILL_LIVE = """  qq = f32[R,C] fusion(ee, s), kind=kLoop, calls=fused_div
+  ROOT y = f32[R,C] add(qq, ee)"""
 
-max_f32 {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT m = f32[] maximum(a, b)
-}
-
-add_f32 {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-
-fused_exp {
-  x = f32[R,C] parameter(0)
-  m = f32[R] parameter(1)
-  mb = f32[R,C] broadcast(m), dimensions={0}
-  d = f32[R,C] subtract(x, mb)
-  ROOT e = f32[R,C] exponential(d)
-}
-
-fused_div {
-  e = f32[R,C] parameter(0)
-  s = f32[R] parameter(1)
-  sb = f32[R,C] broadcast(s), dimensions={0}
-  ROOT q = f32[R,C] divide(e, sb)
-}
-"""
-
-SOFTMAX = REDUCERS + """
-ENTRY main {
-  x = f32[R,C] parameter(0)
-  ninf = f32[] constant(-inf)
-  zero = f32[] constant(0)
-  m = f32[R] reduce(x, ninf), dimensions={1}, to_apply=max_f32
-  ee = f32[R,C] fusion(x, m), kind=kLoop, calls=fused_exp
-  s = f32[R] reduce(ee, zero), dimensions={1}, to_apply=add_f32
-  ROOT qq = f32[R,C] fusion(ee, s), kind=kLoop, calls=fused_div
-}
-"""
-
-# e is read again after the divide: the divide must not overwrite it.
-E_STILL_LIVE = REDUCERS + """
-ENTRY main {
-  x = f32[R,C] parameter(0)
-  ninf = f32[] constant(-inf)
-  zero = f32[] constant(0)
-  m = f32[R] reduce(x, ninf), dimensions={1}, to_apply=max_f32
-  ee = f32[R,C] fusion(x, m), kind=kLoop, calls=fused_exp
-  s = f32[R] reduce(ee, zero), dimensions={1}, to_apply=add_f32
-  qq = f32[R,C] fusion(ee, s), kind=kLoop, calls=fused_div
-  ROOT y = f32[R,C] add(qq, ee)
-}
-"""
-
-# e escapes as output 1: output 0 (the divide) gets a buffer of its own.
-E_ESCAPES = REDUCERS + """
-ENTRY main {
-  x = f32[R,C] parameter(0)
-  ninf = f32[] constant(-inf)
-  zero = f32[] constant(0)
-  m = f32[R] reduce(x, ninf), dimensions={1}, to_apply=max_f32
-  ee = f32[R,C] fusion(x, m), kind=kLoop, calls=fused_exp
-  s = f32[R] reduce(ee, zero), dimensions={1}, to_apply=add_f32
-  qq = f32[R,C] fusion(ee, s), kind=kLoop, calls=fused_div
-  ROOT t = (f32[R,C], f32[R,C]) tuple(qq, ee)
-}
-"""
+# ee escapes as output 1: output 0 (the divide) gets a buffer of its own.
+E_ESCAPES = """  qq = f32[R,C] fusion(ee, s), kind=kLoop, calls=fused_div
+  ROOT t = (f32[R,C], f32[R,C]) tuple(qq, ee)"""
 
 # A chain of three elementwise ops ending at the output: all run in the output buffer.
 CHAIN = """
@@ -102,8 +39,11 @@ ENTRY main {
 FAST = CodegenOptions(threads=2)
 
 
-def _module(text: str, rows: int, cols: int):
-    return parse_module(text.replace("R,", f"{rows},").replace("[R]", f"[{rows}]").replace(",C]", f",{cols}]"))
+def _module(tail: str, rows: int, cols: int):
+    """The softmax module ending in ``tail`` (or, given a whole module, that module) at these sizes."""
+    if tail.lstrip().startswith("HloModule"):
+        return parse_module(tail.replace("[R,C]", f"[{rows},{cols}]"))
+    return parse_module(softmax_text(rows, cols, tail))
 
 
 def _x(rows: int, cols: int) -> np.ndarray:
@@ -118,14 +58,14 @@ def _slots_of(prog, name: str):
                                                 (dataclasses.replace(FAST, row_groups=False), 67, 37)],
                          ids=["fast-small", "fast", "checked", "no-row-groups"])
 def test_softmax_exp_is_written_into_the_output_and_divided_there(options, rows, cols):
-    prog, _ = emit_module(_module(SOFTMAX, rows, cols), options)
+    prog, _ = emit_module(_module(SOFTMAX_ROOT, rows, cols), options)
     (e_slot,) = _slots_of(prog, "ee")
     assert e_slot.kind == "output" and e_slot.number == 0
     assert prog.output_slots == [e_slot]
     # only the [rows] max and sum are temporaries
     assert [sl.shape.dimensions for sl in prog.plan.of_kind("temp")] == [(rows,), (rows,)]
     x = _x(rows, cols)
-    (got,) = compile_module(_module(SOFTMAX, rows, cols), options)(x)
+    (got,) = compile_module(_module(SOFTMAX_ROOT, rows, cols), options)(x)
     np.testing.assert_allclose(got, tf.nn.softmax(x).numpy(), rtol=2e-6, atol=1e-7)
 
 

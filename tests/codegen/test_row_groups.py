@@ -9,52 +9,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tests.codegen.cg_helpers import CHECKED
+from tests.codegen.cg_helpers import CHECKED, softmax_text
 from tfxla_cluster.codegen import compile_module
 from tfxla_cluster.codegen.executable import emit_module
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.parser import parse_module
-
-SOFTMAX = """
-HloModule softmax
-
-max_f32 {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT m = f32[] maximum(a, b)
-}
-
-add_f32 {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-
-fused_exp {
-  x = f32[ROWS,37] parameter(0)
-  m = f32[ROWS] parameter(1)
-  mb = f32[ROWS,37] broadcast(m), dimensions={0}
-  d = f32[ROWS,37] subtract(x, mb)
-  ROOT e = f32[ROWS,37] exponential(d)
-}
-
-fused_div {
-  e = f32[ROWS,37] parameter(0)
-  s = f32[ROWS] parameter(1)
-  sb = f32[ROWS,37] broadcast(s), dimensions={0}
-  ROOT q = f32[ROWS,37] divide(e, sb)
-}
-
-ENTRY main {
-  x = f32[ROWS,37] parameter(0)
-  ninf = f32[] constant(-inf)
-  zero = f32[] constant(0)
-  m = f32[ROWS] reduce(x, ninf), dimensions={1}, to_apply=max_f32
-  e = f32[ROWS,37] fusion(x, m), kind=kLoop, calls=fused_exp
-  s = f32[ROWS] reduce(e, zero), dimensions={1}, to_apply=add_f32
-  ROOT q = f32[ROWS,37] fusion(e, s), kind=kLoop, calls=fused_div
-}
-"""
 
 TRANSPOSED = """
 HloModule transposed
@@ -71,7 +30,7 @@ ENTRY main {
 @pytest.mark.parametrize("rows", [2, 67, 3001])
 @pytest.mark.parametrize("row_groups", [True, False])
 def test_softmax_kernels_run_as_one_row_group_and_equal_the_evaluator(rows, row_groups):
-    text = SOFTMAX.replace("ROWS", str(rows))
+    text = softmax_text(rows, 37)
     options = dataclasses.replace(CHECKED, row_groups=row_groups)
     prog, _ = emit_module(parse_module(text), options)
     assert len(prog.row_groups) == (1 if row_groups else 0)
@@ -98,7 +57,7 @@ def test_a_kernel_reading_other_rows_of_a_group_output_starts_a_new_group():
 
 
 def test_prefer_vector_width_reaches_every_function():
-    text = SOFTMAX.replace("ROWS", "8")
+    text = softmax_text(8, 37)
     _, ir_text = emit_module(parse_module(text), dataclasses.replace(CHECKED, prefer_vector_width=512))
     defines = [line for line in ir_text.splitlines() if line.startswith("define")]
     assert defines and all('"prefer-vector-width"="512"' in line for line in defines)
