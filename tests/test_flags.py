@@ -1127,7 +1127,7 @@ def test_oracle_reads_the_struct_layout_we_expect():
     header = Path(spec.origin).parent / "include/tensorflow/compiler/jit/flags.h"
     if not header.exists():
         pytest.skip("TF headers are not installed")
-    text = header.read_text()
+    text = header.read_text(encoding="utf-8")
     body = text[text.index("struct MarkForCompilationPassFlags {"):]
     body = body[:body.index("};")]
     fields = re.findall(r"^\s*(?:std::string|bool|int32_t|int64_t|XlaAutoJitFlag)\s+(\w+);", body, re.M)

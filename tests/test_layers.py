@@ -89,7 +89,7 @@ def import_graph() -> nx.DiGraph:
     for module, path in files.items():
         graph.add_node(_short(module))
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        for node in _imports(ast.parse(path.read_text(), str(path))):
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
@@ -139,7 +139,7 @@ def violations(graph: nx.DiGraph) -> list[tuple[str, str]]:
 def test_tf_internals_only_in_tf_compat():
     offenders = sorted(f"{path.relative_to(PKG)}:{i}" for path in PKG.rglob("*.py") if path.name != "tf_compat.py"
                        or path.parent != PKG
-                       for i, line in enumerate(path.read_text().splitlines(), 1) if "tensorflow.python" in line)
+                       for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "tensorflow.python" in line)
     assert not offenders, f"private TF imports outside tf_compat.py: {offenders}"
 
 

@@ -10,7 +10,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_python_api_example_runs(tmp_path, monkeypatch):
-    code = README.read_text().split("## Python API", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    code = README.read_text(encoding="utf-8").split("## Python API", 1)[1].split("```python", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -45,7 +45,7 @@ def function_from_sample(name: str, graphs_dir: Path | None = None) -> tuple[Cal
     if not meta_path.exists():
         samples = sorted(p.stem for p in graphs_dir.glob("*.json"))
         raise NotFoundError(f"no sample '{name}' in {graphs_dir}; samples: {', '.join(samples)}")
-    meta = json.loads(meta_path.read_text())
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
     gd = read_graph_def(graphs_dir / f"{name}.pbtxt")
     wrapped = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(gd, name=""), [])
     pruned = wrapped.prune([wrapped.graph.get_tensor_by_name(i["tensor"]) for i in meta["inputs"]],

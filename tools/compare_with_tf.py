@@ -114,7 +114,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 def write_index(out_root: Path, last_record: dict[str, Any]) -> None:
     """``index.json``: what is on disk (rebuilt from the recordings) + the last record's timing."""
     recs = recordings(out_root)
-    metas = [json.loads((rec / "meta.json").read_text()) for _, _, rec in recs]
+    metas = [json.loads((rec / "meta.json").read_text(encoding="utf-8")) for _, _, rec in recs]
     index = {
         "tf_version": sorted({m.get("tf_version") or "?" for m in metas}),
         "flagsets": {fs: corpus.FLAGSETS.get(fs) for fs in sorted({fs for fs, _, _ in recs})},
@@ -331,7 +331,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from tfxla_cluster import progress
 
     for fs, fn, rec in progress.track(recs, "compare with TF", label=lambda r: f"{r[0]}/{r[1]}"):
-        meta = json.loads((rec / "meta.json").read_text())
+        meta = json.loads((rec / "meta.json").read_text(encoding="utf-8"))
         for run in runs_to_compare(meta):
             use = impl
             if args.self_check:

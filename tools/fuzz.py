@@ -967,9 +967,9 @@ def main(argv=None) -> int:
     import tfxla_cluster._quiet  # noqa: F401
     runners = tuple(r for r in a.runners.split(",") if r)
     if a.replay:
-        prog = Program.from_json(json.loads(Path(a.replay).read_text())["program"]
-                                 if "program" in json.loads(Path(a.replay).read_text())
-                                 else json.loads(Path(a.replay).read_text()))
+        prog = Program.from_json(json.loads(Path(a.replay).read_text(encoding="utf-8"))["program"]
+                                 if "program" in json.loads(Path(a.replay).read_text(encoding="utf-8"))
+                                 else json.loads(Path(a.replay).read_text(encoding="utf-8")))
         print(prog.text())
         status, fails, res = check(prog, runners=runners)
         print(status, [f"{f.runner} {f.category}: {f.detail}" for f in fails])

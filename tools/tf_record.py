@@ -370,7 +370,7 @@ def analyse(events: list[LogLine | str], dump_dir: Path) -> dict[str, Any]:
         names = list(run["assigned_clusters"])
         after = run["dumps"].get("mark_for_compilation")
         if after and (dump_dir / after).exists():
-            names += [n for n in cluster_names_in((dump_dir / after).read_text()) if n not in names]
+            names += [n for n in cluster_names_in((dump_dir / after).read_text(encoding="utf-8")) if n not in names]
         run["clusters"] = names
         run["clusters_before"] = len(seen)
         run["cluster_names_before"] = list(seen)
@@ -447,7 +447,7 @@ def record(target: str, out_dir: str | Path, flags: str = DEFAULT_FLAGS, *, keep
         proc = subprocess.run(cmd, env=tf_env(flags, str(dump_dir), vmodule), capture_output=True,
                               text=True, timeout=timeout, errors="replace")
         wall = time.perf_counter() - t0
-        result = json.loads(result_path.read_text()) if result_path.exists() else {}
+        result = json.loads(result_path.read_text(encoding="utf-8")) if result_path.exists() else {}
         events = parse_stderr(proc.stderr)
         info = analyse(events, dump_dir)
         (out / "vlog.txt").write_text(normalise_log(events, info["threads"]))
@@ -485,7 +485,7 @@ def record_batch(targets: Sequence[str], out_dirs: Sequence[str | Path], flags: 
         proc = subprocess.run(cmd, env=tf_env(flags, str(dump_dir)), capture_output=True, text=True,
                               timeout=timeout, errors="replace")
         wall = time.perf_counter() - t0
-        results = json.loads(result_path.read_text()) if result_path.exists() else []
+        results = json.loads(result_path.read_text(encoding="utf-8")) if result_path.exists() else []
         events = parse_stderr(proc.stderr)
         info = analyse(events, dump_dir)
         for i, result in enumerate(results):
@@ -604,7 +604,7 @@ def read_text(path: str | Path) -> str:
     if p.suffix == ".gz":
         with gzip.open(p, "rt") as f:
             return f.read()
-    return p.read_text()
+    return p.read_text(encoding="utf-8")
 
 
 def load_graph_def(path: str | Path) -> Any:

@@ -319,7 +319,7 @@ def _timed(call: Callable[[], Any]) -> tuple[float, list[np.ndarray]]:
 def machine() -> dict[str, Any]:
     model = platform.processor() or platform.machine()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break

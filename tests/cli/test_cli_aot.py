@@ -65,7 +65,7 @@ def test_example_makefile_builds_and_matches_tf(tmp_path, aotflags):
                            f"TFXLA={sys.executable} -m tfxla_cluster"], env=_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _elf_header(build / "mlp.o") == (1, 62)
-    header = (build / "mlp.h").read_text()
+    header = (build / "mlp.h").read_text(encoding="utf-8")
     if aotflags:
         assert "cpu x86-64;" in header
     for line in ("#define mlp_NUM_ARGS 1", "#define mlp_NUM_RESULTS 2",
@@ -162,7 +162,7 @@ def test_variable_bool_feed_and_threads_match_tf(tmp_path, capsys, threads):
                      "--name", "vmodel", "--out-dir", str(tmp_path), "--threads", str(threads)]) == 0
     printed = capsys.readouterr().out
     assert "result 1: v (updated variable v) DT_FLOAT [256] 1024 bytes" in printed
-    header = (tmp_path / "vmodel.h").read_text()
+    header = (tmp_path / "vmodel.h").read_text(encoding="utf-8")
     assert '//   arg 2: "v" (variable v) DT_FLOAT [256], 1024 bytes' in header
     assert '//   arg 1: "mask" (feed mask:0) DT_BOOL [128], 128 bytes' in header
     undefined = subprocess.run(["nm", "-u", str(tmp_path / "vmodel.o")], capture_output=True, text=True).stdout \
@@ -274,7 +274,7 @@ def test_unused_feed_stays_an_argument_and_shape_feeds_are_refused(tmp_path, cap
     argv = ["aot", "--graph", str(tmp_path / "g.pbtxt"), "--config", str(tmp_path / "c.pbtxt"), "--name", "m",
             "--out-dir", str(tmp_path)]
     assert cli.main(argv) == 0
-    header = (tmp_path / "m.h").read_text()
+    header = (tmp_path / "m.h").read_text(encoding="utf-8")
     assert "#define m_NUM_ARGS 2" in header and '//   arg 1: "unused" (feed unused:0) DT_FLOAT [3], 12 bytes' in header
     capsys.readouterr()
     (tmp_path / "c.pbtxt").write_text('feed { id { node_name: "x" } shape { dim { size: 4 } } }\n'
@@ -309,7 +309,7 @@ def test_half_types_on_the_baseline_cpu_match_tf(tmp_path, capsys):
                                       'fetch { id { node_name: "y" } }\nfetch { id { node_name: "z" } }\n')
     assert cli.main(["aot", "--graph", str(tmp_path / "g.pbtxt"), "--config", str(tmp_path / "c.pbtxt"),
                      "--name", "half", "--out-dir", str(tmp_path), "--target-cpu", "x86-64"]) == 0
-    assert "DT_BFLOAT16 [8], 16 bytes" in (tmp_path / "half.h").read_text()
+    assert "DT_BFLOAT16 [8], 16 bytes" in (tmp_path / "half.h").read_text(encoding="utf-8")
     (tmp_path / "driver.c").write_text(_DRIVER.replace("NAME", "half"))
     subprocess.run([cc, "-I", str(tmp_path), str(tmp_path / "driver.c"), str(tmp_path / "half.o"), "-lm",
                     "-o", str(tmp_path / "driver")], check=True)

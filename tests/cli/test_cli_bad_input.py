@@ -55,7 +55,7 @@ def test_graph_tf_rejects_is_rejected(tmp_path, capsys, name, command):
 def test_valid_attrs_still_load(tmp_path, capsys):
     path = tmp_path / "ok.pbtxt"
     path.write_text(PLACEHOLDER + 'node { name: "r" op: "Relu" input: "x" attr { key: "T" value { type: DT_FLOAT } } }')
-    assert not _tf_rejects(path.read_text())
+    assert not _tf_rejects(path.read_text(encoding="utf-8"))
     code, out, _ = _run(capsys, "info", str(path))
     assert code == 0 and "Relu" in out
 

@@ -11,7 +11,7 @@ def test_bench_quick_one_workload_writes_table_and_json(tmp_path, capsys):
     assert cli.main(["bench", "--quick", "--only", "dense_relu", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| workload | TF graph (ms) | TF oneDNN | real XLA (ms) | ours (ms) |" in text and "| dense_relu |" in text
-    data = json.loads(out.read_text())
+    data = json.loads(out.read_text(encoding="utf-8"))
     [row] = data["rows"]
     assert row["workload"] == "dense_relu" and data["quick"] is True
     assert all(row[k] > 0 for k in ("tf_graph_ms", "xla_ms", "ours_ms", "ours_vs_graph", "ours_vs_xla"))
@@ -38,7 +38,7 @@ def test_bench_launch_rows_compare_ours_with_tf_graph_and_xla(tmp_path, capsys):
     assert cli.main(["bench", "--quick", "--only", "launch_rnn_loop,launch_tiny_jit", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| launch row | per | TF graph (µs) | TF XLA jit_compile (µs) | TF XLA auto-clustering (µs) |" in text
-    data = json.loads(out.read_text())
+    data = json.loads(out.read_text(encoding="utf-8"))
     assert data["rows"] == []
     rows = {r["row"]: r for r in data["launch_rows"]}
     assert set(rows) == {"launch_rnn_loop", "launch_tiny_jit"}
@@ -54,7 +54,7 @@ def test_bench_layers_table_in_gflops(tmp_path, capsys):
     assert cli.main(["bench", "--layers", "--quick", "--only", "square/512,dw 3x3 32", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| layer | op | MFLOP | TF graph GFLOP/s | TF XLA GFLOP/s | ours GFLOP/s | numpy sgemm GFLOP/s |" in text
-    data = json.loads(out.read_text())
+    data = json.loads(out.read_text(encoding="utf-8"))
     rows = {r["layer"]: r for r in data["rows"]}
     assert set(rows) == {"square/512", "mobilenetv2/dw 3x3 32"}
     mm, dw = rows["square/512"], rows["mobilenetv2/dw 3x3 32"]

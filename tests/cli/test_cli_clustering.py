@@ -32,9 +32,9 @@ def test_mark_writes_tf_marked_graph(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "*** Clustering info for graph of size" in proc.stdout
     assert " Built 2 clusters" in proc.stdout
-    want = text_format.Parse((ROOT / "graphs/tf/unique_in_middle/mark_for_compilation_1.pbtxt").read_text(),
+    want = text_format.Parse((ROOT / "graphs/tf/unique_in_middle/mark_for_compilation_1.pbtxt").read_text(encoding="utf-8"),
                              graph_pb2.GraphDef())
-    got = text_format.Parse(out.read_text(), graph_pb2.GraphDef())
+    got = text_format.Parse(out.read_text(encoding="utf-8"), graph_pb2.GraphDef())
     assert got == want
 
 

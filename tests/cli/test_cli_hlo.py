@@ -48,7 +48,7 @@ def test_cluster_that_ends_the_graph_returns_the_graph_outputs_like_tf(hlo, samp
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("HloModule ") == 1
     params, results = _layout(proc.stdout)
-    tf_params, tf_results = _layout((ROOT / "graphs" / "tf" / sample / "hlo.txt").read_text())
+    tf_params, tf_results = _layout((ROOT / "graphs" / "tf" / sample / "hlo.txt").read_text(encoding="utf-8"))
     assert sorted(params) == sorted(tf_params)
     assert results == tf_results
 
@@ -67,7 +67,7 @@ def test_resource_variables_shapes_from_arg_shape(hlo):
     modules = ["HloModule " + m for m in proc.stdout.split("HloModule ")[1:]]
     assert len(modules) == 2
     params = {p for m in modules for p in _layout(m)[0]}
-    tf_params, _ = _layout((ROOT / "graphs" / "tf" / "variables" / "hlo.txt").read_text())
+    tf_params, _ = _layout((ROOT / "graphs" / "tf" / "variables" / "hlo.txt").read_text(encoding="utf-8"))
     assert {"f32[4,3]", "f32[3,2]", "f32[2]"} <= params and {"f32[3,2]", "f32[2]"} <= set(tf_params)
 
 

@@ -144,7 +144,7 @@ def test_nested_while_in_conditional_in_while_graph():
     """The recorded TF while-loop graph compiled after XLA's optimisations."""
     from pathlib import Path
     path = Path(__file__).parents[2] / "graphs" / "tf" / "while_loop" / "optimized_hlo.txt"
-    m = fill_elided(parsed(path.read_text()))
+    m = fill_elided(parsed(path.read_text(encoding="utf-8")))
     check(m, *inputs_for(m), rtol=1e-5, atol=1e-5)
 
 

@@ -32,7 +32,7 @@ def _recorded_inputs(path: Path, module):
 def test_recorded_module(path):
     from tfxla_cluster.errors import InvalidArgumentError
     try:
-        module = fill_elided(parsed(path.read_text()).clone())
+        module = fill_elided(parsed(path.read_text(encoding="utf-8")).clone())
     except InvalidArgumentError as e:
         if "dynamic dimensions" in str(e):
             pytest.skip("bounded dynamic shapes are not modelled by the HLO parser")

@@ -85,7 +85,7 @@ def test_recordings_present() -> None:
 
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_tf_form_equals_tf_dumps(name: str) -> None:
-    meta = json.loads((DATA / name / "meta.json").read_text())
+    meta = json.loads((DATA / name / "meta.json").read_text(encoding="utf-8"))
     before, tf_after, tf_build = (_load(DATA / name / meta["files"][k]) for k in KINDS)
     assert any("_XlaCluster" in nd.attr for nd in before.node), "TF clustered nothing"
     after, build = _ours(before)
@@ -102,12 +102,12 @@ def test_single_cluster_dumps_are_byte_identical() -> None:
     (TF's float printing included, see dumps.tf_text_format)."""
     from tfxla_cluster.jit.dumps import tf_text_format
 
-    meta = json.loads((DATA / "dynamic_batch" / "meta.json").read_text())
+    meta = json.loads((DATA / "dynamic_batch" / "meta.json").read_text(encoding="utf-8"))
     before = _load(DATA / "dynamic_batch" / meta["files"]["encapsulate_subgraphs_before"])
     after, build = _ours(before)
-    assert tf_text_format(before) == (DATA / "dynamic_batch" / meta["files"]["encapsulate_subgraphs_before"]).read_text()
-    assert tf_text_format(after) == (DATA / "dynamic_batch" / meta["files"]["encapsulate_subgraphs_after"]).read_text()
-    assert tf_text_format(build) == (DATA / "dynamic_batch" / meta["files"]["build_xla_ops"]).read_text()
+    assert tf_text_format(before) == (DATA / "dynamic_batch" / meta["files"]["encapsulate_subgraphs_before"]).read_text(encoding="utf-8")
+    assert tf_text_format(after) == (DATA / "dynamic_batch" / meta["files"]["encapsulate_subgraphs_after"]).read_text(encoding="utf-8")
+    assert tf_text_format(build) == (DATA / "dynamic_batch" / meta["files"]["build_xla_ops"]).read_text(encoding="utf-8")
 
 
 def _dumps(before, clusters: dict[str, list[str]], flags) -> list[str]:
@@ -124,7 +124,7 @@ def test_dumps_follow_tf_triggers(tmp_path, monkeypatch) -> None:
     from tfxla_cluster import flags as flags_mod
     from tfxla_cluster.jit import dumps
 
-    meta = json.loads((DATA / "strings_mid" / "meta.json").read_text())
+    meta = json.loads((DATA / "strings_mid" / "meta.json").read_text(encoding="utf-8"))
     before = _load(DATA / "strings_mid" / meta["files"]["encapsulate_subgraphs_before"])
     clusters: dict[str, list[str]] = {}
     for nd in before.node:
@@ -146,7 +146,7 @@ def test_dumps_follow_tf_triggers(tmp_path, monkeypatch) -> None:
         f for c in cl for f in (f"encapsulate_subgraphs_subgraph_{c}.pbtxt", f"encapsulate_fdef_graph_{c}.pbtxt",
                                 f"encapsulate_fdef_{c}.pbtxt")] + ["encapsulate_subgraphs_after.pbtxt",
                                                                     "build_xla_ops.pbtxt"]
-    assert (tmp_path / "build_xla_ops.pbtxt").read_text().count('op: "_XlaCompile"') == len(cl)
+    assert (tmp_path / "build_xla_ops.pbtxt").read_text(encoding="utf-8").count('op: "_XlaCompile"') == len(cl)
     monkeypatch.setenv("TF_CPP_VMODULE", "")
     monkeypatch.setenv("TF_CPP_MAX_VLOG_LEVEL", "1")
     assert Path(_dumps(before, clusters, flags_mod.Flags.parse(FLAGS))[-1]).name == "build_xla_ops_1.pbtxt"

@@ -23,7 +23,7 @@ def _report(fails, prog) -> str:
 
 @pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.stem)
 def test_regression(path):
-    spec = json.loads(path.read_text())
+    spec = json.loads(path.read_text(encoding="utf-8"))
     prog = fuzz.Program.from_json(spec["program"])
     # "runners": a case whose auto-clustered result is TF's own auto-clustering's, not TF's XLA's, is
     # replayed under jit only (checking auto would start a TF child process: tools/fuzz.py's tf_auto)

@@ -109,7 +109,7 @@ def test_keras_fit_jit_compile_false_clusters_like_tf(tmp_path) -> None:
     for dump in tmp_path.glob("mark_for_compilation_*.pbtxt"):
         if "annotated" in dump.name:
             continue
-        g = text_format.Parse(dump.read_text(), graph_pb2.GraphDef())
+        g = text_format.Parse(dump.read_text(encoding="utf-8"), graph_pb2.GraphDef())
         clusters = collections.defaultdict(list)
         for n in g.node:
             if "_XlaCluster" in n.attr:

@@ -38,7 +38,7 @@ def test_corpus_covers_every_opcode():
 @pytest.mark.parametrize("path", sorted(TF_DIR.glob("*.txt")), ids=lambda p: p.name)
 def test_parses_tensorflow_dumps(path):
     """TF 2.21's experimental_get_compiler_ir text (old operand-shape style and optimized)."""
-    module = parse_module(path.read_text())
+    module = parse_module(path.read_text(encoding="utf-8"))
     verify_module(module)
     again = parse_module(module.to_string())
     assert again.to_string() == module.to_string()

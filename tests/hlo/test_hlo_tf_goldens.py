@@ -26,7 +26,7 @@ def _load(name):
 @pytest.mark.parametrize("stage", ["hlo", "optimized_hlo"])
 @pytest.mark.parametrize("name", CASES)
 def test_tf_module_evaluates_like_tf(name, stage):
-    module = parse_module((TF_DIR / f"{name}.{stage}.txt").read_text())
+    module = parse_module((TF_DIR / f"{name}.{stage}.txt").read_text(encoding="utf-8"))
     verify_module(module)
     args, want = _load(name)
     got = evaluate(module, *args)

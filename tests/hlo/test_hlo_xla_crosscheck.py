@@ -47,7 +47,7 @@ def test_xla_parses_and_reprints_corpus(name):
 
 @pytest.mark.parametrize("path", sorted(TF_DIR.glob("*.txt")), ids=lambda p: p.name)
 def test_xla_parses_and_reprints_our_print_of_tf_dumps(path):
-    _assert_xla_reprints_identically(path.read_text())
+    _assert_xla_reprints_identically(path.read_text(encoding="utf-8"))
 
 
 # ---------------------------------------------------------------- evaluator vs XLA:CPU

@@ -11,7 +11,7 @@ from tensorflow.core.framework import graph_pb2
 from tfxla_cluster.jit.clone_constants import clone_constants
 
 DUMPS = sorted(p for p in (Path(__file__).resolve().parents[2] / "graphs" / "tf").glob(
-    "*/before_mark_for_compilation*.pbtxt") if "/clone_" in p.read_text())
+    "*/before_mark_for_compilation*.pbtxt") if "/clone_" in p.read_text(encoding="utf-8"))
 CLONE = re.compile(r"^(.*)/clone_\d+$")
 
 
@@ -37,7 +37,7 @@ def _unclone(gd: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
 
 @pytest.mark.parametrize("path", DUMPS, ids=[p.parent.name for p in DUMPS])
 def test_clones_equal_tf(path):
-    tf_graph = text_format.Parse(path.read_text(), graph_pb2.GraphDef())
+    tf_graph = text_format.Parse(path.read_text(encoding="utf-8"), graph_pb2.GraphDef())
     ours = clone_constants(_unclone(tf_graph))
     assert text_format.MessageToString(ours) == text_format.MessageToString(tf_graph)
 

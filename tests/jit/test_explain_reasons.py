@@ -22,7 +22,7 @@ def test_grouped_reasons_are_tfs_text(sample):
         dump = sorted((ROOT / "graphs" / "tf" / sample).glob("before_mark_for_compilation_*.pbtxt"))[-1]
     text = explain.explain(mark_for_compilation(load_graph(str(dump)), FLAGS))
     assert "<node>" not in text and "\0" not in text
-    vlog = (ROOT / "graphs" / "tf" / sample / "vlog.txt").read_text()
+    vlog = (ROOT / "graphs" / "tf" / sample / "vlog.txt").read_text(encoding="utf-8")
     singles = re.findall(r"\] 1 node: unsupported op: (No registered .*?\{\{node [^}]+\}\})", text)
     many = re.findall(r"\] \d+ nodes: unsupported op: (No registered .*)", text)
     assert singles or many, text

@@ -16,7 +16,7 @@ GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 def test_string_ops_sample_matches_tf_error_and_lists_all():
     gd = read_graph_def(GRAPHS / "string_ops.pbtxt")
     problems = must_compile.uncompilable_in_graph(gd, "__inference_string_ops_64")
-    tf_error = (GRAPHS / "tf" / "string_ops" / "jit_error.txt").read_text()
+    tf_error = (GRAPHS / "tf" / "string_ops" / "jit_error.txt").read_text(encoding="utf-8")
     # TF names the first unsupported op; the same "<Op> (<why>){{node <name>}}" item must be in ours.
     item = re.search(r"on XLA_CPU_JIT: (.*?\}\})", tf_error).group(1)
     err = must_compile.error_for("__inference_string_ops_64", problems)

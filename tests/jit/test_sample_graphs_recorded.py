@@ -66,17 +66,17 @@ def test_samples_present() -> None:
 
 @pytest.mark.parametrize("name", SAMPLES)
 def test_sample_files(name: str) -> None:
-    meta = json.loads((GRAPHS / f"{name}.json").read_text())
+    meta = json.loads((GRAPHS / f"{name}.json").read_text(encoding="utf-8"))
     d = GRAPHS / "tf" / name
     for f in ("inputs.npz", "outputs.npz", "meta.json", "vlog.txt"):
         assert (d / f).exists(), f
     assert (GRAPHS / f"{name}.pbtxt").stat().st_size < 1_000_000
     if meta["jit_compiles"]:
-        assert (d / "hlo.txt").read_text().startswith("HloModule")
-        assert (d / "optimized_hlo.txt").read_text().startswith("HloModule")
+        assert (d / "hlo.txt").read_text(encoding="utf-8").startswith("HloModule")
+        assert (d / "optimized_hlo.txt").read_text(encoding="utf-8").startswith("HloModule")
     else:
-        assert "Detected unsupported operations" in (d / "jit_error.txt").read_text()
-    vlog = (d / "vlog.txt").read_text()
+        assert "Detected unsupported operations" in (d / "jit_error.txt").read_text(encoding="utf-8")
+    vlog = (d / "vlog.txt").read_text(encoding="utf-8")
     assert "@@TFREC BEGIN" in vlog and "@@TFREC END" in vlog
 
 
@@ -85,8 +85,8 @@ def test_sample_pbtxt_parses(name: str) -> None:
     from google.protobuf import text_format
 
     gd = tf.compat.v1.GraphDef()
-    text_format.Parse((GRAPHS / f"{name}.pbtxt").read_text(), gd)
-    meta = json.loads((GRAPHS / f"{name}.json").read_text())
+    text_format.Parse((GRAPHS / f"{name}.pbtxt").read_text(encoding="utf-8"), gd)
+    meta = json.loads((GRAPHS / f"{name}.json").read_text(encoding="utf-8"))
     assert len(gd.node) == meta["node_count"]
     names = {n.name for n in gd.node}
     for t in meta["inputs"] + meta["outputs"] + meta["captured_variables"]:
@@ -96,7 +96,7 @@ def test_sample_pbtxt_parses(name: str) -> None:
 @pytest.mark.parametrize("name", SAMPLES)
 def test_sample_outputs_reproduce(name: str) -> None:
     """Run NAME.pbtxt in a v1 Session on inputs.npz; it must give outputs.npz."""
-    meta = json.loads((GRAPHS / f"{name}.json").read_text())
+    meta = json.loads((GRAPHS / f"{name}.json").read_text(encoding="utf-8"))
     d = GRAPHS / "tf" / name
     gd = _parse(GRAPHS / f"{name}.pbtxt")
     inputs = np.load(d / "inputs.npz")
@@ -134,7 +134,7 @@ def test_sample_outputs_reproduce(name: str) -> None:
 @pytest.mark.parametrize("name", SAMPLES)
 def test_sample_clustering_dumps(name: str) -> None:
     d = GRAPHS / "tf" / name
-    meta = json.loads((d / "meta.json").read_text())
+    meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
     assert meta["tf_version"] == tf.__version__
     user = [r for r in meta["runs"] if r.get("is_user_function")]
     assert len(user) == 1, "exactly one pass run of the sample's own graph"
@@ -165,7 +165,7 @@ def test_parity_corpus_and_flagsets() -> None:
 @pytest.mark.parametrize("flagset,fn,rec", PARITY_RECS,
                          ids=[f"{fs}/{fn}" for fs, fn, _ in PARITY_RECS])
 def test_parity_recording_consistent(flagset: str, fn: str, rec: Path) -> None:
-    meta = json.loads((rec / "meta.json").read_text())
+    meta = json.loads((rec / "meta.json").read_text(encoding="utf-8"))
     assert meta["flagset"] == flagset and meta["function"] == fn
     assert meta["flags"] == corpus.FLAGSETS[flagset]
     assert meta["returncode"] == 0 and "error" not in meta, meta.get("error")
@@ -184,7 +184,7 @@ def test_parity_recording_consistent(flagset: str, fn: str, rec: Path) -> None:
         else:
             assert run["no_candidates"] and not run["clusters"]
             assert (rec / run["input_dump"]).exists()
-    assert (rec / "vlog.txt").read_text().count("@@TFREC") == 2
+    assert (rec / "vlog.txt").read_text(encoding="utf-8").count("@@TFREC") == 2
 
 
 def test_compare_self_check_is_exact() -> None:
@@ -195,7 +195,7 @@ def test_compare_self_check_is_exact() -> None:
     for fs, fn, rec in PARITY_RECS:
         if fs not in ("min_cluster_size_1", "deterministic_names", "fuel_5"):
             continue  # these exercise the process-global offsets
-        meta = json.loads((rec / "meta.json").read_text())
+        meta = json.loads((rec / "meta.json").read_text(encoding="utf-8"))
         for run in compare_with_tf.runs_to_compare(meta):
             after = run["dumps"].get("mark_for_compilation")
             impl = compare_with_tf.self_check_impl({"after": rec / after if after else None,
@@ -217,7 +217,7 @@ def test_fresh_numbering_is_contiguous_from_zero() -> None:
 
     checked = 0
     for fs, fn, rec in PARITY_RECS:
-        meta = json.loads((rec / "meta.json").read_text())
+        meta = json.loads((rec / "meta.json").read_text(encoding="utf-8"))
         for run in meta["runs"]:
             by_prefix: dict[str, list[int]] = {}
             for c in run["clusters"]:

@@ -19,7 +19,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "session_cpu_global_jit"
 
 
 def _graph(name: str) -> graph_pb2.GraphDef:
-    return text_format.Parse((DATA / name).read_text(), graph_pb2.GraphDef())
+    return text_format.Parse((DATA / name).read_text(encoding="utf-8"), graph_pb2.GraphDef())
 
 
 def _members(clusters: dict[str, list[str]]) -> list[list[str]]:

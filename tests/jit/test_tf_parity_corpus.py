@@ -20,7 +20,7 @@ from tfxla_cluster import ProcessState, mark_for_compilation  # noqa: E402
 DATA = ROOT / "tests" / "data" / "tf_parity"
 CASES = []
 for _fs, _fn, _rec in cmp.recordings(DATA):
-    _meta = json.loads((_rec / "meta.json").read_text())
+    _meta = json.loads((_rec / "meta.json").read_text(encoding="utf-8"))
     CASES += [(_fs, _fn, _rec, _meta, _run) for _run in cmp.runs_to_compare(_meta)]
 
 

@@ -20,14 +20,14 @@ from tfxla_cluster import ProcessState, mark_for_compilation
 TF_DIR = Path(__file__).resolve().parents[2] / "graphs" / "tf"
 RUNS = []
 for meta_path in sorted(TF_DIR.glob("*/meta.json")):
-    meta = json.loads(meta_path.read_text())
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
     for run in meta["runs"]:
         if run.get("is_user_function") and run["dumps"].get("mark_for_compilation"):
             RUNS.append((meta_path.parent, meta, run))
 
 
 def _load(path: Path) -> graph_pb2.GraphDef:
-    return text_format.Parse(path.read_text(), graph_pb2.GraphDef())
+    return text_format.Parse(path.read_text(encoding="utf-8"), graph_pb2.GraphDef())
 
 
 def _tf_summary(vlog: str, annotated_dump: str) -> list[str]:
@@ -56,7 +56,7 @@ def test_sample_clustering_and_summary_match_tf(sample_dir, meta, run):
     assert all(n.attr["_XlaAlreadyClustered"].b for n in result.graph_def.node if n.name in ours)
     # The whole marked GraphDef is TF's dump, byte for byte in text format.
     assert text_format.MessageToString(result.graph_def) == text_format.MessageToString(after)
-    tf_lines = _tf_summary((sample_dir / "vlog.txt").read_text(), run["dumps"]["mark_for_compilation_annotated"])
+    tf_lines = _tf_summary((sample_dir / "vlog.txt").read_text(encoding="utf-8"), run["dumps"]["mark_for_compilation_annotated"])
     assert result.summary(verbose=True).splitlines() == tf_lines
 
 

@@ -148,7 +148,7 @@ def tf_graph_modules() -> dict[str, pathlib.Path]:
     out = {}
     for path in sorted(TF_GRAPHS.glob("*/hlo.txt")):
         try:
-            parse_module(path.read_text())
+            parse_module(path.read_text(encoding="utf-8"))
         except Exception:
             continue
         out[path.parent.name] = path
@@ -160,14 +160,14 @@ def tf_golden_modules() -> dict[str, pathlib.Path]:
 
 
 def load_tf_golden(name: str) -> tuple[HloModule, list]:
-    module = parse_module((TF_GOLDENS / f"{name}.hlo.txt").read_text())
+    module = parse_module((TF_GOLDENS / f"{name}.hlo.txt").read_text(encoding="utf-8"))
     data = np.load(TF_GOLDENS / f"{name}.npz")
     args = [data[f"arg{i}"] for i in range(sum(k.startswith("arg") for k in data.files))]
     return module, args
 
 
 def load_tf_graph(name: str) -> tuple[HloModule, list]:
-    module = parse_module((TF_GRAPHS / name / "hlo.txt").read_text())
+    module = parse_module((TF_GRAPHS / name / "hlo.txt").read_text(encoding="utf-8"))
     fill_elided_constants(module)
     return module, random_args(module)
 

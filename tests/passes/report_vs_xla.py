@@ -34,7 +34,7 @@ def rows():
         seconds = time.perf_counter() - t0
         plain, _ = load(name)
         plain, _ = optimize(plain, unfused_flags)
-        xla = kernel_count(parse_module(xla_path.read_text()))
+        xla = kernel_count(parse_module(xla_path.read_text(encoding="utf-8")))
         yield (where, name, kernel_count(module), xla, ba.temp_bytes, unfused_intermediate_bytes(plain), tf_bytes,
                seconds)
 

@@ -93,7 +93,7 @@ def test_second_run_changes_nothing(kind, name):
 # ---------------------------------------------------------------- against real XLA
 def xla_kernels(kind, name):
     path = TF_GRAPHS / name / "optimized_hlo.txt" if kind == "graph" else TF_GOLDENS / f"{name}.optimized_hlo.txt"
-    return kernel_count(parse_module(path.read_text()))
+    return kernel_count(parse_module(path.read_text(encoding="utf-8")))
 
 
 @pytest.mark.parametrize("targets", [frozenset(), frozenset({"TopK"})], ids=["default", "with-TopK"])
@@ -120,7 +120,7 @@ MLP = TF_GRAPHS / "mlp" / "hlo.txt"
 
 def test_dump_files(tmp_path):
     flags = Flags.parse(xla_flags=f"--xla_dump_to={tmp_path} --xla_dump_hlo_as_text")
-    module = parse_module(MLP.read_text())
+    module = parse_module(MLP.read_text(encoding="utf-8"))
     report = optimize_with_report(module, flags, function="mlp", cluster="cluster_0")
     prefix = report.dump_files[0].split(".before_optimizations")[0]
     assert prefix.startswith("module_") and prefix.endswith("." + sanitize_file_name(module.name))
@@ -128,12 +128,12 @@ def test_dump_files(tmp_path):
     assert names == sorted([f"{prefix}.before_optimizations.txt", f"{prefix}.after_optimizations.txt",
                             f"{prefix}.buffer-assignment.txt", f"{prefix}.fusion-decisions.txt",
                             "manifest.json"])
-    after = (tmp_path / f"{prefix}.after_optimizations.txt").read_text()
+    after = (tmp_path / f"{prefix}.after_optimizations.txt").read_text(encoding="utf-8")
     assert parse_module(after).to_string() == module.to_string()
     assert "fusion(" in after
-    assert "BufferAssignment:" in (tmp_path / f"{prefix}.buffer-assignment.txt").read_text()
-    assert "fused into" in (tmp_path / f"{prefix}.fusion-decisions.txt").read_text()
-    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert "BufferAssignment:" in (tmp_path / f"{prefix}.buffer-assignment.txt").read_text(encoding="utf-8")
+    assert "fused into" in (tmp_path / f"{prefix}.fusion-decisions.txt").read_text(encoding="utf-8")
+    manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
     (entry,) = manifest["modules"]
     assert entry["function"] == "mlp" and entry["cluster"] == "cluster_0" and entry["module"] == module.name
     assert set(entry["files"]) == set(names) - {"manifest.json"}
@@ -141,8 +141,8 @@ def test_dump_files(tmp_path):
 
 def test_dump_per_pass_files_and_counter(tmp_path):
     flags = Flags.parse(xla_flags=f"--xla_dump_to={tmp_path} --xla_dump_hlo_pass_re=^(fusion|cse)$")
-    r1 = optimize_with_report(parse_module(MLP.read_text()), flags)
-    r2 = optimize_with_report(parse_module(MLP.read_text()), flags)
+    r1 = optimize_with_report(parse_module(MLP.read_text(encoding="utf-8")), flags)
+    r2 = optimize_with_report(parse_module(MLP.read_text(encoding="utf-8")), flags)
     n1 = int(r1.dump_files[0].split(".")[0].split("_")[1])
     n2 = int(r2.dump_files[0].split(".")[0].split("_")[1])
     assert n2 == n1 + 1  # a process-global module counter, like XLA's unique ids
@@ -150,22 +150,22 @@ def test_dump_per_pass_files_and_counter(tmp_path):
     assert {f.split(".after_")[1] for f in per_pass} == {"cse.txt", "fusion.txt"}
     steps = [int(f.split(".after_")[0].split(".")[-2]) for f in per_pass]
     assert steps == list(range(1, len(per_pass) + 1))
-    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
     assert [m["module_id"] for m in manifest["modules"]] == [n1, n2]
 
 
 def test_module_filter_and_no_flags_means_no_files(tmp_path, monkeypatch):
     flags = Flags.parse(xla_flags=f"--xla_dump_to={tmp_path} --xla_dump_hlo_module_re=^nomatch$")
-    optimize(parse_module(MLP.read_text()), flags)
+    optimize(parse_module(MLP.read_text(encoding="utf-8")), flags)
     assert os.listdir(tmp_path) == []
     monkeypatch.chdir(tmp_path)
-    report = optimize_with_report(parse_module(MLP.read_text()), Flags.parse())
+    report = optimize_with_report(parse_module(MLP.read_text(encoding="utf-8")), Flags.parse())
     assert report.dump_files == [] and os.listdir(tmp_path) == []
 
 
 def test_disabling_fusion_by_flag():
     flags = Flags.parse(xla_flags="--xla_disable_hlo_passes=fusion")
-    module = parse_module(MLP.read_text())
+    module = parse_module(MLP.read_text(encoding="utf-8"))
     optimize(module, flags)
     assert "fusion(" not in module.to_string()
 

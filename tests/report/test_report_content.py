@@ -75,7 +75,7 @@ def test_script_report_numerics_within_tolerance(script_report):
 
 def test_script_report_html(script_report):
     report, path = script_report
-    text = path.read_text()
+    text = path.read_text(encoding="utf-8")
     for section in ('id="summary"', 'id="advisor"', 'id="numerics"', 'id="fn-0"', 'id="fn-1"', 'id="flags"'):
         assert section in text
     assert "TF_XLA_FLAGS=&quot;--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit&quot;" in text
@@ -100,7 +100,7 @@ def test_graph_report_runs_on_generated_inputs(graph_report):
     assert sorted(fn.clusters) == sorted(fn.mark_result.clusters)
     for c in fn.clusters.values():
         assert c.executions == 3 and c.signatures[0].tf_ms is not None
-    text = path.read_text()
+    text = path.read_text(encoding="utf-8")
     assert "Unique op" in text and "[unique]" in text and 'data-node="Unique"' in text
     assert 'data-kind="splitter"' in text
 
@@ -110,7 +110,7 @@ def test_graph_with_resource_inputs_renders_static_parts(tmp_path):
 
     report = build_report(str(ROOT / "graphs" / "variables.pbtxt"), flags=FLAGS)
     assert not report.dynamic and "resource" in report.dynamic_missing
-    text = write_report(report, tmp_path / "v.html").read_text()
+    text = write_report(report, tmp_path / "v.html").read_text(encoding="utf-8")
     assert 'id="dynamic-missing"' in text and "is a resource" in text
     assert text.count('class="cluster-detail"') == len(report.functions[0].clusters) > 0
     assert "Did not run." in text
@@ -198,7 +198,7 @@ def test_cli_static_report(tmp_path, capsys):
                  "--flags", FLAGS]) == 0
     printed = capsys.readouterr().out
     assert "wrote" in printed and "static report requested" in printed
-    text = out.read_text()
+    text = out.read_text(encoding="utf-8")
     assert 'id="advisor"' in text and "Did not run." in text and 'xla-cluster' in text and 'data-cluster="cluster_0"' in text
 
 
@@ -209,9 +209,9 @@ def test_big_graphs_collapse_and_focus(graph_report, tmp_path, monkeypatch):
 
     report, _ = graph_report
     monkeypatch.setattr(report_html, "COLLAPSE_OVER", 5)
-    text = write_report(report, tmp_path / "c.html").read_text()
+    text = write_report(report, tmp_path / "c.html").read_text(encoding="utf-8")
     assert "clusters collapsed" in text and "xla-cluster collapsed" in text
-    text = write_report(report, tmp_path / "f.html", around="Unique", depth=1).read_text()
+    text = write_report(report, tmp_path / "f.html", around="Unique", depth=1).read_text(encoding="utf-8")
     assert "around Unique, depth 1" in text and 'data-node="Unique"' in text
     assert "clusters collapsed" not in text
 
@@ -239,7 +239,7 @@ def test_saved_model_runs_with_its_variables(tmp_path):
     (fn,) = report.functions
     assert fn.clusters and all(c.executions == 2 for c in fn.clusters.values())
     assert any(s.tf_ms is not None for c in fn.clusters.values() for s in c.signatures)
-    text = write_report(report, tmp_path / "sm.html").read_text()
+    text = write_report(report, tmp_path / "sm.html").read_text(encoding="utf-8")
     assert "HLO before optimisation" in text
 
 
@@ -270,11 +270,11 @@ def test_cli_report_profile_prints_and_shows_each_clusters_compile(tmp_path, cap
         assert stage in err, (stage, err)
     # LLVM compiles it, or reuses the code of identical IR compiled earlier in this process.
     assert ("llvm-opt" in err and "machine-code" in err) or "code-reuse" in err, err
-    assert 'id="compile-profile"' in out.read_text()
+    assert 'id="compile-profile"' in out.read_text(encoding="utf-8")
 
 
 def test_graph_report_keeps_the_profile_of_every_compiled_cluster(graph_report):
     report, path = graph_report
     compiled = sorted(c.name for f in report.functions for c in f.clusters.values() if c.compiles)
     assert compiled and sorted(report.profile.clusters()) == compiled
-    assert 'id="compile-profile"' in path.read_text()
+    assert 'id="compile-profile"' in path.read_text(encoding="utf-8")

@@ -54,8 +54,8 @@ def test_no_module_reads_an_environment_variable_outside_the_tables() -> None:
     for path in PACKAGE.rglob("*.py"):
         if path.name in ("flags.py", "_quiet.py"):
             continue
-        for m in read.finditer(path.read_text()):
-            line = path.read_text()[:m.start()].count("\n") + 1
+        for m in read.finditer(path.read_text(encoding="utf-8")):
+            line = path.read_text(encoding="utf-8")[:m.start()].count("\n") + 1
             assert m.group(1).strip() in allowed, f"{path.relative_to(PACKAGE)}:{line} reads {m.group(1)}"
     for name in ("TFXLA_NATIVE_LAUNCH", "TF_DUMP_GRAPH_PREFIX", "TFXLA_CODEGEN_POOL", "TFXLA_CLUSTER_PROGRESS"):
         assert name in flags.ENV_SWITCHES and flags.ENV_SWITCHES[name].help

@@ -136,7 +136,7 @@ def _run_cluster_in_tf(graph, nodes: list[str], lc, feeds: list, resources: dict
 
 @pytest.mark.parametrize("name", SAMPLES)
 def test_sample_clusters_lower_and_match_tf(name):
-    meta = json.loads((GRAPHS / f"{name}.json").read_text())
+    meta = json.loads((GRAPHS / f"{name}.json").read_text(encoding="utf-8"))
     graph = load_graph(GRAPHS / f"{name}.pbtxt", grappler=True)
     result = mark_for_compilation(graph, FLAGS)
     assert result.clusters, f"{name}: no clusters"

@@ -25,7 +25,7 @@ FUNCTIONS = sorted(p.name for p in DATA.iterdir() if (p / "meta.json").exists())
 def _load(path: Path) -> graph_pb2.GraphDef:
     from google.protobuf import text_format
 
-    return text_format.Parse(path.read_text(), graph_pb2.GraphDef())
+    return text_format.Parse(path.read_text(encoding="utf-8"), graph_pb2.GraphDef())
 
 
 def _tensor(ref: str) -> tuple[str, int]:
@@ -35,7 +35,7 @@ def _tensor(ref: str) -> tuple[str, int]:
 
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_boundary_equals_tf_encapsulation(name: str) -> None:
-    meta = json.loads((DATA / name / "meta.json").read_text())
+    meta = json.loads((DATA / name / "meta.json").read_text(encoding="utf-8"))
     before = _load(DATA / name / meta["files"]["encapsulate_subgraphs_before"])
     after = _load(DATA / name / meta["files"]["encapsulate_subgraphs_after"])
     clusters: dict[str, list[str]] = {}

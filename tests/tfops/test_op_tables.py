@@ -190,7 +190,7 @@ def _tf_header(*parts: str) -> str:
     path = os.path.join(os.path.dirname(tf.__file__), "include", *parts)
     if not os.path.exists(path):
         pytest.skip("TF headers not installed")
-    return open(path).read()
+    return open(path, encoding="utf-8").read()
 
 
 def test_checker_constants_match_tf_header():

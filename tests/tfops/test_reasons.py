@@ -58,7 +58,7 @@ def test_codes_are_unique_and_snake_case():
 
 
 def test_every_code_is_used_by_the_package():
-    text = "\n".join(p.read_text() for p in PKG.rglob("*.py") if p.name != "reasons.py")
+    text = "\n".join(p.read_text(encoding="utf-8") for p in PKG.rglob("*.py") if p.name != "reasons.py")
     unused = [c.name for c in ReasonCode if not re.search(rf"\b(R|ReasonCode)\.{c.name}\b", text)]
     assert not unused, unused
 

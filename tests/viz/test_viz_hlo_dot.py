@@ -18,7 +18,7 @@ MODULES = sorted(p.parent.name for p in (ROOT / "graphs" / "tf").glob("*/optimiz
 
 
 def load(name: str):
-    return parse_module((ROOT / "graphs" / "tf" / name / "optimized_hlo.txt").read_text())
+    return parse_module((ROOT / "graphs" / "tf" / name / "optimized_hlo.txt").read_text(encoding="utf-8"))
 
 
 def node_ids(dot: str) -> dict[str, str]:

@@ -108,7 +108,7 @@ def test_cli_viz_dot_needs_no_graphviz(tmp_path, monkeypatch, capsys):
     out = tmp_path / "g.dot"
     assert run_cli("viz", str(ROOT / "graphs/unique_in_middle.pbtxt"), "--grappler", "--flags", FLAGS,
                    "-o", str(out)) == 0
-    text = out.read_text()
+    text = out.read_text(encoding="utf-8")
     # In-process CLI runs share TF's process-global cluster counter, so the number varies.
     assert re.search(r'subgraph "cluster_cluster_\d+"', text) and "[unique]" in text
     assert "wrote" in capsys.readouterr().out
@@ -121,10 +121,10 @@ def test_cli_viz_svg_and_html_without_dot(tmp_path, monkeypatch, capsys):
     for name in ("g.svg", "g.html"):
         assert run_cli("viz", str(ROOT / "graphs/unique_in_middle.pbtxt"), "--grappler", "--flags", FLAGS,
                        "-o", str(tmp_path / name)) == 0
-    svg = (tmp_path / "g.svg").read_text()
+    svg = (tmp_path / "g.svg").read_text(encoding="utf-8")
     root = ET.fromstring(svg.split("?>", 1)[1])
     assert len(groups(root, "xla-cluster")) == 2 and len(groups(root, "node")) == 22
-    page = (tmp_path / "g.html").read_text()
+    page = (tmp_path / "g.html").read_text(encoding="utf-8")
     assert 'data-node="Unique"' in page and page.count('class="cluster xla-cluster expanded"') == 2
     assert "wrote" in capsys.readouterr().out
 
@@ -134,13 +134,13 @@ def test_cli_viz_html_focus_and_collapse(tmp_path):
     out = tmp_path / "focus.html"
     assert run_cli("viz", g, "--grappler", "--flags", FLAGS, "-o", str(out), "--around", "MatMul",
                    "--depth", "1") == 0
-    page = out.read_text()
+    page = out.read_text(encoding="utf-8")
     nodes = re.findall(r'<g id="n\d+" class="node[^"]*" data-node="([^"]*)"', page)
     assert "MatMul" in nodes and len(nodes) < 10
     assert "focus-center" in page and "boundary" in page
     out2 = tmp_path / "collapsed.svg"
     assert run_cli("viz", g, "--grappler", "--flags", FLAGS, "-o", str(out2), "--collapse") == 0
-    svg = out2.read_text()
+    svg = out2.read_text(encoding="utf-8")
     # (In-process CLI runs share TF's per-process cluster numbering, so the name's number varies.)
     assert len(re.findall(r'<g id="cluster_cluster_(\d+)" class="node xla-cluster collapsed" '
                           r'data-cluster="cluster_\1"', svg)) == 1

@@ -44,7 +44,7 @@ def test_report_has_pictures_without_dot(no_graphviz, tmp_path):
     from tfxla_cluster.report import build_report, write_report
 
     report = build_report(str(ROOT / "graphs" / "unique_in_middle.pbtxt"), flags=FLAGS, grappler=True, run=False)
-    text = write_report(report, tmp_path / "r.html").read_text()
+    text = write_report(report, tmp_path / "r.html").read_text(encoding="utf-8")
     assert "No picture" not in text
     (fn,) = report.functions
     for name in fn.clusters:
