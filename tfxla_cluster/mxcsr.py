@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import threading
 from collections.abc import Callable, Iterator
 
@@ -42,13 +43,21 @@ _functions: list | None = None  # [get, set] once compiled; [] on a CPU without 
 _engine = None                   # keeps the stub's code alive
 
 
+@functools.cache
+def x86_host() -> bool:
+    """Whether the host (the target of all our code) is x86: MXCSR, SSE fences and streaming stores exist."""
+    import llvmlite.binding as llvm
+
+    return llvm.get_default_triple().startswith(("x86_64", "i686", "i386"))
+
+
 def _get_set():
     global _functions, _engine
     with _lock:
         if _functions is None:
             import llvmlite.binding as llvm
 
-            if not llvm.get_default_triple().startswith(("x86_64", "i686", "i386")):
+            if not x86_host():
                 _functions = []
             else:
                 # A stub of its own rather than codegen's engine: the HLO passes (constant folding)

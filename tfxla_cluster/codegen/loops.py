@@ -22,6 +22,7 @@ from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.context import KernelContext, entry_builder
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.mxcsr import x86_host
 
 
 @contextmanager
@@ -344,7 +345,7 @@ _STREAM_TYPES = frozenset({T.F32, T.F64, T.S32, T.S64, T.U32, T.U64})   # stored
 def streams(arr: IrArray) -> bool:
     """Whether a flat loop writing ``arr`` uses :func:`emit_streaming_flat_loop`."""
     return arr.et in _STREAM_TYPES and arr.size * t.element_bytes(arr.et) >= STREAM_MIN_BYTES \
-        and not arr.kctx.options.bounds_checks
+        and not arr.kctx.options.bounds_checks and x86_host()   # the copy ends with SSE's sfence
 
 
 def emit_streaming_flat_loop(kctx: KernelContext, arr: IrArray, value_at, lo, hi, name: str = "o") -> None:

@@ -40,6 +40,7 @@ from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, KernelIn
 from tfxla_cluster.codegen.kernels.loop import emit_copy_kernel, emit_loop_thunk
 from tfxla_cluster.codegen.loops import for_range
 from tfxla_cluster.errors import TfXlaError, UnimplementedError
+from tfxla_cluster.mxcsr import x86_host
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
@@ -80,9 +81,7 @@ def _flush_denormals(mctx, fn: ir.Function) -> None:
     in every thread-pool worker), so results never hold denormals and denormal inputs read as ±0.
     The entry and every kernel handed to a pool thread set it themselves, so it holds whichever
     thread (Python's, a pool worker, a tfcompile caller) runs them. x86 only (MXCSR)."""
-    import llvmlite.binding as llvm
-
-    if not llvm.get_default_triple().startswith(("x86_64", "i686", "i386")):
+    if not x86_host():
         return
     st = mctx.function("llvm.x86.sse.stmxcsr", t.VOID, [t.PTR])
     ld = mctx.function("llvm.x86.sse.ldmxcsr", t.VOID, [t.PTR])
