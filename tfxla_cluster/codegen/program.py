@@ -202,7 +202,8 @@ class ProgramEmitter:
     # ------------------------------------------------------------------ computations
     def emit_computation(self, comp, param_trees):
         values: dict[int, object] = {}
-        self._sharing.update(_in_place_candidates(comp))
+        if comp is not self.hlo.entry:   # the entry's were found in emit(), before its claims moved
+            self._sharing.update(_in_place_candidates(comp))
         for instr in comp.post_order():
             operands = [values[id(o)] for o in instr.operands]
             handler = PROGRAM_HANDLERS.get(instr.opcode)
