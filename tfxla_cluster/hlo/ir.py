@@ -21,7 +21,7 @@ from typing import Iterator
 
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
 from tfxla_cluster.hlo import attrs as A
-from tfxla_cluster.hlo.opcode import HloOpcode
+from tfxla_cluster.hlo.opcode import ELEMENTWISE, HloOpcode
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 
 _PRIMITIVE_TYPE_NAMES = {t.value for t in PrimitiveType}
@@ -146,7 +146,6 @@ class HloInstruction:
         return self.parent is not None and self.parent.root is self
 
     def is_elementwise(self) -> bool:
-        from tfxla_cluster.hlo.opcode import ELEMENTWISE
         if self.opcode is HloOpcode.BITCAST_CONVERT:
             return self.shape.element_type.bit_width == self.operands[0].shape.element_type.bit_width
         return self.opcode in ELEMENTWISE
@@ -237,16 +236,14 @@ class HloComputation:
         a topologically ordered list comes back unchanged.
         """
         # Fast path: passes keep the list in definition order, so it usually is a post order already.
-        seen: set[int] = set()
+        # (Instructions hash by identity: set lookups of the objects themselves, the operand check in C.)
+        seen: set[HloInstruction] = set()
+        defined, add = seen.issuperset, seen.add
         for instr in self.instructions:
-            for pred in instr.operands:
-                if id(pred) not in seen:
-                    break
-            else:
-                if id(instr) not in seen and all(id(p) in seen for p in instr.control_predecessors):
-                    seen.add(id(instr))
-                    continue
-            break
+            if instr in seen or not defined(instr.operands) or (
+                    instr.control_predecessors and not defined(instr.control_predecessors)):
+                break
+            add(instr)
         else:
             return list(self.instructions)
         order: list[HloInstruction] = []

@@ -15,6 +15,9 @@ class HloOpcode(enum.Enum):
     """An HLO opcode. ``value``/``text`` is XLA's spelling; ``arity`` is -1 for variadic opcodes."""
 
     arity: int
+    # Members are singletons: identity hashing (Enum's own hashes the name in Python, and opcodes are
+    # set and dict keys in every pass).
+    __hash__ = object.__hash__
 
     def __new__(cls, text: str, arity: int):
         obj = object.__new__(cls)

@@ -28,6 +28,8 @@ from tfxla_cluster.errors import InvalidArgumentError
 class PrimitiveType(enum.Enum):
     """XLA element types; the value is the text spelling used in HLO."""
 
+    __hash__ = object.__hash__   # singletons: identity hashing (Enum's hashes the name in Python)
+
     PRED = "pred"
     S8 = "s8"
     S16 = "s16"
