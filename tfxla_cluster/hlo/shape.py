@@ -86,7 +86,7 @@ class PrimitiveType(enum.Enum):
 
     @property
     def is_array_type(self) -> bool:
-        return _TYPE_TABLE[self].kind not in ("tuple", "token")
+        return self is not _TUPLE and self is not _TOKEN
 
     @property
     def mantissa_bits(self) -> int:
@@ -134,6 +134,17 @@ _TYPE_TABLE: dict[PrimitiveType, _TypeInfo] = {
 }
 
 # (exponent bits, explicit mantissa bits) of the float types.
+# Module-level aliases: an Enum member looked up on its class costs a metaclass attribute lookup, and
+# these are asked about in every shape query.
+_TUPLE, _TOKEN = PrimitiveType.TUPLE, PrimitiveType.TOKEN
+# The default (major-to-minor) layout of each rank, shared.
+_DEFAULT_LAYOUTS = tuple(tuple(range(r - 1, -1, -1)) for r in range(33))
+
+
+def _default_layout(rank: int) -> tuple[int, ...]:
+    return _DEFAULT_LAYOUTS[rank] if rank < len(_DEFAULT_LAYOUTS) else tuple(range(rank - 1, -1, -1))
+
+
 _FLOAT_BITS = {
     PrimitiveType.F16: (5, 10),
     PrimitiveType.BF16: (8, 7),
@@ -176,7 +187,7 @@ class Shape:
     def __post_init__(self) -> None:
         dims = tuple(int(d) for d in self.dimensions)
         object.__setattr__(self, "dimensions", dims)
-        if self.element_type is PrimitiveType.TUPLE:
+        if self.element_type is _TUPLE:
             object.__setattr__(self, "minor_to_major", None)
             object.__setattr__(self, "tuple_shapes", tuple(self.tuple_shapes))
             return
@@ -190,11 +201,11 @@ class Shape:
             raise InvalidArgumentError(f"negative dimension in shape {self.element_type.value}{list(dims)}")
         if self.tuple_shapes:
             raise InvalidArgumentError("only tuple shapes have tuple_shapes")
-        if self.element_type is PrimitiveType.TOKEN:
+        if self.element_type is _TOKEN:
             object.__setattr__(self, "minor_to_major", None)
             return
         if self.minor_to_major is None:
-            object.__setattr__(self, "minor_to_major", tuple(range(len(dims) - 1, -1, -1)))
+            object.__setattr__(self, "minor_to_major", _default_layout(len(dims)))
         else:
             m2m = tuple(int(d) for d in self.minor_to_major)
             if sorted(m2m) != list(range(len(dims))):
@@ -223,7 +234,7 @@ class Shape:
     # ---- queries
     @property
     def is_tuple(self) -> bool:
-        return self.element_type is PrimitiveType.TUPLE
+        return self.element_type is _TUPLE
 
     @property
     def is_array(self) -> bool:
@@ -231,7 +242,7 @@ class Shape:
 
     @property
     def is_token(self) -> bool:
-        return self.element_type is PrimitiveType.TOKEN
+        return self.element_type is _TOKEN
 
     @property
     def rank(self) -> int:
@@ -279,7 +290,7 @@ class Shape:
 
     @property
     def is_default_layout(self) -> bool:
-        return self.minor_to_major == tuple(range(self.rank - 1, -1, -1))
+        return self.minor_to_major == _default_layout(len(self.dimensions))
 
     def byte_size(self) -> int:
         if self.is_tuple:

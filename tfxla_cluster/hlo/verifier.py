@@ -46,7 +46,10 @@ def verify_computation(comp, module=None, seen_names: set[str] | None = None) ->
     """Check one computation (see module docstring). ``seen_names`` collects module-wide names."""
     if comp.root is None or comp.root.parent is not comp:
         raise InternalError(f"{_where(comp)}: root is missing or not in the computation")
-    defined: set[int] = set()
+    # The instructions checked so far (each one's parent is ``comp``): an operand in it is defined in this
+    # computation before its use. Instructions hash by identity; the common case is one C-level check.
+    defined: set = set()
+    all_defined = defined.issuperset
     numbers = []
     seen_names = set() if seen_names is None else seen_names
     for instr in comp.instructions:
@@ -55,11 +58,13 @@ def verify_computation(comp, module=None, seen_names: set[str] | None = None) ->
         if instr.name in seen_names:
             raise InternalError(f"{_where(comp, instr)}: instruction name is not unique in the module")
         seen_names.add(instr.name)
-        for op in instr.operands + instr.control_predecessors:
-            if op.parent is not comp:
-                raise InternalError(f"{_where(comp, instr)}: operand %{op.name} is not in this computation")
-            if id(op) not in defined:
-                raise InternalError(f"{_where(comp, instr)}: operand %{op.name} is used before it is defined")
+        if not all_defined(instr.operands) or (instr.control_predecessors
+                                               and not all_defined(instr.control_predecessors)):
+            for op in instr.operands + instr.control_predecessors:
+                if op.parent is not comp:
+                    raise InternalError(f"{_where(comp, instr)}: operand %{op.name} is not in this computation")
+                if op not in defined:
+                    raise InternalError(f"{_where(comp, instr)}: operand %{op.name} is used before it is defined")
         arity = instr.opcode.arity
         if arity >= 0 and len(instr.operands) != arity:
             raise InternalError(f"{_where(comp, instr)}: expects {arity} operands, has {len(instr.operands)}")
@@ -70,7 +75,7 @@ def verify_computation(comp, module=None, seen_names: set[str] | None = None) ->
             numbers.append(instr.parameter_number)
         if instr.opcode is HloOpcode.CONSTANT:
             _check_literal(comp, instr)
-        defined.add(id(instr))
+        defined.add(instr)
         try:
             expected = infer_shape(instr)
         except InvalidArgumentError as e:
