@@ -174,6 +174,8 @@ class ScalarOps:
 
     # ---------------------------------------------------------------- transcendentals
     def exp(self, x):
+        if isinstance(x.type, ir.DoubleType):
+            return self._exp_f64(x)
         if not self.fast(x):
             return self.call_intrinsic("exp", x)
         # Cephes expf: exp(x) = 2^n * exp(r), r = x - n*ln2 in [-ln2/2, ln2/2]; 2^n built in two halves
@@ -205,6 +207,43 @@ class ScalarOps:
         res = b.select(b.fcmp_ordered(">", x, self.fconst(ty, 88.72283935546875)), self.fconst(ty, np.inf), res)
         res = b.select(b.fcmp_ordered("<", x, self.fconst(ty, -103.972084045410)), self.fconst(ty, 0.0), res)
         return b.select(self.isnan(x), x, res)
+
+    def _exp_f64(self, x):
+        """XLA:CPU's ``xla.exp.f64`` (its f64 exp everywhere, never libm's; Eigen's pexp_double): x clamped
+        to [-708.396…, 709.782…], n = floor(x·log2(e) + 1/2), g = x - n·C1 - n·C2 (ln 2 in two parts), exp(g) =
+        1 + 2·P(g)/(Q(g²) - P(g)) with P(g) = g·P'(g²), then scaled by 2^n in four exact steps and one
+        rounding (Eigen's ldexp; FTZ flushes what falls below the normals). Below the clamp 0, above +inf.
+        The fmul/fadd pairs XLA's backend contracts are explicit FMAs here."""
+        b, ty = self.b, x.type
+        c = lambda v: self.fconst(ty, v)  # noqa: E731
+        lo, hi = c(-708.3964185322641), c(709.782712893384)
+        # llvm.minimum/maximum: NaN propagates.
+        xc = self.call_intrinsic("minimum", x, hi)
+        xc = self.call_intrinsic("maximum", xc, lo)
+        n = self.call_intrinsic("floor", self.mul_add(xc, c(1.4426950408889634073599), c(0.5)))
+        g = self.mul_add(b.fneg(n), c(0.693145751953125), xc)
+        g = self.mul_add(b.fneg(n), c(1.42860682030941723212e-6), g)
+        g2 = b.fmul(g, g)
+        p = self.mul_add(c(1.26177193074810590878e-4), g2, c(3.02994407707441961300e-2))
+        p = self.mul_add(p, g2, c(9.99999999999999999910e-1))
+        p = b.fmul(p, g)
+        q = self.mul_add(c(3.00198505138664455042e-6), g2, c(2.52448340349684104192e-3))
+        q = self.mul_add(q, g2, c(2.27265548208155028766e-1))
+        q = self.mul_add(q, g2, c(2.00000000000000000009e0))
+        e = self.mul_add(b.fdiv(p, b.fsub(q, p)), c(2.0), c(1.0))
+        # 2^n: n clamped to ±2099, then (e·2^k·2^k·2^k)·2^(n-3k) with k = floor(n/4) (each step exact
+        # unless the last one leaves the normals).
+        i64 = lambda v: ir.Constant(t.I64, v)  # noqa: E731
+        ni = b.fptosi(b.select(self.isnan(n), c(0.0), n), t.I64)
+        ni = b.select(b.icmp_signed(">", ni, i64(-2099)), ni, i64(-2099))
+        ni = b.select(b.icmp_signed("<", ni, i64(2099)), ni, i64(2099))
+        k = b.ashr(ni, i64(2))
+        pow2 = lambda m: b.bitcast(b.shl(b.add(m, i64(1023)), i64(52)), ty)  # noqa: E731
+        s2 = pow2(k)
+        r = b.fmul(b.fmul(b.fmul(e, s2), s2), s2)
+        r = b.fmul(r, pow2(b.sub(ni, b.mul(i64(3), k))))
+        r = b.select(b.fcmp_ordered("<", x, lo), c(0.0), r)
+        return b.select(b.fcmp_ordered(">", x, hi), c(np.inf), r)
 
     def log(self, x):
         if not self.fast(x):
@@ -308,6 +347,33 @@ class ScalarOps:
         large = b.fcmp_ordered(">", self.fabs(x), half)
         res = b.select(large, b.fsub(e, one), small)
         return b.select(b.fcmp_ordered("==", x2, self.fconst(ty, 0.0)), x, res)
+
+    # XLA's f32 erf (Eigen's rational interpolant): odd numerator, even denominator in x², lowest first.
+    _ERF_ALPHA = (1.128379143519084, 0.18520832239976145, 0.050955695062380861, 0.0034082910107109506,
+                  0.00022905065861350646)
+    _ERF_BETA = (1.0, 0.49746925110067538, 0.11098505178285362, 0.014070470171167667, 0.0010179625278914885,
+                 0.000023547966471313185, -1.1791602954361697e-7)
+
+    def erf(self, x):
+        """XLA:CPU's f32 erf intrinsic: x·P(x²)/Q(x²) with every Horner step an explicit FMA (llvm.fma, on any
+        target), ±1 from |x| >= 3.8325 (erf⁻¹(1 - ulp/2)). f16/bf16 reach it in f32; f64 erf is lowered to
+        other ops by tf2xla; any other f64 erf goes to libm."""
+        if not isinstance(x.type, ir.FloatType):
+            return self.call_libm("erf", x)
+        b, ty = self.b, x.type
+        c = lambda v: self.fconst(ty, v)  # noqa: E731
+        fma = lambda a, m, d: self.call_intrinsic("fma", a, m, d)  # noqa: E731
+        x2 = b.fmul(x, x)
+        alpha, beta = self._ERF_ALPHA[::-1], self._ERF_BETA[::-1]
+        p = fma(x2, c(alpha[0]), c(alpha[1]))
+        for a in alpha[2:]:
+            p = fma(x2, p, c(a))
+        q = fma(x2, c(beta[0]), c(beta[1]))
+        for a in beta[2:]:
+            q = fma(x2, q, c(a))
+        r = b.fdiv(b.fmul(x, p), q)
+        clamp = b.fcmp_ordered("<=", c(3.832506856900711), self.fabs(x))
+        return b.select(clamp, self.call_intrinsic("copysign", c(1.0), x), r)
 
     def tanh(self, x):
         if isinstance(x.type, ir.DoubleType):
@@ -641,7 +707,7 @@ UNARY = {
     O.CEIL: _float_unary(lambda s, x: s.call_intrinsic("ceil", x)),
     O.ROUND_NEAREST_EVEN: _float_unary(lambda s, x: s.call_intrinsic("roundeven", x)),
     O.ROUND_NEAREST_AFZ: _float_unary(lambda s, x: s.call_intrinsic("round", x)),
-    O.ERF: _float_unary(lambda s, x: s.call_libm("erf", x)),
+    O.ERF: _float_unary(lambda s, x: s.erf(x)),
 }
 
 
