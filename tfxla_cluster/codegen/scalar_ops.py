@@ -64,6 +64,7 @@ class ScalarOps:
         self.rsqrt_estimate = info.isa in ("AVX", "AVX2", "AVX-512")
         self.rsqrt14 = info.isa == "AVX-512"   # f64: AVX-512's rsqrt14 estimate, the same two steps
         self.has_fma = info.fma
+        self.fp16 = info.fp16   # half FMAs (LLVM contracts f16 only where f16 arithmetic is native)
 
     # ---------------------------------------------------------------- float compute type
     def to_compute(self, et: T, v: ir.Value) -> ir.Value:
@@ -173,6 +174,8 @@ class ScalarOps:
 
     # ---------------------------------------------------------------- transcendentals
     def exp(self, x):
+        if isinstance(x.type, ir.DoubleType):
+            return self._exp_f64(x)
         if not self.fast(x):
             return self.call_intrinsic("exp", x)
         # Cephes expf: exp(x) = 2^n * exp(r), r = x - n*ln2 in [-ln2/2, ln2/2]; 2^n built in two halves
@@ -205,6 +208,43 @@ class ScalarOps:
         res = b.select(b.fcmp_ordered("<", x, self.fconst(ty, -103.972084045410)), self.fconst(ty, 0.0), res)
         return b.select(self.isnan(x), x, res)
 
+    def _exp_f64(self, x):
+        """XLA:CPU's ``xla.exp.f64`` (its f64 exp everywhere, never libm's; Eigen's pexp_double): x clamped
+        to [-708.396…, 709.782…], n = floor(x·log2(e) + 1/2), g = x - n·C1 - n·C2 (ln 2 in two parts), exp(g) =
+        1 + 2·P(g)/(Q(g²) - P(g)) with P(g) = g·P'(g²), then scaled by 2^n in four exact steps and one
+        rounding (Eigen's ldexp; FTZ flushes what falls below the normals). Below the clamp 0, above +inf.
+        The fmul/fadd pairs XLA's backend contracts are explicit FMAs here."""
+        b, ty = self.b, x.type
+        c = lambda v: self.fconst(ty, v)  # noqa: E731
+        lo, hi = c(-708.3964185322641), c(709.782712893384)
+        # llvm.minimum/maximum: NaN propagates.
+        xc = self.call_intrinsic("minimum", x, hi)
+        xc = self.call_intrinsic("maximum", xc, lo)
+        n = self.call_intrinsic("floor", self.mul_add(xc, c(1.4426950408889634073599), c(0.5)))
+        g = self.mul_add(b.fneg(n), c(0.693145751953125), xc)
+        g = self.mul_add(b.fneg(n), c(1.42860682030941723212e-6), g)
+        g2 = b.fmul(g, g)
+        p = self.mul_add(c(1.26177193074810590878e-4), g2, c(3.02994407707441961300e-2))
+        p = self.mul_add(p, g2, c(9.99999999999999999910e-1))
+        p = b.fmul(p, g)
+        q = self.mul_add(c(3.00198505138664455042e-6), g2, c(2.52448340349684104192e-3))
+        q = self.mul_add(q, g2, c(2.27265548208155028766e-1))
+        q = self.mul_add(q, g2, c(2.00000000000000000009e0))
+        e = self.mul_add(b.fdiv(p, b.fsub(q, p)), c(2.0), c(1.0))
+        # 2^n: n clamped to ±2099, then (e·2^k·2^k·2^k)·2^(n-3k) with k = floor(n/4) (each step exact
+        # unless the last one leaves the normals).
+        i64 = lambda v: ir.Constant(t.I64, v)  # noqa: E731
+        ni = b.fptosi(b.select(self.isnan(n), c(0.0), n), t.I64)
+        ni = b.select(b.icmp_signed(">", ni, i64(-2099)), ni, i64(-2099))
+        ni = b.select(b.icmp_signed("<", ni, i64(2099)), ni, i64(2099))
+        k = b.ashr(ni, i64(2))
+        pow2 = lambda m: b.bitcast(b.shl(b.add(m, i64(1023)), i64(52)), ty)  # noqa: E731
+        s2 = pow2(k)
+        r = b.fmul(b.fmul(b.fmul(e, s2), s2), s2)
+        r = b.fmul(r, pow2(b.sub(ni, b.mul(i64(3), k))))
+        r = b.select(b.fcmp_ordered("<", x, lo), c(0.0), r)
+        return b.select(b.fcmp_ordered(">", x, hi), c(np.inf), r)
+
     def log(self, x):
         if not self.fast(x):
             # XLA:CPU's libm log (LLVM libc's, not glibc's) tests x == 0 as a float compare first: under
@@ -214,31 +254,52 @@ class ScalarOps:
             res = b.select(b.fcmp_ordered("<", x, self.fconst(ty, 0.0)), self.fconst(ty, np.nan),
                            self.call_intrinsic("log", x))
             return b.select(b.fcmp_ordered("==", x, self.fconst(ty, 0.0)), self.fconst(ty, -np.inf), res)
-        # Cephes logf with denormal inputs scaled into the normal range first.
+        return self._log_f32(x)
+
+    def mul_add(self, a, c, d):
+        """a*c + d as XLA:CPU's backend computes an fmul feeding an fadd: one FMA where the target has FMA
+        (LLVM contracts them with AllowFPOpFusion=Fast), two roundings elsewhere. Emitted as llvm.fma so
+        the rounding does not depend on which operand order LLVM's passes leave."""
+        if self.fp16 if isinstance(a.type, ir.HalfType) else self.has_fma:
+            return self.call_intrinsic("fma", a, c, d)
+        return self.b.fadd(self.b.fmul(a, c), d)
+
+    def _log_f32(self, x):
+        """XLA:CPU's f32 log (its runtime rewrite of llvm.log.f32, Eigen's plog: Cephes' polynomial split in
+        three parts of x³): x = m·2^e with m in [sqrt(1/2), sqrt(2)), then m-1 + P(m-1) + e·ln2 in two
+        parts. Inputs below the smallest normal are read as it (DAZ makes a denormal compare equal to 0:
+        -inf), x <= 0 or NaN gives an all-ones NaN, 0 gives -inf and +inf gives +inf, as XLA's masks do."""
         b, ty = self.b, x.type
         i32 = lambda v: ir.Constant(t.I32, v)  # noqa: E731
-        tiny = b.fcmp_ordered("<", x, self.fconst(ty, 1.17549435e-38))
-        xs = b.select(tiny, b.fmul(x, self.fconst(ty, 8388608.0)), x)
-        bits = b.bitcast(xs, t.I32)
-        e = b.sub(b.and_(b.lshr(bits, i32(23)), i32(0xFF)), i32(126))
-        e = b.select(tiny, b.sub(e, i32(23)), e)
-        m = b.bitcast(b.or_(b.and_(bits, i32(0x807FFFFF)), i32(0x3F000000)), ty)
-        small = b.fcmp_ordered("<", m, self.fconst(ty, 0.707106781186547524))
-        e = b.select(small, b.sub(e, i32(1)), e)
-        m = self.fsub(b.select(small, self.fadd(m, m), m), self.fconst(ty, 1.0))
-        ef = b.sitofp(e, ty)
-        z = self.fmul(m, m)
-        y = self.poly(m, [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
-                          1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
-                          3.3333331174e-1])
-        y = self.fmul(self.fmul(y, m), z)
-        y = self.fadd(y, self.fmul(ef, self.fconst(ty, -2.12194440e-4)))
-        y = self.fsub(y, self.fmul(z, self.fconst(ty, 0.5)))
-        res = self.fadd(self.fadd(m, y), self.fmul(ef, self.fconst(ty, 0.693359375)))
-        res = b.select(b.fcmp_ordered("==", x, self.fconst(ty, np.inf)), x, res)
-        res = b.select(b.fcmp_ordered("==", x, self.fconst(ty, 0.0)), self.fconst(ty, -np.inf), res)
-        res = b.select(b.fcmp_unordered("ult", x, self.fconst(ty, 0.0)), self.fconst(ty, np.nan), res)
-        return b.select(self.isnan(x), x, res)
+        c = lambda v: self.fconst(ty, v)  # noqa: E731
+        one = c(1.0)
+        m = b.select(b.fcmp_unordered(">=", c(1.17549435082228751e-38), x), c(1.17549435082228751e-38), x)
+        bits = b.bitcast(m, t.I32)
+        e = b.fadd(one, b.sitofp(b.sub(b.lshr(bits, i32(23)), i32(0x7F)), ty))
+        m = b.bitcast(b.or_(b.and_(bits, i32(~0x7F800000)), i32(0x3F000000)), ty)  # in [0.5, 1)
+        small = b.fcmp_ordered("<", m, c(0.707106781186547524))
+        # (m - 1) + (m or 0) and e - (1 or 0): both exact, in XLA's order.
+        xm = b.fadd(b.fsub(m, one), b.select(small, m, c(0.0)))
+        e = b.fsub(e, b.select(small, one, c(0.0)))
+        x2 = b.fmul(xm, xm)
+        x3 = b.fmul(x2, xm)
+        y = self.mul_add(xm, c(7.0376836292e-2), c(-1.1514610310e-1))
+        y1 = self.mul_add(xm, c(-1.2420140846e-1), c(1.4249322787e-1))
+        y2 = self.mul_add(xm, c(2.0000714765e-1), c(-2.4999993993e-1))
+        y = self.mul_add(y, xm, c(1.1676998740e-1))
+        y1 = self.mul_add(y1, xm, c(-1.6668057665e-1))
+        y2 = self.mul_add(y2, xm, c(3.3333331174e-1))
+        y = self.mul_add(y, x3, y1)
+        y = self.mul_add(y, x3, y2)
+        # (y·x3) + (q1·e): LLVM's DAG fuses the first product (the fadd's lhs), the second is rounded.
+        y = self.mul_add(y, x3, b.fmul(c(-2.12194440e-4), e))
+        r = self.mul_add(c(-0.5), x2, xm)
+        r = b.fadd(r, y)
+        r = self.mul_add(c(0.693359375), e, r)
+        nan = b.bitcast(i32(-1), ty)
+        r = b.select(b.fcmp_unordered("<=", x, c(0.0)), nan, r)
+        r = b.select(b.fcmp_ordered("==", x, c(np.inf)), c(np.inf), r)
+        return b.select(b.fcmp_ordered("==", x, c(0.0)), c(-np.inf), r)
 
     # XLA's log1p rational approximation (Cephes) for |x| < sqrt(2) - 1, highest degree first.
     _LOG1P_NUM = (4.5270000862445199635215E-5, 4.9854102823193375972212E-1, 6.5787325942061044846969E0,
@@ -247,31 +308,72 @@ class ScalarOps:
     _LOG1P_DEN = (1.0, 1.5062909083469192043167E1, 8.3047565967967209469434E1, 2.2176239823732856465394E2,
                   3.0909872225312059774938E2, 2.1642788614495947685003E2, 6.0118660497603843919306E1)
 
+    def in_f32(self, fn, x):
+        """``fn`` of a half ``x`` computed in f32 and rounded back (what XLA:CPU does for the f16 exp, log
+        and tanh inside its f16 formulas); other types as they are."""
+        if isinstance(x.type, ir.HalfType):
+            return self.b.fptrunc(fn(self.b.fpext(x, t.F32)), t.F16)
+        return fn(x)
+
     def log1p(self, x):
-        # XLA's ElementalIrEmitter::EmitLog1p: x - x²/2 + x³·P(x)/Q(x) for |x| < sqrt(2) - 1, else log(x + 1)
-        # with XLA's log (self.log). f64 too (up to ~100 ulps from libm's near |x| = 0.41, as TF's XLA).
-        # Under DAZ a ±denormal x gives ±0 (libm's log1p would return x itself).
+        """XLA's log1p intrinsic: x + (-x²/2 + x³·P(x)/Q(x)) for |x| < sqrt(2) - 1 (Cephes' rational
+        approximation, each Horner step an FMA), else log(x + 1) with XLA's log (self.log). f64 too (up to
+        ~100 ulps from libm's near |x| = 0.41, as TF's XLA); f16 in half arithmetic (XLA:CPU keeps f16 ops in
+        f16: each step rounds to f16), its log in f32. Under DAZ a ±denormal x gives ±0 (libm's log1p would
+        return x itself)."""
         b, ty = self.b, x.type
-        x2 = self.fmul(x, x)
-        ratio = self.fdiv(self.poly(x, self._LOG1P_NUM), self.poly(x, self._LOG1P_DEN))
-        small = self.fadd(x, self.fadd(self.fmul(self.fconst(ty, -0.5), x2), self.fmul(self.fmul(x, x2), ratio)))
-        large = self.log(self.fadd(x, self.fconst(ty, 1.0)))
-        is_small = b.fcmp_ordered("<", self.call_intrinsic("fabs", x), self.fconst(ty, 0.41421356237309504880))
+        x2 = b.fmul(x, x)
+        num = den = self.fconst(ty, 0.0)
+        for cn, cd in zip(self._LOG1P_NUM, self._LOG1P_DEN):
+            num = self.mul_add(num, x, self.fconst(ty, cn))
+            den = self.mul_add(den, x, self.fconst(ty, cd))
+        # (-x²/2) + (x·x²)·ratio: LLVM's DAG fuses the lhs product into an FMA (both are single-use fmuls).
+        x3r = b.fmul(b.fmul(x, x2), b.fdiv(num, den))
+        small = b.fadd(x, self.mul_add(self.fconst(ty, -0.5), x2, x3r))
+        large = self.in_f32(self.log, b.fadd(x, self.fconst(ty, 1.0)))
+        is_small = b.fcmp_ordered("<", self.fabs(x), self.fconst(ty, 0.41421356237309504880))
         return b.select(is_small, small, large)
 
     def expm1(self, x):
-        # XLA's ElementalIrEmitter::EmitExpm1: exp(x) - 1 for |x| > 1/2, else tanh(x/2) * (exp(x) + 1) with
-        # XLA's own tanh and exp (self.tanh/self.exp); x itself where x/2 compares equal to 0 (±0, a
-        # ±denormal under DAZ, bits unchanged).
+        """XLA's ElementalIrEmitter::EmitExpm1: exp(x) - 1 for |x| > 1/2, else tanh(x/2) * (exp(x) + 1) with
+        XLA's own tanh and exp (self.tanh/self.exp); x itself where x/2 compares equal to 0 (±0, a ±denormal
+        under DAZ, bits unchanged). f16 in half arithmetic, its exp and tanh in f32."""
         b, ty = self.b, x.type
         half = self.fconst(ty, 0.5)
         one = self.fconst(ty, 1.0)
-        x2 = self.fmul(x, half)
-        e = self.exp(x)
-        small = self.fmul(self.tanh(x2), self.fadd(e, one))
-        large = b.fcmp_ordered(">", self.call_intrinsic("fabs", x), half)
-        res = b.select(large, self.fsub(e, one), small)
+        x2 = b.fmul(x, half)
+        e = self.in_f32(self.exp, x)
+        small = b.fmul(self.in_f32(self.tanh, x2), b.fadd(e, one))
+        large = b.fcmp_ordered(">", self.fabs(x), half)
+        res = b.select(large, b.fsub(e, one), small)
         return b.select(b.fcmp_ordered("==", x2, self.fconst(ty, 0.0)), x, res)
+
+    # XLA's f32 erf (Eigen's rational interpolant): odd numerator, even denominator in x², lowest first.
+    _ERF_ALPHA = (1.128379143519084, 0.18520832239976145, 0.050955695062380861, 0.0034082910107109506,
+                  0.00022905065861350646)
+    _ERF_BETA = (1.0, 0.49746925110067538, 0.11098505178285362, 0.014070470171167667, 0.0010179625278914885,
+                 0.000023547966471313185, -1.1791602954361697e-7)
+
+    def erf(self, x):
+        """XLA:CPU's f32 erf intrinsic: x·P(x²)/Q(x²) with every Horner step an explicit FMA (llvm.fma, on any
+        target), ±1 from |x| >= 3.8325 (erf⁻¹(1 - ulp/2)). f16/bf16 reach it in f32; f64 erf is lowered to
+        other ops by tf2xla; any other f64 erf goes to libm."""
+        if not isinstance(x.type, ir.FloatType):
+            return self.call_libm("erf", x)
+        b, ty = self.b, x.type
+        c = lambda v: self.fconst(ty, v)  # noqa: E731
+        fma = lambda a, m, d: self.call_intrinsic("fma", a, m, d)  # noqa: E731
+        x2 = b.fmul(x, x)
+        alpha, beta = self._ERF_ALPHA[::-1], self._ERF_BETA[::-1]
+        p = fma(x2, c(alpha[0]), c(alpha[1]))
+        for a in alpha[2:]:
+            p = fma(x2, p, c(a))
+        q = fma(x2, c(beta[0]), c(beta[1]))
+        for a in beta[2:]:
+            q = fma(x2, q, c(a))
+        r = b.fdiv(b.fmul(x, p), q)
+        clamp = b.fcmp_ordered("<=", c(3.832506856900711), self.fabs(x))
+        return b.select(clamp, self.call_intrinsic("copysign", c(1.0), x), r)
 
     def tanh(self, x):
         if isinstance(x.type, ir.DoubleType):
@@ -507,6 +609,17 @@ def _float_unary(fn):
     return emit
 
 
+def _f16_native(fn):
+    """A float op XLA:CPU emits as a formula of several LLVM ops: f16 is not normalized to f32 on CPU (only
+    bf16 is), so each step rounds to f16 (native half arithmetic, or LLVM's promotion op by op); bf16
+    and f32 are computed in f32."""
+    def emit(s: ScalarOps, et: T, x):
+        if et is T.F16:
+            return fn(s, x)
+        return _float_unary(fn)(s, et, x)
+    return emit
+
+
 def _int_or_float_unary(int_fn, float_fn, pred_fn=None):
     def emit(s: ScalarOps, et: T, x):
         if et is T.PRED:
@@ -579,11 +692,11 @@ UNARY = {
     O.COPY: lambda s, et, x: x,
     O.IS_FINITE: _is_finite,
     O.EXP: _float_unary(lambda s, x: s.exp(x)),
-    O.EXPM1: _float_unary(lambda s, x: s.expm1(x)),
+    O.EXPM1: _f16_native(lambda s, x: s.expm1(x)),
     O.LOG: _float_unary(lambda s, x: s.log(x)),
-    O.LOG1P: _float_unary(lambda s, x: s.log1p(x)),
+    O.LOG1P: _f16_native(lambda s, x: s.log1p(x)),
     O.SQRT: _float_unary(lambda s, x: s.call_intrinsic("sqrt", x)),
-    O.RSQRT: _float_unary(lambda s, x: s.rsqrt(x)),
+    O.RSQRT: _f16_native(lambda s, x: s.rsqrt(x)),
     O.CBRT: _float_unary(lambda s, x: s.call_libm("cbrt", x)),
     O.SIN: _float_unary(lambda s, x: s.call_intrinsic("sin", x)),
     O.COS: _float_unary(lambda s, x: s.call_intrinsic("cos", x)),
@@ -594,7 +707,7 @@ UNARY = {
     O.CEIL: _float_unary(lambda s, x: s.call_intrinsic("ceil", x)),
     O.ROUND_NEAREST_EVEN: _float_unary(lambda s, x: s.call_intrinsic("roundeven", x)),
     O.ROUND_NEAREST_AFZ: _float_unary(lambda s, x: s.call_intrinsic("round", x)),
-    O.ERF: _float_unary(lambda s, x: s.call_libm("erf", x)),
+    O.ERF: _float_unary(lambda s, x: s.erf(x)),
 }
 
 

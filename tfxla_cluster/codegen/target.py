@@ -76,6 +76,7 @@ class TargetInfo:
     isa: str          # one of ISA_LEVELS: the widest vectors the target has
     fma: bool         # fused multiply-add instructions
     scalef: bool      # a vector llvm.ldexp is one instruction (AVX-512's vscalefps), not a libm call
+    fp16: bool = False  # native half arithmetic (AVX512-FP16): f16 ops are not promoted to f32 one by one
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,12 @@ define void @probe_ldexp(ptr %p, ptr %q) #0 {
   store <8 x float> %b, ptr %p
   ret void
 }
+define void @probe_fp16(ptr %p) #0 {
+  %a = load <8 x half>, ptr %p
+  %b = fadd <8 x half> %a, %a
+  store <8 x half> %b, ptr %p
+  ret void
+}
 declare <4 x float> @llvm.floor.v4f32(<4 x float>)
 declare <4 x float> @llvm.fma.v4f32(<4 x float>, <4 x float>, <4 x float>)
 declare <8 x float> @llvm.ldexp.v8f32.v8i32(<8 x float>, <8 x i32>)
@@ -278,12 +285,13 @@ def _info_from_asm(asm: str) -> TargetInfo:
         isa = "SSE4"
     else:
         isa = "SSE2"
-    return TargetInfo(isa=isa, fma="vfmadd" in f["probe_fma"], scalef="vscalef" in f["probe_ldexp"])
+    return TargetInfo(isa=isa, fma="vfmadd" in f["probe_fma"], scalef="vscalef" in f["probe_ldexp"],
+                      fp16="vaddph" in f["probe_fp16"])
 
 
 @functools.lru_cache(maxsize=None)
 def target_info(target: CpuTarget) -> TargetInfo:
-    """The target's vector ISA, FMA and scalef, as LLVM compiles the probe for it."""
+    """The target's vector ISA, FMA, scalef and FP16, as LLVM compiles the probe for it."""
     if not target.named:
         llvm = _llvm()
         with _llvm_lock:

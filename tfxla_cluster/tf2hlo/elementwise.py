@@ -27,8 +27,9 @@ Unary = Callable[..., HloInstruction]
 Binary = Callable[..., HloInstruction]
 
 # Selu's constants (TF's selu kernel).
-_SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
+# tf2xla's literal for scale·alpha (the product of the two rounded doubles is an ulp below it)
+_SELU_SCALE_ALPHA = 1.7580993408473768599402175208123
 
 
 def _relu6(b, x):
@@ -42,7 +43,7 @@ def _elu(b, x):
 
 def _selu(b, x):
     pos = xl.mul(b, x, _SELU_SCALE)
-    neg = xl.mul(b, b.expm1(x), _SELU_SCALE * _SELU_ALPHA)
+    neg = xl.mul(b, b.expm1(x), _SELU_SCALE_ALPHA)
     return b.select(xl.gt(b, x, 0), pos, neg)
 
 
@@ -211,7 +212,7 @@ BINARY: dict[str, Binary] = {
     "Relu6Grad": lambda b, g, f: b.select(b.and_(xl.gt(b, f, 0), xl.lt(b, f, 6)), g, xl.zeros_like(b, g)),
     "EluGrad": lambda b, g, y: b.select(xl.gt(b, y, 0), g, b.multiply(g, xl.add(b, y, 1))),
     "SeluGrad": lambda b, g, y: b.select(xl.gt(b, y, 0), xl.mul(b, g, _SELU_SCALE),
-                                         b.multiply(g, xl.add(b, y, _SELU_SCALE * _SELU_ALPHA))),
+                                         b.multiply(g, xl.add(b, y, _SELU_SCALE_ALPHA))),
     "SigmoidGrad": lambda b, y, dy: b.multiply(b.multiply(dy, y), xl.sub(b, 1, y)),
     "TanhGrad": lambda b, y, dy: b.multiply(dy, xl.sub(b, 1, b.multiply(y, y))),
     "RsqrtGrad": lambda b, y, dy: b.multiply(b.multiply(b.multiply(y, y), y), xl.div(b, dy, -2)),

@@ -10,8 +10,9 @@ Stage: lowering helper. Everything takes the builder first and returns ``HloInst
   XLA's ``MinValue``/``MaxValue``: ±inf for floats);
 * ``reduce`` with a scalar reducer computation built in the current node scope;
 * the composite math functions tf2xla takes from xla/client/lib/math.cc (erfc, acos, asinh, ...),
-  computed in f32 for f16/bf16 inputs as XLA's ``DoWithUpcastToF32`` does. Their numerics are
-  ours: accurate to a few ulps of the type, not bit-identical to XLA's polynomials.
+  computed in f32 for f16/bf16 inputs as XLA's ``DoWithUpcastToF32`` does. ``erfc`` is TF 2.21's HLO op
+  for op (bit-equal results); the others' numerics are ours: accurate to a few ulps of the type, not
+  bit-identical to XLA's polynomials.
 """
 from __future__ import annotations
 
@@ -281,19 +282,43 @@ _ERFC_S = (1.0, 2.26052863220117276590e0, 9.39603524938001434673e0, 1.2048953980
            1.70814450747565897222e1, 9.60896809063285878198e0, 3.36907645100081516050e0)
 
 
+# XLA's ErfImpl64 (|x| <= 1): x·T(x²)/U(x²), U monic (descending coefficients).
+_ERF_T = (9.60497373987051638749e0, 9.00260197203842689217e1, 2.23200534594684319226e3,
+          7.00332514112805075473e3, 5.55923013010394962768e4)
+_ERF_U = (1.0, 3.35617141647503099647e1, 5.21357949780152679795e2, 4.59432382970980127987e3,
+          2.26290000613890934246e4, 4.92673942608635921086e4)
+# XLA's f32 erfc (MLIR's chlo ErfcApproximationF32, as TF 2.21's tf2xla emits it): 1 + x·P(x²) for |x| <= 1;
+# exp(-x²)·R(1/x²)/(min(|x|, 10.06)·S(1/x²)) beyond, reflected for x < 0 (descending coefficients).
+_ERFC32_SMALL = (0.000561802299, -0.00491381669, 0.0267075151, -0.112800106, 0.376122952, -1.12837911)
+_ERFC32_R = (0.102081165, 0.429206669, 0.323790789, 0.053971976)
+_ERFC32_S = (0.0172516778, 0.391371638, 1.0, 0.621732414, 0.0956628621)
+
+
 @upcast_f32
 def erfc(b, x):
-    """1 - erf(x) for |x| < 1; Cephes' rational forms of exp(-x²)·R(|x|) beyond, reflected for x < 0."""
+    """TF 2.21's Erfc as tf2xla lowers it, op for op: f64 is 1 - ErfImpl64(x) for |x| <= 1 and Cephes'
+    rational forms of exp(-x²)·R(|x|) beyond (exp(-x²) below the smallest normal's log is 0, so erfc(±inf)
+    is 0 / 2), reflected for x < 0; f32 (and f16/bf16 in f32) is MLIR's chlo polynomial in x² and 1/x²."""
     ax = b.abs(x)
-    z = b.exp(b.negate(b.multiply(x, x)))
+    if x.shape.element_type is P.F32:
+        x2 = b.multiply(x, x)
+        e = b.exp(b.negate(x2))
+        q = div(b, 1.0, x2)
+        r = div(b, polynomial(b, q, _ERFC32_R), b.multiply(minimum(b, ax, 10.06), polynomial(b, q, _ERFC32_S)))
+        big = b.multiply(e, r)
+        big = select(b, lt(b, x, 0.0), sub(b, 2.0, big), big)
+        small = add(b, b.multiply(x, polynomial(b, x2, _ERFC32_SMALL)), 1.0)
+        return select(b, gt(b, ax, 1.0), big, small)
+    nx2 = b.multiply(b.negate(x), x)
+    z = b.exp(nx2)
     near = div(b, b.multiply(z, polynomial(b, ax, _ERFC_P)), polynomial(b, ax, _ERFC_Q))
     far = div(b, b.multiply(z, polynomial(b, ax, _ERFC_R)), polynomial(b, ax, _ERFC_S))
     tail = select(b, lt(b, ax, 8.0), near, far)
-    # XLA's y_clamp: exp(-x²) below the smallest normal's log is 0 (so erfc(±inf) is 0 / 2, not NaN)
-    maxlog = 88.72283905206835 if x.shape.element_type is P.F32 else 7.09782712893383996843e2
-    tail = select(b, lt(b, b.negate(b.multiply(x, x)), -maxlog), 0.0, tail)
+    tail = select(b, lt(b, nx2, -7.09782712893383996843e2), 0.0, tail)
     tail = select(b, lt(b, x, 0.0), sub(b, 2.0, tail), tail)
-    return select(b, lt(b, ax, 1.0), sub(b, 1.0, b.erf(x)), tail)
+    x2 = b.multiply(x, x)
+    small = sub(b, 1.0, div(b, b.multiply(x, polynomial(b, x2, _ERF_T)), polynomial(b, x2, _ERF_U)))
+    return select(b, gt(b, ax, 1.0), tail, small)
 
 
 @upcast_f32
