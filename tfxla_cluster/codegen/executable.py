@@ -20,19 +20,21 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
 from tfxla_cluster import compile_profile
 from tfxla_cluster.codegen import native_runtime
 from tfxla_cluster.codegen.buffers import aligned_empty
-from tfxla_cluster.codegen.context import CodegenOptions
+from tfxla_cluster.codegen.context import ENTRY_NAME, CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, get_engine
 from tfxla_cluster.codegen.loops import major_to_minor
-from tfxla_cluster.codegen.program import ENTRY_NAME, ProgramEmitter
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
 from tfxla_cluster.hlo.shape import Shape
+
+if TYPE_CHECKING:
+    from tfxla_cluster.codegen.program import ProgramEmitter
 
 _ALIGN = 64
 
@@ -227,7 +229,9 @@ def check_engine(engine: JitEngine, options: CodegenOptions) -> None:
 
 def emit_module(module, options: CodegenOptions) -> tuple[ProgramEmitter, str]:
     """The LLVM IR text of ``module`` and the emitter (buffer plan, kernels) that produced it."""
-    native_runtime.ensure_registered()
+    from tfxla_cluster.codegen.program import ProgramEmitter
+
+    native_runtime.ensure_registered()   # program.py is imported here: a cache hit never emits IR
     prog = ProgramEmitter(module, options)
     return prog, prog.emit()
 

@@ -74,8 +74,7 @@ from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.codegen import native_runtime
 from tfxla_cluster.codegen.context import CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, without_module_id, get_engine
-from tfxla_cluster.codegen.executable import Executable, ExecutableLayout, compile_module
-from tfxla_cluster.codegen.program import ENTRY_NAME
+from tfxla_cluster.codegen.executable import ENTRY_NAME, Executable, ExecutableLayout, compile_module
 from tfxla_cluster.tfops import xla_kernels
 
 # The logger keeps the name it had when the cache lived in codegen/: users' logging configuration
