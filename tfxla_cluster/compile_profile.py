@@ -34,7 +34,8 @@ Stage names, in pipeline order (``STAGE_ORDER``):
 
 Besides times, a profile counts *events* (``note("persistent-cache hit")``): how each compile was answered
 — ``persistent-cache hit`` / ``miss`` / ``corrupt`` (an entry ignored with a warning), ``code-reuse``, and
-``persistent-cache graph hit`` (a function graph after TF's grappler taken from the persistent cache) —
+``persistent-cache graph hit`` (a function graph after TF's grappler taken from the persistent cache),
+``persistent-cache clustering hit`` (an auto-clustering result taken from it) —
 shown in one line of :meth:`CompileProfile.table` and in ``as_dict()["events"]``.
 """
 from __future__ import annotations
@@ -129,6 +130,8 @@ class CompileProfile:
                          (f", {corrupt} corrupt entr{'y' if corrupt == 1 else 'ies'} ignored" if corrupt else ""))
         if ev.get("persistent-cache graph hit"):
             parts.append(f"{ev['persistent-cache graph hit']} function graph(s) after grappler from the persistent cache")
+        if ev.get("persistent-cache clustering hit"):
+            parts.append(f"{ev['persistent-cache clustering hit']} clustering(s) from the persistent cache")
         if ev.get("code-reuse"):
             parts.append(f"{ev['code-reuse']} module(s) reused code compiled earlier in the process")
         return "; ".join(parts)

@@ -18,8 +18,33 @@
     native_pool.py the fork-join thread pool behind parallel_for, itself built as LLVM IR
     executable.py  compile_module(module) -> Executable;  Executable(*arrays) -> tuple of arrays
 """
-from tfxla_cluster.codegen.context import CodegenOptions
-from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, get_engine
-from tfxla_cluster.codegen.executable import Executable, compile_module
 
-__all__ = ["CodeLibrary", "CodegenOptions", "Executable", "JitEngine", "compile_module", "get_engine"]
+# Names resolve on first use (PEP 562): importing one submodule (the persistent cache's hit path loads
+# the engine and the executable's layout) does not import the whole package.
+_LAZY = {
+    "CodegenOptions": "tfxla_cluster.codegen.context",
+    "CodeLibrary": "tfxla_cluster.codegen.engine",
+    "JitEngine": "tfxla_cluster.codegen.engine",
+    "get_engine": "tfxla_cluster.codegen.engine",
+    "Executable": "tfxla_cluster.codegen.executable",
+    "compile_module": "tfxla_cluster.codegen.executable",
+}
+
+__all__ = [
+    "CodeLibrary", "CodegenOptions", "Executable", "JitEngine", "compile_module", "get_engine"
+]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

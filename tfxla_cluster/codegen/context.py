@@ -23,6 +23,9 @@ from llvmlite import ir
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.target import CpuTarget, default_target, resolve_target
 
+# The function every module exports (program.py emits it, executable.py calls it).
+ENTRY_NAME = "tfxla_entry"
+
 BOUNDS_CHECK_ENV = "TFXLA_CODEGEN_BOUNDS_CHECKS"
 NO_OUTPUT_FUSION_ENV = "TFXLA_CODEGEN_NO_OUTPUT_FUSION"
 NO_WINOGRAD_ENV = "TFXLA_CODEGEN_NO_WINOGRAD"

@@ -15,26 +15,27 @@ kernel.
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import gc
 import hashlib
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
 from tfxla_cluster import compile_profile
+from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.codegen import native_runtime
 from tfxla_cluster.codegen.buffers import aligned_empty
-from tfxla_cluster.codegen.context import CodegenOptions
+from tfxla_cluster.codegen.context import ENTRY_NAME, CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, get_engine
 from tfxla_cluster.codegen.loops import major_to_minor
-from tfxla_cluster.codegen.program import ENTRY_NAME, ProgramEmitter
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
 from tfxla_cluster.hlo.shape import Shape
+
+if TYPE_CHECKING:
+    from tfxla_cluster.codegen.program import ProgramEmitter
 
 _ALIGN = 64
 
@@ -227,37 +228,12 @@ def check_engine(engine: JitEngine, options: CodegenOptions) -> None:
                             f"{options.cpu_target.cpu}; build both from the same CpuTarget")
 
 
-_gc_lock = threading.Lock()
-_gc_pausers = 0
-_gc_was_enabled = False
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """Python's cyclic garbage collector off for the duration (on again when the last of concurrent users
-    leaves, if it was on). IR emission creates a hundred thousand llvmlite objects or more that live
-    until the module is printed; each full collection in between walks them and the whole process's
-    heap (TF's, Keras'), which cost MobileNetV2's emission up to 0.25 s of its 0.3-0.5 s (measured).
-    Their garbage is collected afterwards as usual."""
-    global _gc_pausers, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pausers == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pausers += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pausers -= 1
-            if _gc_pausers == 0 and _gc_was_enabled:
-                gc.enable()
-
-
 def emit_module(module, options: CodegenOptions) -> tuple[ProgramEmitter, str]:
     """The LLVM IR text of ``module`` and the emitter (buffer plan, kernels) that produced it."""
-    native_runtime.ensure_registered()
-    with gc_paused():
+    from tfxla_cluster.codegen.program import ProgramEmitter
+
+    native_runtime.ensure_registered()   # program.py is imported here: a cache hit never emits IR
+    with gc_paused():   # emission makes ~1e5 llvmlite objects: full collections would walk them and TF's heap
         prog = ProgramEmitter(module, options)
         return prog, prog.emit()
 

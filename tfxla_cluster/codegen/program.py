@@ -35,7 +35,7 @@ from llvmlite import ir
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen import kernels  # noqa: F401  (its families fill THUNKS)
 from tfxla_cluster.codegen.buffers import BufferPlan, BufferRef, Slot, leaves
-from tfxla_cluster.codegen.context import CodegenOptions, ModuleContext, entry_builder, new_function_body
+from tfxla_cluster.codegen.context import ENTRY_NAME, CodegenOptions, ModuleContext, entry_builder, new_function_body
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, KernelInfo, RowAccess
 from tfxla_cluster.codegen.kernels.loop import emit_copy_kernel, emit_loop_thunk
 from tfxla_cluster.codegen.loops import for_range
@@ -44,8 +44,6 @@ from tfxla_cluster.mxcsr import x86_host
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
-
-ENTRY_NAME = "tfxla_entry"
 
 
 @dataclass(eq=False)

@@ -11,27 +11,71 @@
 
 Invariants: a verified module's text parses back to the same text, and XLA's parser accepts it.
 """
-from tfxla_cluster.hlo.attrs import (ComparisonDirection, ComparisonType, ConvolutionDimensionNumbers,
-                                     DotDimensionNumbers, FusionKind, GatherDimensionNumbers, OpMetadata,
-                                     PaddingConfig, PaddingDimension, Precision, RandomAlgorithm,
-                                     RandomDistribution, ScatterDimensionNumbers, SliceRange, Window,
-                                     WindowDimension)
-from tfxla_cluster.hlo.builder import HloBuilder, make_comparator, make_scalar_computation
-from tfxla_cluster.hlo.evaluator import evaluate, evaluate_computation
-from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule, NameUniquer
-from tfxla_cluster.hlo.opcode import HloOpcode, is_expensive
-from tfxla_cluster.hlo.parser import parse_module, parse_shape
-from tfxla_cluster.hlo.printer import computation_to_string, instruction_to_string, module_to_string
-from tfxla_cluster.hlo.shape import PrimitiveType, Shape, primitive_type_from_dtype
-from tfxla_cluster.hlo.shape_inference import infer_shape
-from tfxla_cluster.hlo.verifier import verify_computation, verify_module
+
+# Names resolve on first use (PEP 562): importing one submodule (the persistent cache's hit path loads
+# shape.py) does not import the whole package.
+_LAZY = {
+    "ComparisonDirection": "tfxla_cluster.hlo.attrs",
+    "ComparisonType": "tfxla_cluster.hlo.attrs",
+    "ConvolutionDimensionNumbers": "tfxla_cluster.hlo.attrs",
+    "DotDimensionNumbers": "tfxla_cluster.hlo.attrs",
+    "FusionKind": "tfxla_cluster.hlo.attrs",
+    "GatherDimensionNumbers": "tfxla_cluster.hlo.attrs",
+    "OpMetadata": "tfxla_cluster.hlo.attrs",
+    "PaddingConfig": "tfxla_cluster.hlo.attrs",
+    "PaddingDimension": "tfxla_cluster.hlo.attrs",
+    "Precision": "tfxla_cluster.hlo.attrs",
+    "RandomAlgorithm": "tfxla_cluster.hlo.attrs",
+    "RandomDistribution": "tfxla_cluster.hlo.attrs",
+    "ScatterDimensionNumbers": "tfxla_cluster.hlo.attrs",
+    "SliceRange": "tfxla_cluster.hlo.attrs",
+    "Window": "tfxla_cluster.hlo.attrs",
+    "WindowDimension": "tfxla_cluster.hlo.attrs",
+    "HloBuilder": "tfxla_cluster.hlo.builder",
+    "make_comparator": "tfxla_cluster.hlo.builder",
+    "make_scalar_computation": "tfxla_cluster.hlo.builder",
+    "evaluate": "tfxla_cluster.hlo.evaluator",
+    "evaluate_computation": "tfxla_cluster.hlo.evaluator",
+    "HloComputation": "tfxla_cluster.hlo.ir",
+    "HloInstruction": "tfxla_cluster.hlo.ir",
+    "HloModule": "tfxla_cluster.hlo.ir",
+    "NameUniquer": "tfxla_cluster.hlo.ir",
+    "HloOpcode": "tfxla_cluster.hlo.opcode",
+    "is_expensive": "tfxla_cluster.hlo.opcode",
+    "parse_module": "tfxla_cluster.hlo.parser",
+    "parse_shape": "tfxla_cluster.hlo.parser",
+    "computation_to_string": "tfxla_cluster.hlo.printer",
+    "instruction_to_string": "tfxla_cluster.hlo.printer",
+    "module_to_string": "tfxla_cluster.hlo.printer",
+    "PrimitiveType": "tfxla_cluster.hlo.shape",
+    "Shape": "tfxla_cluster.hlo.shape",
+    "primitive_type_from_dtype": "tfxla_cluster.hlo.shape",
+    "infer_shape": "tfxla_cluster.hlo.shape_inference",
+    "verify_computation": "tfxla_cluster.hlo.verifier",
+    "verify_module": "tfxla_cluster.hlo.verifier",
+}
 
 __all__ = [
     "ComparisonDirection", "ComparisonType", "ConvolutionDimensionNumbers", "DotDimensionNumbers", "FusionKind",
     "GatherDimensionNumbers", "OpMetadata", "PaddingConfig", "PaddingDimension", "Precision", "RandomAlgorithm",
-    "RandomDistribution", "ScatterDimensionNumbers", "SliceRange", "Window", "WindowDimension",
-    "HloBuilder", "make_comparator", "make_scalar_computation", "evaluate", "evaluate_computation",
-    "HloComputation", "HloInstruction", "HloModule", "NameUniquer", "HloOpcode", "is_expensive",
-    "parse_module", "parse_shape", "computation_to_string", "instruction_to_string", "module_to_string",
-    "PrimitiveType", "Shape", "primitive_type_from_dtype", "infer_shape", "verify_computation", "verify_module",
+    "RandomDistribution", "ScatterDimensionNumbers", "SliceRange", "Window", "WindowDimension", "HloBuilder",
+    "make_comparator", "make_scalar_computation", "evaluate", "evaluate_computation", "HloComputation",
+    "HloInstruction", "HloModule", "NameUniquer", "HloOpcode", "is_expensive", "parse_module", "parse_shape",
+    "computation_to_string", "instruction_to_string", "module_to_string", "PrimitiveType", "Shape",
+    "primitive_type_from_dtype", "infer_shape", "verify_computation", "verify_module"
 ]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

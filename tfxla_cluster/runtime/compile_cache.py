@@ -26,10 +26,13 @@ the launcher (inputs, parameter and output mapping), the executable's buffer pla
 (:class:`ClusterCode`), so a hit in a second process skips lowering, the HLO passes, IR emission and LLVM.
 Its payload is a pickle: the cache directory is trusted as the object code loaded from it is.
 
-Two small entries serve the steps before: a function graph after TF's runtime rewrites (keyed by the graph
-before them, :func:`graph_key`), and TF's XLA JIT kernel list that clustering reads (keyed by TF's version
-and build and the names of the ops registered in the process, :func:`kernels_key`), which spares every later
-process the initialisation of XLA's kernel registry.
+Small entries serve the steps before: a function graph after TF's runtime rewrites (keyed by the graph
+before them, :func:`graph_key`); the auto-clustering of a graph (keyed by the graph the pass sees, the
+flags, TF's XLA kernel list, the session's JIT setting and the fuel left when the graph could spend it,
+:func:`clustering_key`), replayed on the process's cluster numbering and fuel as the pass would move them
+(:func:`clustered`); and TF's XLA JIT kernel list that clustering reads (keyed by TF's version and build and
+the names of the ops registered in the process, :func:`kernels_key`), which spares every later process the
+initialisation of XLA's kernel registry.
 
 Where. ``--tf_xla_persistent_cache_directory`` when set (TF's flag, shared with TF's own entries);
 else, unlike TF, a cache on by default in the user's cache directory (:func:`default_directory`:
@@ -71,8 +74,7 @@ from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.codegen import native_runtime
 from tfxla_cluster.codegen.context import CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, without_module_id, get_engine
-from tfxla_cluster.codegen.executable import Executable, ExecutableLayout, compile_module
-from tfxla_cluster.codegen.program import ENTRY_NAME
+from tfxla_cluster.codegen.executable import ENTRY_NAME, Executable, ExecutableLayout, compile_module
 from tfxla_cluster.tfops import xla_kernels
 
 # The logger keeps the name it had when the cache lived in codegen/: users' logging configuration
@@ -86,6 +88,7 @@ _MAGIC = "tfxla-cluster-executable"
 CLUSTER_KIND = "cluster"   # header "kind" of an entry keyed before lowering (ClusterCode payload)
 GRAPH_KIND = "graph"       # header "kind" of a function graph after TF's runtime rewrites (GraphDef payload)
 KERNELS_KIND = "xla-kernels"  # header "kind" of TF's XLA JIT kernel list (KernelList payload)
+CLUSTERING_KIND = "clustering"  # header "kind" of an auto-clustering result (JSON payload)
 
 
 # ---------------------------------------------------------------------- signatures
@@ -254,6 +257,33 @@ class PersistentCache:
             return
         self._write(path, graph_def.SerializeToString(deterministic=True), {"key": key, "module": name,
                                                                              "kind": GRAPH_KIND})
+
+    def load_clustering(self, key: str, node_names) -> "ClusteringEntry | None":
+        """The :class:`ClusteringEntry` stored under clustering key ``key`` (None when absent, or corrupt:
+        then with a warning, counted in the compile profile). ``node_names`` (a set) are the graph's: an
+        entry naming another node is corrupt."""
+        path = self.path_for(key)
+        payload = self._payload_of_kind(path, key, CLUSTERING_KIND)
+        if payload is None:
+            return None
+        try:
+            entry = ClusteringEntry.from_json(payload)
+        except (ValueError, TypeError, KeyError) as e:
+            return self._corrupt(path, f"its clustering does not parse: {e}")
+        unknown = next((m for members in entry.clusters for m in members if m not in node_names), None)
+        if unknown is not None:
+            return self._corrupt(path, f"its clustering names node {unknown!r}, which the graph does not have")
+        return entry
+
+    def store_clustering(self, key: str, entry: "ClusteringEntry", name: str, *, replace: bool = False) -> None:
+        """Write the clustering entry ``key`` unless read-only or already there (``replace``: an entry
+        there was found corrupt)."""
+        if self.read_only:
+            return
+        path = self.path_for(key)
+        if not replace and path.is_file() and not _is_corrupt(path):
+            return
+        self._write(path, entry.to_json(), {"key": key, "module": name, "kind": CLUSTERING_KIND})
 
     def load_kernels(self, key: str) -> list | None:
         """The KernelDefs stored under kernel-list key ``key`` (None when absent, or corrupt: then with a
@@ -675,8 +705,12 @@ def source_digest() -> str:
     import tfxla_cluster
 
     root = Path(tfxla_cluster.__file__).resolve().parent
+    sources = []
+    for directory, subdirs, files in os.walk(root):   # os.walk, not rglob: it skips __pycache__ (10 ms less)
+        subdirs[:] = [d for d in subdirs if d != "__pycache__"]
+        sources += [Path(directory, f) for f in files if f.endswith((".py", ".c"))]
     h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".c")):
+    for path in sorted(sources):
         h.update(str(path.relative_to(root)).encode() + b"\0")
         h.update(path.read_bytes())
         h.update(b"\0")
@@ -787,6 +821,154 @@ def rewritten_graph(graph_def, keep, flags, rewrite: Callable[[], object], name:
         except OSError as e:
             log.warning("Could not write persistent cache entry for graph %s: %s", name, e)
     return out
+
+
+# ---------------------------------------------------------------------- auto-clustering results
+@dataclass
+class ClusteringEntry:
+    """What auto-clustering made of one graph, as the persistent cache keeps it: the clusters' members in
+    creation order, and how the pass moved TF's per-process state (the cluster sequence numbers and the
+    clustering fuel), so a hit in another process numbers its clusters as the pass would there."""
+
+    fingerprint: int                # the sequence counter the names were numbered on (0 unless deterministic names)
+    prefix: str                     # the names without their sequence number ("cluster_")
+    consumed: int | None            # fuel the pass spent (None: it never took any, e.g. a graph already clustered)
+    clusters: list[list[str]]       # members of the k-th cluster created: named prefix + (first number + k)
+
+    def to_json(self) -> bytes:
+        return json.dumps({"fingerprint": self.fingerprint, "prefix": self.prefix, "consumed": self.consumed,
+                           "clusters": self.clusters}, sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(payload: bytes) -> "ClusteringEntry":
+        d = json.loads(payload)
+        entry = ClusteringEntry(d["fingerprint"], d["prefix"], d["consumed"], d["clusters"])
+        if not (isinstance(entry.fingerprint, int) and isinstance(entry.prefix, str)
+                and (entry.consumed is None or isinstance(entry.consumed, int) and entry.consumed >= 0)
+                and isinstance(entry.clusters, list)
+                and all(isinstance(c, list) and c and all(isinstance(m, str) for m in c) for c in entry.clusters)):
+            raise ValueError("fields of the wrong type")
+        return entry
+
+    @staticmethod
+    def observed(clusters: dict[str, list[str]], fuel_start: int, fuel_after: int | None, sequence_before: dict,
+                 sequence_after: dict, max_fuel: int) -> "ClusteringEntry | None":
+        """The entry of a pass that produced ``clusters`` while the process state went from the ``_before``
+        values to the ``_after`` ones; None when the state moved otherwise than this pass alone moves it
+        (another thread clustered at the same time): such a result is not stored."""
+        moved = {fp: n - sequence_before.get(fp, 0) for fp, n in sequence_after.items()
+                 if n != sequence_before.get(fp, 0)}
+        consumed = None if fuel_after is None else fuel_start - fuel_after
+        if consumed is not None and not 0 <= consumed <= max_fuel:
+            return None
+        if not clusters:
+            return ClusteringEntry(0, "cluster_", consumed, []) if not moved else None
+        if len(moved) != 1:
+            return None
+        (fingerprint, count), = moved.items()
+        first = sequence_after[fingerprint] - count
+        if count != len(clusters):
+            return None
+        prefix = None
+        for k, name in enumerate(clusters):
+            number = str(first + k)
+            if not name.endswith(number) or prefix not in (None, name[:-len(number)]):
+                return None
+            prefix = name[:-len(number)]
+        return ClusteringEntry(fingerprint, prefix, consumed, [list(m) for m in clusters.values()])
+
+
+class LazyMarkResult:
+    """A clustering taken from the persistent cache: ``clusters`` as the pass made them, everything else of
+    the pass's ``MarkResult`` (decisions, reasons: ``explain``, the report) computed on first use, by the
+    pass itself on a copy of the process state it started from (so with the same names)."""
+
+    def __init__(self, clusters: dict[str, list[str]], compute: Callable[[], tuple[dict, object]]) -> None:
+        self.clusters = clusters
+        self._compute = compute
+        self._result = None
+        self._lock = threading.Lock()
+
+    def resolve(self):
+        """The pass's ``MarkResult``."""
+        with self._lock:
+            if self._result is None:
+                clusters, self._result = self._compute()
+                if clusters != self.clusters:   # a key that missed an input of the pass: say so, loudly
+                    log.warning("The clustering taken from the persistent cache differs from the clustering pass's "
+                                "own (%d vs %d clusters); please report this", len(self.clusters), len(clusters))
+            return self._result
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):   # copy/pickle probes: not the result's
+            raise AttributeError(name)
+        return getattr(self.resolve(), name)
+
+
+def clustering_key(graph_def, flags, *, jit_compile, cpu_global_jit: bool, fuel: int | None) -> str:
+    """The persistent key of auto-clustering ``graph_def`` (the graph the pass sees: after TF's rewrites and
+    constant cloning, deterministic serialisation): this package's source, TF's version and XLA kernel list
+    (:func:`kernels_key`), the flags and environment switches, the session's CPU global-JIT setting, the
+    function's ``jit_compile`` and the fuel left (``fuel`` None: more than the graph can spend)."""
+    h = hashlib.sha256()
+    for part in (CLUSTERING_KIND, str(FORMAT_VERSION), source_digest(), kernels_key(), _environment_key(flags),
+                 f"jit_compile={jit_compile!r}|cpu_global_jit={bool(cpu_global_jit)}|fuel={fuel}"):
+        h.update(part.encode() + b"\0")
+    h.update(graph_def.SerializeToString(deterministic=True))
+    return "m" + h.hexdigest()[:32]
+
+
+def clustered(graph_def, flags, run: Callable[[object], tuple[dict, object]], *, jit_compile,
+              name: str = "graph") -> tuple[dict[str, list[str]], object]:
+    """``run(state)`` — the clustering pass over ``graph_def`` with ``state`` (a ``ProcessState``; None: the
+    process's) returning (clusters, MarkResult) — or, with the persistent cache on, the result an earlier
+    process stored for the same key, replayed on the process state as the pass would have moved it (cluster
+    sequence numbers, fuel) with a :class:`LazyMarkResult`. Never with the pass's debug dumps or INFO
+    summary asked for (they are the pass's own output); a fresh result is stored."""
+    from tfxla_cluster.process_state import PROCESS as state
+
+    store = persistent_cache(flags)
+    if (store is None or flags.tf_xla_clustering_debug
+            or logging.getLogger("tfxla_cluster.mark_for_compilation").isEnabledFor(logging.INFO)):
+        return run(None)
+    from tfxla_cluster.tf_compat import session_cpu_global_jit
+
+    flag_fuel = int(flags.tf_xla_clustering_fuel)
+    with state.lock:
+        fuel_before, sequence_before = state.fuel, dict(state.sequence)
+    fuel_start = flag_fuel if fuel_before is None else fuel_before
+    try:
+        key = clustering_key(graph_def, flags, jit_compile=jit_compile, cpu_global_jit=session_cpu_global_jit(),
+                             fuel=fuel_start if fuel_start <= len(graph_def.node) else None)
+    except Exception as e:  # noqa: BLE001 - a TF without the op-list call: cluster as with the cache off
+        log.debug("No persistent key for the clustering of %s: %s", name, e)
+        return run(None)
+    entry = store.load_clustering(key, {n.name for n in graph_def.node})
+    corrupt = entry is None and store.path_for(key).exists()
+    if entry is not None:
+        from tfxla_cluster.process_state import ProcessState
+
+        replica = ProcessState()   # the state the pass would start from: for the lazy MarkResult
+        with state.lock:
+            replica.fuel = state.fuel
+            first = replica.sequence[entry.fingerprint] = state.sequence[entry.fingerprint]
+            state.sequence[entry.fingerprint] = first + len(entry.clusters)
+            if entry.consumed is not None:
+                state.fuel = (flag_fuel if state.fuel is None else state.fuel) - entry.consumed
+        clusters = {f"{entry.prefix}{first + k}": list(members) for k, members in enumerate(entry.clusters)}
+        compile_profile.note("persistent-cache clustering hit")
+        return clusters, LazyMarkResult(clusters, lambda: run(replica))
+    clusters, result = run(None)
+    with state.lock:
+        fuel_after, sequence_after = state.fuel, dict(state.sequence)
+    entry = ClusteringEntry.observed(clusters, fuel_start, fuel_after, sequence_before, sequence_after,
+                                     len(graph_def.node))
+    if entry is not None:
+        try:
+            store.store_clustering(key, entry, name, replace=corrupt)
+        except OSError as e:
+            log.warning("Could not write persistent cache entry for the clustering of %s: %s", name, e)
+    return clusters, result
 
 
 # ---------------------------------------------------------------------- TF's XLA kernel list

@@ -125,12 +125,8 @@ class Launcher:
         # Identity of an inlined call) are the input handle itself; everything else is a value.
         self._passthrough = signature.boundary.resource_passthrough
         self._value_outputs = [t for k, t in enumerate(signature.outputs) if k not in self._passthrough]
-        # Load every lowering family now, on the caller's thread: TF runs independent launch nodes
-        # concurrently, and the registry's lazy first load is not safe against a concurrent lookup
-        # (a second thread would see a half-filled table and report "no lowering for op ...").
-        from tfxla_cluster.tf2hlo.registry import lowered_ops
-
-        lowered_ops()
+        # Lowering (tf2hlo, with every op family) is imported by the first compile that lowers: a cluster
+        # loaded from the persistent cache never does.
 
     @property
     def stats(self) -> ClusterStats:
@@ -221,9 +217,6 @@ class Launcher:
     def compile_signature(self, arrays: list[np.ndarray], key) -> CompiledCluster:
         """The pipeline's per-signature stages for ``arrays`` (the CompilationCache's create step, as
         TF's ``_XlaCompile``): lower the cluster's boundary, optimise the module, compile native code."""
-        from tfxla_cluster.tf2hlo.bounded_dynamic import trim
-        from tfxla_cluster.tf2hlo.lower import lower_boundary
-
         t0 = time.perf_counter()
         from tensorflow.core.framework import types_pb2
 
@@ -247,7 +240,13 @@ class Launcher:
             optimized_source: Any = lambda: self._optimize(hlo_source())
             origin = executable.origin
         else:
+            from tfxla_cluster.tf2hlo.lower import lower_boundary
+            from tfxla_cluster.tf2hlo.registry import lowered_ops
+
             with compile_profile.stage("lowering"):
+                # Every op family is loaded (under the registry's lock) before this thread lowers: TF runs
+                # independent launch nodes concurrently.
+                lowered_ops()
                 lowered = lower_boundary(self.sig.boundary, arg_shapes=shapes, const_args=consts)
             inputs = lowered.inputs
             # (launch-node input position, numpy dtype) of every HLO parameter, in parameter order.
@@ -275,6 +274,8 @@ class Launcher:
                 if not trims:   # the entry has no room for the run-time cut of dynamic results
                     cache.store_cluster(cluster_key, executable, inputs=inputs, param_specs=param_specs,
                                         output_order=order, updates=updates)
+        if trims:
+            from tfxla_cluster.tf2hlo.bounded_dynamic import trim
         if executable is not None:
             def run(arrs: list[np.ndarray]) -> list[np.ndarray]:
                 # np.asarray, not np.ascontiguousarray: the latter turns 0-d arrays into shape [1].
@@ -318,14 +319,17 @@ class Launcher:
         """A function lowering this signature again (the same module: lowering is deterministic), holding
         no input buffers: resources by a zero-stride stand-in of their dtype and shape, and only the
         compile-time-constant inputs' values (copied)."""
-        from tfxla_cluster.tf2hlo.lower import lower_boundary
-
         kept_shapes = {t: (np.broadcast_to(np.zeros((), v.dtype), v.shape) if isinstance(v, np.ndarray) else v)
                        for t, v in shapes.items()}
         kept_consts = {i.tensor: np.array(consts[i.tensor]) for i in inputs
                        if (i.kind == "constant" or i.value is not None) and i.tensor in consts}
         boundary = self.sig.boundary
-        return lambda: lower_boundary(boundary, arg_shapes=kept_shapes, const_args=kept_consts).module
+
+        def lower() -> Any:
+            from tfxla_cluster.tf2hlo.lower import lower_boundary
+
+            return lower_boundary(boundary, arg_shapes=kept_shapes, const_args=kept_consts).module
+        return lower
 
     # ----- run ----------------------------------------------------------------------------------
     def __call__(self, *tensors: Any) -> list[np.ndarray]:

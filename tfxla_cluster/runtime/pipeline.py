@@ -65,7 +65,7 @@ def compile_concrete(concrete, *, jit_compile: bool | None, flags, grappler: boo
     """Steps 1–4 of the module docstring for a ``ConcreteFunction``; ``py_launch`` makes the py-func
     body of a launch node, ``on_native(launcher)`` is called for each cluster bound to the native op."""
     from tfxla_cluster.flags import Flags
-    from tfxla_cluster.runtime import compile_cache  # noqa: F401 - clustering's XLA kernel list from its disk cache
+    from tfxla_cluster.runtime import compile_cache  # also: clustering's XLA kernel list from its disk cache
 
     from tfxla_cluster.tfops import xla_kernels
 
@@ -75,7 +75,12 @@ def compile_concrete(concrete, *, jit_compile: bool | None, flags, grappler: boo
         flags = Flags.resolve(flags)
         gd, graph = import_concrete(concrete, jit_compile=jit_compile, flags=flags, grappler=grappler)
         with compile_profile.stage("clustering"):
-            clusters, mark_result = mark(concrete, graph, gd, jit_compile, flags)
+            if jit_compile is True:
+                clusters, mark_result = mark(concrete, graph, gd, jit_compile, flags)
+            else:   # with the persistent cache on, a second process replays the first one's clustering
+                clusters, mark_result = compile_cache.clustered(
+                    gd, flags, lambda state: mark(concrete, graph, gd, jit_compile, flags, state=state),
+                    jit_compile=jit_compile, name=concrete.function_def.signature.name)
         args = sorted((n for n in gd.node if n.op == ARG_OP), key=lambda n: n.attr["index"].i)
         rets = sorted((n for n in gd.node if n.op == RETVAL_OP), key=lambda n: n.attr["index"].i)
         return compile_graph(graph, clusters, flags=flags, backend=backend, must_compile=jit_compile is True,
@@ -137,9 +142,10 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
     return gd, graph
 
 
-def mark(concrete, graph: Graph, gd: graph_pb2.GraphDef, jit_compile: bool | None, flags
+def mark(concrete, graph: Graph, gd: graph_pb2.GraphDef, jit_compile: bool | None, flags, *, state=None
          ) -> tuple[dict[str, list[str]], Any]:
-    """Step 2: (clusters, the MarkResult or None)."""
+    """Step 2: (clusters, the MarkResult or None); auto-clustering numbers its clusters and spends fuel on
+    ``state`` (a ``ProcessState``; None: the process's)."""
     from tfxla_cluster.jit.mark_for_compilation import mark_for_compilation
 
     name = concrete.function_def.signature.name
@@ -165,7 +171,7 @@ def mark(concrete, graph: Graph, gd: graph_pb2.GraphDef, jit_compile: bool | Non
 
     from tfxla_cluster.tf_compat import session_cpu_global_jit
 
-    result = mark_for_compilation(graph, flags, cpu_global_jit_config=session_cpu_global_jit())
+    result = mark_for_compilation(graph, flags, cpu_global_jit_config=session_cpu_global_jit(), state=state)
     result.created_at = CreationStacks(concrete)
     return result.clusters, result
 

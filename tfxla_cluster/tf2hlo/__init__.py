@@ -24,10 +24,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tfxla_cluster.tf2hlo.context import LoweringContext, Resource
-from tfxla_cluster.tf2hlo.lower import (ClusterInput, ClusterOutput, LoweredCluster, cluster_input_tensors,
-                                        lower_cluster, lower_function)
-from tfxla_cluster.tf2hlo.registry import lowered_ops, lowers
 
 if TYPE_CHECKING:
     from tfxla_cluster.graph import Graph
@@ -38,6 +34,8 @@ def cluster_modules(graph: "Graph", mark_result, **kwargs) -> dict[str, "HloModu
     """The HloModule of every cluster in ``mark_result`` (a ``MarkResult``), by cluster name, in the
     result's cluster order. ``graph`` is the graph the clusters name nodes of (``mark_result.graph``
     when None); ``kwargs`` go to :func:`lower_cluster` (e.g. ``arg_shapes``)."""
+    from tfxla_cluster.tf2hlo.lower import lower_cluster
+
     graph = graph if graph is not None else mark_result.graph
     return {name: lower_cluster(graph, nodes, name=name, **kwargs).module
             for name, nodes in mark_result.clusters.items()}
@@ -46,3 +44,29 @@ def cluster_modules(graph: "Graph", mark_result, **kwargs) -> dict[str, "HloModu
 __all__ = ["ClusterInput", "ClusterOutput", "LoweredCluster", "LoweringContext", "Resource", "cluster_input_tensors",
            "cluster_modules",
            "lower_cluster", "lower_function", "lowered_ops", "lowers"]
+
+# Names resolve on first use (PEP 562): the persistent cache's hit path unpickles lower.py's ClusterInput
+# without importing every op family.
+_LAZY = {
+    "LoweringContext": "tfxla_cluster.tf2hlo.context",
+    "Resource": "tfxla_cluster.tf2hlo.context",
+    **{name: "tfxla_cluster.tf2hlo.lower" for name in ("ClusterInput", "ClusterOutput", "LoweredCluster",
+                                                        "cluster_input_tensors", "lower_cluster", "lower_function")},
+    "lowered_ops": "tfxla_cluster.tf2hlo.registry",
+    "lowers": "tfxla_cluster.tf2hlo.registry",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -41,6 +41,7 @@ from tfxla_cluster.hlo.verifier import verify_module
 from tfxla_cluster.tf2hlo import graph_folding, types
 from tfxla_cluster.tf2hlo.complex_ops import ComplexValue, lower_partwise, lowers_partwise
 from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic, with_dynamic_shapes
+from tfxla_cluster.tf2hlo.cluster_input import ClusterInput
 from tfxla_cluster.tf2hlo.builder import TfBuilder
 from tfxla_cluster.tf2hlo.dynamic_padder import dynamic_inputs, lower_with_dynamic
 from tfxla_cluster.tf2hlo.context import ConstantFolder, LoweringContext, Resource, Value
@@ -59,22 +60,6 @@ _BOUNDED_DYNAMIC_AWARE = frozenset({"GatherV2", "Gather", "PartitionedCall", "St
 
 
 # ===================================================================================== the result
-@dataclass
-class ClusterInput:
-    """One input of a lowered cluster. ``kind`` is "parameter", "constant" or "resource"."""
-
-    index: int
-    tensor: Tensor                      # the producing tensor (an _Arg's own output for functions)
-    kind: str
-    element_type: PrimitiveType
-    dims: tuple[int, ...]
-    parameter: int | None = None        # parameter number (parameters and resources)
-    # The specialised value: of a constant; of a resource a must-be-constant input reads (TF's
-    # kConstantResource: the variable's value when compiled, which keys the compilation).
-    value: np.ndarray | None = None
-    consumers: list[tuple[str, int]] = field(default_factory=list)  # (node, input slot) in the cluster
-
-
 @dataclass
 class ClusterOutput:
     """One element of the root tuple: a retval, an escaping tensor, or a resource's final value."""
