@@ -15,7 +15,8 @@ and shapes: kernels identical up to their buffers (a model's repeated blocks) ar
 called at each site, so LLVM optimises and compiles them once. (In bounds-check mode kernels read the
 program's table, which the failure handler needs, and are not shared.) The entry function calls each
 kernel on its whole range, or hands it to ``tfxla_parallel_for`` when its estimated cost makes
-splitting across threads pay.
+splitting across threads pay. An entry of ``PLAIN_ENTRY_INSTRUCTIONS`` or more (a model's hundred-odd
+kernel calls) is marked ``optnone``: LLVM's time on it bought nothing at run time.
 
 While loops, conditionals and calls are control flow in the entry function: their computations are
 emitted inline (condition, body, branches), loop state lives in temps and is copied (memcpy) between
