@@ -1,4 +1,4 @@
-"""executable.gc_paused: the collector is off inside (also when entered from several threads at once) and
+"""tfxla_cluster._gc.gc_paused: the collector is off inside (also when entered from several threads at once) and
 back to its previous state after the last one leaves."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 import threading
 
 from tests.codegen.cg_helpers import run_threads
-from tfxla_cluster.codegen.executable import gc_paused
+from tfxla_cluster._gc import gc_paused
 
 
 def test_nested_and_concurrent_pauses_restore_the_collector():
