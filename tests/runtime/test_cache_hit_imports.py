@@ -61,7 +61,9 @@ def test_a_second_process_on_a_warm_cache_imports_no_compiler(tmp_path, monkeypa
     events = child["events"]
     # Each cluster's code, and the native thread pool's, from disk.
     assert events.get("persistent-cache hit", 0) >= len(clusters) and not events.get("persistent-cache miss")
-    assert events.get("persistent-cache graph hit") == 1 and events.get("persistent-cache clustering hit") == 1
+    # (The graph layer's key holds the function's own name, __inference_dense_N, numbered by the process's
+    # history: this test process traced other functions first, so the child's graph layer may miss.)
+    assert events.get("persistent-cache clustering hit") == 1
     # A fresh process numbers its clusters from 0, as this one did for its first function.
     assert list(child["clusters"].values()) == list(clusters.values())
     assert all(name.startswith("cluster_") for name in child["clusters"])
