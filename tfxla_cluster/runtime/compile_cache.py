@@ -681,7 +681,7 @@ class ClusterCode:
     launcher and the executable's layout, with the object code (the launcher's ``CompiledCluster`` minus
     its HLO, which is lowered again only when asked for)."""
 
-    inputs: list                  # tf2hlo.lower.ClusterInput per lowered input (constants with their values)
+    inputs: list                  # tf2hlo.cluster_input.ClusterInput per lowered input (constants with their values)
     param_specs: list             # (launch input position, numpy dtype) per HLO parameter
     output_order: list            # top-level result index of each value output
     updates: dict                 # resource input position -> result index
