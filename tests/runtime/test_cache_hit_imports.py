@@ -34,7 +34,8 @@ _CHILD = _FUNCTION + textwrap.dedent("""
     f = txc.function(dense, flags=FLAGS)
     out = [o.numpy().tolist() for o in f(*ARGS)]
     compiled = next(iter(f._compiled.values()))
-    print(json.dumps({"events": f.compile_stats().events, "clusters": compiled.clusters, "out": out,
+    origins = [c.origin for launcher in compiled.launchers.values() for c in launcher.cache.values()]
+    print(json.dumps({"events": f.compile_stats().events, "clusters": compiled.clusters, "out": out, "origins": origins,
                       "modules": sorted(m for m in sys.modules if m.startswith(("tfxla_cluster", "llvmlite")))}))
 """)
 
@@ -59,9 +60,12 @@ def test_a_second_process_on_a_warm_cache_imports_no_compiler(tmp_path, monkeypa
     assert out.returncode == 0, out.stderr[-3000:]
     child = json.loads(out.stdout.strip().splitlines()[-1])
     events = child["events"]
-    # Each cluster's code, and the native thread pool's, from disk.
-    assert events.get("persistent-cache hit", 0) >= len(clusters) and not events.get("persistent-cache miss")
-    assert events.get("persistent-cache graph hit") == 1 and events.get("persistent-cache clustering hit") == 1
+    # Each cluster's code from disk (the native thread pool's too, unless this process built its pool before,
+    # with the cache off).
+    assert child["origins"] == ["persistent cache"] * len(clusters)
+    # (The graph layer's key holds the function's own name, __inference_dense_N, numbered by the process's
+    # history: this test process traced other functions first, so the child's graph layer may miss.)
+    assert events.get("persistent-cache clustering hit") == 1
     # A fresh process numbers its clusters from 0, as this one did for its first function.
     assert list(child["clusters"].values()) == list(clusters.values())
     assert all(name.startswith("cluster_") for name in child["clusters"])

@@ -681,7 +681,7 @@ class ClusterCode:
     launcher and the executable's layout, with the object code (the launcher's ``CompiledCluster`` minus
     its HLO, which is lowered again only when asked for)."""
 
-    inputs: list                  # tf2hlo.lower.ClusterInput per lowered input (constants with their values)
+    inputs: list                  # tf2hlo.cluster_input.ClusterInput per lowered input (constants with their values)
     param_specs: list             # (launch input position, numpy dtype) per HLO parameter
     output_order: list            # top-level result index of each value output
     updates: dict                 # resource input position -> result index
@@ -907,11 +907,18 @@ class LazyMarkResult:
 
 def clustering_key(graph_def, flags, *, jit_compile, cpu_global_jit: bool, fuel: int | None) -> str:
     """The persistent key of auto-clustering ``graph_def`` (the graph the pass sees: after TF's rewrites and
-    constant cloning, deterministic serialisation): this package's source, TF's version and XLA kernel list
-    (:func:`kernels_key`), the flags and environment switches, the session's CPU global-JIT setting, the
-    function's ``jit_compile`` and the fuel left (``fuel`` None: more than the graph can spend)."""
+    constant cloning, deterministic serialisation): this package's source, TF's version and build, the flags
+    and environment switches, the session's CPU global-JIT setting, the function's ``jit_compile`` and the
+    fuel left (``fuel`` None: more than the graph can spend).
+
+    The pass reads TF's XLA kernel list only for the ops of the graph (and of the functions it calls, in its
+    library): TF's build fixes their kernels, and the graph names them. So the list's own key
+    (:func:`kernels_key`, which lists every op registered in the process: ~30 ms) adds nothing here."""
+    import tensorflow as tf
+
     h = hashlib.sha256()
-    for part in (CLUSTERING_KIND, str(FORMAT_VERSION), source_digest(), kernels_key(), _environment_key(flags),
+    for part in (CLUSTERING_KIND, str(FORMAT_VERSION), source_digest(), f"tf{tf.__version__}|{tf.version.GIT_VERSION}",
+                 _environment_key(flags),
                  f"jit_compile={jit_compile!r}|cpu_global_jit={bool(cpu_global_jit)}|fuel={fuel}"):
         h.update(part.encode() + b"\0")
     h.update(graph_def.SerializeToString(deterministic=True))
@@ -940,7 +947,7 @@ def clustered(graph_def, flags, run: Callable[[object], tuple[dict, object]], *,
     try:
         key = clustering_key(graph_def, flags, jit_compile=jit_compile, cpu_global_jit=session_cpu_global_jit(),
                              fuel=fuel_start if fuel_start <= len(graph_def.node) else None)
-    except Exception as e:  # noqa: BLE001 - a TF without the op-list call: cluster as with the cache off
+    except Exception as e:  # noqa: BLE001 - a graph or TF we can't key: cluster as with the cache off
         log.debug("No persistent key for the clustering of %s: %s", name, e)
         return run(None)
     entry = store.load_clustering(key, {n.name for n in graph_def.node})

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-
 if TYPE_CHECKING:
     from tfxla_cluster.graph import Graph
     from tfxla_cluster.hlo.ir import HloModule
@@ -45,12 +44,13 @@ __all__ = ["ClusterInput", "ClusterOutput", "LoweredCluster", "LoweringContext",
            "cluster_modules",
            "lower_cluster", "lower_function", "lowered_ops", "lowers"]
 
-# Names resolve on first use (PEP 562): the persistent cache's hit path unpickles lower.py's ClusterInput
-# without importing every op family.
+# Names resolve on first use (PEP 562): the persistent cache's hit path unpickles ClusterInput
+# (cluster_input.py) without importing lowering and every op family.
 _LAZY = {
     "LoweringContext": "tfxla_cluster.tf2hlo.context",
     "Resource": "tfxla_cluster.tf2hlo.context",
-    **{name: "tfxla_cluster.tf2hlo.lower" for name in ("ClusterInput", "ClusterOutput", "LoweredCluster",
+    "ClusterInput": "tfxla_cluster.tf2hlo.cluster_input",
+    **{name: "tfxla_cluster.tf2hlo.lower" for name in ("ClusterOutput", "LoweredCluster",
                                                         "cluster_input_tensors", "lower_cluster", "lower_function")},
     "lowered_ops": "tfxla_cluster.tf2hlo.registry",
     "lowers": "tfxla_cluster.tf2hlo.registry",

@@ -24,7 +24,7 @@ with the same ``Lowering node '<name>' (<op>): `` prefix.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
