@@ -182,3 +182,29 @@ def test_f64_rsqrt_is_xla_rsqrt14_with_two_newton_steps():
     for w, g in zip(want, got):
         bad = ~_same_bits(w, g)
         assert not bad.any(), (x[bad][:4], g[bad][:4], w[bad][:4])
+
+
+def test_inverse_trig_and_hyperbolic_as_tf2xla_lowers_them():
+    """asin, acos, asinh and acosh as TF 2.21's tf2xla lowers them: (1 - x)(1 + x) under the square root,
+    acos = atan2(sqrt(..), x), acosh = log1p(sqrt(x-1)·(sqrt(x+1) + sqrt(x-1))) with log(x) + log 2 from half
+    the type's max, and f16/bf16 computed in their own type (each op rounded, not upcast to f32)."""
+    bf16 = tf.bfloat16.as_numpy_dtype
+    rng = np.random.default_rng(3)
+    base = np.concatenate([rng.uniform(-1, 1, 600), rng.uniform(1, 40, 200), 10.0 ** rng.uniform(-8, 30, 200),
+                           [0.0, -0.0, 1.0, -1.0, 1e-3, 300.0, 7e4, np.inf, -np.inf, np.nan]])
+
+    dtypes = (np.float16, bf16, np.float32, np.float64)
+    with np.errstate(over="ignore"):
+        xs = [base.astype(dtype) for dtype in dtypes]
+
+    @tf.autograph.experimental.do_not_convert
+    def f(*args):
+        return [op(a) for a in args for op in (tf.asin, tf.acos, tf.asinh, tf.acosh)]
+    want = [np.asarray(w.numpy(), np.float64) for w in tf.function(f, jit_compile=True)(*xs)]
+    got = [np.asarray(r.numpy() if hasattr(r, "numpy") else r).astype(np.float64)
+           for r in txc.function(f, jit_compile=True)(*xs)]
+    for k, (w, r) in enumerate(zip(want, got)):
+        bad = ~_same_bits(w, r)
+        x = xs[k // 4]
+        assert not bad.any(), (("asin", "acos", "asinh", "acosh")[k % 4], x.dtype.name, x[bad][:4], r[bad][:4],
+                               w[bad][:4])
