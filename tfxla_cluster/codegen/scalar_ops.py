@@ -215,6 +215,8 @@ class ScalarOps:
         rounding (Eigen's ldexp; FTZ flushes what falls below the normals). Below the clamp 0, above +inf.
         The fmul/fadd pairs XLA's backend contracts are explicit FMAs here."""
         b, ty = self.b, x.type
+        if self.mctx.options.fast_transcendentals and b.block is not None:
+            self.mctx.mark_wide(b.block.function)   # compute-bound: the full vector width
         c = lambda v: self.fconst(ty, v)  # noqa: E731
         lo, hi = c(-708.3964185322641), c(709.782712893384)
         # llvm.minimum/maximum: NaN propagates.
@@ -360,6 +362,7 @@ class ScalarOps:
         other ops by tf2xla; any other f64 erf goes to libm."""
         if not isinstance(x.type, ir.FloatType):
             return self.call_libm("erf", x)
+        self.fast(x)  # a compute-bound polynomial: the loop gets the full vector width
         b, ty = self.b, x.type
         c = lambda v: self.fconst(ty, v)  # noqa: E731
         fma = lambda a, m, d: self.call_intrinsic("fma", a, m, d)  # noqa: E731

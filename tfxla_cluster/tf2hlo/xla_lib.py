@@ -10,9 +10,10 @@ Stage: lowering helper. Everything takes the builder first and returns ``HloInst
   XLA's ``MinValue``/``MaxValue``: ±inf for floats);
 * ``reduce`` with a scalar reducer computation built in the current node scope;
 * the composite math functions tf2xla takes from xla/client/lib/math.cc (erfc, acos, asinh, ...),
-  computed in f32 for f16/bf16 inputs as XLA's ``DoWithUpcastToF32`` does. ``erfc`` is TF 2.21's HLO op
-  for op (bit-equal results); the others' numerics are ours: accurate to a few ulps of the type, not
-  bit-identical to XLA's polynomials.
+  computed in f32 for f16/bf16 inputs where XLA's ``DoWithUpcastToF32`` does (asin, acos, asinh, acosh
+  and atanh are not upcast: each op rounds to f16/bf16, as TF 2.21's tf2xla emits them). ``erfc``, asin,
+  acos, asinh and acosh are TF 2.21's HLO op for op (bit-equal results); the others' numerics are ours:
+  accurate to a few ulps of the type, not bit-identical to XLA's polynomials.
 """
 from __future__ import annotations
 
@@ -321,18 +322,17 @@ def erfc(b, x):
     return select(b, gt(b, ax, 1.0), tail, small)
 
 
-@upcast_f32
 def acos(b, x):
-    """acos(x) = 2·atan2(sqrt(1 - x²), 1 + x), with acos(-1) = π."""
-    one_minus = sub(b, 1.0, b.multiply(x, x))
-    r = mul(b, b.atan2(b.sqrt(one_minus), add(b, x, 1.0)), 2.0)
-    return select(b, ne(b, x, -1.0), r, math.pi)
+    """acos(x) = atan2(sqrt((1 - x)(1 + x)), x) (π at -1); f16/bf16 in their own type, each op rounded (TF 2.21's
+    tf2xla does not upcast it)."""
+    return b.atan2(b.sqrt(b.multiply(sub(b, 1.0, x), add(b, x, 1.0))), x)
 
 
-@upcast_f32
 def asin(b, x):
-    """asin(x) = 2·atan2(x, 1 + sqrt(1 - x²))."""
-    return mul(b, b.atan2(x, add(b, b.sqrt(sub(b, 1.0, b.multiply(x, x))), 1.0)), 2.0)
+    """asin(x) = 2·atan2(x, 1 + sqrt((1 - x)(1 + x))), the doubling as atan2 + atan2; f16/bf16 in their own
+    type, each op rounded (TF 2.21's tf2xla does not upcast it)."""
+    r = b.atan2(x, add(b, b.sqrt(b.multiply(sub(b, 1.0, x), add(b, x, 1.0))), 1.0))
+    return b.add(r, r)
 
 
 @upcast_f32
@@ -340,19 +340,19 @@ def atan(b, x):
     return b.atan2(x, ones_like(b, x))
 
 
-@upcast_f32
 def acosh(b, x):
-    """log(x + sqrt((x+1)(x-1))); log(2) + log(x) for huge x; NaN below 1."""
+    """log1p(sqrt(x-1)·(sqrt(x+1) + sqrt(x-1))), log(x) + log(2) from half the type's max; NaN below 1 (sqrt of a
+    negative). f16/bf16 in their own type, each op rounded (TF 2.21's tf2xla does not upcast it)."""
     et = x.shape.element_type
-    big = math.sqrt(float(ml_dtypes.finfo(et.dtype).max))
-    direct = b.log(add(b, x, b.sqrt(b.multiply(add(b, x, 1.0), sub(b, x, 1.0)))))
-    r = select(b, ge(b, x, big), add(b, b.log(x), math.log(2.0)), direct)
-    return select(b, lt(b, x, -1.0), np.nan, r)
+    big = float(ml_dtypes.finfo(et.dtype).max) / 2
+    a = b.sqrt(sub(b, x, 1.0))
+    direct = b.log1p(b.multiply(a, b.add(b.sqrt(add(b, x, 1.0)), a)))
+    return select(b, ge(b, x, big), add(b, b.log(x), math.log(2.0)), direct)
 
 
-@upcast_f32
 def asinh(b, x):
-    """sign(x)·log(|x| + sqrt(x² + 1)), via log1p for small |x| and log(2|x|) for huge |x|."""
+    """sign(x)·log(|x| + sqrt(x² + 1)), via log1p for small |x| and log(2|x|) for huge |x|; f16/bf16 in their
+    own type, each op rounded (TF 2.21's tf2xla does not upcast it)."""
     et = x.shape.element_type
     big = math.sqrt(float(ml_dtypes.finfo(et.dtype).max))
     ax = b.abs(x)
@@ -363,7 +363,6 @@ def asinh(b, x):
     return b.multiply(b.sign(x), r)
 
 
-@upcast_f32
 def atanh(b, x):
     """0.5·(log1p(x) - log1p(-x)); NaN outside [-1, 1]."""
     r = mul(b, sub(b, b.log1p(x), b.log1p(b.negate(x))), 0.5)
