@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import copy
+import operator
 import re
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -156,9 +157,7 @@ class HloInstruction:
         The copy has no parent; ``operands`` replaces the operand list, control predecessors are dropped,
         and the default name is the original's (the computation it is added to uniquifies it).
         """
-        fields = {f: getattr(self, f) for f in self.__dataclass_fields__
-                  if f not in ("operands", "parent", "control_predecessors", "called_computations",
-                               "raw_attributes", "name")}
+        fields = dict(zip(_CLONED_FIELDS, _cloned_values(self)))
         return HloInstruction(name or self.name, operands=list(self.operands if operands is None else operands),
                               called_computations=list(self.called_computations),
                               raw_attributes=dict(self.raw_attributes), **fields)
@@ -172,6 +171,13 @@ class HloInstruction:
 
     def __str__(self) -> str:
         return self.to_string()
+
+
+# The attributes ``clone`` copies as they are (the others it copies or resets itself), read in one call.
+_CLONED_FIELDS = tuple(f for f in HloInstruction.__dataclass_fields__
+                       if f not in ("operands", "parent", "control_predecessors", "called_computations",
+                                    "raw_attributes", "name"))
+_cloned_values = operator.attrgetter(*_CLONED_FIELDS)
 
 
 class HloComputation:
@@ -327,12 +333,13 @@ class HloComputation:
         return changed
 
     def called_computations(self) -> list["HloComputation"]:
-        seen: list[HloComputation] = []
+        # A dict keeps first-call order with O(1) membership (an entry calls hundreds of fusions).
+        seen: dict[HloComputation, None] = {}
         for instr in self.instructions:
-            for c in instr.called_computations:
-                if c not in seen:
-                    seen.append(c)
-        return seen
+            if instr.called_computations:
+                for c in instr.called_computations:
+                    seen[c] = None
+        return list(seen)
 
     def __iter__(self) -> Iterator[HloInstruction]:
         return iter(self.instructions)

@@ -67,10 +67,6 @@ def compile_concrete(concrete, *, jit_compile: bool | None, flags, grappler: boo
     from tfxla_cluster.flags import Flags
     from tfxla_cluster.runtime import compile_cache  # also: clustering's XLA kernel list from its disk cache
 
-    from tfxla_cluster.tfops import xla_kernels
-
-    # Clustering's question to TF's XLA kernel registry is built meanwhile (TF's grappler releases the GIL).
-    xla_kernels.prefetch()
     with compile_profile.collecting(profile), gc_paused():
         flags = Flags.resolve(flags)
         gd, graph = import_concrete(concrete, jit_compile=jit_compile, flags=flags, grappler=grappler)

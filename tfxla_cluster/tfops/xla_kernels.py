@@ -13,7 +13,7 @@ must always compile and relax the operation filter.
 """
 from __future__ import annotations
 
-import threading
+import functools
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -69,44 +69,15 @@ def set_kernel_list_source(source: Callable[[Callable[[], list]], list] | None) 
     _kernel_list_source = source
 
 
-_registry_lock = threading.Lock()
-_registry_value: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] | None = None
-
-
+@functools.lru_cache(maxsize=None)
 def _registry() -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
-    """device type → op → KernelDefs, built once per process (whichever thread asks first builds it;
-    the others wait for it)."""
-    global _registry_value
-    value = _registry_value
-    if value is not None:
-        return value
-    with _registry_lock:
-        if _registry_value is None:
-            from tfxla_cluster.tf_compat import registered_xla_jit_kernels
+    from tfxla_cluster.tf_compat import registered_xla_jit_kernels
 
-            source = _kernel_list_source
-            by_device: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}
-            for kdef in (source(registered_xla_jit_kernels) if source is not None else registered_xla_jit_kernels()):
-                by_device.setdefault(kdef.device_type, {}).setdefault(kdef.op, []).append(kdef)
-            _registry_value = by_device
-        return _registry_value
-
-
-def prefetch() -> None:
-    """Start building the registry on a background thread, if no thread has built it yet. The
-    function runtime calls this before TF's grappler, which releases the GIL: asking TF for its kernel
-    list (initialising XLA's registry, then ~16k KernelDefs built in C++, ~0.1 s) then overlaps it,
-    and clustering finds the answer ready (or waits for the rest)."""
-    if _registry_value is not None or _registry_lock.locked():
-        return
-
-    def build() -> None:
-        try:
-            _registry()
-        except Exception:  # noqa: BLE001 - clustering asks again on its own thread and sees the error there
-            pass
-
-    threading.Thread(target=build, name="tfxla-xla-kernels", daemon=True).start()
+    source = _kernel_list_source
+    by_device: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}
+    for kdef in (source(registered_xla_jit_kernels) if source is not None else registered_xla_jit_kernels()):
+        by_device.setdefault(kdef.device_type, {}).setdefault(kdef.op, []).append(kdef)
+    return by_device
 
 
 def jit_kernels(jit_device: str) -> Mapping[str, list[kernel_def_pb2.KernelDef]]:
