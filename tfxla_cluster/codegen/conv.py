@@ -185,6 +185,18 @@ def _addv(b: ir.IRBuilder, x, y):
     return _add(b, y, k) if k is not None else b.add(x, y)
 
 
+def _opaque(b: ir.IRBuilder, x):
+    """``freeze x``: the same value, but opaque to scalar evolution. A tap loop's row offsets frozen
+    leave loop strength reduction (half of LLVM's time on a tap-group kernel, measured) nothing to
+    rewrite: each load's address stays base + constant, what x86 addressing takes anyway. Constants
+    pass through."""
+    if isinstance(x, ir.Constant):
+        return x
+    instr = ir.Instruction(b.block, x.type, "freeze", [x])
+    b._insert(instr)   # llvmlite's builder has no freeze
+    return instr
+
+
 def _window_range(b: ir.IRBuilder, o, wd, n_in: int, n_out: int, dilated: bool):
     """``(start, wlo, whi)`` of one window dimension at output position ``o`` (an i64 value in
     ``[0, n_out)``): ``start`` the input position of tap 0 (an i64 value), ``[wlo, whi)`` the taps whose
@@ -331,6 +343,7 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
                 else:
                     ok = None
                 lnext = _addv(b, lbase, _mul(b, p, plan.lhs_sp[i]))
+                lnext, rnext = _opaque(b, lnext), _opaque(b, rnext)
                 if ok is None:
                     return taps(i + 1, lnext, rnext, accs, chunks)
                 return _carry_if(b, ok, "cw", accs, lambda accs: taps(i + 1, lnext, rnext, accs, chunks))
@@ -434,8 +447,9 @@ def _emit_tap_groups(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
                 def step(w, accs):
                     wk = _add(b, _mul(b, w, -1), last.size - 1) if last.window_reversal else w
                     rnext = _addv(b, rbase, _mul(b, wk, plan.rhs_sp[-1]))
-                    rv = [load(rp, _add(b, rnext, c), n) for c, n in chunks]
                     lw = _addv(b, lbase, _mul(b, w, last.window_dilation * plan.lhs_sp[-1]))
+                    rnext, lw = _opaque(b, rnext), _opaque(b, lw)
+                    rv = [load(rp, _add(b, rnext, c), n) for c, n in chunks]
                     new = list(accs)
                     for j in taps:
                         for k, ((c, n), r) in enumerate(zip(chunks, rv)):
@@ -455,8 +469,8 @@ def _emit_tap_groups(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
                 def step(w, accs):
                     wk = _add(b, _mul(b, w, -1), wd.size - 1) if wd.window_reversal else w
                     p = _addv(b, start, _mul(b, w, wd.window_dilation))
-                    return dims(i + 1, _addv(b, lbase, _mul(b, p, plan.lhs_sp[i])),
-                                _addv(b, rbase, _mul(b, wk, plan.rhs_sp[i])), accs)
+                    return dims(i + 1, _opaque(b, _addv(b, lbase, _mul(b, p, plan.lhs_sp[i]))),
+                                _opaque(b, _addv(b, rbase, _mul(b, wk, plan.rhs_sp[i]))), accs)
                 return _carry_range(b, wlo, whi, f"tgw{i}", accs, step)
 
             def feature(f, accs):
