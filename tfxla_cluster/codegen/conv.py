@@ -210,15 +210,15 @@ def _window_range(b: ir.IRBuilder, o, wd, n_in: int, n_out: int, dilated: bool):
         return start, 0, k
     los = [_ceil_div(p - x * s, d) for x in range(n_out)]            # first tap inside, unclamped
     his = [_ceil_div(n_in + p - x * s, d) for x in range(n_out)]     # one past the last tap inside
-    if all(v <= 0 for v in los):
-        wlo = 0
+    if all(v <= 0 for v in los) or len(set(los)) == 1:
+        wlo = max(0, los[0]) if all(v == los[0] for v in los) else 0
     else:
         # ceil((p − o·s) / d); sdiv truncates, so a negative numerator gives ≤ 0, clamped to 0 below
         wlo = b.sdiv(b.sub(t.i64(p + d - 1), _mul(b, o, s)), t.i64(d)) if d != 1 else b.sub(t.i64(p), _mul(b, o, s))
         if not all(v >= 0 for v in los):
             wlo = b.select(b.icmp_signed("<", wlo, t.i64(0)), t.i64(0), wlo)
-    if all(v >= k for v in his):
-        whi = k
+    if all(v >= k for v in his) or len(set(his)) == 1:
+        whi = k if all(v >= k for v in his) else his[0]   # ≤ 0: no tap (whi ≤ wlo)
     else:
         # a numerator ≤ 0 gives ≤ 0: no tap (whi ≤ wlo), as wanted
         whi = b.sdiv(b.sub(t.i64(n_in + p + d - 1), _mul(b, o, s)), t.i64(d)) if d != 1 else \
