@@ -96,6 +96,150 @@ def channelwise_plan(instr) -> ChannelwisePlan | None:
         [os_[d] for d in dn.output_spatial_dimensions])
 
 
+def _ceil_div(a: int, d: int) -> int:
+    return -(-a // d)
+
+
+def _carry_range(b: ir.IRBuilder, start, stop, name: str, vals: list, body) -> list:
+    """``for (i = start; i < stop; ++i) vals = body(i, vals)`` with ``vals`` (the accumulators) in phis,
+    not stack slots: no alloca/load/store for SROA to clean up. Static bounds (ints) that make one trip
+    or none emit no loop. Returns the values after the loop."""
+    if isinstance(start, int) and isinstance(stop, int):
+        if stop <= start:
+            return vals
+        if stop - start == 1:
+            return body(t.i64(start), vals)
+    start = t.i64(start) if isinstance(start, int) else start
+    stop = t.i64(stop) if isinstance(stop, int) else stop
+    pre = b.block
+    fn = pre.function
+    header, body_bb, done = (fn.append_basic_block(f"{name}.{s}") for s in ("header", "body", "done"))
+    b.branch(header)
+    b.position_at_end(header)
+    i = b.phi(t.I64, name=name)
+    i.add_incoming(start, pre)
+    phis = []
+    for v in vals:
+        p = b.phi(v.type)
+        p.add_incoming(v, pre)
+        phis.append(p)
+    b.cbranch(b.icmp_signed("<", i, stop), body_bb, done)
+    b.position_at_end(body_bb)
+    new = body(i, phis)
+    end = b.block
+    i.add_incoming(b.add(i, t.i64(1), flags=["nsw"]), end)
+    for p, v in zip(phis, new):
+        p.add_incoming(v, end)
+    latch = b.branch(header)
+    if isinstance(start, ir.Constant) and isinstance(stop, ir.Constant):
+        # A static trip count invites O3 (small modules) to unroll the accumulators' bodies fully: more
+        # LLVM time for loops of a few taps that run as fast rolled (measured on EfficientNetB0).
+        latch.set_metadata("llvm.loop", _no_unroll(b.module))
+    b.position_at_end(done)
+    return phis
+
+
+def _no_unroll(module: ir.Module) -> ir.MDValue:
+    """A loop ID (self-referencing metadata node) asking LLVM not to unroll the loop."""
+    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    loop_id = ir.MDValue(module, [], name=str(len(module.metadata)))
+    loop_id.operands = (loop_id, disable)
+    return loop_id
+
+
+def _carry_if(b: ir.IRBuilder, cond, name: str, vals: list, body) -> list:
+    """``if (cond) vals = body(vals)``, the values merged in phis."""
+    pre = b.block
+    fn = pre.function
+    then, done = fn.append_basic_block(f"{name}.tap"), fn.append_basic_block(f"{name}.next")
+    b.cbranch(cond, then, done)
+    b.position_at_end(then)
+    new = body(vals)
+    end = b.block
+    b.branch(done)
+    b.position_at_end(done)
+    merged = []
+    for v, n in zip(vals, new):
+        p = b.phi(v.type)
+        p.add_incoming(v, pre)
+        p.add_incoming(n, end)
+        merged.append(p)
+    return merged
+
+
+def _int(x) -> int | None:
+    """The value of an i64 constant, else None."""
+    return x.constant if isinstance(x, ir.Constant) and isinstance(x.constant, int) else None
+
+
+def _add(b: ir.IRBuilder, x, c: int):
+    """``x + c`` for a Python int ``c`` (x an i64 value); folded here for a constant ``x`` or ``c`` = 0."""
+    if c == 0:
+        return x
+    k = _int(x)
+    return t.i64(k + c) if k is not None else b.add(x, t.i64(c))
+
+
+def _mul(b: ir.IRBuilder, x, c: int):
+    """``x · c`` for a Python int ``c`` (x an i64 value); folded here for a constant ``x`` or ``c`` = 1."""
+    k = _int(x)
+    if k is not None:
+        return t.i64(k * c)
+    return x if c == 1 else b.mul(x, t.i64(c))
+
+
+def _addv(b: ir.IRBuilder, x, y):
+    """``x + y`` for i64 values, folded here when either is a constant."""
+    k = _int(y)
+    if k is not None:
+        return _add(b, x, k)
+    k = _int(x)
+    return _add(b, y, k) if k is not None else b.add(x, y)
+
+
+def _opaque(b: ir.IRBuilder, x):
+    """``freeze x``: the same value, but opaque to scalar evolution. A tap loop's row offsets frozen
+    leave loop strength reduction (half of LLVM's time on a tap-group kernel, measured) nothing to
+    rewrite: each load's address stays base + constant, what x86 addressing takes anyway. Constants
+    pass through."""
+    if isinstance(x, ir.Constant):
+        return x
+    instr = ir.Instruction(b.block, x.type, "freeze", [x])
+    b._insert(instr)   # llvmlite's builder has no freeze
+    return instr
+
+
+def _window_range(b: ir.IRBuilder, o, wd, n_in: int, n_out: int, dilated: bool):
+    """``(start, wlo, whi)`` of one window dimension at output position ``o`` (an i64 value in
+    ``[0, n_out)``): ``start`` the input position of tap 0 (an i64 value), ``[wlo, whi)`` the taps whose
+    input position ``start + w·dilation`` is inside the input (a dilated input: every tap). Bounds that
+    are the same for every output position are Python ints, and clamps that never bite are not emitted
+    (decided here over all ``n_out`` positions): LLVM would fold them, at a price. An empty range may
+    come out with ``whi < wlo`` (a loop over it runs no trip)."""
+    s, p, d, k = wd.stride, wd.padding_low, wd.window_dilation, wd.size
+    start = _add(b, _mul(b, o, s), -p)
+    if dilated:
+        return start, 0, k
+    los = [_ceil_div(p - x * s, d) for x in range(n_out)]            # first tap inside, unclamped
+    his = [_ceil_div(n_in + p - x * s, d) for x in range(n_out)]     # one past the last tap inside
+    if all(v <= 0 for v in los) or len(set(los)) == 1:
+        wlo = max(0, los[0]) if all(v == los[0] for v in los) else 0
+    else:
+        # ceil((p − o·s) / d); sdiv truncates, so a negative numerator gives ≤ 0, clamped to 0 below
+        wlo = b.sdiv(b.sub(t.i64(p + d - 1), _mul(b, o, s)), t.i64(d)) if d != 1 else b.sub(t.i64(p), _mul(b, o, s))
+        if not all(v >= 0 for v in los):
+            wlo = b.select(b.icmp_signed("<", wlo, t.i64(0)), t.i64(0), wlo)
+    if all(v >= k for v in his) or len(set(his)) == 1:
+        whi = k if all(v >= k for v in his) else his[0]   # ≤ 0: no tap (whi ≤ wlo)
+    else:
+        # a numerator ≤ 0 gives ≤ 0: no tap (whi ≤ wlo), as wanted
+        whi = b.sdiv(b.sub(t.i64(n_in + p + d - 1), _mul(b, o, s)), t.i64(d)) if d != 1 else \
+            b.sub(t.i64(n_in + p), _mul(b, o, s))
+        if not all(v <= k for v in his):
+            whi = b.select(b.icmp_signed(">", whi, t.i64(k)), t.i64(k), whi)
+    return start, wlo, whi
+
+
 def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
                      epilogue=None) -> None:
     """One parallel kernel: work items are (output position, channel block) pairs. ``epilogue`` (an
@@ -108,6 +252,7 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
         return _emit_tap_groups(prog, instr, plan, lhs, rhs, out)
     et = instr.shape.element_type
     sty = t.storage_type(et)
+    align = 8 if et is T.F64 else 4
     lanes = max(1, prog.options.prefer_vector_width // (32 if et is T.F32 else 64))
     # The filter-backprop form streams the whole window per item: wide blocks make fewer passes over it.
     accumulators = WIDE_ACCUMULATORS if plan.OB * prod(plan.out_sp) <= WIDE_MAX_POSITIONS else ACCUMULATORS
@@ -123,7 +268,6 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
     b = kb.builder
     flags = prog.options.reduction_flags
     lp, rp, op = kb.ptr(lhs.slot), kb.ptr(rhs.slot), kb.ptr(out.slot)
-    window = instr.window.dimensions
     dn = instr.convolution_dimension_numbers
     dilated = any(w.base_dilation != 1 for w in window)
     win_sizes = [w.size for w in window]
@@ -139,74 +283,68 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
         return z if n == 1 else ir.Constant(vty(n), [z] * n)
 
     def load(ptr, off, n):
-        return b.load(b.gep(ptr, [off], source_etype=sty), typ=vty(n), align=8 if et is T.F64 else 4)
+        return b.load(b.gep(ptr, [off], source_etype=sty), typ=vty(n), align=align)
 
     with for_range(b, lo, hi, "cw") as item:
-        pos, blk = b.udiv(item, t.i64(nblk)), b.urem(item, t.i64(nblk))
-        c0 = b.mul(blk, t.i64(block))
-        # Output position → (ob, spatial…), row-major.
+        pos, blk = (item, t.i64(0)) if nblk == 1 else (b.udiv(item, t.i64(nblk)), b.urem(item, t.i64(nblk)))
+        c0 = _mul(b, blk, block)
+        # Output position → (ob, spatial…), row-major; a size-1 dimension is position 0.
         rem, osp = pos, [None] * len(plan.out_sp)
         for i in range(len(plan.out_sp) - 1, -1, -1):
+            if plan.out_sp[i] == 1:
+                osp[i] = t.i64(0)
+                continue
             osp[i] = b.urem(rem, t.i64(plan.out_sp[i]))
             rem = b.udiv(rem, t.i64(plan.out_sp[i]))
-        ob = rem
-        out_base = b.mul(ob, t.i64(plan.out_ob))
+        ob = rem if plan.OB > 1 else t.i64(0)
+        # Channel offsets below are Python ints from c0, which every base includes.
+        out_base = c0
+        if plan.OB > 1:
+            out_base = _addv(b, out_base, _mul(b, ob, plan.out_ob))
         for i, x in enumerate(osp):
-            out_base = b.add(out_base, b.mul(x, t.i64(plan.out_sp_stride[i])))
-        lhs_base0 = b.mul(ob, t.i64(plan.lhs_ob))
+            if plan.out_sp[i] > 1:
+                out_base = _addv(b, out_base, _mul(b, x, plan.out_sp_stride[i]))
+        lhs_base0 = c0 if plan.OB == 1 or plan.lhs_ob == 0 else _addv(b, c0, _mul(b, ob, plan.lhs_ob))
         # Window range per spatial dim: taps whose input position is inside (undilated input).
-        ranges = []
-        for i, wd in enumerate(window):
-            start = b.sub(b.mul(osp[i], t.i64(wd.stride)), t.i64(wd.padding_low))   # position of tap 0
-            if dilated:
-                ranges.append((start, t.i64(0), t.i64(wd.size)))
-                continue
-            d = t.i64(wd.window_dilation)
-            neg = b.sub(t.i64(0), start)    # first tap with start + w·d ≥ 0
-            wlo = b.select(b.icmp_signed("<=", neg, t.i64(0)), t.i64(0),
-                           b.sdiv(b.add(neg, t.i64(wd.window_dilation - 1)), d))
-            last = b.sub(t.i64(plan.in_sp[i] - 1), start)   # last tap with start + w·d < in
-            whi = b.select(b.icmp_signed("<", last, t.i64(0)), t.i64(0), b.add(b.sdiv(last, d), t.i64(1)))
-            whi = b.select(b.icmp_signed(">", whi, t.i64(wd.size)), t.i64(wd.size), whi)
-            wlo = b.select(b.icmp_signed(">", wlo, whi), whi, wlo)
-            ranges.append((start, wlo, whi))
+        ranges = [_window_range(b, osp[i], wd, plan.in_sp[i], plan.out_sp[i], dilated)
+                  for i, wd in enumerate(window)]
 
         def reduce_chunks(chunks):
             """acc[k] (lanes n_k, channels from offset c_k) := Σ_f Σ_w lhs·rhs; store into out."""
-            accs = [kb.kctx.alloca(vty(n), "cwacc") for _, n in chunks]
-            for acc, (_, n) in zip(accs, chunks):
-                b.store(zero(n), acc)
-            with for_range(b, 0, plan.F, "cwf") as f:
-                lbase = b.add(lhs_base0, b.mul(f, t.i64(plan.lhs_f)))
-                rbase = b.mul(f, t.i64(plan.rhs_f))
-                taps(0, lbase, rbase, accs, chunks)
+            def feature(f, accs):
+                if plan.F == 1:
+                    return taps(0, lhs_base0, c0, accs, chunks)
+                return taps(0, _addv(b, lhs_base0, _mul(b, f, plan.lhs_f)), _addv(b, c0, _mul(b, f, plan.rhs_f)),
+                            accs, chunks)
+            accs = _carry_range(b, 0, plan.F, "cwf", [zero(n) for _, n in chunks], feature)
             for acc, (c, n) in zip(accs, chunks):
-                b.store(b.load(acc, typ=vty(n)), b.gep(op, [b.add(out_base, c)], source_etype=sty),
-                        align=8 if et is T.F64 else 4)
+                b.store(acc, b.gep(op, [_add(b, out_base, c)], source_etype=sty), align=align)
             if epilogue is not None:
                 count = sum(n for _, n in chunks)
                 with for_range(b, 0, count, "cwe") as j:
-                    ch = b.add(chunks[0][0], j)
+                    ch = b.add(c0, j)
                     dims = [None] * instr.shape.rank
                     dims[dn.output_batch_dimension] = ob
                     dims[dn.output_feature_dimension] = ch
                     for d, x in zip(dn.output_spatial_dimensions, osp):
                         dims[d] = x
-                    epilogue.store(kb, dims, b.add(out_base, ch))
+                    epilogue.store(kb, dims, b.add(out_base, j))
 
         def taps(i, lbase, rbase, accs, chunks):
             if i == len(window):
+                new = []
                 for acc, (c, n) in zip(accs, chunks):
-                    x = load(lp, b.add(lbase, c), n)
-                    w = load(rp, b.add(rbase, c), n)
-                    b.store(b.fadd(b.load(acc, typ=vty(n)), b.fmul(x, w, flags=flags), flags=flags), acc)
-                return
+                    x = load(lp, _add(b, lbase, c), n)
+                    w = load(rp, _add(b, rbase, c), n)
+                    new.append(b.fadd(acc, b.fmul(x, w, flags=flags), flags=flags))
+                return new
             wd = window[i]
             start, wlo, whi = ranges[i]
-            with for_range(b, wlo, whi, f"cww{i}") as w:
-                p = b.add(start, b.mul(w, t.i64(wd.window_dilation)))
-                wk = b.sub(t.i64(wd.size - 1), w) if wd.window_reversal else w
-                rnext = b.add(rbase, b.mul(wk, t.i64(plan.rhs_sp[i])))
+
+            def tap(w, accs):
+                wk = _add(b, _mul(b, w, -1), wd.size - 1) if wd.window_reversal else w
+                rnext = _addv(b, rbase, _mul(b, wk, plan.rhs_sp[i]))
+                p = _addv(b, start, _mul(b, w, wd.window_dilation))
                 if dilated and wd.base_dilation != 1:
                     bd = t.i64(wd.base_dilation)
                     ok = b.and_(b.icmp_signed(">=", p, t.i64(0)), b.icmp_signed("==", b.srem(p, bd), t.i64(0)))
@@ -216,33 +354,28 @@ def emit_channelwise(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
                     ok = b.icmp_unsigned("<", p, t.i64(plan.in_sp[i]))
                 else:
                     ok = None
-                lnext = b.add(lbase, b.mul(p, t.i64(plan.lhs_sp[i])))
+                lnext = _addv(b, lbase, _mul(b, p, plan.lhs_sp[i]))
+                lnext, rnext = _opaque(b, lnext), _opaque(b, rnext)
                 if ok is None:
-                    taps(i + 1, lnext, rnext, accs, chunks)
-                else:
-                    fn = b.block.function
-                    then, done = fn.append_basic_block("cw.tap"), fn.append_basic_block("cw.next")
-                    b.cbranch(ok, then, done)
-                    b.position_at_end(then)
-                    taps(i + 1, lnext, rnext, accs, chunks)
-                    b.branch(done)
-                    b.position_at_end(done)
+                    return taps(i + 1, lnext, rnext, accs, chunks)
+                return _carry_if(b, ok, "cw", accs, lambda accs: taps(i + 1, lnext, rnext, accs, chunks))
+            return _carry_range(b, wlo, whi, f"cww{i}", accs, tap)
 
         # The last block's make-up is known: its whole vectors and single channels in the same one pass.
         last = plan.C - (nblk - 1) * block
         last_chunks = [(k * lanes, lanes) for k in range(last // lanes)] + \
             [(last // lanes * lanes + j, 1) for j in range(last % lanes)]
         if last == block:
-            reduce_chunks([(b.add(c0, t.i64(k * lanes)), lanes) for k in range(accumulators)])
+            reduce_chunks([(k * lanes, lanes) for k in range(accumulators)])
         else:
             fn = b.block.function
             fast, slow, done = (fn.append_basic_block(n) for n in ("cw.full", "cw.last", "cw.done"))
             b.cbranch(b.icmp_unsigned("<", blk, t.i64(nblk - 1)), fast, slow)
             b.position_at_end(fast)
-            reduce_chunks([(b.add(c0, t.i64(k * lanes)), lanes) for k in range(accumulators)])
+            reduce_chunks([(k * lanes, lanes) for k in range(accumulators)])
             b.branch(done)
             b.position_at_end(slow)
-            reduce_chunks([(b.add(c0, t.i64(off)), n) for off, n in last_chunks])
+            reduce_chunks(last_chunks)
             b.branch(done)
             b.position_at_end(done)
     prog.call_kernel(kb, instr.name, "conv-channelwise", items, tasks, flops // 2)
@@ -256,11 +389,12 @@ def _emit_tap_groups(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
     """The filter-backprop form (few output positions: the filter's taps, a big window: the image) with
     the taps along the last dimension grouped: a work item is (outer output position, channel block) and
     keeps ``taps × vectors`` accumulators, so each ``rhs`` vector (the output gradient) is loaded once
-    per group instead of once per tap and the input row once per group, not per tap. Window positions
-    along the last dimension where every tap of the group is inside the input run without tests; the
-    few at the borders test each tap. Each output element sums in the order of :func:`emit_channelwise`
-    (features, then window positions row-major): the same bits for whole vectors of channels (a tail of
-    single channels is as LLVM's reassociating vectoriser arranges its sums)."""
+    per group instead of once per tap and the input row once per group, not per tap. The last
+    dimension's window positions split (at emission time: its bounds are static) into runs where the
+    same taps of the group are inside the input; each run reads those taps only, with no test. Each
+    output element sums in the order of :func:`emit_channelwise` (features, then window positions
+    row-major): the same bits for whole vectors of channels (a tail of single channels is as LLVM's
+    reassociating vectoriser arranges its sums)."""
     et = instr.shape.element_type
     sty = t.storage_type(et)
     align = 8 if et is T.F64 else 4
@@ -280,6 +414,15 @@ def _emit_tap_groups(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
     tasks = prog.tasks_for(items, flops // 2)
     lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(items))
     nd = len(window)
+    last = window[-1]
+    # Tap j of the group reads input position starts[j] + w·dilation at window position w, inside for
+    # w in [lims[j][0], lims[j][1]); between consecutive bounds the set of taps inside is fixed: a run.
+    starts = [j * last.stride - last.padding_low for j in range(G)]
+    lims = [(max(0, _ceil_div(-s, last.window_dilation)),
+             min(last.size, _ceil_div(plan.in_sp[-1] - s, last.window_dilation))) for s in starts]
+    cuts = sorted({v for lim in lims for v in lim if lim[0] < lim[1]})
+    runs = [(a, z, [j for j, (l, h) in enumerate(lims) if l <= a and z <= h]) for a, z in zip(cuts, cuts[1:])]
+    runs = [r for r in runs if r[2]]
 
     def vty(n):
         return sty if n == 1 else ir.VectorType(sty, n)
@@ -287,103 +430,73 @@ def _emit_tap_groups(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
     def load(ptr, off, n):
         return b.load(b.gep(ptr, [off], source_etype=sty), typ=vty(n), align=align)
 
-    def tap_range(start, i):
-        """[wlo, whi): window positions w of dimension i with start + w·dilation inside the input."""
-        wd = window[i]
-        d = t.i64(wd.window_dilation)
-        neg = b.sub(t.i64(0), start)
-        wlo = b.select(b.icmp_signed("<=", neg, t.i64(0)), t.i64(0),
-                       b.sdiv(b.add(neg, t.i64(wd.window_dilation - 1)), d))
-        last = b.sub(t.i64(plan.in_sp[i] - 1), start)
-        whi = b.select(b.icmp_signed("<", last, t.i64(0)), t.i64(0), b.add(b.sdiv(last, d), t.i64(1)))
-        whi = b.select(b.icmp_signed(">", whi, t.i64(wd.size)), t.i64(wd.size), whi)
-        return b.select(b.icmp_signed(">", wlo, whi), whi, wlo), whi
-
-    def smin(x, y):
-        return b.select(b.icmp_signed("<", x, y), x, y)
-
-    def smax(x, y):
-        return b.select(b.icmp_signed(">", x, y), x, y)
-
     with for_range(b, lo, hi, "tg") as item:
-        pos, blk = b.udiv(item, t.i64(nblk)), b.urem(item, t.i64(nblk))
-        c0 = b.mul(blk, t.i64(block))
+        pos, blk = (item, t.i64(0)) if nblk == 1 else (b.udiv(item, t.i64(nblk)), b.urem(item, t.i64(nblk)))
+        c0 = _mul(b, blk, block)
         rem, osp = pos, [None] * nd
         for i in range(nd - 2, -1, -1):
+            if plan.out_sp[i] == 1:
+                osp[i] = t.i64(0)
+                continue
             osp[i] = b.urem(rem, t.i64(plan.out_sp[i]))
             rem = b.udiv(rem, t.i64(plan.out_sp[i]))
-        ob = rem
-        out_base = b.mul(ob, t.i64(plan.out_ob))
+        ob = rem if plan.OB > 1 else t.i64(0)
+        # Channel offsets below are Python ints from c0, which every base includes.
+        out_base = c0 if plan.OB == 1 else _addv(b, c0, _mul(b, ob, plan.out_ob))
         for i in range(nd - 1):
-            out_base = b.add(out_base, b.mul(osp[i], t.i64(plan.out_sp_stride[i])))
-        lhs_base0 = b.add(b.mul(ob, t.i64(plan.lhs_ob)), c0)
-        ranges = []
-        for i in range(nd - 1):
-            start = b.sub(b.mul(osp[i], t.i64(window[i].stride)), t.i64(window[i].padding_low))
-            ranges.append((start, *tap_range(start, i)))
-        last = window[-1]
-        starts = [t.i64(j * last.stride - last.padding_low) for j in range(G)]   # tap j's input position at w = 0
-        lim = [tap_range(st, nd - 1) for st in starts]
-        inner_lo = lim[0][0]                               # every tap inside from here ...
-        inner_hi = smax(lim[G - 1][1], inner_lo)           # ... to here
-        outer_lo = smin(lim[G - 1][0], inner_lo)           # some tap inside from here ...
-        outer_hi = smax(lim[0][1], inner_hi)               # ... to here
+            if plan.out_sp[i] > 1:
+                out_base = _addv(b, out_base, _mul(b, osp[i], plan.out_sp_stride[i]))
+        lhs_base0 = c0 if plan.OB == 1 or plan.lhs_ob == 0 else _addv(b, c0, _mul(b, ob, plan.lhs_ob))
+        ranges = [_window_range(b, osp[i], window[i], plan.in_sp[i], plan.out_sp[i], False) for i in range(nd - 1)]
 
         def reduce_chunks(chunks):
-            accs = [[kb.kctx.alloca(vty(n), "tgacc") for _, n in chunks] for _ in range(G)]
-            for row in accs:
-                for acc, (_, n) in zip(row, chunks):
-                    z = t.float_constant(sty, 0.0)
-                    b.store(z if n == 1 else ir.Constant(vty(n), [z] * n), acc)
+            z = t.float_constant(sty, 0.0)
+            zeros = [z if n == 1 else ir.Constant(vty(n), [z] * n) for _, n in chunks]
+            nc = len(chunks)
 
-            def last_dim(lbase, rbase, w, checked):
-                rnext = b.add(rbase, b.mul(b.sub(t.i64(last.size - 1), w) if last.window_reversal else w,
-                                           t.i64(plan.rhs_sp[-1])))
-                rv = [load(rp, b.add(rnext, c), n) for c, n in chunks]
-                for j in range(G):
-                    p = b.add(starts[j], b.mul(w, t.i64(last.window_dilation)))
-                    lnext = b.add(lbase, b.mul(p, t.i64(plan.lhs_sp[-1])))
+            def run(taps, lbase, rbase):
+                """One window position of the last dimension for the taps in ``taps``: accs → accs."""
+                def step(w, accs):
+                    wk = _add(b, _mul(b, w, -1), last.size - 1) if last.window_reversal else w
+                    rnext = _addv(b, rbase, _mul(b, wk, plan.rhs_sp[-1]))
+                    lw = _addv(b, lbase, _mul(b, w, last.window_dilation * plan.lhs_sp[-1]))
+                    rnext, lw = _opaque(b, rnext), _opaque(b, lw)
+                    rv = [load(rp, _add(b, rnext, c), n) for c, n in chunks]
+                    new = list(accs)
+                    for j in taps:
+                        for k, ((c, n), r) in enumerate(zip(chunks, rv)):
+                            x = load(lp, _add(b, lw, starts[j] * plan.lhs_sp[-1] + c), n)
+                            new[j * nc + k] = b.fadd(accs[j * nc + k], b.fmul(x, r, flags=flags), flags=flags)
+                    return new
+                return step
 
-                    def fma(j=j, lnext=lnext):
-                        for acc, (c, n), r in zip(accs[j], chunks, rv):
-                            x = load(lp, b.add(lnext, c), n)
-                            b.store(b.fadd(b.load(acc, typ=vty(n)), b.fmul(x, r, flags=flags), flags=flags), acc)
-                    if not checked:
-                        fma()
-                        continue
-                    ok = b.and_(b.icmp_signed(">=", w, lim[j][0]), b.icmp_signed("<", w, lim[j][1]))
-                    fn = b.block.function
-                    then, done = fn.append_basic_block("tg.tap"), fn.append_basic_block("tg.next")
-                    b.cbranch(ok, then, done)
-                    b.position_at_end(then)
-                    fma()
-                    b.branch(done)
-                    b.position_at_end(done)
-
-            def dims(i, lbase, rbase):
+            def dims(i, lbase, rbase, accs):
                 if i == nd - 1:
-                    for a, z, checked in ((outer_lo, inner_lo, True), (inner_lo, inner_hi, False),
-                                          (inner_hi, outer_hi, True)):
-                        with for_range(b, a, z, f"tgw{i}{int(checked)}") as w:
-                            last_dim(lbase, rbase, w, checked)
-                    return
+                    for a, z_, taps in runs:
+                        accs = _carry_range(b, a, z_, f"tgw{i}", accs, run(taps, lbase, rbase))
+                    return accs
                 wd = window[i]
                 start, wlo, whi = ranges[i]
-                with for_range(b, wlo, whi, f"tgw{i}") as w:
-                    p = b.add(start, b.mul(w, t.i64(wd.window_dilation)))
-                    wk = b.sub(t.i64(wd.size - 1), w) if wd.window_reversal else w
-                    dims(i + 1, b.add(lbase, b.mul(p, t.i64(plan.lhs_sp[i]))),
-                         b.add(rbase, b.mul(wk, t.i64(plan.rhs_sp[i]))))
 
-            with for_range(b, 0, plan.F, "tgf") as f:
-                dims(0, b.add(lhs_base0, b.mul(f, t.i64(plan.lhs_f))), b.add(c0, b.mul(f, t.i64(plan.rhs_f))))
+                def step(w, accs):
+                    wk = _add(b, _mul(b, w, -1), wd.size - 1) if wd.window_reversal else w
+                    p = _addv(b, start, _mul(b, w, wd.window_dilation))
+                    return dims(i + 1, _opaque(b, _addv(b, lbase, _mul(b, p, plan.lhs_sp[i]))),
+                                _opaque(b, _addv(b, rbase, _mul(b, wk, plan.rhs_sp[i]))), accs)
+                return _carry_range(b, wlo, whi, f"tgw{i}", accs, step)
+
+            def feature(f, accs):
+                if plan.F == 1:
+                    return dims(0, lhs_base0, c0, accs)
+                return dims(0, _addv(b, lhs_base0, _mul(b, f, plan.lhs_f)), _addv(b, c0, _mul(b, f, plan.rhs_f)), accs)
+            accs = _carry_range(b, 0, plan.F, "tgf", zeros * G, feature)
             for j in range(G):
-                obase = b.add(b.add(out_base, b.mul(t.i64(j), t.i64(plan.out_sp_stride[-1]))), c0)
-                for acc, (c, n) in zip(accs[j], chunks):
-                    b.store(b.load(acc, typ=vty(n)), b.gep(op, [b.add(obase, c)], source_etype=sty), align=align)
+                for k, (c, n) in enumerate(chunks):
+                    off = _add(b, out_base, j * plan.out_sp_stride[-1] + c)
+                    b.store(accs[j * nc + k], b.gep(op, [off], source_etype=sty), align=align)
 
         tail = plan.C - (nblk - 1) * block
-        full = [(t.i64(k * lanes), lanes) for k in range(nvec)]
+        full = [(k * lanes, lanes) for k in range(nvec)]
         if tail == block:
             reduce_chunks(full)
         else:
@@ -394,8 +507,8 @@ def _emit_tap_groups(prog, instr, plan: ChannelwisePlan, lhs: BufferRef, rhs: Bu
             reduce_chunks(full)
             b.branch(done)
             b.position_at_end(slow)
-            reduce_chunks([(t.i64(k * lanes), lanes) for k in range(tail // lanes)] +
-                          [(t.i64(tail // lanes * lanes + j), 1) for j in range(tail % lanes)])
+            reduce_chunks([(k * lanes, lanes) for k in range(tail // lanes)] +
+                          [(tail // lanes * lanes + j, 1) for j in range(tail % lanes)])
             b.branch(done)
             b.position_at_end(done)
     prog.call_kernel(kb, instr.name, "conv-channelwise", items, tasks, flops // 2)
