@@ -81,7 +81,7 @@ def sweep(ops: list[str], dtypes: list[str], modes: list[str], log=print) -> dic
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ops", help="comma-separated op names of tools/fuzz.py's table (default: all elementwise)")
-    ap.add_argument("--dtypes", default=",".join(fuzz.ALL))
+    ap.add_argument("--dtypes", default=",".join(fuzz.ALL + fuzz.COMPLEX))
     ap.add_argument("--modes", default="arg,const")
     a = ap.parse_args(argv)
     import tfxla_cluster._quiet  # noqa: F401
