@@ -88,6 +88,8 @@ UINTS = ("uint8", "uint16")
 INTS = SINTS + UINTS
 NUMERIC = FLOATS + INTS
 ALL = NUMERIC + ("bool",)
+COMPLEX = ("complex64", "complex128")
+PART = {"complex64": "float32", "complex128": "float64"}  # a complex dtype's real and imaginary parts
 UNCHECKED = math.inf  # tolerance of a value no runner is held to
 
 
@@ -110,7 +112,15 @@ class Op:
     dtypes: tuple[str, ...]
     ulps: float = 0
     cont: bool = True
-    out: str | None = None  # result dtype when it is not the operand's
+    out: str | None = None  # result dtype when it is not the operand's ("part": a complex operand's part)
+
+    def result(self, dtype: str) -> str:
+        """The result dtype of the op on operands of ``dtype``."""
+        if self.out == "part":
+            return PART.get(dtype, dtype)
+        if self.out == "complex":
+            return {"float32": "complex64", "float64": "complex128"}[dtype]
+        return self.out or dtype
 
 
 def _gelu_exact(x):
@@ -203,8 +213,70 @@ OPS: dict[str, Op] = {
     "softmax": Op("softmax", tf.nn.softmax, ("float32", "float64"), 8),
     "cond": Op("cond", None, FLOATS + SINTS),
     "while": Op("while", None, FLOATS + SINTS),
-    "assign_add": Op("assign_add", None, ("float32", "int32", "float64")),
+    "assign_add": Op("assign_add", None, ("float32", "int32", "float64", "float16", "int8", "complex64")),
 }
+
+# A second table (kept apart so the first keeps its order): more float functions, integer bit ops,
+# complex numbers, shape ops, sorting, segments, convolutions and pooling, more control flow, and
+# variables updated by assign/assign_sub as well.
+OPS.update({
+    "tan": Op("unary", tf.tan, FLOATS, 4),
+    "asin": Op("unary", tf.asin, FLOATS, 4),
+    "acos": Op("unary", tf.acos, FLOATS, 4),
+    "atan": Op("unary", tf.atan, FLOATS, 4),
+    "sinh": Op("unary", tf.sinh, FLOATS, 4),
+    "cosh": Op("unary", tf.cosh, FLOATS, 4),
+    "asinh": Op("unary", tf.asinh, FLOATS, 4),
+    "acosh": Op("unary", tf.acosh, FLOATS, 4),
+    "atanh": Op("unary", tf.atanh, FLOATS, 4),
+    "erfc": Op("unary", tf.math.erfc, FLOATS, 8),
+    "log_sigmoid": Op("unary", tf.math.log_sigmoid, FLOATS, 4),
+    "softsign": Op("unary", tf.nn.softsign, FLOATS, 2),
+    "selu": Op("unary", tf.nn.selu, FLOATS, 4),
+    "leaky_relu": Op("unary", tf.nn.leaky_relu, FLOATS, 1),
+    "bitwise_or": Op("binary", tf.bitwise.bitwise_or, INTS),
+    "left_shift": Op("binary", tf.bitwise.left_shift, INTS),
+    "right_shift": Op("binary", tf.bitwise.right_shift, INTS),
+    "truncatemod": Op("binary", tf.truncatemod, FLOATS[2:] + ("int32", "int64"), cont=False),
+    "not_equal": Op("binary", tf.not_equal, ALL + COMPLEX, cont=False, out="bool"),
+    "less_equal": Op("binary", tf.less_equal, NUMERIC, cont=False, out="bool"),
+    # complex
+    "cadd": Op("binary", tf.add, COMPLEX, 1),
+    "cmul": Op("binary", tf.multiply, COMPLEX, 2),
+    "csub": Op("binary", tf.subtract, COMPLEX, 1),
+    "cneg": Op("unary", tf.negative, COMPLEX),
+    "conj": Op("unary", tf.math.conj, COMPLEX),
+    "real": Op("unary", tf.math.real, COMPLEX, out="part"),
+    "imag": Op("unary", tf.math.imag, COMPLEX, out="part"),
+    "cabs": Op("unary", tf.abs, COMPLEX, 2, out="part"),
+    "complex": Op("binary", tf.complex, ("float32", "float64"), out="complex"),
+    "cselect": Op("select", tf.where, COMPLEX),
+    "creduce_sum": Op("reduce", tf.reduce_sum, COMPLEX, 2),
+    "ctranspose": Op("transpose", tf.transpose, COMPLEX),
+    "cconcat": Op("concat", tf.concat, COMPLEX),
+    # shapes
+    "expand_dims": Op("expand_dims", tf.expand_dims, ALL),
+    "squeeze": Op("squeeze", tf.squeeze, ALL),
+    "broadcast_to": Op("broadcast_to", tf.broadcast_to, ALL),
+    "stack": Op("stack", tf.stack, ALL),
+    "strided_slice": Op("strided_slice", None, ALL),
+    "mirror_pad": Op("mirror_pad", tf.pad, NUMERIC),
+    "one_hot": Op("one_hot", tf.one_hot, ("int32", "int64", "uint8")),
+    "cumprod": Op("scan", tf.math.cumprod, FLOATS[2:] + ("int32", "int64"), 4),
+    "log_softmax": Op("softmax", tf.nn.log_softmax, ("float32", "float64"), 8),
+    "l2_normalize": Op("softmax", tf.math.l2_normalize, ("float32", "float64"), 4),
+    "bias_add": Op("bias_add", tf.nn.bias_add, FLOATS + ("int32",), 1),
+    "sort": Op("sort", tf.sort, FLOATS[2:] + ("int32", "int64")),
+    "top_k": Op("top_k", tf.math.top_k, FLOATS[2:] + ("int32",)),
+    "segment_sum": Op("segment", tf.math.unsorted_segment_sum, FLOATS[2:] + ("int32",), 1),
+    "segment_max": Op("segment", tf.math.unsorted_segment_max, FLOATS[2:] + ("int32",)),
+    "batch_matmul": Op("batch_matmul", tf.matmul, ("float32", "float64"), 2),
+    "conv2d": Op("conv2d", tf.nn.conv2d, ("float32",), 4),
+    "max_pool": Op("pool", tf.nn.max_pool2d, ("float32", "float64", "float16")),
+    "avg_pool": Op("pool", tf.nn.avg_pool2d, ("float32", "float64"), 2),
+    "while2": Op("while2", None, FLOATS[2:] + ("int32", "int64")),
+    "case": Op("case", None, FLOATS + SINTS),
+})
 
 # Ops the branches of cond/while apply (shape- and dtype-preserving unary ops).
 BRANCH_OPS = ("abs", "neg", "square", "relu", "sign")
@@ -214,14 +286,34 @@ BRANCH_OPS = ("abs", "neg", "square", "relu", "sign")
 
 @dataclasses.dataclass
 class Input:
-    kind: str  # 'arg' | 'const' | 'var'
+    """A program input. ``kind``: 'arg' (a tensor argument), 'np' / 'list' (an argument given as a numpy
+    array of the widest dtype of its kind / as a Python list, which ``input_signature`` converts: with
+    one of them, the program's function has an input signature), 'const' (baked into the graph), 'var'
+    (a ``tf.Variable`` the function captures), 'vararg' (a ``tf.Variable`` passed as an argument)."""
+    kind: str
     dtype: str
     shape: tuple[int, ...]
-    values: list  # flat, Python scalars (NaN/inf as floats)
+    values: list  # flat, Python scalars (NaN/inf as floats; complex numbers as [re, im])
 
     def array(self) -> np.ndarray:
+        if self.dtype in COMPLEX:
+            vals = [complex(*v) if isinstance(v, (list, tuple)) else complex(v) for v in self.values]
+            return np.array(vals, np.complex128).astype(np_dtype(self.dtype)).reshape(self.shape)
         return np.array(self.values, dtype=np.float64 if self.dtype in FLOATS else None) \
             .astype(np_dtype(self.dtype)).reshape(self.shape)
+
+    def call_value(self) -> Any:
+        """What the caller passes for an argument of kind 'arg', 'np' or 'list'."""
+        a = self.array()
+        if self.kind == "arg":
+            return tf.constant(a)
+        wide = a.astype(np.float64 if self.dtype in FLOATS else np.complex128 if self.dtype in COMPLEX
+                        else bool if self.dtype == "bool" else np.int64)
+        return wide if self.kind == "np" else wide.tolist()
+
+
+ARG_KINDS = ("arg", "np", "list", "vararg")
+VAR_KINDS = ("var", "vararg")
 
 
 @dataclasses.dataclass
@@ -284,13 +376,13 @@ def _apply(node: Node, a: list, variables: dict) -> Any:
         return spec.fn(a[0], axis=at["axis"], keepdims=at["keepdims"])
     if spec.kind == "argreduce":
         return spec.fn(a[0], axis=at["axis"])
-    if op == "cumsum":
-        return tf.cumsum(a[0], axis=at["axis"], exclusive=at["exclusive"], reverse=at["reverse"])
-    if op == "transpose":
+    if spec.kind == "scan":
+        return spec.fn(a[0], axis=at["axis"], exclusive=at["exclusive"], reverse=at["reverse"])
+    if spec.kind == "transpose":
         return tf.transpose(a[0], at["perm"])
     if op == "reverse":
         return tf.reverse(a[0], at["axis"])
-    if op == "concat":
+    if spec.kind == "concat":
         return tf.concat(a, axis=at["axis"])
     if op == "slice":
         return tf.slice(a[0], at["begin"], at["size"])
@@ -309,8 +401,8 @@ def _apply(node: Node, a: list, variables: dict) -> Any:
         return tf.pad(a[0], at["paddings"], constant_values=at["value"])
     if op == "matmul":
         return tf.matmul(a[0], a[1])
-    if op == "softmax":
-        return tf.nn.softmax(a[0], axis=-1)
+    if spec.kind == "softmax":
+        return spec.fn(a[0], axis=-1)
     if op == "cond":
         pred = tf.reduce_any(tf.cast(a[0], tf.bool)) if node.attrs["pred_any"] else \
             tf.reduce_all(tf.cast(a[0], tf.bool))
@@ -321,22 +413,65 @@ def _apply(node: Node, a: list, variables: dict) -> Any:
         return r
     if op == "assign_add":
         v = variables[node.args[0]]
-        v.assign_add(a[1])
+        getattr(v, at.get("method", "assign_add"))(a[1])
         return v.read_value()
+    if op == "expand_dims":
+        return tf.expand_dims(a[0], at["axis"])
+    if op == "squeeze":
+        return tf.squeeze(a[0], at["axis"])
+    if op == "broadcast_to":
+        return tf.broadcast_to(a[0], at["shape"])
+    if op == "stack":
+        return tf.stack(a, axis=at["axis"])
+    if op == "strided_slice":
+        return a[0][tuple(slice(*t) for t in at["slices"])]
+    if op == "mirror_pad":
+        return tf.pad(a[0], at["paddings"], mode=at["mode"])
+    if op == "one_hot":
+        return tf.one_hot(a[0], at["depth"], on_value=at["on"], off_value=at["off"], axis=at["axis"])
+    if op == "bias_add":
+        return tf.nn.bias_add(a[0], a[1])
+    if op == "sort":
+        return tf.sort(a[0], axis=-1, direction=at["direction"])
+    if op == "top_k":
+        values, indices = tf.math.top_k(a[0], k=at["k"])
+        return indices if at["indices"] else values
+    if spec.kind == "segment":
+        return spec.fn(a[0], tf.constant(at["ids"], tf.int32), at["num"])
+    if op == "batch_matmul":
+        return tf.matmul(a[0], a[1])
+    if op == "conv2d":
+        return tf.nn.conv2d(a[0], a[1], at["strides"], at["padding"])
+    if spec.kind == "pool":
+        return spec.fn(a[0], at["ksize"], at["strides"], at["padding"])
+    if op == "while2":
+        body = OPS[at["body"]].fn
+        n = tf.minimum(tf.reduce_sum(tf.cast(a[0] > 0, tf.int32)), at["n"])  # a trip count the data decides
+        _, _, acc = tf.while_loop(lambda i, x, acc: i < n, lambda i, x, acc: (i + 1, body(x), acc + x),
+                                  (tf.constant(0), a[0], a[0]))
+        return acc
+    if op == "case":
+        index = tf.math.floormod(tf.reduce_sum(tf.cast(tf.cast(a[0], tf.bool), tf.int32)), len(at["branches"]))
+        return tf.switch_case(index, [lambda b=b: OPS[b].fn(a[1]) for b in at["branches"]])
     raise ValueError(op)
 
 
 def build(prog: Program) -> tuple[Callable, list, dict]:
-    """A Python function of the program's 'arg' inputs, its argument arrays and fresh variables."""
-    variables = {i: tf.Variable(x.array()) for i, x in enumerate(prog.inputs) if x.kind == "var"}
-    arg_ids = [i for i, x in enumerate(prog.inputs) if x.kind == "arg"]
+    """A Python function of the program's argument inputs, what its caller passes, fresh variables and
+    the input signature (None unless an argument is given as a numpy array or a list: then every
+    argument has one, and a variable argument is captured instead)."""
+    sig = any(x.kind in ("np", "list") for x in prog.inputs)
+    variables = {i: tf.Variable(x.array()) for i, x in enumerate(prog.inputs) if x.kind in VAR_KINDS}
+    arg_ids = [i for i, x in enumerate(prog.inputs)
+               if x.kind in ARG_KINDS and not (sig and x.kind == "vararg")]
     consts = {i: x.array() for i, x in enumerate(prog.inputs) if x.kind == "const"}
 
     def fn(*args):
         env: list = []
         for i, x in enumerate(prog.inputs):
-            if x.kind == "arg":
-                env.append(args[arg_ids.index(i)])
+            if i in arg_ids:
+                a = args[arg_ids.index(i)]
+                env.append(a.read_value() if x.kind == "vararg" else a)
             elif x.kind == "const":
                 env.append(tf.constant(consts[i]))
             else:
@@ -345,7 +480,9 @@ def build(prog: Program) -> tuple[Callable, list, dict]:
             env.append(_apply(n, [env[a] for a in n.args], variables))
         return [env[o] for o in prog.outputs]
 
-    return fn, [prog.inputs[i].array() for i in arg_ids], variables
+    call = [variables[i] if prog.inputs[i].kind == "vararg" else prog.inputs[i].call_value() for i in arg_ids]
+    signature = [tf.TensorSpec(prog.inputs[i].shape, prog.inputs[i].dtype) for i in arg_ids] if sig else None
+    return fn, call, variables, signature
 
 
 @dataclasses.dataclass
@@ -360,16 +497,18 @@ def run(prog: Program, runner: str) -> Run:
     import tfxla_cluster as txc
 
     try:
-        fn, args, variables = build(prog)
+        fn, args, variables, sig = build(prog)
         if runner == "eager":
             f = fn
+            if sig:
+                args = [tf.convert_to_tensor(a, s.dtype) for a, s in zip(args, sig)]
         elif runner == "xla":
-            f = tf.function(fn, jit_compile=True)
+            f = tf.function(fn, jit_compile=True, input_signature=sig)
         elif runner == "jit":
-            f = txc.function(fn, jit_compile=True)
+            f = txc.function(fn, jit_compile=True, input_signature=sig)
         else:
-            f = txc.function(fn, flags=AUTO_FLAGS)
-        outs = f(*[tf.constant(a) for a in args])
+            f = txc.function(fn, flags=AUTO_FLAGS, input_signature=sig)
+        outs = f(*args)
         vals = [np.asarray(o.numpy()) for o in outs] + [np.asarray(v.numpy()) for v in variables.values()]
         return Run(True, vals)
     except Exception as e:  # noqa: BLE001 - every failure is a result here
@@ -396,7 +535,7 @@ def tolerances(prog: Program, ref: list) -> tuple[list, list]:
     tol = [0.0] * n_in
     scale = [0.0] * n_in
     for i, x in enumerate(prog.inputs):
-        a = x.array().astype(np.float64) if x.dtype in FLOATS else np.zeros(1)
+        a = np.abs(x.array()).astype(np.float64) if x.dtype in FLOATS + COMPLEX else np.zeros(1)
         f = a[np.isfinite(a)]
         scale[i] = float(np.max(np.abs(f))) if f.size else 0.0
     out_index = {o: k for k, o in enumerate(prog.outputs)}
@@ -404,21 +543,22 @@ def tolerances(prog: Program, ref: list) -> tuple[list, list]:
         spec = OPS[n.op]
         ins = [tol[a] for a in n.args]
         worst = max(ins) if ins else 0.0
-        own = spec.ulps if n.dtype in FLOATS else 0.0
+        own = spec.ulps if n.dtype in FLOATS + COMPLEX else 0.0
         if n.dtype in ("float16", "bfloat16") and own:
             own += 1  # computed in f32 and rounded
-        if spec.kind in ("reduce", "scan", "matmul", "softmax") and own:
+        if spec.kind in ("reduce", "scan", "matmul", "softmax", "batch_matmul", "conv2d", "pool",
+                         "segment") and own:
             own += _reduced_count(prog, n)
-        if worst == UNCHECKED or (worst > 0 and not spec.cont):
+        if worst == UNCHECKED or (worst > 0 and not (spec.cont and not n.attrs.get("indices"))):
             t = UNCHECKED
         else:
             t = own + (worst * (4 if spec.ulps else 1))
         tol.append(t)
         s = max([scale[a] for a in n.args] + [0.0])
         k = n_in + j
-        if k in out_index and ref[out_index[k]].dtype.kind == "f" or (
+        if k in out_index and ref[out_index[k]].dtype.kind in "fc" or (
                 k in out_index and n.dtype == "bfloat16"):
-            v = ref[out_index[k]].astype(np.float64)
+            v = np.abs(ref[out_index[k]]).astype(np.float64)
             v = v[np.isfinite(v)]
             if v.size:
                 s = max(s, float(np.max(np.abs(v))))
@@ -438,6 +578,12 @@ def compare(exp: np.ndarray, got: np.ndarray, dtype: str, tol: float, scale: flo
     if exp.dtype != got.dtype:
         return f"dtype {got.dtype} != {exp.dtype}"
     if tol == UNCHECKED or exp.size == 0:
+        return ""
+    if dtype in COMPLEX:  # the real and imaginary parts, each as a float
+        for part, name in ((np.real, "real"), (np.imag, "imag")):
+            why = compare(part(exp), part(got), PART[dtype], tol, scale)
+            if why:
+                return f"{name} part: {why}"
         return ""
     if dtype not in FLOATS:
         bad = exp != got
@@ -496,7 +642,7 @@ def check(prog: Program, runners=("jit", "auto"), eager: bool = True) -> tuple[s
     if not ref.ok:
         return "rejected", [], results
     tol, scale = tolerances(prog, ref.values)
-    out_ids = prog.outputs + [i for i, x in enumerate(prog.inputs) if x.kind == "var"]
+    out_ids = prog.outputs + [i for i, x in enumerate(prog.inputs) if x.kind in VAR_KINDS]
     fails = []
     for r in runners:
         res = run(prog, r)
@@ -559,8 +705,8 @@ def tf_auto(prog: Program) -> Run:
 def _run_tf_auto_child(out_path: str) -> int:
     prog = Program.from_json(json.loads(sys.stdin.read()))
     try:
-        fn, args, variables = build(prog)
-        outs = tf.function(fn)(*[tf.constant(a) for a in args])
+        fn, args, variables, sig = build(prog)
+        outs = tf.function(fn, input_signature=sig)(*args)
         vals = [np.asarray(o.numpy()) for o in outs] + [np.asarray(v.numpy()) for v in variables.values()]
         np.savez(out_path, **{f"v{i}": v for i, v in enumerate(vals)})
         err, dtypes = "", [tf.as_dtype(v.dtype).name for v in vals]
@@ -581,6 +727,10 @@ def _var_tol(prog: Program, tol: list, vid: int) -> float:
 def special_values(dtype: str) -> list:
     if dtype == "bool":
         return [True, False]
+    if dtype in COMPLEX:  # pairs of the part's special values
+        f = special_values(PART[dtype])
+        return [[f[0], 0.0], [f[1], 0.0], [0.0, f[1]], [f[2], f[0]], [f[3], f[4]], [f[10], f[11]],
+                [f[8], f[8]], [f[5], f[10]], [f[12], f[13]], [f[1], f[2]], [f[14], f[7]]]
     if dtype in FLOATS:
         fi = tf.as_dtype(dtype)
         mx = float(fi.max)
@@ -635,6 +785,9 @@ class Gen:
                 out.append(self.choice(sp))
             elif dtype == "bool":
                 out.append(bool(self.rng.integers(2)))
+            elif dtype in COMPLEX:
+                out.append([float(np.float32(v)) if dtype == "complex64" else float(v)
+                            for v in self.rng.standard_normal(2) * self.choice((1, 4))])
             elif dtype in FLOATS:
                 v = float(self.rng.standard_normal() * self.choice((1, 1, 4, 100)))
                 out.append(float(np.asarray(v, np.float64).astype(np_dtype(dtype)).astype(np.float64)))
@@ -644,7 +797,9 @@ class Gen:
         return out
 
     def new_input(self, p: "Draft", dtype: str, shape, kind: str | None = None) -> int:
-        kind = kind or self.choice(("arg", "arg", "const"))
+        kind = kind or self.choice(("arg",) * 7 + ("const",) * 3 + ("np", "list"))
+        if kind == "list" and 0 in shape and len(shape) > 1:
+            kind = "np"  # TF cannot convert a nested empty list
         p.items.append(Input(kind, dtype, tuple(shape), self.values(dtype, shape)))
         return len(p.items) - 1
 
@@ -652,7 +807,7 @@ class Gen:
         cands = [i for i in range(len(p.items))
                  if p.value_info(i)[0] in dtypes
                  and (want_shape is None or p.value_info(i)[1] == tuple(want_shape))
-                 and not (isinstance(p.items[i], Input) and p.items[i].kind == "var")]
+                 and not (isinstance(p.items[i], Input) and p.items[i].kind in VAR_KINDS)]
         if cands and self.rng.random() < 0.7:
             # prefer recent values: chains exercise fusion
             return cands[-1 - int(self.rng.integers(min(3, len(cands))))]
@@ -680,10 +835,12 @@ class Gen:
     def node(self, p: "Draft", name: str) -> Node | None:
         spec = OPS[name]
         r, ch = self.rng, self.choice
+        if spec.kind in MORE_KINDS:
+            return self.more_node(p, name)
         if spec.kind == "unary":
             x = self.pick(p, spec.dtypes)
             dt, sh = p.value_info(x)
-            return Node(name, [x], {}, spec.out or dt, sh)
+            return Node(name, [x], {}, spec.result(dt), sh)
         if spec.kind == "binary":
             x = self.pick(p, spec.dtypes)
             dt, sh = p.value_info(x)
@@ -697,7 +854,7 @@ class Gen:
             if r.random() < 0.5:
                 x, y = y, x
             shape = tuple(np.broadcast_shapes(p.value_info(x)[1], p.value_info(y)[1]))
-            return Node(name, [x, y], {}, spec.out or dt, shape)
+            return Node(name, [x, y], {}, spec.result(dt), shape)
         if spec.kind == "select":
             x = self.pick(p, spec.dtypes)
             dt, sh = p.value_info(x)
@@ -791,10 +948,134 @@ class Gen:
         if spec.kind == "assign_add":
             dt = ch(spec.dtypes)
             sh = self.shape()
-            v = self.new_input(p, dt, sh, "var")
+            v = self.new_input(p, dt, sh, ch(VAR_KINDS))
             y = self.pick(p, (dt,), sh)
-            return Node(name, [v, y], {}, dt, sh)
+            return Node(name, [v, y], {"method": ch(("assign_add", "assign_add", "assign_sub", "assign"))},
+                        dt, sh)
         return None
+
+
+    def image(self, p: "Draft", dtypes) -> int:
+        """A rank-4 NHWC value (a picked one, else a new input)."""
+        cands = [i for i in range(len(p.items)) if p.value_info(i)[0] in dtypes and len(p.value_info(i)[1]) == 4
+                 and not (isinstance(p.items[i], Input) and p.items[i].kind in VAR_KINDS)]
+        if cands and self.rng.random() < 0.7:
+            return cands[-1]
+        dims = (1, 2, 3, 5) if not self.long else (1, 2, 3, 5, 9)
+        shape = (self.choice((1, 2)), self.choice(dims), self.choice(dims), self.choice((1, 2, 3)))
+        return self.new_input(p, self.choice(dtypes), shape)
+
+    def more_node(self, p: "Draft", name: str) -> Node | None:
+        """A node of the second op table's kinds."""
+        spec = OPS[name]
+        r, ch = self.rng, self.choice
+        if spec.kind in ("conv2d", "pool"):
+            x = self.image(p, spec.dtypes)
+            dt, (n, h, w, c) = p.value_info(x)
+            kh, kw = ch((1, 2, 3)), ch((1, 2, 3))
+            strides, padding = ch((1, 2)), ch(("SAME", "VALID"))
+            if padding == "VALID" and (kh > h or kw > w):
+                padding = "SAME"
+            if padding == "SAME":
+                oh, ow = -(-h // strides), -(-w // strides)
+            else:
+                oh, ow = (h - kh) // strides + 1, (w - kw) // strides + 1
+            if spec.kind == "pool":
+                return Node(name, [x], {"ksize": [kh, kw], "strides": strides, "padding": padding}, dt, (n, oh, ow, c))
+            o = ch((1, 2, 4))
+            f = self.new_input(p, dt, (kh, kw, c, o))
+            return Node(name, [x, f], {"strides": strides, "padding": padding}, dt, (n, oh, ow, o))
+        if spec.kind == "while2":
+            x = self.pick(p, spec.dtypes)
+            return Node(name, [x], {"body": ch(BRANCH_OPS), "n": int(r.integers(0, 4))}, *p.value_info(x))
+        if spec.kind == "case":
+            x = self.pick(p, spec.dtypes)
+            c = self.pick(p, ALL)
+            branches = [ch(BRANCH_OPS) for _ in range(int(r.integers(1, 4)))]
+            return Node(name, [c, x], {"branches": branches}, *p.value_info(x))
+        if spec.kind == "one_hot":
+            x = self.pick(p, spec.dtypes)
+            _, sh = p.value_info(x)
+            if len(sh) > 2:
+                return None
+            depth, axis = int(r.integers(0, 5)), int(r.integers(-1, len(sh) + 1))
+            shape = list(sh)
+            shape.insert(len(sh) if axis == -1 else axis, depth)
+            on, off = ch(((1.0, 0.0), (-0.0, math.inf), (math.nan, 2.5)))
+            return Node(name, [x], {"depth": depth, "on": on, "off": off, "axis": axis}, "float32", tuple(shape))
+        if spec.kind == "broadcast_to":
+            x = self.pick(p, spec.dtypes)
+            dt, sh = p.value_info(x)
+            if any(d not in (0, 1) for d in sh) and r.random() < 0.5:
+                target = list(sh)
+            else:
+                target = [ch((1, 2, 3, 5)) if d == 1 else d for d in sh]
+            target = [ch((1, 2, 3))] * int(r.integers(0, 2)) + target
+            return Node(name, [x], {"shape": target}, dt, tuple(target))
+        x = self.pick(p, spec.dtypes)
+        dt, sh = p.value_info(x)
+        rank = len(sh)
+        if spec.kind == "expand_dims":
+            axis = int(r.integers(-rank - 1, rank + 1))
+            shape = list(sh)
+            shape.insert(axis % (rank + 1), 1)
+            return Node(name, [x], {"axis": axis}, dt, tuple(shape))
+        if spec.kind == "squeeze":
+            ones = [k for k, d in enumerate(sh) if d == 1]
+            if not ones:
+                return None
+            axis = [k for k in ones if r.random() < 0.7] or ones[:1]
+            return Node(name, [x], {"axis": axis}, dt, tuple(d for k, d in enumerate(sh) if k not in axis))
+        if spec.kind == "stack":
+            y = self.pick(p, (dt,), sh)
+            axis = int(r.integers(0, rank + 1))
+            shape = list(sh)
+            shape.insert(axis, 2)
+            return Node(name, [x, y], {"axis": axis}, dt, tuple(shape))
+        if rank == 0:
+            return None
+        if spec.kind == "strided_slice":
+            slices = []
+            for d in sh:
+                step = ch((1, 1, 2, 3, -1, -2))
+                lo, hi = (int(v) for v in r.integers(-d - 1, d + 2, size=2))
+                slices.append([ch((lo, None)), ch((hi, None)), step])
+            shape = np.empty(sh, np.int8)[tuple(slice(*t) for t in slices)].shape
+            return Node(name, [x], {"slices": slices}, dt, tuple(int(d) for d in shape))
+        if spec.kind == "mirror_pad":
+            mode = ch(("REFLECT", "SYMMETRIC"))
+            limit = [d - 1 if mode == "REFLECT" else d for d in sh]
+            if min(limit) < 0:
+                return None
+            pads = [[int(r.integers(0, m + 1)), int(r.integers(0, m + 1))] for m in limit]
+            return Node(name, [x], {"paddings": pads, "mode": mode}, dt,
+                        tuple(d + a + b for d, (a, b) in zip(sh, pads)))
+        if spec.kind == "bias_add":
+            if rank < 2:
+                return None
+            b = self.pick(p, (dt,), (sh[-1],))
+            return Node(name, [x, b], {}, dt, sh)
+        if spec.kind == "sort":
+            return Node(name, [x], {"direction": ch(("ASCENDING", "DESCENDING"))}, dt, sh)
+        if spec.kind == "top_k":
+            k = int(r.integers(0, sh[-1] + 1))
+            idx = bool(r.integers(2))
+            return Node(name, [x], {"k": k, "indices": idx}, "int32" if idx else dt, sh[:-1] + (k,))
+        if spec.kind == "segment":
+            num = int(r.integers(1, 4))
+            ids = [int(r.integers(-1, num)) for _ in range(sh[0])]
+            return Node(name, [x], {"ids": ids, "num": num}, dt, (num,) + sh[1:])
+        if spec.kind == "batch_matmul":
+            if rank != 3:
+                return None
+            m = ch((1, 2, 3, 5))
+            y = self.new_input(p, dt, (sh[0], sh[2], m))
+            return Node(name, [x, y], {}, dt, (sh[0], sh[1], m))
+        raise ValueError(name)
+
+
+MORE_KINDS = ("expand_dims", "squeeze", "broadcast_to", "stack", "strided_slice", "mirror_pad", "one_hot",
+              "bias_add", "sort", "top_k", "segment", "batch_matmul", "conv2d", "pool", "while2", "case")
 
 
 def generate(seed: int, long: bool = False) -> Program:
@@ -916,6 +1197,7 @@ def fuzz(seed: int, count: int, long: bool = False, do_shrink: bool = True, log=
     for b0 in range(0, count, max(1, batch)):
         chunk = seeds[b0:b0 + max(1, batch)]
         progs = [generate(s, long) for s in chunk]
+        print(f"[programs {chunk[0]}..{chunk[-1]}]", file=sys.stderr, flush=True)  # where a crash happened
         if batch > 1:
             outcomes = [(st, fs, {}) for st, fs in check_batch(progs, runners)]
         else:

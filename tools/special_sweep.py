@@ -39,7 +39,7 @@ def programs(ops: list[str], dtypes: list[str], modes: list[str]):
                 cases = [(v,) for v in vals]
             else:
                 cases = list(itertools.product(vals, vals))
-            out = spec.out or dtype
+            out = spec.result(dtype)
             for mode in modes:
                 ins = [fuzz.Input(mode, dtype, (len(cases),), [c[k] for c in cases]) for k in range(len(cases[0]))]
                 node = fuzz.Node(name, list(range(len(ins))), {}, out, (len(cases),))
@@ -62,7 +62,7 @@ def sweep(ops: list[str], dtypes: list[str], modes: list[str], log=print) -> dic
             log(f"ERROR {key}: {got.error}")
             continue
         spec = fuzz.OPS[name]
-        out = spec.out or dtype
+        out = spec.result(dtype)
         tol = spec.ulps + (1 if out in ("float16", "bfloat16") and spec.ulps else 0)
         e, g = ref.values[0], got.values[0]
         bad = []
@@ -81,7 +81,7 @@ def sweep(ops: list[str], dtypes: list[str], modes: list[str], log=print) -> dic
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ops", help="comma-separated op names of tools/fuzz.py's table (default: all elementwise)")
-    ap.add_argument("--dtypes", default=",".join(fuzz.ALL))
+    ap.add_argument("--dtypes", default=",".join(fuzz.ALL + fuzz.COMPLEX))
     ap.add_argument("--modes", default="arg,const")
     a = ap.parse_args(argv)
     import tfxla_cluster._quiet  # noqa: F401

@@ -103,3 +103,37 @@ def test_huge_integer_flag_value_is_a_flag_error(capsys, value):
 def test_leading_zeros_are_fine(capsys):
     code, out, _ = _run(capsys, "flags", "--flags", "--tf_xla_min_cluster_size=" + "0" * 5000 + "3")
     assert code == 0 and "tf_xla_min_cluster_size = 3" in out
+
+
+def test_cache_entries_that_break_the_reader_are_corrupt(tmp_path, capsys):
+    """A header nested too deep for json (RecursionError), a FIFO (reading would block forever) and a
+    dangling symlink are corrupt entries, not internal errors or hangs."""
+    d = tmp_path / "cache"
+    d.mkdir()
+    _entry(d, "deep").write_bytes(b"[" * 100_000 + b"]" * 100_000 + b"\nobject")
+    os.mkfifo(_entry(d, "fifo"))
+    os.symlink(tmp_path / "missing", _entry(d, "dangling"))
+    for action in ("list", "verify"):
+        code, out, err = _run(capsys, "cache", action, "--dir", str(d))
+        assert code == (1 if action == "verify" else 0) and not err
+        for name, why in [("deep", "unreadable header"), ("fifo", "not a regular file"),
+                          ("dangling", "No such file")]:
+            line = next(ln for ln in out.splitlines() if f"__{name}.tfxla" in ln)
+            assert "CORRUPT" in line and why in line, line
+
+
+def test_function_with_duplicate_node_names_is_rejected(tmp_path, capsys):
+    """TF's importer rejects a library function whose body repeats a node name; so do info and mark."""
+    text = ('library { function { signature { name: "f" output_arg { name: "y" type: DT_FLOAT } } '
+            'node_def { name: "c" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } } '
+            'attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 1 } } } } '
+            'node_def { name: "c" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } } '
+            'attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 2 } } } } '
+            'ret { key: "y" value: "c:output:0" } } }\n' + PLACEHOLDER)
+    assert _tf_rejects(text)
+    path = tmp_path / "dup.pbtxt"
+    path.write_text(text)
+    for command in ("info", "mark"):
+        code, _, err = _run(capsys, command, str(path))
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and str(path) in lines[0] and "'c' is not unique" in lines[0], err

@@ -56,7 +56,9 @@ def test_generator_covers_dtypes_shapes_and_specials():
     ops = {n.op for p in progs for n in p.nodes}
     assert {"cond", "while", "assign_add", "gather", "concat", "reduce_max"} <= ops
     kinds = {x.kind for p in progs for x in p.inputs}
-    assert kinds == {"arg", "const", "var"}
+    assert kinds == {"arg", "const", "var", "vararg", "np", "list"}
+    assert set(fuzz.COMPLEX) <= dtypes
+    assert {"while2", "case", "conv2d", "strided_slice", "sort", "segment_sum", "complex"} <= ops
 
 
 def test_compare_rules():

@@ -139,6 +139,12 @@ class Graph:
         self._shapes: dict[str, list[Shape]] | None = None
         self._topo: list[Node] | None = None
         self._functions = {f.signature.name: f for f in self.graph_def.library.function}
+        for f in self.graph_def.library.function:  # TF's importer rejects these too (its library differs)
+            seen: set[str] = set()
+            for nd in f.node_def:
+                if nd.name in seen:
+                    raise InvalidArgumentError(f"Function '{f.signature.name}': node '{nd.name}' is not unique")
+                seen.add(nd.name)
         op_defs: dict[str, object] = {}
         slot_cache = opdefs.SlotCache()
         for node_def in self.graph_def.node:

@@ -61,6 +61,7 @@ import logging
 import os
 import pickle
 import re
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -335,13 +336,16 @@ class PersistentCache:
 
 def read_entry(path: Path) -> tuple[dict, bytes]:
     """(header, object code) of a cache file; ``ValueError`` when it is not a valid entry."""
+    mode = os.stat(path).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # reading a FIFO would block (a directory: below)
+        raise ValueError("not a regular file")
     data = Path(path).read_bytes()
     head, sep, obj = data.partition(b"\n")
     if not sep:
         raise ValueError("no header")
     try:
         header = json.loads(head)
-    except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, bytes that are not UTF-8, nesting too deep
         raise ValueError(f"unreadable header: {e}") from None
     if not isinstance(header, dict):
         raise ValueError(f"header is JSON but not an object ({type(header).__name__})")

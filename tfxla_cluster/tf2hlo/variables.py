@@ -35,15 +35,27 @@ def _typed_resource(ctx, index: int, attr: str = "dtype"):
     return r
 
 
+def _split(b, v):
+    """A complex resource value as a ComplexValue (what complex lowerings take, as for parameters)."""
+    from tfxla_cluster.tf2hlo.complex_ops import ComplexValue
+    return ComplexValue(b.unary(O.REAL, v), b.unary(O.IMAG, v)) if v.shape.element_type.is_complex else v
+
+
+def _value_input(ctx, index: int):
+    """Input ``index`` as one HLO array (a ComplexValue joined back into a complex array)."""
+    from tfxla_cluster.tf2hlo.complex_ops import complex_hlo
+    return complex_hlo(ctx, index)
+
+
 @lowers("ReadVariableOp")
 def _read(ctx, node):
-    return [_typed_resource(ctx, 0).read(node.name)]
+    return [_split(ctx.b, _typed_resource(ctx, 0).read(node.name))]
 
 
 @lowers("AssignVariableOp")
 def _assign(ctx, node):
     r = ctx.resource(0)
-    value = ctx.input(1)
+    value = _value_input(ctx, 1)
     if r.value is not None and value.shape.dimensions != r.dims:
         raise InvalidArgumentError(f"Trying to assign to variable with tensor with wrong shape. Expected "
                                    f"[{','.join(map(str, r.dims))}] got [{','.join(map(str, value.shape.dimensions))}]")
@@ -54,11 +66,17 @@ def _assign(ctx, node):
 def _assign_op(combine):
     def lower(ctx, node):
         r = _typed_resource(ctx, 0)
-        delta = ctx.input(1)
+        delta = _value_input(ctx, 1)
         if delta.shape.dimensions != r.dims:
             raise InvalidArgumentError(f"Shapes of variable and value must match: [{','.join(map(str, r.dims))}] "
                                        f"vs. [{','.join(map(str, delta.shape.dimensions))}]")
-        r.assign(combine(ctx.b, r.read(node.name), delta))
+        b, v = ctx.b, r.read(node.name)
+        if v.shape.element_type.is_complex:  # part by part, as the complex lowerings compute
+            re = combine(b, b.unary(O.REAL, v), b.unary(O.REAL, delta))
+            im = combine(b, b.unary(O.IMAG, v), b.unary(O.IMAG, delta))
+            r.assign(b.binary(O.COMPLEX, re, im))
+        else:
+            r.assign(combine(b, v, delta))
         return []
     return lower
 
