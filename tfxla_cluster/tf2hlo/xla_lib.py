@@ -399,7 +399,11 @@ def softplus(b, x):
     """log(1 + exp(x)) without overflow (tf2xla's Softplus): x above -log(eps)-2, exp(x) below
     log(eps)+2, log1p(exp(x)) in between."""
     et = x.shape.element_type
-    threshold = math.log(epsilon(et)) + 2.0
+    # tf2xla builds log(eps) + 2 from constants of the type itself (folded with a rounding after each op, the
+    # log of a 16-bit float through f32), so bf16's threshold is -2.84375, not the -2.859375 nearest -2.852
+    wide = np.float32 if et in (P.F16, P.BF16) else et.dtype.type
+    log_eps = np_scalar(wide(math.log(epsilon(et))), et)
+    threshold = float(np_scalar(wide(float(log_eps) + 2.0), et))
     too_large = gt(b, x, -threshold)
     too_small = lt(b, x, threshold)
     ex = b.exp(x)
