@@ -1,6 +1,6 @@
-"""lgamma, digamma, BesselI0e and BesselI1e bit for bit against TF's XLA (jit_compile=True): XLA's Lanczos
-formulas (op order, reflection, poles) and Cephes' Chebyshev series, f32/f64 over values that reach every
-branch, f16/bf16 over every bit pattern (computed in f32 by both)."""
+"""lgamma, digamma, BesselI0e, BesselI1e, softplus and log_sigmoid bit for bit against TF's XLA (jit_compile=True):
+XLA's Lanczos formulas (op order, reflection, poles), Cephes' Chebyshev series and softplus's thresholds rounded
+in the type (bf16: ±2.859375), f32/f64 over values that reach every branch, f16/bf16 over every bit pattern."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,13 +21,14 @@ def _values(dtype) -> np.ndarray:
         rng.uniform(-12, 12, 300),                                  # both reflection sides, |x| <= 8 and beyond
         rng.uniform(-0.5, 0.5, 60) + rng.integers(-30, 30, 60),     # near the poles, fractional parts on both halves
         10.0 ** rng.uniform(-big, big, 120) * rng.choice([-1, 1], 120),
-        np.arange(-6, 7, 0.5), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 8.0, -8.0, 8.000001, 0.4999999]])
+        np.arange(-6, 7, 0.5), [2.859375, -2.859375, 15.942385, -15.942385, 34.538776, 0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 8.0, -8.0, 8.000001, 0.4999999]])
     return x.astype(dtype)
 
 
 @tf.autograph.experimental.do_not_convert
 def _ops(a):
-    return tf.math.lgamma(a), tf.math.digamma(a), tf.math.bessel_i0e(a), tf.math.bessel_i1e(a)
+    return (tf.math.lgamma(a), tf.math.digamma(a), tf.math.bessel_i0e(a), tf.math.bessel_i1e(a), tf.nn.softplus(a),
+            tf.math.log_sigmoid(a))
 
 
 def _same_bits(want: np.ndarray, got: np.ndarray) -> np.ndarray:
@@ -40,6 +41,6 @@ def test_special_functions_bitwise(dtype):
     x = _values(dtype)
     want = [w.numpy() for w in tf.function(_ops, jit_compile=True)(x)]
     got = [np.asarray(g) for g in txc.function(_ops, jit_compile=True)(x)]
-    for name, w, g in zip(("lgamma", "digamma", "i0e", "i1e"), want, got):
+    for name, w, g in zip(("lgamma", "digamma", "i0e", "i1e", "softplus", "log_sigmoid"), want, got):
         bad = ~_same_bits(w, g)
         assert not bad.any(), (name, x[bad][:4], g[bad][:4], w[bad][:4])
