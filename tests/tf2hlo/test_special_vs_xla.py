@@ -44,3 +44,26 @@ def test_special_functions_bitwise(dtype):
     for name, w, g in zip(("lgamma", "digamma", "i0e", "i1e", "softplus", "log_sigmoid"), want, got):
         bad = ~_same_bits(w, g)
         assert not bad.any(), (name, x[bad][:4], g[bad][:4], w[bad][:4])
+
+
+_GRID = (0.0, -0.0, 0.5, 1.0, 2.0, 3.0, -1.0, -2.0, -2.5, 4.5, 12.0, 1e-3, 1e3, 1e30, np.inf, -np.inf, np.nan)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_zeta_polygamma_bitwise(dtype):
+    """XLA's Euler-Maclaurin zeta (and polygamma through it) on random arguments and every pair of edge values
+    (x = 1, x < 1, q a non-positive integer, even/odd integer x, q < 0 with non-integer x, inf, NaN)."""
+    rng = np.random.default_rng(5)
+    x, q = (np.array(v, dtype) for v in zip(*[(a, c) for a in _GRID for c in _GRID]))
+    x = np.concatenate([x, rng.uniform(1, 12, 200).astype(dtype)])
+    q = np.concatenate([q, (10.0 ** rng.uniform(-3, 3, 200)).astype(dtype)])
+    n = np.floor(np.abs(x)) % 4
+
+    @tf.autograph.experimental.do_not_convert
+    def f(x, q, n):
+        return tf.math.zeta(x, q), tf.math.polygamma(n, q)
+    want = [w.numpy() for w in tf.function(f, jit_compile=True)(x, q, n)]
+    got = [np.asarray(g) for g in txc.function(f, jit_compile=True)(x, q, n)]
+    for name, w, g in zip(("zeta", "polygamma"), want, got):
+        bad = ~_same_bits(w, g)
+        assert not bad.any(), (name, x[bad][:4], q[bad][:4], g[bad][:4], w[bad][:4])
