@@ -67,3 +67,21 @@ def test_zeta_polygamma_bitwise(dtype):
     for name, w, g in zip(("zeta", "polygamma"), want, got):
         bad = ~_same_bits(w, g)
         assert not bad.any(), (name, x[bad][:4], q[bad][:4], g[bad][:4], w[bad][:4])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_betainc_bitwise(dtype):
+    """XLA's Lentz-Thompson-Barnett betainc (one iteration count for the whole array, both sides of the
+    (a+1)/(a+b+2) swap) on random arguments and edge values (a, b <= 0, x outside [0, 1], 0, 1, inf, NaN)."""
+    rng = np.random.default_rng(7)
+    edge = (0.0, -1.0, 0.5, 1.0, 3.0, 1e3, np.inf, np.nan)
+    a, bb, x = (np.array(v, dtype) for v in zip(*[(p, q, r) for p in edge for q in edge
+                                                   for r in (0.0, 0.3, 1.0, -0.5, 1.5, np.nan)]))
+    a = np.concatenate([a, (10.0 ** rng.uniform(-2, 2, 150)).astype(dtype)])
+    bb = np.concatenate([bb, (10.0 ** rng.uniform(-2, 2, 150)).astype(dtype)])
+    x = np.concatenate([x, rng.uniform(0, 1, 150).astype(dtype)])
+    f = tf.autograph.experimental.do_not_convert(lambda p, q, r: tf.math.betainc(p, q, r))
+    want = tf.function(f, jit_compile=True)(a, bb, x).numpy()
+    got = np.asarray(txc.function(f, jit_compile=True)(a, bb, x))
+    bad = ~_same_bits(want, got)
+    assert not bad.any(), (a[bad][:4], bb[bad][:4], x[bad][:4], got[bad][:4], want[bad][:4])
