@@ -85,3 +85,24 @@ def test_betainc_bitwise(dtype):
     got = np.asarray(txc.function(f, jit_compile=True)(a, bb, x))
     bad = ~_same_bits(want, got)
     assert not bad.any(), (a[bad][:4], bb[bad][:4], x[bad][:4], got[bad][:4], want[bad][:4])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_igamma_family_bitwise(dtype):
+    """Igamma, Igammac, IgammaGradA and RandomGammaGrad (XLA's series / continued fraction and their
+    derivatives in a, per-element stopping) on random arguments and every pair of edge values."""
+    rng = np.random.default_rng(9)
+    edge = (0.0, -1.0, 0.5, 1.0, 3.0, 30.0, 1e4, np.inf, np.nan)
+    a, x = (np.array(v, dtype) for v in zip(*[(p, q) for p in edge for q in edge]))
+    a = np.concatenate([a, (10.0 ** rng.uniform(-2, 2.5, 200)).astype(dtype)])
+    x = np.concatenate([x, (10.0 ** rng.uniform(-2, 2.5, 200)).astype(dtype)])
+
+    @tf.autograph.experimental.do_not_convert
+    def f(p, q):
+        return (tf.math.igamma(p, q), tf.math.igammac(p, q), tf.raw_ops.IgammaGradA(a=p, x=q),
+                tf.raw_ops.RandomGammaGrad(alpha=p, sample=q))
+    want = [w.numpy() for w in tf.function(f, jit_compile=True)(a, x)]
+    got = [np.asarray(g) for g in txc.function(f, jit_compile=True)(a, x)]
+    for name, w, g in zip(("igamma", "igammac", "igamma_grad_a", "random_gamma_grad"), want, got):
+        bad = ~_same_bits(w, g)
+        assert not bad.any(), (name, a[bad][:4], x[bad][:4], g[bad][:4], w[bad][:4])

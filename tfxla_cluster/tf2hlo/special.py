@@ -1,15 +1,17 @@
 """Special functions: Igamma, Igammac, IgammaGradA, RandomGammaGrad, Zeta, Polygamma, Betainc, BesselI0e, BesselI1e
 (tf2xla's binary_ops.cc/unary_ops_composition and betainc_op.cc over XLA's math.cc).
 
-Stage: lowering. Computed in f32 for f16/bf16 inputs (XLA's ``DoWithUpcastToF32``). The numerics are
-ours, accurate to a few ulps times the number of terms, not XLA's exact operation order:
+Stage: lowering. Computed in f32 for f16/bf16 inputs (XLA's ``DoWithUpcastToF32``). Each is TF 2.21's XLA
+HLO op for op, so results are bit-equal to TF's XLA (tests/tf2hlo/test_special_vs_xla.py):
 
-* Igamma/Igammac: the power series of P(a, x) when ``x <= 1`` or ``x <= a``, else the continued fraction
-  of Q(a, x) (Cephes' ``igamc`` recurrences with rescaling), each an HLO while that stops when every
-  element has converged (relative term below the type's epsilon) or after 2000 iterations; the prefactor
-  ``exp(a·log x - x - lgamma(a))``. x = 0 gives P = 0; a <= 0 or x < 0 gives NaN for P and 1 for Q (as XLA).
-* IgammaGradA: the same iterations differentiated forward in ``a`` (each recurrence carries its
-  derivative), as XLA's ``IgammaGradA`` does.
+* Igamma/Igammac: the power series of P(a, x), or the continued fraction of Q(a, x) (Cephes' ``igamc``
+  recurrences with rescaling) where x > 1 and x > a (Igammac: unless x < 1 or x < a), each an HLO while
+  whose elements stop one by one (relative term below the type's epsilon), 2000 iterations at most; the
+  prefactor ``exp(a·log x - x - lgamma(a))``. x = 0 gives P = 0; a <= 0 or x < 0 gives NaN for P, and Q is
+  1 wherever x <= 0 or a <= 0 (as XLA).
+* IgammaGradA/RandomGammaGrad: the same iterations carrying their derivatives in ``a`` (XLA's
+  DERIVATIVE/SAMPLE_DERIVATIVE modes: their stopping rules and rescaling by eps, lgamma of the client
+  library).
 * Zeta(x, q): XLA's Euler-Maclaurin op for op (:func:`zeta`), bit-equal to TF's XLA.
 * Polygamma(n, x): digamma for n = 0, else ``(-1)^(n+1)·n!·zeta(n+1, x)``; non-integer n → NaN.
 * Betainc(a, b, x): XLA's RegularizedIncompleteBeta op for op (:func:`_betainc`), bit-equal to TF's XLA.
@@ -91,11 +93,16 @@ def _igamma_series(b, a, x, done0, derivative: bool):
     def step(sb, done, r, c, ans, dc, dans, x):
         r2 = xl.add(sb, r, 1.0)
         c2 = sb.multiply(c, sb.divide(x, r2))
-        dc2 = sb.subtract(sb.multiply(dc, sb.divide(x, r2)), sb.divide(c2, r2))
         ans2 = sb.add(ans, c2)
-        dans2 = sb.add(dans, dc2)
-        conv = xl.le(sb, sb.abs(sb.divide(dc2 if derivative else c2, dans2 if derivative else ans2)), eps)
-        new_done = sb.or_(done, conv)
+        if derivative:
+            # XLA: dc·(x/r) + ((-1·c)·x)/(r·r) with the previous c; go on while |dc/dans| > eps
+            dc2 = sb.add(sb.multiply(dc, sb.divide(x, r2)),
+                         sb.divide(sb.multiply(xl.mul(sb, c, -1.0), x), sb.multiply(r2, r2)))
+            dans2 = sb.add(dans, dc2)
+            new_done = sb.or_(done, sb.not_(xl.gt(sb, sb.abs(sb.divide(dc2, dans2)), eps)))
+        else:
+            dc2, dans2 = dc, dans
+            new_done = sb.or_(done, xl.le(sb, sb.abs(sb.divide(c2, ans2)), eps))
         return [new_done, _keep(sb, done, r, r2), _keep(sb, done, c, c2), _keep(sb, done, ans, ans2),
                 _keep(sb, done, dc, dc2), _keep(sb, done, dans, dans2), x]
     one, zero = _full(b, 1.0, a), _full(b, 0.0, a)
@@ -123,25 +130,24 @@ def _igammac_cf(b, a, x, done0, derivative: bool):
         yc = sb.multiply(y2, c2)
         pk = sb.subtract(sb.multiply(pkm1, z2), sb.multiply(pkm2, yc))
         qk = sb.subtract(sb.multiply(qkm1, z2), sb.multiply(qkm2, yc))
-        # d/da: dz = -1 per step (z2' = -1), dy = -1 → d(yc) = -c2
-        dpk = sb.subtract(sb.subtract(sb.multiply(dpkm1, z2), pkm1),
-                          sb.subtract(sb.multiply(dpkm2, yc), sb.multiply(pkm2, c2)))
-        dqk = sb.subtract(sb.subtract(sb.multiply(dqkm1, z2), qkm1),
-                          sb.subtract(sb.multiply(dqkm2, yc), sb.multiply(qkm2, c2)))
+        # d/da (dy = dz = -1): XLA's ((dpkm1·z - pkm1) - dpkm2·yc) + pkm2·c
+        dpk = sb.add(sb.subtract(sb.subtract(sb.multiply(dpkm1, z2), pkm1), sb.multiply(dpkm2, yc)),
+                     sb.multiply(pkm2, c2))
+        dqk = sb.add(sb.subtract(sb.subtract(sb.multiply(dqkm1, z2), qkm1), sb.multiply(dqkm2, yc)),
+                     sb.multiply(qkm2, c2))
         nz = xl.ne(sb, qk, 0.0)
-        safe_qk = xl.select(sb, nz, qk, 1.0)
-        r = sb.divide(pk, safe_qk)
-        dr = sb.divide(sb.subtract(dpk, sb.multiply(r, dqk)), safe_qk)
+        r = sb.divide(pk, qk) if derivative else sb.divide(pk, xl.select(sb, nz, qk, 1.0))
         t = xl.select(sb, nz, sb.abs(sb.divide(sb.subtract(ans, r), r)), 1.0)
-        dt = xl.select(sb, nz, sb.abs(sb.divide(sb.subtract(dans, dr), dr)), 1.0)
         ans2 = sb.select(nz, r, ans)
-        dans2 = sb.select(nz, dr, dans)
-        rescale = xl.gt(sb, sb.abs(pk), big)
+        dans2 = sb.select(nz, sb.divide(sb.subtract(dpk, sb.multiply(ans2, dqk)), qk), dans)
+        # XLA goes on while |dans_new - dans| > eps (1 where qk = 0)
+        dt = xl.select(sb, nz, sb.abs(sb.subtract(dans2, dans)), 1.0)
+        rescale = xl.gt(sb, sb.abs(pk), 1.0 / eps if derivative else big)
 
         def sc(v):
-            return sb.select(rescale, xl.mul(sb, v, biginv), v)
+            return sb.select(rescale, xl.mul(sb, v, eps if derivative else biginv), v)
         new = [sc(pk), sc(pkm1), sc(qk), sc(qkm1), sc(dpk), sc(dpkm1), sc(dqk), sc(dqkm1)]
-        conv = xl.le(sb, dt if derivative else t, eps)
+        conv = sb.not_(xl.gt(sb, dt, eps)) if derivative else xl.le(sb, t, eps)
         new_done = sb.or_(done, conv)
         vals = [y2, z2, c2, new[0], new[1], new[2], new[3], ans2, new[4], new[5], new[6], new[7], dans2]
         olds = [y, z, c, pkm1, pkm2, qkm1, qkm2, ans, dpkm1, dpkm2, dqkm1, dqkm2, dans]
@@ -162,20 +168,33 @@ def _igamma_parts(b, a, x, mode: str):
     maxlog = float(np.log(xl.max_finite_value(et)))
     underflow = xl.lt(b, ax, -maxlog)
     derivative = mode == "dp"
+    if derivative:
+        # XLA's IgammaGradA runs the loops wherever x != 0, the domain is valid and e^ax does not underflow
+        lg = _lgamma_lib(b, a)
+        ax = b.subtract(b.subtract(b.multiply(a, b.log(x)), x), lg)
+        underflow = xl.lt(b, ax, -maxlog)
+        trivial = b.or_(b.or_(xl.eq(b, x, 0.0), b.or_(xl.lt(b, x, 0.0), xl.le(b, a, 0.0))),
+                        b.or_(xl.is_nan(b, a), xl.is_nan(b, x)))
+    if mode == "q":
+        # XLA's Igammac: the continued fraction unless x < 1 or x < a (so at x = 1 too); only x <= 0 or
+        # a <= 0 stop the loops (NaN runs through them)
+        use_cf = b.not_(b.or_(xl.lt(b, x, 1.0), b.compare(x, a, "LT")))
+        trivial = b.or_(xl.le(b, x, 0.0), xl.le(b, a, 0.0))
     s_done = b.or_(b.or_(trivial, use_cf), underflow)
     c_done = b.or_(b.or_(trivial, b.not_(use_cf)), underflow)
     series, dseries = _igamma_series(b, a, x, s_done, derivative)
     cf, dcf = _igammac_cf(b, a, x, c_done, derivative)
     pref = b.exp(ax)
     if mode == "dp":
-        # P = S·e^ax/a: dP = e^ax/a·(dS + S·(log x - ψ(a)) - S/a);  Q = CF·e^ax: dP = -dQ
-        dax = b.subtract(b.log(x), xl.digamma(b, a))
-        dp_series = b.multiply(b.divide(pref, a),
-                               b.subtract(b.add(dseries, b.multiply(series, dax)), b.divide(series, a)))
-        dq_cf = b.multiply(pref, b.add(dcf, b.multiply(cf, dax)))
+        # XLA's IgammaGradA: ax·(S·(log x - ψ(a+1)) + dS)/a, -(ax·(CF·(log x - ψ(a)) + dCF)); 0 at x = 0
+        log_x = b.log(x)
+        dp_series = b.divide(b.multiply(pref, b.add(b.multiply(series, b.subtract(
+            log_x, xl.digamma(b, xl.add(b, a, 1.0)))), dseries)), a)
+        dq_cf = b.multiply(pref, b.add(b.multiply(cf, b.subtract(log_x, xl.digamma(b, a))), dcf))
         out = b.select(use_cf, b.negate(dq_cf), dp_series)
-        out = b.select(b.or_(underflow, b.or_(xl.eq(b, x, 0.0), xl.is_inf(b, x))), _full(b, 0.0, a), out)
-        return b.select(invalid, _nan(b, a), out)
+        out = b.select(xl.eq(b, x, 0.0), _full(b, 0.0, a), out)
+        domain_error = b.or_(b.or_(xl.lt(b, x, 0.0), xl.le(b, a, 0.0)), b.or_(xl.is_nan(b, a), xl.is_nan(b, x)))
+        return b.select(domain_error, _nan(b, a), out)
     p_series = b.divide(b.multiply(series, pref), a)
     q_cf = b.multiply(cf, pref)
     if mode == "p":
@@ -185,13 +204,9 @@ def _igamma_parts(b, a, x, mode: str):
         out = b.select(xl.is_inf(b, x), _full(b, 1.0, a), out)
     else:
         out = b.select(use_cf, q_cf, xl.sub(b, 1.0, p_series))
-        out = b.select(underflow, b.select(use_cf, _full(b, 0.0, a), _full(b, 1.0, a)), out)
-        out = b.select(xl.eq(b, x, 0.0), _full(b, 1.0, a), out)
-        out = b.select(xl.is_inf(b, x), _full(b, 0.0, a), out)
-        # XLA's Igammac: 1 wherever x <= 0 or a <= 0 (NaN inputs stay NaN)
-        out_of_range = b.or_(xl.le(b, x, 0.0), xl.le(b, a, 0.0))
-        nan_in = b.or_(xl.is_nan(b, a), xl.is_nan(b, x))
-        return b.select(nan_in, _nan(b, a), b.select(out_of_range, _full(b, 1.0, a), out))
+        out = b.select(xl.eq(b, x, np.inf), _full(b, 0.0, a), out)
+        # XLA's Igammac: 1 wherever x <= 0 or a <= 0
+        return b.select(trivial, _full(b, 1.0, a), out)
     return b.select(invalid, _nan(b, a), out)
 
 
@@ -220,7 +235,7 @@ def _random_gamma_grad(ctx, node):
     domain_error = b.or_(xl.lt(b, x, 0.0), xl.le(b, a, 0.0))
     use_cf = b.and_(xl.gt(b, x, 1.0), b.compare(x, a, "GT"))
     log_x = b.log(x)
-    ax = b.subtract(b.subtract(b.multiply(a, log_x), x), xl.lgamma(b, a))
+    ax = b.subtract(b.subtract(b.multiply(a, log_x), x), _lgamma_lib(b, a))
     underflow = xl.lt(b, ax, -float(np.log(xl.max_finite_value(a.shape.element_type))))
     disabled = b.or_(b.or_(x_zero, domain_error), b.or_(underflow, is_nan))
     series, dseries = _igamma_series(b, a, x, b.or_(disabled, use_cf), True)
