@@ -7,7 +7,8 @@ The component arithmetic goes through :class:`~tfxla_cluster.codegen.scalar_ops.
 so exp/log/sin/cos/atan2/pow are the same code as for real types. The formulas and corner cases are
 XLA's: textbook add/sub/mul; Smith's division with the zero-denominator, infinite-numerator and
 infinite-denominator fix-ups; abs as max·sqrt(1 + (min/max)²) (NaN → min); sign = z/(|z|, 0) by that
-division (0 at 0); exp = eᵃ(cos b, sin b) with +0 imaginary part for a real argument; log = (log|z|, atan2(b, a)); sqrt through the polar form with XLA's inf/NaN
+division (0 at 0); exp = eᵃ(cos b, sin b) (e^(a/2) twice where eᵃ overflows) with +0 imaginary part for a real
+argument, expm1 with Cephes' cosm1, both as MLIR's complex-to-standard lowering; log = (log|z|, atan2(b, a)); sqrt through the polar form with XLA's inf/NaN
 cases, rsqrt likewise; sin/cos through sinh/cosh, tanh/tan from expm1s with XLA's limits, expm1 and
 log1p in their accurate forms; power in polar form with Kahan's special cases; compare EQ (ordered on
 both parts), NE (unordered on either) and LT/LE/GT/GE lexicographic on (re, im) (ordered). Other
@@ -143,10 +144,17 @@ def _log(p: _Parts, re, im):
 
 
 def _exp(p: _Parts, re, im):
+    """eᵃ(cos b, sin b) as MLIR's complex-to-standard lowering (XLA:CPU's fusion emitter): where eᵃ
+    overflows, (e^(a/2)·cos b)·e^(a/2) instead; the imaginary part of a real argument stays +0. The selects
+    also keep a following fadd from contracting with these fmuls (as in TF's XLA)."""
     e = p.unary(O.EXP, re)
+    e_half = p.unary(O.EXP, p.mul(re, p.c(0.5)))
+    cos, sin = p.unary(O.COS, im), p.unary(O.SIN, im)
     zero = p.c(0.0)
-    # a real argument stays real: exp(inf + 0i) is inf + 0i, not inf + NaN·i (TF's XLA)
-    return p.mul(e, p.unary(O.COS, im)), p.sel(p.oeq(im, zero), zero, p.mul(e, p.unary(O.SIN, im)))
+    overflow = p.oeq(e, p.c(float("inf")))
+    real = p.sel(overflow, p.mul(p.mul(e_half, cos), e_half), p.mul(e, cos))
+    imag = p.sel(overflow, p.mul(p.mul(e_half, sin), e_half), p.mul(e, sin))
+    return real, p.sel(p.oeq(im, zero), zero, imag)
 
 
 def _sign(p: _Parts, re, im):
@@ -209,13 +217,32 @@ def _tanh(p: _Parts, re, im, tan: bool = False):
     return (imag, p.neg(real)) if tan else (real, imag)
 
 
+# Cephes' cosm1 polynomial in x² (descending), as MLIR's complex-to-standard expm1 evaluates it.
+_COSM1 = (4.7377507964246204691685e-14, -1.1470284843425359765671e-11, 2.0876754287081521758361e-9,
+          -2.7557319214999787979814e-7, 2.4801587301570552304991e-5, -1.3888888888888872993737e-3,
+          4.1666666666666666609054e-2)
+
+
+def _cosm1(p: _Parts, x):
+    """cos(x) - 1: ``x⁴·P(x²) - x²/2`` (Horner steps as explicit FMAs) while x² < 0.61685 ≈ (π/4)², else
+    ``cos(x) + (-1)``."""
+    x2 = p.mul(x, x)
+    x4 = p.mul(x2, x2)
+    poly = p.c(_COSM1[0])
+    for c in _COSM1[1:]:
+        poly = p.s.call_intrinsic("fma", poly, x2, p.c(c))
+    small = p.s.mul_add(x4, poly, p.mul(p.c(-0.5), x2))
+    large = p.add(p.unary(O.COS, x), p.c(-1.0))
+    return p.sel(p.b.fcmp_ordered(">=", x2, p.c(0.61685)), large, small)
+
+
 def _expm1(p: _Parts, re, im):
-    """(expm1(a) cos b + cosm1(b), e^a sin b), cosm1(b) = -2 sin²(b/2) (accurate near 0)."""
+    """(expm1(a)·cos b + cosm1(b), e^a sin b) with Cephes' cosm1 (MLIR's complex-to-standard lowering, which
+    XLA:CPU's fusion emitter uses; the fmul feeding the fadd contracted to an FMA as XLA's backend does)."""
     zero, one = p.c(0.0), p.c(1.0)
     em = p.unary(O.EXPM1, re)
-    s_half = p.unary(O.SIN, p.mul(im, p.c(0.5)))
-    cosm1 = p.mul(p.c(-2.0), p.mul(s_half, s_half))
-    real = p.add(p.mul(em, p.add(cosm1, one)), cosm1)
+    cosm1 = _cosm1(p, im)
+    real = p.s.mul_add(em, p.add(cosm1, one), cosm1)
     imag = p.sel(p.oeq(im, zero), zero, p.mul(p.add(em, one), p.unary(O.SIN, im)))
     return real, imag
 

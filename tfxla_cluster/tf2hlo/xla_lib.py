@@ -399,7 +399,11 @@ def softplus(b, x):
     """log(1 + exp(x)) without overflow (tf2xla's Softplus): x above -log(eps)-2, exp(x) below
     log(eps)+2, log1p(exp(x)) in between."""
     et = x.shape.element_type
-    threshold = math.log(epsilon(et)) + 2.0
+    # tf2xla builds log(eps) + 2 from constants of the type itself (folded with a rounding after each op, the
+    # log of a 16-bit float through f32), so bf16's threshold is -2.84375, not the -2.859375 nearest -2.852
+    wide = np.float32 if et in (P.F16, P.BF16) else et.dtype.type
+    log_eps = np_scalar(wide(math.log(epsilon(et))), et)
+    threshold = float(np_scalar(wide(float(log_eps) + 2.0), et))
     too_large = gt(b, x, -threshold)
     too_small = lt(b, x, threshold)
     ex = b.exp(x)
@@ -480,7 +484,7 @@ def erfinv(b, x):
     return b.select(eq(b, b.abs(x), 1.0), mul(b, x, max_value(et)), result)
 
 
-# Lanczos approximation (g = 7, n = 9), as XLA's Lgamma/Digamma.
+# Lanczos approximation (g = 7, n = 9), as XLA's Lgamma/Digamma (the base coefficient rounds to 1 in f32).
 _LANCZOS_G = 7.0
 _LANCZOS_BASE = 0.99999999999980993227684700473478
 _LANCZOS = (676.520368121885098567009190444019, -1259.13921672240287047156078755283,
@@ -488,45 +492,59 @@ _LANCZOS = (676.520368121885098567009190444019, -1259.13921672240287047156078755
             -0.13857109526572011689554707, 9.984369578019570859563e-6, 1.50563273514931155834e-7)
 
 
+def _lanczos_log_t(b, z):
+    """log(z + g + 1/2) as log(g + 1/2) + log1p(z / (g + 1/2)) (XLA: a precise log near 1)."""
+    return add(b, b.log1p(div(b, z, _LANCZOS_G + 0.5)), math.log(_LANCZOS_G + 0.5))
+
+
 @upcast_f32
 def lgamma(b, x):
-    """log|Γ(x)| by Lanczos, with the reflection formula below 0.5; ±inf → +inf."""
+    """TF 2.21's Lgamma op for op: Lanczos on z = x - 1 (z = -x with the reflection formula below 0.5),
+    ``log_y = ((z + 1/2 - t/log t)·log t + log sqrt(2π)) + log A(z)`` (no overflow of z·log t), the
+    reflection's ``log|sin(πx)|`` from the fractional part of |x| folded to [0, 1/2]; ±inf → +inf."""
+    et, dims = x.shape.element_type, x.shape.dimensions
     need_reflect = lt(b, x, 0.5)
     z = b.select(need_reflect, b.negate(x), sub(b, x, 1.0))
-    acc = full(b, _LANCZOS_BASE, x.shape.element_type, x.shape.dimensions)
-    for i, c in enumerate(_LANCZOS):
-        acc = b.add(acc, div(b, c, add(b, z, i + 1.0)))
+    acc = add(b, div(b, _LANCZOS[0], add(b, z, 1.0)), _LANCZOS_BASE)
+    for i, c in enumerate(_LANCZOS[1:], start=2):
+        acc = b.add(acc, div(b, c, add(b, z, float(i))))
     t = add(b, z, _LANCZOS_G + 0.5)
-    log_t = add(b, b.log1p(div(b, z, _LANCZOS_G + 0.5)), math.log(_LANCZOS_G + 0.5))
-    log_y = b.add(sub(b, b.multiply(add(b, z, 0.5), log_t), t), b.log(acc))
-    log_y = add(b, log_y, (math.log(2.0) + math.log(math.pi)) / 2)
+    log_t = _lanczos_log_t(b, z)
+    head = b.multiply(b.subtract(add(b, z, 0.5), b.divide(t, log_t)), log_t)
+    log_y = b.add(add(b, head, (math.log(2.0) + math.log(math.pi)) / 2), b.log(acc))
     ax = b.abs(x)
-    reflection_denom = b.log(b.sin(mul(b, b.subtract(ax, b.floor(ax)), math.pi)))
+    frac = b.subtract(ax, b.floor(ax))
+    frac = b.select(lt(b, 0.5, frac), sub(b, 1.0, frac), frac)
+    reflection_denom = b.log(b.sin(mul(b, frac, math.pi)))
     reflection = b.select(b.is_finite(reflection_denom),
                           b.subtract(sub(b, math.log(math.pi), reflection_denom), log_y),
                           b.negate(reflection_denom))
     result = b.select(need_reflect, reflection, log_y)
-    finite_or_nan = b.or_(b.is_finite(x), is_nan(b, x))
-    return b.select(finite_or_nan, result, full(b, np.inf, x.shape.element_type, x.shape.dimensions))
+    return b.select(is_inf(b, x), full(b, np.inf, et, dims), result)
 
 
 @upcast_f32
 def digamma(b, x):
-    """ψ(x) by Lanczos; reflection ψ(1-x) - π/tan(πx) below 0.5; NaN at non-positive integers."""
+    """TF 2.21's Digamma op for op: ``log t + A'(z)/A(z) - g/t`` by Lanczos (each ``z + i + 1`` formed as
+    ``(z + i) + 1``), reflection ``ψ(1-x) - π·cos(πr)/sin(πr)`` below 0.5 with ``r = x + |floor(x + 1/2)|``;
+    NaN at zero and the negative integers."""
+    et, dims = x.shape.element_type, x.shape.dimensions
+    at_pole = b.and_(le(b, x, 0.0), eq(b, x, b.floor(x)))
     need_reflect = lt(b, x, 0.5)
     z = b.select(need_reflect, b.negate(x), sub(b, x, 1.0))
-    et, dims = x.shape.element_type, x.shape.dimensions
+    log_t = _lanczos_log_t(b, z)
+
+    def z_plus(i: int):
+        return add(b, z, 1.0) if i == 0 else add(b, add(b, z, float(i)), 1.0)
     num = full(b, 0.0, et, dims)
+    for i, c in enumerate(_LANCZOS):
+        num = b.subtract(num, div(b, c, b.multiply(z_plus(i), z_plus(i))))
     denom = full(b, _LANCZOS_BASE, et, dims)
     for i, c in enumerate(_LANCZOS):
-        zi = add(b, z, i + 1.0)
-        num = b.subtract(num, div(b, c, b.multiply(zi, zi)))
-        denom = b.add(denom, div(b, c, zi))
+        denom = b.add(denom, div(b, c, z_plus(i)))
     t = add(b, z, _LANCZOS_G + 0.5)
-    log_t = add(b, b.log1p(div(b, z, _LANCZOS_G + 0.5)), math.log(_LANCZOS_G + 0.5))
     y = b.subtract(b.add(log_t, b.divide(num, denom)), div(b, _LANCZOS_G, t))
-    pix = mul(b, x, math.pi)
-    reflection = b.subtract(y, b.divide(mul(b, b.cos(pix), math.pi), b.sin(pix)))
-    result = b.select(need_reflect, reflection, y)
-    at_pole = b.and_(le(b, x, 0.0), eq(b, x, b.floor(x)))
+    reduced = b.add(x, b.abs(b.floor(add(b, x, 0.5))))
+    cot = b.divide(mul(b, b.cos(mul(b, reduced, math.pi)), math.pi), b.sin(mul(b, reduced, math.pi)))
+    result = b.select(need_reflect, b.subtract(y, cot), y)
     return b.select(at_pole, full(b, np.nan, et, dims), result)
