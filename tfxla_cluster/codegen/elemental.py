@@ -618,7 +618,7 @@ def _reduce_loops(em, shape: Shape, dims, body, prefix="r"):
             body(vals)
             return
         d = order[k]
-        with for_range(b, 0, shape.dimensions[d], f"{prefix}{d}") as i:
+        with for_range(b, 0, shape.dimensions[d], f"{prefix}{d}", reduction=True) as i:
             vals[d] = i
             with em.kctx.scope():
                 rec(k + 1)

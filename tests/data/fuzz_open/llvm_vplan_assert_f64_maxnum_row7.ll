@@ -3,6 +3,8 @@
 ; computeBestVF: 'VPlan cost model and legacy cost model disagreed'. f64 maxnum/minnum row reductions of 6 or 7
 ; elements (f32, llvm.maximum, other lengths, and the full pipeline are fine). Found by tools/fuzz.py: a merged batch
 ; (a module > 64 KiB) holding a float64[2,7] softmax (seed 41 batch 41001893..902, old generator).
+; Worked around in our code: reduction loops with a static trip count below loops.SMALL_REDUCTION_TRIPS carry
+; llvm.loop.vectorize.enable=false (tests/codegen/test_small_reduction_loops.py). This raw IR still aborts LLVM.
 
 define void @k(ptr noalias %buf0, ptr noalias %buf1, i64 %lo, i64 %hi) {
 setup:
