@@ -15,8 +15,8 @@ importing TensorFlow until something needs it.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tfxla_cluster._lazy import lazy_attributes
+
 
 __version__ = "0.1.0"
 
@@ -42,11 +42,4 @@ _LAZY = {
 
 __all__ = ["__version__", *_LAZY]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tfxla_cluster' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())

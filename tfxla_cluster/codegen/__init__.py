@@ -19,6 +19,8 @@
     executable.py  compile_module(module) -> Executable;  Executable(*arrays) -> tuple of arrays
 """
 
+from tfxla_cluster._lazy import lazy_attributes
+
 # Names resolve on first use (PEP 562): importing one submodule (the persistent cache's hit path loads
 # the engine and the executable's layout) does not import the whole package.
 _LAZY = {
@@ -34,17 +36,4 @@ __all__ = [
     "CodeLibrary", "CodegenOptions", "Executable", "JitEngine", "compile_module", "get_engine"
 ]
 
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())

@@ -12,6 +12,8 @@
 Invariants: a verified module's text parses back to the same text, and XLA's parser accepts it.
 """
 
+from tfxla_cluster._lazy import lazy_attributes
+
 # Names resolve on first use (PEP 562): importing one submodule (the persistent cache's hit path loads
 # shape.py) does not import the whole package.
 _LAZY = {
@@ -65,17 +67,4 @@ __all__ = [
     "primitive_type_from_dtype", "infer_shape", "verify_computation", "verify_module"
 ]
 
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())

@@ -14,8 +14,8 @@ The numerics checker it can include lives in :mod:`tfxla_cluster.runtime.numeric
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tfxla_cluster._lazy import lazy_attributes
+
 
 _LAZY = {
     "build_report": "tfxla_cluster.report.api",
@@ -28,11 +28,4 @@ _LAZY = {
 
 __all__ = list(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tfxla_cluster.report' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())

@@ -22,6 +22,8 @@ Modules:
 """
 from __future__ import annotations
 
+from tfxla_cluster._lazy import lazy_attributes
+
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -56,17 +58,4 @@ _LAZY = {
     "lowers": "tfxla_cluster.tf2hlo.registry",
 }
 
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())

@@ -23,8 +23,8 @@ Names are resolved lazily so that importing the CLI commands does not import Ten
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tfxla_cluster._lazy import lazy_attributes
+
 
 _LAZY = {
     "render": "tfxla_cluster.viz.api",
@@ -48,11 +48,4 @@ _LAZY = {
 
 __all__ = list(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tfxla_cluster.viz' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())
