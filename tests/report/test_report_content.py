@@ -41,8 +41,11 @@ def test_script_report_clusters_compiles_and_timings(script_report):
     assert any(k.kind.startswith("k") and k.instructions > 1 for k in big.kernels)   # a fusion with its kind
     varying = next(f for f in report.functions if f.name.startswith("varying"))
     (vc,) = varying.clusters.values()
-    assert vc.compiles == 4 and len(vc.signatures) == 4 and len(vc.causes) == 4
-    assert [s.key_text for s in vc.signatures] == [f"f32[{n}]" for n in (5, 6, 7, 8)]
+    compiled = [s for s in vc.signatures if s.compiled is not None]
+    assert vc.compiles == 4 and len(compiled) == 4 and len(vc.causes) == 4
+    assert [s.key_text for s in compiled] == [f"f32[{n}]" for n in (5, 6, 7, 8)]
+    # TF's lazy compilation: each later length's first call ran on TF's kernels, its second compiled
+    assert sorted(s.key_text for s in vc.signatures if s.compiled is None) == [f"f32[{n}]" for n in (6, 7, 8)]
 
 
 def test_script_report_advisor(script_report):

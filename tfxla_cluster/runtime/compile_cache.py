@@ -84,6 +84,9 @@ log = logging.getLogger("tfxla_cluster.codegen")
 
 MAX_COMPILES_BEFORE_MEGAMORPHIC = 10     # TF's kMaxNumberOfCompiles... ("more than 10 compiles")
 MIN_EXECUTIONS_PER_COMPILE = 50          # ...with fewer than 50 executions per compile
+# TF's kDefaultCompilationThreshold (device_compilation_profiler.cc): with lazy compilation, a signature other
+# than the one of a cluster's first execution compiles at its second request; the first runs on TF's kernels.
+LAZY_COMPILATION_THRESHOLD = 2
 FORMAT_VERSION = 2   # 2: IR digests without the ModuleID line; entries keyed before lowering
 _MAGIC = "tfxla-cluster-executable"
 CLUSTER_KIND = "cluster"   # header "kind" of an entry keyed before lowering (ClusterCode payload)
@@ -465,6 +468,8 @@ class ClusterStats:
     megamorphic: bool = False
     last_signature: Signature | None = None
     signatures: list[Signature] = field(default_factory=list)
+    requests: dict = field(default_factory=dict)   # Signature -> requests while uncompiled (TF's request_count)
+    lazy_fallbacks: int = 0                        # requests that ran on TF's kernels for the threshold
 
 
 @dataclass
@@ -532,13 +537,18 @@ class CompilationCache:
         return self.get_or_create(cluster, signature, lambda: self.compile(build()), strict=strict)
 
     def get_or_create(self, cluster: str, signature: Signature, create: Callable[[], object], *,
-                      strict: bool = False) -> CacheResult:
+                      strict: bool = False, lazy: bool = False) -> CacheResult:
         """The cache's rules around any compile step: ``create()`` returns the entry stored for
         (``cluster``, ``signature``) — an :class:`Executable`, or a runtime's own record holding one
         (it should have ``compile_seconds``; an ``origin`` attribute names where it came from).
 
         ``strict`` (must-compile clusters, TF's ``kStrict``) never falls back as megamorphic. An
         exception from ``create`` propagates and leaves no entry (the caller decides on fallback).
+
+        ``lazy`` (TF's ``kLazy``: auto-clustering with ``--tf_xla_enable_lazy_compilation``, the default): the
+        cluster's first request always compiles; after that, a new signature compiles only at its
+        ``LAZY_COMPILATION_THRESHOLD``-th request, and earlier ones get no executable (cause "lazy": the
+        caller runs TF's kernels this time), as TF's DeviceCompilationProfiler decides.
         """
         key = (cluster, signature)
         with self._lock:
@@ -556,6 +566,15 @@ class CompilationCache:
                             "now on", cluster, stats.compiles, stats.executions,
                             MAX_COMPILES_BEFORE_MEGAMORPHIC, MIN_EXECUTIONS_PER_COMPILE)
                 return CacheResult(None, False, "megamorphic", self, cluster)
+            first_request = not stats.requests and not stats.compiles
+            stats.requests[signature] = stats.requests.get(signature, 0) + 1
+            if lazy and not strict and not first_request and \
+                    stats.requests[signature] < LAZY_COMPILATION_THRESHOLD:
+                stats.lazy_fallbacks += 1
+                log.info("Not compiling cluster %s for %s yet: lazy compilation compiles a new signature at its "
+                         "request %d (this is request %d); TF's kernels run it", cluster, signature,
+                         LAZY_COMPILATION_THRESHOLD, stats.requests[signature])
+                return CacheResult(None, False, "lazy", self, cluster)
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:  # one compile per key; late arrivals wait and then hit
             with self._lock:

@@ -121,6 +121,7 @@ class Launcher:
         self._compilation_cache = None        # made on the first compile (it builds the JIT engine)
         self._hot: dict[tuple, CompiledCluster] = {}   # (dtype, shape) per input → entry (no constants)
         self._tf_fallback: Callable | None = None
+        self._lazy: bool | None = None        # TF's kLazy compile mode (read from the flags once)
         # Resource outputs (a handle passed through an Identity in the cluster, e.g. the input
         # Identity of an inlined call) are the input handle itself; everything else is a value.
         self._passthrough = signature.boundary.resource_passthrough
@@ -173,12 +174,13 @@ class Launcher:
 
         return Signature.of(arrays, self.const_positions or ())
 
-    def _lookup(self, arrays: list[np.ndarray]) -> CompiledCluster | None:
+    def _lookup(self, arrays: list[np.ndarray], lazy: bool = True) -> CompiledCluster | None:
         """The compiled signature for ``arrays`` (compiling on a miss); None when the cache says the
-        cluster is megamorphic. Compile errors propagate."""
+        cluster is megamorphic, or (``lazy``) when TF's lazy compilation runs this request on TF's
+        kernels. Compile errors propagate."""
         cache = self.compilation_cache()
         if self.const_positions is not None:
-            return self._get_or_compile(cache, arrays)
+            return self._get_or_compile(cache, arrays, lazy)
         # Which inputs are compile-time constants (and so part of the key) is known only once the
         # cluster has been lowered: the first compile runs alone and is re-keyed afterwards.
         with self._first_compile:
@@ -194,10 +196,22 @@ class Launcher:
                 self.const_positions = frozenset()
             return compiled
 
-    def _get_or_compile(self, cache, arrays: list[np.ndarray]) -> CompiledCluster | None:
+    def _lazy_compilation(self) -> bool:
+        """TF's compile mode for this cluster is kLazy: auto-clustered with --tf_xla_enable_lazy_compilation."""
+        if self.must_compile:
+            return False
+        if self._lazy is None:
+            from tfxla_cluster.flags import Flags
+
+            self._lazy = bool((self.flags or Flags.from_env()).tf_xla_enable_lazy_compilation)
+        return self._lazy
+
+    def _get_or_compile(self, cache, arrays: list[np.ndarray], lazy: bool = True) -> CompiledCluster | None:
         signature = self._signature(arrays)
         result = cache.get_or_create(self.sig.name, signature, lambda: self.compile_signature(arrays, signature),
-                                     strict=self.must_compile)
+                                     strict=self.must_compile, lazy=lazy and self._lazy_compilation())
+        if result.executable is None and result.cause == "lazy":
+            return None   # this request runs on TF's kernels; the next one with this signature compiles
         if result.executable is None:
             st = cache.clusters[self.sig.name]
             with self._lock:
@@ -339,7 +353,7 @@ class Launcher:
     def compile_for(self, *tensors: Any) -> CompiledCluster | None:
         """The compiled entry for a launch on ``tensors`` (the launch node's inputs), compiling it on a miss
         without running it: variables are read, never written (TF's ``experimental_get_compiler_ir``)."""
-        return self._lookup(self._arrays(tensors)[0])
+        return self._lookup(self._arrays(tensors)[0], lazy=False)
 
     def _arrays(self, tensors: tuple) -> tuple[list[np.ndarray], dict[int, tuple[Any, int]]]:
         """The launch's input values, and the variable handles among them (position -> (handle, dtype))."""
@@ -406,7 +420,11 @@ class Launcher:
                     raise
                 return self._fall_back(list(tensors), f"{type(e).__name__}: {str(e).splitlines()[0]}",
                                        updates_out if handles is None else None), None
-            if compiled is None:  # megamorphic (the cache warned)
+            if compiled is None:  # megamorphic (the cache warned), or lazy compilation's first request
+                if not self._stats.fallback_reason:   # lazy: TF counts the execution (its megamorphic rule)
+                    with self._lock:
+                        self._stats.executions += 1
+                    self._compilation_cache.record_execution(self.sig.name)
                 return self._run_tf(list(tensors), updates_out if handles is None else None), None
             if hot is not None:
                 self._hot[hot] = compiled
