@@ -28,7 +28,7 @@ Its payload is a pickle: the cache directory is trusted as the object code loade
 
 Small entries serve the steps before: a function graph after TF's runtime rewrites (keyed by the graph
 before them, :func:`graph_key`); the auto-clustering of a graph (keyed by the graph the pass sees, the
-flags, TF's XLA kernel list, the session's JIT setting and the fuel left when the graph could spend it,
+flags, TF's version and build, the session's JIT setting and the fuel left when the graph could spend it,
 :func:`clustering_key`), replayed on the process's cluster numbering and fuel as the pass would move them
 (:func:`clustered`); and TF's XLA JIT kernel list that clustering reads (keyed by TF's version and build and
 the names of the ops registered in the process, :func:`kernels_key`), which spares every later process the
@@ -468,7 +468,7 @@ class ClusterStats:
     megamorphic: bool = False
     last_signature: Signature | None = None
     signatures: list[Signature] = field(default_factory=list)
-    requests: dict = field(default_factory=dict)   # Signature -> requests while uncompiled (TF's request_count)
+    requests: dict[Signature, int] = field(default_factory=dict)   # requests per signature (TF's request_count)
     lazy_fallbacks: int = 0                        # requests that ran on TF's kernels for the threshold
 
 

@@ -185,10 +185,10 @@ class Launcher:
         # cluster has been lowered: the first compile runs alone and is re-keyed afterwards.
         with self._first_compile:
             if self.const_positions is not None:
-                return self._get_or_compile(cache, arrays)
+                return self._get_or_compile(cache, arrays, lazy)
             from tfxla_cluster.runtime.compile_cache import Signature
 
-            compiled = self._get_or_compile(cache, arrays)
+            compiled = self._get_or_compile(cache, arrays, lazy)
             if compiled is not None and self.const_positions:
                 compiled.key = self._signature(arrays)
                 cache.rekey(self.sig.name, Signature.of(arrays), compiled.key)
