@@ -739,7 +739,13 @@ def _reduce(em, instr):
             return init
         load = (lambda fi: em.ops.to_compute(et, x(fi))) if et.is_float else x
         if not cascade:
-            acc = _Accumulator(em, [cty], [em.ops.to_compute(et, init) if et.is_float else init])
+            init = em.ops.to_compute(et, init) if et.is_float else init
+            if in_order and simple is O.ADD:
+                # XLA's loop keeps its first `init + x0` (LLVM does not fold +0 + x0*x0 there), so a product
+                # x0*x0 contracts into it and x1*x1 into the second add; hidden behind a fence, LLVM here
+                # cannot fold it either (and would then contract x0*x0 into the second add).
+                init = em.ops.call_intrinsic("arithmetic.fence", init)
+            acc = _Accumulator(em, [cty], [init])
 
             def body(rvals):
                 acc.set([_simple_combine(em, simple, et, acc.get()[0], load(full_index(od, rvals)),

@@ -63,6 +63,9 @@ class ScalarOps:
         # (xla/codegen/intrinsic/rsqrt.cc), 1/sqrt(x) elsewhere; its steps are contracted to FMA.
         self.rsqrt_estimate = info.isa in ("AVX", "AVX2", "AVX-512")
         self.rsqrt14 = info.isa == "AVX-512"   # f64: AVX-512's rsqrt14 estimate, the same two steps
+        # XLA takes a target with SSE4a for AMD, whose SSE/AVX estimate is more accurate: one Newton step
+        # there for f32 (rsqrtss), two for AVX-512's rsqrt14 (f64).
+        self.rsqrt_f32_steps = 1 if "+sse4a" in mctx.options.cpu_target.features.split(",") else 2
         self.has_fma = info.fma
         self.fp16 = info.fp16   # half FMAs (LLVM contracts f16 only where f16 arithmetic is native)
 
@@ -119,7 +122,7 @@ class ScalarOps:
         """XLA:CPU's rsqrt: for f32 on an AVX target the hardware estimate (rsqrtss: the same table as the
         8-wide rsqrtps XLA's loops use) refined by two Newton steps, h = (x*y)*y - 1, y = (-y/2)*h + y; the
         estimate itself below the smallest normal and at +inf. f64 the same from AVX-512's rsqrt14 (TF's XLA
-        on an AVX-512 CPU, bit-equal); other targets: 1/sqrt(x)."""
+        on an AVX-512 CPU, bit-equal); other targets: 1/sqrt(x). One f32 step on AMD targets (XLA's rule)."""
         b = self.b
         ty = x.type
         i0 = ir.Constant(t.I32, 0)
@@ -138,7 +141,7 @@ class ScalarOps:
         def pmadd(a, c, d):
             return self.call_intrinsic("fma", a, c, d) if self.has_fma else b.fadd(b.fmul(a, c), d)
         y = guess
-        for _ in range(2):
+        for _ in range(self.rsqrt_f32_steps if ty == t.F32 else 2):
             h = pmadd(b.fmul(x, y), y, self.fconst(ty, -1.0))
             y = pmadd(b.fmul(y, self.fconst(ty, -0.5)), h, y)
         tiny = float(np.finfo(np.float32 if ty == t.F32 else np.float64).tiny)
