@@ -141,7 +141,24 @@ def _unary(em, instr):
     x = em.gen(instr.operands[0])
     et = instr.operands[0].shape.element_type
     op = instr.opcode
+    if op is O.LOG1P and et.is_float and _log1p_of_negation_too(em.comp, instr):
+        return lambda index: em.ops.log1p_paired(et, x(index))
     return lambda index: em.ops.unary(op, et, x(index))
+
+
+def _log1p_of_negation_too(comp, instr) -> bool:
+    """Whether ``comp`` also takes log1p of ``instr``'s operand negated (or of what it negates), as atanh's
+    log1p(x) - log1p(-x): LLVM then merges the two expansions' x² products."""
+    a = instr.operands[0]
+    if comp is None:
+        return False
+    for other in comp.instructions:
+        if other is instr or other.opcode is not O.LOG1P:
+            continue
+        p = other.operands[0]
+        if (p.opcode is O.NEGATE and p.operands[0] is a) or (a.opcode is O.NEGATE and a.operands[0] is p):
+            return True
+    return False
 
 
 @generates(*(ops.ELEMENTWISE_BINARY - {O.COMPARE, O.COMPLEX}))

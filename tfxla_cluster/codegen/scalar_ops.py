@@ -320,24 +320,34 @@ class ScalarOps:
             return self.b.fptrunc(fn(self.b.fpext(x, t.F32)), t.F16)
         return fn(x)
 
-    def log1p(self, x):
+    def log1p(self, x, paired: bool = False):
         """XLA's log1p intrinsic: x + (-x²/2 + x³·P(x)/Q(x)) for |x| < sqrt(2) - 1 (Cephes' rational
         approximation, each Horner step an FMA), else log(x + 1) with XLA's log (self.log). f64 too (up to
         ~100 ulps from libm's near |x| = 0.41, as TF's XLA); f16 in half arithmetic (XLA:CPU keeps f16 ops in
         f16: each step rounds to f16), its log in f32. Under DAZ a ±denormal x gives ±0 (libm's log1p would
-        return x itself)."""
+        return x itself).
+
+        XLA's backend contracts the sum's -x²/2 product into an FMA; ``paired`` (log1p(x) and log1p(-x) in
+        one loop, as atanh has them) is where LLVM has merged the two -x²/2 products: with two uses it is
+        rounded and the x³·ratio product is fused instead."""
         b, ty = self.b, x.type
         x2 = b.fmul(x, x)
         num = den = self.fconst(ty, 0.0)
         for cn, cd in zip(self._LOG1P_NUM, self._LOG1P_DEN):
             num = self.mul_add(num, x, self.fconst(ty, cn))
             den = self.mul_add(den, x, self.fconst(ty, cd))
-        # (-x²/2) + (x·x²)·ratio: LLVM's DAG fuses the lhs product into an FMA (both are single-use fmuls).
-        x3r = b.fmul(b.fmul(x, x2), b.fdiv(num, den))
-        small = b.fadd(x, self.mul_add(self.fconst(ty, -0.5), x2, x3r))
+        x3, ratio = b.fmul(x, x2), b.fdiv(num, den)
+        if paired and not isinstance(ty, ir.HalfType):
+            small = b.fadd(x, self.mul_add(x3, ratio, b.fmul(x2, self.fconst(ty, -0.5))))
+        else:
+            small = b.fadd(x, self.mul_add(self.fconst(ty, -0.5), x2, b.fmul(x3, ratio)))
         large = self.in_f32(self.log, b.fadd(x, self.fconst(ty, 1.0)))
         is_small = b.fcmp_ordered("<", self.fabs(x), self.fconst(ty, 0.41421356237309504880))
         return b.select(is_small, small, large)
+
+    def log1p_paired(self, et: T, x):
+        """LOG1P of ``x`` where its loop also takes log1p of -x (see :meth:`log1p`)."""
+        return _f16_native(lambda s, v: s.log1p(v, paired=True))(self, et, x)
 
     def expm1(self, x):
         """XLA's ElementalIrEmitter::EmitExpm1: exp(x) - 1 for |x| > 1/2, else tanh(x/2) * (exp(x) + 1) with
