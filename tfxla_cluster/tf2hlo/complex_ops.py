@@ -138,9 +138,25 @@ def _squared_difference(b, a, c):
     return xl.add(b, xl.mul(b, dr, dr), xl.mul(b, di, di)), xl.zeros_like(b, dr)
 
 
+def _is_zero(x: HloInstruction) -> bool:
+    """A constant (possibly broadcast) whose every element is ±0."""
+    while x.opcode is O.BROADCAST:
+        x = x.operands[0]
+    return x.opcode is O.CONSTANT and not x.literal_elided and bool(np.all(np.asarray(x.literal) == 0))
+
+
+def _add(b, a, c):
+    """Parts add, except where a part is a zero constant (``1 + z``): TF's XLA adds complex values, where
+    0 + (-0) is +0, but a real ``0 + x`` is x to XLA's algsimp; so that add stays a complex HLO add."""
+    if any(_is_zero(x) for x in (*a, *c)):
+        y = b.add(*xl.broadcast_pair(b, *(b.binary(O.COMPLEX, *xl.broadcast_pair(b, *z)) for z in (a, c))))
+        return b.unary(O.REAL, y), b.unary(O.IMAG, y)
+    return xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])
+
+
 COMPLEX_BINARY = {
-    "Add": lambda b, a, c: (xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])),
-    "AddV2": lambda b, a, c: (xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])),
+    "Add": _add,
+    "AddV2": _add,
     "Sub": lambda b, a, c: (xl.sub(b, a[0], c[0]), xl.sub(b, a[1], c[1])),
     "Mul": _mul,
     "SquaredDifference": _squared_difference,
