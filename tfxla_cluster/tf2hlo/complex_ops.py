@@ -171,9 +171,16 @@ def _one(b, z):
     return xl.full(b, 1, z.shape.element_type, z.shape.dimensions)
 
 
+def _log_half(b, z):
+    return xl.full(b, complex(np.log(0.5), 0.0), z.shape.element_type, z.shape.dimensions)
+
+
 # XLA's complex forms (xla/hlo/builder/lib/math.cc) of the ops whose real lowering uses real-only opcodes.
 COMPLEX_NATIVE = {
-    "Cosh": lambda b, z: xl.mul(b, b.add(b.exp(z), b.exp(b.negate(z))), 0.5),
+    # e^(z + log ½) ± e^(log ½ - z), log ½ = (ln 0.5, 0) a complex constant (its +0 imaginary part decides
+    # the sign of a zero imaginary part).
+    "Sinh": lambda b, z: b.subtract(b.exp(b.add(z, _log_half(b, z))), b.exp(b.subtract(_log_half(b, z), z))),
+    "Cosh": lambda b, z: b.add(b.exp(b.add(z, _log_half(b, z))), b.exp(b.subtract(_log_half(b, z), z))),
     "Asinh": lambda b, z: b.log(b.add(z, b.sqrt(b.add(b.multiply(z, z), _one(b, z))))),
     "Acosh": lambda b, z: b.log(b.add(z, b.multiply(b.sqrt(b.add(z, _one(b, z))), b.sqrt(b.subtract(z, _one(b, z)))))),
     "Atanh": lambda b, z: xl.mul(b, b.subtract(b.log1p(z), b.log1p(b.negate(z))), 0.5),
