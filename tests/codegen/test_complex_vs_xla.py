@@ -45,16 +45,17 @@ def test_complex_exp_expm1_sigmoid_bitwise(dtype):
 
 @tf.autograph.experimental.do_not_convert
 def _elemental_ops(a):
-    return tf.sin(a), tf.cos(a), tf.sqrt(a), tf.math.rsqrt(a)
+    return tf.sin(a), tf.cos(a), tf.sqrt(a), tf.math.rsqrt(a), tf.sinh(a), tf.cosh(a)
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
 def test_complex_sin_cos_sqrt_rsqrt_bitwise(dtype):
     """XLA's elemental emitter forms: cos's imaginary part sin x·(e^-y/2 - e^y/2) (+0 for a real z), sqrt's +0
-    where sin(t/2) is ±0, rsqrt's sqrt(rsqrt(1 + (min/max)²))·rsqrt(max) (with the target's rsqrt)."""
+    where sin(t/2) is ±0, rsqrt's sqrt(rsqrt(1 + (min/max)²))·rsqrt(max) (with the target's rsqrt); sinh and
+    cosh as tf2xla's e^(z + log ½) ∓ e^(log ½ - z) with a complex log ½."""
     z = _values(dtype)
     want = [w.numpy() for w in tf.function(_elemental_ops, jit_compile=True)(z)]
     got = [np.asarray(g) for g in txc.function(_elemental_ops, jit_compile=True)(z)]
-    for name, w, g in zip(("sin", "cos", "sqrt", "rsqrt"), want, got):
+    for name, w, g in zip(("sin", "cos", "sqrt", "rsqrt", "sinh", "cosh"), want, got):
         bad = ~(_same_bits(w.real, g.real) & _same_bits(w.imag, g.imag))
         assert not bad.any(), (name, z[bad][:4], g[bad][:4], w[bad][:4])
