@@ -45,17 +45,19 @@ def test_complex_exp_expm1_sigmoid_bitwise(dtype):
 
 @tf.autograph.experimental.do_not_convert
 def _elemental_ops(a):
-    return tf.sin(a), tf.cos(a), tf.sqrt(a), tf.math.rsqrt(a), tf.sinh(a), tf.cosh(a)
+    return tf.sin(a), tf.cos(a), tf.sqrt(a), tf.math.rsqrt(a), tf.sinh(a), tf.cosh(a), tf.atanh(a), tf.atan(a)
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
 def test_complex_sin_cos_sqrt_rsqrt_bitwise(dtype):
     """XLA's elemental emitter forms: cos's imaginary part sin x·(e^-y/2 - e^y/2) (+0 for a real z), sqrt's +0
     where sin(t/2) is ±0, rsqrt's sqrt(rsqrt(1 + (min/max)²))·rsqrt(max) (with the target's rsqrt); sinh and
-    cosh as tf2xla's e^(z + log ½) ∓ e^(log ½ - z) with a complex log ½."""
-    z = _values(dtype)
+    cosh as tf2xla's e^(z + log ½) ∓ e^(log ½ - z) with a complex log ½; atanh and atan (= -i·atanh(iz)) as
+    chlo's algorithm (1e20 and 1e300 reach its branch for huge parts)."""
+    with np.errstate(over="ignore"):   # 1e300 is inf in c64
+        z = np.concatenate([_values(dtype), np.array([1e20 + 1j, 1 + 1e20j, -1e300 + 3j, 2 - 1e300j], dtype)])
     want = [w.numpy() for w in tf.function(_elemental_ops, jit_compile=True)(z)]
     got = [np.asarray(g) for g in txc.function(_elemental_ops, jit_compile=True)(z)]
-    for name, w, g in zip(("sin", "cos", "sqrt", "rsqrt", "sinh", "cosh"), want, got):
+    for name, w, g in zip(("sin", "cos", "sqrt", "rsqrt", "sinh", "cosh", "atanh", "atan"), want, got):
         bad = ~(_same_bits(w.real, g.real) & _same_bits(w.imag, g.imag))
         assert not bad.any(), (name, z[bad][:4], g[bad][:4], w[bad][:4])
