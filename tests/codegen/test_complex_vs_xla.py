@@ -1,6 +1,7 @@
 """Complex exp, expm1 and sigmoid (1/(1 + exp(-z)) after XLA's LogisticExpander) bit for bit against TF's XLA:
 MLIR's complex-to-standard formulas (exp's e^(a/2) fallback where eᵃ overflows, expm1's Cephes cosm1) and
-where TF's XLA does or does not contract an fmul into a following fadd."""
+where TF's XLA does or does not contract an fmul into a following fadd; ``1 + exp(-z)`` is a complex add (its
+constant's +0 imaginary part makes an underflowed -0 part +0, where a real 0 + x would be folded to x)."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,7 +26,7 @@ def _values(dtype) -> np.ndarray:
 
 @tf.autograph.experimental.do_not_convert
 def _ops(a):
-    return tf.exp(a), tf.math.expm1(a), tf.sigmoid(a)
+    return tf.exp(a), tf.math.expm1(a), tf.sigmoid(a), 1 + tf.exp(-a)
 
 
 def _same_bits(want: np.ndarray, got: np.ndarray) -> np.ndarray:
@@ -37,6 +38,26 @@ def test_complex_exp_expm1_sigmoid_bitwise(dtype):
     z = _values(dtype)
     want = [w.numpy() for w in tf.function(_ops, jit_compile=True)(z)]
     got = [np.asarray(g) for g in txc.function(_ops, jit_compile=True)(z)]
-    for name, w, g in zip(("exp", "expm1", "sigmoid"), want, got):
+    for name, w, g in zip(("exp", "expm1", "sigmoid", "1 + exp(-z)"), want, got):
+        bad = ~(_same_bits(w.real, g.real) & _same_bits(w.imag, g.imag))
+        assert not bad.any(), (name, z[bad][:4], g[bad][:4], w[bad][:4])
+
+
+@tf.autograph.experimental.do_not_convert
+def _elemental_ops(a):
+    return tf.sin(a), tf.cos(a), tf.sqrt(a), tf.math.rsqrt(a), tf.sinh(a), tf.cosh(a), tf.atanh(a), tf.atan(a)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+def test_complex_sin_cos_sqrt_rsqrt_bitwise(dtype):
+    """XLA's elemental emitter forms: cos's imaginary part sin x·(e^-y/2 - e^y/2) (+0 for a real z), sqrt's +0
+    where sin(t/2) is ±0, rsqrt's sqrt(rsqrt(1 + (min/max)²))·rsqrt(max) (with the target's rsqrt); sinh and
+    cosh as tf2xla's e^(z + log ½) ∓ e^(log ½ - z) with a complex log ½; atanh and atan (= -i·atanh(iz)) as
+    chlo's algorithm (1e20 and 1e300 reach its branch for huge parts)."""
+    with np.errstate(over="ignore"):   # 1e300 is inf in c64
+        z = np.concatenate([_values(dtype), np.array([1e20 + 1j, 1 + 1e20j, -1e300 + 3j, 2 - 1e300j], dtype)])
+    want = [w.numpy() for w in tf.function(_elemental_ops, jit_compile=True)(z)]
+    got = [np.asarray(g) for g in txc.function(_elemental_ops, jit_compile=True)(z)]
+    for name, w, g in zip(("sin", "cos", "sqrt", "rsqrt", "sinh", "cosh", "atanh", "atan"), want, got):
         bad = ~(_same_bits(w.real, g.real) & _same_bits(w.imag, g.imag))
         assert not bad.any(), (name, z[bad][:4], g[bad][:4], w[bad][:4])

@@ -134,7 +134,7 @@ def _sqrt(p: _Parts, re, im):
     real = p.sel(b.or_(im_inf, p.oeq(re, inf)), inf,
                  p.sel(b.and_(p.oeq(re, p.c(float("-inf"))), p.one(abs_im, inf)), zero, p.mul(r, cos)))
     imag = p.sel(b.or_(im_inf, p.oeq(re, p.c(float("-inf")))), p.copysign(inf, im),
-                 p.sel(p.uno(r, r), p.c(float("nan")), p.sel(p.oeq(sin, zero), sin, p.mul(r, sin))))
+                 p.sel(p.uno(r, r), p.c(float("nan")), p.sel(p.oeq(sin, zero), zero, p.mul(r, sin))))
     at_zero = p.oeq(r, zero)
     return p.sel(at_zero, zero, real), p.sel(at_zero, zero, imag)
 
@@ -167,11 +167,12 @@ def _sign(p: _Parts, re, im):
 
 
 def _rsqrt(p: _Parts, re, im):
-    """rsqrt(|z|)·(cos(-t/2), sin(-t/2)), t = atan2(im, re), with XLA's zero/inf/NaN cases."""
+    """rsqrt(|z|)·(cos(-t/2), sin(-t/2)), t = atan2(im, re), with XLA's zero/inf/NaN cases; rsqrt(|z|) as
+    XLA's sqrt(rsqrt(1 + (min/max)²))·rsqrt(max)."""
     b = p.b
-    mn, mx, root = _abs_parts(p, re, im, True)
+    mn, mx, one_plus = _abs_parts(p, re, im, False)
     rs = lambda v: p.unary(O.RSQRT, v)  # noqa: E731
-    r = p.mul(rs(mx), rs(root))
+    r = p.mul(p.unary(O.SQRT, rs(one_plus)), rs(mx))
     r = p.sel(p.uno(r, r), rs(mn), r)
     angle = p.mul(p.atan2(im, re), p.c(-0.5))
     cos, sin = p.unary(O.COS, angle), p.unary(O.SIN, angle)
@@ -184,14 +185,14 @@ def _rsqrt(p: _Parts, re, im):
 
 
 def _sin_cos(p: _Parts, re, im, sin: bool):
-    """sin(x+iy) = (sin x cosh y, cos x sinh y), cos(x+iy) = (cos x cosh y, -sin x sinh y)."""
+    """sin(x+iy) = (sin x cosh y, cos x sinh y), cos(x+iy) = (cos x cosh y, sin x·(-sinh y)), with XLA's
+    e^-y/2 - e^y/2 for -sinh y (so cos of a real z has a +0 imaginary part, not -0)."""
     e = p.unary(O.EXP, im)
     h, hn = p.mul(p.c(0.5), e), p.div(p.c(0.5), e)
-    sinh, cosh = p.sub(h, hn), p.add(h, hn)
     sx, cx = p.unary(O.SIN, re), p.unary(O.COS, re)
     if sin:
-        return p.mul(sx, cosh), p.mul(cx, sinh)
-    return p.mul(cx, cosh), p.neg(p.mul(sx, sinh))
+        return p.mul(sx, p.add(h, hn)), p.mul(cx, p.sub(h, hn))
+    return p.mul(cx, p.add(hn, h)), p.mul(sx, p.sub(hn, h))
 
 
 def _tanh(p: _Parts, re, im, tan: bool = False):

@@ -141,7 +141,24 @@ def _unary(em, instr):
     x = em.gen(instr.operands[0])
     et = instr.operands[0].shape.element_type
     op = instr.opcode
+    if op is O.LOG1P and et.is_float and _log1p_of_negation_too(em.comp, instr):
+        return lambda index: em.ops.log1p_paired(et, x(index))
     return lambda index: em.ops.unary(op, et, x(index))
+
+
+def _log1p_of_negation_too(comp, instr) -> bool:
+    """Whether ``comp`` also takes log1p of ``instr``'s operand negated (or of what it negates), as atanh's
+    log1p(x) - log1p(-x): LLVM then merges the two expansions' x² products."""
+    a = instr.operands[0]
+    if comp is None:
+        return False
+    for other in comp.instructions:
+        if other is instr or other.opcode is not O.LOG1P:
+            continue
+        p = other.operands[0]
+        if (p.opcode is O.NEGATE and p.operands[0] is a) or (a.opcode is O.NEGATE and a.operands[0] is p):
+            return True
+    return False
 
 
 @generates(*(ops.ELEMENTWISE_BINARY - {O.COMPARE, O.COMPLEX}))
@@ -739,7 +756,13 @@ def _reduce(em, instr):
             return init
         load = (lambda fi: em.ops.to_compute(et, x(fi))) if et.is_float else x
         if not cascade:
-            acc = _Accumulator(em, [cty], [em.ops.to_compute(et, init) if et.is_float else init])
+            init = em.ops.to_compute(et, init) if et.is_float else init
+            if in_order and simple is O.ADD:
+                # XLA's loop keeps its first `init + x0` (LLVM does not fold +0 + x0*x0 there), so a product
+                # x0*x0 contracts into it and x1*x1 into the second add; hidden behind a fence, LLVM here
+                # cannot fold it either (and would then contract x0*x0 into the second add).
+                init = em.ops.call_intrinsic("arithmetic.fence", init)
+            acc = _Accumulator(em, [cty], [init])
 
             def body(rvals):
                 acc.set([_simple_combine(em, simple, et, acc.get()[0], load(full_index(od, rvals)),

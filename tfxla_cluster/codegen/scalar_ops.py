@@ -63,6 +63,9 @@ class ScalarOps:
         # (xla/codegen/intrinsic/rsqrt.cc), 1/sqrt(x) elsewhere; its steps are contracted to FMA.
         self.rsqrt_estimate = info.isa in ("AVX", "AVX2", "AVX-512")
         self.rsqrt14 = info.isa == "AVX-512"   # f64: AVX-512's rsqrt14 estimate, the same two steps
+        # XLA takes a target with SSE4a for AMD, whose SSE/AVX estimate is more accurate: one Newton step
+        # there for f32 (rsqrtss), two for AVX-512's rsqrt14 (f64).
+        self.rsqrt_f32_steps = 1 if "+sse4a" in mctx.options.cpu_target.features.split(",") else 2
         self.has_fma = info.fma
         self.fp16 = info.fp16   # half FMAs (LLVM contracts f16 only where f16 arithmetic is native)
 
@@ -119,7 +122,7 @@ class ScalarOps:
         """XLA:CPU's rsqrt: for f32 on an AVX target the hardware estimate (rsqrtss: the same table as the
         8-wide rsqrtps XLA's loops use) refined by two Newton steps, h = (x*y)*y - 1, y = (-y/2)*h + y; the
         estimate itself below the smallest normal and at +inf. f64 the same from AVX-512's rsqrt14 (TF's XLA
-        on an AVX-512 CPU, bit-equal); other targets: 1/sqrt(x)."""
+        on an AVX-512 CPU, bit-equal); other targets: 1/sqrt(x). One f32 step on AMD targets (XLA's rule)."""
         b = self.b
         ty = x.type
         i0 = ir.Constant(t.I32, 0)
@@ -138,7 +141,7 @@ class ScalarOps:
         def pmadd(a, c, d):
             return self.call_intrinsic("fma", a, c, d) if self.has_fma else b.fadd(b.fmul(a, c), d)
         y = guess
-        for _ in range(2):
+        for _ in range(self.rsqrt_f32_steps if ty == t.F32 else 2):
             h = pmadd(b.fmul(x, y), y, self.fconst(ty, -1.0))
             y = pmadd(b.fmul(y, self.fconst(ty, -0.5)), h, y)
         tiny = float(np.finfo(np.float32 if ty == t.F32 else np.float64).tiny)
@@ -317,24 +320,34 @@ class ScalarOps:
             return self.b.fptrunc(fn(self.b.fpext(x, t.F32)), t.F16)
         return fn(x)
 
-    def log1p(self, x):
+    def log1p(self, x, paired: bool = False):
         """XLA's log1p intrinsic: x + (-x²/2 + x³·P(x)/Q(x)) for |x| < sqrt(2) - 1 (Cephes' rational
         approximation, each Horner step an FMA), else log(x + 1) with XLA's log (self.log). f64 too (up to
         ~100 ulps from libm's near |x| = 0.41, as TF's XLA); f16 in half arithmetic (XLA:CPU keeps f16 ops in
         f16: each step rounds to f16), its log in f32. Under DAZ a ±denormal x gives ±0 (libm's log1p would
-        return x itself)."""
+        return x itself).
+
+        XLA's backend contracts the sum's -x²/2 product into an FMA; ``paired`` (log1p(x) and log1p(-x) in
+        one loop, as atanh has them) is where LLVM has merged the two -x²/2 products: with two uses it is
+        rounded and the x³·ratio product is fused instead."""
         b, ty = self.b, x.type
         x2 = b.fmul(x, x)
         num = den = self.fconst(ty, 0.0)
         for cn, cd in zip(self._LOG1P_NUM, self._LOG1P_DEN):
             num = self.mul_add(num, x, self.fconst(ty, cn))
             den = self.mul_add(den, x, self.fconst(ty, cd))
-        # (-x²/2) + (x·x²)·ratio: LLVM's DAG fuses the lhs product into an FMA (both are single-use fmuls).
-        x3r = b.fmul(b.fmul(x, x2), b.fdiv(num, den))
-        small = b.fadd(x, self.mul_add(self.fconst(ty, -0.5), x2, x3r))
+        x3, ratio = b.fmul(x, x2), b.fdiv(num, den)
+        if paired and not isinstance(ty, ir.HalfType):
+            small = b.fadd(x, self.mul_add(x3, ratio, b.fmul(x2, self.fconst(ty, -0.5))))
+        else:
+            small = b.fadd(x, self.mul_add(self.fconst(ty, -0.5), x2, b.fmul(x3, ratio)))
         large = self.in_f32(self.log, b.fadd(x, self.fconst(ty, 1.0)))
         is_small = b.fcmp_ordered("<", self.fabs(x), self.fconst(ty, 0.41421356237309504880))
         return b.select(is_small, small, large)
+
+    def log1p_paired(self, et: T, x):
+        """LOG1P of ``x`` where its loop also takes log1p of -x (see :meth:`log1p`)."""
+        return _f16_native(lambda s, v: s.log1p(v, paired=True))(self, et, x)
 
     def expm1(self, x):
         """XLA's ElementalIrEmitter::EmitExpm1: exp(x) - 1 for |x| > 1/2, else tanh(x/2) * (exp(x) + 1) with

@@ -138,9 +138,25 @@ def _squared_difference(b, a, c):
     return xl.add(b, xl.mul(b, dr, dr), xl.mul(b, di, di)), xl.zeros_like(b, dr)
 
 
+def _is_zero(x: HloInstruction) -> bool:
+    """A constant (possibly broadcast) whose every element is ±0."""
+    while x.opcode is O.BROADCAST:
+        x = x.operands[0]
+    return x.opcode is O.CONSTANT and not x.literal_elided and bool(np.all(np.asarray(x.literal) == 0))
+
+
+def _add(b, a, c):
+    """Parts add, except where a part is a zero constant (``1 + z``): TF's XLA adds complex values, where
+    0 + (-0) is +0, but a real ``0 + x`` is x to XLA's algsimp; so that add stays a complex HLO add."""
+    if any(_is_zero(x) for x in (*a, *c)):
+        y = b.add(*xl.broadcast_pair(b, *(b.binary(O.COMPLEX, *xl.broadcast_pair(b, *z)) for z in (a, c))))
+        return b.unary(O.REAL, y), b.unary(O.IMAG, y)
+    return xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])
+
+
 COMPLEX_BINARY = {
-    "Add": lambda b, a, c: (xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])),
-    "AddV2": lambda b, a, c: (xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])),
+    "Add": _add,
+    "AddV2": _add,
     "Sub": lambda b, a, c: (xl.sub(b, a[0], c[0]), xl.sub(b, a[1], c[1])),
     "Mul": _mul,
     "SquaredDifference": _squared_difference,
@@ -155,19 +171,58 @@ def _one(b, z):
     return xl.full(b, 1, z.shape.element_type, z.shape.dimensions)
 
 
+def _atanh_parts(b, x, y):
+    """Real and imaginary parts of atanh(x + iy) as TF 2.21's XLA lowers it (chlo's accurate algorithm, op for
+    op): ¼·sign(x)·log1p(4t) with t = |x| / ((1 - |x|)² + y²) inside |x|, |y| < 2^(2p) (p the mantissa's
+    digits) and 1/|x|, 0 (an infinite part) or 1/(|x|/y + y/|x|)/y outside; ½·atan2(2y, (1 - |x|)(1 + |x|) - y²)
+    inside, ±π/2 (the sign of y) outside."""
+    et = x.shape.element_type
+    digits = np.finfo(et.dtype).nmant + 1
+    safe, big = float(2.0 ** (2 * digits)), float(2.0 ** digits + 2)
+    ax, ay = b.abs(x), b.abs(y)
+    one, minus_one = xl.ones_like(b, x), xl.full(b, -1.0, et, x.shape.dimensions)
+    sign_x = xl.select(b, xl.ge(b, x, 0.0), one, minus_one)
+    in_safe = xl.and_(b, xl.lt(b, ax, safe), xl.lt(b, ay, safe))
+    one_m = xl.sub(b, 1.0, ax)
+    y2 = b.multiply(y, y)
+    inside = b.divide(ax, b.add(b.multiply(one_m, one_m), y2))
+    infinite = xl.or_(b, xl.or_(b, xl.eq(b, x, np.inf), xl.eq(b, x, -np.inf)),
+                      xl.or_(b, xl.eq(b, y, np.inf), xl.eq(b, y, -np.inf)))
+    far = xl.div(b, xl.div(b, 1.0, b.add(b.divide(ax, y), b.divide(y, ax))), y)
+    t = xl.select(b, in_safe, inside, xl.select(b, xl.lt(b, xl.mul(b, ay, big), ax), xl.div(b, 1.0, ax),
+                                                xl.select(b, infinite, 0.0, far)))
+    re = xl.mul(b, b.multiply(sign_x, b.log1p(xl.mul(b, t, 4.0))), 0.25)
+    angle = b.atan2(b.add(y, y), b.subtract(b.multiply(one_m, xl.add(b, ax, 1.0)), y2))
+    pi = xl.mul(b, xl.select(b, xl.ge(b, y, 0.0), one, minus_one), float(et.dtype.type(np.pi)))
+    im = xl.mul(b, xl.select(b, in_safe, angle, pi), 0.5)
+    return re, im
+
+
+def _atan(b, z):
+    """atan(z) = -i·atanh(iz), as TF's XLA: atanh's parts of (-im, re), then (atanh's imaginary, -real)."""
+    re, im = _atanh_parts(b, b.negate(b.unary(O.IMAG, z)), b.unary(O.REAL, z))
+    return b.binary(O.COMPLEX, im, b.negate(re))
+
+
+def _log_half(b, z):
+    return xl.full(b, complex(np.log(0.5), 0.0), z.shape.element_type, z.shape.dimensions)
+
+
 # XLA's complex forms (xla/hlo/builder/lib/math.cc) of the ops whose real lowering uses real-only opcodes.
 COMPLEX_NATIVE = {
-    "Cosh": lambda b, z: xl.mul(b, b.add(b.exp(z), b.exp(b.negate(z))), 0.5),
+    # e^(z + log ½) ± e^(log ½ - z), log ½ = (ln 0.5, 0) a complex constant (its +0 imaginary part decides
+    # the sign of a zero imaginary part).
+    "Sinh": lambda b, z: b.subtract(b.exp(b.add(z, _log_half(b, z))), b.exp(b.subtract(_log_half(b, z), z))),
+    "Cosh": lambda b, z: b.add(b.exp(b.add(z, _log_half(b, z))), b.exp(b.subtract(_log_half(b, z), z))),
     "Asinh": lambda b, z: b.log(b.add(z, b.sqrt(b.add(b.multiply(z, z), _one(b, z))))),
     "Acosh": lambda b, z: b.log(b.add(z, b.multiply(b.sqrt(b.add(z, _one(b, z))), b.sqrt(b.subtract(z, _one(b, z)))))),
-    "Atanh": lambda b, z: xl.mul(b, b.subtract(b.log1p(z), b.log1p(b.negate(z))), 0.5),
+    "Atanh": lambda b, z: b.binary(O.COMPLEX, *_atanh_parts(b, b.unary(O.REAL, z), b.unary(O.IMAG, z))),
     # asin(z) = -i·log(i·z + sqrt(1 - z²)); acos(z) = π/2 - asin(z); atan(z) = (i/2)·(log(1 - i·z) - log(1 + i·z))
     "Asin": lambda b, z: b.negate(_i_times(b, b.log(b.add(_i_times(b, z), b.sqrt(b.subtract(_one(b, z),
                                                                                          b.multiply(z, z))))))),
     "Acos": lambda b, z: b.subtract(xl.full(b, np.pi / 2, z.shape.element_type, z.shape.dimensions),
                                     COMPLEX_NATIVE["Asin"](b, z)),
-    "Atan": lambda b, z: xl.mul(b, _i_times(b, b.subtract(b.log(b.subtract(_one(b, z), _i_times(b, z))),
-                                                          b.log(b.add(_one(b, z), _i_times(b, z))))), 0.5),
+    "Atan": _atan,
 }
 COMPLEX_UNARY = {
     "Neg": lambda b, a: (xl.neg(b, a[0]), xl.neg(b, a[1])),
