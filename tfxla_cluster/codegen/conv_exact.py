@@ -38,18 +38,21 @@ from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
 from tfxla_cluster.codegen.context import entry_builder
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, work_items
+from tfxla_cluster.codegen.scalar_ops import ScalarOps
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
 # A filter (or Winograd input) element at least this large takes the exact path: below it, every product
 # and partial sum of a convolution of < 2³¹ terms stays finite, whatever the other operand's magnitude up
 # to the same bound (2⁴⁸·2⁴⁸·2³¹ < 2¹²⁸), so summation order only rounds.
-HUGE = {T.F32: 2.0 ** 48, T.F64: 2.0 ** 480}
+HUGE = {T.F32: 2.0 ** 48, T.F16: 2.0 ** 48, T.BF16: 2.0 ** 48, T.F64: 2.0 ** 480}
+# F16 and BF16 convolutions are F32 ones in XLA (inputs converted, the result rounded back).
+_COMPUTE = {T.F32: T.F32, T.F16: T.F32, T.BF16: T.F32, T.F64: T.F64}
 
 
 def xla_multiplies_padding(instr) -> bool:
     """Whether TF's XLA multiplies the filter by zeros at taps outside the input (Eigen's patches): F32
     convolutions other than Eigen's transposed form. F64 ones are XLA's elemental loop, which skips them."""
-    if instr.shape.element_type is not T.F32:
+    if _COMPUTE.get(instr.shape.element_type) is not T.F32:
         return False
     window = instr.window.dimensions
     transposed = any(w.base_dilation > 1 for w in window) and all(
@@ -58,9 +61,8 @@ def xla_multiplies_padding(instr) -> bool:
 
 
 def guarded(instr) -> bool:
-    """Whether :func:`emit_guarded` checks ``instr``'s operands (F32 and F64 dense kernels)."""
-    return instr.shape.element_type in HUGE and all(
-        o.shape.element_type is instr.shape.element_type for o in instr.operands)
+    """Whether :func:`emit_guarded` checks ``instr``'s operands (floating point but complex)."""
+    return instr.shape.element_type in HUGE and all(o.shape.element_type in HUGE for o in instr.operands)
 
 
 def _known_special(ref: BufferRef, limit: float) -> bool | None:
@@ -76,15 +78,18 @@ def _special_flag(prog, ref: BufferRef, limit: float):
     ≥ ``limit`` (infinities included). One vectorisable pass: an or-reduction of compares."""
     b = prog.b
     et = ref.shape.element_type
-    sty = t.storage_type(et)
+    sty, cet = t.storage_type(et), _COMPUTE[et]
+    cty = t.storage_type(cet)
+    ops = ScalarOps(b, prog.mctx)
     n = ref.shape.num_elements
     p = prog.entry_ptr(ref.slot)
     acc = entry_builder(prog.entry).alloca(t.I8, name="special")
     b.store(ir.Constant(t.I8, 0), acc)
-    fabs = prog.mctx.function("llvm.fabs.f32" if et is T.F32 else "llvm.fabs.f64", sty, [sty])
-    lim = t.float_constant(sty, limit)
+    fabs = prog.mctx.function("llvm.fabs.f32" if cet is T.F32 else "llvm.fabs.f64", cty, [cty])
+    lim = t.float_constant(cty, limit)
     with for_range(b, t.i64(0), t.i64(n), "special") as i:
-        x = b.load(b.gep(p, [i], source_etype=sty), typ=sty)
+        x = t.from_storage(b, et, b.load(b.gep(p, [i], source_etype=sty), typ=sty))
+        x = ops.convert(et, cet, x) if et is not cet else x
         bad = b.fcmp_unordered(">=", b.call(fabs, [x]), lim)
         b.store(b.or_(b.load(acc, typ=t.I8), b.zext(bad, t.I8)), acc)
     return b.icmp_unsigned("!=", b.load(acc, typ=t.I8), ir.Constant(t.I8, 0))
@@ -132,7 +137,8 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     taps outside the input multiplying 0 when :func:`xla_multiplies_padding`, skipped otherwise; then
     ``epilogue`` on the element. Slow (a scalar loop): it runs only on special values."""
     et = instr.shape.element_type
-    sty = t.storage_type(et)
+    cet = _COMPUTE[et]
+    sty = t.storage_type(cet)
     dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
     G, BG = instr.feature_group_count, instr.batch_group_count
     lshape, rshape, oshape = lhs.shape, rhs.shape, out.shape
@@ -145,7 +151,12 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     kb = prog.kernel(instr.name + "_exact")
     b = kb.builder
     la, ra, oa = kb.array(lhs), kb.array(rhs), kb.array(out)
-    fma = prog.mctx.function("llvm.fma.f32" if et is T.F32 else "llvm.fma.f64", sty, [sty, sty, sty])
+    ops = ScalarOps(b, prog.mctx)
+    fma = prog.mctx.function("llvm.fma.f32" if cet is T.F32 else "llvm.fma.f64", sty, [sty, sty, sty])
+
+    def load(arr, idx, shape):
+        v = arr.load(Index(idx, shape))
+        return v if shape.element_type is cet else ops.convert(shape.element_type, cet, v)
     zero = t.float_constant(sty, 0.0)
     taps = prod(w.size for w in window)
     work = work_items(oshape, False)
@@ -190,15 +201,16 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
                 ri[dn.kernel_spatial_dimensions[i]] = b.sub(t.i64(w.size - 1), wi[i]) if w.window_reversal else wi[i]
             # Out-of-range taps read element 0 (any index is then in bounds) and use 0 or nothing.
             li = [b.select(valid, x, t.i64(0)) for x in li]
-            x = la.load(Index(li, lshape))
-            wv = ra.load(Index(ri, rshape))
+            x = load(la, li, lshape)
+            wv = load(ra, ri, rshape)
             a = b.load(acc, typ=sty)
             if pads:
                 new = b.call(fma, [b.select(valid, x, zero), wv, a])
             else:
                 new = b.select(valid, b.call(fma, [x, wv, a]), a)
             b.store(new, acc)
-        oa.store(index, b.load(acc, typ=sty))
+        y = b.load(acc, typ=sty)
+        oa.store(index, y if et is cet else ops.convert(cet, et, y))
         if epilogue is not None:
             epilogue.store(kb, od, None)
 
