@@ -37,6 +37,7 @@ from llvmlite import ir
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
 from tfxla_cluster.codegen.context import entry_builder
+from tfxla_cluster.codegen.gemm import input_position
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, work_items
 from tfxla_cluster.codegen.scalar_ops import ScalarOps
 from tfxla_cluster.hlo.shape import PrimitiveType as T
@@ -190,13 +191,7 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
             ri[dn.kernel_input_feature_dimension] = c
             ri[dn.kernel_output_feature_dimension] = o
             for i, w in enumerate(window):
-                p = b.add(b.mul(sp[i], t.i64(w.stride)), b.mul(wi[i], t.i64(w.window_dilation)))
-                p = b.sub(p, t.i64(w.padding_low))
-                if w.base_dilation != 1:
-                    valid = b.and_(valid, b.icmp_signed(">=", p, t.i64(0)))
-                    valid = b.and_(valid, b.icmp_signed("==", b.srem(p, t.i64(w.base_dilation)), t.i64(0)))
-                    p = b.sdiv(p, t.i64(w.base_dilation))
-                valid = b.and_(valid, b.icmp_unsigned("<", p, t.i64(in_sp[i])))
+                p, valid = input_position(b, w, sp[i], wi[i], in_sp[i], valid)
                 li[dn.input_spatial_dimensions[i]] = b.select(valid, p, t.i64(0))
                 ri[dn.kernel_spatial_dimensions[i]] = b.sub(t.i64(w.size - 1), wi[i]) if w.window_reversal else wi[i]
             # Out-of-range taps read element 0 (any index is then in bounds) and use 0 or nothing.
