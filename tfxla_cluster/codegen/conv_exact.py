@@ -36,16 +36,18 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
-from tfxla_cluster.codegen.context import entry_builder
 from tfxla_cluster.codegen.gemm import input_position
-from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, work_items
+from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, if_then, work_items
 from tfxla_cluster.codegen.scalar_ops import ScalarOps
 from tfxla_cluster.hlo.shape import PrimitiveType as T
+from tfxla_cluster.hlo.shape import Shape
 
 # A filter (or Winograd input) element at least this large takes the exact path: below it, every product
 # and partial sum of a convolution of < 2³¹ terms stays finite, whatever the other operand's magnitude up
 # to the same bound (2⁴⁸·2⁴⁸·2³¹ < 2¹²⁸), so summation order only rounds.
 HUGE = {T.F32: 2.0 ** 48, T.F16: 2.0 ** 48, T.BF16: 2.0 ** 48, T.F64: 2.0 ** 480}
+# Convolutions this small are always checked (and the exact kernel is cheap next to their call).
+SMALL_FLOPS = 1 << 20
 # F16 and BF16 convolutions are F32 ones in XLA (inputs converted, the result rounded back).
 _COMPUTE = {T.F32: T.F32, T.F16: T.F32, T.BF16: T.F32, T.F64: T.F64}
 
@@ -74,32 +76,55 @@ def _known_special(ref: BufferRef, limit: float) -> bool | None:
     return bool(np.any(np.isnan(v) | (v >= limit)))
 
 
-def _special_flag(prog, ref: BufferRef, limit: float):
-    """An i1, computed in the entry function: whether ``ref`` holds a NaN or an element of magnitude
-    ≥ ``limit`` (infinities included). One vectorisable pass: an or-reduction of compares."""
+def _special_flag(prog, instr, refs: list[BufferRef], limit: float):
+    """An i1 in the entry function: whether any of ``refs`` holds a NaN or an element of magnitude
+    ≥ ``limit`` (infinities included). One check kernel per buffer (a vectorised or-reduction of
+    compares over a range of elements per task), writing 1 into a flag the entry zeroes and reads."""
+    flag = prog.scratch(Shape(T.S32, ()), "special")
     b = prog.b
-    et = ref.shape.element_type
-    sty, cet = t.storage_type(et), _COMPUTE[et]
-    cty = t.storage_type(cet)
-    ops = ScalarOps(b, prog.mctx)
-    n = ref.shape.num_elements
-    p = prog.entry_ptr(ref.slot)
-    acc = entry_builder(prog.entry).alloca(t.I8, name="special")
-    b.store(ir.Constant(t.I8, 0), acc)
-    fabs = prog.mctx.function("llvm.fabs.f32" if cet is T.F32 else "llvm.fabs.f64", cty, [cty])
-    lim = t.float_constant(cty, limit)
-    with for_range(b, t.i64(0), t.i64(n), "special") as i:
-        x = t.from_storage(b, et, b.load(b.gep(p, [i], source_etype=sty), typ=sty))
-        x = ops.convert(et, cet, x) if et is not cet else x
-        bad = b.fcmp_unordered(">=", b.call(fabs, [x]), lim)
-        b.store(b.or_(b.load(acc, typ=t.I8), b.zext(bad, t.I8)), acc)
-    return b.icmp_unsigned("!=", b.load(acc, typ=t.I8), ir.Constant(t.I8, 0))
+    b.store(ir.Constant(t.I32, 0), prog.entry_ptr(flag.slot))
+    for ref in refs:
+        et = ref.shape.element_type
+        sty, cet = t.storage_type(et), _COMPUTE[et]
+        cty = t.storage_type(cet)
+        n = ref.shape.num_elements
+        kb = prog.kernel(instr.name + "_special")
+        kbld = kb.builder
+        tasks = prog.tasks_for(n, n)
+        lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(n))
+        ops = ScalarOps(kbld, prog.mctx)
+        p, fp = kb.ptr(ref.slot), kb.ptr(flag.slot)
+        acc = kb.kctx.alloca(t.I8, "special")
+        kbld.store(ir.Constant(t.I8, 0), acc)
+        fabs = prog.mctx.function("llvm.fabs.f32" if cet is T.F32 else "llvm.fabs.f64", cty, [cty])
+        lim = t.float_constant(cty, limit)
+        with for_range(kbld, lo, hi, "special", reduction=True) as i:
+            x = t.from_storage(kbld, et, kbld.load(kbld.gep(p, [i], source_etype=sty), typ=sty))
+            x = ops.convert(et, cet, x) if et is not cet else x
+            bad = kbld.fcmp_unordered(">=", kbld.call(fabs, [x]), lim)
+            kbld.store(kbld.or_(kbld.load(acc, typ=t.I8), kbld.zext(bad, t.I8)), acc)
+        with if_then(kb.kctx, kbld.icmp_unsigned("!=", kbld.load(acc, typ=t.I8), ir.Constant(t.I8, 0))):
+            kbld.store(ir.Constant(t.I32, 1), fp)   # tasks race to store the same 1
+        prog.call_kernel(kb, instr.name, "conv-special-check", n, tasks, n)
+    return b.icmp_unsigned("!=", b.load(prog.entry_ptr(flag.slot), typ=t.I32), ir.Constant(t.I32, 0))
+
+
+def _check_pays(instr, refs: list[BufferRef]) -> bool:
+    """Whether reading ``refs`` costs at most about 1% of the convolution: a filter read from memory
+    costs ~5 of the GEMM's multiply-adds per element (measured), and the convolution does
+    2·(output elements)·(taps)·(input features) of them. Above, the call keeps its fast kernels only
+    (a filter read once per call is the whole memory traffic of a late, small-image layer)."""
+    dn = instr.convolution_dimension_numbers
+    kin = instr.operands[1].shape.dimensions[dn.kernel_input_feature_dimension]
+    flops = 2 * instr.shape.num_elements * prod(w.size for w in instr.window.dimensions) * kin
+    return 5 * 100 * sum(r.shape.num_elements for r in refs) <= flops or flops <= SMALL_FLOPS
 
 
 def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue, fast,
                  check_input: bool = False) -> None:
     """``fast()`` (the fast kernels' emission), or :func:`emit_exact_conv` when the filter (and with
-    ``check_input``, the input) holds a special value: a branch in the entry function, per call."""
+    ``check_input``, the input) holds a special value: a branch in the entry function, per call
+    (decided at compile time for constants; no check where it would not pay, see :func:`_check_pays`)."""
     if not guarded(instr):
         return fast()
     limit = HUGE[instr.shape.element_type]
@@ -108,13 +133,11 @@ def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, ep
     if any(k is True for k in known):
         return emit_exact_conv(prog, instr, lhs, rhs, out, epilogue)
     refs = [r for r, k in zip(refs, known) if k is None]
-    if not refs:
+    if not refs or not _check_pays(instr, refs):
         return fast()
     prog.flush_rows()
+    flag = _special_flag(prog, instr, refs, limit)
     b = prog.b
-    flag = _special_flag(prog, refs[0], limit)
-    for r in refs[1:]:
-        flag = b.or_(flag, _special_flag(prog, r, limit))
     fn = prog.entry
     exact_bb = fn.append_basic_block(f"conv.{instr.name}.exact")
     fast_bb = fn.append_basic_block(f"conv.{instr.name}.fast")
