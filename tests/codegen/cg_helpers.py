@@ -218,3 +218,9 @@ def softmax_text(rows: int, cols: int, tail: str = SOFTMAX_ROOT) -> str:
     """The softmax module over f32[rows, cols]; ``tail``: the entry's lines after the sum (R, C for sizes)."""
     text = _SOFTMAX_HLO.replace("TAIL", tail)
     return text.replace("[R,C]", f"[{rows},{cols}]").replace("[R]", f"[{rows}]")
+
+
+def conv_kernels(exe) -> list:
+    """``exe``'s kernels but the per-call special-value checks of codegen/conv_exact.py (a filter scan in
+    front of the convolutions where it costs under ~1%)."""
+    return [k for k in exe.kernels if k.kind != "conv-special-check"]

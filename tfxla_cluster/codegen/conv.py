@@ -705,6 +705,14 @@ def blocked_plan(instr, options) -> BlockedPlan | None:
                        [rs[d] for d in ksp], phase)
 
 
+def mixes_inputs(prog, instr, plan) -> bool:
+    """Whether ``plan``'s kernel combines input elements before multiplying (Winograd's input transform:
+    one infinity there spreads NaN over a tile), so the input must be free of special values too."""
+    from tfxla_cluster.codegen.winograd import winograd_plan
+    return isinstance(plan, BlockedPlan) and plan.single is None and \
+        winograd_plan(instr, plan, prog.options) is not None
+
+
 def epilogue_fits(plan: BlockedPlan) -> bool:
     """Whether :func:`emit_blocked_conv` can run an epilogue: on each block in place (rows mode with the
     GEMM writing the output itself) or in the copy-out pass (the output is not the GEMM's result)."""

@@ -445,6 +445,18 @@ def _ir_gemm_loops(kb, sty, i_lo, i_hi, j_lo: int, j_hi: int, K: int, pa, ta, ld
                 b.store(b.fadd(b.load(cp, typ=sty), b.fmul(a, bv, flags=flags), flags=flags), cp)
 
 
+def input_position(b: ir.IRBuilder, wd, o, w, n_in: int, valid):
+    """The input position that window position ``w`` reads at output position ``o`` (i64 values) along
+    one dimension, and ``valid`` and-ed with whether it is a real element (not padding, not between the
+    elements of a dilated input)."""
+    p = b.sub(b.add(b.mul(o, t.i64(wd.stride)), b.mul(w, t.i64(wd.window_dilation))), t.i64(wd.padding_low))
+    if wd.base_dilation != 1:
+        valid = b.and_(valid, b.icmp_signed(">=", p, t.i64(0)))
+        valid = b.and_(valid, b.icmp_signed("==", b.srem(p, t.i64(wd.base_dilation)), t.i64(0)))
+        p = b.sdiv(p, t.i64(wd.base_dilation))
+    return p, b.and_(valid, b.icmp_unsigned("<", p, t.i64(n_in)))
+
+
 def emit_conv_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef, epilogue=None) -> None:
     """Convolution as im2col + one GEMM per feature group, each step its own (parallel) kernel.
     ``epilogue`` (an ``Epilogue`` of ``kernels/loop.py``, ``out`` then being its fusion's output):
@@ -481,13 +493,7 @@ def emit_conv_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef, epilog
             dims[dn.input_batch_dimension] = n
             dims[dn.input_feature_dimension] = b.add(b.mul(g, t.i64(Cg)), c)
             for i, wd in enumerate(window):
-                pos = b.add(b.mul(sp[i], t.i64(wd.stride)), b.mul(wk[i], t.i64(wd.window_dilation)))
-                pos = b.sub(pos, t.i64(wd.padding_low))
-                if wd.base_dilation != 1:
-                    valid = b.and_(valid, b.icmp_signed(">=", pos, t.i64(0)))
-                    valid = b.and_(valid, b.icmp_signed("==", b.srem(pos, t.i64(wd.base_dilation)), t.i64(0)))
-                    pos = b.sdiv(pos, t.i64(wd.base_dilation))
-                valid = b.and_(valid, b.icmp_unsigned("<", pos, t.i64(in_sp[i])))
+                pos, valid = input_position(b, wd, sp[i], wk[i], in_sp[i], valid)
                 hi = t.i64(max(in_sp[i] - 1, 0))
                 pos = b.select(b.icmp_signed("<", pos, t.i64(0)), t.i64(0), pos)
                 pos = b.select(b.icmp_signed(">", pos, hi), hi, pos)

@@ -27,7 +27,8 @@ import dataclasses
 
 from tfxla_cluster.codegen.buffers import BufferRef, leaves
 from tfxla_cluster.codegen.conv import BlockedPlan, ChannelwisePlan, blocked_plan, channelwise_plan, \
-    emit_blocked_conv, emit_channelwise, epilogue_fits
+    emit_blocked_conv, emit_channelwise, epilogue_fits, mixes_inputs
+from tfxla_cluster.codegen.conv_exact import emit_guarded
 from tfxla_cluster.codegen.gemm import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
 from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess, array_operands, flatten, thunk
@@ -501,12 +502,22 @@ def _emit_conv_with_epilogue(prog, fusion, operands, out, conv, conv_operands, p
     if conv.opcode is O.DOT:
         srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in conv_operands]
         return emit_dot_gemm(prog, conv, srcs[0], srcs[1], out, epilogue=epi)
-    if isinstance(plan, BlockedPlan):
-        return emit_blocked_conv(prog, conv, plan, *conv_operands, out, epilogue=epi)
-    if plan is IM2COL:
-        srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in conv_operands]
-        return emit_conv_gemm(prog, conv, srcs[0], srcs[1], out, epilogue=epi)
-    return emit_channelwise(prog, conv, plan, *conv_operands, out, epilogue=epi)
+    _emit_conv(prog, conv, conv_operands, out, plan, epi)
+
+
+def _emit_conv(prog, conv, operands: list[BufferRef], out: BufferRef, plan, epi=None) -> None:
+    """A convolution by its plan's kernels (``epi``: the fused epilogue), guarded by conv_exact.py: on
+    special values the call runs XLA's own algorithm instead."""
+    def fast():
+        if isinstance(plan, BlockedPlan):
+            return emit_blocked_conv(prog, conv, plan, *operands, out, epilogue=epi)
+        if plan is IM2COL:
+            srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
+            return emit_conv_gemm(prog, conv, srcs[0], srcs[1], out, epilogue=epi)
+        if plan is None:
+            return emit_loop_thunk(prog, conv, operands, out)
+        return emit_channelwise(prog, conv, plan, *operands, out, epilogue=epi)
+    emit_guarded(prog, conv, *operands, out, epi, fast, check_input=mixes_inputs(prog, conv, plan))
 
 
 def _emit_contraction(prog, instr, operands: list[BufferRef], out: BufferRef, plan) -> None:
@@ -515,12 +526,7 @@ def _emit_contraction(prog, instr, operands: list[BufferRef], out: BufferRef, pl
     if instr.opcode is O.DOT:
         srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
         return emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
-    if isinstance(plan, BlockedPlan):
-        return emit_blocked_conv(prog, instr, plan, *operands, out)
-    if plan is IM2COL:
-        srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
-        return emit_conv_gemm(prog, instr, srcs[0], srcs[1], out)
-    return emit_channelwise(prog, instr, plan, *operands, out)
+    _emit_conv(prog, instr, operands, out, plan)
 
 
 @thunk(O.CONVOLUTION)
@@ -537,6 +543,9 @@ def _conv_thunk(prog, instr, operands, out) -> None:
         return
     if plan is not None:
         return _emit_contraction(prog, instr, array_operands(instr, operands), out, plan)
+    ops_ = array_operands(instr, operands)
+    if len(ops_) == 2 and all(isinstance(r, BufferRef) for r in ops_):
+        return _emit_conv(prog, view, ops_, out, None)
     return emit_loop_thunk(prog, view, operands, out)
 
 

@@ -1,0 +1,101 @@
+"""Convolutions on special values against TF's XLA (codegen/conv_exact.py): infinite or NaN filter taps over
+the padding (Eigen's patches multiply them by 0: NaN, for f32 and the f16/bf16 convolutions XLA runs in
+f32; f64's elemental loop skips them), an infinite input under the Winograd kernel (no NaN spread over
+its tile), a fused epilogue, a constant filter; NaN positions, infinities and signed zeros compared."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+
+raw = tf.raw_ops
+RNG = np.random.default_rng(1919)
+
+
+def _same(want, got, rtol):
+    want, got = np.asarray(want, np.float64), np.asarray(got, np.float64)
+    assert want.shape == got.shape
+    wn, gn = np.isnan(want), np.isnan(got)
+    assert (wn == gn).all(), f"NaN positions differ at {np.argwhere(wn != gn)[:5].tolist()}"
+    w, g = want[~wn], got[~wn]
+    wi = np.isinf(w)
+    assert (np.isinf(g) == wi).all() and (w[wi] == g[wi]).all(), "infinities differ"
+    z = w == 0
+    assert (np.signbit(w[z]) == np.signbit(g[z])).all(), "signed zeros differ"
+    np.testing.assert_allclose(g[~wi], w[~wi], rtol=rtol, atol=rtol * max(1.0, float(np.max(np.abs(w[~wi]), initial=0))))
+
+
+def _check(fn, *args, rtol=1e-5):
+    args = [tf.constant(a) if not isinstance(a, tf.Tensor) else a for a in args]
+    want = tf.function(fn, jit_compile=True)(*args)
+    got = txc.function(fn, jit_compile=True)(*args)
+    _same(tf.cast(want, tf.float64).numpy(), tf.cast(got, tf.float64).numpy(), rtol)
+
+
+def _inf_filter(shape, dtype=np.float32, zero=False, at=None):
+    w = np.zeros(shape, dtype) if zero else RNG.standard_normal(shape).astype(dtype)
+    w[at if at is not None else (0,) * len(shape)] = np.inf
+    return w
+
+
+CONV = [  # input NHWC, filter HWIO, strides, padding, dilations
+    ((2, 5, 3, 3), (3, 2, 3, 1), 2, "SAME", 1),      # fuzz seed 52000507 (zero input)
+    ((2, 10, 6, 3), (2, 2, 3, 4), 1, "SAME", 2),
+    ((1, 7, 8, 5), (3, 3, 5, 6), 1, "SAME", 1),
+    ((1, 9, 9, 4), (5, 5, 4, 3), 2, [[0, 0], [2, 1], [1, 2], [0, 0]], 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, tf.float16, tf.bfloat16], ids=str)
+@pytest.mark.parametrize("case", CONV, ids=lambda c: f"{c[0]}w{c[1]}s{c[2]}d{c[4]}")
+def test_conv2d_infinite_filter_over_padding(case, dtype):
+    xs, ws, s, pad, d = case
+    base = np.float64 if dtype is np.float64 else np.float32
+    x = RNG.standard_normal(xs).astype(base)
+    x[0, 0, 0, 0] = 0.0
+    w = _inf_filter(ws, base, zero=case is CONV[0])
+    if case is CONV[0]:
+        x[...] = 0.0
+    tx, tw = tf.constant(x), tf.constant(w)
+    if dtype in (tf.float16, tf.bfloat16):
+        tx, tw = tf.cast(tx, dtype), tf.cast(tw, dtype)
+    rtol = {tf.float16: 2e-2, tf.bfloat16: 2e-2}.get(dtype, 1e-5)
+    _check(lambda x, w: tf.nn.conv2d(x, w, s, pad, dilations=d), tx, tw, rtol=rtol)
+
+
+def test_depthwise_and_input_backprop_with_nan_filter():
+    x = RNG.standard_normal((2, 7, 6, 5)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 5, 1)).astype(np.float32)
+    w[2, 0, 1, 0] = np.nan
+    w[0, 2, 3, 0] = -np.inf
+    _check(lambda x, w: raw.DepthwiseConv2dNative(input=x, filter=w, strides=[1, 1, 1, 1], padding="SAME"), x, w)
+    wf = RNG.standard_normal((3, 3, 5, 4)).astype(np.float32)
+    wf[0, 0, 2, 1] = np.inf
+    g = RNG.standard_normal((2, 4, 3, 4)).astype(np.float32)
+    _check(lambda w, g: raw.Conv2DBackpropInput(input_sizes=[2, 7, 6, 5], filter=w, out_backprop=g,
+                                                strides=[1, 2, 2, 1], padding="SAME"), wf, g)
+
+
+def test_winograd_infinite_input_stays_in_its_window():
+    x = RNG.standard_normal((1, 32, 32, 16)).astype(np.float32)
+    x[0, 5, 6, 3] = np.inf
+    x[0, 11, 2, 7] = -np.inf
+    w = RNG.standard_normal((3, 3, 16, 64)).astype(np.float32)
+    _check(lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), x, w, rtol=1e-4)
+
+
+def test_fused_epilogue_and_constant_filter():
+    x = RNG.standard_normal((1, 12, 12, 16)).astype(np.float32)
+    w = _inf_filter((3, 3, 16, 16), at=(0, 0, 4, 5))
+    bias = RNG.standard_normal(16).astype(np.float32)
+    _check(lambda x, w: tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME") + bias), x, w, rtol=1e-4)
+    _check(lambda x: tf.nn.conv2d(x, tf.constant(w), 1, "SAME") * 2.0, x, rtol=1e-4)
+
+
+def test_finite_values_keep_the_fast_kernels():
+    """Ordinary values: the same results (within rounding) through the fast path."""
+    x = RNG.standard_normal((2, 14, 14, 16)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 16, 32)).astype(np.float32)
+    _check(lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), x, w, rtol=1e-4)

@@ -1,0 +1,239 @@
+"""Convolutions on special values (inf, NaN, huge): TF's XLA's own algorithm, chosen per call.
+
+Stage: codegen (wraps the emission of one HLO ``convolution`` by ``conv.py``, ``winograd.py`` or
+``gemm.py``: ``kernels/loop.py`` hands its fast emission to :func:`emit_guarded`).
+Guarantee: when the filter holds a NaN, an infinity or a value of magnitude ≥ :data:`HUGE` (or, for the
+Winograd kernel, the input does), the call runs :func:`emit_exact_conv` instead of the fast kernels, and
+its NaN positions, infinities and signed zeros are those of TF's XLA on this machine; otherwise the fast
+kernels run unchanged (the check reads the filter once per call, the input only for Winograd).
+
+How XLA:CPU (TF 2.21) computes a convolution (thunk_emitter.cc, ``PotentiallyImplementedAsEigenConvolution``):
+an F32 (or F16; BF16 and F16 convolutions are F32 ones after XLA's float normalisation) convolution in
+NHWC/HWIO order is a ``ConvolutionThunk``: Eigen's ``extract_image_patches`` with padding value 0, then a
+GEMM (convolution_thunk_internal.h ``EigenGenericConv2D``). So a window tap in the padding, or between the
+elements of a dilated input, multiplies 0 by the filter: ``0·inf = NaN`` reaches every output whose window
+overlaps the padding at an infinite tap. Only the transposed form (lhs dilation, unit strides, no filter
+dilation, one group: ``EigenTransposedConv2D``) adds products of real input elements alone. Eigen's GEMM
+kernel (gebp) sums each output in contraction order (window taps row-major, then input features) with
+fused multiply-adds from +0 (measured: ``1 + 2⁻²⁴`` survives only as an FMA would keep it; an
+overflowing product followed by one of the other sign gives the first one's infinity, not NaN). F64
+convolutions are XLA's elemental loop (elemental_ir_emitter.cc ``EmitConvolution``), which skips taps
+outside the input. The fast kernels skip those taps too (static tap ranges), and Winograd's transforms mix
+neighbouring inputs (one infinity spreads NaN to a whole tile); their sums differ from Eigen's only by
+rounding while every value is finite and far from overflow, which the check makes sure of.
+
+Not emulated: Eigen's other summation orders (the single-output-feature GEMM kernel sums lanes of 8
+separately, so ``+inf`` and ``-inf`` products there give NaN where this gives the first infinity) and the
+cross-channel NaN of the grouped convolutions XLA expands into masked dense ones (F64 depthwise, the
+depthwise filter backprop: a NaN input element gives NaN in every output feature there).
+"""
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+from llvmlite import ir
+
+from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen.buffers import BufferRef
+from tfxla_cluster.codegen.gemm import input_position
+from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, if_then, work_items
+from tfxla_cluster.codegen.scalar_ops import ScalarOps
+from tfxla_cluster.hlo.shape import PrimitiveType as T
+from tfxla_cluster.hlo.shape import Shape
+
+# A filter (or Winograd input) element at least this large takes the exact path: below it, every product
+# and partial sum of a convolution of < 2³¹ terms stays finite, whatever the other operand's magnitude up
+# to the same bound (2⁴⁸·2⁴⁸·2³¹ < 2¹²⁸), so summation order only rounds.
+HUGE = {T.F32: 2.0 ** 48, T.F16: 2.0 ** 48, T.BF16: 2.0 ** 48, T.F64: 2.0 ** 480}
+# Convolutions this small are always checked (and the exact kernel is cheap next to their call).
+SMALL_FLOPS = 1 << 20
+# F16 and BF16 convolutions are F32 ones in XLA (inputs converted, the result rounded back).
+_COMPUTE = {T.F32: T.F32, T.F16: T.F32, T.BF16: T.F32, T.F64: T.F64}
+
+
+def xla_multiplies_padding(instr) -> bool:
+    """Whether TF's XLA multiplies the filter by zeros at taps outside the input (Eigen's patches): F32
+    convolutions other than Eigen's transposed form. F64 ones are XLA's elemental loop, which skips them."""
+    if _COMPUTE.get(instr.shape.element_type) is not T.F32:
+        return False
+    window = instr.window.dimensions
+    transposed = any(w.base_dilation > 1 for w in window) and all(
+        w.stride == 1 and w.window_dilation == 1 for w in window) and instr.feature_group_count == 1
+    return not transposed
+
+
+def guarded(instr) -> bool:
+    """Whether :func:`emit_guarded` checks ``instr``'s operands (floating point but complex)."""
+    return instr.shape.element_type in HUGE and all(o.shape.element_type in HUGE for o in instr.operands)
+
+
+def _known_special(ref: BufferRef, limit: float) -> bool | None:
+    """Whether a constant ``ref`` holds a special value (None: not a constant, known only at run time)."""
+    if ref.slot.kind != "const" or ref.slot.value is None:
+        return None
+    v = np.abs(np.asarray(ref.slot.value, dtype=np.float64))
+    return bool(np.any(np.isnan(v) | (v >= limit)))
+
+
+def _special_flag(prog, instr, refs: list[BufferRef], limit: float):
+    """An i1 in the entry function: whether any of ``refs`` holds a NaN or an element of magnitude
+    ≥ ``limit`` (infinities included). One check kernel per buffer (a vectorised or-reduction of
+    compares over a range of elements per task), writing 1 into a flag the entry zeroes and reads."""
+    flag = prog.scratch(Shape(T.S32, ()), "special")
+    b = prog.b
+    b.store(ir.Constant(t.I32, 0), prog.entry_ptr(flag.slot))
+    for ref in refs:
+        et = ref.shape.element_type
+        sty, cet = t.storage_type(et), _COMPUTE[et]
+        cty = t.storage_type(cet)
+        n = ref.shape.num_elements
+        kb = prog.kernel(instr.name + "_special")
+        kbld = kb.builder
+        tasks = prog.tasks_for(n, n)
+        lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(n))
+        ops = ScalarOps(kbld, prog.mctx)
+        p, fp = kb.ptr(ref.slot), kb.ptr(flag.slot)
+        acc = kb.kctx.alloca(t.I8, "special")
+        kbld.store(ir.Constant(t.I8, 0), acc)
+        fabs = prog.mctx.function("llvm.fabs.f32" if cet is T.F32 else "llvm.fabs.f64", cty, [cty])
+        lim = t.float_constant(cty, limit)
+        with for_range(kbld, lo, hi, "special", reduction=True) as i:
+            x = t.from_storage(kbld, et, kbld.load(kbld.gep(p, [i], source_etype=sty), typ=sty))
+            x = ops.convert(et, cet, x) if et is not cet else x
+            bad = kbld.fcmp_unordered(">=", kbld.call(fabs, [x]), lim)
+            kbld.store(kbld.or_(kbld.load(acc, typ=t.I8), kbld.zext(bad, t.I8)), acc)
+        with if_then(kb.kctx, kbld.icmp_unsigned("!=", kbld.load(acc, typ=t.I8), ir.Constant(t.I8, 0))):
+            kbld.store(ir.Constant(t.I32, 1), fp)   # tasks race to store the same 1
+        prog.call_kernel(kb, instr.name, "conv-special-check", n, tasks, n)
+    return b.icmp_unsigned("!=", b.load(prog.entry_ptr(flag.slot), typ=t.I32), ir.Constant(t.I32, 0))
+
+
+def _check_pays(instr, refs: list[BufferRef]) -> bool:
+    """Whether reading ``refs`` costs at most about 1% of the convolution: a filter read from memory
+    costs ~5 of the GEMM's multiply-adds per element (measured), and the convolution does
+    2·(output elements)·(taps)·(input features) of them. Above, the call keeps its fast kernels only
+    (a filter read once per call is the whole memory traffic of a late, small-image layer)."""
+    dn = instr.convolution_dimension_numbers
+    kin = instr.operands[1].shape.dimensions[dn.kernel_input_feature_dimension]
+    flops = 2 * instr.shape.num_elements * prod(w.size for w in instr.window.dimensions) * kin
+    return 5 * 100 * sum(r.shape.num_elements for r in refs) <= flops or flops <= SMALL_FLOPS
+
+
+def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue, fast,
+                 check_input: bool = False) -> None:
+    """``fast()`` (the fast kernels' emission), or :func:`emit_exact_conv` when the filter (and with
+    ``check_input``, the input) holds a special value: a branch in the entry function, per call
+    (decided at compile time for constants; no check where it would not pay, see :func:`_check_pays`)."""
+    if not guarded(instr):
+        return fast()
+    limit = HUGE[instr.shape.element_type]
+    refs = [rhs, lhs] if check_input else [rhs]
+    known = [_known_special(r, limit) for r in refs]
+    if any(k is True for k in known):
+        return emit_exact_conv(prog, instr, lhs, rhs, out, epilogue)
+    refs = [r for r, k in zip(refs, known) if k is None]
+    if not refs or not _check_pays(instr, refs):
+        return fast()
+    prog.flush_rows()
+    flag = _special_flag(prog, instr, refs, limit)
+    b = prog.b
+    fn = prog.entry
+    exact_bb = fn.append_basic_block(f"conv.{instr.name}.exact")
+    fast_bb = fn.append_basic_block(f"conv.{instr.name}.fast")
+    done = fn.append_basic_block(f"conv.{instr.name}.done")
+    b.cbranch(flag, exact_bb, fast_bb)
+    b.position_at_end(fast_bb)
+    fast()
+    prog.flush_rows()
+    b.branch(done)
+    b.position_at_end(exact_bb)
+    emit_exact_conv(prog, instr, lhs, rhs, out, epilogue, guarded_branch=True)
+    prog.flush_rows()
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None,
+                    guarded_branch: bool = False) -> None:
+    """``out`` := the convolution as XLA:CPU computes it (see the module docstring): per output element,
+    fused multiply-adds from +0 over the window taps (row-major) and the group's input features, with
+    taps outside the input multiplying 0 when :func:`xla_multiplies_padding`, skipped otherwise; then
+    ``epilogue`` on the element. Slow (a scalar loop): it runs only on special values."""
+    et = instr.shape.element_type
+    cet = _COMPUTE[et]
+    sty = t.storage_type(cet)
+    dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
+    G, BG = instr.feature_group_count, instr.batch_group_count
+    lshape, rshape, oshape = lhs.shape, rhs.shape, out.shape
+    C = lshape.dimensions[dn.input_feature_dimension]
+    N = lshape.dimensions[dn.input_batch_dimension]
+    O_ = oshape.dimensions[dn.output_feature_dimension]
+    kin = rshape.dimensions[dn.kernel_input_feature_dimension]
+    in_sp = [lshape.dimensions[d] for d in dn.input_spatial_dimensions]
+    pads = xla_multiplies_padding(instr)
+    kb = prog.kernel(instr.name + "_exact")
+    b = kb.builder
+    la, ra, oa = kb.array(lhs), kb.array(rhs), kb.array(out)
+    ops = ScalarOps(b, prog.mctx)
+    fma = prog.mctx.function("llvm.fma.f32" if cet is T.F32 else "llvm.fma.f64", sty, [sty, sty, sty])
+
+    def load(arr, idx, shape):
+        v = arr.load(Index(idx, shape))
+        return v if shape.element_type is cet else ops.convert(shape.element_type, cet, v)
+    zero = t.float_constant(sty, 0.0)
+    taps = prod(w.size for w in window)
+    work = work_items(oshape, False)
+    cost = 2 * oshape.num_elements * taps * kin
+    tasks = prog.tasks_for(work, cost)
+    lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(work))
+    acc = kb.kctx.alloca(sty, "xacc")
+
+    def body(index):
+        od = index.get_dims(b)
+        n, o = od[dn.output_batch_dimension], od[dn.output_feature_dimension]
+        sp = [od[d] for d in dn.output_spatial_dimensions]
+        if BG > 1:
+            grp = b.udiv(o, t.i64(O_ // BG))
+            n_in, c_base = b.add(b.mul(grp, t.i64(N // BG)), n), t.i64(0)
+        else:
+            n_in = n
+            c_base = b.mul(b.udiv(o, t.i64(O_ // G)), t.i64(C // G)) if G > 1 else t.i64(0)
+        b.store(zero, acc)
+        with for_range(b, t.i64(0), t.i64(taps * kin), "xtap", reduction=True) as k:
+            c = b.urem(k, t.i64(kin))
+            rest = b.udiv(k, t.i64(kin))
+            wi = [None] * len(window)
+            for i in range(len(window) - 1, -1, -1):   # taps row-major, features innermost (Eigen's order)
+                wi[i] = b.urem(rest, t.i64(window[i].size))
+                rest = b.udiv(rest, t.i64(window[i].size))
+            valid = ir.Constant(t.I1, 1)
+            li, ri = [None] * lshape.rank, [None] * rshape.rank
+            li[dn.input_batch_dimension] = n_in
+            li[dn.input_feature_dimension] = b.add(c_base, c)
+            ri[dn.kernel_input_feature_dimension] = c
+            ri[dn.kernel_output_feature_dimension] = o
+            for i, w in enumerate(window):
+                p, valid = input_position(b, w, sp[i], wi[i], in_sp[i], valid)
+                li[dn.input_spatial_dimensions[i]] = b.select(valid, p, t.i64(0))
+                ri[dn.kernel_spatial_dimensions[i]] = b.sub(t.i64(w.size - 1), wi[i]) if w.window_reversal else wi[i]
+            # Out-of-range taps read element 0 (any index is then in bounds) and use 0 or nothing.
+            li = [b.select(valid, x, t.i64(0)) for x in li]
+            x = load(la, li, lshape)
+            wv = load(ra, ri, rshape)
+            a = b.load(acc, typ=sty)
+            if pads:
+                new = b.call(fma, [b.select(valid, x, zero), wv, a])
+            else:
+                new = b.select(valid, b.call(fma, [x, wv, a]), a)
+            b.store(new, acc)
+        y = b.load(acc, typ=sty)
+        oa.store(index, y if et is cet else ops.convert(cet, et, y))
+        if epilogue is not None:
+            epilogue.store(kb, od, None)
+
+    emit_loop_nest(kb.kctx, oshape, body, lo, hi, False, name="xo")
+    prog.call_kernel(kb, instr.name, "conv-exact", work, tasks, cost)
+    if guarded_branch:
+        # A cold kernel (it runs on special values only): listed apart from the ones every call runs.
+        prog.__dict__.setdefault("cold_kernels", []).append(prog.kernels.pop())
