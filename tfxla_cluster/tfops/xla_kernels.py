@@ -69,20 +69,96 @@ def set_kernel_list_source(source: Callable[[Callable[[], list]], list] | None) 
     _kernel_list_source = source
 
 
-@functools.lru_cache(maxsize=None)
-def _registry() -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
-    from tfxla_cluster.tf_compat import registered_xla_jit_kernels
+#: Distinct ops whose kernels the registry asks TF for one by one before it reads TF's whole list instead:
+#: one op costs ~0.3 ms (TF scans its registry), the list of every kernel (16k, 1k of them XLA's) ~25 ms. A
+#: small function's first call asks about a dozen ops.
+PER_OP_LIMIT = 32
 
+
+class _NoTF(Exception):
+    """Raised by the ask-TF callback of the probe that wants the kernel list only when it is on disk."""
+
+
+def _never_ask_tf() -> list:
+    raise _NoTF
+
+
+@functools.lru_cache(maxsize=None)
+def _stored_list() -> list[kernel_def_pb2.KernelDef] | None:
+    """The kernel list when the installed source has it without asking TF (the persistent cache, on and
+    filled by an earlier process), else None."""
     source = _kernel_list_source
+    if source is None:
+        return None
+    try:
+        return source(_never_ask_tf)
+    except _NoTF:
+        return None
+
+
+def _by_device(kdefs) -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
     by_device: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}
-    for kdef in (source(registered_xla_jit_kernels) if source is not None else registered_xla_jit_kernels()):
+    for kdef in kdefs:
         by_device.setdefault(kdef.device_type, {}).setdefault(kdef.op, []).append(kdef)
     return by_device
+
+
+@functools.lru_cache(maxsize=None)
+def _registry() -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
+    """Every XLA JIT kernel, by device and op."""
+    from tfxla_cluster.tf_compat import registered_xla_jit_kernels
+
+    stored = _stored_list()
+    if stored is not None:
+        return _by_device(stored)
+    source = _kernel_list_source
+    return _by_device(source(registered_xla_jit_kernels) if source is not None else registered_xla_jit_kernels())
+
+
+_per_op: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}   # op -> device -> its kernels
+
+
+def _full_list_loaded() -> bool:
+    return _registry.cache_info().currsize > 0
+
+
+class _CpuJitKernels(Mapping):
+    """XLA_CPU_JIT's op → KernelDefs, asking TF one op at a time until :data:`PER_OP_LIMIT` distinct ops
+    (or a walk over every op), then answering from the whole list. The same answers as the whole list:
+    TF's per-op query filters the same registry, in the same order."""
+
+    DEVICE = "XLA_CPU_JIT"
+
+    def __getitem__(self, op: str) -> list[kernel_def_pb2.KernelDef]:
+        if not _full_list_loaded():
+            known = _per_op.get(op)
+            if known is None and len(_per_op) < PER_OP_LIMIT and _stored_list() is None:
+                from tfxla_cluster.tf_compat import registered_xla_jit_kernels_for_op
+
+                known = _per_op[op] = {}
+                for kdef in registered_xla_jit_kernels_for_op(op):
+                    known.setdefault(kdef.device_type, []).append(kdef)
+            if known is not None:
+                if self.DEVICE not in known:
+                    raise KeyError(op)
+                return known[self.DEVICE]
+        return _registry()[self.DEVICE][op]
+
+    def __iter__(self):
+        return iter(_registry()[self.DEVICE])
+
+    def __len__(self) -> int:
+        return len(_registry()[self.DEVICE])
+
+
+_CPU_JIT_KERNELS = _CpuJitKernels()
 
 
 def jit_kernels(jit_device: str) -> Mapping[str, list[kernel_def_pb2.KernelDef]]:
     """op → KernelDefs registered on ``jit_device``. A GPU-less TF build has no XLA_GPU_JIT
     kernels; we then answer with XLA_CPU_JIT's (the two lists differ only in a few dtypes)."""
+    if jit_device == _CpuJitKernels.DEVICE and not _full_list_loaded():
+        return _CPU_JIT_KERNELS
     reg = _registry()
     return reg.get(jit_device) or reg.get("XLA_CPU_JIT", {})
 
