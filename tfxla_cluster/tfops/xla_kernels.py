@@ -72,7 +72,7 @@ def set_kernel_list_source(source: Callable[[Callable[[], list]], list] | None) 
 #: Distinct ops whose kernels the registry asks TF for one by one before it reads TF's whole list instead:
 #: one op costs ~0.3 ms (TF scans its registry), the list of every kernel (16k, 1k of them XLA's) ~25 ms. A
 #: small function's first call asks about a dozen ops.
-PER_OP_LIMIT = 32
+PER_OP_LIMIT = 24
 
 
 class _NoTF(Exception):
