@@ -2,8 +2,10 @@
 
 Stage: clustering helper. TF registers a kernel per op on the ``XLA_CPU_JIT`` (and, in GPU builds,
 ``XLA_GPU_JIT``) compilation devices, with dtype constraints, once XLA is initialised. This module
-reads them through :func:`tfxla_cluster.tf_compat.registered_xla_jit_kernels` (which initialises XLA
-without compiling anything) and answers TF's ``FindKernelDef``
+reads them op by op for the first :data:`PER_OP_LIMIT` ops asked about
+(:func:`tfxla_cluster.tf_compat.registered_xla_jit_kernels_for_op`), then whole
+(:func:`tfxla_cluster.tf_compat.registered_xla_jit_kernels`; both initialise XLA without compiling
+anything), and answers TF's ``FindKernelDef``
 question — "does this NodeDef, with these attr values, match a registered XLA kernel?" — with TF's
 answer. Nothing here is a hand-written op list.
 
@@ -64,36 +66,16 @@ _kernel_list_source: Callable[[Callable[[], list]], list] | None = None
 
 
 def set_kernel_list_source(source: Callable[[Callable[[], list]], list] | None) -> None:
-    """Install ``source(ask_tf) -> KernelDefs`` for the registry's one question to TF (None: ask TF)."""
+    """Install ``source(ask_tf) -> KernelDefs`` for the registry's question for TF's whole list (None: ask TF)."""
     global _kernel_list_source
     _kernel_list_source = source
 
 
 #: Distinct ops whose kernels the registry asks TF for one by one before it reads TF's whole list instead:
-#: one op costs ~0.3 ms (TF scans its registry), the list of every kernel (16k, 1k of them XLA's) ~25 ms. A
-#: small function's first call asks about a dozen ops.
+#: one op costs ~0.3 ms (TF scans its registry), the list of every kernel (16k, 1k of them XLA's) ~25 ms, and
+#: the persistent cache's copy of the list ~15 ms (its key lists every registered op). A small function's
+#: first call asks about a dozen ops.
 PER_OP_LIMIT = 24
-
-
-class _NoTF(Exception):
-    """Raised by the ask-TF callback of the probe that wants the kernel list only when it is on disk."""
-
-
-def _never_ask_tf() -> list:
-    raise _NoTF
-
-
-@functools.lru_cache(maxsize=None)
-def _stored_list() -> list[kernel_def_pb2.KernelDef] | None:
-    """The kernel list when the installed source has it without asking TF (the persistent cache, on and
-    filled by an earlier process), else None."""
-    source = _kernel_list_source
-    if source is None:
-        return None
-    try:
-        return source(_never_ask_tf)
-    except _NoTF:
-        return None
 
 
 def _by_device(kdefs) -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
@@ -108,9 +90,6 @@ def _registry() -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
     """Every XLA JIT kernel, by device and op."""
     from tfxla_cluster.tf_compat import registered_xla_jit_kernels
 
-    stored = _stored_list()
-    if stored is not None:
-        return _by_device(stored)
     source = _kernel_list_source
     return _by_device(source(registered_xla_jit_kernels) if source is not None else registered_xla_jit_kernels())
 
@@ -132,7 +111,7 @@ class _CpuJitKernels(Mapping):
     def __getitem__(self, op: str) -> list[kernel_def_pb2.KernelDef]:
         if not _full_list_loaded():
             known = _per_op.get(op)
-            if known is None and len(_per_op) < PER_OP_LIMIT and _stored_list() is None:
+            if known is None and len(_per_op) < PER_OP_LIMIT:
                 from tfxla_cluster.tf_compat import registered_xla_jit_kernels_for_op
 
                 known = _per_op[op] = {}
