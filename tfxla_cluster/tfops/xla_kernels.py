@@ -73,9 +73,9 @@ def set_kernel_list_source(source: Callable[[Callable[[], list]], list] | None) 
 
 #: Distinct ops whose kernels the registry asks TF for one by one before it reads TF's whole list instead:
 #: one op costs ~0.3 ms (TF scans its registry), the list of every kernel (16k, 1k of them XLA's) ~25 ms, and
-#: the persistent cache's copy of the list ~15 ms (its key lists every registered op). A small function's
-#: first call asks about a dozen ops.
-PER_OP_LIMIT = 24
+#: the persistent cache's copy of the list ~15 ms (its key lists every registered op). The zoo's small
+#: functions ask about 11-27 ops (a CNN's inference, an RNN's loop bodies); past ~90 the list is cheaper.
+PER_OP_LIMIT = 64
 
 
 def _by_device(kdefs) -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
