@@ -9,7 +9,8 @@ They are resolved through llvmlite's symbol table (``llvm.add_symbol``) before a
     tfxla_parallel_for(fn, table, n, tasks) split work items [0, n) of a kernel into ``tasks`` ranges
                                             run on a thread pool: the native fork-join pool of
                                             native_pool.py (a few microseconds per split; its code comes
-                                            from the persistent compile cache when that is on), or, with
+                                            from the persistent compile cache when that is on, else from
+                                            the native cache directory, like the launch op), or, with
                                             TFXLA_CODEGEN_POOL=python, Python threads (ctypes releases
                                             the GIL while native code runs)
     tfxla_bounds_fail(table, kernel, i, n)  debug mode: an out-of-range access; recorded per buffer
@@ -25,10 +26,13 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import hashlib
 import logging
 import os
 import queue
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any, Callable
 
 from tfxla_cluster.codegen.engine import add_symbol
@@ -201,12 +205,11 @@ def _native_parallel_for() -> int | None:
         from tfxla_cluster.codegen.engine import get_engine
         from tfxla_cluster.codegen.native_pool import ENTRY, build_module
         engine, ir_text = get_engine(), build_module(max_workers=max((os.cpu_count() or 1) - 1, 1))
-        store = _persistent_store()
-        _native_pool = store.load(ir_text, engine, "tfxla_native_pool", (ENTRY,)) if store is not None else None
+        store = _persistent_store() or _InstalledPoolStore()
+        _native_pool = store.load(ir_text, engine, "tfxla_native_pool", (ENTRY,))
         if _native_pool is None:
             _native_pool = engine.compile(ir_text, [ENTRY], name="tfxla_native_pool")
-            if store is not None:
-                store.store(ir_text, _native_pool)
+            store.store(ir_text, _native_pool)
         return _native_pool.address_of(ENTRY)
     except Exception:  # pragma: no cover - documented fallback: the Python pool runs the same kernels
         log.exception("native thread pool unavailable; using the Python pool")
@@ -229,6 +232,58 @@ def _persistent_store():
     """The persistent compile cache's IR-keyed layer when one is registered and on (the pool is the same code
     in every process: a later process loads it instead of compiling it), else None."""
     return _pool_store_factory() if _pool_store_factory is not None else None
+
+
+def native_cache_dir() -> Path:
+    """Where the runtime's own native code lives between processes, whatever the compile cache's setting
+    (the launch op's library, the pool's object code): ``$TFXLA_NATIVE_CACHE``, else
+    ``$XDG_CACHE_HOME/tfxla_cluster`` or ``~/.cache/tfxla_cluster``."""
+    from tfxla_cluster.flags import env_switch
+
+    if env_switch("TFXLA_NATIVE_CACHE"):
+        return Path(env_switch("TFXLA_NATIVE_CACHE"))
+    base = env_switch("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tfxla_cluster"
+
+
+class _InstalledPoolStore:
+    """The pool's object code in :func:`native_cache_dir` when the persistent compile cache is off.
+
+    The pool is the runtime's code, not a user's: like the launch op's library it is built once per
+    install (its IR, the LLVM target and pipeline key the file), sparing every later process's first call
+    its compile (~30 ms). A file whose digest does not match its code (a torn or foreign file) is compiled
+    again and replaced; an unwritable directory only costs the next process the compile."""
+
+    MAGIC = b"tfxla-pool-1\0"
+
+    @staticmethod
+    def _path(ir_text: str, engine) -> Path:
+        digest = hashlib.sha256(f"{engine.key}\0{ir_text}".encode()).hexdigest()[:24]
+        return native_cache_dir() / f"native_pool-{digest}.o"
+
+    def load(self, ir_text: str, engine, name: str, exports: tuple[str, ...]):
+        try:
+            blob = self._path(ir_text, engine).read_bytes()
+        except OSError:
+            return None
+        head, digest, obj = blob[:len(self.MAGIC)], blob[len(self.MAGIC):len(self.MAGIC) + 32], blob[len(self.MAGIC) + 32:]
+        if head != self.MAGIC or hashlib.sha256(obj).digest() != digest:
+            return None
+        return engine.load_object(obj, exports, name)
+
+    def store(self, ir_text: str, library) -> None:
+        from tfxla_cluster.codegen.engine import get_engine
+
+        target = self._path(ir_text, get_engine())
+        obj = library.object_code
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=target.parent)
+            with os.fdopen(fd, "wb") as f:
+                f.write(self.MAGIC + hashlib.sha256(obj).digest() + obj)
+            os.replace(tmp, target)   # atomic: a concurrent process never reads a half-written file
+        except OSError as e:
+            log.debug("Could not keep the native pool's code in %s: %s", target.parent, e)
 
 
 def pool_kind() -> str:

@@ -315,8 +315,7 @@ class MarkForCompilationPass:
     # ----- step A -----------------------------------------------------------------------------------
     def find_candidates(self) -> None:
         flags = self.flags
-        all_ops = xla_kernels.all_xla_ops()
-        allowlist = op_tables.expand_ops_to_cluster(flags.tf_xla_ops_to_cluster, all_ops)
+        allowlist = op_tables.expand_ops_to_cluster(flags.tf_xla_ops_to_cluster, xla_kernels.all_xla_ops)
         allow_where = op_tables.check_cluster_exclude_ops(flags.tf_xla_cluster_exclude_ops)
         if allowlist:
             log.debug("XLA clustering will only consider the following TF operations: %s",

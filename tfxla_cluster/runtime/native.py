@@ -58,15 +58,6 @@ _TF_CODES = {"CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCE
              "DATA_LOSS": 15}
 
 
-def _cache_dir() -> Path:
-    from tfxla_cluster.flags import env_switch
-
-    if env_switch("TFXLA_NATIVE_CACHE"):
-        return Path(env_switch("TFXLA_NATIVE_CACHE"))
-    base = env_switch("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tfxla_cluster"
-
-
 def _tf_paths() -> tuple[str, str, str]:
     """(TF's include directory, the directory of libtensorflow_framework.so.2, TF's version)."""
     import tensorflow as tf
@@ -80,10 +71,12 @@ def _tf_paths() -> tuple[str, str, str]:
 
 def build_library() -> Path:
     """The shared library's path, compiled now if the cache has none for this source and TF."""
+    from tfxla_cluster.codegen.native_runtime import native_cache_dir
+
     include, libdir, version = _tf_paths()
     source = _SOURCE.read_bytes()
     digest = hashlib.sha256(source + f"\0{version}\0{libdir}".encode()).hexdigest()[:16]
-    target = _cache_dir() / f"tfxla_launch-{digest}.so"
+    target = native_cache_dir() / f"tfxla_launch-{digest}.so"
     if target.exists():
         return target
     if not os.path.exists(os.path.join(include, "tensorflow", "c", "kernels.h")):

@@ -22,7 +22,7 @@ What is here:
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from tensorflow.core.framework import types_pb2
 
@@ -128,18 +128,19 @@ def known_ops_to_cluster_names(xla_ops: Iterable[str]) -> frozenset[str]:
     return frozenset(xla_ops) | frozenset(ALLOWLIST_CATEGORIES) | {FUSIBLE}
 
 
-def expand_ops_to_cluster(entries: str | Iterable[str], xla_ops: Iterable[str]) -> frozenset[str]:
+def expand_ops_to_cluster(entries: str | Iterable[str],
+                          xla_ops: Iterable[str] | Callable[[], Iterable[str]]) -> frozenset[str]:
     """``GetOrCreateAllowlist`` plus its validation in ``FindCompilationCandidates``.
 
     ``entries`` is the flag value (a comma-separated string) or its pieces. ``FUSIBLE`` adds every
     category, a category name adds its ops, any other non-empty piece is taken as an op name. Then
     every resulting op (category members included) must be an XLA op, else TF's
-    ``InvalidArgumentError``. An empty result means "no restriction".
+    ``InvalidArgumentError``. An empty result means "no restriction". ``xla_ops`` (the XLA op names) may
+    be a function returning them, called only when the flag names ops.
 
     When several names are unknown TF reports whichever its hash set yields first; we report the first
     in flag order, with category members in table order.
     """
-    xla = frozenset(xla_ops)
     ordered: list[str] = []
     for piece in split_flag_list(entries):
         if piece == FUSIBLE:
@@ -149,6 +150,8 @@ def expand_ops_to_cluster(entries: str | Iterable[str], xla_ops: Iterable[str]) 
             ordered.extend(_ALLOWLIST_SOURCE[piece])
         elif piece:
             ordered.append(piece)
+    # ``xla_ops`` may be a function: TF's whole kernel list is read only when the flag names ops.
+    xla = frozenset((xla_ops() if callable(xla_ops) else xla_ops) if ordered else ())
     for op in ordered:
         if op not in xla:
             raise ops_to_cluster_error(op)

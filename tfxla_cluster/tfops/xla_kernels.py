@@ -2,8 +2,10 @@
 
 Stage: clustering helper. TF registers a kernel per op on the ``XLA_CPU_JIT`` (and, in GPU builds,
 ``XLA_GPU_JIT``) compilation devices, with dtype constraints, once XLA is initialised. This module
-reads them through :func:`tfxla_cluster.tf_compat.registered_xla_jit_kernels` (which initialises XLA
-without compiling anything) and answers TF's ``FindKernelDef``
+reads them op by op for the first :data:`PER_OP_LIMIT` ops asked about
+(:func:`tfxla_cluster.tf_compat.registered_xla_jit_kernels_for_op`), then whole
+(:func:`tfxla_cluster.tf_compat.registered_xla_jit_kernels`; both initialise XLA without compiling
+anything), and answers TF's ``FindKernelDef``
 question — "does this NodeDef, with these attr values, match a registered XLA kernel?" — with TF's
 answer. Nothing here is a hand-written op list.
 
@@ -64,25 +66,78 @@ _kernel_list_source: Callable[[Callable[[], list]], list] | None = None
 
 
 def set_kernel_list_source(source: Callable[[Callable[[], list]], list] | None) -> None:
-    """Install ``source(ask_tf) -> KernelDefs`` for the registry's one question to TF (None: ask TF)."""
+    """Install ``source(ask_tf) -> KernelDefs`` for the registry's question for TF's whole list (None: ask TF)."""
     global _kernel_list_source
     _kernel_list_source = source
 
 
+#: Distinct ops whose kernels the registry asks TF for one by one before it reads TF's whole list instead:
+#: one op costs ~0.3 ms (TF scans its registry), the list of every kernel (16k, 1k of them XLA's) ~25 ms, and
+#: the persistent cache's copy of the list ~15 ms (its key lists every registered op). The zoo's small
+#: functions ask about 11-27 ops (a CNN's inference, an RNN's loop bodies); past ~90 the list is cheaper.
+PER_OP_LIMIT = 64
+
+
+def _by_device(kdefs) -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
+    by_device: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}
+    for kdef in kdefs:
+        by_device.setdefault(kdef.device_type, {}).setdefault(kdef.op, []).append(kdef)
+    return by_device
+
+
 @functools.lru_cache(maxsize=None)
 def _registry() -> dict[str, dict[str, list[kernel_def_pb2.KernelDef]]]:
+    """Every XLA JIT kernel, by device and op."""
     from tfxla_cluster.tf_compat import registered_xla_jit_kernels
 
     source = _kernel_list_source
-    by_device: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}
-    for kdef in (source(registered_xla_jit_kernels) if source is not None else registered_xla_jit_kernels()):
-        by_device.setdefault(kdef.device_type, {}).setdefault(kdef.op, []).append(kdef)
-    return by_device
+    return _by_device(source(registered_xla_jit_kernels) if source is not None else registered_xla_jit_kernels())
+
+
+_per_op: dict[str, dict[str, list[kernel_def_pb2.KernelDef]]] = {}   # op -> device -> its kernels
+
+
+def _full_list_loaded() -> bool:
+    return _registry.cache_info().currsize > 0
+
+
+class _CpuJitKernels(Mapping):
+    """XLA_CPU_JIT's op → KernelDefs, asking TF one op at a time until :data:`PER_OP_LIMIT` distinct ops
+    (or a walk over every op), then answering from the whole list. The same answers as the whole list:
+    TF's per-op query filters the same registry, in the same order."""
+
+    DEVICE = "XLA_CPU_JIT"
+
+    def __getitem__(self, op: str) -> list[kernel_def_pb2.KernelDef]:
+        if not _full_list_loaded():
+            known = _per_op.get(op)
+            if known is None and len(_per_op) < PER_OP_LIMIT:
+                from tfxla_cluster.tf_compat import registered_xla_jit_kernels_for_op
+
+                known = _per_op[op] = {}
+                for kdef in registered_xla_jit_kernels_for_op(op):
+                    known.setdefault(kdef.device_type, []).append(kdef)
+            if known is not None:
+                if self.DEVICE not in known:
+                    raise KeyError(op)
+                return known[self.DEVICE]
+        return _registry()[self.DEVICE][op]
+
+    def __iter__(self):
+        return iter(_registry()[self.DEVICE])
+
+    def __len__(self) -> int:
+        return len(_registry()[self.DEVICE])
+
+
+_CPU_JIT_KERNELS = _CpuJitKernels()
 
 
 def jit_kernels(jit_device: str) -> Mapping[str, list[kernel_def_pb2.KernelDef]]:
     """op → KernelDefs registered on ``jit_device``. A GPU-less TF build has no XLA_GPU_JIT
     kernels; we then answer with XLA_CPU_JIT's (the two lists differ only in a few dtypes)."""
+    if jit_device == _CpuJitKernels.DEVICE and not _full_list_loaded():
+        return _CPU_JIT_KERNELS
     reg = _registry()
     return reg.get(jit_device) or reg.get("XLA_CPU_JIT", {})
 
