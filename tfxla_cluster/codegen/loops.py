@@ -50,8 +50,8 @@ def loop_hints(module: ir.Module, *hints: tuple) -> ir.MDValue:
 # A light loop's hints: LLVM neither unrolls it (partially, at run time or fully) nor interleaves its vector
 # iterations; it still vectorises it. Measured (issue 17): unrolling and interleaving are over half of O3's
 # optimisation + machine-code time on a model's elementwise kernels (EfficientNetB0's 33 auto-clustered
-# modules: 2.9 s → 1.4 s CPU in LLVM), and without them the bench's workloads, EfficientNetB0 and the LSTM
-# steps run as fast without them (same process, interleaved A/B: 0.88-1.02x); GEMM and convolution loops keep them.
+# modules: 2.9 s → 1.4 s CPU in LLVM), and the bench's workloads, EfficientNetB0 and the LSTM steps run as
+# fast without them (same process, interleaved A/B: 0.88-1.02x); GEMM and convolution loops keep them.
 LIGHT_LOOP_HINTS = (("llvm.loop.unroll.disable",), ("llvm.loop.interleave.count", 1))
 
 # function -> latch branches of its plain ``for_range`` loops (not reductions, no hints of their own), until
