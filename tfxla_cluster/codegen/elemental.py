@@ -840,7 +840,7 @@ class Cascade:
             s1 = b.add(s0, t.i64(CASCADE_BLOCK))
             s1 = b.select(b.icmp_signed(">", s1, stop), stop, s1)
             b.store(self.ident, acc)
-            with for_range(b, s0, s1, "e") as j:
+            with for_range(b, s0, s1, "e", reduction=True) as j:
                 with kctx.scope():
                     b.store(_simple_combine(em, self.op, self.et, b.load(acc), element(j), True), acc)
             self.push(b.load(acc))

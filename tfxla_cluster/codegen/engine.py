@@ -5,7 +5,7 @@ One :class:`JitEngine` owns a target description (triple, CPU name and features 
 machine for it. ``engine.compile(ir_text, exports)`` runs
 
     parse_assembly → verify → new pass manager (O3 by default; lighter for big modules, see
-    ``JitEngine.pipeline``) → emit object code → load
+    ``JitEngine.pipeline``, and for the loops the emitter marked light) → emit object code → load
 
 and returns a :class:`CodeLibrary` holding the optimised IR, the object code and a private MCJIT
 execution engine with the code loaded. Compiling always goes through the object file, so a library
@@ -59,7 +59,7 @@ log = logging.getLogger("tfxla_cluster.codegen")
 # the bench's conv_block ran 0.65 ms instead of 0.55 ms (interleaved A/B, two rounds): at 64k it stays O3.
 LITE_PIPELINE_IR_SIZE = 64 * 1024
 # Names the pass-pipeline policy in ``JitEngine.key``: code cached under another policy is not reused.
-PIPELINE_VERSION = "pipe5"
+PIPELINE_VERSION = "pipe6"
 
 def add_symbol(name: str, address: int) -> None:
     """Make ``name`` resolve to ``address`` in every library loaded afterwards (runtime calls)."""
@@ -175,7 +175,12 @@ class JitEngine:
         BERT-tiny's training step and MobileNetV2, that halves LLVM's optimisation + machine-code time
         and shrinks the code, with no loss in steady-state speed (the loops are memory-bound; unrolled
         copies only add instructions to select). A module of one fused kernel (cheap to compile anyway)
-        keeps the full pipeline at ``opt_level``."""
+        keeps the full pipeline at ``opt_level``.
+
+        Within a module the choice is per kernel too: the emitter marks the loops of every kernel that is
+        not a hot loop (``kernel_builder.HOT_LOOP_KINDS``: GEMM, convolutions, Winograd) not to be
+        unrolled or interleaved (``loops.light_loops``), so in a small module only GEMM and convolution
+        loops pay for O3's unrolling."""
         if self.opt_level <= 1:
             return self.opt_level, False, False
         if ir_size >= LITE_PIPELINE_IR_SIZE:

@@ -313,6 +313,8 @@ class ProgramEmitter:
         max / exp / sum / divide kernels then pass each row through the cache, not through memory four
         times), under one fork-join."""
         fn = self._unique(kb.finish())
+        if fn is kb.function:
+            kb.settle_loops(kind)
         slots = kb.slot_order if self.local_tables else None
         self.kernels.append(KernelInfo(fn.name, instr_name, kind, work_items, tasks, cost))
         if rows is not None and self.options.row_groups:
