@@ -54,7 +54,15 @@ program, printed as a JSON spec that ``tests/e2e/test_fuzz.py`` replays as a reg
 
     python tools/fuzz.py --seed 0 --count 200          # bounded run
     python tools/fuzz.py --long --seed 7 --count 10000 # nightly: bigger programs and shapes
+    python tools/fuzz.py --seed 60 --count 300 --batch 25 --hang-seconds 1800 --json s60.json
     python tools/fuzz.py --replay spec.json            # run one stored program
+
+``--batch``: programs are compiled side by side, one module per runner for the whole batch (measured
+2026-11-27, seed 97, 25 programs: 12.7 s CPU batched, 14.8 s one by one, ~8 s of it TF's start-up); a batch
+with a failure or a rejection is rerun program by program. It skips TF eager (recorded only) and cannot
+see a difference that shows only when a program runs alone (a cluster's other members change what TF
+folds or fuses). Under ``nice -n 19`` on the shared 2-core machine: 170 programs/min at load 1, 30-45 per
+process at load 15-20.
 """
 from __future__ import annotations
 
@@ -278,6 +286,27 @@ OPS.update({
     "case": Op("case", None, FLOATS + SINTS),
 })
 
+# A third table (issue 19's families the first two left thin): complex division and casts to and from
+# complex, dots and convolutions in f16/bf16/f64, depthwise convolutions, bf16 pooling, variables of every
+# dtype (bool by assign), variables updated inside tf.cond / tf.while_loop, a cond nested in a while, and
+# tf.where broadcasting its condition.
+OPS.update({
+    "cdiv": Op("binary", tf.math.truediv, COMPLEX, 4),
+    "ccast": Op("ccast", tf.cast, ALL + COMPLEX, cont=False),
+    "matmul_more": Op("matmul", tf.matmul, ("float16", "bfloat16", "int64"), 2),
+    "conv2d_more": Op("conv2d", tf.nn.conv2d, ("float16", "bfloat16", "float64"), 4),
+    "depthwise_conv2d": Op("depthwise", tf.nn.depthwise_conv2d, ("float32", "float64", "float16"), 4),
+    "max_pool_bf16": Op("pool", tf.nn.max_pool2d, ("bfloat16",)),
+    "assign_more": Op("assign_add", None, ("bfloat16", "uint8", "int16", "uint16", "int64", "complex128",
+                                           "bool")),
+    "cond_assign": Op("cond_assign", None, ("float32", "float64", "int32", "float16", "complex64")),
+    "while_assign": Op("while_assign", None, ("float32", "float64", "int32", "int64", "bfloat16")),
+    "while_cond": Op("while_cond", None, FLOATS + SINTS),
+    "where_bcast": Op("where_bcast", tf.where, ALL + COMPLEX),
+})
+# node kinds that update a variable (their first operand): the variable's tolerance is theirs
+ASSIGN_KINDS = ("assign_add", "cond_assign", "while_assign")
+
 # Ops the branches of cond/while apply (shape- and dtype-preserving unary ops).
 BRANCH_OPS = ("abs", "neg", "square", "relu", "sign")
 
@@ -370,7 +399,7 @@ def _apply(node: Node, a: list, variables: dict) -> Any:
         return spec.fn(*a)
     if op == "clip":
         return tf.clip_by_value(a[0], a[1], a[2])
-    if op == "cast":
+    if spec.kind in ("cast", "ccast"):
         return tf.cast(a[0], at["to"])
     if spec.kind == "reduce":
         return spec.fn(a[0], axis=at["axis"], keepdims=at["keepdims"])
@@ -399,7 +428,7 @@ def _apply(node: Node, a: list, variables: dict) -> Any:
         return tf.roll(a[0], shift, at["axis"])
     if op == "pad":
         return tf.pad(a[0], at["paddings"], constant_values=at["value"])
-    if op == "matmul":
+    if spec.kind == "matmul":
         return tf.matmul(a[0], a[1])
     if spec.kind == "softmax":
         return spec.fn(a[0], axis=-1)
@@ -411,7 +440,7 @@ def _apply(node: Node, a: list, variables: dict) -> Any:
         body = OPS[at["body"]].fn
         _, r = tf.while_loop(lambda i, x: i < at["n"], lambda i, x: (i + 1, body(x)), (tf.constant(0), a[0]))
         return r
-    if op == "assign_add":
+    if spec.kind == "assign_add":
         v = variables[node.args[0]]
         getattr(v, at.get("method", "assign_add"))(a[1])
         return v.read_value()
@@ -440,8 +469,37 @@ def _apply(node: Node, a: list, variables: dict) -> Any:
         return spec.fn(a[0], tf.constant(at["ids"], tf.int32), at["num"])
     if op == "batch_matmul":
         return tf.matmul(a[0], a[1])
-    if op == "conv2d":
+    if spec.kind == "conv2d":
         return tf.nn.conv2d(a[0], a[1], at["strides"], at["padding"])
+    if spec.kind == "depthwise":
+        return tf.nn.depthwise_conv2d(a[0], a[1], [1, at["strides"], at["strides"], 1], at["padding"])
+    if spec.kind == "cond_assign":  # a variable updated in the branches of a tf.cond
+        v = variables[node.args[0]]
+
+        def branch(method):
+            def f():
+                getattr(v, method)(a[1])
+                return tf.constant(0)
+            return f
+        tf.cond(tf.reduce_any(tf.cast(a[2], tf.bool)), branch(at["then"]), branch(at["else"]))
+        return v.read_value()
+    if spec.kind == "while_assign":  # a variable updated in every trip of a tf.while_loop
+        v = variables[node.args[0]]
+
+        def trip(i):
+            v.assign_add(a[1])
+            return i + 1
+        tf.while_loop(lambda i: i < at["n"], trip, [tf.constant(0)])
+        return v.read_value()
+    if spec.kind == "while_cond":  # a tf.cond nested in a tf.while_loop's body
+        then, other = OPS[at["then"]].fn, OPS[at["else"]].fn
+
+        def body(i, x):
+            return i + 1, tf.cond(tf.reduce_any(x > tf.zeros_like(x)), lambda: then(x), lambda: other(x))
+        _, r = tf.while_loop(lambda i, x: i < at["n"], body, (tf.constant(0), a[0]))
+        return r
+    if spec.kind == "where_bcast":
+        return tf.where(a[0], a[1], a[2])
     if spec.kind == "pool":
         return spec.fn(a[0], at["ksize"], at["strides"], at["padding"])
     if op == "while2":
@@ -546,7 +604,7 @@ def tolerances(prog: Program, ref: list) -> tuple[list, list]:
         own = spec.ulps if n.dtype in FLOATS + COMPLEX else 0.0
         if n.dtype in ("float16", "bfloat16") and own:
             own += 1  # computed in f32 and rounded
-        if spec.kind in ("reduce", "scan", "matmul", "softmax", "batch_matmul", "conv2d", "pool",
+        if spec.kind in ("reduce", "scan", "matmul", "softmax", "batch_matmul", "conv2d", "depthwise", "pool",
                          "segment") and own:
             own += _reduced_count(prog, n)
         if worst == UNCHECKED or (worst > 0 and not (spec.cont and not n.attrs.get("indices"))):
@@ -718,7 +776,7 @@ def _run_tf_auto_child(out_path: str) -> int:
 
 
 def _var_tol(prog: Program, tol: list, vid: int) -> float:
-    ts = [tol[len(prog.inputs) + j] for j, n in enumerate(prog.nodes) if n.op == "assign_add" and n.args[0] == vid]
+    ts = [tol[len(prog.inputs) + j] for j, n in enumerate(prog.nodes) if OPS[n.op].kind in ASSIGN_KINDS and n.args[0] == vid]
     return max(ts) if ts else 0.0
 
 
@@ -837,6 +895,8 @@ class Gen:
         r, ch = self.rng, self.choice
         if spec.kind in MORE_KINDS:
             return self.more_node(p, name)
+        if spec.kind in THIRD_KINDS:
+            return self.third_node(p, name)
         if spec.kind == "unary":
             x = self.pick(p, spec.dtypes)
             dt, sh = p.value_info(x)
@@ -950,8 +1010,8 @@ class Gen:
             sh = self.shape()
             v = self.new_input(p, dt, sh, ch(VAR_KINDS))
             y = self.pick(p, (dt,), sh)
-            return Node(name, [v, y], {"method": ch(("assign_add", "assign_add", "assign_sub", "assign"))},
-                        dt, sh)
+            method = ch(("assign_add", "assign_add", "assign_sub", "assign")) if dt != "bool" else "assign"
+            return Node(name, [v, y], {"method": method}, dt, sh)
         return None
 
 
@@ -969,7 +1029,7 @@ class Gen:
         """A node of the second op table's kinds."""
         spec = OPS[name]
         r, ch = self.rng, self.choice
-        if spec.kind in ("conv2d", "pool"):
+        if spec.kind in ("conv2d", "pool", "depthwise"):
             x = self.image(p, spec.dtypes)
             dt, (n, h, w, c) = p.value_info(x)
             kh, kw = ch((1, 2, 3)), ch((1, 2, 3))
@@ -984,7 +1044,8 @@ class Gen:
                 return Node(name, [x], {"ksize": [kh, kw], "strides": strides, "padding": padding}, dt, (n, oh, ow, c))
             o = ch((1, 2, 4))
             f = self.new_input(p, dt, (kh, kw, c, o))
-            return Node(name, [x, f], {"strides": strides, "padding": padding}, dt, (n, oh, ow, o))
+            return Node(name, [x, f], {"strides": strides, "padding": padding}, dt,
+                        (n, oh, ow, o * c if spec.kind == "depthwise" else o))
         if spec.kind == "while2":
             x = self.pick(p, spec.dtypes)
             return Node(name, [x], {"body": ch(BRANCH_OPS), "n": int(r.integers(0, 4))}, *p.value_info(x))
@@ -1074,8 +1135,47 @@ class Gen:
         raise ValueError(name)
 
 
+    def third_node(self, p: "Draft", name: str) -> Node | None:
+        """A node of the third op table's kinds."""
+        spec = OPS[name]
+        r, ch = self.rng, self.choice
+        if spec.kind == "ccast":  # to complex from anything, or from complex to a complex or a float
+            x = self.pick(p, spec.dtypes)
+            dt, sh = p.value_info(x)
+            to = ch(COMPLEX + (PART[dt],)) if dt in COMPLEX else ch(COMPLEX)
+            return Node(name, [x], {"to": to}, to, sh)
+        if spec.kind in ("cond_assign", "while_assign"):
+            dt = ch(spec.dtypes)
+            sh = self.shape()
+            v = self.new_input(p, dt, sh, ch(VAR_KINDS))
+            y = self.pick(p, (dt,), sh)
+            if spec.kind == "while_assign":
+                return Node(name, [v, y], {"n": int(r.integers(0, 4))}, dt, sh)
+            c = self.pick(p, ALL)
+            methods = ("assign_add", "assign_sub", "assign")
+            return Node(name, [v, y, c], {"then": ch(methods), "else": ch(methods)}, dt, sh)
+        if spec.kind == "while_cond":
+            x = self.pick(p, spec.dtypes)
+            return Node(name, [x], {"then": ch(BRANCH_OPS), "else": ch(BRANCH_OPS), "n": int(r.integers(0, 4))},
+                        *p.value_info(x))
+        if spec.kind == "where_bcast":  # a condition (and a branch) of size-1 dims, broadcast by SelectV2
+            x = self.pick(p, spec.dtypes)
+            dt, sh = p.value_info(x)
+            cshape = [1 if r.random() < 0.5 else d for d in sh]
+            if cshape and r.random() < 0.3:
+                cshape = cshape[1:]
+            c = self.pick(p, ("bool",), cshape)
+            y = self.pick(p, (dt,), [1 if r.random() < 0.3 else d for d in sh])
+            args = [c, x, y] if r.random() < 0.5 else [c, y, x]
+            shape = tuple(np.broadcast_shapes(*(p.value_info(a)[1] for a in args)))
+            return Node(name, args, {}, dt, shape)
+        raise ValueError(name)
+
+
 MORE_KINDS = ("expand_dims", "squeeze", "broadcast_to", "stack", "strided_slice", "mirror_pad", "one_hot",
-              "bias_add", "sort", "top_k", "segment", "batch_matmul", "conv2d", "pool", "while2", "case")
+              "bias_add", "sort", "top_k", "segment", "batch_matmul", "conv2d", "pool", "while2", "case",
+              "depthwise")
+THIRD_KINDS = ("ccast", "cond_assign", "while_assign", "while_cond", "where_bcast")
 
 
 def generate(seed: int, long: bool = False) -> Program:
@@ -1122,7 +1222,7 @@ def shrink(p: Program, fail: Failure, budget: int = 60) -> Program:
         for j in range(len(cur.nodes) - 1, -1, -1):
             n = cur.nodes[j]
             for a in n.args:
-                if n.op == "assign_add" or cur.value_info(a) != (n.dtype, n.shape):
+                if OPS[n.op].kind in ASSIGN_KINDS or cur.value_info(a) != (n.dtype, n.shape):
                     continue
                 q = Program(cur.inputs, [dataclasses.replace(m, args=[a if x == n_in + j else x for x in m.args])
                                          for m in cur.nodes], [a if o == n_in + j else o for o in cur.outputs])
@@ -1189,8 +1289,12 @@ def categorize(f: Failure, p: Program) -> str:
 
 
 def fuzz(seed: int, count: int, long: bool = False, do_shrink: bool = True, log=print,
-         runners=("jit", "auto"), batch: int = 1, eager: bool = True) -> dict:
-    """Run ``count`` programs from ``seed``; ``batch`` > 1 compiles that many together (no eager)."""
+         runners=("jit", "auto"), batch: int = 1, eager: bool = True, hang_seconds: float = 0) -> dict:
+    """Run ``count`` programs from ``seed``; ``batch`` > 1 compiles that many together (no eager).
+    ``hang_seconds`` > 0: a chunk of programs (shrinking included) still running after that long is a hang:
+    every thread's stack goes to stderr, after the chunk's ``[programs a..b]`` line, and the process exits."""
+    import faulthandler
+
     stats = {"programs": 0, "rejected": 0, "failures": [], "eager_differs": 0}
     t0 = time.time()
     seeds = [seed * 1_000_003 + k for k in range(count)]
@@ -1198,12 +1302,15 @@ def fuzz(seed: int, count: int, long: bool = False, do_shrink: bool = True, log=
         chunk = seeds[b0:b0 + max(1, batch)]
         progs = [generate(s, long) for s in chunk]
         print(f"[programs {chunk[0]}..{chunk[-1]}]", file=sys.stderr, flush=True)  # where a crash happened
+        if hang_seconds > 0:
+            faulthandler.dump_traceback_later(hang_seconds, exit=True)
         if batch > 1:
             outcomes = [(st, fs, {}) for st, fs in check_batch(progs, runners)]
         else:
             outcomes = [check(p, runners=runners, eager=eager) for p in progs]
         for s, prog, outcome in zip(chunk, progs, outcomes):
             _one(stats, s, prog, outcome, do_shrink, log)
+        faulthandler.cancel_dump_traceback_later()
     stats["seconds"] = round(time.time() - t0, 1)
     return stats
 
@@ -1242,6 +1349,9 @@ def main(argv=None) -> int:
                     help="compile this many programs together (faster; skips TF eager)")
     ap.add_argument("--json", help="write the statistics and shrunk failures here")
     ap.add_argument("--replay", help="run one program spec (JSON) and print the outcome")
+    ap.add_argument("--hang-seconds", type=float, default=0,
+                    help="treat a chunk of programs still running after this long as a hang: print every "
+                         "stack and exit (0: never)")
     ap.add_argument("--tf-auto", metavar="NPZ", help=argparse.SUPPRESS)  # the child of tf_auto()
     a = ap.parse_args(argv)
     if a.tf_auto:
@@ -1256,7 +1366,8 @@ def main(argv=None) -> int:
         status, fails, res = check(prog, runners=runners)
         print(status, [f"{f.runner} {f.category}: {f.detail}" for f in fails])
         return 1 if fails else 0
-    stats = fuzz(a.seed, a.count, a.long, not a.no_shrink, runners=runners, batch=a.batch)
+    stats = fuzz(a.seed, a.count, a.long, not a.no_shrink, runners=runners, batch=a.batch,
+                 hang_seconds=a.hang_seconds)
     by_key: dict[str, int] = {}
     for f in stats["failures"]:
         by_key[f["key"]] = by_key.get(f["key"], 0) + 1

@@ -221,6 +221,22 @@ def test_max_min_with_nan_constant():
                                tf.maximum(tf.constant(1.5, tf.float64), x)), x)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_scatter_max_min_of_one_index_over_a_broadcast_constant(dtype):
+    """XLA:CPU inlines a one-index scatter into max(broadcast init, update), constant on the rhs: a NaN
+    update wins over the init; with two indices, or a non-constant operand, the operand slice stays first."""
+    x = tf.constant([[0.0, np.nan]], dtype)
+    two = tf.constant([[0.0, np.nan], [np.nan, 1.0]], dtype)
+
+    def f(x, two):
+        return (tf.math.unsorted_segment_max(x, [0], 1), tf.math.unsorted_segment_min(x, [1], 3),
+                tf.math.unsorted_segment_max(x, [-1], 2), tf.math.unsorted_segment_max(two, [0, 0], 1),
+                tf.tensor_scatter_nd_max(tf.fill([2, 2], tf.constant(5, dtype)), [[1]], x),
+                tf.tensor_scatter_nd_min(tf.constant([[0, 2], [3, 4]], dtype), [[0]], x),
+                tf.tensor_scatter_nd_max(two, [[1]], x))
+    assert_like_xla(f, x, two, auto=True)
+
+
 def test_generated_code_restores_the_callers_denormal_mode():
     """FTZ/DAZ hold only while our code runs: afterwards the calling thread's own float arithmetic (numpy's,
     our compiler's constant folding) keeps denormals, as before the call. (The restore was missing on

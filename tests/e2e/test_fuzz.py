@@ -59,6 +59,12 @@ def test_generator_covers_dtypes_shapes_and_specials():
     assert kinds == {"arg", "const", "var", "vararg", "np", "list"}
     assert set(fuzz.COMPLEX) <= dtypes
     assert {"while2", "case", "conv2d", "strided_slice", "sort", "segment_sum", "complex"} <= ops
+    # the third table: complex division and casts, f16/bf16/f64 dots and convolutions, depthwise
+    # convolutions, variables of every dtype and updated inside control flow, a cond inside a while
+    assert {"cdiv", "ccast", "matmul_more", "conv2d_more", "depthwise_conv2d", "assign_more", "cond_assign",
+            "while_assign", "while_cond", "where_bcast"} <= ops
+    var_dtypes = {d for op in fuzz.OPS.values() if op.kind in fuzz.ASSIGN_KINDS for d in op.dtypes}
+    assert set(fuzz.ALL) | set(fuzz.COMPLEX) <= var_dtypes
 
 
 def test_compare_rules():

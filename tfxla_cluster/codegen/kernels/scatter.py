@@ -10,6 +10,8 @@ parallel over channel blocks, which never collide, and vectorised along them.
 """
 from __future__ import annotations
 
+from math import prod
+
 from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
@@ -18,6 +20,7 @@ from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.kernel_builder import KernelBuilder, array_operands, flatten, thunk
 from tfxla_cluster.codegen.kernels import pooling
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, if_else_value, if_then, scalar_index, work_items
+from tfxla_cluster.hlo.eval_compute import simple_reducer
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
@@ -50,6 +53,7 @@ def _scatter(prog, instr, operands, out) -> None:
     loop_shape = Shape(T.S32, tuple(ushape.dimensions[d] for d in order))
     em = FusedEmitter(kctx, None, [])
     iet = ishape.element_type
+    update_first = _inlined_constant_minmax(instr, scatter_dims, ushape)
 
     def body(lidx):
         ld = lidx.get_dims(b)
@@ -77,13 +81,36 @@ def _scatter(prog, instr, operands, out) -> None:
             for j, d in enumerate(win_operand):
                 oi[d] = b.add(start[d], ud[window_dims[j]])
             cur = [o.load(Index(oi, o.shape)) for o in outs]
-            new = em.call(instr.to_apply, cur + [u.load(Index(ud, u.shape)) for u in upds])
+            upd = [u.load(Index(ud, u.shape)) for u in upds]
+            new = em.call(instr.to_apply, upd + cur if update_first else cur + upd)
             for o, v in zip(outs, flatten(new)):
                 o.store(Index(oi, o.shape), v)
 
     if loop_shape.num_elements:
         emit_loop_nest(kctx, loop_shape, body, 0, work_items(loop_shape, False), False, "u")
     prog.call_kernel(kb, instr.name, "scatter", 1)
+
+
+def _inlined_constant_minmax(instr, scatter_dims, ushape) -> bool:
+    """Whether XLA:CPU ends up computing this scatter's ``max``/``min`` combiner with the update first.
+
+    XLA:CPU expands every scatter into a while loop (ScatterExpander) of ``combiner(operand slice,
+    update)``. A loop of one trip (one scatter index) is inlined by WhileLoopSimplifier, so when the
+    operand is a broadcast scalar constant (the init of ``unsorted_segment_max``/``min``), the combiner
+    becomes ``max(broadcast constant, update)`` in a fused loop, where MLIR canonicalizes the constant to
+    the rhs: under fast min/max (``lhs >=u rhs ? lhs : rhs``) a NaN update then wins over the init (TF:
+    ``unsorted_segment_max([[0, nan]], [0], 1)`` is ``[[0, nan]]``). With more indices, or an operand
+    that is not a broadcast constant, the operand slice stays first."""
+    if len(instr.operands) != 3 or simple_reducer(instr.to_apply) not in (O.MAXIMUM, O.MINIMUM):
+        return False
+    base = instr.operands[0]
+    if not (base.opcode is O.CONSTANT and base.shape.rank == 0
+            or base.opcode is O.BROADCAST and base.operands[0].opcode is O.CONSTANT):
+        return False
+    root = instr.to_apply.root
+    if [o.parameter_number for o in root.operands] != [0, 1]:
+        return False
+    return prod(ushape.dimensions[d] for d in scatter_dims) == 1
 
 
 @thunk(O.SELECT_AND_SCATTER)
