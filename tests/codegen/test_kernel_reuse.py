@@ -17,6 +17,12 @@ from tfxla_cluster.codegen.program import ProgramEmitter
 from tfxla_cluster.hlo.parser import parse_module
 from tfxla_cluster.hlo.structural import instruction_key, literal_key
 
+@pytest.fixture
+def replaying(monkeypatch):
+    """Replays instead of the fresh, checked emissions the codegen tests make (conftest.py)."""
+    monkeypatch.setattr(ProgramEmitter, "verify_reuse", False)
+
+
 BASE = dict(t="f32", dims="8,16", layout="1,0", const="2", direction="GT")
 
 
@@ -62,7 +68,7 @@ VARIANTS = {
 
 
 @pytest.mark.parametrize("change", list(VARIANTS))
-def test_fusions_differing_in_one_property_get_their_own_kernels(change):
+def test_fusions_differing_in_one_property_get_their_own_kernels(change, replaying):
     module = _module(*VARIANTS[change])
     a, b = _fusions(module)
     assert instruction_key(a) != instruction_key(b)
@@ -71,7 +77,7 @@ def test_fusions_differing_in_one_property_get_their_own_kernels(change):
     assert len({k.name for k in prog.kernels}) == 2
 
 
-def test_fusions_identical_up_to_names_share_their_kernels():
+def test_fusions_identical_up_to_names_share_their_kernels(replaying):
     module = _module({}, {})
     a, b = _fusions(module)
     assert a.name != b.name and instruction_key(a) == instruction_key(b)
@@ -112,7 +118,7 @@ def _blocks(x, *weights):
     return tf.reduce_mean(x, axis=[1, 2])
 
 
-def test_repeated_blocks_reuse_kernels_with_the_ir_of_fresh_emission_and_tfs_results():
+def test_repeated_blocks_reuse_kernels_with_the_ir_of_fresh_emission_and_tfs_results(replaying):
     fn = txc.function(_blocks, jit_compile=True)
     args = [X, *FILTERS, *DEPTHWISE]
     got = fn(*args).numpy()
