@@ -84,15 +84,14 @@ def instruction_names(instr: HloInstruction) -> list[str]:
     list corresponding instructions at the same positions."""
     names = [instr.name]
     seen: set[int] = set()
-
-    def visit(comp: HloComputation) -> None:
+    stack = list(reversed(instr.called_computations))
+    while stack:   # depth first, callees in order (no recursive closure: it would be a reference cycle)
+        comp = stack.pop()
         if id(comp) in seen:
-            return
+            continue
         seen.add(id(comp))
         for i in comp.instructions:
             names.append(i.name)
-            for c in i.called_computations:
-                visit(c)
-    for c in instr.called_computations:
-        visit(c)
+        for i in reversed(comp.instructions):
+            stack.extend(reversed(i.called_computations))
     return names
