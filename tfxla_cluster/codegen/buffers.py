@@ -61,6 +61,9 @@ def leaves(tree) -> list[BufferRef]:
 class BufferPlan:
     slots: list[Slot] = field(default_factory=list)
     arena_bytes: int = 0
+    # While not None, the index of every slot defined or used is appended (``ProgramEmitter.reuse``
+    # records which buffers an emission touched).
+    watch: list[int] | None = field(default=None, repr=False)
 
     def new(self, kind: str, shape: Shape, *, number: int = -1, value=None, name: str = "") -> Slot:
         slot = Slot(len(self.slots), kind, shape, shape.byte_size(), number, value, name=name)
@@ -68,11 +71,15 @@ class BufferPlan:
         return slot
 
     def define(self, slot: Slot, pos: int) -> None:
+        if self.watch is not None:
+            self.watch.append(slot.index)
         if slot.kind == "temp":
             slot.first = pos if slot.first < 0 else min(slot.first, pos)
             slot.last = max(slot.last, pos)
 
     def use(self, slot: Slot, pos: int) -> None:
+        if self.watch is not None:
+            self.watch.append(slot.index)
         if slot.kind == "temp":
             slot.last = max(slot.last, pos)
             if slot.first < 0:

@@ -212,6 +212,18 @@ class KernelContext:
     def remember(self, key, value) -> None:
         self.scopes[-1][key] = value
 
+    def release(self) -> None:
+        """Forget what building the finished function kept (generators, cached values): generator closures
+        refer to each other and to their emitter, cycles that reference counting alone never frees, so a
+        compile would leave its kernels' IR to the cyclic collector."""
+        for obj in self.keepalive:
+            release = getattr(obj, "release", None)
+            if release is not None:
+                release()
+        self.keepalive.clear()
+        self.scopes = [{}]
+        self.accesses.clear()
+
     def alloca(self, ty: ir.Type, name: str = "", count: int | None = None) -> ir.Value:
         """A stack slot in the entry block (so mem2reg/SROA can promote it)."""
         return entry_builder(self.function).alloca(ty, size=None if count is None else t.i64(count), name=name)

@@ -130,11 +130,14 @@ def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, ep
     limit = HUGE[instr.shape.element_type]
     refs = [rhs, lhs] if check_input else [rhs]
     known = [_known_special(r, limit) for r in refs]
+    if any(k is not None for k in known):
+        prog.not_replayable()   # the choice read a constant's values, which kernel-reuse keys leave out
     if any(k is True for k in known):
         return emit_exact_conv(prog, instr, lhs, rhs, out, epilogue)
     refs = [r for r, k in zip(refs, known) if k is None]
     if not refs or not _check_pays(instr, refs):
         return fast()
+    prog.not_replayable()   # a branch in the entry function, not only kernel calls
     prog.flush_rows()
     flag = _special_flag(prog, instr, refs, limit)
     b = prog.b

@@ -63,6 +63,12 @@ class FusedEmitter:
         self._gens: dict[int, object] = {}
         kctx.keepalive.append(self)  # ids in the value cache stay unique while the kernel is built
 
+    def release(self) -> None:
+        """Drop the generators (their closures and this emitter form cycles); the kernel is finished."""
+        self._gens.clear()
+        self.params = []
+        self.overrides.clear()
+
     @property
     def b(self) -> ir.IRBuilder:
         return self.kctx.builder

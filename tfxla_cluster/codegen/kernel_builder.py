@@ -148,13 +148,14 @@ class KernelBuilder:
         arr = self.array(ref)
         return lambda index: arr.load(index)
 
-    def settle_loops(self, kind: str) -> None:
-        """Mark the kernel's loops light unless ``kind`` is in ``HOT_LOOP_KINDS``. Called once the kernel
-        is known to be new (after the program's dedup compared its text: the loop IDs are unique nodes)."""
+    def settle_loops(self, kind: str) -> int:
+        """Mark the kernel's loops light unless ``kind`` is in ``HOT_LOOP_KINDS``; returns how many were
+        marked. Called once the kernel is known to be new (after the program's dedup compared its text:
+        the loop IDs are unique nodes)."""
         if kind in HOT_LOOP_KINDS:
             forget_loops(self.function)
-        else:
-            light_loops(self.function)
+            return 0
+        return light_loops(self.function)
 
     def finish(self) -> ir.Function:
         self.builder.ret_void()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 from llvmlite import ir
@@ -39,12 +40,14 @@ from tfxla_cluster.codegen.buffers import BufferPlan, BufferRef, Slot, leaves
 from tfxla_cluster.codegen.context import ENTRY_NAME, CodegenOptions, ModuleContext, entry_builder, new_function_body
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, KernelInfo, RowAccess
 from tfxla_cluster.codegen.kernels.loop import emit_copy_kernel, emit_loop_thunk
-from tfxla_cluster.codegen.loops import for_range
-from tfxla_cluster.errors import TfXlaError, UnimplementedError
+from tfxla_cluster.codegen.loops import for_range, forget_loops
+from tfxla_cluster.errors import InternalError, TfXlaError, UnimplementedError
 from tfxla_cluster.mxcsr import x86_host
+from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.hlo.structural import instruction_key, instruction_names, literal_key
 
 
 @dataclass(eq=False)
@@ -62,6 +65,34 @@ class _RowGroup:
         # written again (an in-place update): each row still sees its writes in program order.
         return rows.items == self.items and not (rows.remote & self.written) and \
             not (rows.written & self.remote)
+
+
+@dataclass(eq=False)
+class _Recording:
+    """What one ``ProgramEmitter.reuse`` emission did, in terms of positions in ``slots`` (its buffers'
+    slots, then the scratch it asked for), so that it can be replayed on other buffers."""
+
+    slots: list                                   # Slot per position
+    position: dict[int, int]                      # slot index -> its first position
+    subjects: list                                # the key's instructions (the names in KernelInfo)
+    events: list = field(default_factory=list)    # ("scratch", shape, name) | ("use", pos) | ("call", ...)
+    valid: bool = True
+    _names: list[str] | None = None
+
+    @property
+    def names(self) -> list[str]:
+        """The names of the key's instructions and their callees' (replays map them to their own)."""
+        if self._names is None:
+            self._names = [n for x in self.subjects for n in instruction_names(x)]
+        return self._names
+
+    def at(self, index: int) -> int:
+        """The position of slot ``index``; marks the recording invalid for a buffer it was not given."""
+        p = self.position.get(index)
+        if p is None:
+            self.valid = False
+            return -1
+        return p
 
 
 # Bytes a row block of a group touches, summed over its kernels (a row read by three kernels counts three
@@ -137,7 +168,13 @@ class ProgramEmitter:
         # keeps the program's table: its failure handler reads the table and the kernel's number.
         self.local_tables = not options.bounds_checks
         self._kernel_by_text: dict[str, ir.Function] = {}
+        self._printed: dict[str, tuple[ir.Function, str]] = {}   # kernels' text, printed by ``_unique``
         self.reused_kernels = 0
+        # Emissions by structural key (``reuse``): a repeated block's kernels are called again, not emitted.
+        self._recorded: dict[tuple, _Recording | None] = {}
+        self._recording: _Recording | None = None
+        self._key_memo: dict = {}
+        self.reused_emissions = 0
 
     # ------------------------------------------------------------------ top level
     def emit(self) -> str:
@@ -162,12 +199,39 @@ class ProgramEmitter:
         self.b.ret_void()
         for fn in [self.entry, *self._pool_fns.values()]:
             _flush_denormals(self.mctx, fn)
+            self._printed.pop(fn.name, None)
         if sum(len(block.instructions) for block in self.entry.blocks) >= PLAIN_ENTRY_INSTRUCTIONS:
             self.entry.attributes.add("noinline")
             self.entry.attributes.add("optnone")
         self.plan.pack()
-        return _with_vector_width(str(self.mctx.module), self.options.prefer_vector_width,
+        text = _with_vector_width(_module_text(self.mctx.module, self._printed), self.options.prefer_vector_width,
                                   self.mctx.wide_functions, self.mctx.wide_vector_bits())
+        self._release()
+        return text
+
+    def _release(self) -> None:
+        """Drop the printed llvmlite module, breaking its reference cycles (a block and its instructions,
+        a function and its blocks and arguments, the module and its globals and metadata point at each
+        other): reference counting then frees its ~1e5 objects at once, instead of leaving them to the
+        cyclic collector, whose first collection after a compile walked them all (MobileNetV2: 60 ms).
+        The emitter keeps its buffer plan and kernel list."""
+        module = self.mctx.module
+        for value in module.globals.values():
+            if isinstance(value, ir.Function):
+                _dismantle(value)
+        module.globals.clear()
+        module.metadata = []
+        module.namedmetadata.clear()
+        module._metadatacache.clear()
+        self.mctx.module = None
+        self.mctx._functions.clear()
+        self.entry = self.b = None
+        self._pool_fns.clear()
+        self._kernel_by_text.clear()
+        self._printed.clear()
+        self._recorded.clear()
+        self._scopes.clear()
+        self._domain = None
 
     def _move_claims_to_operands(self) -> None:
         """Hand an output's buffer down to the operand its producer updates in place.
@@ -243,6 +307,11 @@ class ProgramEmitter:
 
     def scratch(self, shape: Shape, name: str = "scratch") -> BufferRef:
         slot = self.plan.new("temp", shape, name=name)
+        rec = self._recording
+        if rec is not None:
+            rec.position[slot.index] = len(rec.slots)
+            rec.slots.append(slot)
+            rec.events.append(("scratch", shape, name))
         self.plan.define(slot, self.pos)
         return BufferRef(slot, shape)
 
@@ -312,10 +381,33 @@ class ProgramEmitter:
         group: block of rows by block of rows, every member on a block before the next block (softmax's
         max / exp / sum / divide kernels then pass each row through the cache, not through memory four
         times), under one fork-join."""
-        fn = self._unique(kb.finish())
-        if fn is kb.function:
-            kb.settle_loops(kind)
+        new = kb.finish()
+        fn = self._unique(new)
+        if fn is new:
+            if kb.settle_loops(kind):
+                self._printed.pop(fn.name, None)   # marking changed its latches: ``_unique``'s text is stale
+        else:
+            forget_loops(new)   # dropped as a duplicate: its latches must not keep it alive
+        kb.kctx.release()
         slots = kb.slot_order if self.local_tables else None
+        rec = self._recording
+        if rec is not None:
+            rows_at = None if rows is None else \
+                (rows.items, *(frozenset(map(rec.at, ix)) for ix in (rows.local, rows.remote, rows.written)),
+                 tuple(rec.at(s.index) for s in rows.slots), rows.row_bytes)
+            rec.events.append(("call", fn, instr_name, kind, work_items, tasks, cost, rows_at,
+                               tuple(rec.at(s.index) for s in slots)))
+            watch, self.plan.watch = self.plan.watch, None   # scheduling touches earlier kernels' buffers
+            try:
+                self._schedule(fn, instr_name, kind, work_items, tasks, cost, rows, slots)
+            finally:
+                self.plan.watch = watch
+            return
+        self._schedule(fn, instr_name, kind, work_items, tasks, cost, rows, slots)
+
+    def _schedule(self, fn: ir.Function, instr_name: str, kind: str, work_items: int, tasks: int, cost: int,
+                  rows: RowAccess | None, slots) -> None:
+        """Call the finished kernel ``fn`` on ``slots`` (see ``call_kernel``)."""
         self.kernels.append(KernelInfo(fn.name, instr_name, kind, work_items, tasks, cost))
         if rows is not None and self.options.row_groups:
             if self._rows is not None and not self._rows.accepts(rows):
@@ -330,18 +422,102 @@ class ProgramEmitter:
         self.flush_rows()
         self._call(fn, work_items, tasks, slots)
 
+    # ------------------------------------------------------------------ reuse of whole emissions
+    # Tests set this: every emission is made afresh, and one that an equal key would have replayed must
+    # produce the same kernels (the same functions, through ``_unique``), calls and buffer uses.
+    verify_reuse = False
+
+    def reuse(self, key: tuple, refs: list[BufferRef], emit: Callable[[], None]) -> None:
+        """Run ``emit``, or replay on ``refs`` what an earlier ``emit`` with an equal key emitted.
+
+        A model's repeated block lowers to fusions and convolutions that differ only in their names and
+        buffers; their kernels are then emitted once and called again, without building their IR to find
+        out that it is the same (``_unique``'s check). For that the key must determine the emission:
+        ``emit`` emits kernels only through ``call_kernel`` and ``scratch``, touches no buffer but ``refs``
+        and its scratch, and everything else it reads is in ``key`` — HloInstructions in it stand for their
+        structural keys (``hlo.structural.instruction_key``: opcode, shapes and layouts, attributes, constant
+        values, operand graph, callees; not names), the other items are hashable values. The key is
+        completed with the buffers: each ref's shape, its slot's kind, which refs share a slot, and a
+        scalar constant's value (kernels read those as immediates). An emission that touched another
+        buffer or made a mutable global (an RNG state) is not recorded. Nested calls run as part of the
+        outer one; in bounds-check mode (kernels read the program's table) nothing is reused."""
+        if not self.local_tables or self._recording is not None:
+            emit()
+            return
+        full = (tuple(instruction_key(x, self._key_memo) if isinstance(x, HloInstruction) else x for x in key),
+                _refs_key(refs))
+        subjects = [x for x in key if isinstance(x, HloInstruction)]
+        known = self._recorded.get(full, _MISSING)
+        if isinstance(known, _Recording) and not self.verify_reuse:
+            self._replay(known, refs, subjects)
+            return
+        rec = self._record(refs, subjects, emit)
+        if known is _MISSING:
+            self._recorded[full] = rec if rec.valid else None
+        elif known is not None and _events(rec) != _events(known):
+            raise InternalError(f"kernel reuse: two emissions with equal keys differ ({', '.join(rec.names[:1])})")
+
+    def not_replayable(self) -> None:
+        """The emission running now cannot be replayed from its calls: it puts control flow into the
+        entry function, or chose its kernels by a constant buffer's values (which ``reuse`` keys leave
+        out). Its ``reuse`` is then not recorded (equal emissions are emitted again; ``_unique`` still
+        shares their kernels)."""
+        if self._recording is not None:
+            self._recording.valid = False
+
+    def _record(self, refs: list[BufferRef], subjects: list, emit: Callable[[], None]) -> _Recording:
+        position: dict[int, int] = {}
+        for k, r in enumerate(refs):
+            position.setdefault(r.slot.index, k)
+        rec = _Recording([r.slot for r in refs], position, subjects)
+        globals_ = self.mctx.module.globals
+        before = len(globals_)
+        watched = self.plan.watch = []
+        self._recording = rec
+        try:
+            emit()
+        finally:
+            self._recording = None
+            self.plan.watch = None
+        rec.events.extend(("use", rec.at(index)) for index in dict.fromkeys(watched))
+        if any(isinstance(g, ir.GlobalVariable) and not g.global_constant for g in list(globals_.values())[before:]):
+            rec.valid = False
+        return rec
+
+    def _replay(self, rec: _Recording, refs: list[BufferRef], subjects: list) -> None:
+        slots = [r.slot for r in refs]
+        names = dict(zip(rec.names, (n for x in subjects for n in instruction_names(x))))
+        for event in rec.events:
+            if event[0] == "scratch":
+                slots.append(self.scratch(event[1], names.get(event[2], event[2])).slot)
+            elif event[0] == "use":
+                self.plan.use(slots[event[1]], self.pos)
+            else:
+                _, fn, name, kind, work_items, tasks, cost, rows_at, at = event
+                rows = None
+                if rows_at is not None:
+                    local, remote, written = (frozenset(slots[p].index for p in ps) for ps in rows_at[1:4])
+                    rows = RowAccess(rows_at[0], local, remote, written, [slots[p] for p in rows_at[4]], rows_at[5])
+                self.reused_kernels += 1
+                self._schedule(fn, names.get(name, name), kind, work_items, tasks, cost, rows,
+                               [slots[p] for p in at])
+        self.reused_emissions += 1
+
     def _unique(self, fn: ir.Function) -> ir.Function:
         """``fn``, or the kernel emitted earlier with the same IR (up to its name), ``fn`` then dropped."""
         if not self.local_tables:
             return fn
-        head, sep, body = str(fn).partition("\n")
+        text = str(fn)
+        head, sep, body = text.partition("\n")
         # The name is the only part of the define line that differs between identical kernels.
         key = head.replace(f'@"{fn.name}"', "@k", 1) + sep + body
         first = self._kernel_by_text.get(key)
         if first is None:
             self._kernel_by_text[key] = fn
+            self._printed[fn.name] = (fn, text)
             return fn
         del self.mctx.module.globals[fn.name]
+        _dismantle(fn)
         self.mctx.wide_functions.discard(fn.name)
         self.reused_kernels += 1
         return first
@@ -468,6 +644,45 @@ class ProgramEmitter:
             instr.set_metadata("noalias", noalias_lists[s])
 
 
+_MISSING = object()
+
+
+def _dismantle(fn: ir.Function) -> None:
+    """Break the reference cycles of a function no longer needed: its blocks and their instructions, its
+    arguments and return value point back at it, and a loop's phi reaches itself through its operands."""
+    for block in fn.blocks:
+        for instr in block.instructions:
+            if isinstance(instr, ir.PhiInstr):
+                instr.incomings.clear()
+        block.instructions = []
+        block.terminator = None
+    fn.blocks = []
+    fn.args = ()
+    fn.return_value = None
+
+
+def _refs_key(refs: list[BufferRef]) -> tuple:
+    """What a kernel can see of its buffers: shapes, which refs share a slot, constants, and the values of
+    scalar constants (``KernelBuilder.read`` makes them immediates). Parameters, outputs and temps are
+    all addresses in the kernel's table: a block reading an entry parameter reuses one reading a temp."""
+    first: dict[int, int] = {}
+    out = []
+    for k, r in enumerate(refs):
+        slot = r.slot
+        const = slot.kind == "const"
+        value = literal_key(slot.value) if const and slot.value is not None and r.shape.num_elements == 1 else None
+        out.append((r.shape, const, first.setdefault(slot.index, k), value))
+    return tuple(out)
+
+
+def _events(rec: _Recording) -> list:
+    """A recording's events in a comparable form: calls by kernel function, instruction names by their
+    position among the key's instructions, uses as a set."""
+    where = {n: k for k, n in enumerate(rec.names)}
+    named = [e[:2] + (where.get(e[2], e[2]),) + e[3:] for e in rec.events if e[0] != "use"]
+    return named + sorted({e for e in rec.events if e[0] == "use"})
+
+
 # ---------------------------------------------------------------------- program-level handlers
 def _parameter(prog, instr, operands, params):
     return params[instr.parameter_number]
@@ -503,6 +718,19 @@ def _identity(prog, instr, operands, params):
 
 def _token(prog, instr, operands, params):
     return ()
+
+
+def _module_text(module: ir.Module, printed: dict[str, tuple[ir.Function, str]]) -> str:
+    """``str(module)`` (llvmlite's ``Module.__repr__``), with the text of the functions in ``printed``
+    (printed before and unchanged since) reused instead of printed again."""
+    lines = [f'; ModuleID = "{module.name}"', f'target triple = "{module.triple}"',
+             f'target datalayout = "{module.data_layout}"', ""]
+    lines += [it.get_declaration() for it in module.get_identified_types().values()]
+    for name, value in module.globals.items():
+        known = printed.get(name)
+        lines.append(known[1] if known is not None and known[0] is value else str(value))
+    lines += module._get_metadata_lines()
+    return "\n".join(lines)
 
 
 def _with_vector_width(text: str, bits: int, wide: set[str] = frozenset(), wide_bits: int = 0) -> str:

@@ -27,19 +27,22 @@ def _where(comp, instr=None) -> str:
 
 
 def _check_literal(comp, instr) -> None:
-    def walk(value, shape):
-        if shape.is_tuple:
-            if not isinstance(value, tuple) or len(value) != len(shape.tuple_shapes):
-                raise InternalError(f"{_where(comp, instr)}: tuple literal does not match {shape}")
-            for v, s in zip(value, shape.tuple_shapes):
-                walk(v, s)
-            return
-        if not isinstance(value, np.ndarray) or value.dtype != shape.dtype or value.shape != shape.dimensions:
-            got = f"{getattr(value, 'dtype', type(value).__name__)}{list(getattr(value, 'shape', ()))}"
-            raise InternalError(f"{_where(comp, instr)}: literal {got} does not match shape {shape}")
-
     if not instr.literal_elided:
-        walk(instr.literal, instr.shape)
+        _check_literal_value(comp, instr, instr.literal, instr.shape)
+
+
+def _check_literal_value(comp, instr, value, shape) -> None:
+    # A module-level function, not a recursive closure: each call of one would leave a reference cycle
+    # (the closure and its cell) for the cyclic collector.
+    if shape.is_tuple:
+        if not isinstance(value, tuple) or len(value) != len(shape.tuple_shapes):
+            raise InternalError(f"{_where(comp, instr)}: tuple literal does not match {shape}")
+        for v, s in zip(value, shape.tuple_shapes):
+            _check_literal_value(comp, instr, v, s)
+        return
+    if not isinstance(value, np.ndarray) or value.dtype != shape.dtype or value.shape != shape.dimensions:
+        got = f"{getattr(value, 'dtype', type(value).__name__)}{list(getattr(value, 'shape', ()))}"
+        raise InternalError(f"{_where(comp, instr)}: literal {got} does not match shape {shape}")
 
 
 def verify_computation(comp, module=None, seen_names: set[str] | None = None) -> None:

@@ -160,14 +160,12 @@ class _ComputationAssigner:
 
     def _define_all(self, instr: HloInstruction, kind: str) -> dict[Index, LogicalBuffer]:
         out: dict[Index, LogicalBuffer] = {}
-
-        def walk(shape: Shape, index: Index) -> None:
+        stack: list[tuple[Shape, Index]] = [(instr.shape, ())]
+        while stack:   # pre-order, tuple elements in order (a recursive closure would be a reference cycle)
+            shape, index = stack.pop()
             out[index] = self._new(instr, index, shape, kind)
             if shape.is_tuple:
-                for k, s in enumerate(shape.tuple_shapes):
-                    walk(s, index + (k,))
-
-        walk(instr.shape, ())
+                stack.extend((s, index + (k,)) for k, s in reversed(list(enumerate(shape.tuple_shapes))))
         return out
 
     def define_values(self) -> None:

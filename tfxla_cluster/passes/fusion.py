@@ -185,22 +185,22 @@ def operand_element_use(instr: HloInstruction, i: int) -> int:
 def fusion_parameter_use(fusion: HloInstruction, i: int) -> int:
     """FusionReusesParamElements: how the fused expression reads parameter ``i``."""
     fused = fusion.fused_computation
-    param = fused.parameter(i)
-    cache: dict[int, int] = {}
+    return _parameter_use(fused.root, fused.parameter(i), {})
 
-    def compute(h: HloInstruction) -> int:
-        if h is param:
-            return USE
-        if id(h) in cache:
-            return cache[id(h)]
-        cache[id(h)] = NO_USE
-        value = NO_USE
-        for j, op in enumerate(h.operands):
-            value = _plus(value, min(operand_element_use(h, j), compute(op)))
-        cache[id(h)] = value
-        return value
 
-    return compute(fused.root)
+def _parameter_use(h: HloInstruction, param: HloInstruction, cache: dict[int, int]) -> int:
+    """How ``h`` reads ``param`` (``fusion_parameter_use``); a module-level function, not a recursive
+    closure, which would leave a reference cycle per call for the cyclic collector."""
+    if h is param:
+        return USE
+    if id(h) in cache:
+        return cache[id(h)]
+    cache[id(h)] = NO_USE
+    value = NO_USE
+    for j, op in enumerate(h.operands):
+        value = _plus(value, min(operand_element_use(h, j), _parameter_use(op, param, cache)))
+    cache[id(h)] = value
+    return value
 
 
 def effectively_at_most_unary(instr: HloInstruction) -> bool:

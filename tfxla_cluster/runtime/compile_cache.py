@@ -237,8 +237,9 @@ class PersistentCache:
         self._write(path, pickle.dumps(code, protocol=pickle.HIGHEST_PROTOCOL),
                     {"key": key, "module": name, "kind": CLUSTER_KIND})
 
-    def load_graph(self, key: str):
-        """The GraphDef stored under graph key ``key`` (None when absent, or corrupt: then with a warning)."""
+    def load_graph(self, key: str, names: "FunctionNames | None" = None):
+        """The GraphDef stored under graph key ``key`` (None when absent, or corrupt: then with a warning),
+        its canonical function names given back this process's (``names``)."""
         from tensorflow.core.framework import graph_pb2
 
         path = self.path_for(key)
@@ -247,20 +248,22 @@ class PersistentCache:
             return None
         gd = graph_pb2.GraphDef()
         try:
-            gd.ParseFromString(payload)
+            gd.ParseFromString(names.local(payload) if names is not None else payload)
         except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
             return self._corrupt(path, f"its GraphDef does not parse: {e}")
         return gd
 
-    def store_graph(self, key: str, graph_def, name: str) -> None:
-        """Write the graph entry ``key`` unless read-only or already there."""
+    def store_graph(self, key: str, graph_def, name: str, names: "FunctionNames | None" = None) -> None:
+        """Write the graph entry ``key`` unless read-only or already there (with the canonical function names
+        of ``names``)."""
         if self.read_only:
             return
         path = self.path_for(key)
         if path.is_file() and not _is_corrupt(path):
             return
-        self._write(path, graph_def.SerializeToString(deterministic=True), {"key": key, "module": name,
-                                                                             "kind": GRAPH_KIND})
+        payload = graph_def.SerializeToString(deterministic=True)
+        self._write(path, names.canonical(payload) if names is not None else payload,
+                    {"key": key, "module": name, "kind": GRAPH_KIND})
 
     def load_clustering(self, key: str, node_names) -> "ClusteringEntry | None":
         """The :class:`ClusteringEntry` stored under clustering key ``key`` (None when absent, or corrupt:
@@ -809,38 +812,86 @@ def cluster_key(boundary, arrays, *, engine_key: str, options_key: str, version:
 
 
 # ---------------------------------------------------------------------- graphs after TF's rewrites
-def graph_key(graph_def, keep, flags=None) -> str:
+# TF names a traced function's graph ``__inference_<name>_<uid>`` (``__forward_``/``__backward_`` for a
+# training step's halves), the uid a process-wide counter: the same function traced after other functions,
+# or in another order, is numbered otherwise in each process.
+_NUMBERED_FUNCTION = re.compile(r"(__(?:inference|forward|backward)_\w*_)(\d+)")
+
+
+@dataclass(frozen=True)
+class FunctionNames:
+    """A bijection between the process-numbered names of a graph's library functions and canonical names:
+    the k-th name (sorted by base name, then number) gets its uid replaced by k, zero-padded to the uid's
+    width with at least one leading zero (which no uid has: a canonical name is never a process's name).
+    Names keep their length, so the renaming is a replacement of bytes in a serialised proto that keeps
+    every length prefix valid; a name followed by more digits is another name. Names whose uid has too few
+    digits for their rank are left as they are (their graphs then miss in other processes, never collide)."""
+
+    to_canonical: dict[bytes, bytes]
+
+    @staticmethod
+    def of(graph_def) -> "FunctionNames":
+        numbered = [(m.group(1), int(m.group(2)), m.group(0)) for m in
+                    (_NUMBERED_FUNCTION.fullmatch(f.signature.name) for f in graph_def.library.function) if m]
+        mapping = {}
+        for k, (base, uid, name) in enumerate(sorted(numbered)):
+            width = len(name) - len(base)
+            if len(str(k)) < width:
+                mapping[name.encode()] = (base + str(k).zfill(width)).encode()
+        return FunctionNames(mapping)
+
+    def canonical(self, data: bytes) -> bytes:
+        return _rename(data, self.to_canonical)
+
+    def local(self, data: bytes) -> bytes:
+        return _rename(data, {v: k for k, v in self.to_canonical.items()})
+
+
+def _rename(data: bytes, mapping: dict[bytes, bytes]) -> bytes:
+    """``data`` with every occurrence of a key of ``mapping`` not followed by a digit replaced by its value."""
+    if not mapping:
+        return data
+    pattern = re.compile(b"(?:" + b"|".join(map(re.escape, sorted(mapping, key=len, reverse=True))) + b")(?![0-9])")
+    return pattern.sub(lambda m: mapping[m.group(0)], data)
+
+
+def graph_key(graph_def, keep, flags=None, names: FunctionNames | None = None) -> str:
     """The persistent key of a function graph's runtime rewrites (While lowering, then TF's grappler;
-    ``graph.loader.runtime_rewrites``): the GraphDef (deterministic serialisation), the nodes kept (sorted:
-    a FunctionDef's control outputs are a map, iterated in another order by each process), this
-    package's source and TF's version, the flags and environment switches (oneDNN changes the remapper's
-    rewrites) and the host CPU (so do its features)."""
+    ``graph.loader.runtime_rewrites``): the GraphDef (deterministic serialisation, its library functions'
+    process-numbered names made canonical by ``names``, default ``FunctionNames.of(graph_def)``), the nodes
+    kept (sorted: a FunctionDef's control outputs are a map, iterated in another order by each process),
+    this package's source and TF's version, the flags and environment switches (oneDNN changes the
+    remapper's rewrites) and the host CPU (so do its features)."""
     import llvmlite.binding as llvm
 
+    names = FunctionNames.of(graph_def) if names is None else names
     h = hashlib.sha256()
-    for part in (GRAPH_KIND, str(FORMAT_VERSION), source_digest(), _environment_key(flags), repr(sorted(keep)),
+    for part in (GRAPH_KIND, str(FORMAT_VERSION), source_digest(), _environment_key(flags),
+                 names.canonical(repr(sorted(keep)).encode()).decode(),
                  llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()):
         h.update(part.encode() + b"\0")
-    h.update(graph_def.SerializeToString(deterministic=True))
+    h.update(names.canonical(graph_def.SerializeToString(deterministic=True)))
     return "g" + h.hexdigest()[:32]
 
 
 def rewritten_graph(graph_def, keep, flags, rewrite: Callable[[], object], name: str = "graph"):
     """``rewrite()`` (the runtime rewrites of ``graph_def``), or the result stored for the same key by an
-    earlier process when the persistent cache is on; a fresh result is stored."""
+    earlier process when the persistent cache is on, with this process's function names; a fresh result
+    is stored with canonical ones."""
     store = persistent_cache(flags) if flags is not None else None
     if store is None:
         return rewrite()
     with compile_profile.stage("grappler"):
-        key = graph_key(graph_def, keep, flags)
-        cached = store.load_graph(key)
+        names = FunctionNames.of(graph_def)
+        key = graph_key(graph_def, keep, flags, names)
+        cached = store.load_graph(key, names)
     if cached is not None:
         compile_profile.note("persistent-cache graph hit")
         return cached
     out = rewrite()
     with compile_profile.stage("grappler"):
         try:
-            store.store_graph(key, out, name)
+            store.store_graph(key, out, name, names)
         except OSError as e:
             log.warning("Could not write persistent cache entry for graph %s: %s", name, e)
     return out

@@ -96,6 +96,19 @@ _NON_ELEMENTAL_ROOTS = {O.SCATTER, O.SORT, O.SELECT_AND_SCATTER, O.RNG_BIT_GENER
 def emit_loop_thunk(prog, instr, operands, out) -> None:
     operands = array_operands(instr, operands)
     deferred = _deferred(prog).pop(id(instr), None)
+    if instr.opcode is not O.FUSION:   # a lone instruction's code may depend on its operands' producers
+        return _emit_loop(prog, instr, operands, out, deferred)
+    # A fusion's kernels depend only on its fused computation, its buffers and the contraction deferred to
+    # it: a repeated block's fusions reuse the first one's kernels (``ProgramEmitter.reuse``).
+    key, refs = ["fusion", instr], [*operands, *leaves(out)]
+    if deferred is not None:
+        conv, conv_operands, conv_out, plan = deferred
+        key += [instr.operands.index(conv), _as_emitted(prog, conv), repr(plan)]
+        refs += [*conv_operands, *leaves(conv_out)]
+    prog.reuse(tuple(key), refs, lambda: _emit_loop(prog, instr, operands, out, deferred))
+
+
+def _emit_loop(prog, instr, operands: list[BufferRef], out, deferred) -> None:
     if deferred is not None:
         conv, conv_operands, conv_out, plan = deferred
         k = instr.operands.index(conv)
@@ -334,7 +347,7 @@ def _dot_thunk(prog, instr, operands, out) -> None:
         _deferred(prog)[id(fusion)] = (instr, operands, out, True)
         return
     srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
-    emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
+    prog.reuse(("dot", instr), [*operands, out], lambda: emit_dot_gemm(prog, instr, srcs[0], srcs[1], out))
 
 
 # ---------------------------------------------------------------- convolution output fusion
@@ -541,9 +554,10 @@ def _conv_thunk(prog, instr, operands, out) -> None:
     if fusion is not None:
         _deferred(prog)[id(fusion)] = (instr, array_operands(instr, operands), out, plan)
         return
-    if plan is not None:
-        return _emit_contraction(prog, instr, array_operands(instr, operands), out, plan)
     ops_ = array_operands(instr, operands)
+    if plan is not None:   # contraction kernels read their operands' shapes, never their producers
+        return prog.reuse(("contraction", view, repr(plan)), [*ops_, out],
+                          lambda: _emit_contraction(prog, instr, ops_, out, plan))
     if len(ops_) == 2 and all(isinstance(r, BufferRef) for r in ops_):
         return _emit_conv(prog, view, ops_, out, None)
     return emit_loop_thunk(prog, view, operands, out)

@@ -1,0 +1,135 @@
+"""Structural kernel reuse (``ProgramEmitter.reuse``): a fusion or contraction whose structural key equals an
+earlier one's (``hlo.structural``) calls the earlier kernels instead of emitting IR again. The key is exact:
+fusions that differ only in a constant's value (even -0.0 against 0.0), a shape, a dtype, a layout or an
+attribute get different keys and their own kernels; fusions identical up to names share. A model with
+repeated blocks gives the same LLVM IR with reuse as when every kernel is emitted afresh (so the same
+results), and those results equal TF's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+from tfxla_cluster.codegen import CodegenOptions, compile_module
+from tfxla_cluster.codegen.executable import emit_module
+from tfxla_cluster.codegen.program import ProgramEmitter
+from tfxla_cluster.hlo.parser import parse_module
+from tfxla_cluster.hlo.structural import instruction_key, literal_key
+
+@pytest.fixture
+def replaying(monkeypatch):
+    """Replays instead of the fresh, checked emissions the codegen tests make (conftest.py)."""
+    monkeypatch.setattr(ProgramEmitter, "verify_reuse", False)
+
+
+BASE = dict(t="f32", dims="8,16", layout="1,0", const="2", direction="GT")
+
+
+def _fusion(n: int, t: str, dims: str, layout: str, const: str, direction: str) -> tuple[str, str]:
+    """A fused computation ``x > c ? x * c : x`` and the entry lines calling it on parameter ``n``."""
+    s = f"{t}[{dims}]{{{layout}}}"
+    comp = f"""fused_{n} {{
+  p.{n} = {s} parameter(0)
+  c.{n} = {t}[] constant({const})
+  b.{n} = {s} broadcast(c.{n}), dimensions={{}}
+  m.{n} = {s} multiply(p.{n}, b.{n})
+  k.{n} = pred[{dims}]{{{layout}}} compare(p.{n}, b.{n}), direction={direction}
+  ROOT s.{n} = {s} select(k.{n}, m.{n}, p.{n})
+}}
+"""
+    entry = f"  x{n} = {s} parameter({n})\n  f{n} = {s} fusion(x{n}), kind=kLoop, calls=fused_{n}\n"
+    return comp, entry
+
+
+def _module(first: dict, second: dict):
+    """Two fusions of ``BASE`` updated with ``first`` and ``second``, on parameters 0 and 1."""
+    specs = [{**BASE, **first}, {**BASE, **second}]
+    parts = [_fusion(n, **spec) for n, spec in enumerate(specs)]
+    shapes = ", ".join(f"{v['t']}[{v['dims']}]{{{v['layout']}}}" for v in specs)
+    text = "HloModule m\n\n" + "".join(c for c, _ in parts) + "\nENTRY main {\n" + "".join(e for _, e in parts) + \
+        f"  ROOT r = ({shapes}) tuple(f0, f1)\n}}\n"
+    return parse_module(text)
+
+
+def _fusions(module):
+    return [i for i in module.entry.instructions if i.opcode.text == "fusion"]
+
+
+# (first fusion's changes, second fusion's changes)
+VARIANTS = {
+    "constant": ({}, dict(const="3")),
+    "negative zero": (dict(const="0"), dict(const="-0")),
+    "shape": ({}, dict(dims="8,17")),
+    "dtype": ({}, dict(t="f64")),
+    "layout": ({}, dict(layout="0,1")),
+    "attribute": ({}, dict(direction="LT")),
+}
+
+
+@pytest.mark.parametrize("change", list(VARIANTS))
+def test_fusions_differing_in_one_property_get_their_own_kernels(change, replaying):
+    module = _module(*VARIANTS[change])
+    a, b = _fusions(module)
+    assert instruction_key(a) != instruction_key(b)
+    prog, _ = emit_module(module, CodegenOptions())
+    assert prog.reused_emissions == 0
+    assert len({k.name for k in prog.kernels}) == 2
+
+
+def test_fusions_identical_up_to_names_share_their_kernels(replaying):
+    module = _module({}, {})
+    a, b = _fusions(module)
+    assert a.name != b.name and instruction_key(a) == instruction_key(b)
+    prog, text = emit_module(module, CodegenOptions())
+    assert prog.reused_emissions == 1
+    assert [k.name for k in prog.kernels][0] == [k.name for k in prog.kernels][1]
+    assert [k.instruction for k in prog.kernels] == ["f0", "f1"]     # each call is named after its own fusion
+    x0 = np.array([[-1.0, 0.0, 3.0, np.nan] * 4] * 8, np.float32)
+    x1 = x0[::-1] * -2
+    exe = compile_module(parse_module(module.to_string()))
+    for x, got in zip((x0, x1), exe(x0, x1)):
+        np.testing.assert_array_equal(got, tf.where(x > 2, x * 2, x).numpy())
+
+
+def test_literal_keys_are_bit_exact():
+    assert literal_key(np.float32(0.0)) != literal_key(np.float32(-0.0))
+    assert literal_key(np.float32(1.0)) != literal_key(np.float64(1.0))
+    assert literal_key(np.arange(6, dtype=np.int32).reshape(2, 3)) != literal_key(np.arange(6, dtype=np.int32))
+    big = np.arange(1000, dtype=np.float32)
+    assert literal_key(big) == literal_key(big.copy())
+    changed = big.copy()
+    changed[-1] = -changed[-1]
+    assert literal_key(big) != literal_key(changed)
+
+
+# ---------------------------------------------------------------- a model of repeated blocks, against TF
+RNG = np.random.RandomState(3)
+X = RNG.randn(2, 12, 12, 8).astype(np.float32)
+FILTERS = [RNG.randn(3, 3, 8, 8).astype(np.float32) * 0.2 for _ in range(3)]
+DEPTHWISE = [RNG.randn(3, 3, 8, 1).astype(np.float32) * 0.3 for _ in range(3)]
+
+
+def _blocks(x, *weights):
+    # Three blocks of the same shapes: convolution + bias + relu6, depthwise convolution + residual.
+    for w, d in zip(weights[:3], weights[3:]):
+        y = tf.nn.relu6(tf.nn.conv2d(x, w, 1, "SAME") + 0.1)
+        x = x + tf.nn.depthwise_conv2d(y, d, [1, 1, 1, 1], "SAME") * 0.5
+    return tf.reduce_mean(x, axis=[1, 2])
+
+
+def test_repeated_blocks_reuse_kernels_with_the_ir_of_fresh_emission_and_tfs_results(replaying):
+    fn = txc.function(_blocks, jit_compile=True)
+    args = [X, *FILTERS, *DEPTHWISE]
+    got = fn(*args).numpy()
+    np.testing.assert_allclose(got, tf.function(_blocks)(*args).numpy(), rtol=1e-4, atol=1e-5)
+    hlo = fn.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
+    reused, ir_reused = emit_module(parse_module(hlo), CodegenOptions())
+    assert reused.reused_emissions >= 2, reused.reused_emissions
+    ProgramEmitter.verify_reuse = True   # every emission afresh, checked against the replay it replaces
+    try:
+        fresh, ir_fresh = emit_module(parse_module(hlo), CodegenOptions())
+    finally:
+        ProgramEmitter.verify_reuse = False
+    assert ir_reused == ir_fresh
+    assert [(k.name, k.instruction) for k in reused.kernels] == [(k.name, k.instruction) for k in fresh.kernels]
