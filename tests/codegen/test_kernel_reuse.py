@@ -133,3 +133,31 @@ def test_repeated_blocks_reuse_kernels_with_the_ir_of_fresh_emission_and_tfs_res
         ProgramEmitter.verify_reuse = False
     assert ir_reused == ir_fresh
     assert [(k.name, k.instruction) for k in reused.kernels] == [(k.name, k.instruction) for k in fresh.kernels]
+
+
+def _two_convs(x, w1, w2):
+    return tf.stack([tf.nn.conv2d(x, w1, 1, "SAME"), tf.nn.conv2d(x, w2, 1, "SAME")])
+
+
+def test_guarded_convolutions_replay_with_their_own_branch(replaying):
+    # conv_exact's guard is a branch in the entry function (checked filter -> exact or fast kernels): a
+    # replay of the first convolution rebuilds it on the second's buffers, so each keeps its own check.
+    x, w1 = X, FILTERS[0]   # big enough for a blocked plan: planned convolutions are reused
+    w2 = w1.copy()
+    w2[0, 0, 0, 0] = np.inf   # over the padding: 0 * inf = NaN at the borders in TF's XLA
+    fn = txc.function(_two_convs, jit_compile=True)
+    hlo = fn.experimental_get_compiler_ir(x, w1, w2)(stage="optimized_hlo")
+    convs = [i for i in parse_module(hlo).entry.instructions if i.opcode.text == "convolution"]
+    replayed, ir_replayed = emit_module(parse_module(hlo), CodegenOptions())
+    assert replayed.reused_emissions >= 1 and len(convs) == 2
+    assert ir_replayed.count("guard.") >= 2 * 3 and len(replayed.cold_kernels) == 2
+    ProgramEmitter.verify_reuse = True   # every emission afresh, checked against the replay it replaces
+    try:
+        fresh, ir_fresh = emit_module(parse_module(hlo), CodegenOptions())
+    finally:
+        ProgramEmitter.verify_reuse = False
+    assert ir_replayed == ir_fresh
+    got = fn(x, w1, w2).numpy()
+    want = tf.function(_two_convs, jit_compile=True)(x, w1, w2).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-5, atol=1e-5)

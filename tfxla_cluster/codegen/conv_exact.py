@@ -77,12 +77,11 @@ def _known_special(ref: BufferRef, limit: float) -> bool | None:
 
 
 def _special_flag(prog, instr, refs: list[BufferRef], limit: float):
-    """An i1 in the entry function: whether any of ``refs`` holds a NaN or an element of magnitude
-    ≥ ``limit`` (infinities included). One check kernel per buffer (a vectorised or-reduction of
-    compares over a range of elements per task), writing 1 into a flag the entry zeroes and reads."""
+    """An s32 scratch flag, set when any of ``refs`` holds a NaN or an element of magnitude ≥ ``limit``
+    (infinities included): the entry zeroes it, then one check kernel per buffer (a vectorised
+    or-reduction of compares over a range of elements per task) writes 1 into it."""
     flag = prog.scratch(Shape(T.S32, ()), "special")
-    b = prog.b
-    b.store(ir.Constant(t.I32, 0), prog.entry_ptr(flag.slot))
+    prog.zero_flag(flag)
     for ref in refs:
         et = ref.shape.element_type
         sty, cet = t.storage_type(et), _COMPUTE[et]
@@ -106,7 +105,7 @@ def _special_flag(prog, instr, refs: list[BufferRef], limit: float):
         with if_then(kb.kctx, kbld.icmp_unsigned("!=", kbld.load(acc, typ=t.I8), ir.Constant(t.I8, 0))):
             kbld.store(ir.Constant(t.I32, 1), fp)   # tasks race to store the same 1
         prog.call_kernel(kb, instr.name, "conv-special-check", n, tasks, n)
-    return b.icmp_unsigned("!=", b.load(prog.entry_ptr(flag.slot), typ=t.I32), ir.Constant(t.I32, 0))
+    return flag
 
 
 def _check_pays(instr, refs: list[BufferRef]) -> bool:
@@ -137,28 +136,11 @@ def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, ep
     refs = [r for r, k in zip(refs, known) if k is None]
     if not refs or not _check_pays(instr, refs):
         return fast()
-    prog.not_replayable()   # a branch in the entry function, not only kernel calls
-    prog.flush_rows()
     flag = _special_flag(prog, instr, refs, limit)
-    b = prog.b
-    fn = prog.entry
-    exact_bb = fn.append_basic_block(f"conv.{instr.name}.exact")
-    fast_bb = fn.append_basic_block(f"conv.{instr.name}.fast")
-    done = fn.append_basic_block(f"conv.{instr.name}.done")
-    b.cbranch(flag, exact_bb, fast_bb)
-    b.position_at_end(fast_bb)
-    fast()
-    prog.flush_rows()
-    b.branch(done)
-    b.position_at_end(exact_bb)
-    emit_exact_conv(prog, instr, lhs, rhs, out, epilogue, guarded_branch=True)
-    prog.flush_rows()
-    b.branch(done)
-    b.position_at_end(done)
+    prog.branch_on_flag(flag, instr.name, lambda: emit_exact_conv(prog, instr, lhs, rhs, out, epilogue), fast)
 
 
-def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None,
-                    guarded_branch: bool = False) -> None:
+def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None) -> None:
     """``out`` := the convolution as XLA:CPU computes it (see the module docstring): per output element,
     fused multiply-adds from +0 over the window taps (row-major) and the group's input features, with
     taps outside the input multiplying 0 when :func:`xla_multiplies_padding`, skipped otherwise; then
@@ -237,6 +219,3 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
 
     emit_loop_nest(kb.kctx, oshape, body, lo, hi, False, name="xo")
     prog.call_kernel(kb, instr.name, "conv-exact", work, tasks, cost)
-    if guarded_branch:
-        # A cold kernel (it runs on special values only): listed apart from the ones every call runs.
-        prog.__dict__.setdefault("cold_kernels", []).append(prog.kernels.pop())

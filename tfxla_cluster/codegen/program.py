@@ -75,7 +75,8 @@ class _Recording:
     slots: list                                   # Slot per position
     position: dict[int, int]                      # slot index -> its first position
     subjects: list                                # the key's instructions (the names in KernelInfo)
-    events: list = field(default_factory=list)    # ("scratch", shape, name) | ("use", pos) | ("call", ...)
+    # ("scratch", shape, name) | ("use", pos) | ("call", ...) | ("zero" | "branch", pos, name) | ("else" | "end", ...)
+    events: list = field(default_factory=list)
     valid: bool = True
     _names: list[str] | None = None
 
@@ -175,6 +176,9 @@ class ProgramEmitter:
         self._recording: _Recording | None = None
         self._key_memo: dict = {}
         self.reused_emissions = 0
+        # Kernels called only on a rare branch (``branch_on_flag``): listed apart from those every call runs.
+        self.cold_kernels: list[KernelInfo] = []
+        self._branches: list[tuple[ir.Block, ir.Block, bool]] = []   # open ``branch_on_flag``s
 
     # ------------------------------------------------------------------ top level
     def emit(self) -> str:
@@ -408,7 +412,9 @@ class ProgramEmitter:
     def _schedule(self, fn: ir.Function, instr_name: str, kind: str, work_items: int, tasks: int, cost: int,
                   rows: RowAccess | None, slots) -> None:
         """Call the finished kernel ``fn`` on ``slots`` (see ``call_kernel``)."""
-        self.kernels.append(KernelInfo(fn.name, instr_name, kind, work_items, tasks, cost))
+        cold = bool(self._branches) and self._branches[-1][2]
+        (self.cold_kernels if cold else self.kernels).append(KernelInfo(fn.name, instr_name, kind, work_items,
+                                                                         tasks, cost))
         if rows is not None and self.options.row_groups:
             if self._rows is not None and not self._rows.accepts(rows):
                 self.flush_rows()
@@ -458,12 +464,54 @@ class ProgramEmitter:
             raise InternalError(f"kernel reuse: two emissions with equal keys differ ({', '.join(rec.names[:1])})")
 
     def not_replayable(self) -> None:
-        """The emission running now cannot be replayed from its calls: it puts control flow into the
-        entry function, or chose its kernels by a constant buffer's values (which ``reuse`` keys leave
-        out). Its ``reuse`` is then not recorded (equal emissions are emitted again; ``_unique`` still
-        shares their kernels)."""
+        """The emission running now cannot be replayed from its events: it chose its kernels by a constant
+        buffer's values, which ``reuse`` keys leave out. Its ``reuse`` is then not recorded (equal
+        emissions are emitted again; ``_unique`` still shares their kernels)."""
         if self._recording is not None:
             self._recording.valid = False
+
+    def zero_flag(self, flag: BufferRef) -> None:
+        """``*flag = 0`` (an s32 scalar) in the entry function; recorded for ``reuse``."""
+        self._event("zero", flag.slot, "")
+        self.b.store(ir.Constant(t.I32, 0), self.entry_ptr(flag.slot))
+
+    def branch_on_flag(self, flag: BufferRef, name: str, rare: Callable[[], None], usual: Callable[[], None]) -> None:
+        """``if (*flag) rare(); else usual();`` in the entry function (``flag``: an s32 scalar the kernels
+        emitted before set; ``name``: the instruction's, for the blocks). The kernels ``rare`` calls are listed in ``cold_kernels``. Recorded for
+        ``reuse`` as events around both branches' own, so a replay rebuilds the branch."""
+        self._event("branch", flag.slot, name)
+        self._open_branch(flag.slot, name)
+        rare()
+        self._event("else", None, "")
+        self._else_branch()
+        usual()
+        self._event("end", None, "")
+        self._close_branch()
+
+    def _event(self, kind: str, slot: Slot | None, name: str) -> None:
+        rec = self._recording
+        if rec is not None:
+            rec.events.append((kind, None if slot is None else rec.at(slot.index), name))
+
+    def _open_branch(self, slot: Slot, name: str) -> None:
+        flag = self.b.load(self.entry_ptr(slot), typ=t.I32)   # entry_ptr runs the pending row group first
+        rare, usual, done = (self.entry.append_basic_block(f"guard.{name}.{k}") for k in ("rare", "usual", "done"))
+        self.b.cbranch(self.b.icmp_unsigned("!=", flag, ir.Constant(t.I32, 0)), rare, usual)
+        self.b.position_at_end(rare)
+        self._branches.append((usual, done, True))
+
+    def _else_branch(self) -> None:
+        self.flush_rows()
+        usual, done, _ = self._branches.pop()
+        self.b.branch(done)
+        self.b.position_at_end(usual)
+        self._branches.append((usual, done, False))
+
+    def _close_branch(self) -> None:
+        self.flush_rows()
+        _, done, _ = self._branches.pop()
+        self.b.branch(done)
+        self.b.position_at_end(done)
 
     def _record(self, refs: list[BufferRef], subjects: list, emit: Callable[[], None]) -> _Recording:
         position: dict[int, int] = {}
@@ -492,6 +540,14 @@ class ProgramEmitter:
                 slots.append(self.scratch(event[1], names.get(event[2], event[2])).slot)
             elif event[0] == "use":
                 self.plan.use(slots[event[1]], self.pos)
+            elif event[0] == "zero":
+                self.b.store(ir.Constant(t.I32, 0), self.entry_ptr(slots[event[1]]))
+            elif event[0] == "branch":
+                self._open_branch(slots[event[1]], names.get(event[2], event[2]))
+            elif event[0] == "else":
+                self._else_branch()
+            elif event[0] == "end":
+                self._close_branch()
             else:
                 _, fn, name, kind, work_items, tasks, cost, rows_at, at = event
                 rows = None
