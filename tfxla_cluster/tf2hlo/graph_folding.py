@@ -11,8 +11,11 @@ the values as host constants instead of lowering those nodes.
 
 Which nodes fold (TF's ``IsConstantFoldable`` and XlaCompiler's ``cf_consider_fn``): a cluster member, not a
 ``Const``, with at least one input, every input a member ``Const`` or folded node and no control input; not
-stateful, not control flow, not ``Shape``/``ShapeN``/``Size`` (XLA keeps those dynamic); no resource, variant,
-string or complex output; with oneDNN on, not an op whose kernel oneDNN replaces (``_ONEDNN_REWRITTEN``). A
+stateful, not control flow, not ``Shape``/``ShapeN``/``Size`` (XLA keeps those dynamic); no resource, variant
+or string output (complex values fold and are bound like complex ``Const`` values: a constant complex ``Abs`` is
+Eigen's hypot, inf for (-inf, NaN)); with oneDNN on, not an op whose kernel oneDNN replaces
+(``_ONEDNN_REWRITTEN``) unless it has a plain-Eigen twin the session runs instead (``MaxPool`` as ``MaxPoolV2``:
+the same Eigen kernel, which oneDNN leaves alone; NaNs never win and an all-NaN window is the type's lowest). A
 value over 10 MiB (``max_constant_size_in_bytes``) is not substituted (the node is
 lowered; it may still feed folded nodes). TF evaluates every foldable node in one run: a kernel that fails
 (an integer division by zero) fails the whole run, and XlaCompiler, ignoring the error, folds nothing.
@@ -52,8 +55,12 @@ _ONEDNN_REWRITTEN = frozenset({
     "AvgPool", "AvgPool3D", "AvgPoolGrad", "MaxPool", "MaxPool3D", "MaxPoolGrad", "FusedBatchNorm",
     "FusedBatchNormV2", "FusedBatchNormV3", "FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3",
     "LRN", "LRNGrad"})  # (elementwise ops and activations keep Eigen's results here: folded)
-_BAD_OUTPUTS = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT, types_pb2.DT_STRING, types_pb2.DT_COMPLEX64,
-                          types_pb2.DT_COMPLEX128})
+# oneDNN-replaced ops whose Eigen kernel is reachable under another op name: (op) -> whether a node qualifies.
+# MaxPoolV2 takes ksize/strides as inputs and is not rewritten by oneDNN; its CPU kernel is MaxPool's
+# (SpatialMaxPool, NHWC only; EXPLICIT padding is MaxPool's alone).
+_EIGEN_TWIN = {"MaxPool": lambda n: n.node_def.attr["data_format"].s in (b"", b"NHWC")
+               and n.node_def.attr["padding"].s != b"EXPLICIT"}
+_BAD_OUTPUTS = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT, types_pb2.DT_STRING})
 
 
 def _onednn_on() -> bool:
@@ -75,7 +82,8 @@ def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[N
             if base_dtype(n.outputs[0].dtype) not in _BAD_OUTPUTS:
                 constant.add(n.name)
             continue
-        if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED or n.op in skip
+        if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED
+                or n.op in skip and not (n.op in _EIGEN_TWIN and _EIGEN_TWIN[n.op](n))
                 or (n.op.startswith(_NOT_FOLDED_PREFIXES) and n.op not in _STATELESS_FUNCTIONAL)
                 or n.op_def is None
                 or n.op_def.is_stateful or n.op.startswith("Xla")
@@ -85,6 +93,24 @@ def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[N
             constant.add(n.name)
             out.append(n)
     return out
+
+
+def _as_max_pool_v2(gd, nd) -> None:
+    """Rewrite MaxPool ``nd`` in place as MaxPoolV2 with its ksize/strides as new Const inputs."""
+    from tensorflow.core.framework import tensor_pb2
+
+    for attr in ("ksize", "strides"):
+        c = gd.node.add()
+        c.name, c.op = f"{nd.name}/_fold_{attr}", "Const"
+        c.attr["dtype"].type = types_pb2.DT_INT32
+        value = tensor_pb2.TensorProto(dtype=types_pb2.DT_INT32, int_val=list(nd.attr[attr].list.i))
+        value.tensor_shape.dim.add().size = len(nd.attr[attr].list.i)
+        c.attr["value"].tensor.CopyFrom(value)
+        nd.input.append(c.name)
+        del nd.attr[attr]
+    nd.op = "MaxPoolV2"
+    if "explicit_paddings" in nd.attr:
+        del nd.attr["explicit_paddings"]
 
 
 def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, int], np.ndarray]:
@@ -110,6 +136,8 @@ def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, 
         nd.device = ""
         del nd.input[:]
         nd.input.extend(i for i in n.node_def.input if not i.startswith("^"))
+        if n.op in _EIGEN_TWIN and _EIGEN_TWIN[n.op](n):
+            _as_max_pool_v2(gd, nd)
     tfg = tf.Graph()
     try:
         with tfg.as_default():
