@@ -607,8 +607,9 @@ def _gather(em, instr):
 
 
 # ---------------------------------------------------------------- reductions
-def _reduce_loops(em, shape: Shape, dims, body, prefix="r"):
-    """Nested loops over ``dims`` of ``shape`` in physical order; body(dict dim -> index value)."""
+def _reduce_loops(em, shape: Shape, dims, body, prefix="r", starts=None):
+    """Nested loops over ``dims`` of ``shape`` in physical order; body(dict dim -> index value). ``starts``
+    (dim -> first index) starts some loops later than 0."""
     b = em.b
     order = [d for d in major_to_minor(shape) if d in dims]
     vals = {}
@@ -618,7 +619,8 @@ def _reduce_loops(em, shape: Shape, dims, body, prefix="r"):
             body(vals)
             return
         d = order[k]
-        with for_range(b, 0, shape.dimensions[d], f"{prefix}{d}", reduction=True) as i:
+        start = (starts or {}).get(d, 0)
+        with for_range(b, start, shape.dimensions[d], f"{prefix}{d}", reduction=True) as i:
             vals[d] = i
             with em.kctx.scope():
                 rec(k + 1)
@@ -843,6 +845,35 @@ def _cascade_reduce(em, in_shape, rdims, op, et, cty, init, load, full_index):
     return _simple_combine(em, op, et, init_c, cascade.total(), False)
 
 
+def window_peel_dimension(window, in_dims, out_dims) -> int | None:
+    """The window dimension whose last position XLA:CPU's loop emitter visits after all the others, or None
+    (row-major order). XLA's EmitLoopNest (xla/codegen/emitters/elemental_hlo_to_mlir.cc) walks the window's
+    loops from the minor-most while their trip counts multiply to under 64; the first whose bounds check
+    ("constrained": the input position ``o * stride + s * dilation - pad_low`` can leave [0, in - 1]) goes
+    away when its last position is left out is peeled: the loop nest runs without that position, then over it.
+    The order decides which of equal values (-0 and +0, DAZ-equal denormals) and which NaN a max/min keeps.
+    Base-dilated windows are not peeled here."""
+    if any(w.base_dilation != 1 for w in window):
+        return None
+
+    def in_bounds(w, o_count, i_count, size):
+        lo = -w.padding_low
+        hi = (o_count - 1) * w.stride + (size - 1) * w.window_dilation - w.padding_low
+        return lo >= 0 and hi <= i_count - 1
+
+    trips = 1
+    for d in reversed(range(len(window))):
+        if trips >= 64:
+            break
+        w = window[d]
+        trips *= w.size
+        if w.size == 1 or in_bounds(w, out_dims[d], in_dims[d], w.size):
+            continue
+        if in_bounds(w, out_dims[d], in_dims[d], w.size - 1):
+            return d
+    return None
+
+
 @generates(O.REDUCE_WINDOW)
 def _reduce_window(em, instr):
     k = len(instr.operands) // 2
@@ -879,7 +910,14 @@ def _reduce_window(em, instr):
                 new = em.call(comp, acc.get() + [x(fi) for x in inputs])
                 acc.set(list(new) if isinstance(new, tuple) else [new])
         if wshape.num_elements:
-            _reduce_loops(em, wshape, set(range(len(window))), body, prefix="w")
+            peel = window_peel_dimension(window, in_shape.dimensions, instr.shape.dimensions)
+            if peel is None:
+                _reduce_loops(em, wshape, set(range(len(window))), body, prefix="w")
+            else:   # the window's positions before its last one in dimension ``peel``, then that last one
+                last = window[peel].size - 1
+                head = Shape(T.S32, tuple(last if d == peel else w.size for d, w in enumerate(window)))
+                _reduce_loops(em, head, set(range(len(window))), body, prefix="w")
+                _reduce_loops(em, wshape, set(range(len(window))), body, prefix="w", starts={peel: last})
         res = acc.get()
         return res[0] if k == 1 else tuple(res)
     return g
