@@ -856,22 +856,38 @@ def window_peel_dimension(window, in_dims, out_dims) -> int | None:
     if any(w.base_dilation != 1 for w in window):
         return None
 
-    def in_bounds(w, o_count, i_count, size):
-        lo = -w.padding_low
-        hi = (o_count - 1) * w.stride + (size - 1) * w.window_dilation - w.padding_low
-        return lo >= 0 and hi <= i_count - 1
-
     trips = 1
     for d in reversed(range(len(window))):
         if trips >= 64:
             break
         w = window[d]
         trips *= w.size
-        if w.size == 1 or in_bounds(w, out_dims[d], in_dims[d], w.size):
+        if w.size == 1 or _window_in_bounds(w, out_dims[d], in_dims[d], w.size):
             continue
-        if in_bounds(w, out_dims[d], in_dims[d], w.size - 1):
+        if _window_in_bounds(w, out_dims[d], in_dims[d], w.size - 1):
             return d
     return None
+
+
+def _window_steps_flush(window, in_shape: Shape, out_shape: Shape) -> bool:
+    """Whether TF's XLA returns a max/min reduce-window's ±denormal result as ±0. XLA:CPU's step
+    ``acc < x ? x : acc`` becomes an x86 max/min instruction, which under DAZ returns the flushed operand,
+    wherever the step runs unconditionally; a step LLVM if-converts into a predicated select (its window
+    bounds check varies along the vectorised innermost loop) keeps the bits. So: flushed unless the window
+    can leave the input along the innermost output dimension of size > 1 (SAME padding there; NHWC channels
+    and VALID windows never do), kept then (ours keeps bits; TF's XLA flushes the steps that are in bounds
+    for every output there, which ours does not model). Measured against TF 2.21's XLA (f32, f64, bf16)."""
+    inner = [d for d in major_to_minor(out_shape) if out_shape.dimensions[d] > 1]
+    if not inner:
+        return True
+    d = inner[-1]
+    return _window_in_bounds(window[d], out_shape.dimensions[d], in_shape.dimensions[d], window[d].size)
+
+
+def _window_in_bounds(w, out_count: int, in_count: int, size: int) -> bool:
+    """Whether ``size`` window positions of ``w`` stay inside the input for every output position."""
+    hi = (out_count - 1) * w.stride + (size - 1) * w.window_dilation - w.padding_low
+    return w.padding_low <= 0 and hi <= in_count - 1 and w.base_dilation == 1
 
 
 @generates(O.REDUCE_WINDOW)
@@ -883,6 +899,9 @@ def _reduce_window(em, instr):
     window = instr.window.dimensions
     comp = instr.to_apply
     b = em.b
+    et = instr.shape.element_type
+    flush = k == 1 and simple_reducer(comp) in (O.MAXIMUM, O.MINIMUM) and \
+        _window_steps_flush(window, in_shape, instr.shape)
 
     def g(index):
         od = index.get_dims(b)
@@ -919,6 +938,8 @@ def _reduce_window(em, instr):
                 _reduce_loops(em, head, set(range(len(window))), body, prefix="w")
                 _reduce_loops(em, wshape, set(range(len(window))), body, prefix="w", starts={peel: last})
         res = acc.get()
+        if flush:
+            res = [em.ops.flush_denormal(et, res[0])]
         return res[0] if k == 1 else tuple(res)
     return g
 
