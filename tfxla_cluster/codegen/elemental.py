@@ -869,21 +869,6 @@ def window_peel_dimension(window, in_dims, out_dims) -> int | None:
     return None
 
 
-def _window_steps_flush(window, in_shape: Shape, out_shape: Shape) -> bool:
-    """Whether TF's XLA returns a max/min reduce-window's ±denormal result as ±0. XLA:CPU's step
-    ``acc < x ? x : acc`` becomes an x86 max/min instruction, which under DAZ returns the flushed operand,
-    wherever the step runs unconditionally; a step LLVM if-converts into a predicated select (its window
-    bounds check varies along the vectorised innermost loop) keeps the bits. So: flushed unless the window
-    can leave the input along the innermost output dimension of size > 1 (SAME padding there; NHWC channels
-    and VALID windows never do), kept then (ours keeps bits; TF's XLA flushes the steps that are in bounds
-    for every output there, which ours does not model). Measured against TF 2.21's XLA (f32, f64, bf16)."""
-    inner = [d for d in major_to_minor(out_shape) if out_shape.dimensions[d] > 1]
-    if not inner:
-        return True
-    d = inner[-1]
-    return _window_in_bounds(window[d], out_shape.dimensions[d], in_shape.dimensions[d], window[d].size)
-
-
 def _window_in_bounds(w, out_count: int, in_count: int, size: int) -> bool:
     """Whether ``size`` window positions of ``w`` stay inside the input for every output position."""
     hi = (out_count - 1) * w.stride + (size - 1) * w.window_dilation - w.padding_low
@@ -900,8 +885,12 @@ def _reduce_window(em, instr):
     comp = instr.to_apply
     b = em.b
     et = instr.shape.element_type
-    flush = k == 1 and simple_reducer(comp) in (O.MAXIMUM, O.MINIMUM) and \
-        _window_steps_flush(window, in_shape, instr.shape)
+    # TF's XLA returns a max/min reduce-window's ±denormal result as ±0: XLA:CPU's step ``acc < x ? x : acc``
+    # becomes an x86 max/min instruction, which under DAZ returns the flushed operand. (Where LLVM vectorises
+    # a loop whose window bounds check varies along it, the checked steps become predicated selects that keep
+    # the bits: an f64 1x3 SAME max_pool along rows of 5 with one channel keeps some; f32 and rows of 4 flush.
+    # Measured against TF 2.21's XLA, f32/f64/bf16 max_pool.)
+    flush = k == 1 and simple_reducer(comp) in (O.MAXIMUM, O.MINIMUM)
 
     def g(index):
         od = index.get_dims(b)

@@ -556,21 +556,18 @@ class ScalarOps:
         tr = b.select(b.fcmp_ordered(">=", y, hic), t.int_constant(dst, int(info.max)), tr)
         return b.select(b.fcmp_ordered("<=", y, loc), t.int_constant(dst, int(info.min)), tr)
 
-    _FLUSH_MASKS = {T.F32: (t.I32, 0x7F800000, 0x80000000), T.F64: (t.I64, 0x7FF0000000000000, 1 << 63),
-                    T.BF16: (t.I16, 0x7F80, 0x8000)}
-
     def flush_denormal(self, et: T, v):
-        """A ±denormal register value → ±0 (what an x86 max/min instruction returns for it under DAZ), on the
-        bits so that no float instruction of LLVM's choosing decides. f32, f64 and bf16 (whose denormals are
-        f32's); other types unchanged."""
-        if et not in self._FLUSH_MASKS:
+        """A ±denormal register value → ±0 (what an x86 max/min instruction returns for it under DAZ): |x| <
+        the smallest normal gives copysign(0, x), a compare LLVM cannot fold away (true for denormals with or
+        without DAZ). f32, f64 and bf16 (whose denormals are f32's); other types unchanged."""
+        if et not in (T.F32, T.F64, T.BF16):
             return v
         b = self.b
-        ity, exp_mask, sign_mask = self._FLUSH_MASKS[et]
-        bits = v if et is T.BF16 else b.bitcast(v, ity)
-        tiny = b.icmp_unsigned("==", b.and_(bits, ir.Constant(ity, exp_mask)), ir.Constant(ity, 0))
-        r = b.select(tiny, b.and_(bits, ir.Constant(ity, sign_mask)), bits)
-        return r if et is T.BF16 else b.bitcast(r, v.type)
+        x = self.to_compute(et, v)
+        tiny = self.fconst(x.type, float(np.finfo(np.float64 if et is T.F64 else np.float32).tiny))
+        small = b.fcmp_ordered("<", self.call_intrinsic("fabs", x), tiny)
+        r = b.select(small, self.call_intrinsic("copysign", self.fconst(x.type, 0.0), x), x)
+        return self.from_compute(et, r)
 
     def bitcast_value(self, src: T, dst: T, v):
         """Same-width reinterpretation of a register value."""
