@@ -55,11 +55,6 @@ _ONEDNN_REWRITTEN = frozenset({
     "AvgPool", "AvgPool3D", "AvgPoolGrad", "MaxPool", "MaxPool3D", "MaxPoolGrad", "FusedBatchNorm",
     "FusedBatchNormV2", "FusedBatchNormV3", "FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3",
     "LRN", "LRNGrad"})  # (elementwise ops and activations keep Eigen's results here: folded)
-# oneDNN-replaced ops whose Eigen kernel is reachable under another op name: (op) -> whether a node qualifies.
-# MaxPoolV2 takes ksize/strides as inputs and is not rewritten by oneDNN; its CPU kernel is MaxPool's
-# (SpatialMaxPool, NHWC only; EXPLICIT padding is MaxPool's alone).
-_EIGEN_TWIN = {"MaxPool": lambda n: n.node_def.attr["data_format"].s in (b"", b"NHWC")
-               and n.node_def.attr["padding"].s != b"EXPLICIT"}
 _BAD_OUTPUTS = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT, types_pb2.DT_STRING})
 
 
@@ -69,30 +64,9 @@ def _onednn_on() -> bool:
     return bool(mkl_enabled())
 
 
-def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[Node]:
-    """The members TF's constant folding computes, in ``order`` (topological)."""
-    skip = _ONEDNN_REWRITTEN if _onednn_on() else frozenset()
-    constant: set[str] = set()
-    out: list[Node] = []
-    for n in order:
-        ins = [e for e in n.in_edges if not e.src.is_source]
-        if any(e.is_control for e in ins):
-            continue
-        if n.op == "Const":
-            if base_dtype(n.outputs[0].dtype) not in _BAD_OUTPUTS:
-                constant.add(n.name)
-            continue
-        if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED
-                or n.op in skip and not (n.op in _EIGEN_TWIN and _EIGEN_TWIN[n.op](n))
-                or (n.op.startswith(_NOT_FOLDED_PREFIXES) and n.op not in _STATELESS_FUNCTIONAL)
-                or n.op_def is None
-                or n.op_def.is_stateful or n.op.startswith("Xla")
-                or any(base_dtype(o.dtype) in _BAD_OUTPUTS for o in n.outputs)):
-            continue
-        if all(e.src.name in constant and e.src.name in members for e in ins):
-            constant.add(n.name)
-            out.append(n)
-    return out
+def _max_pool_v2_runs(n: Node) -> bool:
+    """MaxPoolV2's CPU kernel is MaxPool's (SpatialMaxPool) for NHWC; EXPLICIT padding is MaxPool's alone."""
+    return n.node_def.attr["data_format"].s in (b"", b"NHWC") and n.node_def.attr["padding"].s != b"EXPLICIT"
 
 
 def _as_max_pool_v2(gd, nd) -> None:
@@ -111,6 +85,37 @@ def _as_max_pool_v2(gd, nd) -> None:
     nd.op = "MaxPoolV2"
     if "explicit_paddings" in nd.attr:
         del nd.attr["explicit_paddings"]
+
+
+# oneDNN-replaced ops whose Eigen kernel the session reaches under another op: op -> (whether node ``n``
+# qualifies, rewrite of its NodeDef in the session's GraphDef). oneDNN does not rewrite MaxPoolV2.
+_EIGEN_TWIN = {"MaxPool": (_max_pool_v2_runs, _as_max_pool_v2)}
+
+
+def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[Node]:
+    """The members TF's constant folding computes, in ``order`` (topological)."""
+    skip = _ONEDNN_REWRITTEN if _onednn_on() else frozenset()
+    constant: set[str] = set()
+    out: list[Node] = []
+    for n in order:
+        ins = [e for e in n.in_edges if not e.src.is_source]
+        if any(e.is_control for e in ins):
+            continue
+        if n.op == "Const":
+            if base_dtype(n.outputs[0].dtype) not in _BAD_OUTPUTS:
+                constant.add(n.name)
+            continue
+        if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED
+                or n.op in skip and not (n.op in _EIGEN_TWIN and _EIGEN_TWIN[n.op][0](n))
+                or (n.op.startswith(_NOT_FOLDED_PREFIXES) and n.op not in _STATELESS_FUNCTIONAL)
+                or n.op_def is None
+                or n.op_def.is_stateful or n.op.startswith("Xla")
+                or any(base_dtype(o.dtype) in _BAD_OUTPUTS for o in n.outputs)):
+            continue
+        if all(e.src.name in constant and e.src.name in members for e in ins):
+            constant.add(n.name)
+            out.append(n)
+    return out
 
 
 def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, int], np.ndarray]:
@@ -136,8 +141,8 @@ def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, 
         nd.device = ""
         del nd.input[:]
         nd.input.extend(i for i in n.node_def.input if not i.startswith("^"))
-        if n.op in _EIGEN_TWIN and _EIGEN_TWIN[n.op](n):
-            _as_max_pool_v2(gd, nd)
+        if n.op in _EIGEN_TWIN and _EIGEN_TWIN[n.op][0](n):
+            _EIGEN_TWIN[n.op][1](gd, nd)
     tfg = tf.Graph()
     try:
         with tfg.as_default():
