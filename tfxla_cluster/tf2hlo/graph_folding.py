@@ -12,8 +12,8 @@ the values as host constants instead of lowering those nodes.
 Which nodes fold (TF's ``IsConstantFoldable`` and XlaCompiler's ``cf_consider_fn``): a cluster member, not a
 ``Const``, with at least one input, every input a member ``Const`` or folded node and no control input; not
 stateful, not control flow, not ``Shape``/``ShapeN``/``Size`` (XLA keeps those dynamic); no resource, variant
-or string output (complex values fold and are bound like complex ``Const`` values: a constant complex ``Abs`` is
-Eigen's hypot, inf for (-inf, NaN)); with oneDNN on, not an op whose kernel oneDNN replaces
+or string output (complex nodes are computed, and feed real results that are substituted — a constant complex
+``Abs`` is Eigen's hypot, inf for (-inf, NaN) — but a complex value itself is not substituted); with oneDNN on, not an op whose kernel oneDNN replaces
 (``_ONEDNN_REWRITTEN``) unless it has a plain-Eigen twin the session runs instead (``MaxPool`` as ``MaxPoolV2``:
 the same Eigen kernel, which oneDNN leaves alone; NaNs never win and an all-NaN window is the type's lowest). A
 value over 10 MiB (``max_constant_size_in_bytes``) is not substituted (the node is
@@ -168,4 +168,8 @@ def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, 
     for f, v in zip(fetches, results):
         name, slot = f.rsplit(":", 1)
         values[(name, int(slot))] = v
-    return {t: np.asarray(v) for t, v in values.items() if np.asarray(v).nbytes <= MAX_CONSTANT_BYTES}
+    # A complex value is computed (it may feed a real result that is substituted: a constant complex abs) but
+    # not substituted itself: TF's XLA keeps XLA's value of a complex node over constants (a conjugate
+    # transpose of a constant keeps a denormal real part that TF's kernel, under FTZ, flushes).
+    return {t: np.asarray(v) for t, v in values.items()
+            if np.asarray(v).nbytes <= MAX_CONSTANT_BYTES and not np.iscomplexobj(v)}
