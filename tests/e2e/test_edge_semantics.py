@@ -280,3 +280,42 @@ def test_bf16_computes_in_f32_with_excess_precision_into_f32_casts():
         return (tf.cast(a * b, tf.float32), tf.reduce_sum(a * b), tf.cast(tf.exp(a) + b, tf.float32),
                 a * b + b, tf.reduce_mean(tf.sqrt(tf.abs(a)) * b), tf.nn.relu(a * b))
     assert_like_xla(f, a, b, auto=True)
+
+
+def _pool_specials(dtype: str, shape, seed: int) -> np.ndarray:
+    """±0, ±1, ±inf, NaN and ±denormals (of f32 for bf16) drawn into ``shape``."""
+    tiny = float(np.finfo(np.float32 if dtype == "bfloat16" else dtype).tiny)
+    values = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, tiny / 4, -tiny / 4])
+    x = np.random.default_rng(seed).choice(values, size=shape)
+    return x.astype(tf.bfloat16.as_numpy_dtype if dtype == "bfloat16" else dtype)
+
+
+def _max_pools(x):
+    # 2x2 SAME: XLA's loop emitter visits the window's last column after the rest (which of -0/+0 stays);
+    # 1x1: algsimp makes it maximum(x, -inf) and the denormal stays; the others flush ±denormals (x86 max
+    # under DAZ), bf16 included; a bf16 1x1 window stays a loop (its NaN loses to -inf)
+    return tuple(tf.nn.max_pool2d(x, k, s, p) for k, s, p in
+                 [(2, 1, "SAME"), (3, 2, "SAME"), (2, 2, "VALID"), (1, 1, "SAME"), ((3, 1), 1, "SAME")])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+def test_max_pool_special_values(dtype):
+    for seed, shape in ((0, (1, 3, 3, 2)), (1, (2, 4, 5, 3)), (2, (1, 4, 4, 1))):
+        assert_like_xla(_max_pools, _pool_specials(dtype, shape, seed))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+def test_max_pool_of_a_constant_is_tfs_kernel(dtype):
+    """TF folds a constant max_pool with its own (Eigen) kernel before XLA sees it: NaNs never win, an all-NaN
+    window is the type's lowest value, and ±denormals compare equal to 0 (FTZ/DAZ)."""
+    c = _pool_specials(dtype, (2, 4, 5, 3), 3)
+    c[0, :2, :2, 0] = np.nan
+    assert_like_xla(lambda: _max_pools(tf.constant(c)))
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_abs_of_a_constant_is_tfs_kernel(dtype):
+    # TF folds it with its kernel: Eigen's hypot (inf for (-inf, NaN)), where XLA's formula gives NaN
+    parts = [0.0, -0.0, 1.0, np.inf, -np.inf, np.nan, 1e30]
+    c = np.array([complex(a, b) for a in parts for b in parts]).astype(dtype)
+    assert_like_xla(lambda: (tf.abs(tf.constant(c)), tf.math.real(tf.constant(c) * 2)))

@@ -265,6 +265,14 @@ CASES = [
     ("reduce_to_reshape", M("p: f32[4,1]", """
         z = f32[] constant(0)
         ROOT r = f32[4] reduce(p, z), dimensions={1}, to_apply=add"""), "CHECK: ROOT {{.*}} f32[4]{0} reshape(%p)"),
+    ("reduce_window_trivial", M("p: f32[2,3]", """
+        z = f32[] constant(1)
+        ROOT r = f32[3,4] reduce-window(p, z), window={size=1x1 pad=0_1x1_0}, to_apply=add"""),
+     "CHECK: broadcast(%z)\nCHECK: add(%p, %broadcast\nCHECK: ROOT {{.*}} f32[3,4]{1,0} pad({{.*}}, %z), padding=0_1x1_0"),
+    ("reduce_window_trivial", M("p: f32[0,3]", """
+        z = f32[] constant(0)
+        ROOT r = f32[0,3] reduce-window(p, z), window={size=2x1 pad=1_0x0_0}, to_apply=add"""),
+     "CHECK: ROOT {{.*}} broadcast(%z)"),
     ("select_same_branches", M("p: pred[4]; a: f32[4]", "ROOT s = f32[4] select(p, a, a)"), "CHECK: ROOT %a"),
     ("select_constant_predicate", M("a: f32[4]; b: f32[4]", """
         c = pred[] constant(false)
@@ -366,6 +374,28 @@ NEGATIVE = [
     ("narrowing convert pair stays", M("p: f32[4]", """
         c1 = f16[4] convert(p)
         ROOT c2 = f32[4] convert(c1)""")),
+    ("a reduce-window over a real window stays", M("p: f32[2,3]", """
+        z = f32[] constant(0)
+        ROOT r = f32[2,2] reduce-window(p, z), window={size=1x2}, to_apply=add""")),
+    ("a strided 1x1 reduce-window stays", M("p: f32[4]", """
+        z = f32[] constant(0)
+        ROOT r = f32[2] reduce-window(p, z), window={size=1 stride=2}, to_apply=add""")),
+    # XLA's FloatNormalization has already wrapped a bf16 reducer's root in converts (a 1x1 bf16 max_pool of
+    # NaN is -inf in TF's XLA, the window loop's max(-inf, NaN), not the NaN of maximum(NaN, -inf))
+    ("a bf16 1x1 max reduce-window stays", """HloModule m
+
+%max (x: bf16[], y: bf16[]) -> bf16[] {
+  %x = bf16[] parameter(0)
+  %y = bf16[] parameter(1)
+  ROOT %m = bf16[] maximum(%x, %y)
+}
+
+ENTRY e {
+  p = bf16[4] parameter(0)
+  z = bf16[] constant(-inf)
+  ROOT r = bf16[4] reduce-window(p, z), window={size=1}, to_apply=%max
+}
+"""),
     ("real transpose stays", M("p: f32[2,3]", "ROOT t = f32[3,2] transpose(p), dimensions={1,0}")),
     ("partial slice stays", M("p: f32[4]", "ROOT s = f32[2] slice(p), slice={[1:3]}")),
     ("non-uniform constant stays", M("p: f32[3]", """

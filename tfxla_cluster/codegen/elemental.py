@@ -630,8 +630,9 @@ def _gather(em, instr):
 
 
 # ---------------------------------------------------------------- reductions
-def _reduce_loops(em, shape: Shape, dims, body, prefix="r"):
-    """Nested loops over ``dims`` of ``shape`` in physical order; body(dict dim -> index value)."""
+def _reduce_loops(em, shape: Shape, dims, body, prefix="r", starts=None):
+    """Nested loops over ``dims`` of ``shape`` in physical order; body(dict dim -> index value). ``starts``
+    (dim -> first index) starts some loops later than 0."""
     b = em.b
     order = [d for d in major_to_minor(shape) if d in dims]
     vals = {}
@@ -641,7 +642,8 @@ def _reduce_loops(em, shape: Shape, dims, body, prefix="r"):
             body(vals)
             return
         d = order[k]
-        with for_range(b, 0, shape.dimensions[d], f"{prefix}{d}", reduction=True) as i:
+        start = (starts or {}).get(d, 0)
+        with for_range(b, start, shape.dimensions[d], f"{prefix}{d}", reduction=True) as i:
             vals[d] = i
             with em.kctx.scope():
                 rec(k + 1)
@@ -872,6 +874,36 @@ def _cascade_reduce(em, in_shape, rdims, op, et, cty, init, load, full_index):
     return _simple_combine(em, op, et, init_c, cascade.total(), False)
 
 
+def window_peel_dimension(window, in_dims, out_dims) -> int | None:
+    """The window dimension whose last position XLA:CPU's loop emitter visits after all the others, or None
+    (row-major order). XLA's EmitLoopNest (xla/codegen/emitters/elemental_hlo_to_mlir.cc) walks the window's
+    loops from the minor-most while their trip counts multiply to under 64; the first whose bounds check
+    ("constrained": the input position ``o * stride + s * dilation - pad_low`` can leave [0, in - 1]) goes
+    away when its last position is left out is peeled: the loop nest runs without that position, then over it.
+    The order decides which of equal values (-0 and +0, DAZ-equal denormals) and which NaN a max/min keeps.
+    Base-dilated windows are not peeled here."""
+    if any(w.base_dilation != 1 for w in window):
+        return None
+
+    trips = 1
+    for d in reversed(range(len(window))):
+        if trips >= 64:
+            break
+        w = window[d]
+        trips *= w.size
+        if w.size == 1 or _window_in_bounds(w, out_dims[d], in_dims[d], w.size):
+            continue
+        if _window_in_bounds(w, out_dims[d], in_dims[d], w.size - 1):
+            return d
+    return None
+
+
+def _window_in_bounds(w, out_count: int, in_count: int, size: int) -> bool:
+    """Whether ``size`` window positions of ``w`` stay inside the input for every output position."""
+    hi = (out_count - 1) * w.stride + (size - 1) * w.window_dilation - w.padding_low
+    return w.padding_low <= 0 and hi <= in_count - 1 and w.base_dilation == 1
+
+
 @generates(O.REDUCE_WINDOW)
 def _reduce_window(em, instr):
     k = len(instr.operands) // 2
@@ -881,6 +913,13 @@ def _reduce_window(em, instr):
     window = instr.window.dimensions
     comp = instr.to_apply
     b = em.b
+    et = instr.shape.element_type
+    # TF's XLA returns a max/min reduce-window's ±denormal result as ±0: XLA:CPU's step ``acc < x ? x : acc``
+    # becomes an x86 max/min instruction, which under DAZ returns the flushed operand. (Where LLVM vectorises
+    # a loop whose window bounds check varies along it, the checked steps become predicated selects that keep
+    # the bits: an f64 1x3 SAME max_pool along rows of 5 with one channel keeps some; f32 and rows of 4 flush.
+    # Measured against TF 2.21's XLA, f32/f64/bf16 max_pool.)
+    flush = k == 1 and simple_reducer(comp) in (O.MAXIMUM, O.MINIMUM)
 
     def g(index):
         od = index.get_dims(b)
@@ -908,8 +947,17 @@ def _reduce_window(em, instr):
                 new = em.call(comp, acc.get() + [x(fi) for x in inputs])
                 acc.set(list(new) if isinstance(new, tuple) else [new])
         if wshape.num_elements:
-            _reduce_loops(em, wshape, set(range(len(window))), body, prefix="w")
+            peel = window_peel_dimension(window, in_shape.dimensions, instr.shape.dimensions)
+            if peel is None:
+                _reduce_loops(em, wshape, set(range(len(window))), body, prefix="w")
+            else:   # the window's positions before its last one in dimension ``peel``, then that last one
+                last = window[peel].size - 1
+                head = Shape(T.S32, tuple(last if d == peel else w.size for d, w in enumerate(window)))
+                _reduce_loops(em, head, set(range(len(window))), body, prefix="w")
+                _reduce_loops(em, wshape, set(range(len(window))), body, prefix="w", starts={peel: last})
         res = acc.get()
+        if flush:
+            res = [em.ops.flush_denormal(et, res[0])]
         return res[0] if k == 1 else tuple(res)
     return g
 

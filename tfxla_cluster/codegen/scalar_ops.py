@@ -569,6 +569,19 @@ class ScalarOps:
         tr = b.select(b.fcmp_ordered(">=", y, hic), t.int_constant(dst, int(info.max)), tr)
         return b.select(b.fcmp_ordered("<=", y, loc), t.int_constant(dst, int(info.min)), tr)
 
+    def flush_denormal(self, et: T, v):
+        """A ±denormal register value → ±0 (what an x86 max/min instruction returns for it under DAZ): |x| <
+        the smallest normal gives copysign(0, x), a compare LLVM cannot fold away (true for denormals with or
+        without DAZ). f32, f64 and bf16 (whose denormals are f32's); other types unchanged."""
+        if et not in (T.F32, T.F64, T.BF16):
+            return v
+        b = self.b
+        x = self.to_compute(et, v)
+        tiny = self.fconst(x.type, float(np.finfo(np.float64 if et is T.F64 else np.float32).tiny))
+        small = b.fcmp_ordered("<", self.call_intrinsic("fabs", x), tiny)
+        r = b.select(small, self.call_intrinsic("copysign", self.fconst(x.type, 0.0), x), x)
+        return self.from_compute(et, r)
+
     def bitcast_value(self, src: T, dst: T, v):
         """Same-width reinterpretation of a register value."""
         b = self.b

@@ -24,6 +24,7 @@ import numpy as np
 
 from tfxla_cluster.mxcsr import flushed_denormals
 from tfxla_cluster.hlo import attrs as A
+from tfxla_cluster.hlo.eval_compute import simple_reducer
 from tfxla_cluster.hlo.ir import HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import ELEMENTWISE, HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
@@ -874,6 +875,37 @@ def _reduce_reshape(g, r):
     if x.shape.num_elements == r.shape.num_elements:
         return g.make(O.RESHAPE, [x], r.shape, like=r)
     return None
+
+
+_ELEMENTWISE_WINDOW_REDUCERS = frozenset({O.ADD, O.MINIMUM, O.MAXIMUM})
+
+
+@rule("reduce_window_trivial", O.REDUCE_WINDOW)
+def _reduce_window_trivial(g, rw):
+    """A single-operand reduce-window over an empty operand or result -> broadcast(init); of a scalar -> the
+    scalar (XLA ignores the init there); with a 1x..x1 window, stride 1, no dilation or reversal and an
+    add/min/max reducer -> ``op(x, broadcast(init))``, then pad(init) if the window pads. The last is what
+    makes a 1x1 max_pool of a denormal the denormal in TF's XLA: LLVM folds ``x >=u -inf ? x : -inf`` to x.
+    Not bf16: XLA:CPU's FloatNormalization, before the simplifier, has already cloned a bf16 reducer into f32
+    with its result rounded through bf16 (``convert(convert(max))``), which no longer matches (a bf16 1x1
+    max_pool stays a window loop: max(-inf, NaN) is -inf there)."""
+    if len(rw.operands) != 2 or rw.shape.is_tuple:
+        return None
+    x, init = rw.operands
+    if x.shape.num_elements == 0 or rw.shape.num_elements == 0:
+        return g.make(O.BROADCAST, [init], rw.shape, like=rw, dimensions=())
+    if x.shape.rank == 0:
+        return _keep(rw, x)
+    op = simple_reducer(rw.to_apply) if rw.shape.element_type is not P.BF16 else None
+    if op not in _ELEMENTWISE_WINDOW_REDUCERS or not all(
+            d.size == 1 and d.stride == 1 and d.window_dilation == 1 and d.base_dilation == 1
+            and not d.window_reversal for d in rw.window.dimensions):
+        return None
+    r = _binary(g, op, x, make_broadcast(g, init, x.shape, rw), rw, x.shape)
+    pads = [(d.padding_low, d.padding_high) for d in rw.window.dimensions]
+    if any(lo > 0 or hi > 0 for lo, hi in pads):
+        r = g.make(O.PAD, [r, init], rw.shape, like=rw, padding_config=A.PaddingConfig.of(pads))
+    return _keep(rw, r)
 
 
 # ---------------------------------------------------------------- dots

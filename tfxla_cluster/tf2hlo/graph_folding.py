@@ -11,8 +11,11 @@ the values as host constants instead of lowering those nodes.
 
 Which nodes fold (TF's ``IsConstantFoldable`` and XlaCompiler's ``cf_consider_fn``): a cluster member, not a
 ``Const``, with at least one input, every input a member ``Const`` or folded node and no control input; not
-stateful, not control flow, not ``Shape``/``ShapeN``/``Size`` (XLA keeps those dynamic); no resource, variant,
-string or complex output; with oneDNN on, not an op whose kernel oneDNN replaces (``_ONEDNN_REWRITTEN``). A
+stateful, not control flow, not ``Shape``/``ShapeN``/``Size`` (XLA keeps those dynamic); no resource, variant
+or string output (complex nodes are computed, and feed real results that are substituted — a constant complex
+``Abs`` is Eigen's hypot, inf for (-inf, NaN) — but a complex value itself is not substituted); with oneDNN on, not an op whose kernel oneDNN replaces
+(``_ONEDNN_REWRITTEN``) unless it has a plain-Eigen twin the session runs instead (``MaxPool`` as ``MaxPoolV2``:
+the same Eigen kernel, which oneDNN leaves alone; NaNs never win and an all-NaN window is the type's lowest). A
 value over 10 MiB (``max_constant_size_in_bytes``) is not substituted (the node is
 lowered; it may still feed folded nodes). TF evaluates every foldable node in one run: a kernel that fails
 (an integer division by zero) fails the whole run, and XlaCompiler, ignoring the error, folds nothing.
@@ -52,14 +55,41 @@ _ONEDNN_REWRITTEN = frozenset({
     "AvgPool", "AvgPool3D", "AvgPoolGrad", "MaxPool", "MaxPool3D", "MaxPoolGrad", "FusedBatchNorm",
     "FusedBatchNormV2", "FusedBatchNormV3", "FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3",
     "LRN", "LRNGrad"})  # (elementwise ops and activations keep Eigen's results here: folded)
-_BAD_OUTPUTS = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT, types_pb2.DT_STRING, types_pb2.DT_COMPLEX64,
-                          types_pb2.DT_COMPLEX128})
+_BAD_OUTPUTS = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT, types_pb2.DT_STRING})
 
 
 def _onednn_on() -> bool:
     from tfxla_cluster.tf_compat import mkl_enabled
 
     return bool(mkl_enabled())
+
+
+def _max_pool_v2_runs(n: Node) -> bool:
+    """MaxPoolV2's CPU kernel is MaxPool's (SpatialMaxPool) for NHWC; EXPLICIT padding is MaxPool's alone."""
+    return n.node_def.attr["data_format"].s in (b"", b"NHWC") and n.node_def.attr["padding"].s != b"EXPLICIT"
+
+
+def _as_max_pool_v2(gd, nd) -> None:
+    """Rewrite MaxPool ``nd`` in place as MaxPoolV2 with its ksize/strides as new Const inputs."""
+    from tensorflow.core.framework import tensor_pb2
+
+    for attr in ("ksize", "strides"):
+        c = gd.node.add()
+        c.name, c.op = f"{nd.name}/_fold_{attr}", "Const"
+        c.attr["dtype"].type = types_pb2.DT_INT32
+        value = tensor_pb2.TensorProto(dtype=types_pb2.DT_INT32, int_val=list(nd.attr[attr].list.i))
+        value.tensor_shape.dim.add().size = len(nd.attr[attr].list.i)
+        c.attr["value"].tensor.CopyFrom(value)
+        nd.input.append(c.name)
+        del nd.attr[attr]
+    nd.op = "MaxPoolV2"
+    if "explicit_paddings" in nd.attr:
+        del nd.attr["explicit_paddings"]
+
+
+# oneDNN-replaced ops whose Eigen kernel the session reaches under another op: op -> (whether node ``n``
+# qualifies, rewrite of its NodeDef in the session's GraphDef). oneDNN does not rewrite MaxPoolV2.
+_EIGEN_TWIN = {"MaxPool": (_max_pool_v2_runs, _as_max_pool_v2)}
 
 
 def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[Node]:
@@ -75,7 +105,8 @@ def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[N
             if base_dtype(n.outputs[0].dtype) not in _BAD_OUTPUTS:
                 constant.add(n.name)
             continue
-        if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED or n.op in skip
+        if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED
+                or n.op in skip and not (n.op in _EIGEN_TWIN and _EIGEN_TWIN[n.op][0](n))
                 or (n.op.startswith(_NOT_FOLDED_PREFIXES) and n.op not in _STATELESS_FUNCTIONAL)
                 or n.op_def is None
                 or n.op_def.is_stateful or n.op.startswith("Xla")
@@ -110,6 +141,8 @@ def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, 
         nd.device = ""
         del nd.input[:]
         nd.input.extend(i for i in n.node_def.input if not i.startswith("^"))
+        if n.op in _EIGEN_TWIN and _EIGEN_TWIN[n.op][0](n):
+            _EIGEN_TWIN[n.op][1](gd, nd)
     tfg = tf.Graph()
     try:
         with tfg.as_default():
@@ -135,4 +168,8 @@ def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, 
     for f, v in zip(fetches, results):
         name, slot = f.rsplit(":", 1)
         values[(name, int(slot))] = v
-    return {t: np.asarray(v) for t, v in values.items() if np.asarray(v).nbytes <= MAX_CONSTANT_BYTES}
+    # A complex value is computed (it may feed a real result that is substituted: a constant complex abs) but
+    # not substituted itself: TF's XLA keeps XLA's value of a complex node over constants (a conjugate
+    # transpose of a constant keeps a denormal real part that TF's kernel, under FTZ, flushes).
+    return {t: np.asarray(v) for t, v in values.items()
+            if np.asarray(v).nbytes <= MAX_CONSTANT_BYTES and not np.iscomplexobj(v)}
