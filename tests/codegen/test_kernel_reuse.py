@@ -118,20 +118,27 @@ def _blocks(x, *weights):
     return tf.reduce_mean(x, axis=[1, 2])
 
 
+def _replayed_and_fresh(hlo: str):
+    """(program with reuse, its IR, program emitted afresh); the fresh emission (checked against the
+    replay it replaces) must give the same IR."""
+    replayed, ir_replayed = emit_module(parse_module(hlo), CodegenOptions())
+    ProgramEmitter.verify_reuse = True
+    try:
+        fresh, ir_fresh = emit_module(parse_module(hlo), CodegenOptions())
+    finally:
+        ProgramEmitter.verify_reuse = False
+    assert ir_replayed == ir_fresh
+    return replayed, ir_replayed, fresh
+
+
 def test_repeated_blocks_reuse_kernels_with_the_ir_of_fresh_emission_and_tfs_results(replaying):
     fn = txc.function(_blocks, jit_compile=True)
     args = [X, *FILTERS, *DEPTHWISE]
     got = fn(*args).numpy()
     np.testing.assert_allclose(got, tf.function(_blocks)(*args).numpy(), rtol=1e-4, atol=1e-5)
     hlo = fn.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
-    reused, ir_reused = emit_module(parse_module(hlo), CodegenOptions())
+    reused, ir_reused, fresh = _replayed_and_fresh(hlo)
     assert reused.reused_emissions >= 2, reused.reused_emissions
-    ProgramEmitter.verify_reuse = True   # every emission afresh, checked against the replay it replaces
-    try:
-        fresh, ir_fresh = emit_module(parse_module(hlo), CodegenOptions())
-    finally:
-        ProgramEmitter.verify_reuse = False
-    assert ir_reused == ir_fresh
     assert [(k.name, k.instruction) for k in reused.kernels] == [(k.name, k.instruction) for k in fresh.kernels]
 
 
@@ -148,15 +155,9 @@ def test_guarded_convolutions_replay_with_their_own_branch(replaying):
     fn = txc.function(_two_convs, jit_compile=True)
     hlo = fn.experimental_get_compiler_ir(x, w1, w2)(stage="optimized_hlo")
     convs = [i for i in parse_module(hlo).entry.instructions if i.opcode.text == "convolution"]
-    replayed, ir_replayed = emit_module(parse_module(hlo), CodegenOptions())
+    replayed, ir_replayed, _ = _replayed_and_fresh(hlo)
     assert replayed.reused_emissions >= 1 and len(convs) == 2
     assert ir_replayed.count("guard.") >= 2 * 3 and len(replayed.cold_kernels) == 2
-    ProgramEmitter.verify_reuse = True   # every emission afresh, checked against the replay it replaces
-    try:
-        fresh, ir_fresh = emit_module(parse_module(hlo), CodegenOptions())
-    finally:
-        ProgramEmitter.verify_reuse = False
-    assert ir_replayed == ir_fresh
     got = fn(x, w1, w2).numpy()
     want = tf.function(_two_convs, jit_compile=True)(x, w1, w2).numpy()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))

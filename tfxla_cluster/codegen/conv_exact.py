@@ -36,7 +36,7 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
-from tfxla_cluster.codegen.gemm import input_position
+from tfxla_cluster.codegen.gemm import group_origin, input_position
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, if_then, work_items
 from tfxla_cluster.codegen.scalar_ops import ScalarOps
 from tfxla_cluster.hlo.shape import PrimitiveType as T
@@ -149,11 +149,7 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     cet = _COMPUTE[et]
     sty = t.storage_type(cet)
     dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
-    G, BG = instr.feature_group_count, instr.batch_group_count
     lshape, rshape, oshape = lhs.shape, rhs.shape, out.shape
-    C = lshape.dimensions[dn.input_feature_dimension]
-    N = lshape.dimensions[dn.input_batch_dimension]
-    O_ = oshape.dimensions[dn.output_feature_dimension]
     kin = rshape.dimensions[dn.kernel_input_feature_dimension]
     in_sp = [lshape.dimensions[d] for d in dn.input_spatial_dimensions]
     pads = xla_multiplies_padding(instr)
@@ -176,14 +172,7 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
 
     def body(index):
         od = index.get_dims(b)
-        n, o = od[dn.output_batch_dimension], od[dn.output_feature_dimension]
-        sp = [od[d] for d in dn.output_spatial_dimensions]
-        if BG > 1:
-            grp = b.udiv(o, t.i64(O_ // BG))
-            n_in, c_base = b.add(b.mul(grp, t.i64(N // BG)), n), t.i64(0)
-        else:
-            n_in = n
-            c_base = b.mul(b.udiv(o, t.i64(O_ // G)), t.i64(C // G)) if G > 1 else t.i64(0)
+        o, sp, n_in, c_base = group_origin(b, instr, lshape, od)
         b.store(zero, acc)
         with for_range(b, t.i64(0), t.i64(taps * kin), "xtap", reduction=True) as k:
             c = b.urem(k, t.i64(kin))

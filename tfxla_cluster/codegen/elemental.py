@@ -28,6 +28,7 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import complex_ops, irtypes as t
 from tfxla_cluster.codegen.context import KernelContext
+from tfxla_cluster.codegen.gemm import group_origin
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
@@ -1056,29 +1057,16 @@ def _convolution(em, instr):
     lhs, rhs = instr.operands
     lg, rg = em.gen(lhs), em.gen(rhs)
     dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
-    G, BG = instr.feature_group_count, instr.batch_group_count
     out_et = instr.shape.element_type
     acc_ty = _accumulate_type(out_et)
     let, ret_ = lhs.shape.element_type, rhs.shape.element_type
-    C = lhs.shape.dimensions[dn.input_feature_dimension]
-    N = lhs.shape.dimensions[dn.input_batch_dimension]
-    O_ = instr.shape.dimensions[dn.output_feature_dimension]
     kin = rhs.shape.dimensions[dn.kernel_input_feature_dimension]
     in_sp = [lhs.shape.dimensions[d] for d in dn.input_spatial_dimensions]
     b = em.b
 
     def g(index):
         od = index.get_dims(b)
-        n, o = od[dn.output_batch_dimension], od[dn.output_feature_dimension]
-        sp = [od[d] for d in dn.output_spatial_dimensions]
-        if BG > 1:
-            grp = b.udiv(o, t.i64(O_ // BG))
-            n_in = b.add(b.mul(grp, t.i64(N // BG)), n)
-            c_base = t.i64(0)
-        else:
-            grp = b.udiv(o, t.i64(O_ // G)) if G > 1 else t.i64(0)
-            n_in = n
-            c_base = b.mul(grp, t.i64(C // G)) if G > 1 else t.i64(0)
+        o, sp, n_in, c_base = group_origin(b, instr, lhs.shape, od)
         zero = complex_ops.zero(out_et) if out_et.is_complex else \
             t.float_constant(acc_ty, 0.0) if out_et.is_float else t.i64(0)
         acc = _Accumulator(em, [acc_ty], [zero])

@@ -445,6 +445,21 @@ def _ir_gemm_loops(kb, sty, i_lo, i_hi, j_lo: int, j_hi: int, K: int, pa, ta, ld
                 b.store(b.fadd(b.load(cp, typ=sty), b.fmul(a, bv, flags=flags), flags=flags), cp)
 
 
+def group_origin(b: ir.IRBuilder, instr, lhs_shape, od: list):
+    """At output index ``od`` (i64 values) of convolution ``instr``: (output feature, output spatial
+    positions, the input batch element and the first input feature that its feature or batch group reads)."""
+    dn = instr.convolution_dimension_numbers
+    G, BG = instr.feature_group_count, instr.batch_group_count
+    N = lhs_shape.dimensions[dn.input_batch_dimension]
+    C = lhs_shape.dimensions[dn.input_feature_dimension]
+    O_ = instr.shape.dimensions[dn.output_feature_dimension]
+    n, o = od[dn.output_batch_dimension], od[dn.output_feature_dimension]
+    sp = [od[d] for d in dn.output_spatial_dimensions]
+    if BG > 1:
+        return o, sp, b.add(b.mul(b.udiv(o, t.i64(O_ // BG)), t.i64(N // BG)), n), t.i64(0)
+    return o, sp, n, (b.mul(b.udiv(o, t.i64(O_ // G)), t.i64(C // G)) if G > 1 else t.i64(0))
+
+
 def input_position(b: ir.IRBuilder, wd, o, w, n_in: int, valid):
     """The input position that window position ``w`` reads at output position ``o`` (i64 values) along
     one dimension, and ``valid`` and-ed with whether it is a real element (not padding, not between the

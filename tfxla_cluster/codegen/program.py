@@ -483,10 +483,10 @@ class ProgramEmitter:
         self._open_branch(flag.slot, name)
         rare()
         self._event("else", None, "")
-        self._else_branch()
+        self._end_arm(closing=False)
         usual()
         self._event("end", None, "")
-        self._close_branch()
+        self._end_arm(closing=True)
 
     def _event(self, kind: str, slot: Slot | None, name: str) -> None:
         rec = self._recording
@@ -500,18 +500,14 @@ class ProgramEmitter:
         self.b.position_at_end(rare)
         self._branches.append((usual, done, True))
 
-    def _else_branch(self) -> None:
+    def _end_arm(self, closing: bool) -> None:
+        """End the open branch's current arm: on to its usual arm, or (``closing``) to the code after it."""
         self.flush_rows()
         usual, done, _ = self._branches.pop()
         self.b.branch(done)
-        self.b.position_at_end(usual)
-        self._branches.append((usual, done, False))
-
-    def _close_branch(self) -> None:
-        self.flush_rows()
-        _, done, _ = self._branches.pop()
-        self.b.branch(done)
-        self.b.position_at_end(done)
+        self.b.position_at_end(done if closing else usual)
+        if not closing:
+            self._branches.append((usual, done, False))
 
     def _record(self, refs: list[BufferRef], subjects: list, emit: Callable[[], None]) -> _Recording:
         position: dict[int, int] = {}
@@ -544,10 +540,8 @@ class ProgramEmitter:
                 self.b.store(ir.Constant(t.I32, 0), self.entry_ptr(slots[event[1]]))
             elif event[0] == "branch":
                 self._open_branch(slots[event[1]], names.get(event[2], event[2]))
-            elif event[0] == "else":
-                self._else_branch()
-            elif event[0] == "end":
-                self._close_branch()
+            elif event[0] in ("else", "end"):
+                self._end_arm(closing=event[0] == "end")
             else:
                 _, fn, name, kind, work_items, tasks, cost, rows_at, at = event
                 rows = None
