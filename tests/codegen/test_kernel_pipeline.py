@@ -69,7 +69,8 @@ def test_hot_kernels_keep_o3_loops_and_the_others_are_light(name):
         ids = set(re.findall(r"!llvm\.loop (!\d+)", bodies[fn_name]))
         if kind in HOT_LOOP_KINDS:
             assert not ids & light, f"hot kernel {fn_name} ({kind}) has light loops"
-        elif "br label" in bodies[fn_name] and ".header" in bodies[fn_name]:
+        elif kind != "conv-special-check" and "br label" in bodies[fn_name] and ".header" in bodies[fn_name]:
+            # (conv_exact's check kernel has one loop, an or-reduction: reduction loops are never light)
             assert ids & light, f"kernel {fn_name} ({kind}) has no light loop"
 
 
