@@ -136,3 +136,24 @@ def test_conv2d_of_constants_is_folded_by_tf_eigen_kernel():
     _check(lambda: tf.nn.conv2d(tf.constant(x), tf.constant(w), 1, "SAME") + 0.0)
     _check(lambda: tf.nn.conv2d(tf.constant(xd), tf.constant(wd), 2, [[0, 0], [1, 0], [2, 1], [0, 0]],
                                 dilations=1) * 1.0)
+
+
+@pytest.mark.parametrize("xs,ws", [((2, 5, 1, 1), (3, 1, 1, 1)), ((1, 6, 6, 2), (3, 3, 2, 1)),
+                                   ((2, 5, 5, 4), (2, 2, 4, 1)), ((1, 7, 7, 5), (3, 3, 5, 1)),
+                                   ((1, 6, 6, 12), (3, 3, 12, 1)), ((1, 6, 5, 6), (3, 2, 6, 3))],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_one_output_feature_sums_in_gemv_lanes(xs, ws):
+    """One output feature per group: TF's XLA sums each output in oneDNN's gemv_t lanes (k mod 8 in blocks
+    of 16, then blocks of 8/4/2/1 of rounded products): overflowing products of both signs give NaN or an
+    infinity by lane (fuzz seed 53000509), not by the order of one FMA chain."""
+    big = np.finfo(np.float32).max
+    rng = np.random.default_rng(53)
+    for _ in range(3):
+        x = rng.standard_normal(xs).astype(np.float32) * 4
+        w = (rng.choice([-1.0, 0.0, 1.0], ws) * big * rng.uniform(0.1, 1.0, ws)).astype(np.float32)
+        w[rng.random(ws) < 0.5] = 0.0
+        w.flat[0] = big
+        if ws[3] == 1:
+            _check(lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), x, w)
+        else:   # depthwise: one output feature per group
+            _check(lambda x, w: tf.nn.depthwise_conv2d(x, w[:, :, :, :1], [1, 1, 1, 1], "SAME"), x, w)
