@@ -30,8 +30,8 @@ then the rest of the depth in blocks of 8, 4, 2, 1 (its bits), each block's roun
 summed the same way and added. So ``+max·1.4 + (-max)·6.3`` is NaN there, where one FMA chain keeps inf.
 
 Not emulated: depths above Eigen's k-block (:data:`GEMV_MAX_DEPTH`: blocks add up) or a contraction Eigen
-shards by depth (large one-feature convolutions); oneDNN's small-size kernels for a few output features
-(an inf input at seed 61000382: TF's chain there visits a 1x2 window's second column first); and the
+shards by depth (large one-feature convolutions); the convolutions XLA's algsimp gives swapped operands (a
+window larger than the input: Eigen then chains the original taps backwards; seed 61000382); and the
 batch-grouped convolutions XLA expands into masked dense ones (the depthwise filter backprop: a NaN input
 element gives NaN in every output feature there). F64 depthwise convolutions are expanded by
 ``passes/expanders.py``'s ``ConvolutionGroupConverter`` as XLA does.
