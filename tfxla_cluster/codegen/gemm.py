@@ -185,7 +185,10 @@ def emit_dot_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef, epilogu
             split(kb.builder, n, sizes[nb + nl:])
         epilogue.store(kb, dims, linear)
     block_epilogue = on_block if epilogue is not None and direct else None
-    gemm_kernel(prog, instr.name, et, d.B, d.M, d.N, d.K, a_ref, ta, b_ref, tb, c_ref, block_epilogue)
+    from tfxla_cluster.codegen.dot_exact import emit_guarded_dot
+    emit_guarded_dot(prog, instr, d.B, d.M, d.N, d.K, a_ref, ta, b_ref, tb, c_ref, block_epilogue,
+                     lambda: gemm_kernel(prog, instr.name, et, d.B, d.M, d.N, d.K, a_ref, ta, b_ref, tb, c_ref,
+                                         block_epilogue))
     if not direct:
         def make(kb):
             b = kb.builder
