@@ -1,4 +1,4 @@
-"""F64 dots on special values (huge, inf, NaN): TF's XLA's Eigen GEMM order, chosen per call.
+"""F64 dots on special values (huge, inf, NaN): TF's XLA's Eigen GEMM arithmetic, chosen per call.
 
 Stage: codegen (``gemm.py``'s :func:`~tfxla_cluster.codegen.gemm.emit_dot_gemm` hands its GEMM kernel to
 :func:`emit_guarded_dot`; ``elemental.py``'s loop form of a dot asks :func:`eigen_dot` whether to fuse
@@ -8,7 +8,7 @@ TF's binary, separately rounded products added from +0, whenever an operand hold
 an element of magnitude ≥ ``conv_exact.HUGE`` (2⁴⁸⁰): two overflowing products of opposite signs give NaN
 as in XLA (FMA contraction gives the first one's infinity). Below that bound no product or partial sum
 of < 2³¹ terms can overflow, so FMAs and summation order only round, and the fast GEMM runs unchanged.
-The loop form (small dots) never fuses for these dots, so it needs no check.
+The loop form (small dots) never contracts these dots' multiply-adds and sums in k order: no check.
 
 How XLA:CPU (TF 2.21, this machine: AMD EPYC Zen 4) computes a dot, measured with
 ``tf.function(jit_compile=True)`` by putting ``max·(-5.4)`` at k = p and ``(-4.2)·(-max)`` at k = q of
@@ -19,19 +19,22 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
   dimension ≤ 3 on both sides: (M ≤ 3 or K ≤ 3) and (K ≤ 3 or N ≤ 3)) are LLVM IR loops
   (dot_op_emitter.cc kTiledLlvmIrGemv / kNaiveLlvmIr): one FMA chain from +0 in k order, any dtype,
   as the fast kernels here.
-* Every other dot is a DotThunk on Eigen's contraction (B > 1: one per batch; N = 1 with B > 1 too).
-  - F64: TF's binary is built without FMA (it prints "rebuild TensorFlow with ... FMA"), so Eigen's
-    gebp multiplies and adds separately: NaN for every (p, q) and every shape tried, (1,4,4,4) to
-    (1,200,300,100) and (3,40,40,40). Emulated here (in k order from +0; gebp's accumulators and k
-    blocks change only where finite partial sums overflow, which this does not reproduce).
-  - F32: TF's custom contraction kernel (oneDNN sgemm, JIT AVX-512 FMA code). One call is uniform
-    over its outputs, but the kernel depends on the shape: either one FMA chain (e.g. 4×4×4, 32³-64³,
-    128³, M < 64 with N ≥ 17, N a multiple of 64) or four FMA chains by k mod 4 summed at the end
-    (e.g. N ≤ 16, or M ≥ 64 with N not a multiple of 64: 8³, 16³, 100³, 200×300×100); with K = 5
-    the pattern differs again. Not emulated: F32 dots keep the fast kernels' single FMA chain (or
-    OpenBLAS's order), so opposite-sign overflows there may give NaN where XLA gives an infinity or the
-    reverse. F16/BF16 dots were not measured.
-* The final ``C = acc + C`` of Eigen and oneDNN starts from a zeroed C: a dot whose products are all
+* Every other dot is a library call (B > 1: per batch; N = 1 with B > 1 too).
+  - F64: Eigen's contraction (perf: ``gebp_kernel<double, double, long, ..., 8, 4>``). TF's binary is
+    built without FMA (it prints "rebuild TensorFlow with ... FMA"), so gebp multiplies and adds
+    separately: NaN for every (p, q) and every shape tried, (1,4,4,4) to (1,200,300,100) and (3,40,40,40).
+    Emulated here, in k order from +0 (gebp's two accumulator sets and k blocks change the result only
+    where finite partial sums overflow, which this does not reproduce beyond k order).
+  - F32: YNNPACK (perf: ``ynn::dot_fp32_5x64x1_1x16x1_avx512f`` for 64³, ``ynn::dot_fp32_5x16x4_1x4x4_avx512f``
+    for 100³), whose cost model (XNNPACK ynnpack/kernels/dot/dot.cc, cost_model/zen4.h) picks the kernel
+    per shape: a K-tile-1 kernel is one FMA chain in k order; a K-tile-4 kernel keeps four FMA chains by
+    k mod 4 (K padded to a multiple of 4) and adds them at the end, so opposite-sign overflows at k ≢ k'
+    (mod 4) give NaN. Measured: one chain for 4×4×4, 32³ to 64³, 128³, M < 64 with N ≥ 17, N a
+    multiple of 64, and K = 5, 6, 7, 9 at 64×K×100; four chains for N ≤ 16, M ≥ 64 with N not a
+    multiple of 64 and K a multiple of 4 (8³, 16³, 100³, 200×300×100). Not emulated (the choice would
+    need YNNPACK's cost model): F32 dots keep the fast kernels' single FMA chain or OpenBLAS's order.
+    F16/BF16 dots were not measured.
+* The final ``C = acc + C`` of Eigen and YNNPACK starts from a zeroed C: a dot whose products are all
   -0 gives +0 everywhere, as here.
 """
 from __future__ import annotations
