@@ -1,6 +1,6 @@
 """F64 dots on special values (huge, inf, NaN): TF's XLA's Eigen GEMM arithmetic, chosen per call.
 
-Stage: codegen (``gemm.py``'s :func:`~tfxla_cluster.codegen.gemm.emit_dot_gemm` hands its GEMM kernel to
+Stage: codegen (``kernels/loop.py`` has ``gemm.py``'s ``emit_dot_gemm`` hand its GEMM kernel to
 :func:`emit_guarded_dot`; ``elemental.py``'s loop form of a dot asks :func:`eigen_dot` whether to fuse
 its multiply-adds).
 Guarantee: an F64 dot that TF's XLA runs on Eigen (:func:`eigen_dot`) sums each output as Eigen does in
