@@ -132,6 +132,23 @@ def _check_pays(instr, refs: list[BufferRef]) -> bool:
     return 5 * 100 * sum(r.shape.num_elements for r in refs) <= flops or flops <= SMALL_FLOPS
 
 
+def guard_special(prog, instr, refs: list[BufferRef], exact, fast, pays=_check_pays) -> None:
+    """``fast()``, or ``exact()`` when one of ``refs`` holds a NaN, an infinity or an element of
+    magnitude ≥ :data:`HUGE`: a branch in the entry function, per call (decided at compile time for
+    constants; none where ``pays(instr, refs)`` says the check would cost too much)."""
+    limit = HUGE[instr.shape.element_type]
+    known = [_known_special(r, limit) for r in refs]
+    if any(k is not None for k in known):
+        prog.not_replayable()   # the choice read a constant's values, which kernel-reuse keys leave out
+    if any(k is True for k in known):
+        return exact()
+    refs = [r for r, k in zip(refs, known) if k is None]
+    if not refs or not pays(instr, refs):
+        return fast()
+    flag = _special_flag(prog, instr, refs, limit)
+    prog.branch_on_flag(flag, instr.name, exact, fast)
+
+
 def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue, fast,
                  check_input: bool = False) -> None:
     """``fast()`` (the fast kernels' emission), or :func:`emit_exact_conv` when the filter (and with
@@ -139,18 +156,8 @@ def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, ep
     (decided at compile time for constants; no check where it would not pay, see :func:`_check_pays`)."""
     if not guarded(instr):
         return fast()
-    limit = HUGE[instr.shape.element_type]
-    refs = [rhs, lhs] if check_input else [rhs]
-    known = [_known_special(r, limit) for r in refs]
-    if any(k is not None for k in known):
-        prog.not_replayable()   # the choice read a constant's values, which kernel-reuse keys leave out
-    if any(k is True for k in known):
-        return emit_exact_conv(prog, instr, lhs, rhs, out, epilogue)
-    refs = [r for r, k in zip(refs, known) if k is None]
-    if not refs or not _check_pays(instr, refs):
-        return fast()
-    flag = _special_flag(prog, instr, refs, limit)
-    prog.branch_on_flag(flag, instr.name, lambda: emit_exact_conv(prog, instr, lhs, rhs, out, epilogue), fast)
+    guard_special(prog, instr, [rhs, lhs] if check_input else [rhs],
+                  lambda: emit_exact_conv(prog, instr, lhs, rhs, out, epilogue), fast)
 
 
 def gemv_lanes(instr) -> bool:

@@ -28,6 +28,7 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import complex_ops, irtypes as t
 from tfxla_cluster.codegen.context import KernelContext
+from tfxla_cluster.codegen.dot_exact import eigen_dot
 from tfxla_cluster.codegen.gemm import group_origin
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
@@ -994,12 +995,16 @@ def _from_acc(em, out_et: T, acc):
     return em.b.trunc(acc, t.value_type(out_et)) if out_et.bit_width < 64 else acc
 
 
-def _mac(em, out_et, acc, a, c):
+def _mac(em, out_et, acc, a, c, separate: bool = False):
+    """acc + a·c; ``separate``: rounded product, then the add, in order (dot_exact.eigen_dot)."""
     b = em.b
     if out_et.is_complex:   # XLA's complex multiply and add, in the loop order
         return em.ops.binary(O.ADD, out_et, acc, em.ops.binary(O.MULTIPLY, out_et, a, c))
     if out_et.is_float:
         flags = em.kctx.options.reduction_flags
+        if separate:
+            flags = tuple(f for f in flags if f not in ("contract", "reassoc")) if not em.kctx.options.fast_math \
+                else flags
         return b.fadd(acc, b.fmul(a, c, flags=flags), flags=flags)
     return b.add(acc, b.mul(a, c))
 
@@ -1017,6 +1022,7 @@ def _dot(em, instr):
     let, ret_ = lhs.shape.element_type, rhs.shape.element_type
     acc_ty = _accumulate_type(out_et)
     kshape = Shape(T.S32, tuple(lhs.shape.dimensions[d] for d in lc))
+    separate = eigen_dot(instr)
     b = em.b
 
     def g(index):
@@ -1040,7 +1046,7 @@ def _dot(em, instr):
                 li[dl] = ri[dr] = kv[i]
             a = _to_acc(em, let, out_et, lg(Index(li, lhs.shape)))
             c = _to_acc(em, ret_, out_et, rg(Index(ri, rhs.shape)))
-            acc.set([_mac(em, out_et, acc.get()[0], a, c)])
+            acc.set([_mac(em, out_et, acc.get()[0], a, c, separate)])
         if kshape.num_elements:
             _reduce_loops(em, kshape, set(range(len(lc))), body, prefix="k")
         res = _from_acc(em, out_et, acc.get()[0])

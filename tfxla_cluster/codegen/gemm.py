@@ -135,11 +135,13 @@ def materialize_kernel(prog, name: str, jobs) -> None:
         prog.call_kernel(kb, name, "materialize", work, tasks, 2 * shape.byte_size())
 
 
-def emit_dot_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef, epilogue=None) -> None:
+def emit_dot_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef, epilogue=None, guard=None) -> None:
     """``out := dot(lhs, rhs)``: materialise awkward operands, GEMM over row blocks in parallel, then
     copy into ``out`` unless the GEMM could write it directly. ``epilogue`` (an ``Epilogue`` of
     ``kernels/loop.py``, ``out`` then being its fusion's output): ``out := epilogue(dot)``, applied to each
-    GEMM block right after its call while it is in cache, or in the copy-out pass."""
+    GEMM block right after its call while it is in cache, or in the copy-out pass. ``guard``
+    (``dot_exact.emit_guarded_dot``): emits the GEMM kernel given ``gemm_kernel``'s operands and the
+    kernel's emission (``fast``)."""
     from tfxla_cluster.codegen.scalar_ops import ScalarOps
     d = dot_dims(instr)
     et = instr.shape.element_type
@@ -185,7 +187,12 @@ def emit_dot_gemm(prog, instr, lhs: Source, rhs: Source, out: BufferRef, epilogu
             split(kb.builder, n, sizes[nb + nl:])
         epilogue.store(kb, dims, linear)
     block_epilogue = on_block if epilogue is not None and direct else None
-    gemm_kernel(prog, instr.name, et, d.B, d.M, d.N, d.K, a_ref, ta, b_ref, tb, c_ref, block_epilogue)
+    def fast():
+        gemm_kernel(prog, instr.name, et, d.B, d.M, d.N, d.K, a_ref, ta, b_ref, tb, c_ref, block_epilogue)
+    if guard is None:
+        fast()
+    else:
+        guard(prog, instr, d.B, d.M, d.N, d.K, a_ref, ta, b_ref, tb, c_ref, block_epilogue, fast)
     if not direct:
         def make(kb):
             b = kb.builder

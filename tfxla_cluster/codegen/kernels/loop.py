@@ -29,6 +29,7 @@ from tfxla_cluster.codegen.buffers import BufferRef, leaves
 from tfxla_cluster.codegen.conv import BlockedPlan, ChannelwisePlan, blocked_plan, channelwise_plan, \
     emit_blocked_conv, emit_channelwise, epilogue_fits, mixes_inputs
 from tfxla_cluster.codegen.conv_exact import emit_guarded
+from tfxla_cluster.codegen.dot_exact import emit_guarded_dot
 from tfxla_cluster.codegen.gemm import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
 from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess, array_operands, flatten, thunk
@@ -315,11 +316,16 @@ def _materialize_contractions(prog, instr, operands, out) -> dict:
         # each GEMM block (and the fusion is done).
         epi = Epilogue(instr, operands, out, dot) if direct and len(dots) == 1 and prog.options.output_fusion \
             and _only_elementwise_after(comp, dot) else None
-        emit_dot_gemm(prog, dot, srcs[0], srcs[1], target, epilogue=epi)
+        _emit_dot(prog, dot, srcs[0], srcs[1], target, epilogue=epi)
         result[id(dot)] = target
         if epi is not None:
             result[id(comp.root)] = out
     return result
+
+
+def _emit_dot(prog, dot, lhs: Source, rhs: Source, out: BufferRef, epilogue=None) -> None:
+    """``emit_dot_gemm`` guarded by dot_exact.py: on special values the call runs XLA's arithmetic."""
+    emit_dot_gemm(prog, dot, lhs, rhs, out, epilogue, guard=emit_guarded_dot)
 
 
 def _only_elementwise_after(comp, dot) -> bool:
@@ -347,7 +353,7 @@ def _dot_thunk(prog, instr, operands, out) -> None:
         _deferred(prog)[id(fusion)] = (instr, operands, out, True)
         return
     srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
-    prog.reuse(("dot", instr), [*operands, out], lambda: emit_dot_gemm(prog, instr, srcs[0], srcs[1], out))
+    prog.reuse(("dot", instr), [*operands, out], lambda: _emit_dot(prog, instr, srcs[0], srcs[1], out))
 
 
 # ---------------------------------------------------------------- convolution output fusion
@@ -514,7 +520,7 @@ def _emit_conv_with_epilogue(prog, fusion, operands, out, conv, conv_operands, p
     conv = _as_emitted(prog, conv)
     if conv.opcode is O.DOT:
         srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in conv_operands]
-        return emit_dot_gemm(prog, conv, srcs[0], srcs[1], out, epilogue=epi)
+        return _emit_dot(prog, conv, srcs[0], srcs[1], out, epilogue=epi)
     _emit_conv(prog, conv, conv_operands, out, plan, epi)
 
 
@@ -538,7 +544,7 @@ def _emit_contraction(prog, instr, operands: list[BufferRef], out: BufferRef, pl
     instr = _as_emitted(prog, instr)
     if instr.opcode is O.DOT:
         srcs = [Source(r.shape, lambda kb, r=r: kb.read(r), r) for r in operands]
-        return emit_dot_gemm(prog, instr, srcs[0], srcs[1], out)
+        return _emit_dot(prog, instr, srcs[0], srcs[1], out)
     _emit_conv(prog, instr, operands, out, plan)
 
 

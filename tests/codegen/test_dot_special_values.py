@@ -1,0 +1,82 @@
+"""Dots on special values against TF's XLA (codegen/dot_exact.py): opposite-sign overflowing products (F64
+dots on Eigen add rounded products: NaN; matrix-vector and tiny dots are FMA loops: the first infinity),
+infinities and NaNs against zeros (0·inf), partial sums that overflow, signed zeros, a fused epilogue and
+auto-clustering; NaN positions, infinities and signed zeros compared (tests/data/fuzz_regressions has
+the fuzz case, seed 72000468). F32 dots are left out: their oneDNN kernel's accumulator split is not
+emulated (see the module docstring)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+from tests.codegen.test_conv_special_values import _check, _same
+
+BIG = np.finfo(np.float64).max
+RNG = np.random.default_rng(7219)
+# (B, M, K, N): Eigen GEMMs of every size class, then XLA's FMA loops (matrix-vector, tiny).
+SHAPES = [(5, 7, 5, 3), (1, 7, 5, 3), (1, 4, 4, 4), (1, 8, 8, 8), (1, 64, 64, 64), (1, 200, 300, 100),
+          (3, 40, 40, 40), (3, 7, 5, 1), (1, 2, 5, 7), (1, 7, 5, 1), (1, 1, 5, 7), (1, 2, 2, 2), (3, 5, 2, 5)]
+
+
+def _matmul(x, y):
+    return tf.linalg.matmul(x, y)
+
+
+def _operands(B, M, K, N, pattern):
+    a = RNG.standard_normal((B, M, K))
+    b = RNG.standard_normal((B, K, N))
+    if pattern == "opposite_overflows":   # max·(-5.4) then (-4.2)·(-max) in one output (fuzz seed 72000468)
+        a[:, :, :] = 0.0
+        b[:, :, :] = 0.0
+        a[0, M - 1, 0], a[0, M - 1, K - 1] = BIG, -4.2
+        b[0, 0, N - 1], b[0, K - 1, N - 1] = -5.4, -BIG
+        a[-1, 0, 0], b[-1, 0, 0] = BIG, 3.0          # one overflowing product alone
+    elif pattern == "inf_nan_against_zeros":   # 0·inf = NaN, NaN rows and columns, -0 products
+        a[0, 0, :] = 0.0
+        a[0, M - 1, :] = -0.0   # all -0 products in column 1: +0, as Eigen's zeroed C gives
+        b[0, :, min(1, N - 1)] = np.abs(b[0, :, min(1, N - 1)])
+        b[0, K - 1, 0] = np.inf
+        b[-1, 0, N - 1] = np.nan
+        a[-1, M - 1, K - 1] = -np.inf
+        b[0, :, N - 1] = 0.0
+    else:   # partial sums that overflow: max/2 + max/2 - max/2 (in k order: +inf)
+        a[0, 0, :] = 0.0
+        a[0, 0, : min(K, 3)] = [BIG / 2, BIG / 2, -BIG / 2][: min(K, 3)]
+        b[0, :, 0] = 1.0
+    return a, b
+
+
+@pytest.mark.parametrize("pattern", ["opposite_overflows", "inf_nan_against_zeros", "partial_overflow"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_f64_matmul_special_values(shape, pattern):
+    _check(_matmul, *_operands(*shape, pattern))
+
+
+def test_f64_einsum_two_contracting_dims_and_epilogue():
+    a = RNG.standard_normal((6, 4, 5))
+    b = RNG.standard_normal((4, 5, 7))
+    a[2, 0, 0], a[2, 3, 4] = BIG, -2.5
+    b[0, 0, 3], b[3, 4, 3] = -3.0, -BIG
+    _check(lambda x, y: tf.nn.relu(tf.einsum("mij,ijn->mn", x, y) + 1.0), a, b)
+    _check(lambda x, y: tf.einsum("mij,ijn->mn", x, y) * 2.0, a, b)
+
+
+def test_f64_dot_auto_clustering():
+    a, b = _operands(1, 8, 8, 8, "opposite_overflows")
+    c, d = _operands(3, 40, 40, 40, "inf_nan_against_zeros")
+
+    def fn(a, b, c, d):
+        return tf.linalg.matmul(a, b) + 1.0, tf.linalg.matmul(c, d) - 1.0
+    args = [tf.constant(v) for v in (a, b, c, d)]
+    want = tf.function(fn, jit_compile=True)(*args)
+    got = txc.function(fn)(*args)
+    for w, g in zip(want, got):
+        _same(w.numpy(), g.numpy(), 1e-5)
+
+
+def test_f64_matmul_finite_values_unchanged():
+    """Finite values below the check's bound take the fast kernels, equal to XLA within rounding."""
+    a, b = RNG.standard_normal((2, 64, 48)) * 1e100, RNG.standard_normal((2, 48, 33)) * 1e-90
+    _check(_matmul, a, b, rtol=1e-12)
