@@ -78,8 +78,9 @@ def _known_special(ref: BufferRef, limit: float) -> bool | None:
 
 def _special_flag(prog, instr, refs: list[BufferRef], limit: float):
     """An s32 scratch flag, set when any of ``refs`` holds a NaN or an element of magnitude ≥ ``limit``
-    (infinities included): the entry zeroes it, then one check kernel per buffer (a vectorised
-    or-reduction of compares over a range of elements per task) writes 1 into it."""
+    (infinities included): the entry zeroes it, then a check kernel per buffer (a vectorised or-reduction
+    of compares over a range of elements per task, the same kernel for every buffer of an element type)
+    writes 1 into it."""
     flag = prog.scratch(Shape(T.S32, ()), "special")
     prog.zero_flag(flag)
     for ref in refs:
@@ -90,7 +91,9 @@ def _special_flag(prog, instr, refs: list[BufferRef], limit: float):
         kb = prog.kernel(instr.name + "_special")
         kbld = kb.builder
         tasks = prog.tasks_for(n, n)
-        lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(n))
+        # The range always comes from the call, never from a constant: the kernel's IR then depends on the
+        # element type only, and one kernel checks every buffer of that type (one compile, not one per conv).
+        lo, hi = kb.lo, kb.hi
         ops = ScalarOps(kbld, prog.mctx)
         p, fp = kb.ptr(ref.slot), kb.ptr(flag.slot)
         acc = kb.kctx.alloca(t.I8, "special")
