@@ -94,3 +94,26 @@ def test_aot_emission_calls_the_exact_kernel_directly():
     assert [k.kind for k in eager.cold_kernels] == ["conv-exact"]
     obj = compile_object(parse_module(hlo), "conv")   # its externals are checked against libc and libm
     assert obj.object_code[:4] == b"\x7fELF"
+
+
+def test_a_cold_code_compile_failure_runs_the_usual_kernels(monkeypatch, caplog):
+    """Should compiling the cold code fail, the call runs the fast kernels (finite taps equal TF's) and logs why."""
+    from tfxla_cluster.codegen.engine import JitEngine
+
+    compile_ = JitEngine.compile
+
+    def failing(self, ir_text, exports, name="module", max_parts=1):
+        if name.endswith(".cold"):
+            raise RuntimeError("no cold code today")
+        return compile_(self, ir_text, exports, name, max_parts)
+
+    monkeypatch.setattr(JitEngine, "compile", failing)
+    f = txc.function(conv, jit_compile=True)
+    x, ws = tf.constant(X), tf.constant(W_SPECIAL)
+    with caplog.at_level("ERROR", logger="tfxla_cluster.codegen"):
+        got = f(x, ws).numpy()
+    (exe,) = _executables(f, x, ws)
+    assert exe.cold_compiles == 0 and "no cold code today" in caplog.text
+    want = tf.function(conv, jit_compile=True)(x, ws).numpy()
+    inner = (slice(None), slice(1, -1), slice(1, -1))   # away from the padding, where only the fast path's NaN differs
+    np.testing.assert_array_equal(np.isnan(got[inner]), np.isnan(want[inner]))

@@ -23,6 +23,14 @@ emitted inline (condition, body, branches), loop state lives in temps and is cop
 iterations. Kernels by kind are chosen from the ``THUNKS`` table (``kernel_builder.py``), which the kernel
 families in ``kernels/`` fill.
 
+Kernels only a rare branch runs (``branch_on_flag``: conv_exact.py's exact convolutions) are *cold*. With
+``lazy_cold`` (the JIT) they are left out of the module and printed as a module of their own
+(``cold_ir``); the entry calls them through a code-pointer array whose address is in the table's
+``cold_slot`` and, on the branch's first run, calls the runtime's ``tfxla_resolve_cold`` to compile them
+(the usual branch runs should that fail). The compile happens inside the call, at the branch, and the call
+goes on: nothing runs twice, so outputs that alias inputs (variables updated in place, donated buffers)
+are safe. Without it (AOT) they are called directly.
+
 Guarantee: the emitted IR is a deterministic function of the module and the codegen options.
 """
 from __future__ import annotations
@@ -494,8 +502,9 @@ class ProgramEmitter:
 
     def branch_on_flag(self, flag: BufferRef, name: str, rare: Callable[[], None], usual: Callable[[], None]) -> None:
         """``if (*flag) rare(); else usual();`` in the entry function (``flag``: an s32 scalar the kernels
-        emitted before set; ``name``: the instruction's, for the blocks). The kernels ``rare`` calls are listed in ``cold_kernels``. Recorded for
-        ``reuse`` as events around both branches' own, so a replay rebuilds the branch."""
+        emitted before set; ``name``: the instruction's, for the blocks). The kernels ``rare`` calls are listed
+        in ``cold_kernels`` (and with ``lazy_cold`` compiled on the branch's first run). Recorded for ``reuse``
+        as events around both branches' own, so a replay rebuilds the branch."""
         self._event("branch", flag.slot, name)
         self._open_branch(flag.slot, name)
         rare()
