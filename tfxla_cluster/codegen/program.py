@@ -225,12 +225,14 @@ class ProgramEmitter:
             self.entry.attributes.add("noinline")
             self.entry.attributes.add("optnone")
         self.plan.pack()
-        hot = {k.name for k in self.kernels} | {n for group in self.row_groups for n in group}
-        cold = {n for n in self.cold_names if n not in hot}   # a kernel both branches call stays in both modules
         width = (self.options.prefer_vector_width, self.mctx.wide_functions, self.mctx.wide_vector_bits())
-        text = _with_vector_width(_module_text(self.mctx.module, self._printed, skip=cold), *width)
         if self.cold_names:
             self.cold_ir = _with_vector_width(_cold_module_text(self.mctx.module, self._printed, self.cold_names), *width)
+            hot = {k.name for k in self.kernels} | {n for group in self.row_groups for n in group}
+            for name in self.cold_names:
+                if name not in hot:   # a kernel both branches call stays in both modules
+                    _dismantle(self.mctx.module.globals.pop(name))
+        text = _with_vector_width(_module_text(self.mctx.module, self._printed), *width)
         self._release()
         return text
 
@@ -834,14 +836,11 @@ def _token(prog, instr, operands, params):
     return ()
 
 
-def _module_text(module: ir.Module, printed: dict[str, tuple[ir.Function, str]], skip=frozenset()) -> str:
+def _module_text(module: ir.Module, printed: dict[str, tuple[ir.Function, str]]) -> str:
     """``str(module)`` (llvmlite's ``Module.__repr__``), with the text of the functions in ``printed``
-    (printed before and unchanged since) reused instead of printed again; the globals named in ``skip`` left
-    out."""
+    (printed before and unchanged since) reused instead of printed again."""
     lines = _module_head(module)
-    for name, value in module.globals.items():
-        if name not in skip:
-            lines.append(_global_text(value, printed))
+    lines += [_global_text(value, printed) for value in module.globals.values()]
     lines += module._get_metadata_lines()
     return "\n".join(lines)
 
