@@ -68,7 +68,7 @@ class ColdCode:
     """One executable's cold code, compiled on first need: :meth:`load` compiles ``layout.ir`` (or takes it
     from ``code_store``, storing what it compiled there) through the same engine entry point as the main
     code, fills :attr:`pointers` (the kernels' addresses, then element 0) and keeps the library alive.
-    Thread-safe; compiles at most once."""
+    Thread-safe; tries at most once."""
 
     def __init__(self, layout: ColdLayout, engine: JitEngine, name: str, code_store=None) -> None:
         self.layout = layout
@@ -78,30 +78,39 @@ class ColdCode:
         self.pointers = np.zeros(1 + len(layout.names), dtype=np.uint64)
         self.library: CodeLibrary | None = None
         self.compiles = 0      # 0 or 1: compiled (or loaded from the store) on a rare branch's first run
+        self.failed = False
         self._lock = threading.Lock()
         self.address = self.pointers.ctypes.data
         native_runtime.register_cold(self.address, self.load)
 
     def load(self) -> bool:
+        """Compile (or load) the cold code unless done; False once that failed (it is not tried again: the
+        failure was logged, and the rare branches run their usual kernels)."""
         with self._lock:
-            if self.library is None:
-                t0 = time.perf_counter()
-                engine = self.engine
-                names = tuple(self.layout.names)
-                store = self.code_store
-                lib = store.load(self.layout.ir, engine, self.name, names) if store is not None else None
-                if lib is None:
-                    lib = engine.compile(self.layout.ir, names, name=self.name)
-                    if store is not None:
-                        store.store(self.layout.ir, lib)
-                self.pointers[1:] = [lib.address_of(n) for n in names]
-                self.library = lib
-                self.compiles += 1
-                self.pointers[0] = 1   # last: the generated code reads the addresses once this is set
-                compile_profile.note("cold code compiled")
-                log.info("compiled the cold code of %s (%d kernels) in %.1f ms", self.name, len(names),
-                         (time.perf_counter() - t0) * 1e3)
-            return True
+            if self.library is None and not self.failed:
+                try:
+                    self._load()
+                except BaseException:
+                    self.failed = True
+                    raise
+            return self.library is not None
+
+    def _load(self) -> None:
+        t0 = time.perf_counter()
+        names = tuple(self.layout.names)
+        store = self.code_store
+        lib = store.load(self.layout.ir, self.engine, self.name, names) if store is not None else None
+        if lib is None:
+            lib = self.engine.compile(self.layout.ir, names, name=self.name)
+            if store is not None:
+                store.store(self.layout.ir, lib)
+        self.pointers[1:] = [lib.address_of(n) for n in names]
+        self.library = lib
+        self.compiles += 1
+        self.pointers[0] = 1   # last: the generated code reads the addresses once this is set
+        compile_profile.note("cold code compiled")
+        log.info("compiled the cold code of %s (%d kernels) in %.1f ms", self.name, len(names),
+                 (time.perf_counter() - t0) * 1e3)
 
 
 @dataclass
