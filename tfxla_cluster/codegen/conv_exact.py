@@ -103,7 +103,9 @@ def _special_flag(prog, instr, refs: list[BufferRef], limit: float):
         kbld.store(ir.Constant(t.I8, 0), acc)
         fabs = prog.mctx.function("llvm.fabs.f32" if cet is T.F32 else "llvm.fabs.f64", cty, [cty])
         lim = t.float_constant(cty, limit)
-        with for_range(kbld, lo, hi, "special", reduction=True) as i:
+        # Not a ``reduction`` loop: an or of flags is exact in any order, so the loop is light like a plain
+        # one (vectorised, not unrolled nor interleaved: ~5 ms less of LLVM's time, measured on conv_block).
+        with for_range(kbld, lo, hi, "special") as i:
             x = t.from_storage(kbld, et, kbld.load(kbld.gep(p, [i], source_etype=sty), typ=sty))
             x = ops.convert(et, cet, x) if et is not cet else x
             bad = kbld.fcmp_unordered(">=", kbld.call(fabs, [x]), lim)
