@@ -121,3 +121,26 @@ def test_a_cold_code_compile_failure_runs_the_usual_kernels(monkeypatch, caplog)
     want = tf.function(conv, jit_compile=True)(x, ws).numpy()
     inner = (slice(None), slice(1, -1), slice(1, -1))   # away from the padding, where only the fast path's NaN differs
     np.testing.assert_array_equal(np.isnan(got[inner]), np.isnan(want[inner]))
+
+
+def test_concurrent_rare_branches_compile_the_cold_code_once():
+    import threading
+
+    f = txc.function(conv, jit_compile=True)
+    x, w, ws = tf.constant(X), tf.constant(W), tf.constant(W_SPECIAL)
+    f(x, w)
+    (exe,) = _executables(f, x, w)
+    results = [None] * 4
+
+    def run(k):
+        results[k] = exe(X, W_SPECIAL)[0]
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    want = tf.function(conv, jit_compile=True)(x, ws).numpy()
+    assert exe.cold_compiles == 1
+    for got in results:
+        _same(want, got, 1e-5)
