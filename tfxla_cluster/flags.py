@@ -1265,6 +1265,8 @@ ENV_SWITCHES: Mapping[str, EnvSwitch] = types.MappingProxyType({s.name: s for s 
     EnvSwitch("TFXLA_CODEGEN_NO_WINOGRAD", "", "1: 3x3 stride-1 convolutions run as im2col GEMMs, not Winograd F(2x2, 3x3) (A/B timing)."),
     EnvSwitch("TFXLA_COMPILE_THREADS", "", "Threads compiling the parts of a split LLVM module (default: one per "
               "idle core, by the load average). The code does not depend on it."),
+    EnvSwitch("TFXLA_COMPILE_SERIAL", "", "1: an LLVM engine compiles one module at a time (default: modules "
+              "compiled from several threads run their LLVM work concurrently). The code does not depend on it."),
     EnvSwitch("TFXLA_CODEGEN_POOL", "native", "python: parallel loops use Python threads instead of the native pool."),
     EnvSwitch("TFXLA_CLUSTER_PROGRESS", "", "1/0: force progress bars on/off (default: when stderr is a terminal)."),
     EnvSwitch("TFXLA_CLUSTER_DEBUG", "", "Set: the CLI shows tracebacks of internal errors; TF's logs are not quieted."),

@@ -99,3 +99,61 @@ def test_finite_values_keep_the_fast_kernels():
     x = RNG.standard_normal((2, 14, 14, 16)).astype(np.float32)
     w = RNG.standard_normal((3, 3, 16, 32)).astype(np.float32)
     _check(lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), x, w, rtol=1e-4)
+
+
+@pytest.mark.parametrize("multiplier", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=str)
+def test_depthwise_nan_input_reaches_other_groups_only_in_f64(dtype, multiplier):
+    """XLA:CPU turns an f64 depthwise convolution into a dense one over a block-diagonal filter
+    (ConvolutionGroupConverter, passes/expanders.py): 0·NaN and 0·inf reach every channel's outputs; f32
+    keeps the grouped convolution (Eigen's), where they stay in their channel."""
+    x = RNG.standard_normal((2, 5, 4, 3)).astype(dtype)
+    x[1, 2, 1, 0] = np.nan
+    x[0, 0, 3, 2] = np.inf
+    w = RNG.standard_normal((3, 2, 3, multiplier)).astype(dtype)
+    _check(lambda x, w: tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME"), x, w)
+
+
+def test_f64_grouped_conv_nan_stays_in_its_group():
+    """Groups of two input features: XLA's base-dilated form skips the other groups (no leak)."""
+    x = RNG.standard_normal((1, 5, 5, 4))
+    x[0, 2, 2, 1] = np.nan
+    w = RNG.standard_normal((3, 3, 2, 6))
+    _check(lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), x, w)
+
+
+def test_conv2d_of_constants_is_folded_by_tf_eigen_kernel():
+    """A Conv2D of constants is TF's constant folding's (its CPU kernel: Eigen patches + contraction), whose
+    FMAs keep ``max·138.5 + max·(-1.25)`` at inf where XLA's evaluator gives NaN (fuzz seed 62000286)."""
+    big = np.finfo(np.float32).max
+    x = np.zeros((1, 5, 1, 2), np.float32)
+    x[0, 0, 0, :] = big
+    w = np.zeros((2, 1, 2, 2), np.float32)
+    w[0, 0, 0, 1], w[0, 0, 1, 1] = 138.53965759277344, -1.2513458728790283
+    xd = RNG.standard_normal((1, 6, 5, 3)).astype(np.float32)
+    wd = RNG.standard_normal((2, 3, 3, 4)).astype(np.float32)
+    xd[0, 1, 1, 0] = np.inf
+    _check(lambda: tf.nn.conv2d(tf.constant(x), tf.constant(w), 1, "SAME") + 0.0)
+    _check(lambda: tf.nn.conv2d(tf.constant(xd), tf.constant(wd), 2, [[0, 0], [1, 0], [2, 1], [0, 0]],
+                                dilations=1) * 1.0)
+
+
+@pytest.mark.parametrize("xs,ws", [((2, 5, 1, 1), (3, 1, 1, 1)), ((1, 6, 6, 2), (3, 3, 2, 1)),
+                                   ((2, 5, 5, 4), (2, 2, 4, 1)), ((1, 7, 7, 5), (3, 3, 5, 1)),
+                                   ((1, 6, 6, 12), (3, 3, 12, 1)), ((1, 6, 5, 6), (3, 2, 6, 3))],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_one_output_feature_sums_in_gemv_lanes(xs, ws):
+    """One output feature per group: TF's XLA sums each output in oneDNN's gemv_t lanes (k mod 8 in blocks
+    of 16, then blocks of 8/4/2/1 of rounded products): overflowing products of both signs give NaN or an
+    infinity by lane (fuzz seed 53000509), not by the order of one FMA chain."""
+    big = np.finfo(np.float32).max
+    rng = np.random.default_rng(53)
+    for _ in range(3):
+        x = rng.standard_normal(xs).astype(np.float32) * 4
+        w = (rng.choice([-1.0, 0.0, 1.0], ws) * big * rng.uniform(0.1, 1.0, ws)).astype(np.float32)
+        w[rng.random(ws) < 0.5] = 0.0
+        w.flat[0] = big
+        if ws[3] == 1:
+            _check(lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), x, w)
+        else:   # depthwise: one output feature per group
+            _check(lambda x, w: tf.nn.depthwise_conv2d(x, w[:, :, :, :1], [1, 1, 1, 1], "SAME"), x, w)

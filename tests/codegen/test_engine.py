@@ -1,6 +1,7 @@
 """JitEngine: compile IR text, call it, keep code alive, compile from many threads at once."""
 import ctypes
 import gc
+import threading
 
 import numpy as np
 import pytest
@@ -131,3 +132,59 @@ def test_big_module_gets_the_light_pipeline_and_still_vectorises():
         fn(x.ctypes.data, y.ctypes.data, x.size, 0.5)
         np.testing.assert_array_equal(y, x * np.float32(0.5))
     assert "pipe" in eng.key   # the pipeline policy is part of what names cached code
+
+
+def _reference_object(eng, text: str) -> bytes:
+    """What llvmlite's own (locked, global-context) calls make of ``text`` with the engine's pipeline."""
+    import llvmlite.binding as llvm
+
+    with eng._lock:
+        mod = llvm.parse_assembly(text)
+        mod.triple, mod.data_layout = eng.triple, eng.data_layout
+        eng.optimize(mod, len(text))
+        return eng.target_machine.emit_object(mod)
+
+
+@pytest.mark.parametrize("serial", ["", "1"], ids=["concurrent", "serial"])
+def test_object_code_is_llvmlites_whatever_the_thread(monkeypatch, serial):
+    """A module compiled in a private context on whichever thread (with or without TFXLA_COMPILE_SERIAL) is
+    the object code llvmlite's global-context calls give."""
+    monkeypatch.setenv("TFXLA_COMPILE_SERIAL", serial)
+    eng = JitEngine()
+    texts = [SCALE.replace("%m", f"%m{k}") for k in range(4)]
+    libs = {}
+    run_threads(lambda k: libs.__setitem__(k, eng.compile(texts[k], ["scale"], name=f"t{k}")), 4)
+    for k, text in enumerate(texts):
+        assert libs[k].object_code == _reference_object(eng, text)
+        assert not libs[k].optimized_ir.startswith("; ---- part")   # a one-part module's IR as LLVM prints it
+        x = np.arange(40, dtype=np.float32)
+        np.testing.assert_array_equal(_call_scale(libs[k], x, 1.5), x * np.float32(1.5))
+
+
+@pytest.mark.parametrize("serial", ["", "1"], ids=["concurrent", "serial"])
+def test_concurrent_compiles_overlap_and_errors_stay_typed(monkeypatch, serial):
+    """Two modules compiled on two threads run their LLVM pass pipelines side by side (one after the other
+    with TFXLA_COMPILE_SERIAL=1); bad IR compiled on another thread is still an InternalError there."""
+    from tfxla_cluster.codegen.engine import LITE_PIPELINE_IR_SIZE
+
+    monkeypatch.setenv("TFXLA_COMPILE_SERIAL", serial)
+    eng = JitEngine()
+    copies = LITE_PIPELINE_IR_SIZE // len(SCALE) // 2
+    big = ["".join(SCALE.replace("@scale(", f"@scale{i}_{k}(") for i in range(copies)) for k in range(2)]
+    spans, errors = {}, []
+    barrier = threading.Barrier(3)
+
+    def work(k):
+        barrier.wait()
+        if k == 2:
+            try:
+                eng.compile("define void @f( {", ["f"], name="bad")
+            except InternalError as e:
+                errors.append(e)
+            return
+        spans[k] = eng.compile(big[k], [f"scale0_{k}"], name=f"big{k}").stats.spans[0]
+
+    run_threads(work, 3)
+    assert len(errors) == 1 and "LLVM rejected the IR of bad" in str(errors[0])
+    (a0, a1), (b0, b1) = sorted(spans.values())
+    assert (b0 < a1) == (not serial), spans   # the second's LLVM work started before the first's ended

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import tfxla_cluster as txc
-from tfxla_cluster.codegen import CodegenOptions, compile_module, kernel_builder, loops
+from tfxla_cluster.codegen import CodegenOptions, compile_module, kernel_builder, loops, program
 from tfxla_cluster.codegen.executable import emit_module
 from tfxla_cluster.codegen.kernel_builder import HOT_LOOP_KINDS
 from tfxla_cluster.hlo.parser import parse_module
@@ -100,7 +100,7 @@ def test_light_loops_change_no_bits(monkeypatch, name):
     module = _module(name)
     marked = compile_module(module, CodegenOptions())
     got = marked(*args)
-    monkeypatch.setattr(kernel_builder, "light_loops", loops.forget_loops)
+    monkeypatch.setattr(kernel_builder, "light_loops", lambda fn: 0)
     exe = compile_module(module, CodegenOptions())
     assert _light_ids(marked.ir) and not _light_ids(exe.ir)
     want = exe(*args)
@@ -108,7 +108,7 @@ def test_light_loops_change_no_bits(monkeypatch, name):
         assert np.asarray(g).tobytes() == np.asarray(w).tobytes()
 
 
-def test_light_loops_marks_plain_loops_once_and_forget_loops_none():
+def test_light_loops_marks_plain_loops_once_and_unsettled_loops_stay_plain():
     m = ir.Module()
     fns = []
     for name in ("light", "hot"):
@@ -124,8 +124,6 @@ def test_light_loops_marks_plain_loops_once_and_forget_loops_none():
     str(m)   # llvmlite caches instruction text: marking must still show
     assert loops.light_loops(fns[0]) == 1
     assert loops.light_loops(fns[0]) == 0
-    loops.forget_loops(fns[1])
-    assert loops.light_loops(fns[1]) == 0
     text = str(m)
     assert text.count('"llvm.loop.unroll.disable"') == 1
     assert '!"llvm.loop.interleave.count", i32 1' in text
@@ -133,3 +131,23 @@ def test_light_loops_marks_plain_loops_once_and_forget_loops_none():
     assert re.search(r'br label %"o\.header", !llvm\.loop', light)
     assert not re.search(r'br label %"r\.header", !llvm\.loop', light)
     assert "!llvm.loop" in hot and not re.search(r'br label %"o\.header", !llvm\.loop', hot)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_module_text_is_llvmlites_printer(monkeypatch, name):
+    """``program._module_text`` reuses kernels' printed text instead of printing the module again; it must
+    give exactly what llvmlite's own ``str(module)`` gives (it follows llvmlite's ``Module.__repr__``)."""
+    seen = []
+    real = program._module_text
+
+    def check(module, printed):
+        text = real(module, printed)
+        seen.append((text, str(module), real(module, {}), len(printed)))
+        return text
+
+    monkeypatch.setattr(program, "_module_text", check)
+    compile_module(_module(name), CodegenOptions())
+    assert seen
+    for reused, printer, fresh, n_printed in seen:
+        assert n_printed > 0   # some kernel text was reused
+        assert reused == printer == fresh

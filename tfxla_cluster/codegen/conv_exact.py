@@ -16,8 +16,8 @@ NHWC/HWIO order is a ``ConvolutionThunk``: Eigen's ``extract_image_patches`` wit
 GEMM (convolution_thunk_internal.h ``EigenGenericConv2D``). So a window tap in the padding, or between the
 elements of a dilated input, multiplies 0 by the filter: ``0·inf = NaN`` reaches every output whose window
 overlaps the padding at an infinite tap. Only the transposed form (lhs dilation, unit strides, no filter
-dilation, one group: ``EigenTransposedConv2D``) adds products of real input elements alone. Eigen's GEMM
-kernel (gebp) sums each output in contraction order (window taps row-major, then input features) with
+dilation, one group: ``EigenTransposedConv2D``) adds products of real input elements alone. Eigen's
+contraction (whose float GEMM is oneDNN's ``sgemm``: tsl's eigen_contraction_kernel.h) sums each output in contraction order (window taps row-major, then input features) with
 fused multiply-adds from +0 (measured: ``1 + 2⁻²⁴`` survives only as an FMA would keep it; an
 overflowing product followed by one of the other sign gives the first one's infinity, not NaN). F64
 convolutions are XLA's elemental loop (elemental_ir_emitter.cc ``EmitConvolution``), which skips taps
@@ -25,10 +25,19 @@ outside the input. The fast kernels skip those taps too (static tap ranges), and
 neighbouring inputs (one infinity spreads NaN to a whole tile); their sums differ from Eigen's only by
 rounding while every value is finite and far from overflow, which the check makes sure of.
 
-Not emulated: Eigen's other summation orders (the single-output-feature GEMM kernel sums lanes of 8
-separately, so ``+inf`` and ``-inf`` products there give NaN where this gives the first infinity) and the
-cross-channel NaN of the grouped convolutions XLA expands into masked dense ones (F64 depthwise, the
-depthwise filter backprop: a NaN input element gives NaN in every output feature there).
+With one output feature per group (and more than one patch: one patch is Eigen's own gemv), Eigen's
+contraction calls oneDNN's ``sgemm`` with M = 1, which is its ``gemv_t`` JIT kernel (gemv_driver.cpp,
+jit_avx_gemv_t_f32_kern.cpp; measured bit-exact for depths 3-108): 16 products at a time FMA'd into 8
+lanes (lane k mod 8), the lanes summed ``((l0+l1)+(l4+l5)) + ((l2+l3)+(l6+l7))`` and added to the output,
+then the rest of the depth in blocks of 8, 4, 2, 1 (its bits), each block's rounded products in fresh lanes
+summed the same way and added. So ``+max·1.4 + (-max)·6.3`` is NaN there, where one FMA chain keeps inf.
+
+Not emulated: depths above Eigen's k-block (:data:`GEMV_MAX_DEPTH`: blocks add up) or a contraction Eigen
+shards by depth (large one-feature convolutions); the convolutions XLA's algsimp gives swapped operands (a
+window larger than the input: Eigen then chains the original taps backwards; seed 61000382); and the
+batch-grouped convolutions XLA expands into masked dense ones (the depthwise filter backprop: a NaN input
+element gives NaN in every output feature there). F64 depthwise convolutions are expanded by
+``passes/expanders.py``'s ``ConvolutionGroupConverter`` as XLA does.
 """
 from __future__ import annotations
 
@@ -51,6 +60,10 @@ from tfxla_cluster.hlo.shape import Shape
 HUGE = {T.F32: 2.0 ** 48, T.F16: 2.0 ** 48, T.BF16: 2.0 ** 48, T.F64: 2.0 ** 480}
 # Convolutions this small are always checked (and the exact kernel is cheap next to their call).
 SMALL_FLOPS = 1 << 20
+# oneDNN's gemv_t sums a dot product in 8 lanes; Eigen's contraction hands it the whole depth up to its
+# k-block (288 floats for a 32 KiB L1: computeProductBlockingSizes), above which blocks add up (not emulated).
+GEMV_LANES = 8
+GEMV_MAX_DEPTH = 288
 # F16 and BF16 convolutions are F32 ones in XLA (inputs converted, the result rounded back).
 _COMPUTE = {T.F32: T.F32, T.F16: T.F32, T.BF16: T.F32, T.F64: T.F64}
 
@@ -148,10 +161,25 @@ def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, ep
     prog.branch_on_flag(flag, instr.name, lambda: emit_exact_conv(prog, instr, lhs, rhs, out, epilogue), fast)
 
 
+def gemv_lanes(instr) -> bool:
+    """Whether TF's XLA sums ``instr``'s outputs in oneDNN's ``gemv_t`` lanes (:func:`emit_exact_conv`): an
+    Eigen-patches F32 convolution (:func:`xla_multiplies_padding`) with one output feature per group, more
+    than one patch (one patch is Eigen's own gemv) and a depth Eigen's contraction keeps in one block."""
+    dn = instr.convolution_dimension_numbers
+    rshape = instr.operands[1].shape
+    kin = rshape.dimensions[dn.kernel_input_feature_dimension]
+    kout = rshape.dimensions[dn.kernel_output_feature_dimension]
+    patches = instr.shape.num_elements // instr.shape.dimensions[dn.output_feature_dimension]
+    depth = kin * prod(w.size for w in instr.window.dimensions)
+    return (xla_multiplies_padding(instr) and instr.batch_group_count == 1
+            and kout == instr.feature_group_count and patches > 1 and depth <= GEMV_MAX_DEPTH)
+
+
 def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None) -> None:
     """``out`` := the convolution as XLA:CPU computes it (see the module docstring): per output element,
-    fused multiply-adds from +0 over the window taps (row-major) and the group's input features, with
-    taps outside the input multiplying 0 when :func:`xla_multiplies_padding`, skipped otherwise; then
+    the products over the window taps (row-major) and the group's input features, with taps outside the
+    input multiplying 0 when :func:`xla_multiplies_padding`, skipped otherwise, summed as fused
+    multiply-adds from +0 in that order, or in oneDNN's ``gemv_t`` lanes when :func:`gemv_lanes`; then
     ``epilogue`` on the element. Slow (a scalar loop): it runs only on special values."""
     et = instr.shape.element_type
     cet = _COMPUTE[et]
@@ -161,6 +189,7 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     kin = rshape.dimensions[dn.kernel_input_feature_dimension]
     in_sp = [lshape.dimensions[d] for d in dn.input_spatial_dimensions]
     pads = xla_multiplies_padding(instr)
+    lanes = gemv_lanes(instr)
     kb = prog.kernel(instr.name + "_exact")
     b = kb.builder
     la, ra, oa = kb.array(lhs), kb.array(rhs), kb.array(out)
@@ -172,43 +201,81 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
         return v if shape.element_type is cet else ops.convert(shape.element_type, cet, v)
     zero = t.float_constant(sty, 0.0)
     taps = prod(w.size for w in window)
+    depth = taps * kin
     work = work_items(oshape, False)
-    cost = 2 * oshape.num_elements * taps * kin
+    cost = 2 * oshape.num_elements * depth
     tasks = prog.tasks_for(work, cost)
     lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(work))
     acc = kb.kctx.alloca(sty, "xacc")
+    lane = kb.kctx.alloca(sty, "xlane", count=GEMV_LANES) if lanes else None
+
+    def tap(origin, k, a):
+        """fma(input, filter, ``a``) at contraction index ``k`` (tap row-major, feature innermost: Eigen's
+        order); a tap outside the input multiplies 0 (``pads``) or leaves ``a``."""
+        o, sp, n_in, c_base = origin
+        c = b.urem(k, t.i64(kin))
+        rest = b.udiv(k, t.i64(kin))
+        wi = [None] * len(window)
+        for i in range(len(window) - 1, -1, -1):
+            wi[i] = b.urem(rest, t.i64(window[i].size))
+            rest = b.udiv(rest, t.i64(window[i].size))
+        valid = ir.Constant(t.I1, 1)
+        li, ri = [None] * lshape.rank, [None] * rshape.rank
+        li[dn.input_batch_dimension] = n_in
+        li[dn.input_feature_dimension] = b.add(c_base, c)
+        ri[dn.kernel_input_feature_dimension] = c
+        ri[dn.kernel_output_feature_dimension] = o
+        for i, w in enumerate(window):
+            p, valid = input_position(b, w, sp[i], wi[i], in_sp[i], valid)
+            li[dn.input_spatial_dimensions[i]] = b.select(valid, p, t.i64(0))
+            ri[dn.kernel_spatial_dimensions[i]] = b.sub(t.i64(w.size - 1), wi[i]) if w.window_reversal else wi[i]
+        # Out-of-range taps read element 0 (any index is then in bounds) and use 0 or nothing.
+        li = [b.select(valid, x, t.i64(0)) for x in li]
+        x = load(la, li, lshape)
+        wv = load(ra, ri, rshape)
+        if pads:
+            return b.call(fma, [b.select(valid, x, zero), wv, a])
+        return b.select(valid, b.call(fma, [x, wv, a]), a)
+
+    def lane_ptr(i):
+        return b.gep(lane, [i if isinstance(i, ir.Value) else t.i64(i)], source_etype=sty)
+
+    def add_lane_sum():
+        """acc += ((l0+l1)+(l4+l5)) + ((l2+l3)+(l6+l7)): gemv_t's vhaddps, vperm2f128+vaddps, vhaddps."""
+        v = [b.load(lane_ptr(i), typ=sty) for i in range(GEMV_LANES)]
+        s = b.fadd(b.fadd(b.fadd(v[0], v[1]), b.fadd(v[4], v[5])), b.fadd(b.fadd(v[2], v[3]), b.fadd(v[6], v[7])))
+        b.store(b.fadd(b.load(acc, typ=sty), s), acc)
+
+    def clear_lanes():
+        for i in range(GEMV_LANES):
+            b.store(zero, lane_ptr(i))
 
     def body(index):
         od = index.get_dims(b)
-        o, sp, n_in, c_base = group_origin(b, instr, lshape, od)
+        origin = group_origin(b, instr, lshape, od)
         b.store(zero, acc)
-        with for_range(b, t.i64(0), t.i64(taps * kin), "xtap", reduction=True) as k:
-            c = b.urem(k, t.i64(kin))
-            rest = b.udiv(k, t.i64(kin))
-            wi = [None] * len(window)
-            for i in range(len(window) - 1, -1, -1):   # taps row-major, features innermost (Eigen's order)
-                wi[i] = b.urem(rest, t.i64(window[i].size))
-                rest = b.udiv(rest, t.i64(window[i].size))
-            valid = ir.Constant(t.I1, 1)
-            li, ri = [None] * lshape.rank, [None] * rshape.rank
-            li[dn.input_batch_dimension] = n_in
-            li[dn.input_feature_dimension] = b.add(c_base, c)
-            ri[dn.kernel_input_feature_dimension] = c
-            ri[dn.kernel_output_feature_dimension] = o
-            for i, w in enumerate(window):
-                p, valid = input_position(b, w, sp[i], wi[i], in_sp[i], valid)
-                li[dn.input_spatial_dimensions[i]] = b.select(valid, p, t.i64(0))
-                ri[dn.kernel_spatial_dimensions[i]] = b.sub(t.i64(w.size - 1), wi[i]) if w.window_reversal else wi[i]
-            # Out-of-range taps read element 0 (any index is then in bounds) and use 0 or nothing.
-            li = [b.select(valid, x, t.i64(0)) for x in li]
-            x = load(la, li, lshape)
-            wv = load(ra, ri, rshape)
-            a = b.load(acc, typ=sty)
-            if pads:
-                new = b.call(fma, [b.select(valid, x, zero), wv, a])
-            else:
-                new = b.select(valid, b.call(fma, [x, wv, a]), a)
-            b.store(new, acc)
+        if not lanes:
+            with for_range(b, t.i64(0), t.i64(depth), "xtap", reduction=True) as k:
+                b.store(tap(origin, k, b.load(acc, typ=sty)), acc)
+        else:
+            # oneDNN's gemv_t (jit_avx_gemv_t_f32_kern, FMA): 16 at a time into 8 lanes (k mod 8, in
+            # order), one lane sum added to the output; then blocks of 8, 4, 2, 1 (the depth's bits), each
+            # rounded products in fresh lanes, summed the same way and added.
+            main = depth // (2 * GEMV_LANES) * (2 * GEMV_LANES)
+            if main:
+                clear_lanes()
+                with for_range(b, t.i64(0), t.i64(main), "xtap", reduction=True) as k:
+                    p = lane_ptr(b.urem(k, t.i64(GEMV_LANES)))
+                    b.store(tap(origin, k, b.load(p, typ=sty)), p)
+                add_lane_sum()
+            start = main
+            for width in (8, 4, 2, 1):
+                if (depth - main) & width:
+                    clear_lanes()
+                    for i in range(width):
+                        b.store(tap(origin, t.i64(start + i), zero), lane_ptr(i))
+                    add_lane_sum()
+                    start += width
         y = b.load(acc, typ=sty)
         oa.store(index, y if et is cet else ops.convert(cet, et, y))
         if epilogue is not None:

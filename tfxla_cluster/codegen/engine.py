@@ -13,16 +13,20 @@ loaded back from the persistent cache (``engine.load_object``) is byte-for-byte 
 compile produces.
 
 A big module (``compile(..., max_parts=N)``) is split into parts (``split.py``) that are parsed,
-optimised and turned into object code on a small pool of threads, each with its own LLVM context and
-target machine, and loaded into one execution engine. llvmlite serialises every call into LLVM behind
-one process-wide lock; the parts' heavy calls (parse, pass pipeline, object emission) go to the same
-C functions without it (``_unlocked``): ctypes releases the GIL around them, and LLVM allows concurrent
-work on separate contexts. The object code of a split module is the parts' object files in one blob
-(``pack_objects``).
+optimised and turned into object code on a small pool of threads, and loaded into one execution engine.
+Every module (one part or several) is compiled in its own LLVM context with the compiling thread's own
+target machine: llvmlite serialises every call into LLVM behind one process-wide lock, so the heavy calls
+(parse, pass pipeline, object emission) go to the same C functions without it (``_unlocked``). ctypes
+releases the GIL around them and LLVM allows concurrent work on separate contexts, so compiles on several
+threads (parts, TF's concurrent launch nodes, a kernel compiled on first use) run their LLVM work at the
+same time, and Python on other threads runs meanwhile (``TFXLA_COMPILE_SERIAL=1``: one module at a time
+per engine). The object code of a split module is the parts' object files in one blob (``pack_objects``).
 
 Guarantees:
-- compiling is thread-safe (one lock per engine around the shared target machine and global context;
-  split parts use private ones);
+- compiling is thread-safe (private contexts and per-thread target machines; one lock per engine
+  around loading and its bookkeeping);
+- the object code is the same whichever thread compiles it, in a private context or llvmlite's global
+  one (``llvm.parse_assembly`` + ``TargetMachine.emit_object``);
 - the object code depends on the IR and the part count only, never on how many threads compiled it;
 - a library's machine code stays mapped while the library or any callable it handed out is alive
   (callables keep a reference to their library; the execution engine is freed with the library);
@@ -32,6 +36,7 @@ Guarantees:
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import ctypes
 import dataclasses
 import hashlib
@@ -232,29 +237,14 @@ class JitEngine:
                 compile_profile.note("code-reuse")
                 return lib
         texts = split.split_module(ir_text, parts) if parts > 1 else [ir_text]
-        if len(texts) > 1:
+        # A module's LLVM work runs without the engine's lock (private context, this thread's target
+        # machine): compiles on other threads (TF's concurrent launch nodes, lazily compiled kernels) run
+        # their LLVM at the same time. TFXLA_COMPILE_SERIAL=1 compiles one module at a time.
+        with self._lock if compile_serially() else contextlib.nullcontext():
             lib = self._compile_parts(texts, len(ir_text), exports, name)
-            with self._lock:
-                self.compiles += 1
-                self._by_ir[key] = lib
-        else:
-            stats = CompileStats()
-            with self._lock:
-                t0 = time.perf_counter()
-                try:
-                    mod = self.parse(ir_text)
-                except RuntimeError as e:
-                    raise InternalError(f"LLVM rejected the IR of {name}: {e}") from e
-                t1 = time.perf_counter()
-                self.optimize(mod, len(ir_text))
-                t2 = time.perf_counter()
-                optimized = str(mod)
-                obj = self.target_machine.emit_object(mod)
-                t3 = time.perf_counter()
-                stats.parse, stats.optimize, stats.codegen = t1 - t0, t2 - t1, t3 - t2
-                lib = self._load(obj, exports, name, optimized, stats)
-                self.compiles += 1
-                self._by_ir[key] = lib
+        with self._lock:
+            self.compiles += 1
+            self._by_ir[key] = lib
         stats = lib.stats
         for stage_name, seconds in (("llvm-parse", stats.parse), ("llvm-opt", stats.optimize),
                                     ("machine-code", stats.codegen), ("load", stats.load)):
@@ -265,11 +255,12 @@ class JitEngine:
         return lib
 
     def _compile_parts(self, texts: list[str], ir_size: int, exports: tuple[str, ...], name: str) -> CodeLibrary:
-        """The parts of one split module, compiled concurrently and loaded into one execution engine.
+        """The parts of one module (one, unless it was split), compiled concurrently and loaded into one
+        execution engine.
 
         The stage times are the threads' own, scaled so that they add up to the wall time the parts
         took (the compile profile sums to the first call's wall time)."""
-        threads = min(len(texts), compile_threads())
+        threads = min(len(texts), compile_threads()) if len(texts) > 1 else 1
         t0 = time.perf_counter()
         if threads > 1:
             # ``threads`` tasks, each compiling every threads-th part: never more threads than asked for.
@@ -284,7 +275,8 @@ class JitEngine:
         scale = wall / max(parse + optimize + codegen, 1e-12)
         stats = CompileStats(parse * scale, optimize * scale, codegen * scale, parts=len(texts), threads=threads,
                              spans=tuple(r[3] for r in results))
-        optimized = "\n".join(f"; ---- part {k + 1} of {len(texts)}\n{r[1]}" for k, r in enumerate(results))
+        optimized = results[0][1] if len(results) == 1 else \
+            "\n".join(f"; ---- part {k + 1} of {len(texts)}\n{r[1]}" for k, r in enumerate(results))
         with self._lock:
             return self._load(pack_objects([r[0] for r in results]), exports, name, optimized, stats)
 
@@ -448,6 +440,14 @@ def compile_threads() -> int:
     except OSError:
         busy = 1
     return max(1, min(cores, cores - busy + 1))
+
+
+def compile_serially() -> bool:
+    """``TFXLA_COMPILE_SERIAL`` on: an engine compiles one module at a time (A/B timing of concurrent
+    compiles; the code is the same either way)."""
+    from tfxla_cluster.flags import env_switch
+
+    return (env_switch("TFXLA_COMPILE_SERIAL") or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _pool() -> concurrent.futures.ThreadPoolExecutor:

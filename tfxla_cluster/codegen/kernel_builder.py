@@ -22,7 +22,7 @@ from llvmlite import ir
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef, Slot
 from tfxla_cluster.codegen.context import KernelContext, entry_builder, new_function_body
-from tfxla_cluster.codegen.loops import IrArray, forget_loops, light_loops
+from tfxla_cluster.codegen.loops import IrArray, light_loops
 from tfxla_cluster.errors import UnimplementedError
 
 # Kernel kinds (``KernelInfo.kind``) whose inner loops are a model's hot loops — GEMM, im2col and
@@ -152,10 +152,7 @@ class KernelBuilder:
         """Mark the kernel's loops light unless ``kind`` is in ``HOT_LOOP_KINDS``; returns how many were
         marked. Called once the kernel is known to be new (after the program's dedup compared its text:
         the loop IDs are unique nodes)."""
-        if kind in HOT_LOOP_KINDS:
-            forget_loops(self.function)
-            return 0
-        return light_loops(self.function)
+        return 0 if kind in HOT_LOOP_KINDS else light_loops(self.function)
 
     def finish(self) -> ir.Function:
         self.builder.ret_void()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import glob
 import os
-import weakref
 from contextlib import contextmanager
 from math import prod
 
@@ -54,28 +53,27 @@ def loop_hints(module: ir.Module, *hints: tuple) -> ir.MDValue:
 # fast without them (same process, interleaved A/B: 0.88-1.02x); GEMM and convolution loops keep them.
 LIGHT_LOOP_HINTS = (("llvm.loop.unroll.disable",), ("llvm.loop.interleave.count", 1))
 
-# function -> latch branches of its plain ``for_range`` loops (not reductions, no hints of their own), until
-# ``light_loops`` or ``forget_loops`` settles them.
-_plain_latches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# A plain ``for_range`` loop's latch (not a reduction, no hints of its own) carries this attribute until
+# ``light_loops`` marks it: the mark lives on the instruction, so a function nobody settles holds nothing.
+_PLAIN_LATCH = "tfxla_plain_loop"
 
 
 def light_loops(fn: ir.Function) -> int:
-    """Mark ``fn``'s plain ``for_range`` loops with ``LIGHT_LOOP_HINTS``; returns how many.
+    """Mark ``fn``'s plain ``for_range`` loops with ``LIGHT_LOOP_HINTS``; returns how many (once per loop).
 
     Reduction loops are left alone: their accumulators may be reassociated, and how far LLVM interleaves
     (or fully unrolls and SLP-vectorises) them decides the order of the sum, so leaving them alone keeps
     results bit-identical to the full pipeline's. Plain loops carry no reassociable chain across
     iterations, so their results do not depend on unrolling."""
-    latches = _plain_latches.pop(fn, ())
-    for latch in latches:
-        latch.set_metadata("llvm.loop", loop_hints(fn.module, *LIGHT_LOOP_HINTS))
-        latch._clear_string_cache()   # llvmlite caches an instruction's text
-    return len(latches)
-
-
-def forget_loops(fn: ir.Function) -> None:
-    """``fn`` keeps LLVM's whole loop pipeline (a hot kernel): drop its loops from ``light_loops``' list."""
-    _plain_latches.pop(fn, None)
+    marked = 0
+    for block in fn.blocks:
+        latch = block.terminator
+        if getattr(latch, _PLAIN_LATCH, False):
+            latch.set_metadata("llvm.loop", loop_hints(fn.module, *LIGHT_LOOP_HINTS))
+            latch._clear_string_cache()   # llvmlite caches an instruction's text
+            delattr(latch, _PLAIN_LATCH)
+            marked += 1
+    return marked
 
 
 @contextmanager
@@ -87,7 +85,7 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i", reduction: bool = F
     without unrolling, as big modules are optimised) aborts on f64 maxnum reductions of 6-7 iterations
     ("VPlan cost model and legacy cost model disagreed") and gives wrong f32 maxima there; vector lanes
     buy nothing on so few iterations (tests/data/fuzz_open/llvm_vplan_assert_f64_maxnum_row7.ll).
-    Other loops are remembered for ``light_loops``."""
+    Other loops are left for ``light_loops`` to mark."""
     small = reduction and isinstance(start, int) and isinstance(stop, int) and stop - start < SMALL_REDUCTION_TRIPS
     start = t.i64(start) if isinstance(start, int) else start
     stop = t.i64(stop) if isinstance(stop, int) else stop
@@ -109,7 +107,7 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i", reduction: bool = F
     if small:
         latch.set_metadata("llvm.loop", loop_hints(b.module, ("llvm.loop.vectorize.enable", False)))
     elif not reduction:
-        _plain_latches.setdefault(fn, []).append(latch)
+        setattr(latch, _PLAIN_LATCH, True)
     b.position_at_end(done)
 
 

@@ -48,7 +48,7 @@ from tfxla_cluster.codegen.buffers import BufferPlan, BufferRef, Slot, leaves
 from tfxla_cluster.codegen.context import ENTRY_NAME, CodegenOptions, ModuleContext, entry_builder, new_function_body
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, KernelInfo, RowAccess
 from tfxla_cluster.codegen.kernels.loop import emit_copy_kernel, emit_loop_thunk
-from tfxla_cluster.codegen.loops import for_range, forget_loops
+from tfxla_cluster.codegen.loops import for_range
 from tfxla_cluster.errors import InternalError, TfXlaError, UnimplementedError
 from tfxla_cluster.mxcsr import x86_host
 from tfxla_cluster.hlo.ir import HloInstruction
@@ -410,11 +410,8 @@ class ProgramEmitter:
         times), under one fork-join."""
         new = kb.finish()
         fn = self._unique(new)
-        if fn is new:
-            if kb.settle_loops(kind):
-                self._printed.pop(fn.name, None)   # marking changed its latches: ``_unique``'s text is stale
-        else:
-            forget_loops(new)   # dropped as a duplicate: its latches must not keep it alive
+        if fn is new and kb.settle_loops(kind):
+            self._printed.pop(fn.name, None)   # marking changed its latches: ``_unique``'s text is stale
         kb.kctx.release()
         slots = kb.slot_order if self.local_tables else None
         rec = self._recording

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 PART_IR_SIZE = 192 * 1024
 
 _NAME = re.compile(r'@"([^"]+)"|@([A-Za-z_.$][A-Za-z0-9_.$]*)')
+_QUOTED = re.compile(r'@"([^"]+)"')
 _LINKAGE = ("internal ", "private ")
 # A direct call of a kernel on a constant range, as llvmlite prints it.
 _RANGE_CALL = re.compile(r'call void @"([^"]+)"\(ptr (%"[^"]+"|%[A-Za-z0-9_.]+), i64 (-?\d+), i64 (-?\d+)\)')
@@ -99,18 +100,18 @@ def split_module(ir_text: str, parts: int) -> list[str]:
         for r in f.refs:
             if part_of[r] != part_of[f.name] and fns[r].internal:
                 calls_elsewhere.setdefault(r, []).append(f)
-    rewritten: dict[str, list[str]] = {}
-    for kernel, callers in calls_elsewhere.items():
-        ranges, other = _references(kernel, callers)
-        if other or not ranges or not _is_range_kernel(fns[kernel]):
+    ranges_of, other = _references(calls_elsewhere, part_of)
+    for kernel in calls_elsewhere:
+        ranges = ranges_of.get(kernel)
+        if kernel in other or not ranges or not _is_range_kernel(fns[kernel]):
             external.add(kernel)
         else:
             thunks[kernel] = ranges
+    rewritten: dict[str, list[str]] = {}
     for f in fns.values():
         lines = f.lines
-        for kernel in f.refs:
-            if kernel in thunks and part_of[kernel] != part_of[f.name]:
-                lines = [_THUNK_CALL_SUB(kernel, line) for line in lines]
+        if any(r in thunks and part_of[r] != part_of[f.name] for r in f.refs):
+            lines = [_thunk_call_sub(line, thunks, part_of, part_of[f.name]) for line in lines]
         rewritten[f.name] = lines
 
     texts = []
@@ -174,21 +175,33 @@ def _parse(ir_text: str) -> tuple[tuple[list[str], list[str]], dict[str, _Fn]] |
     return (head, tail), fns
 
 
-def _references(kernel: str, callers: list[_Fn]) -> tuple[set[tuple[str, str]], bool]:
-    """(the constant ranges ``kernel`` is called on by ``callers``, whether it is referenced otherwise)."""
-    ranges: set[tuple[str, str]] = set()
-    other = False
-    token = f'@"{kernel}"'
-    for f in callers:
+def _references(calls_elsewhere: dict[str, list[_Fn]], part_of: dict[str, int]
+                ) -> tuple[dict[str, set[tuple[str, str]]], set[str]]:
+    """(the constant ranges each kernel of ``calls_elsewhere`` is called on by its callers in other parts,
+    the kernels those callers reference any other way). One pass over each caller's lines: a line
+    referencing a kernel once, as the first constant-range call of a ``call void`` line, is a range call."""
+    ranges: dict[str, set[tuple[str, str]]] = {}
+    other: set[str] = set()
+    callers: dict[str, _Fn] = {f.name: f for fs in calls_elsewhere.values() for f in fs}
+    for f in callers.values():
+        here = part_of[f.name]
         for line in f.lines[1:]:
-            count = line.count(token)
-            if not count:
+            if '@"' not in line:
+                continue
+            counts: dict[str, int] = {}
+            for m in _QUOTED.finditer(line):
+                name = m.group(1)
+                if name in calls_elsewhere and part_of[name] != here:
+                    counts[name] = counts.get(name, 0) + 1
+            if not counts:
                 continue
             m = _RANGE_CALL.search(line)
-            if count == 1 and m is not None and m.group(1) == kernel and line.strip().startswith("call void"):
-                ranges.add((m.group(3), m.group(4)))
-            else:
-                other = True
+            call = m is not None and line.strip().startswith("call void")
+            for name, count in counts.items():
+                if count == 1 and call and m.group(1) == name:
+                    ranges.setdefault(name, set()).add((m.group(3), m.group(4)))
+                else:
+                    other.add(name)
     return ranges, other
 
 
@@ -226,12 +239,14 @@ def _thunk(kernel: str, lo: str, hi: str) -> list[str]:
             "entry:", f'  call void @"{kernel}"(ptr %"table", i64 {lo}, i64 {hi})', "  ret void", "}"]
 
 
-def _THUNK_CALL_SUB(kernel: str, line: str) -> str:
-    if f'@"{kernel}"' not in line:
+def _thunk_call_sub(line: str, thunks: dict, part_of: dict[str, int], here: int) -> str:
+    """``line`` with its call of a kernel in another part that has thunks replaced by the thunk's call."""
+    if '@"' not in line:
         return line
     m = _RANGE_CALL.search(line)
-    assert m is not None and m.group(1) == kernel   # _references checked every such line
-    return line[:m.start()] + f'call void @"{_thunk_name(kernel, m.group(3), m.group(4))}"(ptr {m.group(2)})' + \
+    if m is None or m.group(1) not in thunks or part_of[m.group(1)] == here:
+        return line
+    return line[:m.start()] + f'call void @"{_thunk_name(m.group(1), m.group(3), m.group(4))}"(ptr {m.group(2)})' + \
         line[m.end():]
 
 

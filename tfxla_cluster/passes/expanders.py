@@ -24,6 +24,14 @@
   unoptimized modules, e.g. jax's ``lax.top_k``) becomes a stable ``sort`` of ``(x, s32 iota)`` along the
   last dimension by ``compare(p0.lhs, p0.rhs), direction=GT`` (``LT`` with ``largest=false``),
   ``type=TOTALORDER``, read through slices of the first k — the form ``TopkRewriter`` recognises.
+- ``ConvolutionGroupConverter`` (xla/service/convolution_group_converter.cc), with XLA:CPU's policy for
+  feature groups (after the BF16 float normalisation: not F16, not F32, where Eigen's runtime takes grouped
+  convolutions): a grouped convolution whose filter has one input feature per group (depthwise, any
+  multiplier) becomes a dense one over ``select(group mask, broadcast(filter), 0)`` (the filter repeated
+  over every input feature, zero outside its own group). The dense convolution multiplies the other
+  groups' inputs by 0, so a NaN or infinite input element gives NaN in every output feature whose window
+  reaches it, as in TF's XLA (f64 ``depthwise_conv2d``). Groups of several input features become a
+  base-dilated convolution in XLA, whose holes XLA's loop skips: the same sums, left grouped here.
 Batch-norm expansion does not apply: the IR has no batch-norm opcodes (tf2xla lowers them already).
 """
 from __future__ import annotations
@@ -35,7 +43,7 @@ from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.passes.pass_ import HloPass
-from tfxla_cluster.passes.util import UseGraph, make_scalar_like, non_fusion_computations
+from tfxla_cluster.passes.util import UseGraph, constant_instruction, make_scalar_like, non_fusion_computations
 
 
 class CallInliner(HloPass):
@@ -316,6 +324,51 @@ class TopkDecomposer(HloPass):
             gte = g.make(O.GET_TUPLE_ELEMENT, [sort], sort.shape.tuple_shapes[index], like=topk, tuple_index=index)
             parts.append(g.make(O.SLICE, [gte], like=topk, slices=limits))
         return g.make(O.TUPLE, parts, like=topk)
+
+
+class ConvolutionGroupConverter(HloPass):
+    name = "convolution-group-converter"
+    KEPT = frozenset({PrimitiveType.F16, PrimitiveType.F32})   # XLA:CPU's feature_group_should_expand
+
+    def run_on_module(self, module: HloModule) -> bool:
+        changed = False
+        for comp in non_fusion_computations(module):
+            g = UseGraph(comp)
+            for conv in comp.post_order():
+                if (conv.opcode is O.CONVOLUTION and conv.parent is comp and conv.feature_group_count > 1
+                        and conv.batch_group_count == 1 and conv.shape.element_type not in self.KEPT
+                        and conv.operands[1].shape.dimensions[
+                            conv.convolution_dimension_numbers.kernel_input_feature_dimension] == 1):
+                    g.replace(conv, self._expand(g, conv))
+                    changed = True
+            g.finish()
+        return changed
+
+    @staticmethod
+    def _expand(g: UseGraph, conv: HloInstruction) -> HloInstruction:
+        """The dense convolution over the block-diagonal filter (XLA's HandleConvolution, group size 1 with
+        filter expansion): mask ``[kin, kout]`` = (input feature's group == output feature's group)."""
+        x, w = conv.operands
+        dn, groups = conv.convolution_dimension_numbers, conv.feature_group_count
+        kin, kout = dn.kernel_input_feature_dimension, dn.kernel_output_feature_dimension
+        et, wdims = w.shape.element_type, list(w.shape.dimensions)
+        per_group = wdims[kout] // groups
+        wdims[kin] = groups
+        big = Shape.array(et, wdims)
+        s32 = Shape.array(PrimitiveType.S32, wdims)
+        ids = [g.add(constant_instruction(v, PrimitiveType.S32, (len(v),), like=conv))
+               for v in (list(range(groups)), [o // per_group for o in range(wdims[kout])])]
+        masks = [g.make(O.BROADCAST, [c], s32, like=conv, dimensions=(d,)) for c, d in zip(ids, (kin, kout))]
+        mask = g.make(O.COMPARE, masks, Shape.array(PrimitiveType.PRED, wdims), like=conv,
+                      comparison_direction=A.ComparisonDirection.EQ)
+        flat = g.make(O.RESHAPE, [w], Shape.array(et, [d for i, d in enumerate(w.shape.dimensions) if i != kin]),
+                      like=conv)
+        repeated = g.make(O.BROADCAST, [flat], big, like=conv, dimensions=tuple(i for i in range(len(wdims)) if i != kin))
+        zero = make_scalar_like(g, big, 0, like=conv)
+        filt = g.make(O.SELECT, [mask, repeated, zero], big, like=conv)
+        dense = conv.clone([x, filt])
+        dense.feature_group_count = 1
+        return g.add(dense)
 
 
 def _scalar_gt(module: HloModule) -> HloComputation:

@@ -14,8 +14,10 @@ Which nodes fold (TF's ``IsConstantFoldable`` and XlaCompiler's ``cf_consider_fn
 stateful, not control flow, not ``Shape``/``ShapeN``/``Size`` (XLA keeps those dynamic); no resource, variant
 or string output (complex nodes are computed, and feed real results that are substituted — a constant complex
 ``Abs`` is Eigen's hypot, inf for (-inf, NaN) — but a complex value itself is not substituted); with oneDNN on, not an op whose kernel oneDNN replaces
-(``_ONEDNN_REWRITTEN``) unless it has a plain-Eigen twin the session runs instead (``MaxPool`` as ``MaxPoolV2``:
-the same Eigen kernel, which oneDNN leaves alone; NaNs never win and an all-NaN window is the type's lowest). A
+(``_ONEDNN_REWRITTEN``) unless it has a plain-Eigen twin the session runs instead, the same TF kernel, which oneDNN
+leaves alone (``MaxPool`` as ``MaxPoolV2``: NaNs never win and an all-NaN window is the type's lowest; an NHWC
+``Conv2D`` as the generic ``Conv``: Eigen's patches and contraction, whose FMAs keep ``max·138.5 + max·(-1.25)``
+at inf where XLA's evaluator, rounding each product, gives NaN; bit-identical to TF's folded values). A
 value over 10 MiB (``max_constant_size_in_bytes``) is not substituted (the node is
 lowered; it may still feed folded nodes). TF evaluates every foldable node in one run: a kernel that fails
 (an integer division by zero) fails the whole run, and XlaCompiler, ignoring the error, folds nothing.
@@ -87,9 +89,22 @@ def _as_max_pool_v2(gd, nd) -> None:
         del nd.attr["explicit_paddings"]
 
 
+def _conv2d_runs(n: Node) -> bool:
+    """``Conv`` computes an NHWC Conv2D with Conv2D's CPU kernel (NCHW is no CPU Conv2D: left to fail as TF's)."""
+    return n.node_def.attr["data_format"].s in (b"", b"NHWC")
+
+
+def _as_conv(gd, nd) -> None:
+    """Rewrite Conv2D ``nd`` in place as the generic ``Conv`` (channels last; same strides, paddings, dilations)."""
+    nd.op = "Conv"
+    if "use_cudnn_on_gpu" in nd.attr:
+        del nd.attr["use_cudnn_on_gpu"]
+    nd.attr["data_format"].s = b"CHANNELS_LAST"
+
+
 # oneDNN-replaced ops whose Eigen kernel the session reaches under another op: op -> (whether node ``n``
-# qualifies, rewrite of its NodeDef in the session's GraphDef). oneDNN does not rewrite MaxPoolV2.
-_EIGEN_TWIN = {"MaxPool": (_max_pool_v2_runs, _as_max_pool_v2)}
+# qualifies, rewrite of its NodeDef in the session's GraphDef). oneDNN rewrites neither MaxPoolV2 nor Conv.
+_EIGEN_TWIN = {"MaxPool": (_max_pool_v2_runs, _as_max_pool_v2), "Conv2D": (_conv2d_runs, _as_conv)}
 
 
 def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[Node]:
