@@ -9,6 +9,11 @@ owns, output slots at fresh 64-byte-aligned arrays (never reused, so the caller 
 without copying), temp slots into a per-thread arena reused across calls. The native
 entry function runs with the GIL released (ctypes), so calls from several threads run concurrently.
 
+Kernels only a rare branch runs (conv_exact.py's exact convolutions, taken when a filter holds NaN or
+infinities) are not compiled with the rest: their module (``ColdLayout.ir``) is compiled the first time the
+branch runs (:class:`ColdCode`, through ``tfxla_resolve_cold``), whichever thread runs it, the native launch
+op's included; an AOT object holds them all (``aot.py``).
+
 With bounds checks on (``CodegenOptions.bounds_checks`` or ``TFXLA_CODEGEN_BOUNDS_CHECKS=1``), an
 out-of-range access is skipped by the generated code and raised here as ``InternalError`` naming the
 kernel.
@@ -17,8 +22,10 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import logging
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol
 
@@ -37,11 +44,73 @@ from tfxla_cluster.hlo.shape import Shape
 if TYPE_CHECKING:
     from tfxla_cluster.codegen.program import ProgramEmitter
 
+log = logging.getLogger("tfxla_cluster.codegen")
+
 _ALIGN = 64
 
 
 def _physical_dims(shape: Shape) -> tuple[int, ...]:
     return tuple(shape.dimensions[d] for d in major_to_minor(shape))
+
+
+@dataclass
+class ColdLayout:
+    """The cold code of an executable: its module's IR, the kernels whose addresses the code-pointer array
+    holds (in order, after element 0) and the table slot of that array's address."""
+
+    slot: int
+    ir: str
+    names: list
+    kernels: list                 # KernelInfo of each call on a rare branch
+
+
+class ColdCode:
+    """One executable's cold code, compiled on first need: :meth:`load` compiles ``layout.ir`` (or takes it
+    from ``code_store``, storing what it compiled there) through the same engine entry point as the main
+    code, fills :attr:`pointers` (the kernels' addresses, then element 0) and keeps the library alive.
+    Thread-safe; tries at most once."""
+
+    def __init__(self, layout: ColdLayout, engine: JitEngine, name: str, code_store=None) -> None:
+        self.layout = layout
+        self.engine = engine
+        self.name = f"{name}.cold"
+        self.code_store = code_store
+        self.pointers = np.zeros(1 + len(layout.names), dtype=np.uint64)
+        self.library: CodeLibrary | None = None
+        self.compiles = 0      # 0 or 1: compiled (or loaded from the store) on a rare branch's first run
+        self.failed = False
+        self._lock = threading.Lock()
+        self.address = self.pointers.ctypes.data
+        native_runtime.register_cold(self.address, self.load)
+
+    def load(self) -> bool:
+        """Compile (or load) the cold code unless done; False once that failed (it is not tried again: the
+        failure was logged, and the rare branches run their usual kernels)."""
+        with self._lock:
+            if self.library is None and not self.failed:
+                try:
+                    self._load()
+                except BaseException:
+                    self.failed = True
+                    raise
+            return self.library is not None
+
+    def _load(self) -> None:
+        t0 = time.perf_counter()
+        names = tuple(self.layout.names)
+        store = self.code_store
+        lib = store.load(self.layout.ir, self.engine, self.name, names) if store is not None else None
+        if lib is None:
+            lib = self.engine.compile(self.layout.ir, names, name=self.name)
+            if store is not None:
+                store.store(self.layout.ir, lib)
+        self.pointers[1:] = [lib.address_of(n) for n in names]
+        self.library = lib
+        self.compiles += 1
+        self.pointers[0] = 1   # last: the generated code reads the addresses once this is set
+        compile_profile.note("cold code compiled")
+        log.info("compiled the cold code of %s (%d kernels) in %.1f ms", self.name, len(names),
+                 (time.perf_counter() - t0) * 1e3)
 
 
 @dataclass
@@ -61,6 +130,7 @@ class ExecutableLayout:
     root_is_tuple: bool
     temps: list                   # (slot index, arena offset) per temp slot
     consts: list                  # (slot index, array) per constant slot
+    cold: ColdLayout | None = None   # kernels compiled on first need
 
     @staticmethod
     def of(module, prog: ProgramEmitter) -> "ExecutableLayout":
@@ -73,16 +143,20 @@ class ExecutableLayout:
             [(s.index, leaf) for s, leaf in zip(prog.output_slots, root.leaves())],
             prog.result_structure, root.is_tuple,
             [(s.index, s.offset) for s in plan.of_kind("temp")],
-            [(s.index, s.value) for s in plan.of_kind("const")])
+            [(s.index, s.value) for s in plan.of_kind("const")],
+            None if prog.cold_slot is None else
+            ColdLayout(prog.cold_slot.index, prog.cold_ir, list(prog.cold_names), list(prog.cold_kernels)))
 
 
 class Executable:
     """A compiled HLO module. Thread-safe: concurrent calls use separate tables and arenas."""
 
     def __init__(self, layout: ExecutableLayout, options: CodegenOptions, library: CodeLibrary,
-                 ir_text: "str | Callable[[], str]", emit_seconds: float = 0.0) -> None:
+                 ir_text: "str | Callable[[], str]", emit_seconds: float = 0.0,
+                 code_store: "CodeStore | None" = None, engine: JitEngine | None = None) -> None:
         """``ir_text`` is the LLVM IR the code came from, or a function emitting it again on first use (an
-        executable rebuilt from the persistent cache without lowering)."""
+        executable rebuilt from the persistent cache without lowering); ``engine`` (default: the options')
+        compiles the cold code when first needed, ``code_store`` is where it is looked for and kept."""
         self.layout = layout
         self.name = layout.name
         self.options = options
@@ -104,6 +178,12 @@ class Executable:
         self._template = np.zeros(self._n_slots, dtype=np.uint64)
         for index, value in layout.consts:
             self._template[index] = value.ctypes.data
+        self.cold = None
+        if layout.cold is not None:
+            engine = engine or get_engine(options.opt_level, options.cpu_target)
+            self.cold = ColdCode(layout.cold, engine, layout.name, code_store)
+            self._template[layout.cold.slot] = self.cold.address
+            weakref.finalize(self, native_runtime.unregister_cold, self.cold.address)
         self._entry = library.get_function(ENTRY_NAME, None, ctypes.c_void_p)
         self._fast = [(shape.dtype, shape.dimensions, shape.rank <= 1 or shape.is_default_layout)
                       for _, shape, _ in self._params]
@@ -127,6 +207,12 @@ class Executable:
 
     # ---- inspection
     @property
+    def cold_compiles(self) -> int:
+        """How many times the cold code (rare branches' kernels) was compiled or loaded: 0 until a call
+        took a rare branch, then 1."""
+        return 0 if self.cold is None else self.cold.compiles
+
+    @property
     def compile_seconds(self) -> float:
         return self.emit_seconds + self.library.stats.total
 
@@ -141,6 +227,9 @@ class Executable:
             lines.append(f"  {k.name:<40} {k.kind:<16} %{k.instruction} items={k.work_items} tasks={k.tasks}")
         for group in self.row_groups:
             lines.append(f"  row group: {', '.join(group)}")
+        for k in self.layout.cold.kernels if self.cold is not None else ():
+            lines.append(f"  {k.name:<40} {k.kind:<16} %{k.instruction} items={k.work_items} tasks={k.tasks} "
+                         f"(cold: compiled on first need)")
         return "\n".join(lines)
 
     # ---- running
@@ -234,14 +323,15 @@ def emit_module(module, options: CodegenOptions) -> tuple[ProgramEmitter, str]:
 
     native_runtime.ensure_registered()   # program.py is imported here: a cache hit never emits IR
     with gc_paused():   # emission makes ~1e5 llvmlite objects: full collections would walk them and TF's heap
-        prog = ProgramEmitter(module, options)
+        prog = ProgramEmitter(module, options, lazy_cold=True)
         return prog, prog.emit()
 
 
 class CodeStore(Protocol):
     """Where compiled code may already be (a persistent cache): keyed by the IR text it came from."""
 
-    def load(self, ir_text: str, engine: JitEngine, name: str) -> CodeLibrary | None: ...
+    def load(self, ir_text: str, engine: JitEngine, name: str, exports: tuple[str, ...] = (ENTRY_NAME,)
+             ) -> CodeLibrary | None: ...
 
     def store(self, ir_text: str, library: CodeLibrary) -> None: ...
 
@@ -275,7 +365,7 @@ def compile_module(module, options: CodegenOptions | None = None, engine: JitEng
         _dump(dumper, "ir-with-opt.ll", lib.optimized_ir)
         if code_store is not None:
             code_store.store(text, lib)
-    exe = Executable(ExecutableLayout.of(module, prog), options, lib, text, t1 - t0)
+    exe = Executable(ExecutableLayout.of(module, prog), options, lib, text, t1 - t0, code_store, engine)
     exe.origin = origin
     return exe
 

@@ -13,6 +13,9 @@ They are resolved through llvmlite's symbol table (``llvm.add_symbol``) before a
                                             the native cache directory, like the launch op), or, with
                                             TFXLA_CODEGEN_POOL=python, Python threads (ctypes releases
                                             the GIL while native code runs)
+    tfxla_resolve_cold(table, code) -> ok   a rare branch's first run: compile the executable's cold code
+                                            (``executable.ColdCode``) and fill its code-pointer array
+                                            ``code``; 0 when that failed (the usual branch runs instead)
     tfxla_bounds_fail(table, kernel, i, n)  debug mode: an out-of-range access; recorded per buffer
                                             table and raised by the executable after the call
     __extendhfsf2, __truncsfhf2, ...        f16 <-> f32/f64 helpers LLVM calls on targets without F16C
@@ -46,6 +49,7 @@ _blas: dict[str, int] = {}
 KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 PARALLEL_FOR_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 BOUNDS_FAIL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+RESOLVE_COLD_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
 
 
 # ---------------------------------------------------------------- BLAS
@@ -185,6 +189,40 @@ def take_bounds_errors(table_address: int) -> list[tuple[int, int, int]]:
         return _bounds_errors.pop(table_address, [])
 
 
+# ---------------------------------------------------------------- lazily compiled cold code
+_cold_lock = threading.Lock()
+_cold_code: dict[int, Callable[[], bool]] = {}   # code-pointer array address -> what loads its code
+
+
+def register_cold(code_address: int, load: Callable[[], bool]) -> None:
+    """``tfxla_resolve_cold`` on the array at ``code_address`` calls ``load()``: it compiles the cold code,
+    fills the array (addresses first, element 0 last) and says whether it succeeded."""
+    with _cold_lock:
+        _cold_code[code_address] = load
+
+
+def unregister_cold(code_address: int) -> None:
+    with _cold_lock:
+        _cold_code.pop(code_address, None)
+
+
+def _resolve_cold(table, code) -> int:
+    """The generated code's callback (ctypes takes the GIL; any thread, a TF executor's included). Never
+    raises: a failure is logged and the rare branch falls back to the usual kernels."""
+    try:
+        with _cold_lock:
+            load = _cold_code.get(code or 0)
+        if load is None:
+            log.error("tfxla_resolve_cold: no cold code registered for array %#x", code or 0)
+            return 0
+        return 1 if load() else 0
+    except BaseException:  # noqa: BLE001 - an exception must not cross the C frame
+        log.exception("compiling the cold code of a rare branch failed; its usual kernels run instead")
+        return 0
+
+
+_resolve_cold_c = RESOLVE_COLD_FN(_resolve_cold)
+
 _threads_noop_c = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda n: 0)
 
 
@@ -302,6 +340,7 @@ def ensure_registered() -> None:
             return
         add_symbol("tfxla_parallel_for", _native_parallel_for() or ctypes.cast(_parallel_for_c, ctypes.c_void_p).value)
         add_symbol("tfxla_bounds_fail", ctypes.cast(_bounds_fail_c, ctypes.c_void_p).value)
+        add_symbol("tfxla_resolve_cold", ctypes.cast(_resolve_cold_c, ctypes.c_void_p).value)
         _blas = _find_openblas()
         if _blas:
             add_symbol("tfxla_cblas_sgemm", _blas["s"])

@@ -23,6 +23,14 @@ emitted inline (condition, body, branches), loop state lives in temps and is cop
 iterations. Kernels by kind are chosen from the ``THUNKS`` table (``kernel_builder.py``), which the kernel
 families in ``kernels/`` fill.
 
+Kernels only a rare branch runs (``branch_on_flag``: conv_exact.py's exact convolutions) are *cold*. With
+``lazy_cold`` (the JIT) they are left out of the module and printed as a module of their own
+(``cold_ir``); the entry calls them through a code-pointer array whose address is in the table's
+``cold_slot`` and, on the branch's first run, calls the runtime's ``tfxla_resolve_cold`` to compile them
+(the usual branch runs should that fail). The compile happens inside the call, at the branch, and the call
+goes on: nothing runs twice, so outputs that alias inputs (variables updated in place, donated buffers)
+are safe. Without it (AOT) they are called directly.
+
 Guarantee: the emitted IR is a deterministic function of the module and the codegen options.
 """
 from __future__ import annotations
@@ -141,7 +149,10 @@ def _flush_denormals(mctx, fn: ir.Function) -> None:
 class ProgramEmitter:
     """Builds the LLVM module and the buffer plan for one HloModule."""
 
-    def __init__(self, module, options: CodegenOptions) -> None:
+    def __init__(self, module, options: CodegenOptions, lazy_cold: bool = False) -> None:
+        """``lazy_cold``: the kernels only a rare branch runs (``branch_on_flag``) go to a module of their own,
+        :attr:`cold_ir`, compiled on the branch's first run (see :meth:`_open_branch`); else they are called
+        directly, like every other kernel (an AOT object holds all its code)."""
         self.hlo = module
         self.options = options
         self.mctx = ModuleContext(module.name, options)
@@ -179,6 +190,12 @@ class ProgramEmitter:
         # Kernels called only on a rare branch (``branch_on_flag``): listed apart from those every call runs.
         self.cold_kernels: list[KernelInfo] = []
         self._branches: list[tuple[ir.Block, ir.Block, bool]] = []   # open ``branch_on_flag``s
+        # Lazy cold code: the cold kernels' module text (set by ``emit``), their names in the order of the
+        # code-pointer array (``_cold_pointer``), and the slot holding that array's address.
+        self.lazy_cold = lazy_cold and self.local_tables
+        self.cold_ir = ""
+        self.cold_names: list[str] = []
+        self.cold_slot: Slot | None = None
 
     # ------------------------------------------------------------------ top level
     def emit(self) -> str:
@@ -208,8 +225,14 @@ class ProgramEmitter:
             self.entry.attributes.add("noinline")
             self.entry.attributes.add("optnone")
         self.plan.pack()
-        text = _with_vector_width(_module_text(self.mctx.module, self._printed), self.options.prefer_vector_width,
-                                  self.mctx.wide_functions, self.mctx.wide_vector_bits())
+        width = (self.options.prefer_vector_width, self.mctx.wide_functions, self.mctx.wide_vector_bits())
+        if self.cold_names:
+            self.cold_ir = _with_vector_width(_cold_module_text(self.mctx.module, self._printed, self.cold_names), *width)
+            hot = {k.name for k in self.kernels} | {n for group in self.row_groups for n in group}
+            for name in self.cold_names:
+                if name not in hot:   # a kernel both branches call stays in both modules
+                    _dismantle(self.mctx.module.globals.pop(name))
+        text = _with_vector_width(_module_text(self.mctx.module, self._printed), *width)
         self._release()
         return text
 
@@ -412,6 +435,10 @@ class ProgramEmitter:
         cold = bool(self._branches) and self._branches[-1][2]
         (self.cold_kernels if cold else self.kernels).append(KernelInfo(fn.name, instr_name, kind, work_items,
                                                                          tasks, cost))
+        if cold and self.lazy_cold:
+            self.flush_rows()
+            self._call(fn, work_items, tasks, slots, cold=True)
+            return
         if rows is not None and self.options.row_groups:
             if self._rows is not None and not self._rows.accepts(rows):
                 self.flush_rows()
@@ -474,8 +501,9 @@ class ProgramEmitter:
 
     def branch_on_flag(self, flag: BufferRef, name: str, rare: Callable[[], None], usual: Callable[[], None]) -> None:
         """``if (*flag) rare(); else usual();`` in the entry function (``flag``: an s32 scalar the kernels
-        emitted before set; ``name``: the instruction's, for the blocks). The kernels ``rare`` calls are listed in ``cold_kernels``. Recorded for
-        ``reuse`` as events around both branches' own, so a replay rebuilds the branch."""
+        emitted before set; ``name``: the instruction's, for the blocks). The kernels ``rare`` calls are listed
+        in ``cold_kernels`` (and with ``lazy_cold`` compiled on the branch's first run). Recorded for ``reuse``
+        as events around both branches' own, so a replay rebuilds the branch."""
         self._event("branch", flag.slot, name)
         self._open_branch(flag.slot, name)
         rare()
@@ -491,11 +519,43 @@ class ProgramEmitter:
             rec.events.append((kind, None if slot is None else rec.at(slot.index), name))
 
     def _open_branch(self, slot: Slot, name: str) -> None:
+        """Branch on the flag in ``slot`` to a rare arm and a usual one. With ``lazy_cold`` the rare arm
+        first makes sure the cold code is loaded: ``tfxla_resolve_cold(table, code)`` (the native runtime)
+        compiles the cold module and fills the code-pointer array; should that fail, the usual arm runs."""
         flag = self.b.load(self.entry_ptr(slot), typ=t.I32)   # entry_ptr runs the pending row group first
         rare, usual, done = (self.entry.append_basic_block(f"guard.{name}.{k}") for k in ("rare", "usual", "done"))
-        self.b.cbranch(self.b.icmp_unsigned("!=", flag, ir.Constant(t.I32, 0)), rare, usual)
+        fired = self.b.icmp_unsigned("!=", flag, ir.Constant(t.I32, 0))
+        if self.lazy_cold:
+            load, resolve = (self.entry.append_basic_block(f"guard.{name}.{k}") for k in ("load", "resolve"))
+            self.b.cbranch(fired, load, usual)
+            self.b.position_at_end(load)
+            code = self._cold_array()
+            # Element 0: null until the cold code is loaded (acquire: the kernels' addresses are read after it).
+            ready = self.b.load_atomic(code, "acquire", 8, typ=t.PTR)
+            self.b.cbranch(self.b.icmp_unsigned("!=", ready, ir.Constant(t.PTR, None)), rare, resolve)
+            self.b.position_at_end(resolve)
+            fn = self.mctx.function("tfxla_resolve_cold", t.I64, [t.PTR, t.PTR])
+            ok = self.b.call(fn, [self.entry.args[0], code])
+            self.b.cbranch(self.b.icmp_unsigned("!=", ok, t.i64(0)), rare, usual)
+        else:
+            self.b.cbranch(fired, rare, usual)
         self.b.position_at_end(rare)
         self._branches.append((usual, done, True))
+
+    def _cold_array(self):
+        """The lazy code-pointer array (in the entry): element 0 non-null once the cold code is loaded, then
+        one kernel address per name in ``cold_names``. Its address is in the table's ``cold_slot``."""
+        if self.cold_slot is None:
+            self.cold_slot = self.plan.new("cold", Shape(T.U64, (0,)), name="cold code")
+        return self.entry_ptr(self.cold_slot)
+
+    def _cold_pointer(self, fn: ir.Function):
+        """The address of cold kernel ``fn``, loaded in the entry from the code-pointer array."""
+        if fn.name not in self.cold_names:
+            self.cold_names.append(fn.name)
+        at = self.b.gep(self._cold_array(), [t.i64(1 + self.cold_names.index(fn.name))], inbounds=True,
+                        source_etype=t.PTR)
+        return self.b.load(at, typ=t.PTR)
 
     def _end_arm(self, closing: bool) -> None:
         """End the open branch's current arm: on to its usual arm, or (``closing``) to the code after it."""
@@ -583,10 +643,16 @@ class ProgramEmitter:
             b.store(b.load(src, typ=t.PTR), dst)
         return local
 
-    def _call(self, fn, work_items: int, tasks: int, slots=None) -> None:
+    def _call(self, fn, work_items: int, tasks: int, slots=None, cold: bool = False) -> None:
+        """Call kernel ``fn`` from the entry (``cold``: through its slot in the lazy code-pointer array)."""
         if tasks <= 1 and work_items <= 0:
             return
         table = self._gather(self.b, self.entry.args[0], slots)
+        if cold:   # an address loaded at run time: handed to the pool even for one task (no indirect call in IR)
+            self._pool_fns[fn.name] = fn   # it sets its own FTZ/DAZ on a pool thread
+            pf = self.mctx.function("tfxla_parallel_for", t.VOID, [t.PTR, t.PTR, t.I64, t.I64])
+            self.b.call(pf, [self._cold_pointer(fn), table, t.i64(work_items), t.i64(max(tasks, 1))])
+            return
         if tasks > 1:
             self._pool_fns[fn.name] = fn
             pf = self.mctx.function("tfxla_parallel_for", t.VOID, [t.PTR, t.PTR, t.I64, t.I64])
@@ -770,12 +836,38 @@ def _token(prog, instr, operands, params):
 def _module_text(module: ir.Module, printed: dict[str, tuple[ir.Function, str]]) -> str:
     """``str(module)`` (llvmlite's ``Module.__repr__``), with the text of the functions in ``printed``
     (printed before and unchanged since) reused instead of printed again."""
-    lines = [f'; ModuleID = "{module.name}"', f'target triple = "{module.triple}"',
-             f'target datalayout = "{module.data_layout}"', ""]
-    lines += [it.get_declaration() for it in module.get_identified_types().values()]
-    for name, value in module.globals.items():
-        known = printed.get(name)
-        lines.append(known[1] if known is not None and known[0] is value else str(value))
+    lines = _module_head(module)
+    lines += [_global_text(value, printed) for value in module.globals.values()]
+    lines += module._get_metadata_lines()
+    return "\n".join(lines)
+
+
+def _module_head(module: ir.Module, suffix: str = "") -> list[str]:
+    return [f'; ModuleID = "{module.name}{suffix}"', f'target triple = "{module.triple}"',
+            f'target datalayout = "{module.data_layout}"', "",
+            *(it.get_declaration() for it in module.get_identified_types().values())]
+
+
+def _global_text(value, printed: dict[str, tuple[ir.Function, str]]) -> str:
+    known = printed.get(value.name)
+    return known[1] if known is not None and known[0] is value else str(value)
+
+
+def _cold_module_text(module: ir.Module, printed: dict[str, tuple[ir.Function, str]], names: list[str]) -> str:
+    """A module of its own for the kernels ``names`` (exported, so that the loader finds them) with what they
+    may refer to: the declarations, the constant globals and the metadata of ``module``. Kernels call no
+    other defined function, and only an RNG's kernels have a mutable global (never a rare branch's)."""
+    lines = _module_head(module, ".cold")
+    for value in module.globals.values():
+        if isinstance(value, ir.Function) and value.is_declaration or \
+                isinstance(value, ir.GlobalVariable) and value.global_constant:
+            lines.append(_global_text(value, printed))
+    for name in names:
+        text = _global_text(module.globals[name], printed)
+        if any(f'@"{g.name}"' in text or f"@{g.name}" in text for g in module.globals.values()
+               if isinstance(g, ir.GlobalVariable) and not g.global_constant):
+            raise InternalError(f"cold kernel {name} refers to a mutable global: it cannot have a module of its own")
+        lines.append(re.sub(r"^define (internal |private )?", "define ", text, count=1))
     lines += module._get_metadata_lines()
     return "\n".join(lines)
 

@@ -639,7 +639,8 @@ class CompilationCache:
         try:
             library = self.engine.load_object(code.object_code, [ENTRY_NAME], name=name)
             layout = dataclasses.replace(code.layout, name=name)
-            exe = Executable(layout, self.options, library, ir_source)
+            exe = Executable(layout, self.options, library, ir_source, code_store=_PersistentStore(self),
+                             engine=self.engine)
         except Exception as e:  # noqa: BLE001 - object code LLVM refuses, a layout of another shape: recompile
             PersistentCache._corrupt(self.persistent.path_for(key), f"its code does not load: {e}")
             return None
