@@ -144,3 +144,25 @@ def test_concurrent_rare_branches_compile_the_cold_code_once():
     assert exe.cold_compiles == 1
     for got in results:
         _same(want, got, 1e-5)
+
+
+def test_guarded_f64_dot_defers_its_exact_kernel_too():
+    """dot_exact's guard (an f64 GEMM that TF's XLA runs on FMA-less Eigen) shares the lazy cold code."""
+    def mm(a, b):
+        return tf.nn.relu(tf.linalg.matmul(a, b))
+    a = RNG.standard_normal((40, 64))
+    b = RNG.standard_normal((64, 48))
+    b_special = b.copy()
+    a_special = a.copy()
+    a_special[3, 0], a_special[3, 63] = np.finfo(np.float64).max, -4.2
+    b_special[0, 5], b_special[63, 5] = -5.4, -np.finfo(np.float64).max   # -inf + inf: NaN in TF's XLA
+    f = txc.function(mm, jit_compile=True)
+    xla = tf.function(mm, jit_compile=True)
+    _same(xla(a, b).numpy(), f(a, b).numpy(), 1e-12)
+    (exe,) = _executables(f, tf.constant(a), tf.constant(b))
+    assert exe.cold is not None and exe.cold_compiles == 0
+    assert [k.kind for k in exe.layout.cold.kernels] == ["dot-exact"]
+    want = xla(a_special, b_special).numpy()
+    assert np.isnan(want[3, 5])
+    _same(want, f(a_special, b_special).numpy(), 1e-12)
+    assert exe.cold_compiles == 1
