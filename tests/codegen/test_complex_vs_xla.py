@@ -61,3 +61,28 @@ def test_complex_sin_cos_sqrt_rsqrt_bitwise(dtype):
     for name, w, g in zip(("sin", "cos", "sqrt", "rsqrt", "sinh", "cosh", "atanh", "atan"), want, got):
         bad = ~(_same_bits(w.real, g.real) & _same_bits(w.imag, g.imag))
         assert not bad.any(), (name, z[bad][:4], g[bad][:4], w[bad][:4])
+
+
+@tf.autograph.experimental.do_not_convert
+def _inverse_ops(a):
+    return tf.asin(a), tf.acos(a), tf.asinh(a), tf.acosh(a)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+def test_complex_asin_acos_asinh_acosh_bitwise(dtype):
+    """TF 2.21 lowers all four by chlo's asin_acos_kernel (Hull et al.): its hypot, its branches at |re| ≤ 1,
+    at safe_max = √max/8 (×10¹², ×10⁻⁶, ×10² for the imaginary part's log form) and at safe_min = 4·√tiny
+    (parts spread over 10^±30 reach every branch), asinh as the kernel of (|im z|, |re z|)."""
+    rng = np.random.default_rng(7)
+    n = 600
+    spread = (rng.normal(0, 1, n) * 10.0 ** rng.uniform(-30, 30, n)
+              + 1j * rng.normal(0, 1, n) * 10.0 ** rng.uniform(-30, 30, n))
+    with np.errstate(over="ignore"):   # 1e300 is inf in c64
+        z = np.concatenate([_values(dtype), spread.astype(dtype), np.array(
+            [1e20 + 1j, 1 + 1e20j, -1e300 + 3j, 2 - 1e300j, 1e-20 + 1e-20j, 1 + 1e-30j, 0.99 + 1e-25j,
+             -1.01 - 1e-25j, 1e18 + 1e18j, 3e38 + 3e38j, 1e-40 + 1e-42j, 1e-310 + 1e-310j], dtype)])
+    want = [w.numpy() for w in tf.function(_inverse_ops, jit_compile=True)(z)]
+    got = [np.asarray(g) for g in txc.function(_inverse_ops, jit_compile=True)(z)]
+    for name, w, g in zip(("asin", "acos", "asinh", "acosh"), want, got):
+        bad = ~(_same_bits(w.real, g.real) & _same_bits(w.imag, g.imag))
+        assert not bad.any(), (name, z[bad][:4], g[bad][:4], w[bad][:4])
