@@ -86,3 +86,32 @@ def test_complex_asin_acos_asinh_acosh_bitwise(dtype):
     for name, w, g in zip(("asin", "acos", "asinh", "acosh"), want, got):
         bad = ~(_same_bits(w.real, g.real) & _same_bits(w.imag, g.imag))
         assert not bad.any(), (name, z[bad][:4], g[bad][:4], w[bad][:4])
+
+
+@tf.autograph.experimental.do_not_convert
+def _fma_order_ops(z, w, a, b, c, d):
+    return (z * tf.reverse(z, [0]), z * w + z, a * tf.reverse(a, [0]) + b * c, (a * b + c * d) + a,
+            tf.reverse(a, [0]) * b + c * d)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+def test_fma_contraction_follows_xla_emission_order(dtype):
+    """Which product of ``p·q ± r·s`` LLVM contracts into an FMA follows the order of the loads (Reassociate
+    ranks the fadd's operands by them): XLA's loop emitter emits a fusion breadth first from its root, so in
+    ``z * reverse(z)`` the reversed element is loaded first and the imaginary part fuses re(z)·im(rev z);
+    fusions its tiled emitter takes (``(a*b + c*d) + a``) keep post order. Products that overflow (parts
+    near 1e20 in c64) show the choice as ±inf/NaN, others as a last-bit difference."""
+    rng = np.random.default_rng(11)
+    n = 600
+    part = np.float32 if dtype == np.complex64 else np.float64
+    scale = rng.choice([1.0, 1e19, 1e20, 3e38] if dtype == np.complex64 else [1.0, 1e150, 1e160], (4, n))
+    with np.errstate(over="ignore"):
+        z = (rng.normal(0, 1, n) * scale[0] + 1j * rng.normal(0, 1, n) * scale[1]).astype(dtype)
+        w = (rng.normal(0, 1, n) * scale[2] + 1j * rng.normal(0, 1, n) * scale[3]).astype(dtype)
+    a, b, c, d = (rng.normal(0, 1, n).astype(part) for _ in range(4))
+    want = [x.numpy() for x in tf.function(_fma_order_ops, jit_compile=True)(z, w, a, b, c, d)]
+    got = [np.asarray(x) for x in txc.function(_fma_order_ops, jit_compile=True)(z, w, a, b, c, d)]
+    for name, x, y in zip(("z*rev(z)", "z*w + z", "a*rev(a) + b*c", "(a*b + c*d) + a", "rev(a)*b + c*d"),
+                          want, got):
+        bad = ~(_same_bits(x.real, y.real) & _same_bits(np.imag(x), np.imag(y)))
+        assert not bad.any(), (name, np.flatnonzero(bad)[:4], y[bad][:4], x[bad][:4])
