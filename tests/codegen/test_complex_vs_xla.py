@@ -33,14 +33,19 @@ def _same_bits(want: np.ndarray, got: np.ndarray) -> np.ndarray:
     return (want == got) & (np.signbit(want) == np.signbit(got)) | (np.isnan(want) & np.isnan(got))
 
 
+def _assert_bitwise_as_xla(fn, names, *args) -> None:
+    """``fn``'s results under ours equal TF's XLA's bit for bit (any NaN equals any NaN)."""
+    want = [w.numpy() for w in tf.function(fn, jit_compile=True)(*args)]
+    got = [np.asarray(g) for g in txc.function(fn, jit_compile=True)(*args)]
+    for name, w, g in zip(names, want, got):
+        bad = ~(_same_bits(w.real, g.real) & _same_bits(np.imag(w), np.imag(g)))
+        assert not bad.any(), (name, np.flatnonzero(bad)[:4], g[bad][:4], w[bad][:4])
+
+
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
 def test_complex_exp_expm1_sigmoid_bitwise(dtype):
     z = _values(dtype)
-    want = [w.numpy() for w in tf.function(_ops, jit_compile=True)(z)]
-    got = [np.asarray(g) for g in txc.function(_ops, jit_compile=True)(z)]
-    for name, w, g in zip(("exp", "expm1", "sigmoid", "1 + exp(-z)"), want, got):
-        bad = ~(_same_bits(w.real, g.real) & _same_bits(w.imag, g.imag))
-        assert not bad.any(), (name, z[bad][:4], g[bad][:4], w[bad][:4])
+    _assert_bitwise_as_xla(_ops, ("exp", "expm1", "sigmoid", "1 + exp(-z)"), z)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -56,11 +61,7 @@ def test_complex_sin_cos_sqrt_rsqrt_bitwise(dtype):
     chlo's algorithm (1e20 and 1e300 reach its branch for huge parts)."""
     with np.errstate(over="ignore"):   # 1e300 is inf in c64
         z = np.concatenate([_values(dtype), np.array([1e20 + 1j, 1 + 1e20j, -1e300 + 3j, 2 - 1e300j], dtype)])
-    want = [w.numpy() for w in tf.function(_elemental_ops, jit_compile=True)(z)]
-    got = [np.asarray(g) for g in txc.function(_elemental_ops, jit_compile=True)(z)]
-    for name, w, g in zip(("sin", "cos", "sqrt", "rsqrt", "sinh", "cosh", "atanh", "atan"), want, got):
-        bad = ~(_same_bits(w.real, g.real) & _same_bits(w.imag, g.imag))
-        assert not bad.any(), (name, z[bad][:4], g[bad][:4], w[bad][:4])
+    _assert_bitwise_as_xla(_elemental_ops, ("sin", "cos", "sqrt", "rsqrt", "sinh", "cosh", "atanh", "atan"), z)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -81,11 +82,7 @@ def test_complex_asin_acos_asinh_acosh_bitwise(dtype):
         z = np.concatenate([_values(dtype), spread.astype(dtype), np.array(
             [1e20 + 1j, 1 + 1e20j, -1e300 + 3j, 2 - 1e300j, 1e-20 + 1e-20j, 1 + 1e-30j, 0.99 + 1e-25j,
              -1.01 - 1e-25j, 1e18 + 1e18j, 3e38 + 3e38j, 1e-40 + 1e-42j, 1e-310 + 1e-310j], dtype)])
-    want = [w.numpy() for w in tf.function(_inverse_ops, jit_compile=True)(z)]
-    got = [np.asarray(g) for g in txc.function(_inverse_ops, jit_compile=True)(z)]
-    for name, w, g in zip(("asin", "acos", "asinh", "acosh"), want, got):
-        bad = ~(_same_bits(w.real, g.real) & _same_bits(w.imag, g.imag))
-        assert not bad.any(), (name, z[bad][:4], g[bad][:4], w[bad][:4])
+    _assert_bitwise_as_xla(_inverse_ops, ("asin", "acos", "asinh", "acosh"), z)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -109,9 +106,5 @@ def test_fma_contraction_follows_xla_emission_order(dtype):
         z = (rng.normal(0, 1, n) * scale[0] + 1j * rng.normal(0, 1, n) * scale[1]).astype(dtype)
         w = (rng.normal(0, 1, n) * scale[2] + 1j * rng.normal(0, 1, n) * scale[3]).astype(dtype)
     a, b, c, d = (rng.normal(0, 1, n).astype(part) for _ in range(4))
-    want = [x.numpy() for x in tf.function(_fma_order_ops, jit_compile=True)(z, w, a, b, c, d)]
-    got = [np.asarray(x) for x in txc.function(_fma_order_ops, jit_compile=True)(z, w, a, b, c, d)]
-    for name, x, y in zip(("z*rev(z)", "z*w + z", "a*rev(a) + b*c", "(a*b + c*d) + a", "rev(a)*b + c*d"),
-                          want, got):
-        bad = ~(_same_bits(x.real, y.real) & _same_bits(np.imag(x), np.imag(y)))
-        assert not bad.any(), (name, np.flatnonzero(bad)[:4], y[bad][:4], x[bad][:4])
+    names = ("z*rev(z)", "z*w + z", "a*rev(a) + b*c", "(a*b + c*d) + a", "rev(a)*b + c*d")
+    _assert_bitwise_as_xla(_fma_order_ops, names, z, w, a, b, c, d)
