@@ -229,13 +229,13 @@ OPS: dict[str, Op] = {
 # variables updated by assign/assign_sub as well.
 OPS.update({
     "tan": Op("unary", tf.tan, FLOATS, 4),
-    "asin": Op("unary", tf.asin, FLOATS, 4),
-    "acos": Op("unary", tf.acos, FLOATS, 4),
+    "asin": Op("unary", tf.asin, FLOATS + COMPLEX, 4),
+    "acos": Op("unary", tf.acos, FLOATS + COMPLEX, 4),
     "atan": Op("unary", tf.atan, FLOATS, 4),
     "sinh": Op("unary", tf.sinh, FLOATS, 4),
     "cosh": Op("unary", tf.cosh, FLOATS, 4),
-    "asinh": Op("unary", tf.asinh, FLOATS, 4),
-    "acosh": Op("unary", tf.acosh, FLOATS, 4),
+    "asinh": Op("unary", tf.asinh, FLOATS + COMPLEX, 4),
+    "acosh": Op("unary", tf.acosh, FLOATS + COMPLEX, 4),
     "atanh": Op("unary", tf.atanh, FLOATS, 4),
     "erfc": Op("unary", tf.math.erfc, FLOATS, 8),
     "log_sigmoid": Op("unary", tf.math.log_sigmoid, FLOATS, 4),

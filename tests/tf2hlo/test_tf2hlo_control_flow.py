@@ -123,3 +123,28 @@ def test_run_time_index_in_a_loop_equals_tf_xla():
     assert len(got) == len(want) == 5
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w.numpy())
+
+
+_DENORMAL = np.float32(2.0 ** -140)
+
+
+def _constant_subgraphs_in_bodies(x):
+    """Constant-only subgraphs inside a cond's branches and a while body: XlaCompiler compiles those bodies as
+    functions with TF's constant folding, so TF's kernels (under FTZ) compute them: a Relu or Sign of a
+    constant denormal is ±0 there, where XLA's code would keep the denormal or its sign."""
+    d = tf.constant([_DENORMAL, -_DENORMAL])
+    branches = tf.cond(x[0] > 0, lambda: tf.nn.relu(d) + tf.sign(d) * 0.0, lambda: x)
+    loop = tf.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, a + tf.nn.relu(-d)), (0, tf.zeros([2])))[1]
+    return branches, tf.sign(tf.cond(x[0] > 0, lambda: tf.sign(d), lambda: x)), loop
+
+
+def test_constant_subgraphs_in_bodies_are_folded_by_tf_kernels():
+    """Captured constants enter the branches as arguments: tf2xla's If makes compile-time-constant arguments
+    Const nodes, so they fold too."""
+    import tfxla_cluster as txc
+
+    x = np.array([1.0, 2.0], np.float32)
+    want = tf.function(_constant_subgraphs_in_bodies, jit_compile=True)(x)
+    got = txc.function(_constant_subgraphs_in_bodies, jit_compile=True)(x)
+    for g, w in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint32), w.numpy().view(np.uint32))

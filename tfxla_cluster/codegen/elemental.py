@@ -63,11 +63,17 @@ class FusedEmitter:
         self.overrides = dict(overrides or {})
         self.ops = ScalarOps(kctx.builder, kctx.mctx)
         self._gens: dict[int, object] = {}
+        self._orders: dict[int, list] = {}
+        self._users: dict | None = None
+        self._in_order = False
+        self._loop_order = comp is not None and comp.is_fusion_computation and loop_emitted(comp)
         kctx.keepalive.append(self)  # ids in the value cache stay unique while the kernel is built
 
     def release(self) -> None:
         """Drop the generators (their closures and this emitter form cycles); the kernel is finished."""
         self._gens.clear()
+        self._orders.clear()
+        self._users = None
         self.params = []
         self.overrides.clear()
 
@@ -93,15 +99,62 @@ class FusedEmitter:
 
     def _cached(self, instr, raw):
         kctx = self.kctx
+        elementwise = self._loop_order and instr.opcode in ops.ELEMENTWISE
 
         def g(index: Index):
             key = (id(self), id(instr), index.key())
             v = kctx.cached(key)
             if v is None:
+                if elementwise and not self._in_order:
+                    self._emit_in_xla_order(instr, index)
                 v = raw(index)
                 kctx.remember(key, v)
             return v
         return g
+
+    # ---- XLA's emission order
+    def _separate(self, instr) -> bool:
+        """Whether XLA's computation partitioner gives ``instr`` a subgraph of its own (emitted where a user
+        needs it): it has several users, not all elementwise (a reverse or broadcast reads it at another
+        index)."""
+        if self._users is None:
+            self._users = self.comp.users()
+        users = self._users.get(instr, ())
+        return len(users) > 1 and any(u.opcode not in ops.ELEMENTWISE for u in users)
+
+    def _xla_order(self, root) -> list:
+        """XLA's SubgraphConverter::EmitElementwiseInstruction order below elementwise ``root``: breadth
+        first from the root, each elementwise instruction's operands pushed last to first (others are
+        leaves), emitted in reverse. It decides which loads come first, and so how LLVM's Reassociate
+        ranks (and orders) the operands of an fadd of two fmuls: the first one is contracted into an FMA."""
+        order = self._orders.get(id(root))
+        if order is None:
+            order, seen, i = [root], {id(root)}, 0
+            while i < len(order):
+                x = order[i]
+                i += 1
+                if x.opcode not in ops.ELEMENTWISE:
+                    continue
+                for op in reversed(x.operands):
+                    if id(op) not in seen and not self._separate(op):
+                        seen.add(id(op))
+                        order.append(op)
+            self._orders[id(root)] = order
+        return order
+
+    def _emit_in_xla_order(self, root, index: Index) -> None:
+        """Generate ``root``'s same-index subgraph at ``index`` in XLA's order (the values are cached; the
+        root's own generator then reuses them)."""
+        order = self._xla_order(root)
+        if len(order) < 3:
+            return
+        for x in reversed(order[1:]):
+            nested = x.opcode in ops.ELEMENTWISE   # its operands are already generated
+            self._in_order = nested
+            try:
+                self.gen(x)(index)
+            finally:
+                self._in_order = False
 
     # ---- scalar computations (reducers, comparators, map bodies)
     def call(self, comp, args):
@@ -110,6 +163,28 @@ class FusedEmitter:
         with self.kctx.scope():
             return sub.gen(comp.root)(scalar_index(comp.root.shape if not comp.root.shape.is_tuple
                                                    else Shape.scalar(T.PRED)))
+
+
+# What XLA:CPU's tiled fusion emitter (backends/cpu/codegen/tiled) takes: it emits a fusion's instructions in
+# post order (our generators' operand-first order); every other loop fusion goes to the loop emitter, whose
+# order FusedEmitter._xla_order follows.
+_TILED_LEAVES = frozenset({O.CONVERT, O.BITCAST, O.IOTA, O.RESHAPE, O.TRANSPOSE, O.PARAMETER})
+_NOT_TILED = frozenset({O.SIGN, O.ROUND_NEAREST_AFZ, O.ROUND_NEAREST_EVEN, O.SHIFT_LEFT, O.SHIFT_RIGHT_ARITHMETIC,
+                        O.SHIFT_RIGHT_LOGICAL, O.CLZ, O.POPCNT, O.MAP})
+
+
+def loop_emitted(comp) -> bool:
+    """Whether XLA:CPU emits fused computation ``comp`` with its loop emitter, not the tiled one: a complex
+    value (TF 2.21 tiles no complex multiply; ours are split into parts) or an instruction the tiled emitter
+    does not take (broadcast, reverse, slice, pad, concatenate, reduce, a non-scalar constant, ...)."""
+    for x in comp.instructions:
+        if x.shape.is_tuple or x.shape.element_type.is_complex:
+            return True
+        if x.opcode in _TILED_LEAVES or (x.opcode is O.CONSTANT and x.shape.num_elements == 1):
+            continue
+        if not x.is_elementwise() or x.opcode in _NOT_TILED:
+            return True
+    return False
 
 
 def index_in(instr_shape: Shape, dims) -> Index:

@@ -319,7 +319,7 @@ def _maxmin(is_max: bool):
     return apply
 
 
-def _complex_divide(a, b):
+def complex_divide(a, b):
     """XLA's complex division (codegen/complex_ops.py's, after ElementalIrEmitter): Smith's algorithm on the
     parts, then the zero-denominator, infinite-numerator and infinite-denominator fix-ups where both parts
     came out NaN. numpy's own complex division rounds differently, which FloorDiv's exactness test sees."""
@@ -353,7 +353,7 @@ def _complex_divide(a, b):
 
 
 def _divide(a, b):
-    return _complex_divide(a, b) if np.iscomplexobj(a) else _arith(np.divide, _int_divide)(a, b)
+    return complex_divide(a, b) if np.iscomplexobj(a) else _arith(np.divide, _int_divide)(a, b)
 
 
 def _complex(a, b):

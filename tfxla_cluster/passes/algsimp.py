@@ -25,6 +25,7 @@ import numpy as np
 from tfxla_cluster.mxcsr import flushed_denormals
 from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.eval_compute import simple_reducer
+from tfxla_cluster.hlo.eval_elementwise import complex_divide
 from tfxla_cluster.hlo.ir import HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import ELEMENTWISE, HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P, Shape
@@ -398,6 +399,10 @@ def _div_const(g, div):
     # ±inf and a C past 1/tiny to ±0 (so inf / -max is inf * -0 = NaN, as TF's XLA gives).
     with np.errstate(all="ignore"), flushed_denormals():
         inverse = (np.ones_like(lit) / lit).astype(lit.dtype)
+        if np.iscomplexobj(lit):
+            # C++'s complex division (C99 Annex G) recovers what numpy leaves NaN: 1/(-inf, NaN) is (-0, -0),
+            # so 0 / (-inf, NaN) stays 0 as TF's XLA gives (XLA's complex divide has the same fix-ups).
+            inverse = np.where(np.isnan(inverse), complex_divide(np.ones_like(lit), lit), inverse)
     inv = g.add(constant_instruction(inverse, c.shape.element_type, c.shape.dimensions, like=c))
     if b is not c:
         inv = g.make(O.BROADCAST, [inv], b.shape, like=b, dimensions=b.dimensions)

@@ -163,14 +163,6 @@ COMPLEX_BINARY = {
 }
 
 
-def _i_times(b, z):
-    return b.binary(O.COMPLEX, xl.neg(b, b.unary(O.IMAG, z)), b.unary(O.REAL, z))
-
-
-def _one(b, z):
-    return xl.full(b, 1, z.shape.element_type, z.shape.dimensions)
-
-
 def _atanh_parts(b, x, y):
     """Real and imaginary parts of atanh(x + iy) as TF 2.21's XLA lowers it (chlo's accurate algorithm, op for
     op): ¼·sign(x)·log1p(4t) with t = |x| / ((1 - |x|)² + y²) inside |x|, |y| < 2^(2p) (p the mantissa's
@@ -208,20 +200,105 @@ def _log_half(b, z):
     return xl.full(b, complex(np.log(0.5), 0.0), z.shape.element_type, z.shape.dimensions)
 
 
+def _hypot(b, p, y, c):
+    """chlo's hypot(p, y) (p ≥ 0): mx·√2 at mx = mn, mx + mx·r/2 where √(1 + r) rounds to 1 (r = (mn/mx)²
+    > 0), mx·√(1 + r) elsewhere; ``c`` holds the kernel's constants."""
+    mx, mn = b.maximum(p, y), b.minimum(p, y)
+    r = b.multiply(*(b.divide(mn, mx),) * 2)
+    sqa = b.sqrt(b.add(r, c["one"]))
+    tiny = b.and_(b.compare(sqa, c["one"], "EQ"), b.compare(r, c["zero"], "GT"))
+    rest = b.select(tiny, b.add(mx, b.divide(b.multiply(mx, r), c["two"])), b.multiply(mx, sqa))
+    return b.select(b.compare(mx, mn, "EQ"), b.multiply(mx, c["sqrt_two"]), rest)
+
+
+def _asin_acos_kernel(b, x, y):
+    """chlo's ``asin_acos_kernel`` (Hull, Fairgrieve and Tang's algorithm) as TF 2.21's XLA lowers it, op for
+    op: for x = |re w|, y = |im w| it returns (d, g) with asin(w) = (atan2(re w, d), ±g) and acos(w) =
+    (atan2(d, re w), ∓g) (± the sign of im w). Its thresholds are safe_max = √max/8 (and ×10¹², ×10⁻⁶,
+    ×10²) and safe_min = 4·√tiny of the part type."""
+    et, dims = x.shape.element_type, x.shape.dimensions
+    fi = np.finfo(et.dtype)
+    safe_max = np.sqrt(fi.max) / et.dtype.type(8)
+    c = {name: xl.full(b, v, et, dims) for name, v in (
+        ("one", 1), ("zero", 0), ("two", 2), ("half", 0.5), ("sqrt_two", np.sqrt(et.dtype.type(2))),
+        ("safe_max", safe_max), ("inf", np.inf), ("one_half", 1.5), ("log_two", np.log(et.dtype.type(2))),
+        ("safe_min", np.sqrt(fi.tiny) * et.dtype.type(4)), ("huge", safe_max * et.dtype.type(1e12)),
+        ("opt_small", safe_max * et.dtype.type(1e-6)), ("opt_large", safe_max * et.dtype.type(1e2)))}
+    one, half = c["one"], c["half"]
+    xp1, xm1 = b.add(x, one), b.subtract(x, one)
+    r, s = _hypot(b, b.abs(xp1), y, c), _hypot(b, b.abs(xm1), y, c)
+    a = b.multiply(b.add(r, s), half)
+    half_apx = b.multiply(b.add(a, x), half)
+    yy = b.multiply(y, y)
+    rpxp1, smxm1, spxm1 = b.add(r, xp1), b.subtract(s, xm1), b.add(s, xm1)
+    inner = b.select(b.compare(x, one, "LE"),
+                     b.sqrt(b.multiply(half_apx, b.add(b.divide(yy, rpxp1), smxm1))),
+                     b.multiply(y, b.sqrt(b.add(b.divide(half_apx, rpxp1), b.divide(half_apx, spxm1)))))
+    d = b.select(b.compare(b.maximum(x, y), c["safe_max"], "GE"), y, inner)
+    safe_max_opt = b.select(b.compare(x, c["huge"], "LT"), c["opt_small"], c["opt_large"])
+    y_big = b.compare(y, safe_max_opt, "GE")
+    mx = b.select(y_big, y, x)
+    xoy = b.select(b.and_(y_big, b.not_(b.compare(y, c["inf"], "EQ"))), b.divide(x, y), c["zero"])
+    far = b.add(b.add(b.log(mx), c["log_two"]), b.multiply(b.log1p(b.multiply(xoy, xoy)), half))
+    near_real = b.and_(b.compare(y, c["safe_min"], "LT"), b.compare(x, one, "LT"))
+    ap1 = b.add(a, one)
+    yy_half = b.multiply(yy, half)
+    yy_half_r = b.divide(yy_half, rpxp1)
+    am1 = b.select(near_real, b.negate(b.divide(b.multiply(xp1, xm1), ap1)),
+                   b.select(b.compare(x, one, "GE"), b.add(yy_half_r, b.multiply(spxm1, half)),
+                            b.select(b.compare(a, c["one_half"], "LE"),
+                                     b.add(yy_half_r, b.divide(yy_half, smxm1)),
+                                     b.subtract(a, one))))
+    sq = b.sqrt(b.multiply(am1, ap1))
+    near = b.select(near_real, b.divide(y, sq), b.log1p(b.add(am1, sq)))
+    g = b.select(b.compare(mx, b.select(y_big, safe_max_opt, c["safe_max"]), "GE"), far, near)
+    return d, g
+
+
+def _signed_as(b, v, part, negative_first: bool = True):
+    """``v`` negated where ``part`` < 0 (or, with ``negative_first=False``, where it is not)."""
+    neg = b.compare(part, xl.zeros_like(b, part), "LT")
+    return b.select(neg, b.negate(v), v) if negative_first else b.select(neg, v, b.negate(v))
+
+
+def _asin(b, z):
+    re, im = b.unary(O.REAL, z), b.unary(O.IMAG, z)
+    d, g = _asin_acos_kernel(b, b.abs(re), b.abs(im))
+    return b.binary(O.COMPLEX, b.atan2(re, d), _signed_as(b, g, im))
+
+
+def _acos(b, z):
+    re, im = b.unary(O.REAL, z), b.unary(O.IMAG, z)
+    d, g = _asin_acos_kernel(b, b.abs(re), b.abs(im))
+    return b.binary(O.COMPLEX, b.atan2(d, re), _signed_as(b, g, im, negative_first=False))
+
+
+def _asinh(b, z):
+    """asinh(z) = -i·asin(iz): the kernel of (|im z|, |re z|)."""
+    re, im = b.unary(O.REAL, z), b.unary(O.IMAG, z)
+    d, g = _asin_acos_kernel(b, b.abs(im), b.abs(re))
+    return b.binary(O.COMPLEX, _signed_as(b, g, re), b.atan2(im, d))
+
+
+def _acosh(b, z):
+    """acosh(z) = (g, ±atan2(d, re z)) with the sign of im z."""
+    re, im = b.unary(O.REAL, z), b.unary(O.IMAG, z)
+    d, g = _asin_acos_kernel(b, b.abs(re), b.abs(im))
+    return b.binary(O.COMPLEX, g, _signed_as(b, b.atan2(d, re), im))
+
+
 # XLA's complex forms (xla/hlo/builder/lib/math.cc) of the ops whose real lowering uses real-only opcodes.
 COMPLEX_NATIVE = {
     # e^(z + log ½) ± e^(log ½ - z), log ½ = (ln 0.5, 0) a complex constant (its +0 imaginary part decides
     # the sign of a zero imaginary part).
     "Sinh": lambda b, z: b.subtract(b.exp(b.add(z, _log_half(b, z))), b.exp(b.subtract(_log_half(b, z), z))),
     "Cosh": lambda b, z: b.add(b.exp(b.add(z, _log_half(b, z))), b.exp(b.subtract(_log_half(b, z), z))),
-    "Asinh": lambda b, z: b.log(b.add(z, b.sqrt(b.add(b.multiply(z, z), _one(b, z))))),
-    "Acosh": lambda b, z: b.log(b.add(z, b.multiply(b.sqrt(b.add(z, _one(b, z))), b.sqrt(b.subtract(z, _one(b, z)))))),
+    "Asinh": _asinh,
+    "Acosh": _acosh,
     "Atanh": lambda b, z: b.binary(O.COMPLEX, *_atanh_parts(b, b.unary(O.REAL, z), b.unary(O.IMAG, z))),
-    # asin(z) = -i·log(i·z + sqrt(1 - z²)); acos(z) = π/2 - asin(z); atan(z) = (i/2)·(log(1 - i·z) - log(1 + i·z))
-    "Asin": lambda b, z: b.negate(_i_times(b, b.log(b.add(_i_times(b, z), b.sqrt(b.subtract(_one(b, z),
-                                                                                         b.multiply(z, z))))))),
-    "Acos": lambda b, z: b.subtract(xl.full(b, np.pi / 2, z.shape.element_type, z.shape.dimensions),
-                                    COMPLEX_NATIVE["Asin"](b, z)),
+    # chlo's asin_acos_kernel (TF 2.21 lowers all four by it, not by the log forms).
+    "Asin": _asin,
+    "Acos": _acos,
     "Atan": _atan,
 }
 COMPLEX_UNARY = {

@@ -115,7 +115,7 @@ def _lower_branches(ctx, node, fnames: list[str], args: list[Any], selector: Hlo
     for k, fname in enumerate(fnames):
         sb = b.sub_builder(fname)
         inner = ops.bind(sb)
-        sub, rets = ctx.lowerer.lower_function_body(fname, inner, sb)
+        sub, rets = ctx.lowerer.lower_function_body(fname, inner, sb, constant_args=True)
         lowered.append((sb, sub, rets, inner))
     n_out = len(node.outputs)
     written = sorted({i for (_, _, _, inner) in lowered for i, v in enumerate(inner)

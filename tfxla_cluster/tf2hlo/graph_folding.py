@@ -107,14 +107,16 @@ def _as_conv(gd, nd) -> None:
 _EIGEN_TWIN = {"MaxPool": (_max_pool_v2_runs, _as_max_pool_v2), "Conv2D": (_conv2d_runs, _as_conv)}
 
 
-def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[Node]:
-    """The members TF's constant folding computes, in ``order`` (topological)."""
+def foldable_nodes(graph: Graph, order: list[Node], members: set[str],
+                   known: dict[str, np.ndarray] | None = None) -> list[Node]:
+    """The members TF's constant folding computes, in ``order`` (topological); ``known`` nodes (a function's
+    _Args that XlaCompiler made Const nodes) count as constants."""
     skip = _ONEDNN_REWRITTEN if _onednn_on() else frozenset()
-    constant: set[str] = set()
+    constant: set[str] = set(known or ())
     out: list[Node] = []
     for n in order:
         ins = [e for e in n.in_edges if not e.src.is_source]
-        if any(e.is_control for e in ins):
+        if n.name in constant or any(e.is_control for e in ins):
             continue
         if n.op == "Const":
             if base_dtype(n.outputs[0].dtype) not in _BAD_OUTPUTS:
@@ -133,10 +135,13 @@ def foldable_nodes(graph: Graph, order: list[Node], members: set[str]) -> list[N
     return out
 
 
-def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, int], np.ndarray]:
+def fold(graph: Graph, order: list[Node], members: set[str],
+         known: dict[str, np.ndarray] | None = None) -> dict[tuple[str, int], np.ndarray]:
     """(node, output) → value, computed by TF's CPU kernels, for every foldable member's outputs that TF would
-    substitute (at most 10 MiB each)."""
-    nodes = foldable_nodes(graph, order, members)
+    substitute (at most 10 MiB each). ``known``: node name → value of nodes that are constants to TF though
+    not ``Const`` here (a branch's _Arg given a compile-time constant)."""
+    known = known or {}
+    nodes = foldable_nodes(graph, order, members, known)
     if not nodes:
         return {}
     import tensorflow as tf
@@ -152,6 +157,12 @@ def fold(graph: Graph, order: list[Node], members: set[str]) -> dict[tuple[str, 
     gd.versions.producer = tf.version.GRAPH_DEF_VERSION
     for name, n in needed.items():
         nd = gd.node.add()
+        if name in known:
+            nd.name, nd.op = name, "Const"
+            value = np.asarray(known[name])
+            nd.attr["dtype"].type = tf.as_dtype(value.dtype).as_datatype_enum
+            nd.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
+            continue
         nd.CopyFrom(n.node_def)
         nd.device = ""
         del nd.input[:]

@@ -196,6 +196,15 @@ class GraphLowerer:
         for node in nodes:
             self.lower_node(node)
 
+    def run_folded(self, order: Sequence[Node], members: set[str],
+                   known: dict[str, np.ndarray] | None = None) -> None:
+        """Lower ``order`` after TF's graph constant folding (graph_folding.py): the folded nodes' values are
+        bound as host constants and those nodes are not lowered (``known``: nodes TF sees as constants)."""
+        folded = graph_folding.fold(self.graph, list(order), members, known)
+        for t, v in folded.items():
+            self.bind(t, v)
+        self.run(n for n in order if not n.outputs or not all((n.name, i) in folded for i in range(len(n.outputs))))
+
     def lower_node(self, node: Node) -> None:
         fn = lookup(node.op)
         if fn is None:
@@ -245,13 +254,20 @@ class GraphLowerer:
         return graph
 
     def lower_function_body(self, fname: str, arg_values: Sequence[Value], builder: TfBuilder,
-                            ) -> tuple["GraphLowerer", list[Value]]:
+                            constant_args: bool = False) -> tuple["GraphLowerer", list[Value]]:
         """Lower library function ``fname`` into ``builder`` with ``arg_values`` bound to its _Args;
-        returns the sub-lowerer and the values of its _Retvals in index order."""
+        returns the sub-lowerer and the values of its _Retvals in index order. With ``constant_args`` an
+        argument that is a host constant is a constant to TF's folding in the body (tf2xla's If/Case make
+        compile-time-constant arguments Const nodes; a call is inlined first)."""
         graph = self.function_graph(fname)
         sub = GraphLowerer(graph, builder, self.folder, self._functions)
         sub.arg_values = dict(enumerate(arg_values))
-        sub.run(graph.topological_order())
+        order = graph.topological_order()
+        # XlaCompiler compiles a branch or loop body as a function, with TF's constant folding too: a
+        # constant-only subgraph there is TF's kernels' value (a Relu of a constant denormal is 0).
+        known = {n.name: v for n in order if n.op in _ARG_OPS and constant_args
+                 and isinstance(v := sub.arg_values.get(int(n.node_def.attr["index"].i)), np.ndarray)}
+        sub.run_folded(order, {n.name for n in order}, known)
         n = sum(1 for n in graph.op_nodes() if n.op in _RETVAL_OPS)
         missing = [i for i in range(n) if i not in sub.retvals]
         if missing:
@@ -378,10 +394,7 @@ def lower_boundary(boundary: "ClusterBoundary", *, arg_shapes=None, const_args: 
             lowerer.arg_values[int(graph.node(inp.tensor[0]).node_def.attr["index"].i)] = v
         else:
             lowerer.bind(inp.tensor, v)
-    folded = graph_folding.fold(graph, order, member_set)  # TF's kernels compute constant subgraphs
-    for t, v in folded.items():
-        lowerer.bind(t, v)
-    lowerer.run(n for n in order if not n.outputs or not all((n.name, i) in folded for i in range(len(n.outputs))))
+    lowerer.run_folded(order, member_set)  # TF's kernels compute constant subgraphs
 
     # ---- outputs
     outputs: list[ClusterOutput] = []

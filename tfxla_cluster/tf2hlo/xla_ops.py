@@ -21,7 +21,7 @@ from tfxla_cluster.tf2hlo.registry import lowers
 @lowers("PartitionedCall", "StatefulPartitionedCall")
 def _call(ctx, node):
     args = [ctx.input_value(i) for i in range(ctx.num_inputs)]
-    _, rets = ctx.lowerer.lower_function_body(ctx.attr("f"), args, ctx.b)
+    _, rets = ctx.lowerer.lower_function_body(ctx.attr("f"), args, ctx.b, constant_args=True)
     if len(rets) != len(node.outputs):
         raise InvalidArgumentError(f"function {ctx.attr('f')} returns {len(rets)} values for {len(node.outputs)} "
                                    "outputs")
