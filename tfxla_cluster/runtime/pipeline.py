@@ -230,8 +230,8 @@ def import_into_tf(rewritten: graph_pb2.GraphDef, feeds: list[str], fetches: lis
     ``fetches`` out, and the ``run_ops`` present in it run too (a function returning nothing still
     runs e.g. its variable updates, as TF's runtime does)."""
     from tfxla_cluster.graph.function import runtime_to_placeholders
-    from tfxla_cluster.tf_compat import function_from_graph_def
+    from tfxla_cluster.tf_compat import GraphDefFunction
 
     runnable = runtime_to_placeholders(rewritten)
     present = {n.name for n in runnable.node}
-    return function_from_graph_def(runnable, feeds, fetches, [n for n in dict.fromkeys(run_ops) if n in present])
+    return GraphDefFunction(runnable, feeds, fetches, [n for n in dict.fromkeys(run_ops) if n in present])
