@@ -855,18 +855,18 @@ def _rename(data: bytes, mapping: dict[bytes, bytes]) -> bytes:
     return pattern.sub(lambda m: mapping[m.group(0)], data)
 
 
-def graph_key(graph_def, keep, flags=None, names: FunctionNames | None = None) -> str:
+def graph_key(graph_def, keep, flags=None, names: FunctionNames | None = None, variant: str = "") -> str:
     """The persistent key of a function graph's runtime rewrites (While lowering, then TF's grappler;
     ``graph.loader.runtime_rewrites``): the GraphDef (deterministic serialisation, its library functions'
     process-numbered names made canonical by ``names``, default ``FunctionNames.of(graph_def)``), the nodes
     kept (sorted: a FunctionDef's control outputs are a map, iterated in another order by each process),
     this package's source and TF's version, the flags and environment switches (oneDNN changes the
-    remapper's rewrites) and the host CPU (so do its features)."""
+    remapper's rewrites), the host CPU (so do its features) and ``variant`` (what else the rewrite did)."""
     import llvmlite.binding as llvm
 
     names = FunctionNames.of(graph_def) if names is None else names
     h = hashlib.sha256()
-    for part in (GRAPH_KIND, str(FORMAT_VERSION), source_digest(), _environment_key(flags),
+    for part in (GRAPH_KIND, str(FORMAT_VERSION), source_digest(), _environment_key(flags), variant,
                  names.canonical(repr(sorted(keep)).encode()).decode(),
                  llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()):
         h.update(part.encode() + b"\0")
@@ -874,16 +874,16 @@ def graph_key(graph_def, keep, flags=None, names: FunctionNames | None = None) -
     return "g" + h.hexdigest()[:32]
 
 
-def rewritten_graph(graph_def, keep, flags, rewrite: Callable[[], object], name: str = "graph"):
-    """``rewrite()`` (the runtime rewrites of ``graph_def``), or the result stored for the same key by an
-    earlier process when the persistent cache is on, with this process's function names; a fresh result
-    is stored with canonical ones."""
+def rewritten_graph(graph_def, keep, flags, rewrite: Callable[[], object], name: str = "graph", variant: str = ""):
+    """``rewrite()`` (the runtime rewrites of ``graph_def``, and what ``variant`` names), or the result stored
+    for the same key by an earlier process when the persistent cache is on, with this process's function
+    names; a fresh result is stored with canonical ones."""
     store = persistent_cache(flags) if flags is not None else None
     if store is None:
         return rewrite()
     with compile_profile.stage("grappler"):
         names = FunctionNames.of(graph_def)
-        key = graph_key(graph_def, keep, flags, names)
+        key = graph_key(graph_def, keep, flags, names, variant)
         cached = store.load_graph(key, names)
     if cached is not None:
         compile_profile.note("persistent-cache graph hit")

@@ -110,9 +110,11 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
     """Step 1: (the GraphDef, its Graph) TF's JIT passes would see for ``concrete``."""
     from tfxla_cluster import flags as flags_mod
     from tfxla_cluster.graph.loader import graph_def_from_concrete, with_resource_handle_data
-    from tfxla_cluster.jit.clone_constants import clone_constants
+    from tfxla_cluster.jit.clone_constants import with_cloned_constants
 
     stage = compile_profile.stage
+    jit_on = jit_compile is True or flags_mod.global_jit_level_for_graph(flags, False) != \
+        flags_mod.GlobalJitLevel.OFF
     # A must-compile function is compiled from its own body, as TF's XlaCompiler instantiates
     # it: grappler never sees it, so functional If/While/Case stay functional (grappler's
     # inlining would lower them to Switch/Merge, which have no XLA kernels).
@@ -121,21 +123,26 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
         from tfxla_cluster.runtime.compile_cache import rewritten_graph
 
         with stage("import"):
-            gd = with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
-        # With the persistent cache on, a second process takes the rewritten graph from it (keyed by the
-        # graph, TF's version and the flags): grappler's output for the same graph is the same graph.
-        before = gd
-        gd = rewritten_graph(before, control_outputs(concrete), flags, lambda: runtime_rewrites(before, concrete, flags),
-                             concrete.function_def.signature.name)
-    else:
+            before = with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
+
+        imported: list = []   # (GraphDef, Graph) of a fresh rewrite: its Graph is not imported again
+
+        def rewrite() -> graph_pb2.GraphDef:
+            out = runtime_rewrites(before, concrete, flags)
+            with stage("import"):
+                imported[:] = with_cloned_constants(out, jit_on=jit_on)
+            return imported[0]
+        # With the persistent cache on, a second process takes the rewritten graph (constants cloned) from it
+        # (keyed by the graph, TF's version and the flags): grappler's output for the same graph is the same graph.
+        gd = rewritten_graph(before, control_outputs(concrete), flags, rewrite, concrete.function_def.signature.name,
+                             variant=f"clone_constants={jit_on}")
+        if imported and imported[0] is gd:
+            return gd, imported[1]
         with stage("import"):
-            gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
-    jit_on = jit_compile is True or flags_mod.global_jit_level_for_graph(flags, False) != \
-        flags_mod.GlobalJitLevel.OFF
+            return gd, Graph(gd)
     with stage("import"):
-        gd = clone_constants(gd, jit_on=jit_on)
-        graph = Graph(gd)
-    return gd, graph
+        gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
+        return with_cloned_constants(gd, jit_on=jit_on)
 
 
 def mark(concrete, graph: Graph, gd: graph_pb2.GraphDef, jit_compile: bool | None, flags, *, state=None
