@@ -57,7 +57,7 @@ def child(function: str, mode: str, cache_dir: str, prof: str | None) -> None:
     trace_wall, trace_cpu = time.perf_counter() - t0, time.process_time() - c0
     if prof:
         import cProfile
-        pr = cProfile.Profile()
+        pr = cProfile.Profile(time.thread_time)   # CPU of this thread (wall is inflated by load)
         pr.enable()
     t0, c0 = time.perf_counter(), time.process_time()
     out = [np.asarray(t) for t in tf.nest.flatten(tf.nest.map_structure(lambda t: t.numpy(), f(*args)))]
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("functions", nargs="+", help="zoo function:mode, mode auto or jit (default auto)")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--prof", help="cProfile of the last warm child's first call to this file")
+    ap.add_argument("--prof", help="cProfile (CPU time of the calling thread) of the last warm child's first call to this file")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args(argv)
     results = []

@@ -71,8 +71,10 @@ def compile_concrete(concrete, *, jit_compile: bool | None, flags, grappler: boo
         flags = Flags.resolve(flags)
         gd, graph = import_concrete(concrete, jit_compile=jit_compile, flags=flags, grappler=grappler)
         with compile_profile.stage("clustering"):
-            if jit_compile is True:
-                clusters, mark_result = mark(concrete, graph, gd, jit_compile, flags)
+            if jit_compile is True:   # with the persistent cache on, a second process skips the check
+                clusters, mark_result = compile_cache.must_compile_checked(
+                    gd, flags, lambda: mark(concrete, graph, gd, jit_compile, flags),
+                    name=concrete.function_def.signature.name)
             else:   # with the persistent cache on, a second process replays the first one's clustering
                 clusters, mark_result = compile_cache.clustered(
                     gd, flags, lambda state: mark(concrete, graph, gd, jit_compile, flags, state=state),
