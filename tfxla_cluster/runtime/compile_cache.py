@@ -1026,7 +1026,7 @@ class LazyMarkResult:
 
 def clustering_key(graph_def, flags, *, jit_compile, cpu_global_jit: bool, fuel: int | None) -> str:
     """The persistent key of auto-clustering ``graph_def`` (the graph the pass sees: after TF's rewrites and
-    constant cloning, deterministic serialisation): this package's source, TF's version and build, the flags
+    constant cloning, deterministic serialisation, library functions by canonical names): this package's source, TF's version and build, the flags
     and environment switches, the session's CPU global-JIT setting, the function's ``jit_compile`` and the
     fuel left (``fuel`` None: more than the graph can spend).
 
@@ -1040,7 +1040,9 @@ def clustering_key(graph_def, flags, *, jit_compile, cpu_global_jit: bool, fuel:
                  _environment_key(flags),
                  f"jit_compile={jit_compile!r}|cpu_global_jit={bool(cpu_global_jit)}|fuel={fuel}"):
         h.update(part.encode() + b"\0")
-    h.update(graph_def.SerializeToString(deterministic=True))
+    # Library functions by canonical names: a jit_compile=True body keeps its own FunctionDef, numbered by the
+    # process's tracing history (FunctionNames).
+    h.update(FunctionNames.of(graph_def).canonical(graph_def.SerializeToString(deterministic=True)))
     return "m" + h.hexdigest()[:32]
 
 
