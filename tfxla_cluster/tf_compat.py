@@ -15,6 +15,7 @@ from typing import Any, Callable
 from tfxla_cluster import flags as flags_mod
 
 __all__ = ["mkl_enabled", "op_def", "eager_context", "eager_execute", "function_runtime_config", "without_grappler", "function_from_graph_def",
+           "GraphDefFunction",
            "eager_tensor_type", "concrete_function_type", "frequent_tracing_detector",
            "register_eager_func", "called_functions", "resource_handle_data", "read_variable", "optimize_graph",
            "registered_xla_jit_kernels", "registered_xla_jit_kernels_for_op", "tf_function", "replace_tf_function", "restore_tf_function",
@@ -161,6 +162,96 @@ def without_grappler(call: Callable[[], Any]) -> Any:
         return call()
     finally:
         ctx.function_call_options = base
+
+
+class GraphDefFunction:
+    """A function running ``graph_def`` (a graph of Placeholders, no captures): the Placeholders named
+    ``feeds`` in, the tensors ``fetches`` out, the ops ``run_ops`` as control outputs. Called like the
+    ``ConcreteFunction`` :func:`function_from_graph_def` returns (``fn(*args)``, ``fn._call_flat(args, [])``).
+
+    An eager call that no gradient tape watches — every call of a compiled function but a traced or
+    differentiated one — runs a FunctionDef made in C++ (the GraphDef imported into a bare C graph,
+    ``TF_GraphToFunction``, as ``from_func_graph`` makes a ConcreteFunction's): TF's Python importer
+    (``import_graph_def``) makes a Python ``Operation`` per node, under a device scope each, ~0.5 ms a node
+    — most of a warm first call. Any other call (inside another function's trace, under a tape) and any
+    other attribute go to that ConcreteFunction, made on first use."""
+
+    def __init__(self, graph_def: Any, feeds: list[str], fetches: list[str], run_ops: list[str]) -> None:
+        from tensorflow.python.client import pywrap_tf_session as c_api
+        from tensorflow.python.eager import context
+        from tensorflow.python.eager.polymorphic_function import atomic_function
+        from tensorflow.python.framework import c_api_util, dtypes, ops, tensor_spec
+        from tensorflow.python.util import compat
+        from tensorflow.core.function.polymorphism import function_type as function_type_lib
+
+        self._args = (graph_def, feeds, fetches, run_ops)
+        self._concrete = None
+        self.captured_inputs: list = []
+        ctx = context.context()
+        for fdef in graph_def.library.function:   # what the graph calls (registered by its traced function)
+            if not ctx.has_function(fdef.signature.name):
+                ctx.add_function_def(fdef)
+        holder = ops.Graph()   # its C graph only: no Python Operation is made for the imported nodes
+        options = c_api_util.ScopedTFImportGraphDefOptions()
+        names = [nd.name for nd in graph_def.node]
+        for n in names:   # every node comes back as its TF_Operation
+            c_api.TF_ImportGraphDefOptionsAddReturnOperation(options.options, n)
+        buffer = c_api.TF_NewBufferFromString(compat.as_bytes(graph_def.SerializeToString()))
+        with holder._c_graph.get() as c_graph:
+            try:
+                results = c_api_util.ScopedTFImportGraphDefResults(
+                    c_api.TF_GraphImportGraphDefWithResults(c_graph, buffer, options.options))
+            finally:
+                c_api.TF_DeleteBuffer(buffer)
+            by_name = dict(zip(names, c_api.TF_ImportGraphDefResultsReturnOperations(results.results))).__getitem__
+
+            def output(ref: str):
+                name, _, index = ref.rpartition(":")
+                return c_api_util.tf_output(by_name(name), int(index))
+            inputs = [c_api_util.tf_output(by_name(name), 0) for name in feeds]
+            outputs = [output(ref) for ref in fetches]
+            feed_set = set(feeds)
+            body = [by_name(n) for n in names if n not in feed_set]
+            name = f"__inference_pruned_{ops.uid()}"
+            fn = c_api.TF_GraphToFunction_wrapper(c_graph, name, False, body, inputs, outputs, [],
+                                                  [by_name(n) for n in run_ops], [], None, "")
+        try:
+            ctx.add_c_function(fn)
+        finally:
+            c_api.TF_DeleteFunction(fn)
+        # Unknown shapes: only an eager call runs this function, and it takes them from the arguments.
+        spec = lambda t: tensor_spec.TensorSpec(None, dtypes.as_dtype(c_api.TF_OperationOutputType(t)))  # noqa: E731
+        function_type = function_type_lib.from_structured_signature(
+            ((*map(spec, inputs),), {}), [spec(t) for t in outputs])
+        self._atomic = atomic_function.AtomicFunction(name, ctx, function_type)
+
+    def _full(self) -> Any:
+        if self._concrete is None:
+            self._concrete = function_from_graph_def(*self._args)
+        return self._concrete
+
+    def _fast(self, args: list) -> bool:
+        from tensorflow.python.eager import context
+        from tensorflow.python.ops import gradients_util
+
+        return (context.executing_eagerly() and gradients_util.PossibleTapeGradientTypes(args)
+                == gradients_util.POSSIBLE_GRADIENT_TYPES_NONE)
+
+    def _call_flat(self, args: list, captured_inputs: list) -> Any:
+        args = [*args, *captured_inputs]
+        if self._fast(args):
+            return [*(self._atomic.call_flat(*args) or []), *[None] * len(self._args[3])]
+        return self._full()._call_flat(args, [])
+
+    def __call__(self, *args: Any) -> Any:
+        if self._fast(list(args)):
+            return [*(self._atomic.call_flat(*args) or []), *[None] * len(self._args[3])]
+        return self._full()(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_args", "_concrete", "_atomic"):
+            raise AttributeError(name)
+        return getattr(self._full(), name)
 
 
 def function_from_graph_def(graph_def: Any, feeds: list[str], fetches: list[str], run_ops: list[str]) -> Any:

@@ -137,7 +137,7 @@ def test_native_launch_nodes_profile_each_clusters_compile():
 
 def test_a_persistent_cache_hit_shows_in_the_profile_summary(tmp_path):
     """The second function compiling the same cluster loads its code from the persistent cache: the
-    profile counts the hit (and no LLVM optimisation), and its table says so."""
+    profile counts the hit (and no LLVM optimisation) and the must-compile check's, and its table says so."""
     tf = pytest.importorskip("tensorflow")
     import tfxla_cluster as txc
 
@@ -151,8 +151,9 @@ def test_a_persistent_cache_hit_shows_in_the_profile_summary(tmp_path):
     assert first.compile_stats().events == {"persistent-cache miss": 1}
     np.testing.assert_array_equal(second(x).numpy(), first(x).numpy())
     prof = second.compile_stats()
-    assert prof.events == {"persistent-cache hit": 1} and "llvm-opt" not in prof.totals()
-    assert "(persistent cache 1 hit(s), 0 miss(es))" in prof.table()
+    assert prof.events == {"persistent-cache hit": 1, "persistent-cache clustering hit": 1}
+    assert "llvm-opt" not in prof.totals()
+    assert "(persistent cache 1 hit(s), 0 miss(es); 1 clustering(s) from the persistent cache)" in prof.table()
 
 
 def test_native_runtime_compile_is_not_counted_as_ir_emission(monkeypatch):

@@ -133,12 +133,12 @@ def test_persistent_cache_is_reused_by_a_second_process(tmp_path):
     first = _child(f"--tf_xla_persistent_cache_directory={store} --tf_xla_persistent_cache_prefix=mine")
     assert first["origin"] == "compiled"
     entries = list(store.glob("*.tfxla"))  # (TF itself may keep its own entries there too)
-    # The cluster keyed by its LLVM IR and keyed before lowering (a second process skips lowering too) and
-    # the native thread pool's code. (TF's XLA kernel list is stored only when read whole: a small function
-    # asks TF about its few ops one by one, cheaper than the list's key.)
-    assert len(entries) == 3 and all(e.name.startswith("mine__") for e in entries)
+    # The cluster keyed by its LLVM IR and keyed before lowering (a second process skips lowering too), the
+    # native thread pool's code and the function's must-compile check. (TF's XLA kernel list is stored only
+    # when read whole: a small function asks TF about its few ops one by one, cheaper than the list's key.)
+    assert len(entries) == 4 and all(e.name.startswith("mine__") for e in entries)
     headers = [read_entry(e)[0] for e in entries]
-    assert sorted(h.get("kind", "ir") for h in headers) == ["cluster", "ir", "ir"]
+    assert sorted(h.get("kind", "ir") for h in headers) == ["cluster", "clustering", "ir", "ir"]
     assert [h["module"] for h in headers].count("tfxla_native_pool") == 1
     second = _child(f"--tf_xla_persistent_cache_directory={store} --tf_xla_persistent_cache_prefix=mine")
     assert second["origin"] == "persistent cache" and second["y"] == first["y"]

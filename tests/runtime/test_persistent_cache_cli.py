@@ -53,12 +53,13 @@ def test_cache_clear_removes_tfs_own_entries_too(tmp_path):
     names = sorted(p.name for p in cache_dir.iterdir())
     theirs = [n for n in names if n.endswith("__XLA_CPU_JIT.pb")]
     ours = [n for n in names if n.endswith(".tfxla")]
-    assert len(theirs) == 1 and theirs[0].startswith("xla_compile_cache__") and len(ours) == 3, names
+    assert len(theirs) == 1 and theirs[0].startswith("xla_compile_cache__") and len(ours) == 4, names
     listing = _cli("-m", "tfxla_cluster", "cache", "list", "--dir", str(cache_dir), cache_dir=cache_dir, cwd=tmp_path)
-    # Ours: the cluster keyed by its LLVM IR and keyed before lowering, and the native thread pool (TF's
-    # XLA kernel list is stored only when read whole, not for a function of a few ops).
+    # Ours: the cluster keyed by its LLVM IR and keyed before lowering, the native thread pool and the
+    # function's must-compile check (TF's XLA kernel list is stored only when read whole, not for a function
+    # of a few ops).
     assert theirs[0] in listing.stdout and all(o in listing.stdout for o in ours)
-    assert "4 entries, 0 corrupt" in listing.stdout
+    assert "5 entries, 0 corrupt" in listing.stdout
     cleared = _cli("-m", "tfxla_cluster", "cache", "clear", "--dir", str(cache_dir), cache_dir=cache_dir, cwd=tmp_path)
-    assert "removed 4 entries" in cleared.stdout and "1 of them TF's own" in cleared.stdout
+    assert "removed 5 entries" in cleared.stdout and "1 of them TF's own" in cleared.stdout
     assert not list(cache_dir.iterdir())

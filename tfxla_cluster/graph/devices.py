@@ -7,6 +7,7 @@ request goes to ``CPU:0``, and explicit device types and ids are kept.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from tfxla_cluster.errors import InvalidArgumentError
@@ -56,6 +57,7 @@ def parse_device(name: str) -> DeviceName:
     return DeviceName(**fields)
 
 
+@functools.lru_cache(maxsize=256)   # a graph names a handful of devices, once per node (a malformed one raises)
 def canonical_device(requested: str) -> str:
     """The device TF's placer assigns for ``requested`` on a local CPU host."""
     if not requested:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tensorflow.core.framework import graph_pb2
 
-from tfxla_cluster.graph.graph import Graph
+from tfxla_cluster.graph.graph import SINK_ID, Graph
 from tfxla_cluster.tfops import op_tables
 
 SMALL_TENSOR_THRESHOLD = 16
@@ -34,9 +34,23 @@ def clone_constants(graph_def: graph_pb2.GraphDef, jit_on: bool = True) -> graph
     out.CopyFrom(graph_def)
     if not jit_on:
         return out
-    graph = Graph(out, assign_devices=False, check_acyclic=False)
+    clones = _clones(out, Graph(out, assign_devices=False, check_acyclic=False))
+    return out if clones is None else clones
+
+
+def with_cloned_constants(graph_def: graph_pb2.GraphDef, jit_on: bool = True) -> tuple[graph_pb2.GraphDef, Graph]:
+    """(:func:`clone_constants` of ``graph_def``, its :class:`Graph`): the GraphDef is ``graph_def`` itself and
+    the Graph the one the pass looked at when nothing was cloned (a graph is imported once, not twice)."""
+    graph = Graph(graph_def)
+    clones = _clones(graph_def, graph) if jit_on else None
+    return (graph_def, graph) if clones is None else (clones, Graph(clones))
+
+
+def _clones(graph_def: graph_pb2.GraphDef, graph: Graph) -> graph_pb2.GraphDef | None:
+    """``graph_def`` (imported as ``graph``) with its small constants cloned (a new GraphDef), or None when the
+    pass clones nothing."""
     if any(n.op in INPLACE_OPS for n in graph.op_nodes()):
-        return out
+        return None
     names = {n.name for n in graph.op_nodes()}
     out_edges = {n.id: len(n.out_edges) for n in graph.nodes}
     counter = 0
@@ -53,7 +67,8 @@ def clone_constants(graph_def: graph_pb2.GraphDef, jit_on: bool = True) -> graph
                 if clone_name not in names:
                     break
             clone = graph_pb2.GraphDef().node.add()
-            clone.CopyFrom(src.node_def)
+            # The NodeDef as given (the Graph's copy may carry its canonical device name).
+            clone.CopyFrom(graph_def.node[src.id - SINK_ID - 1])
             clone.name = clone_name
             clones.append(clone)
             if edge.is_control:
@@ -63,6 +78,10 @@ def clone_constants(graph_def: graph_pb2.GraphDef, jit_on: bool = True) -> graph
                 inputs = new_inputs.setdefault(node.name, list(node.node_def.input))
                 inputs[_data_position(node.node_def.input, edge.dst_input)] = clone_name
                 out_edges[src.id] -= 1
+    if not clones:
+        return None
+    out = graph_pb2.GraphDef()
+    out.CopyFrom(graph_def)
     for nd in out.node:
         if nd.name in new_inputs:
             del nd.input[:]

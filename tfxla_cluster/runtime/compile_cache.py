@@ -726,7 +726,11 @@ _KEY_NEUTRAL_SWITCHES = frozenset({"TFXLA_COMPILE_CACHE", "TFXLA_COMPILE_THREADS
 def source_digest() -> str:
     """A digest of this package's source (every .py and .c file under it) and of the versions of TF and
     numpy, whose kernels fold constants while lowering: an edit to the code (an editable install keeps
-    its version number) makes every entry keyed before lowering stale."""
+    its version number) makes every entry keyed before lowering stale.
+
+    Reading and hashing the source costs a warm process ~10-40 ms; the digest is kept in the default cache
+    directory under the files' paths, sizes and modification times (nanoseconds: what Python's own
+    bytecode cache trusts, with the size), so a process whose source is unchanged only stats it."""
     import tensorflow as tf
 
     import tfxla_cluster
@@ -736,13 +740,54 @@ def source_digest() -> str:
     for directory, subdirs, files in os.walk(root):   # os.walk, not rglob: it skips __pycache__ (10 ms less)
         subdirs[:] = [d for d in subdirs if d != "__pycache__"]
         sources += [Path(directory, f) for f in files if f.endswith((".py", ".c"))]
+    sources.sort()
+    versions = f"tf{tf.__version__}|numpy{np.__version__}"
+    stamp = hashlib.sha256(repr((str(root), versions, [(str(p.relative_to(root)), st.st_mtime_ns, st.st_size)
+                                                        for p, st in ((p, p.stat()) for p in sources)])).encode())
+    stamp = stamp.hexdigest()
+    memo = _source_digest_memo()
+    if memo is not None:
+        try:
+            kept = json.loads(memo.read_text(encoding="utf-8"))
+            if isinstance(kept, dict) and kept.get("stamp") == stamp and isinstance(kept.get("digest"), str):
+                return kept["digest"]
+        except (OSError, ValueError):
+            pass
     h = hashlib.sha256()
-    for path in sorted(sources):
+    for path in sources:
         h.update(str(path.relative_to(root)).encode() + b"\0")
         h.update(path.read_bytes())
         h.update(b"\0")
-    h.update(f"tf{tf.__version__}|numpy{np.__version__}".encode())
-    return h.hexdigest()
+    h.update(versions.encode())
+    digest = h.hexdigest()
+    if memo is not None:
+        _write_atomically(memo, json.dumps({"stamp": stamp, "digest": digest}).encode())
+    return digest
+
+
+def _source_digest_memo() -> Path | None:
+    """Where :func:`source_digest` keeps its last result: the default cache directory (None when it is off)."""
+    directory = default_directory()
+    return directory / "source_digest.json" if directory is not None else None
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (temp file + rename; readers see the old file or the new one); an
+    unwritable directory is left as it is."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _environment_key(flags) -> str:
@@ -856,18 +901,18 @@ def _rename(data: bytes, mapping: dict[bytes, bytes]) -> bytes:
     return pattern.sub(lambda m: mapping[m.group(0)], data)
 
 
-def graph_key(graph_def, keep, flags=None, names: FunctionNames | None = None) -> str:
+def graph_key(graph_def, keep, flags=None, names: FunctionNames | None = None, variant: str = "") -> str:
     """The persistent key of a function graph's runtime rewrites (While lowering, then TF's grappler;
     ``graph.loader.runtime_rewrites``): the GraphDef (deterministic serialisation, its library functions'
     process-numbered names made canonical by ``names``, default ``FunctionNames.of(graph_def)``), the nodes
     kept (sorted: a FunctionDef's control outputs are a map, iterated in another order by each process),
     this package's source and TF's version, the flags and environment switches (oneDNN changes the
-    remapper's rewrites) and the host CPU (so do its features)."""
+    remapper's rewrites), the host CPU (so do its features) and ``variant`` (what else the rewrite did)."""
     import llvmlite.binding as llvm
 
     names = FunctionNames.of(graph_def) if names is None else names
     h = hashlib.sha256()
-    for part in (GRAPH_KIND, str(FORMAT_VERSION), source_digest(), _environment_key(flags),
+    for part in (GRAPH_KIND, str(FORMAT_VERSION), source_digest(), _environment_key(flags), variant,
                  names.canonical(repr(sorted(keep)).encode()).decode(),
                  llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()):
         h.update(part.encode() + b"\0")
@@ -875,16 +920,16 @@ def graph_key(graph_def, keep, flags=None, names: FunctionNames | None = None) -
     return "g" + h.hexdigest()[:32]
 
 
-def rewritten_graph(graph_def, keep, flags, rewrite: Callable[[], object], name: str = "graph"):
-    """``rewrite()`` (the runtime rewrites of ``graph_def``), or the result stored for the same key by an
-    earlier process when the persistent cache is on, with this process's function names; a fresh result
-    is stored with canonical ones."""
+def rewritten_graph(graph_def, keep, flags, rewrite: Callable[[], object], name: str = "graph", variant: str = ""):
+    """``rewrite()`` (the runtime rewrites of ``graph_def``, and what ``variant`` names), or the result stored
+    for the same key by an earlier process when the persistent cache is on, with this process's function
+    names; a fresh result is stored with canonical ones."""
     store = persistent_cache(flags) if flags is not None else None
     if store is None:
         return rewrite()
     with compile_profile.stage("grappler"):
         names = FunctionNames.of(graph_def)
-        key = graph_key(graph_def, keep, flags, names)
+        key = graph_key(graph_def, keep, flags, names, variant)
         cached = store.load_graph(key, names)
     if cached is not None:
         compile_profile.note("persistent-cache graph hit")
@@ -982,7 +1027,7 @@ class LazyMarkResult:
 
 def clustering_key(graph_def, flags, *, jit_compile, cpu_global_jit: bool, fuel: int | None) -> str:
     """The persistent key of auto-clustering ``graph_def`` (the graph the pass sees: after TF's rewrites and
-    constant cloning, deterministic serialisation): this package's source, TF's version and build, the flags
+    constant cloning, deterministic serialisation, library functions by canonical names): this package's source, TF's version and build, the flags
     and environment switches, the session's CPU global-JIT setting, the function's ``jit_compile`` and the
     fuel left (``fuel`` None: more than the graph can spend).
 
@@ -996,7 +1041,9 @@ def clustering_key(graph_def, flags, *, jit_compile, cpu_global_jit: bool, fuel:
                  _environment_key(flags),
                  f"jit_compile={jit_compile!r}|cpu_global_jit={bool(cpu_global_jit)}|fuel={fuel}"):
         h.update(part.encode() + b"\0")
-    h.update(graph_def.SerializeToString(deterministic=True))
+    # Library functions by canonical names: a jit_compile=True body keeps its own FunctionDef, numbered by the
+    # process's tracing history (FunctionNames).
+    h.update(FunctionNames.of(graph_def).canonical(graph_def.SerializeToString(deterministic=True)))
     return "m" + h.hexdigest()[:32]
 
 
@@ -1051,6 +1098,40 @@ def clustered(graph_def, flags, run: Callable[[object], tuple[dict, object]], *,
         except OSError as e:
             log.warning("Could not write persistent cache entry for the clustering of %s: %s", name, e)
     return clusters, result
+
+
+def must_compile_checked(graph_def, flags, run: Callable[[], tuple[dict, object]], *,
+                         name: str = "graph") -> tuple[dict[str, list[str]], object]:
+    """``run()`` — the must-compile check of a ``jit_compile=True`` function's graph ``graph_def`` returning
+    (clusters, MarkResult or None) — or, with the persistent cache on, the one cluster an earlier process's
+    check found for the same key (:func:`clustering_key` with ``jit_compile=True``): the check reads TF's XLA
+    kernel list for every node, ~0.2 s of a ResNet's warm first call. Only a check that found the whole body
+    compilable (one cluster, no MarkResult) is stored; an error, or a body cut at data-dependent shapes, runs
+    the check again in every process."""
+    store = persistent_cache(flags)
+    if store is None:
+        return run()
+    try:
+        key = clustering_key(graph_def, flags, jit_compile=True, cpu_global_jit=False, fuel=None)
+    except Exception as e:  # noqa: BLE001 - a graph or TF we can't key: check as with the cache off
+        log.debug("No persistent key for the must-compile check of %s: %s", name, e)
+        return run()
+    entry = store.load_clustering(key, {n.name for n in graph_def.node})
+    if entry is not None and entry.consumed is None and len(entry.clusters) <= 1 and entry.prefix == _MUST_COMPILE:
+        compile_profile.note("persistent-cache clustering hit")
+        return {f"{_MUST_COMPILE}0": list(m) for m in entry.clusters}, None
+    corrupt = entry is None and store.path_for(key).exists()
+    clusters, result = run()
+    if result is None and list(clusters) in ([], [f"{_MUST_COMPILE}0"]):
+        try:
+            store.store_clustering(key, ClusteringEntry(0, _MUST_COMPILE, None, [list(m) for m in clusters.values()]),
+                                   name, replace=corrupt or entry is not None)
+        except OSError as e:
+            log.warning("Could not write persistent cache entry for the must-compile check of %s: %s", name, e)
+    return clusters, result
+
+
+_MUST_COMPILE = "cluster_"   # a jit_compile=True function's one cluster is cluster_0
 
 
 # ---------------------------------------------------------------------- TF's XLA kernel list

@@ -71,8 +71,10 @@ def compile_concrete(concrete, *, jit_compile: bool | None, flags, grappler: boo
         flags = Flags.resolve(flags)
         gd, graph = import_concrete(concrete, jit_compile=jit_compile, flags=flags, grappler=grappler)
         with compile_profile.stage("clustering"):
-            if jit_compile is True:
-                clusters, mark_result = mark(concrete, graph, gd, jit_compile, flags)
+            if jit_compile is True:   # with the persistent cache on, a second process skips the check
+                clusters, mark_result = compile_cache.must_compile_checked(
+                    gd, flags, lambda: mark(concrete, graph, gd, jit_compile, flags),
+                    name=concrete.function_def.signature.name)
             else:   # with the persistent cache on, a second process replays the first one's clustering
                 clusters, mark_result = compile_cache.clustered(
                     gd, flags, lambda state: mark(concrete, graph, gd, jit_compile, flags, state=state),
@@ -110,9 +112,11 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
     """Step 1: (the GraphDef, its Graph) TF's JIT passes would see for ``concrete``."""
     from tfxla_cluster import flags as flags_mod
     from tfxla_cluster.graph.loader import graph_def_from_concrete, with_resource_handle_data
-    from tfxla_cluster.jit.clone_constants import clone_constants
+    from tfxla_cluster.jit.clone_constants import with_cloned_constants
 
     stage = compile_profile.stage
+    jit_on = jit_compile is True or flags_mod.global_jit_level_for_graph(flags, False) != \
+        flags_mod.GlobalJitLevel.OFF
     # A must-compile function is compiled from its own body, as TF's XlaCompiler instantiates
     # it: grappler never sees it, so functional If/While/Case stay functional (grappler's
     # inlining would lower them to Switch/Merge, which have no XLA kernels).
@@ -121,21 +125,26 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
         from tfxla_cluster.runtime.compile_cache import rewritten_graph
 
         with stage("import"):
-            gd = with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
-        # With the persistent cache on, a second process takes the rewritten graph from it (keyed by the
-        # graph, TF's version and the flags): grappler's output for the same graph is the same graph.
-        before = gd
-        gd = rewritten_graph(before, control_outputs(concrete), flags, lambda: runtime_rewrites(before, concrete, flags),
-                             concrete.function_def.signature.name)
-    else:
+            before = with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
+
+        imported: list = []   # (GraphDef, Graph) of a fresh rewrite: its Graph is not imported again
+
+        def rewrite() -> graph_pb2.GraphDef:
+            out = runtime_rewrites(before, concrete, flags)
+            with stage("import"):
+                imported[:] = with_cloned_constants(out, jit_on=jit_on)
+            return imported[0]
+        # With the persistent cache on, a second process takes the rewritten graph (constants cloned) from it
+        # (keyed by the graph, TF's version and the flags): grappler's output for the same graph is the same graph.
+        gd = rewritten_graph(before, control_outputs(concrete), flags, rewrite, concrete.function_def.signature.name,
+                             variant=f"clone_constants={jit_on}")
+        if imported and imported[0] is gd:
+            return gd, imported[1]
         with stage("import"):
-            gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
-    jit_on = jit_compile is True or flags_mod.global_jit_level_for_graph(flags, False) != \
-        flags_mod.GlobalJitLevel.OFF
+            return gd, Graph(gd)
     with stage("import"):
-        gd = clone_constants(gd, jit_on=jit_on)
-        graph = Graph(gd)
-    return gd, graph
+        gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
+        return with_cloned_constants(gd, jit_on=jit_on)
 
 
 def mark(concrete, graph: Graph, gd: graph_pb2.GraphDef, jit_compile: bool | None, flags, *, state=None
@@ -230,8 +239,8 @@ def import_into_tf(rewritten: graph_pb2.GraphDef, feeds: list[str], fetches: lis
     ``fetches`` out, and the ``run_ops`` present in it run too (a function returning nothing still
     runs e.g. its variable updates, as TF's runtime does)."""
     from tfxla_cluster.graph.function import runtime_to_placeholders
-    from tfxla_cluster.tf_compat import function_from_graph_def
+    from tfxla_cluster.tf_compat import GraphDefFunction
 
     runnable = runtime_to_placeholders(rewritten)
     present = {n.name for n in runnable.node}
-    return function_from_graph_def(runnable, feeds, fetches, [n for n in dict.fromkeys(run_ops) if n in present])
+    return GraphDefFunction(runnable, feeds, fetches, [n for n in dict.fromkeys(run_ops) if n in present])
