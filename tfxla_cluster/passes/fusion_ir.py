@@ -62,7 +62,7 @@ def _operand_param(fusion: HloInstruction, g: UseGraph, op: HloInstruction,
     p = _param(fused, len(fusion.operands), op.shape)
     if params is not None:
         params.append(p)
-    g.set_operands(fusion, fusion.operands + [op])
+    g.append_operand(fusion, op)
     return p
 
 
@@ -75,7 +75,7 @@ def _remove_param(g: UseGraph, fusion: HloInstruction, number: int, params: list
     param.parent = None
     for p in params[number + 1:]:
         p.parameter_number -= 1
-    g.set_operands(fusion, fusion.operands[:number] + fusion.operands[number + 1:])
+    g.remove_operand_at(fusion, number)
 
 
 def _replace_in(comp: HloComputation, old: HloInstruction, new: HloInstruction) -> None:

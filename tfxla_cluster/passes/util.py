@@ -237,6 +237,24 @@ class UseGraph:
             d = users[new] = {}
         d[user] = None
 
+    def append_operand(self, instr: HloInstruction, op: HloInstruction) -> None:
+        """``instr`` also reads ``op``, last (XLA's AppendOperand: only ``op``'s users change)."""
+        instr.operands = instr.operands + [op]
+        d = self._users.get(op)
+        if d is None:
+            d = self._users[op] = {}
+        d[instr] = None
+
+    def remove_operand_at(self, instr: HloInstruction, k: int) -> None:
+        """``instr`` no longer reads operand ``k`` (XLA's RemoveOperandAt: only that operand's users change,
+        and only if ``instr`` does not read it elsewhere)."""
+        op = instr.operands[k]
+        instr.operands = instr.operands[:k] + instr.operands[k + 1:]
+        if op not in instr.operands:
+            d = self._users.get(op)
+            if d is not None:
+                d.pop(instr, None)
+
     def replace_all_uses(self, old: HloInstruction, new: HloInstruction) -> None:
         """Every user of ``old`` (except ``new`` itself) uses ``new``; the root moves too."""
         if old is new:
