@@ -198,7 +198,7 @@ def test_lookup_and_flags_for():
     with pytest.raises(FlagError, match=r"(?s)^Unknown flag: tf_xla_auto_jitt\n  Did you mean --tf_xla_auto_jit\?"):
         F.lookup("tf_xla_auto_jitt")
     assert [s.name for s in F.flags_for(F.TFXLA_CLUSTER_FLAGS)] == ["tfxla_cpu_threads", "tfxla_cpu_target",
-                                                                 "tfxla_cpu_target_features"]
+                                                                 "tfxla_cpu_target_features", "tfxla_hlo_verifier"]
     with pytest.raises(FlagError, match="Unknown flag variable"):
         F.flags_for("JAX_FLAGS")
 

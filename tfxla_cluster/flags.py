@@ -323,6 +323,10 @@ FLAG_TABLE: tuple[FlagSpec, ...] = (
     _own("tfxla_cpu_target_features", str, "",
          "LLVM feature changes applied after the target CPU's features (the host's if no "
          "--tfxla_cpu_target), comma-separated: +avx2,+fma,-avx512f."),
+    _own("tfxla_hlo_verifier", str, "pipeline",
+         "When the HLO verifier checks the module the HLO passes optimize: pipeline (once, after the "
+         "last pass), pass (after every pass that changed it, naming the pass that broke it: debugging; "
+         "a pipeline run without flags does this), or off."),
 )
 
 FLAGS_BY_NAME: Mapping[str, FlagSpec] = types.MappingProxyType({s.name: s for s in FLAG_TABLE})

@@ -1,5 +1,8 @@
 """Buffer assignment: XLA's in-place dot+epilogue sharing, no two simultaneously live buffers share
 bytes (on every sample module), dead buffers are reused, views resolve to what they alias."""
+import random
+from types import SimpleNamespace
+
 import pytest
 
 from tests.passes.passes_helpers import load_tf_golden, load_tf_graph, tf_golden_modules, tf_graph_modules
@@ -8,7 +11,7 @@ from tfxla_cluster.flags import Flags
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.parser import parse_module
 from tfxla_cluster.passes import assign_buffers, optimize, unfused_intermediate_bytes
-from tfxla_cluster.passes.buffer_assignment import ALIGNMENT, can_share_operand_buffer
+from tfxla_cluster.passes.buffer_assignment import ALIGNMENT, _align, _best_fit, can_share_operand_buffer
 
 FLAGS = Flags.parse()
 
@@ -111,3 +114,34 @@ def test_no_two_live_buffers_share_bytes(kind, name):
     text = ba.to_text()
     assert text.startswith("BufferAssignment:\nallocation 0: size ")
     assert "Total bytes used: " in text and "Used values:" in text
+
+
+def _best_fit_by_walk(groups):
+    """The heap's rule walked group by group over every placed group (what _best_fit vectorizes)."""
+    order = sorted(range(len(groups)), key=lambda g: (-_align(groups[g].size), -(groups[g].end - groups[g].start), g))
+    placed, offsets, heap = [], {}, 0
+    for gi in order:
+        group, size = groups[gi], _align(groups[gi].size)
+        busy = sorted((off, sz) for off, sz, other in placed if other.start <= group.end and group.start <= other.end)
+        best, best_gap, cursor = None, None, 0
+        for off, sz in busy:
+            if off - cursor >= size and (best_gap is None or off - cursor < best_gap):
+                best, best_gap = cursor, off - cursor
+            cursor = max(cursor, off + sz)
+        offsets[gi] = best if best is not None else cursor
+        placed.append((offsets[gi], size, group))
+        heap = max(heap, offsets[gi] + size)
+    return offsets, heap
+
+
+def test_best_fit_places_groups_as_the_walk_does():
+    """Smallest fitting gap, lowest first, among the overlapping live ranges; ties of size and range in
+    group order (GlobalDecreasingSizeBestFitHeap), on random live ranges and sizes."""
+    rng = random.Random(7)
+    for _ in range(200):
+        groups = []
+        for _ in range(rng.randint(0, 40)):
+            start = rng.randint(0, 40)
+            groups.append(SimpleNamespace(size=rng.choice([1, 64, 100, 4096, rng.randint(0, 5000)]),
+                                          start=start, end=start + rng.randint(0, 20)))
+        assert _best_fit(groups) == _best_fit_by_walk(groups)

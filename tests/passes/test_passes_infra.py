@@ -5,7 +5,7 @@ import warnings
 import pytest
 
 from tests.passes.passes_helpers import FileCheckError, filecheck
-from tfxla_cluster.errors import InternalError, InvalidArgumentError
+from tfxla_cluster.errors import FlagError, InternalError, InvalidArgumentError
 from tfxla_cluster.flags import Flags
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.parser import parse_module
@@ -93,6 +93,38 @@ def test_verifier_failure_names_the_pass_and_those_before():
     assert msg.startswith("While running pass 'p/breaker' after [p/algsimp, p/cse]: ")
     assert "computation %e" in msg
     assert "never" not in log
+
+
+def _breaking_pipeline(log):
+    return Pipeline("p", [Recorder("algsimp", log, True), Pipeline("inner", [Breaker()]), Recorder("after", log)])
+
+
+def test_verifier_mode_pipeline_verifies_once_at_the_end():
+    """--tfxla_hlo_verifier=pipeline (optimize's default): the passes all run, then one verification
+    names the passes that changed the module."""
+    log = []
+    ctx = PassContext.from_flags(Flags.parse())
+    assert (ctx.verify, ctx.verify_at_end) == (False, True)
+    with pytest.raises(InternalError) as err:
+        _breaking_pipeline(log).run(parse_module(SIMPLE), ctx)
+    assert log == ["algsimp", "after"]
+    msg = str(err.value)
+    assert msg.startswith("After running pipeline 'p' (changed by [p/algsimp, p/inner/breaker]): computation %e")
+    # the same problem as the verifier reports after the pass that made it
+    with pytest.raises(InternalError) as per_pass:
+        _breaking_pipeline([]).run(parse_module(SIMPLE),
+                                   PassContext.from_flags(Flags.parse(tfxla_cluster_flags="--tfxla_hlo_verifier=pass")))
+    assert str(per_pass.value).startswith("While running pass 'p/inner/breaker' after [p/algsimp]: ")
+    assert msg.split("): ", 1)[1] == str(per_pass.value).split("]: ", 1)[1]
+
+
+def test_verifier_mode_off_and_bad_value():
+    log = []
+    module = parse_module(SIMPLE)
+    _breaking_pipeline(log).run(module, PassContext.from_flags(Flags.parse(tfxla_cluster_flags="--tfxla_hlo_verifier=off")))
+    assert log == ["algsimp", "after"]
+    with pytest.raises(FlagError, match="tfxla_hlo_verifier=sometimes: expected one of pipeline, pass, off"):
+        PassContext.from_flags(Flags.parse(tfxla_cluster_flags="--tfxla_hlo_verifier=sometimes"))
 
 
 def test_error_keeps_type_and_nested_path():

@@ -178,6 +178,7 @@ _CLONED_FIELDS = tuple(f for f in HloInstruction.__dataclass_fields__
                        if f not in ("operands", "parent", "control_predecessors", "called_computations",
                                     "raw_attributes", "name"))
 _cloned_values = operator.attrgetter(*_CLONED_FIELDS)
+_control_predecessors = operator.attrgetter("control_predecessors")
 
 
 class HloComputation:
@@ -243,15 +244,25 @@ class HloComputation:
         """
         # Fast path: passes keep the list in definition order, so it usually is a post order already.
         # (Instructions hash by identity: set lookups of the objects themselves, the operand check in C.)
+        instructions = self.instructions
         seen: set[HloInstruction] = set()
         defined, add = seen.issuperset, seen.add
-        for instr in self.instructions:
-            if instr in seen or not defined(instr.operands) or (
-                    instr.control_predecessors and not defined(instr.control_predecessors)):
-                break
-            add(instr)
+        if any(map(_control_predecessors, instructions)):
+            for instr in instructions:
+                if instr in seen or not defined(instr.operands) or (
+                        instr.control_predecessors and not defined(instr.control_predecessors)):
+                    break
+                add(instr)
+            else:
+                return list(instructions)
         else:
-            return list(self.instructions)
+            for instr in instructions:
+                if not defined(instr.operands):
+                    break
+                add(instr)
+            else:
+                if len(seen) == len(instructions):   # else an instruction is listed twice
+                    return list(instructions)
         order: list[HloInstruction] = []
         state: dict[int, int] = {}  # id -> 1 visiting, 2 done
         for start in self.instructions:

@@ -1098,14 +1098,16 @@ class AlgebraicSimplifier(HloPass):
 
     def run_on_module(self, module: HloModule) -> bool:
         changed = False
+        # The rules this simplifier applies, by opcode (in RULES_BY_OPCODE's order).
+        rules = {op: [r for r in rs if r.name not in self.disabled_rules
+                      and (self.layout_sensitive or not r.layout_sensitive_only)]
+                 for op, rs in RULES_BY_OPCODE.items()}
         for comp in non_fusion_computations(module):
             g = UseGraph(comp)
             for instr in comp.post_order():
                 if instr.parent is not comp or instr.control_predecessors:
                     continue
-                for r in RULES_BY_OPCODE.get(instr.opcode, ()):
-                    if r.name in self.disabled_rules or (r.layout_sensitive_only and not self.layout_sensitive):
-                        continue
+                for r in rules.get(instr.opcode, ()):
                     new = r.apply(g, instr)
                     if new is None or new is instr:
                         continue

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tfxla_cluster.hlo.attrs import FusionKind
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
@@ -241,25 +243,32 @@ class _ComputationAssigner:
 
 
 def _best_fit(groups: list[BufferGroup]) -> tuple[dict[int, int], int]:
-    """GlobalDecreasingSizeBestFitHeap: offsets for ``groups`` and the heap size."""
-    order = sorted(range(len(groups)), key=lambda g: (-_align(groups[g].size),
-                                                      -(groups[g].end - groups[g].start), g))
-    placed: list[tuple[int, int, BufferGroup]] = []  # (offset, size, group)
+    """GlobalDecreasingSizeBestFitHeap: offsets for ``groups`` and the heap size.
+
+    Groups are placed largest first (then longest lived); each goes into the smallest gap, lowest first,
+    between the slots of the groups already placed whose live ranges overlap its own, else above them.
+    The placed slots are arrays, so finding the overlapping ones and the gaps between them (sorted by
+    offset, then size) is a few vector operations, not a Python walk over every placed group."""
+    n = len(groups)
+    sizes = [_align(g.size) for g in groups]
+    order = sorted(range(n), key=lambda g: (-sizes[g], -(groups[g].end - groups[g].start), g))
+    starts, ends, offs, szs = (np.zeros(n, np.int64) for _ in range(4))
     offsets: dict[int, int] = {}
     heap = 0
-    for gi in order:
-        group = groups[gi]
-        size = _align(group.size)
-        busy = sorted((off, sz) for off, sz, other in placed
-                      if other.start <= group.end and group.start <= other.end)
-        best, best_gap, cursor = None, None, 0
-        for off, sz in busy:
-            gap = off - cursor
-            if gap >= size and (best_gap is None or gap < best_gap):
-                best, best_gap = cursor, gap
-            cursor = max(cursor, off + sz)
-        offset = best if best is not None else cursor
-        placed.append((offset, size, group))
+    for k, gi in enumerate(order):
+        group, size = groups[gi], sizes[gi]
+        live = (starts[:k] <= group.end) & (ends[:k] >= group.start)
+        off, sz = offs[:k][live], szs[:k][live]
+        offset = 0
+        if off.size:
+            by_offset = np.lexsort((sz, off))
+            off, sz = off[by_offset], sz[by_offset]
+            reach = np.maximum.accumulate(off + sz)          # the cursor after each busy slot
+            cursor = np.concatenate(([0], reach[:-1]))       # ... and before it
+            gaps = off - cursor
+            fits = np.flatnonzero(gaps >= size)
+            offset = int(cursor[fits[np.argmin(gaps[fits])]]) if fits.size else int(reach[-1])
+        starts[k], ends[k], offs[k], szs[k] = group.start, group.end, offset, size
         offsets[gi] = offset
         heap = max(heap, offset + size)
     return offsets, heap

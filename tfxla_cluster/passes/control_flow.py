@@ -18,7 +18,7 @@ from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.passes.expanders import inline_call
 from tfxla_cluster.passes.pass_ import HloPass
-from tfxla_cluster.passes.util import UseGraph, has_side_effect, known_literal
+from tfxla_cluster.passes.util import UseGraph, has_opcode, has_side_effect, known_literal
 
 _CHEAP_IN_BRANCH = frozenset({O.CONSTANT, O.BROADCAST, O.CONCATENATE, O.DYNAMIC_SLICE, O.GET_TUPLE_ELEMENT, O.REDUCE,
                               O.RESHAPE, O.PAD, O.PARAMETER, O.SLICE, O.TUPLE})
@@ -45,6 +45,8 @@ class ConditionalSimplifier(HloPass):
     def run_on_module(self, module: HloModule) -> bool:
         changed = False
         for comp in module.computation_post_order():
+            if not has_opcode(comp, O.CONDITIONAL):
+                continue
             conds = [i for i in comp.post_order() if i.opcode is O.CONDITIONAL]
             if not conds:
                 continue
@@ -112,6 +114,8 @@ class TupleSimplifier(HloPass):
     def run_on_module(self, module: HloModule) -> bool:
         changed = False
         for comp in module.computation_post_order():
+            if not has_opcode(comp, O.TUPLE):
+                continue
             g = UseGraph(comp)
             for t in comp.post_order():
                 if t.opcode is not O.TUPLE or t.parent is not comp or not t.operands:
@@ -137,6 +141,8 @@ class SortSimplifier(HloPass):
     def run_on_module(self, module: HloModule) -> bool:
         changed = False
         for comp in [c for c in module.computation_post_order() if not c.is_fusion_computation]:
+            if not has_opcode(comp, O.SORT):
+                continue
             g = UseGraph(comp)
             for sort in comp.post_order():
                 if sort.opcode is O.SORT and sort.parent is comp and sort.shape.is_tuple:

@@ -19,6 +19,7 @@ from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.printer import attributes_text
+from tfxla_cluster.hlo.shape import Shape
 from tfxla_cluster.passes.pass_ import HloPass
 from tfxla_cluster.passes.util import UseGraph, has_side_effect, known_literal
 
@@ -57,12 +58,21 @@ class _Fingerprints:
         return key
 
 
+def shape_key(shape: Shape, layout_sensitive: bool):
+    """Equal for two shapes exactly when their texts are (with the layout, or without it): hashing the
+    shape's fields is several times cheaper than printing it."""
+    if layout_sensitive:
+        return shape   # Shape equality is its text's: element type, dimensions (dynamic too), layout
+    if shape.is_tuple:
+        return ("tuple", tuple([shape_key(s, False) for s in shape.tuple_shapes]))
+    return (shape.element_type, shape.dimensions, shape.dynamic_dimensions)
+
+
 def instruction_key(instr: HloInstruction, fp: _Fingerprints, layout_sensitive: bool) -> tuple:
     operands = [id(o) for o in instr.operands]
     if instr.opcode in ops.COMMUTATIVE and len(operands) == 2:
         operands.sort()
-    shape = str(instr.shape) if layout_sensitive else instr.shape.to_string(layout=False)
-    return (instr.opcode, shape, tuple(operands), attribute_key(instr),
+    return (instr.opcode, shape_key(instr.shape, layout_sensitive), tuple(operands), attribute_key(instr),
             tuple(fp.of(c) for c in instr.called_computations))
 
 
@@ -70,15 +80,16 @@ def combine_constants(g: UseGraph, layout_sensitive: bool) -> bool:
     seen: dict[tuple, HloInstruction] = {}
     changed = False
     for instr in list(g.comp.instructions):
-        if instr.parent is not g.comp:
-            continue
-        shape = str(instr.shape) if layout_sensitive else instr.shape.to_string(layout=False)
         if instr.opcode is O.CONSTANT:
-            key = ("constant", shape, literal_key(instr))
+            kind = "constant"
         elif instr.opcode is O.IOTA:
-            key = ("iota", shape, instr.iota_dimension)
+            kind = "iota"
         else:
             continue
+        if instr.parent is not g.comp:
+            continue
+        shape = shape_key(instr.shape, layout_sensitive)
+        key = (kind, shape, literal_key(instr) if kind == "constant" else instr.iota_dimension)
         rep = seen.setdefault(key, instr)
         if rep is not instr and instr is not g.comp.root:
             g.replace(instr, rep)

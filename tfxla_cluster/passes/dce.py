@@ -17,11 +17,13 @@ from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import Shape
 from tfxla_cluster.passes.pass_ import HloPass
-from tfxla_cluster.passes.util import UseGraph, has_side_effect
+from tfxla_cluster.passes.util import UseGraph, has_side_effect, may_have_dead
 
 
 def remove_dead_instructions(comp: HloComputation) -> bool:
     """Remove the dead instructions of ``comp`` (see module docstring). Returns whether any went."""
+    if not may_have_dead(comp):
+        return False
     g = UseGraph(comp)
     changed = False
     for instr in reversed(comp.post_order()):

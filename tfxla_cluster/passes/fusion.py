@@ -60,7 +60,7 @@ OPENS_BASIC_BLOCKS = frozenset({O.CONCATENATE, O.DOT, O.DYNAMIC_UPDATE_SLICE, O.
 NEVER_FUSIBLE = frozenset({O.PARAMETER, O.WHILE, O.CONDITIONAL, O.CALL})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FusionDecision:
     """Whether to fuse, and why (XLA's FusionDecision)."""
 

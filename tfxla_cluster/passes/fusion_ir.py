@@ -51,31 +51,36 @@ def create_fusion(g: UseGraph, consumer: HloInstruction, kind: A.FusionKind) -> 
     return fusion
 
 
-def _operand_param(fusion: HloInstruction, g: UseGraph, op: HloInstruction) -> HloInstruction:
-    """The fused parameter for outer ``op``, adding a new fusion operand if needed."""
+def _operand_param(fusion: HloInstruction, g: UseGraph, op: HloInstruction,
+                   params: list[HloInstruction] | None = None) -> HloInstruction:
+    """The fused parameter for outer ``op``, adding a new fusion operand if needed. ``params``: the fused
+    parameters by number, if the caller has them (kept up to date here)."""
     fused = fusion.fused_computation
-    for k, existing in enumerate(fusion.operands):
-        if existing is op:
-            return fused.parameter(k)
+    if op in fusion.operands:   # (instructions compare by identity)
+        k = fusion.operands.index(op)
+        return params[k] if params is not None else fused.parameter(k)
     p = _param(fused, len(fusion.operands), op.shape)
-    g.set_operands(fusion, fusion.operands + [op])
+    if params is not None:
+        params.append(p)
+    g.append_operand(fusion, op)
     return p
 
 
-def _remove_param(g: UseGraph, fusion: HloInstruction, number: int) -> None:
+def _remove_param(g: UseGraph, fusion: HloInstruction, number: int, params: list[HloInstruction]) -> None:
+    """Remove fused parameter ``number`` (``params``: the parameters by number) and its fusion operand."""
     fused = fusion.fused_computation
-    param = fused.parameter(number)
-    fused.instructions = [i for i in fused.instructions if i is not param]
+    param = params[number]
+    k = fused.instructions.index(param)
+    fused.instructions = fused.instructions[:k] + fused.instructions[k + 1:]
     param.parent = None
-    for p in fused.parameters:
-        if p.parameter_number > number:
-            p.parameter_number -= 1
-    g.set_operands(fusion, fusion.operands[:number] + fusion.operands[number + 1:])
+    for p in params[number + 1:]:
+        p.parameter_number -= 1
+    g.remove_operand_at(fusion, number)
 
 
 def _replace_in(comp: HloComputation, old: HloInstruction, new: HloInstruction) -> None:
     for instr in comp.instructions:
-        if instr is not new and any(o is old for o in instr.operands):
+        if instr is not new and old in instr.operands:   # (a C-level identity test: fusions grow large)
             instr.operands = [new if o is old else o for o in instr.operands]
     if comp.root is old:
         comp.root = new
@@ -85,11 +90,12 @@ def fuse_instruction(g: UseGraph, fusion: HloInstruction, producer: HloInstructi
     """Clone ``producer`` (an operand of ``fusion``) into the fusion; returns the clone."""
     fused = fusion.fused_computation
     number = fusion.operands.index(producer)
-    param = fused.parameter(number)
-    new_ops = [_operand_param(fusion, g, op) for op in producer.operands]
+    params = fused.parameters   # by number (0..n-1): one walk of the fused computation, not one per lookup
+    param = params[number]
+    new_ops = [_operand_param(fusion, g, op, params) for op in producer.operands]
     clone = fused.add_instruction(producer.clone(new_ops))
     _replace_in(fused, param, clone)
-    _remove_param(g, fusion, fusion.operands.index(producer))
+    _remove_param(g, fusion, number, params)
     return clone
 
 

@@ -3,12 +3,16 @@
 - ``HloPass``: a short ``name`` and ``run(module) -> bool changed``. Subclasses implement
   ``run_on_module``; ``run`` leaves every computation's instruction list in definition order afterwards
   (passes may append new instructions anywhere), so a pass used on its own yields a verifiable module.
-- ``Pipeline(name, passes)``: runs its passes in order. After each pass it runs the verifier; it skips
+- ``Pipeline(name, passes)``: runs its passes in order. After each pass that changed the module it runs
+  the verifier (or, with ``PassContext.verify_at_end``, once after its last pass: what
+  ``--tfxla_hlo_verifier=pipeline``, the default, asks of ``optimize``, as the verifier was a fifth of a
+  large module's pass time; ``pass`` verifies after every pass, ``off`` not at all); it skips
   passes named in ``--xla_disable_hlo_passes`` (or not in ``--xla_enable_hlo_passes_only``, or all of
   them with ``--xla_disable_all_hlo_passes``); with a ``Dumper`` it writes the module after every pass
   whose name matches ``--xla_dump_hlo_pass_re``. Any failure is re-raised with the same error type and
   the message "While running pass 'fusion' after [algsimp, cse]: ..." — the failing pass and the passes
-  that ran before it, innermost pipeline names joined with '/'.
+  that ran before it, innermost pipeline names joined with '/'. A problem the verifier finds at the end
+  is re-raised as "After running pipeline 'cpu' (changed by [cpu/cse, ...]): ...".
 - ``FixedPoint(name, passes, max_iters=25)``: runs the passes as a pipeline until an iteration changes
   nothing, at most ``max_iters`` times (XLA's HloPassFix limit). If the module after an iteration is
   text-identical to the module after an earlier iteration (from the second on), the passes are cycling:
@@ -27,7 +31,7 @@ import warnings
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from tfxla_cluster import compile_profile
-from tfxla_cluster.errors import InternalError, TfXlaError
+from tfxla_cluster.errors import FlagError, InternalError, TfXlaError
 from tfxla_cluster.hlo.ir import HloModule
 from tfxla_cluster.hlo.verifier import verify_module
 
@@ -76,7 +80,8 @@ class PassContext:
     enabled_only: frozenset[str] | None = None
     disable_all: bool = False
     dumper: "Dumper | None" = None
-    verify: bool = True
+    verify: bool = True            # after every pass that changed the module
+    verify_at_end: bool = False    # once, after the outermost pipeline (when ``verify`` is off)
     history: list[PassRecord] = dataclasses.field(default_factory=list)
 
     @staticmethod
@@ -84,9 +89,14 @@ class PassContext:
         def names(text: str) -> frozenset[str]:
             return frozenset(n for n in text.split(",") if n)
 
+        mode = flags.tfxla_hlo_verifier
+        if mode not in VERIFIER_MODES:
+            raise FlagError(f"--tfxla_hlo_verifier={mode}: expected one of {', '.join(VERIFIER_MODES)}")
+        each, at_end = VERIFIER_MODES[mode]
         only = names(flags.xla_enable_hlo_passes_only)
         return PassContext(disabled=names(flags.xla_disable_hlo_passes), enabled_only=only or None,
-                           disable_all=bool(flags.xla_disable_all_hlo_passes), dumper=dumper, verify=verify)
+                           disable_all=bool(flags.xla_disable_all_hlo_passes), dumper=dumper,
+                           verify=verify and each, verify_at_end=verify and at_end)
 
     def is_enabled(self, p: HloPass) -> bool:
         if p.name in self.disabled:
@@ -96,6 +106,10 @@ class PassContext:
         if self.disable_all:
             return False
         return self.enabled_only is None or p.name in self.enabled_only
+
+
+# --tfxla_hlo_verifier's values: (verify after every pass that changed the module, verify once at the end).
+VERIFIER_MODES = {"pipeline": (False, True), "pass": (True, False), "off": (False, False)}
 
 
 def _unique(names: Iterable[str]) -> list[str]:
@@ -115,7 +129,17 @@ class Pipeline(HloPass):
 
     def run(self, module: HloModule, ctx: PassContext | None = None, _prefix: str = "") -> bool:
         ctx = ctx if ctx is not None else PassContext(verify=self.verify)
-        return self._run_once(module, ctx, _prefix)
+        return self._verified_at_end(module, ctx, _prefix, self._run_once(module, ctx, _prefix))
+
+    def _verified_at_end(self, module: HloModule, ctx: PassContext, prefix: str, changed: bool) -> bool:
+        """``changed``, after verifying the module if this is the outermost pipeline and ``ctx`` asks."""
+        if changed and not prefix and ctx.verify_at_end and not ctx.verify:
+            try:
+                verify_module(module)
+            except Exception as e:
+                by = _unique(r.path for r in ctx.history if r.changed)
+                raise _wrap(e, f"After running pipeline '{self.name}' (changed by [{', '.join(by)}]): ") from e
+        return changed
 
     def _run_once(self, module: HloModule, ctx: PassContext, prefix: str) -> bool:
         changed = False
@@ -196,7 +220,7 @@ class FixedPoint(Pipeline):
         else:
             warnings.warn(f"fixed point '{self.name}' did not converge in {self.max_iters} iterations",
                           RuntimeWarning, stacklevel=2)
-        return changed_any
+        return self._verified_at_end(module, ctx, _prefix, changed_any)
 
 
 def _skeleton(module: HloModule) -> tuple:

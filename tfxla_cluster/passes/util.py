@@ -11,6 +11,8 @@ Also here: literal predicates (``is_all``: XLA's ``IsAll`` that looks through br
 """
 from __future__ import annotations
 
+import operator
+from itertools import chain
 from typing import Iterable
 
 import numpy as np
@@ -63,7 +65,10 @@ def is_all(instr: HloInstruction, value) -> bool:
     if lit is None or lit.size == 0:
         return False
     with np.errstate(all="ignore"):
-        return bool(np.all(lit == np.asarray(value).astype(lit.dtype)))
+        v = np.asarray(value).astype(lit.dtype)
+        if not lit.flat[0] == v:   # most constants differ at their first element: no whole-array compare
+            return False
+        return bool((lit == v).all())
 
 
 def is_constant(instr: HloInstruction) -> bool:
@@ -145,17 +150,41 @@ def constant_instruction(value, element_type: PrimitiveType, dims=(), name: str 
     return new_instruction(O.CONSTANT, (), shape, name=name, like=like, literal=make_literal(value, shape))
 
 
+_control_predecessors = operator.attrgetter("control_predecessors")
+_opcode = operator.attrgetter("opcode")
+_operands = operator.attrgetter("operands")
+
+
+def has_opcode(comp: HloComputation, opcode: O) -> bool:
+    """Whether an instruction of ``comp`` has ``opcode`` (a pass's cheap test before its walk)."""
+    return opcode in map(_opcode, comp.instructions)
+
+
+def may_have_dead(comp: HloComputation) -> bool:
+    """Whether ``comp`` has an instruction that nothing uses and that is neither its root nor a parameter
+    (without one, DCE has nothing to remove)."""
+    unused = set(comp.instructions).difference(chain.from_iterable(map(_operands, comp.instructions)))
+    unused.discard(comp.root)
+    return any(i.opcode is not O.PARAMETER for i in unused)
+
+
 class UseGraph:
     """Users of every instruction of ``comp``, kept current across edits (see module docstring)."""
 
     def __init__(self, comp: HloComputation) -> None:
         self.comp = comp
-        self._users: dict[HloInstruction, dict[HloInstruction, None]] = {i: {} for i in comp.instructions}
-        for instr in comp.instructions:
+        instructions = comp.instructions
+        users: dict[HloInstruction, dict[HloInstruction, None]] = {i: {} for i in instructions}
+        for instr in instructions:
             for op in instr.operands:
-                self._users.setdefault(op, {})[instr] = None
+                # (an operand outside the list is a malformed module's; it gets an entry as before)
+                d = users.get(op)
+                if d is None:
+                    d = users[op] = {}
+                d[instr] = None
+        self._users = users
         self._removed = False
-        self._any_control = any(i.control_predecessors for i in comp.instructions)
+        self._any_control = any(map(_control_predecessors, instructions))
 
     # ---- queries
     def users(self, instr: HloInstruction) -> list[HloInstruction]:
@@ -180,14 +209,51 @@ class UseGraph:
         return self.add(new_instruction(opcode, operands, shape, like=like, name=name, **fields))
 
     def set_operands(self, instr: HloInstruction, operands: list[HloInstruction]) -> None:
+        # ``instr`` moves to the end of every operand's users (passes' visiting orders depend on it).
+        users = self._users
         for op in instr.operands:
-            self._users.get(op, {}).pop(instr, None)
+            d = users.get(op)
+            if d is not None:
+                d.pop(instr, None)
         instr.operands = list(operands)
         for op in operands:
-            self._users.setdefault(op, {})[instr] = None
+            d = users.get(op)
+            if d is None:
+                d = users[op] = {}
+            d[instr] = None
 
     def replace_operand(self, user: HloInstruction, old: HloInstruction, new: HloInstruction) -> None:
-        self.set_operands(user, [new if o is old else o for o in user.operands])
+        """``user`` reads ``new`` wherever it read ``old`` (XLA's ReplaceOperandWith: only the users of
+        ``old`` and ``new`` change, so a wide tuple's other operands are not touched)."""
+        if old is new or old not in user.operands:
+            return
+        user.operands = [new if o is old else o for o in user.operands]
+        users = self._users
+        d = users.get(old)
+        if d is not None:
+            d.pop(user, None)
+        d = users.get(new)
+        if d is None:
+            d = users[new] = {}
+        d[user] = None
+
+    def append_operand(self, instr: HloInstruction, op: HloInstruction) -> None:
+        """``instr`` also reads ``op``, last (XLA's AppendOperand: only ``op``'s users change)."""
+        instr.operands = instr.operands + [op]
+        d = self._users.get(op)
+        if d is None:
+            d = self._users[op] = {}
+        d[instr] = None
+
+    def remove_operand_at(self, instr: HloInstruction, k: int) -> None:
+        """``instr`` no longer reads operand ``k`` (XLA's RemoveOperandAt: only that operand's users change,
+        and only if ``instr`` does not read it elsewhere)."""
+        op = instr.operands[k]
+        instr.operands = instr.operands[:k] + instr.operands[k + 1:]
+        if op not in instr.operands:
+            d = self._users.get(op)
+            if d is not None:
+                d.pop(instr, None)
 
     def replace_all_uses(self, old: HloInstruction, new: HloInstruction) -> None:
         """Every user of ``old`` (except ``new`` itself) uses ``new``; the root moves too."""
@@ -209,9 +275,12 @@ class UseGraph:
     def remove(self, instr: HloInstruction) -> None:
         if instr is self.comp.root:
             raise InternalError(f"cannot remove root %{instr.name} of %{self.comp.name}")
+        users = self._users
         for op in instr.operands:
-            self._users.get(op, {}).pop(instr, None)
-        self._users.pop(instr, None)
+            d = users.get(op)
+            if d is not None:
+                d.pop(instr, None)
+        users.pop(instr, None)
         instr.parent = None
         self._removed = True
 
