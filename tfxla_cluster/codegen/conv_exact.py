@@ -67,8 +67,11 @@ _COMPUTE = {T.F32: T.F32, T.F16: T.F32, T.BF16: T.F32, T.F64: T.F64}
 
 def xla_multiplies_padding(instr) -> bool:
     """Whether TF's XLA multiplies the filter by zeros at taps outside the input (Eigen's patches): F32
-    convolutions other than Eigen's transposed form. F64 ones are XLA's elemental loop, which skips them."""
-    if _COMPUTE.get(instr.shape.element_type) is not T.F32:
+    convolutions other than Eigen's transposed form. F64 ones, and those with a reversed window (never
+    Eigen's: PotentiallyImplementedAsEigenConvolution; algsimp's operand swap makes them), are XLA's
+    elemental loop, which skips them."""
+    if _COMPUTE.get(instr.shape.element_type) is not T.F32 or any(
+            w.window_reversal for w in instr.window.dimensions):
         return False
     window = instr.window.dimensions
     transposed = any(w.base_dilation > 1 for w in window) and all(
@@ -135,11 +138,14 @@ def _check_pays(instr, refs: list[BufferRef]) -> bool:
 def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue, fast,
                  check_input: bool = False) -> None:
     """``fast()`` (the fast kernels' emission), or :func:`emit_exact_conv` when the filter (and with
-    ``check_input``, the input) holds a special value: a branch in the entry function, per call
+    ``check_input`` or a reversed window, the input) holds a special value: a branch in the entry function, per call
     (decided at compile time for constants; no check where it would not pay, see :func:`_check_pays`)."""
     if not guarded(instr):
         return fast()
     limit = HUGE[instr.shape.element_type]
+    # A reversed window is algsimp's operand swap: its input is the original filter, whose huge values
+    # overflow in XLA's elemental order as the original input's do (both operands are checked).
+    check_input = check_input or any(w.window_reversal for w in instr.window.dimensions)
     refs = [rhs, lhs] if check_input else [rhs]
     known = [_known_special(r, limit) for r in refs]
     if any(k is not None for k in known):
