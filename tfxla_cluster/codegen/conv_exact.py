@@ -3,7 +3,7 @@
 Stage: codegen (wraps the emission of one HLO ``convolution`` by ``conv.py``, ``winograd.py`` or
 ``gemm.py``: ``kernels/loop.py`` hands its fast emission to :func:`emit_guarded`).
 Guarantee: when the filter holds a NaN, an infinity or a value of magnitude ≥ :data:`HUGE` (or, for the
-Winograd kernel, the input does), the call runs :func:`emit_exact_conv` instead of the fast kernels, and
+Winograd kernel or a reversed window, the input does), the call runs :func:`emit_exact_conv` instead of the fast kernels, and
 its NaN positions, infinities and signed zeros are those of TF's XLA on this machine; otherwise the fast
 kernels run unchanged (the check reads the filter once per call, the input only for Winograd).
 
@@ -17,8 +17,10 @@ dilation, one group: ``EigenTransposedConv2D``) adds products of real input elem
 contraction (whose float GEMM is oneDNN's ``sgemm``: tsl's eigen_contraction_kernel.h) sums each output in contraction order (window taps row-major, then input features) with
 fused multiply-adds from +0 (measured: ``1 + 2⁻²⁴`` survives only as an FMA would keep it; an
 overflowing product followed by one of the other sign gives the first one's infinity, not NaN). F64
-convolutions are XLA's elemental loop (elemental_ir_emitter.cc ``EmitConvolution``), which skips taps
-outside the input. The fast kernels skip those taps too (static tap ranges), and Winograd's transforms mix
+convolutions, and those with a reversed window (never Eigen's; algsimp's ``conv_operand_swap`` makes them
+from a kernel larger than its input: the original taps then sum backwards), are XLA's elemental loop
+(elemental_ir_emitter.cc ``EmitConvolution``), which skips taps outside the input; for the reversed
+window both operands are checked (its filter is the original input). The fast kernels skip those taps too (static tap ranges), and Winograd's transforms mix
 neighbouring inputs (one infinity spreads NaN to a whole tile); their sums differ from Eigen's only by
 rounding while every value is finite and far from overflow, which the check makes sure of.
 
@@ -30,9 +32,7 @@ then the rest of the depth in blocks of 8, 4, 2, 1 (its bits), each block's roun
 summed the same way and added. So ``+max·1.4 + (-max)·6.3`` is NaN there, where one FMA chain keeps inf.
 
 Not emulated: depths above Eigen's k-block (:data:`GEMV_MAX_DEPTH`: blocks add up) or a contraction Eigen
-shards by depth (large one-feature convolutions); the convolutions XLA's algsimp gives swapped operands (a
-window larger than the input: Eigen then chains the original taps backwards; seed 61000382); and the
-batch-grouped convolutions XLA expands into masked dense ones (the depthwise filter backprop: a NaN input
+shards by depth (large one-feature convolutions); and the batch-grouped convolutions XLA expands into masked dense ones (the depthwise filter backprop: a NaN input
 element gives NaN in every output feature there). F64 depthwise convolutions are expanded by
 ``passes/expanders.py``'s ``ConvolutionGroupConverter`` as XLA does.
 """
