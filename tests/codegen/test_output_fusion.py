@@ -96,8 +96,9 @@ HLO_CASES = [  # xs, ks, ys, window, labels, feature groups, output feature dim,
     # contraction 3·3·600 > one patch block: the epilogue runs after the last contraction block only
     ((1, 3, 4, 600), (3, 3, 600, 9), (1, 3, 4, 9), "size=3x3 pad=1_1x1_1", "b01f_01io->b01f", 1, 3,
      ["conv-gemm"]),
-    # one output position meeting one tap: a plain GEMM, the epilogue on its columns
-    ((2, 1, 1, 24), (3, 3, 24, 40), (2, 1, 1, 40), "size=3x3 pad=1_1x1_1", "b01f_01io->b01f", 1, 3, ["conv-gemm"]),
+    # one output position: a plain GEMM, the epilogue on its columns (a window as large as the input; a
+    # larger one, e.g. 3x3 SAME over 1x1, is XLA's operand swap: algsimp's conv_operand_swap)
+    ((2, 1, 3, 24), (1, 3, 24, 40), (2, 1, 1, 40), "size=1x3", "b01f_01io->b01f", 1, 3, ["conv-gemm"]),
     # NCHW output: the epilogue runs in the copy-out pass
     ((2, 6, 5, 4), (3, 3, 4, 5), (2, 5, 6, 5), "size=3x3 pad=1_1x1_1", "b01f_01io->bf01", 1, 1,
      ["conv-gemm", "materialize"]),

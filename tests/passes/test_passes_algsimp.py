@@ -284,6 +284,16 @@ CASES = [
     ("gte_of_tuple", M("a: f32[4]; b: s32[]", """
         t = (f32[4], s32[]) tuple(a, b)
         ROOT g = s32[] get-tuple-element(t), index=1"""), "CHECK: ROOT %b"),
+    # TF's dump for conv2d(f32[1,3,2,2], f32[3,3,2,2], SAME) and (f32[2,1,2,2], f32[3,2,2,2], SAME).
+    ("conv_operand_swap", M("x: f32[1,3,2,2]; w: f32[3,3,2,2]", """
+        ROOT c = f32[1,3,2,2] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"""),
+     "CHECK: %reverse = f32[3,3,2,2]{3,2,1,0} reverse(%w), dimensions={0,1}\n"
+     "CHECK: ROOT {{.*}} convolution(%reverse, %x), window={size=3x2 pad=1_1x0_0 rhs_reversal=1x1}, "
+     "dim_labels=01fb_o01i->f01b"),
+    ("conv_operand_swap", M("x: f32[2,1,2,2]; w: f32[3,2,2,2]", """
+        ROOT c = f32[2,1,2,2] convolution(x, w), window={size=3x2 pad=1_1x0_1}, dim_labels=b01f_01io->b01f"""),
+     "CHECK: ROOT {{.*}} convolution(%{{.*}}, %x), window={size=1x2 pad=-1_-1x0_1 rhs_reversal=1x1}, "
+     "dim_labels=01fb_o01i->f01b"),
     ("convert_noop", M("p: f32[4]", "ROOT c = f32[4] convert(p)"), "CHECK: ROOT %p"),
     ("convert_pair_noop", M("p: f32[4]", """
         c1 = f64[4] convert(p)
@@ -360,6 +370,11 @@ def test_every_rule_has_a_golden_and_a_docstring():
 
 # XLA's preconditions: these must stay as they are.
 NEGATIVE = [
+    ("conv_kernel_not_larger", M("x: f32[1,3,3,2]; w: f32[3,3,2,4]", """
+        ROOT c = f32[1,3,3,4] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f""")),
+    ("conv_grouped_no_swap", M("x: f32[1,2,2,4]; w: f32[3,3,2,4]", """
+        ROOT c = f32[1,2,2,4] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f,
+        feature_group_count=2""")),
     ("int divide by a constant is not a multiply", M("p: s32[4]", """
         c = s32[] constant(3)
         b = s32[4] broadcast(c), dimensions={}

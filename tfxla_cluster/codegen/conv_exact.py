@@ -3,7 +3,7 @@
 Stage: codegen (wraps the emission of one HLO ``convolution`` by ``conv.py``, ``winograd.py`` or
 ``gemm.py``: ``kernels/loop.py`` hands its fast emission to :func:`emit_guarded`).
 Guarantee: when the filter holds a NaN, an infinity or a value of magnitude ≥ :data:`HUGE` (or, for the
-Winograd kernel, the input does), the call runs :func:`emit_exact_conv` instead of the fast kernels, and
+Winograd kernel or a reversed window, the input does), the call runs :func:`emit_exact_conv` instead of the fast kernels, and
 its NaN positions, infinities and signed zeros are those of TF's XLA on this machine; otherwise the fast
 kernels run unchanged (the check reads the filter once per call, the input only for Winograd). The exact
 kernels are cold code (``ProgramEmitter.branch_on_flag``): a JIT executable compiles them the first time a
@@ -20,8 +20,10 @@ dilation, one group: ``EigenTransposedConv2D``) adds products of real input elem
 contraction (whose float GEMM is oneDNN's ``sgemm``: tsl's eigen_contraction_kernel.h) sums each output in contraction order (window taps row-major, then input features) with
 fused multiply-adds from +0 (measured: ``1 + 2⁻²⁴`` survives only as an FMA would keep it; an
 overflowing product followed by one of the other sign gives the first one's infinity, not NaN). F64
-convolutions are XLA's elemental loop (elemental_ir_emitter.cc ``EmitConvolution``), which skips taps
-outside the input. The fast kernels skip those taps too (static tap ranges), and Winograd's transforms mix
+convolutions, and those with a reversed window (never Eigen's; algsimp's ``conv_operand_swap`` makes them
+from a kernel larger than its input: the original taps then sum backwards), are XLA's elemental loop
+(elemental_ir_emitter.cc ``EmitConvolution``), which skips taps outside the input; for the reversed
+window both operands are checked (its filter is the original input). The fast kernels skip those taps too (static tap ranges), and Winograd's transforms mix
 neighbouring inputs (one infinity spreads NaN to a whole tile); their sums differ from Eigen's only by
 rounding while every value is finite and far from overflow, which the check makes sure of.
 
@@ -33,9 +35,7 @@ then the rest of the depth in blocks of 8, 4, 2, 1 (its bits), each block's roun
 summed the same way and added. So ``+max·1.4 + (-max)·6.3`` is NaN there, where one FMA chain keeps inf.
 
 Not emulated: depths above Eigen's k-block (:data:`GEMV_MAX_DEPTH`: blocks add up) or a contraction Eigen
-shards by depth (large one-feature convolutions); the convolutions XLA's algsimp gives swapped operands (a
-window larger than the input: Eigen then chains the original taps backwards; seed 61000382); and the
-batch-grouped convolutions XLA expands into masked dense ones (the depthwise filter backprop: a NaN input
+shards by depth (large one-feature convolutions); and the batch-grouped convolutions XLA expands into masked dense ones (the depthwise filter backprop: a NaN input
 element gives NaN in every output feature there). F64 depthwise convolutions are expanded by
 ``passes/expanders.py``'s ``ConvolutionGroupConverter`` as XLA does.
 """
@@ -70,8 +70,11 @@ _COMPUTE = {T.F32: T.F32, T.F16: T.F32, T.BF16: T.F32, T.F64: T.F64}
 
 def xla_multiplies_padding(instr) -> bool:
     """Whether TF's XLA multiplies the filter by zeros at taps outside the input (Eigen's patches): F32
-    convolutions other than Eigen's transposed form. F64 ones are XLA's elemental loop, which skips them."""
-    if _COMPUTE.get(instr.shape.element_type) is not T.F32:
+    convolutions other than Eigen's transposed form. F64 ones, and those with a reversed window (never
+    Eigen's: PotentiallyImplementedAsEigenConvolution; algsimp's operand swap makes them), are XLA's
+    elemental loop, which skips them."""
+    if _COMPUTE.get(instr.shape.element_type) is not T.F32 or any(
+            w.window_reversal for w in instr.window.dimensions):
         return False
     window = instr.window.dimensions
     transposed = any(w.base_dilation > 1 for w in window) and all(
@@ -160,10 +163,13 @@ def guard_special(prog, instr, refs: list[BufferRef], exact, fast, pays=_check_p
 def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue, fast,
                  check_input: bool = False) -> None:
     """``fast()`` (the fast kernels' emission), or :func:`emit_exact_conv` when the filter (and with
-    ``check_input``, the input) holds a special value: a branch in the entry function, per call
+    ``check_input`` or a reversed window, the input) holds a special value: a branch in the entry function, per call
     (decided at compile time for constants; no check where it would not pay, see :func:`_check_pays`)."""
     if not guarded(instr):
         return fast()
+    # A reversed window is algsimp's operand swap: its input is the original filter, whose huge values
+    # overflow in XLA's elemental order as the original input's do (both operands are checked).
+    check_input = check_input or any(w.window_reversal for w in instr.window.dimensions)
     guard_special(prog, instr, [rhs, lhs] if check_input else [rhs],
                   lambda: emit_exact_conv(prog, instr, lhs, rhs, out, epilogue), fast)
 

@@ -47,6 +47,7 @@ class Rule:
     opcodes: tuple[O, ...]
     apply: RuleFn
     layout_sensitive_only: bool = False
+    layout_insensitive_only: bool = False
 
     @property
     def doc(self) -> str:
@@ -56,9 +57,10 @@ class Rule:
 RULES: list[Rule] = []
 
 
-def rule(name: str, *opcodes: O, layout_sensitive_only: bool = False) -> Callable[[RuleFn], RuleFn]:
+def rule(name: str, *opcodes: O, layout_sensitive_only: bool = False,
+         layout_insensitive_only: bool = False) -> Callable[[RuleFn], RuleFn]:
     def register(fn: RuleFn) -> RuleFn:
-        RULES.append(Rule(name, opcodes, fn, layout_sensitive_only))
+        RULES.append(Rule(name, opcodes, fn, layout_sensitive_only, layout_insensitive_only))
         return fn
     return register
 
@@ -1012,6 +1014,71 @@ def _gte_tuple(g, gte):
     return _keep(gte, t.operands[gte.tuple_index]) if t.opcode is O.TUPLE else None
 
 
+# ---------------------------------------------------------------- convolutions
+def _swapped_window_dim(w: A.WindowDimension, input_size: int) -> A.WindowDimension:
+    """One spatial dimension of the swapped convolution: the window runs over the old input (reversed), the
+    old kernel's dilation becomes the base dilation and the padding makes the same output positions."""
+    dilated_kernel = 1 + (w.size - 1) * w.window_dilation
+    dilated_input = 1 + (input_size - 1) * w.base_dilation
+    return A.WindowDimension(size=input_size, stride=w.stride,
+                             padding_low=dilated_input + w.padding_low - dilated_kernel,
+                             padding_high=dilated_input + w.padding_high - dilated_kernel,
+                             window_dilation=w.base_dilation, base_dilation=w.window_dilation,
+                             window_reversal=True)
+
+
+@rule("conv_operand_swap", O.CONVOLUTION, layout_insensitive_only=True)
+def _conv_operand_swap(g, conv):
+    """convolution(input, kernel) -> convolution(reverse(kernel), input) with a reversed window over the
+    input, when the kernel's spatial product (over the dimensions that are neither a pure contraction nor
+    a group dimension) exceeds the input's: XLA's SwapConvOperands (on in XLA:CPU, before layout
+    assignment; ungrouped convolutions only). TF's dump for a 3x3 SAME filter over a 3x2 image:
+    ``convolution(reverse(filter), input), window={size=3x2 pad=1_1x0_0 rhs_reversal=1x1},
+    dim_labels=01fb_o01i->f01b``. XLA:CPU then runs it as its elemental loop (a reversed window is never
+    Eigen's), so the original taps are summed backwards and the original padding taps are not there."""
+    if conv.feature_group_count > 1 or conv.batch_group_count > 1:
+        return None
+    x, k = conv.operands
+    if x.shape.num_elements == 0 or k.shape.num_elements == 0:
+        return None   # XLA makes that convolution zeros first
+    dn = conv.convolution_dimension_numbers
+    window, reverse = [], []
+    kernel_product = swapped_product = 1
+    for i, w in enumerate(conv.window.dimensions):
+        n = x.shape.dimensions[dn.input_spatial_dimensions[i]]
+        plain = not w.window_reversal and w.padding_low == 0 and w.padding_high == 0 and w.window_dilation == 1
+        group_dim = plain and w.base_dilation == w.size and w.stride == w.size - 1
+        contraction_dim = plain and w.size == n and w.base_dilation == 1 and w.stride == 1
+        if group_dim or contraction_dim:
+            window.append(w)
+            continue
+        kernel_product *= w.size
+        full = n == 1 and w.stride == 1 and w.window_dilation == 1 and \
+            w.padding_low == w.padding_high == w.size - 1
+        swapped_product *= w.size if full else n
+        if not w.window_reversal:
+            reverse.append(dn.kernel_spatial_dimensions[i])
+        window.append(_swapped_window_dim(w, n))
+    if kernel_product <= swapped_product:
+        return None
+    swapped = A.ConvolutionDimensionNumbers(
+        input_batch_dimension=dn.kernel_output_feature_dimension,
+        input_feature_dimension=dn.kernel_input_feature_dimension,
+        input_spatial_dimensions=dn.kernel_spatial_dimensions,
+        kernel_input_feature_dimension=dn.input_feature_dimension,
+        kernel_output_feature_dimension=dn.input_batch_dimension,
+        kernel_spatial_dimensions=dn.input_spatial_dimensions,
+        output_batch_dimension=dn.output_feature_dimension,
+        output_feature_dimension=dn.output_batch_dimension,
+        output_spatial_dimensions=dn.output_spatial_dimensions)
+    if reverse:
+        k = g.make(O.REVERSE, [k], k.shape, like=conv, dimensions=tuple(reverse))
+    precision = tuple(reversed(conv.operand_precision)) if conv.operand_precision else conv.operand_precision
+    return _keep(conv, g.make(O.CONVOLUTION, [k, x], conv.shape, like=conv, name=conv.name,
+                              window=A.Window(tuple(window)), convolution_dimension_numbers=swapped,
+                              operand_precision=precision))
+
+
 # ---------------------------------------------------------------- layout-sensitive mode (after layout assignment)
 def _row_major(shape: Shape) -> bool:
     return shape.is_array and shape.is_default_layout
@@ -1100,7 +1167,8 @@ class AlgebraicSimplifier(HloPass):
         changed = False
         # The rules this simplifier applies, by opcode (in RULES_BY_OPCODE's order).
         rules = {op: [r for r in rs if r.name not in self.disabled_rules
-                      and (self.layout_sensitive or not r.layout_sensitive_only)]
+                      and (self.layout_sensitive or not r.layout_sensitive_only)
+                      and not (self.layout_sensitive and r.layout_insensitive_only)]
                  for op, rs in RULES_BY_OPCODE.items()}
         for comp in non_fusion_computations(module):
             g = UseGraph(comp)
