@@ -75,3 +75,46 @@ def test_special_values_in_either_operand(case, dtype, operand):
         want, got = theirs(tx, tw), ours(tx, tw)
         _same(tf.cast(want, tf.float64).numpy(), tf.cast(got, tf.float64).numpy(),
               2e-2 if dtype is tf.bfloat16 else 1e-5)
+
+
+_SWAP_HLO = """HloModule m
+ENTRY e {{
+  x = f32[{xs}] parameter(0)
+  k = f32[{ks}] parameter(1)
+  b = f32[{c}] parameter(2)
+  conv = f32[{xs0},{ys}] convolution(x, k), window={{size=3x3 pad=1_1x1_1}}, dim_labels=b01f_01io->b01f
+  bb = f32[{xs0},{ys}] broadcast(b), dimensions={{3}}
+  add = f32[{xs0},{ys}] add(conv, bb)
+  zero = f32[] constant(0)
+  zz = f32[{xs0},{ys}] broadcast(zero), dimensions={{}}
+  ROOT relu = f32[{xs0},{ys}] maximum(add, zz)
+}}"""
+
+
+@pytest.mark.parametrize("xs, ks", [((4, 1, 1, 64), (3, 3, 64, 32)), ((3, 2, 2, 8), (3, 3, 8, 16))])
+def test_swapped_convolution_reads_the_unreversed_filter(xs, ks):
+    """The swap's ``reverse(filter)`` runs no kernel (kernels/loop.py ``_unswapped``): on finite operands the
+    original convolution runs on the filter as it is (one conv kernel with the bias+relu epilogue); with a
+    special value, XLA's swapped element loop reads the filter backwards. Both against TF's XLA."""
+    from tfxla_cluster.codegen import CodegenOptions, compile_module
+    from tfxla_cluster.hlo.parser import parse_module
+    from tfxla_cluster.passes.pipeline import optimize
+    text = _SWAP_HLO.format(xs=",".join(map(str, xs)), ks=",".join(map(str, ks)), c=ks[3], xs0=xs[0],
+                            ys=f"{xs[1]},{xs[2]},{ks[3]}")
+    module, _ = optimize(parse_module(text))
+    assert " reverse(" in module.to_string() and "rhs_reversal=1x1" in module.to_string()   # XLA's HLO
+    theirs = tf.function(lambda x, k, b: tf.nn.relu(tf.nn.conv2d(x, k, 1, "SAME") + b), jit_compile=True)
+    x, k = RNG.standard_normal(xs).astype(np.float32), RNG.standard_normal(ks).astype(np.float32)
+    b = RNG.standard_normal(ks[3]).astype(np.float32)
+    for threads in (1, 2):
+        exe = compile_module(module, CodegenOptions(bounds_checks=True, threads=threads))
+        kinds = [kk.kind for kk in exe.kernels]
+        assert "loop" not in kinds and "materialize" not in kinds, kinds
+        assert [kd for kd in kinds if kd != "conv-special-check"] in (["conv-gemm"], ["conv-blocked"]), kinds
+        _same(theirs(x, k, b).numpy(), np.asarray(exe(x, k, b)[0]), 1e-5)
+        for special in (np.inf, np.nan, -3e38):
+            ks_, xs_ = k.copy(), x.copy()
+            ks_[0, 2, 1, 3] = special
+            xs_[1, 0, 0, 2] = -special
+            for a, w in ((xs_, k), (x, ks_), (xs_, ks_)):
+                _same(theirs(a, w, b).numpy(), np.asarray(exe(a, w, b)[0]), 1e-5)

@@ -161,17 +161,18 @@ def guard_special(prog, instr, refs: list[BufferRef], exact, fast, pays=_check_p
 
 
 def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue, fast,
-                 check_input: bool = False) -> None:
+                 check_input: bool = False, lhs_reversed: tuple[int, ...] = ()) -> None:
     """``fast()`` (the fast kernels' emission), or :func:`emit_exact_conv` when the filter (and with
     ``check_input`` or a reversed window, the input) holds a special value: a branch in the entry function, per call
-    (decided at compile time for constants; no check where it would not pay, see :func:`_check_pays`)."""
+    (decided at compile time for constants; no check where it would not pay, see :func:`_check_pays`).
+    ``lhs_reversed``: ``lhs`` holds the input with those dimensions unreversed (a folded ``reverse``)."""
     if not guarded(instr):
         return fast()
     # A reversed window is algsimp's operand swap: its input is the original filter, whose huge values
     # overflow in XLA's elemental order as the original input's do (both operands are checked).
     check_input = check_input or any(w.window_reversal for w in instr.window.dimensions)
     guard_special(prog, instr, [rhs, lhs] if check_input else [rhs],
-                  lambda: emit_exact_conv(prog, instr, lhs, rhs, out, epilogue), fast)
+                  lambda: emit_exact_conv(prog, instr, lhs, rhs, out, epilogue, lhs_reversed), fast)
 
 
 def gemv_lanes(instr) -> bool:
@@ -188,12 +189,14 @@ def gemv_lanes(instr) -> bool:
             and kout == instr.feature_group_count and patches > 1 and depth <= GEMV_MAX_DEPTH)
 
 
-def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None) -> None:
+def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None,
+                    lhs_reversed: tuple[int, ...] = ()) -> None:
     """``out`` := the convolution as XLA:CPU computes it (see the module docstring): per output element,
     the products over the window taps (row-major) and the group's input features, with taps outside the
     input multiplying 0 when :func:`xla_multiplies_padding`, skipped otherwise, summed as fused
     multiply-adds from +0 in that order, or in oneDNN's ``gemv_t`` lanes when :func:`gemv_lanes`; then
-    ``epilogue`` on the element. Slow (a scalar loop): it runs only on special values."""
+    ``epilogue`` on the element; ``lhs`` read backwards along its dimensions ``lhs_reversed`` (the operand
+    of a ``reverse`` codegen did not run). Slow (a scalar loop): it runs only on special values."""
     et = instr.shape.element_type
     cet = _COMPUTE[et]
     sty = t.storage_type(cet)
@@ -240,7 +243,8 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
         ri[dn.kernel_output_feature_dimension] = o
         for i, w in enumerate(window):
             p, valid = input_position(b, w, sp[i], wi[i], in_sp[i], valid)
-            li[dn.input_spatial_dimensions[i]] = b.select(valid, p, t.i64(0))
+            d = dn.input_spatial_dimensions[i]
+            li[d] = b.select(valid, b.sub(t.i64(in_sp[i] - 1), p) if d in lhs_reversed else p, t.i64(0))
             ri[dn.kernel_spatial_dimensions[i]] = b.sub(t.i64(w.size - 1), wi[i]) if w.window_reversal else wi[i]
         # Out-of-range taps read element 0 (any index is then in bounds) and use 0 or nothing.
         li = [b.select(valid, x, t.i64(0)) for x in li]

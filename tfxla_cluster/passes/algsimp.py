@@ -1027,30 +1027,22 @@ def _swapped_window_dim(w: A.WindowDimension, input_size: int) -> A.WindowDimens
                              window_reversal=True)
 
 
-@rule("conv_operand_swap", O.CONVOLUTION, layout_insensitive_only=True)
-def _conv_operand_swap(g, conv):
-    """convolution(input, kernel) -> convolution(reverse(kernel), input) with a reversed window over the
-    input, when the kernel's spatial product (over the dimensions that are neither a pure contraction nor
-    a group dimension) exceeds the input's: XLA's SwapConvOperands (on in XLA:CPU, before layout
-    assignment; ungrouped convolutions only). TF's dump for a 3x3 SAME filter over a 3x2 image:
-    ``convolution(reverse(filter), input), window={size=3x2 pad=1_1x0_0 rhs_reversal=1x1},
-    dim_labels=01fb_o01i->f01b``. XLA:CPU then runs it as its elemental loop (a reversed window is never
-    Eigen's), so the original taps are summed backwards and the original padding taps are not there."""
-    if conv.feature_group_count > 1 or conv.batch_group_count > 1:
-        return None
-    x, k = conv.operands
-    if x.shape.num_elements == 0 or k.shape.num_elements == 0:
-        return None   # XLA makes that convolution zeros first
-    dn = conv.convolution_dimension_numbers
-    window, reverse = [], []
+def swap_conv_operands(x_shape: Shape, window: A.Window, dn: A.ConvolutionDimensionNumbers
+                       ) -> tuple[A.Window, A.ConvolutionDimensionNumbers, tuple[int, ...]] | None:
+    """XLA's SwapConvOperands on an ungrouped convolution of an input of ``x_shape``: the swapped
+    convolution's window and dimension numbers and the kernel dimensions to reverse, or None when the
+    kernel's spatial product (over the dimensions that are neither a pure contraction nor a group
+    dimension) does not exceed the input's. Pure, so codegen can recognise a swapped convolution
+    (kernels/loop.py runs it as the original one on finite values)."""
+    new_window, reverse = [], []
     kernel_product = swapped_product = 1
-    for i, w in enumerate(conv.window.dimensions):
-        n = x.shape.dimensions[dn.input_spatial_dimensions[i]]
+    for i, w in enumerate(window.dimensions):
+        n = x_shape.dimensions[dn.input_spatial_dimensions[i]]
         plain = not w.window_reversal and w.padding_low == 0 and w.padding_high == 0 and w.window_dilation == 1
         group_dim = plain and w.base_dilation == w.size and w.stride == w.size - 1
         contraction_dim = plain and w.size == n and w.base_dilation == 1 and w.stride == 1
         if group_dim or contraction_dim:
-            window.append(w)
+            new_window.append(w)
             continue
         kernel_product *= w.size
         full = n == 1 and w.stride == 1 and w.window_dilation == 1 and \
@@ -1058,7 +1050,7 @@ def _conv_operand_swap(g, conv):
         swapped_product *= w.size if full else n
         if not w.window_reversal:
             reverse.append(dn.kernel_spatial_dimensions[i])
-        window.append(_swapped_window_dim(w, n))
+        new_window.append(_swapped_window_dim(w, n))
     if kernel_product <= swapped_product:
         return None
     swapped = A.ConvolutionDimensionNumbers(
@@ -1071,11 +1063,31 @@ def _conv_operand_swap(g, conv):
         output_batch_dimension=dn.output_feature_dimension,
         output_feature_dimension=dn.output_batch_dimension,
         output_spatial_dimensions=dn.output_spatial_dimensions)
+    return A.Window(tuple(new_window)), swapped, tuple(reverse)
+
+
+@rule("conv_operand_swap", O.CONVOLUTION, layout_insensitive_only=True)
+def _conv_operand_swap(g, conv):
+    """convolution(input, kernel) -> convolution(reverse(kernel), input) with a reversed window over the
+    input, when the kernel is larger than the input (:func:`swap_conv_operands`): XLA's SwapConvOperands
+    (on in XLA:CPU, before layout assignment; ungrouped convolutions only). TF's dump for a 3x3 SAME filter
+    over a 3x2 image: ``convolution(reverse(filter), input), window={size=3x2 pad=1_1x0_0 rhs_reversal=1x1},
+    dim_labels=01fb_o01i->f01b``. XLA:CPU then runs it as its elemental loop (a reversed window is never
+    Eigen's), so the original taps are summed backwards and the original padding taps are not there."""
+    if conv.feature_group_count > 1 or conv.batch_group_count > 1:
+        return None
+    x, k = conv.operands
+    if x.shape.num_elements == 0 or k.shape.num_elements == 0:
+        return None   # XLA makes that convolution zeros first
+    swap = swap_conv_operands(x.shape, conv.window, conv.convolution_dimension_numbers)
+    if swap is None:
+        return None
+    window, swapped, reverse = swap
     if reverse:
-        k = g.make(O.REVERSE, [k], k.shape, like=conv, dimensions=tuple(reverse))
+        k = g.make(O.REVERSE, [k], k.shape, like=conv, dimensions=reverse)
     precision = tuple(reversed(conv.operand_precision)) if conv.operand_precision else conv.operand_precision
     return _keep(conv, g.make(O.CONVOLUTION, [k, x], conv.shape, like=conv, name=conv.name,
-                              window=A.Window(tuple(window)), convolution_dimension_numbers=swapped,
+                              window=window, convolution_dimension_numbers=swapped,
                               operand_precision=precision))
 
 

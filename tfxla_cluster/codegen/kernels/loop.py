@@ -41,6 +41,7 @@ from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.passes.algsimp import swap_conv_operands
 
 _FLAT_OK = (ops.ELEMENTWISE | {O.PARAMETER, O.CONSTANT, O.BROADCAST, O.BITCAST, O.RESHAPE, O.TUPLE,
                                O.OPTIMIZATION_BARRIER}) - {O.MAP}
@@ -104,7 +105,7 @@ def emit_loop_thunk(prog, instr, operands, out) -> None:
     key, refs = ["fusion", instr], [*operands, *leaves(out)]
     if deferred is not None:
         conv, conv_operands, conv_out, plan = deferred
-        key += [instr.operands.index(conv), _as_emitted(prog, conv), repr(plan)]
+        key += [instr.operands.index(conv), _emitted_key(prog, conv), repr(plan)]
         refs += [*conv_operands, *leaves(conv_out)]
     prog.reuse(tuple(key), refs, lambda: _emit_loop(prog, instr, operands, out, deferred))
 
@@ -465,6 +466,13 @@ def _as_emitted(prog, instr):
     return _folded(prog).get(id(instr), (None, instr))[1]
 
 
+def _emitted_key(prog, instr):
+    """What determines ``instr``'s emission (a kernel-reuse key item): the emitted view, or for an unswapped
+    convolution the swapped one it stands for (its exact branch runs that)."""
+    view = _as_emitted(prog, instr)
+    return _swaps(prog).get(id(view), view)
+
+
 def _users(prog, comp):
     cache = prog.__dict__.setdefault("_epilogue_users", {})
     if id(comp) not in cache:
@@ -486,13 +494,20 @@ def _fold_reverse(prog, rev, operand: BufferRef) -> bool:
     if len(us) != 1 or us[0].opcode is not O.CONVOLUTION:
         return False
     conv, src = us[0], rev.operands[0]
-    if conv.operands[1] is not rev or conv.operands[0] is rev or src.shape != rev.shape or \
-            src.shape.minor_to_major != rev.shape.minor_to_major:
-        return False
-    ksp = list(conv.convolution_dimension_numbers.kernel_spatial_dimensions)
-    if not set(rev.dimensions) <= set(ksp):
+    if src.shape != rev.shape or src.shape.minor_to_major != rev.shape.minor_to_major or \
+            conv.operands[0] is conv.operands[1]:
         return False
     if src.opcode is not O.PARAMETER and users.get(src, []) != [rev]:
+        return False
+    if conv.operands[0] is rev:
+        original = _unswapped(conv, rev)
+        if original is None:
+            return False
+        _swaps(prog)[id(original)] = conv
+        _folded(prog)[id(conv)] = (operand, original)
+        return True
+    ksp = list(conv.convolution_dimension_numbers.kernel_spatial_dimensions)
+    if not set(rev.dimensions) <= set(ksp):
         return False
     window = conv.window
     flipped = A.Window(tuple(dataclasses.replace(w, window_reversal=not w.window_reversal) if ksp[i] in rev.dimensions
@@ -502,6 +517,53 @@ def _fold_reverse(prog, rev, operand: BufferRef) -> bool:
     view.operands = [conv.operands[0], src]
     _folded(prog)[id(conv)] = (operand, view)
     return True
+
+
+def _swaps(prog) -> dict:
+    """id(original convolution view) -> the operand-swapped convolution it stands for (``_unswapped``)."""
+    return prog.__dict__.setdefault("_swapped_convs", {})
+
+
+def _unswapped(conv, rev):
+    """The convolution algsimp's ``conv_operand_swap`` made ``conv`` (= ``convolution(rev, x)``, ``rev`` a
+    reverse) from — ``convolution(x, rev's operand)`` with the original window and dimension numbers — or
+    None when ``conv`` is not exactly that swap (checked by swapping the candidate again)."""
+    if conv.feature_group_count > 1 or conv.batch_group_count > 1:
+        return None
+    sdn, x = conv.convolution_dimension_numbers, conv.operands[1]
+    dn = A.ConvolutionDimensionNumbers(
+        input_batch_dimension=sdn.kernel_output_feature_dimension,
+        input_feature_dimension=sdn.kernel_input_feature_dimension,
+        input_spatial_dimensions=sdn.kernel_spatial_dimensions,
+        kernel_input_feature_dimension=sdn.input_feature_dimension,
+        kernel_output_feature_dimension=sdn.input_batch_dimension,
+        kernel_spatial_dimensions=sdn.input_spatial_dimensions,
+        output_batch_dimension=sdn.output_feature_dimension,
+        output_feature_dimension=sdn.output_batch_dimension,
+        output_spatial_dimensions=sdn.output_spatial_dimensions)
+    window = []
+    for i, w in enumerate(conv.window.dimensions):
+        if not w.window_reversal:   # a group or contraction dimension: kept as it was
+            window.append(w)
+            continue
+        size = rev.shape.dimensions[sdn.input_spatial_dimensions[i]]
+        dilated_kernel = 1 + (size - 1) * w.base_dilation
+        dilated_input = 1 + (w.size - 1) * w.window_dilation
+        window.append(A.WindowDimension(
+            size=size, stride=w.stride, padding_low=w.padding_low + dilated_kernel - dilated_input,
+            padding_high=w.padding_high + dilated_kernel - dilated_input, window_dilation=w.base_dilation,
+            base_dilation=w.window_dilation,
+            window_reversal=sdn.input_spatial_dimensions[i] not in rev.dimensions))
+    window = A.Window(tuple(window))
+    if any(w.padding_low < 0 or w.padding_high < 0 for w in window.dimensions) or \
+            swap_conv_operands(x.shape, window, dn) != (conv.window, sdn, tuple(rev.dimensions)):
+        return None
+    view = copy.copy(conv)
+    view.window, view.convolution_dimension_numbers = window, dn
+    view.operands = [x, rev.operands[0]]
+    if conv.operand_precision:
+        view.operand_precision = tuple(reversed(conv.operand_precision))
+    return view
 
 
 @thunk(O.REVERSE)
@@ -536,6 +598,10 @@ def _emit_conv(prog, conv, operands: list[BufferRef], out: BufferRef, plan, epi=
         if plan is None:
             return emit_loop_thunk(prog, conv, operands, out)
         return emit_channelwise(prog, conv, plan, *operands, out, epilogue=epi)
+    swapped = _swaps(prog).get(id(conv))
+    if swapped is not None:   # finite operands: the original convolution; else XLA's swapped element loop
+        x, kernel = operands
+        return emit_guarded(prog, swapped, kernel, x, out, epi, fast, lhs_reversed=swapped.operands[0].dimensions)
     emit_guarded(prog, conv, *operands, out, epi, fast, check_input=mixes_inputs(prog, conv, plan))
 
 
@@ -553,7 +619,8 @@ def _conv_thunk(prog, instr, operands, out) -> None:
     folded = _folded(prog).get(id(instr))
     if folded is not None:   # the filter operand is the folded reverse's (unreversed) operand: read it now
         prog.plan.use(folded[0].slot, prog.pos)
-        operands = [operands[0], folded[0]]
+        # An unswapped convolution reads (input, unreversed kernel) = (the swap's filter, the reverse's operand).
+        operands = [operands[1], folded[0]] if id(folded[1]) in _swaps(prog) else [operands[0], folded[0]]
     view = _as_emitted(prog, instr)
     plan = _conv_plan(prog, view)
     fusion = _epilogue_fusion(prog, instr, plan)
@@ -562,7 +629,7 @@ def _conv_thunk(prog, instr, operands, out) -> None:
         return
     ops_ = array_operands(instr, operands)
     if plan is not None:   # contraction kernels read their operands' shapes, never their producers
-        return prog.reuse(("contraction", view, repr(plan)), [*ops_, out],
+        return prog.reuse(("contraction", _emitted_key(prog, instr), repr(plan)), [*ops_, out],
                           lambda: _emit_contraction(prog, instr, ops_, out, plan))
     if len(ops_) == 2 and all(isinstance(r, BufferRef) for r in ops_):
         return _emit_conv(prog, view, ops_, out, None)
