@@ -1027,6 +1027,22 @@ def _swapped_window_dim(w: A.WindowDimension, input_size: int) -> A.WindowDimens
                              window_reversal=True)
 
 
+def swapped_dimension_numbers(dn: A.ConvolutionDimensionNumbers) -> A.ConvolutionDimensionNumbers:
+    """The dimension numbers of ``convolution(kernel, input)`` for those of ``convolution(input, kernel)``:
+    batch <-> kernel output feature, feature <-> kernel input feature, output batch <-> output feature. An
+    involution (applied twice it gives ``dn`` back)."""
+    return A.ConvolutionDimensionNumbers(
+        input_batch_dimension=dn.kernel_output_feature_dimension,
+        input_feature_dimension=dn.kernel_input_feature_dimension,
+        input_spatial_dimensions=dn.kernel_spatial_dimensions,
+        kernel_input_feature_dimension=dn.input_feature_dimension,
+        kernel_output_feature_dimension=dn.input_batch_dimension,
+        kernel_spatial_dimensions=dn.input_spatial_dimensions,
+        output_batch_dimension=dn.output_feature_dimension,
+        output_feature_dimension=dn.output_batch_dimension,
+        output_spatial_dimensions=dn.output_spatial_dimensions)
+
+
 def swap_conv_operands(x_shape: Shape, window: A.Window, dn: A.ConvolutionDimensionNumbers
                        ) -> tuple[A.Window, A.ConvolutionDimensionNumbers, tuple[int, ...]] | None:
     """XLA's SwapConvOperands on an ungrouped convolution of an input of ``x_shape``: the swapped
@@ -1053,17 +1069,7 @@ def swap_conv_operands(x_shape: Shape, window: A.Window, dn: A.ConvolutionDimens
         new_window.append(_swapped_window_dim(w, n))
     if kernel_product <= swapped_product:
         return None
-    swapped = A.ConvolutionDimensionNumbers(
-        input_batch_dimension=dn.kernel_output_feature_dimension,
-        input_feature_dimension=dn.kernel_input_feature_dimension,
-        input_spatial_dimensions=dn.kernel_spatial_dimensions,
-        kernel_input_feature_dimension=dn.input_feature_dimension,
-        kernel_output_feature_dimension=dn.input_batch_dimension,
-        kernel_spatial_dimensions=dn.input_spatial_dimensions,
-        output_batch_dimension=dn.output_feature_dimension,
-        output_feature_dimension=dn.output_batch_dimension,
-        output_spatial_dimensions=dn.output_spatial_dimensions)
-    return A.Window(tuple(new_window)), swapped, tuple(reverse)
+    return A.Window(tuple(new_window)), swapped_dimension_numbers(dn), tuple(reverse)
 
 
 @rule("conv_operand_swap", O.CONVOLUTION, layout_insensitive_only=True)

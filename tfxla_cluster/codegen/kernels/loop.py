@@ -41,7 +41,7 @@ from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import Shape
-from tfxla_cluster.passes.algsimp import swap_conv_operands
+from tfxla_cluster.passes.algsimp import swap_conv_operands, swapped_dimension_numbers
 
 _FLAT_OK = (ops.ELEMENTWISE | {O.PARAMETER, O.CONSTANT, O.BROADCAST, O.BITCAST, O.RESHAPE, O.TUPLE,
                                O.OPTIMIZATION_BARRIER}) - {O.MAP}
@@ -531,16 +531,7 @@ def _unswapped(conv, rev):
     if conv.feature_group_count > 1 or conv.batch_group_count > 1:
         return None
     sdn, x = conv.convolution_dimension_numbers, conv.operands[1]
-    dn = A.ConvolutionDimensionNumbers(
-        input_batch_dimension=sdn.kernel_output_feature_dimension,
-        input_feature_dimension=sdn.kernel_input_feature_dimension,
-        input_spatial_dimensions=sdn.kernel_spatial_dimensions,
-        kernel_input_feature_dimension=sdn.input_feature_dimension,
-        kernel_output_feature_dimension=sdn.input_batch_dimension,
-        kernel_spatial_dimensions=sdn.input_spatial_dimensions,
-        output_batch_dimension=sdn.output_feature_dimension,
-        output_feature_dimension=sdn.output_batch_dimension,
-        output_spatial_dimensions=sdn.output_spatial_dimensions)
+    dn = swapped_dimension_numbers(sdn)
     window = []
     for i, w in enumerate(conv.window.dimensions):
         if not w.window_reversal:   # a group or contraction dimension: kept as it was
