@@ -19,6 +19,10 @@ its own output with the user's computation as an ``Epilogue`` on each block (``_
 A ``reverse`` of a convolution filter's spatial dimensions whose only user is that convolution (TF's
 input-backprop lowering flips the forward filter so) is not run: the convolution reads the unreversed
 filter with those window dimensions' reversal flipped (``_fold_reverse``), saving a pass over the filter.
+Likewise the ``reverse`` of algsimp's operand swap (``convolution(reverse(filter), input)``, a kernel larger than
+its input): the convolution runs as the original unswapped one on the filter as it is (``_unswapped``: the fast
+kernels, exact up to rounding on finite values), and its special-value branch runs XLA's swapped element loop
+reading the filter backwards (conv_exact.py ``lhs_reversed``).
 """
 from __future__ import annotations
 
