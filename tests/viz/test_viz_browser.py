@@ -98,7 +98,7 @@ def test_collapsed_clusters_hover_and_search(driver, browser, pages, variables_r
 def test_dump_dom_without_selenium(pages, unique_result, tmp_path, chrome_command):
     """Chromium alone (``--dump-dom``) sees the page's clusters after its script ran."""
     proc = subprocess.run([*chrome_command, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
-                           pages["full"].as_uri()], capture_output=True, text=True, timeout=60)
+                           pages["full"].as_uri()], capture_output=True, encoding="utf-8", errors="replace", timeout=60)
     assert proc.returncode == 0, proc.stderr[-500:]
     dom = proc.stdout
     for name in unique_result[0].clusters:
