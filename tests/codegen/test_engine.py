@@ -188,3 +188,17 @@ def test_concurrent_compiles_overlap_and_errors_stay_typed(monkeypatch, serial):
     assert len(errors) == 1 and "LLVM rejected the IR of bad" in str(errors[0])
     (a0, a1), (b0, b1) = sorted(spans.values())
     assert (b0 < a1) == (not serial), spans   # the second's LLVM work started before the first's ended
+
+
+def test_concurrent_compiles_leave_the_c_locale_alone():
+    """libllvmlite's module printer switches the process's C locale to "C" and back; compiles on several
+    threads at once must not leave it at "C" (Python's text I/O would then decode ASCII)."""
+    import locale
+
+    before = locale.setlocale(locale.LC_CTYPE)
+    eng = JitEngine()
+    texts = [SCALE.replace("%m", f"%m{k}").replace("@scale(", f"@scale{k}(") for k in range(32)]
+    for _ in range(3):
+        run_threads(lambda k: [eng.compile(texts[j], [f"scale{j}"], name=f"loc{j}")
+                               for j in range(k, len(texts), 8)], 8)
+    assert locale.setlocale(locale.LC_CTYPE) == before

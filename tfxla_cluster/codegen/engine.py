@@ -16,7 +16,8 @@ A big module (``compile(..., max_parts=N)``) is split into parts (``split.py``) 
 optimised and turned into object code on a small pool of threads, and loaded into one execution engine.
 Every module (one part or several) is compiled in its own LLVM context with the compiling thread's own
 target machine: llvmlite serialises every call into LLVM behind one process-wide lock, so the heavy calls
-(parse, pass pipeline, object emission) go to the same C functions without it (``_unlocked``). ctypes
+(parse, pass pipeline, object emission) go to the same C functions without it (``_unlocked``; printing the
+optimised module keeps the lock, as libllvmlite's printer switches the process's C locale). ctypes
 releases the GIL around them and LLVM allows concurrent work on separate contexts, so compiles on several
 threads (parts, TF's concurrent launch nodes, a kernel compiled on first use) run their LLVM work at the
 same time, and Python on other threads runs meanwhile (``TFXLA_COMPILE_SERIAL=1``: one module at a time
@@ -301,7 +302,7 @@ class JitEngine:
             t1 = time.perf_counter()
             self.optimize(mod, ir_size, target_machine=tm, run=_unlocked("LLVMPY_RunNewModulePassManager"))
             t2 = time.perf_counter()
-            optimized = _print_unlocked(mod)
+            optimized = _print_locked(mod)
             obj = _emit_object_unlocked(tm, mod)
             t3 = time.perf_counter()
             return obj, optimized, (t1 - t0, t2 - t1, t3 - t2), (t1, t3)
@@ -400,9 +401,13 @@ def _verify_unlocked(mod) -> None:
             raise RuntimeError(str(err))
 
 
-def _print_unlocked(mod) -> str:
+def _print_locked(mod) -> str:
+    """The module's text, under llvmlite's lock: libllvmlite's printer switches the process's C locale to
+    "C" and back around the print (``setlocale`` is process-wide), so two prints at once on two threads
+    could leave it at "C" for good, and Python's text I/O would then decode ASCII (found by a test that read
+    a subprocess's UTF-8 output). Printing is a small part of a compile."""
     with ffi.OutputString() as out:
-        _unlocked("LLVMPY_PrintModuleToString")(mod, out)
+        ffi.lib.LLVMPY_PrintModuleToString(mod, out)
         return str(out)
 
 
