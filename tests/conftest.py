@@ -24,6 +24,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # they start, which inherit this) must not share compiled code through it, nor depend on what an
 # earlier run left there. Tests of the cache give it a directory of their own.
 os.environ["TFXLA_COMPILE_CACHE"] = "off"
+# The suite verifies the HLO after every pass that changed it, as XLA's pipelines do (DESIGN.md item 4),
+# so a pass that breaks an invariant is named by the test that runs it; users get the cheaper default of
+# one verification after the last pass (--tfxla_hlo_verifier=pipeline).
+os.environ.setdefault("TFXLA_CLUSTER_FLAGS", "--tfxla_hlo_verifier=pass")
 ROOT = Path(__file__).resolve().parent.parent
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
