@@ -493,3 +493,65 @@ def session_cpu_global_jit() -> bool:
     if config is _MOVED:
         return bool(ctx.config.graph_options.optimizer_options.cpu_global_jit)
     return bool(config.graph_options.optimizer_options.cpu_global_jit) if config is not None else False
+
+
+# ---- Calls under a gradient tape (runtime/gradients.py): TF's ConcreteFunction._call_flat protocol ----
+
+def tape_could_record() -> bool:
+    """Whether any gradient tape (or forward accumulator) is active on this thread: one C call."""
+    from tensorflow.python.eager import record
+
+    return record.could_possibly_record()
+
+
+def taped_forward(concrete: Any, args: list) -> Any:
+    """What TF's ``ConcreteFunction._call_flat`` does for an eager call ``args`` (inputs then captured
+    inputs) that a tape may record: every variable the function reads is reported as accessed (a tape
+    watches the trainable ones), then the forward/backward pair TF builds for it — a
+    ``_ForwardBackwardCall`` — or None when no tape watches these arguments."""
+    from tensorflow.python.ops import gradients_util, resource_variable_ops
+
+    for v in concrete.graph.variables:
+        resource_variable_ops.variable_accessed(v)
+    kind = gradients_util.PossibleTapeGradientTypes(args)
+    if kind == gradients_util.POSSIBLE_GRADIENT_TYPES_NONE:
+        return None
+    return concrete._select_forward_and_backward_functions(args, kind, True)
+
+
+def forward_backward_parts(call: Any) -> tuple[Any, Any, list, bool] | None:
+    """(the forward ``AtomicFunction``, TF's pair object, the forward's arguments, whether forward-mode
+    tangents flow) of a ``_ForwardBackwardCall``, building the pair on first use."""
+    forward, args = call.forward()
+    return forward, call._functions, args, bool(call._input_tangents)
+
+
+def forward_concrete(forward: Any) -> Any:
+    """A ``ConcreteFunction`` over TF's forward ``AtomicFunction`` (its graph returns the intermediates too)."""
+    from tensorflow.python.eager.polymorphic_function import concrete_function
+
+    return concrete_function.ConcreteFunction(forward, shared_func_graph=True)
+
+
+def record_backward(functions: Any, backward: Any, flat_outputs: list, inference_args: list) -> None:
+    """Record a forward call's ``flat_outputs`` on the active tapes with ``backward`` (an object called as
+    TF's backward ``ConcreteFunction`` is: ``_call_flat(gradients, captures)``), as TF's
+    ``_TapeGradientFunctions.record`` does without forward-mode tangents."""
+    from tensorflow.python.eager import record
+
+    backward_function, to_record = functions._wrap_backward_function(functions._forward_graph, backward,
+                                                                     flat_outputs)
+    record.record_operation(functions._forward.cached_definition.signature.name, to_record, inference_args,
+                            backward_function)
+
+
+def backward_concrete(functions: Any) -> Any:
+    """TF's backward ``ConcreteFunction`` of a built forward/backward pair."""
+    return functions._backward
+
+
+def stop_recording() -> Any:
+    """A context in which no tape records (the forward's own ops are recorded as one call, by us)."""
+    from tensorflow.python.eager import record
+
+    return record.stop_recording()

@@ -42,6 +42,8 @@ class CompiledGraph:
         # INVALID_ARGUMENT for a ValueError) with a Python traceback: the call re-raises the original.
         self._launch_errors: collections.deque = collections.deque(maxlen=8)
         self._first_call = True
+        self._settings = dict(jit_compile=jit_compile, flags=flags, grappler=grappler, backend=backend)
+        self._taped = None   # gradients.TapedCalls, made on the first call a tape watches
         program = compile_concrete(concrete, jit_compile=jit_compile, flags=flags, grappler=grappler,
                                    backend=backend, py_launch=self._py_launch, on_native=self._on_native,
                                    profile=profile)
@@ -97,9 +99,43 @@ class CompiledGraph:
         profile.add("run", max(0.0, elapsed - compile_s), name)
 
     def __call__(self, flat_inputs: list) -> Any:
+        return self.call_structured(flat_inputs, self.concrete.captured_inputs)
+
+    def call_structured(self, flat_inputs: list, captured_inputs: list) -> Any:
+        """The function's structured result for ``flat_inputs`` and ``captured_inputs`` (TF's
+        ``ConcreteFunction._call_flat``); an eager call a tape watches runs TF's forward/backward pair
+        through our pipeline (:mod:`tfxla_cluster.runtime.gradients`)."""
         import tensorflow as tf
 
-        args = [*flat_inputs, *self.concrete.captured_inputs]
+        if tf_compat.tape_could_record():
+            from tfxla_cluster.runtime import gradients
+
+            if not tf.executing_eagerly():
+                # Inside another function's trace with a tape: TF's own call op, whose gradient TF builds
+                # from this graph; the caller's clustering (ours or TF's) takes the must-compile call.
+                return self.concrete._call_flat(list(flat_inputs), list(captured_inputs))
+            if self._taped is None:
+                self._taped = gradients.TapedCalls(self._compile_related)
+            result = self._taped.call(self.concrete, flat_inputs, captured_inputs)
+            if result is not gradients.UNWATCHED:
+                return result
+        outputs = self.run_flat([*flat_inputs, *captured_inputs])
+        if self._single_tensor:
+            return outputs[0]
+        if self.concrete.structured_outputs is None:
+            return None  # a function that returns nothing (TF's ConcreteFunction returns None too)
+        # TF's own packing: a backward function's structure has None for inputs without a gradient.
+        return self.concrete.function_type.pack_output(outputs)
+
+    def _compile_related(self, concrete) -> "CompiledGraph":
+        """A function TF derived from this one (the forward or backward function of a taped call),
+        compiled with this one's settings, its first calls profiled with it."""
+        return CompiledGraph(concrete, profile=self.profile, **self._settings)
+
+    def run_flat(self, args: list) -> list:
+        """The rewritten graph run on ``args`` (the inputs, then the captured inputs): its flat outputs."""
+        import tensorflow as tf
+
         # The direct launch runs now, on values: only when executing eagerly (inside another function's
         # trace — Keras compiles train steps — the call must become a graph op, as TF's own would).
         if self._direct is not None and self._direct.run is not None and tf.executing_eagerly():
@@ -123,11 +159,7 @@ class CompiledGraph:
                     raise
                 raise original from None
             outputs = list(outputs or [])[:self._num_outputs]  # control outputs come back as None
-        if self._single_tensor:
-            return outputs[0]
-        if self.concrete.structured_outputs is None:
-            return None  # a function that returns nothing (TF's ConcreteFunction returns None too)
-        return tf.nest.pack_sequence_as(self.concrete.structured_outputs, outputs, expand_composites=True)
+        return outputs
 
     def _first_call_with_progress(self, call_flat, args: list):
         """The first call compiles every cluster it launches: on a terminal, a bar counts them."""
