@@ -31,6 +31,11 @@ def component(et: T) -> T:
 
 
 def parts(b: ir.IRBuilder, v) -> tuple:
+    """The (real, imaginary) parts of ``v``; of a value :func:`compose` made, the parts it was made of (as
+    LLVM folds extractvalue of insertvalue), so a constant part is still seen as a constant."""
+    if isinstance(v, ir.InsertValue) and v.indices == [1] and isinstance(v.aggregate, ir.InsertValue) \
+            and v.aggregate.indices == [0]:
+        return v.aggregate.value, v.value
     return b.extract_value(v, 0), b.extract_value(v, 1)
 
 
@@ -93,18 +98,21 @@ class _Parts:
     def sel(self, p, x, y):
         return self.b.select(p, x, y)
 
-    def max(self, x, y):
-        return self.s.binary(O.MAXIMUM, self.et, x, y)
-
-    def min(self, x, y):
-        return self.s.binary(O.MINIMUM, self.et, x, y)
+    def max_min(self, x, y, x_constant: bool, y_constant: bool) -> tuple:
+        """(max, min) of ``x`` and ``y`` (XLA's lhs-first fast forms). TF's XLA emits its fused loops
+        through MLIR, whose canonicalizer moves a constant operand of the commutative maximumf/minimumf
+        to the rhs — which decides the NaN the fast forms keep (|complex(2, NaN)| is NaN there, and
+        |complex(x, NaN)| is |x| for an argument x)."""
+        if x_constant and not y_constant:
+            x, y = y, x
+        return self.s.binary(O.MAXIMUM, self.et, x, y), self.s.binary(O.MINIMUM, self.et, x, y)
 
 
 # ---------------------------------------------------------------- unary
 def _abs_parts(p: _Parts, re, im, root: bool):
     """(min, max, sqrt(1 + (min/max)^2) or 1 + (min/max)^2) of |re|, |im| (XLA's EmitComplexAbsHelper)."""
     ar, ai = p.fabs(re), p.fabs(im)
-    mx, mn = p.max(ar, ai), p.min(ar, ai)
+    mx, mn = p.max_min(ar, ai, isinstance(re, ir.Constant), isinstance(im, ir.Constant))
     q = p.div(mn, mx)
     one_plus = p.add(p.c(1.0), p.mul(q, q))
     return mn, mx, (p.unary(O.SQRT, one_plus) if root else one_plus)
@@ -253,7 +261,7 @@ def _log1p(p: _Parts, re, im):
     one = p.c(1.0)
     a1 = p.add(re, one)
     abs_a1, abs_b = p.fabs(a1), p.fabs(im)
-    mx, mn = p.max(abs_a1, abs_b), p.min(abs_a1, abs_b)
+    mx, mn = p.max_min(abs_a1, abs_b, isinstance(re, ir.Constant), isinstance(im, ir.Constant))
     mx_m1 = p.sel(p.b.fcmp_ordered(">", a1, abs_b), re, p.sub(mx, one))
     q = p.div(mn, mx)
     r = p.add(p.mul(p.c(0.5), p.unary(O.LOG1P, p.mul(q, q))), p.unary(O.LOG1P, mx_m1))

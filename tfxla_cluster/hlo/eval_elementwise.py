@@ -356,6 +356,45 @@ def _divide(a, b):
     return complex_divide(a, b) if np.iscomplexobj(a) else _arith(np.divide, _int_divide)(a, b)
 
 
+def complex_multiply(a, b):
+    """XLA's evaluator multiplies ``std::complex`` values, which the compiler emits as the textbook
+    product (numpy's, here) with C's Annex G recovery (``__mulsc3``/``__muldc3``) where both parts came out NaN: an infinite
+    operand is boxed to (±1 or ±0) parts, NaN parts of the other become ±0, and the product is recomputed
+    times inf — so (inf+inf·i)·(NaN+inf·i) is (-inf, inf) where numpy's product is (NaN, NaN)."""
+    a, b = np.broadcast_arrays(a, b)
+    with np.errstate(all="ignore"):
+        product = np.multiply(a, b)
+        both_nan = np.isnan(product.real) & np.isnan(product.imag)
+        if both_nan.any():
+            ar, ai, br, bi = (np.array(v) for v in (np.real(a), np.imag(a), np.real(b), np.imag(b)))
+            ac, bd, ad, bc = ar * br, ai * bi, ar * bi, ai * br
+            one, zero = np.asarray(1, ar.dtype), np.asarray(0, ar.dtype)
+
+            def box(x, y):   # an infinite operand's parts as ±1 (infinite) and ±0 (finite or NaN)
+                return (np.copysign(np.where(np.isinf(x), one, zero), x),
+                        np.copysign(np.where(np.isinf(y), one, zero), y))
+
+            def zero_nan(x):
+                return np.where(np.isnan(x), np.copysign(zero, x), x)
+            inf_a, inf_b = np.isinf(ar) | np.isinf(ai), np.isinf(br) | np.isinf(bi)
+            xr, xi = np.where(inf_a, box(ar, ai), (ar, ai))
+            yr, yi = np.where(inf_a, (zero_nan(br), zero_nan(bi)), (br, bi))
+            yr, yi = np.where(inf_b, box(yr, yi), (yr, yi))
+            xr, xi = np.where(inf_b, (zero_nan(xr), zero_nan(xi)), (xr, xi))
+            overflow = ~inf_a & ~inf_b & (np.isinf(ac) | np.isinf(bd) | np.isinf(ad) | np.isinf(bc))
+            xr, xi, yr, yi = (np.where(overflow, zero_nan(v), v) for v in (xr, xi, yr, yi))
+            recalc = both_nan & (inf_a | inf_b | overflow)
+            inf = np.asarray(np.inf, ar.dtype)
+            re = np.where(recalc, inf * (xr * yr - xi * yi), product.real)
+            im = np.where(recalc, inf * (xr * yi + xi * yr), product.imag)
+            product = _complex(np.asarray(re, ar.dtype), np.asarray(im, ar.dtype))
+    return product
+
+
+def _multiply(a, b):
+    return complex_multiply(a, b) if np.iscomplexobj(a) else _arith(np.multiply, pred_fn=np.logical_and)(a, b)
+
+
 def _complex(a, b):
     dtype = np.complex64 if a.dtype == np.float32 else np.complex128
     out = np.empty(a.shape, dtype=dtype)
@@ -366,7 +405,7 @@ def _complex(a, b):
 BINARY = {
     O.ADD: _arith(np.add, pred_fn=np.logical_or),
     O.SUBTRACT: _arith(np.subtract, pred_fn=np.logical_xor),
-    O.MULTIPLY: _arith(np.multiply, pred_fn=np.logical_and),
+    O.MULTIPLY: _multiply,
     O.DIVIDE: _divide,
     O.REMAINDER: _arith(np.fmod, _int_remainder),
     O.MAXIMUM: _maxmin(True),

@@ -110,7 +110,7 @@ def _constant_uniform(g, c):
     flat = lit.reshape(-1)
     first = flat[0]
     same = (flat.view(np.uint8).reshape(flat.size, -1) == flat[:1].view(np.uint8)).all() \
-        if lit.dtype.kind == "f" or lit.dtype.kind == "V" else bool(np.all(flat == first))
+        if lit.dtype.kind in "fcV" else bool(np.all(flat == first))   # bits: -0 (or a -0 part) is not 0
     if not same:
         return None
     scalar = g.add(constant_instruction(first, c.shape.element_type, (), like=c))

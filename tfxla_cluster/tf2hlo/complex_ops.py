@@ -481,7 +481,11 @@ def lower_partwise(lowerer, node, fn) -> list:
         elif not types.element_type(dtype).is_complex:
             outs.append(re)
         elif isinstance(re, np.ndarray) and isinstance(im, np.ndarray):
-            outs.append((re + 1j * im).astype(types.np_dtype(dtype)))
+            # Part by part: re + 1j*im would turn an infinite imaginary part's 0·inf into a NaN real
+            # part, and a -0 imaginary part into +0.
+            value = np.empty(np.broadcast(re, im).shape, types.np_dtype(dtype))
+            value.real, value.imag = re, im
+            outs.append(value)
         else:
             et = _PART_TYPE[types.element_type(dtype)]
             re, im = (x if isinstance(x, HloInstruction) else b.constant(np.asarray(x).astype(et.dtype), et)
