@@ -143,18 +143,25 @@ def _check_pays(instr, refs: list[BufferRef]) -> bool:
     return 5 * 100 * sum(r.shape.num_elements for r in refs) <= flops or flops <= SMALL_FLOPS
 
 
-def guard_special(prog, instr, refs: list[BufferRef], exact, fast, pays=_check_pays) -> None:
-    """``fast()``, or ``exact()`` when one of ``refs`` holds a NaN, an infinity or an element of
-    magnitude ≥ :data:`HUGE`: a branch in the entry function, per call (decided at compile time for
-    constants; none where ``pays(instr, refs)`` says the check would cost too much)."""
+def guard_special(prog, instr, refs: list[BufferRef], exact, fast, pays=_check_pays,
+                  optional: tuple[BufferRef, ...] = ()) -> None:
+    """``fast()``, or ``exact()`` when one of ``refs`` (or of ``optional``) holds a NaN, an infinity or an
+    element of magnitude ≥ :data:`HUGE`: a branch in the entry function, per call (decided at compile time
+    for constants; none where ``pays(instr, refs)`` says the check would cost too much). Each of
+    ``optional`` is checked too where ``pays`` still holds with it added."""
     limit = HUGE[instr.shape.element_type]
-    known = [_known_special(r, limit) for r in refs]
+    known = [_known_special(r, limit) for r in (*refs, *optional)]
     if any(k is not None for k in known):
         prog.not_replayable()   # the choice read a constant's values, which kernel-reuse keys leave out
     if any(k is True for k in known):
         return exact()
     refs = [r for r, k in zip(refs, known) if k is None]
-    if not refs or not pays(instr, refs):
+    if refs and not pays(instr, refs):
+        return fast()
+    for r, k in zip(optional, known[len(known) - len(optional):]):
+        if k is None and pays(instr, [*refs, r]):
+            refs.append(r)
+    if not refs:
         return fast()
     flag = _special_flag(prog, instr, refs, limit)
     prog.branch_on_flag(flag, instr.name, exact, fast)
@@ -171,8 +178,11 @@ def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, ep
     # A reversed window is algsimp's operand swap: its input is the original filter, whose huge values
     # overflow in XLA's elemental order as the original input's do (both operands are checked).
     check_input = check_input or any(w.window_reversal for w in instr.window.dimensions)
+    # Otherwise the input is checked where that still pays: a huge input element overflows its products in
+    # XLA's order but maybe not in the fast kernels' (an FMA keeps max·163 - inf at -inf; fuzz seed 72000800).
     guard_special(prog, instr, [rhs, lhs] if check_input else [rhs],
-                  lambda: emit_exact_conv(prog, instr, lhs, rhs, out, epilogue, lhs_reversed), fast)
+                  lambda: emit_exact_conv(prog, instr, lhs, rhs, out, epilogue, lhs_reversed), fast,
+                  optional=() if check_input else (lhs,))
 
 
 def gemv_lanes(instr) -> bool:
