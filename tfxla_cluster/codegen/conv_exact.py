@@ -2,10 +2,13 @@
 
 Stage: codegen (wraps the emission of one HLO ``convolution`` by ``conv.py``, ``winograd.py`` or
 ``gemm.py``: ``kernels/loop.py`` hands its fast emission to :func:`emit_guarded`).
-Guarantee: when the filter holds a NaN, an infinity or a value of magnitude ≥ :data:`HUGE` (or, for the
-Winograd kernel or a reversed window, the input does), the call runs :func:`emit_exact_conv` instead of the fast kernels, and
-its NaN positions, infinities and signed zeros are those of TF's XLA on this machine; otherwise the fast
-kernels run unchanged (the check reads the filter once per call, the input only for Winograd). The exact
+Guarantee: when the filter or the input holds a NaN, an infinity or a value of magnitude ≥ :data:`HUGE`,
+the call runs :func:`emit_exact_conv` instead of the fast kernels, and its NaN positions, infinities and
+signed zeros are those of TF's XLA on this machine; otherwise the fast kernels run unchanged. The check
+reads the filter once per call, and the input where reading it too costs under ~1% of the convolution
+(:func:`_check_pays`; always for the Winograd kernel and a reversed window, which need it): a huge input
+element overflows its products in XLA's order (a rounded product) where the fast kernels' FMA may keep
+it exact (``max·w - inf`` stays -inf, XLA's is NaN). The exact
 kernels are cold code (``ProgramEmitter.branch_on_flag``): a JIT executable compiles them the first time a
 check fires, not with the rest (``executable.ColdCode``); one check kernel per element type serves every
 guarded convolution, so a guard adds no kernel of its own to a first call's compile.
@@ -34,7 +37,9 @@ lanes (lane k mod 8), the lanes summed ``((l0+l1)+(l4+l5)) + ((l2+l3)+(l6+l7))``
 then the rest of the depth in blocks of 8, 4, 2, 1 (its bits), each block's rounded products in fresh lanes
 summed the same way and added. So ``+max·1.4 + (-max)·6.3`` is NaN there, where one FMA chain keeps inf.
 
-Not emulated: depths above Eigen's k-block (:data:`GEMV_MAX_DEPTH`: blocks add up) or a contraction Eigen
+Not emulated: a huge finite input element (an infinity alone sums alike in any order) where checking the
+input would cost over ~1% (a 1×1, depthwise or few-feature convolution over a large image: the filter
+alone is checked there); depths above Eigen's k-block (:data:`GEMV_MAX_DEPTH`: blocks add up) or a contraction Eigen
 shards by depth (large one-feature convolutions); and the batch-grouped convolutions XLA expands into masked dense ones (the depthwise filter backprop: a NaN input
 element gives NaN in every output feature there). F64 depthwise convolutions are expanded by
 ``passes/expanders.py``'s ``ConvolutionGroupConverter`` as XLA does.
@@ -169,9 +174,10 @@ def guard_special(prog, instr, refs: list[BufferRef], exact, fast, pays=_check_p
 
 def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue, fast,
                  check_input: bool = False, lhs_reversed: tuple[int, ...] = ()) -> None:
-    """``fast()`` (the fast kernels' emission), or :func:`emit_exact_conv` when the filter (and with
-    ``check_input`` or a reversed window, the input) holds a special value: a branch in the entry function, per call
-    (decided at compile time for constants; no check where it would not pay, see :func:`_check_pays`).
+    """``fast()`` (the fast kernels' emission), or :func:`emit_exact_conv` when the filter or the input holds
+    a special value: a branch in the entry function, per call (decided at compile time for constants; no
+    check where it would not pay, see :func:`_check_pays`; with ``check_input`` or a reversed window the
+    input is checked with the filter or neither is, otherwise where it still pays after the filter).
     ``lhs_reversed``: ``lhs`` holds the input with those dimensions unreversed (a folded ``reverse``)."""
     if not guarded(instr):
         return fast()
