@@ -157,3 +157,59 @@ def test_one_output_feature_sums_in_gemv_lanes(xs, ws):
             _check(lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), x, w)
         else:   # depthwise: one output feature per group
             _check(lambda x, w: tf.nn.depthwise_conv2d(x, w[:, :, :, :1], [1, 1, 1, 1], "SAME"), x, w)
+
+
+
+F32_MAX, F64_MAX, BF16_MAX = float(np.finfo(np.float32).max), float(np.finfo(np.float64).max), 3.3895313892515355e38
+HUGE_INPUT = [  # fuzz seed, dtype, depthwise, input shape and elements, filter shape and elements, padding
+    (72000800, tf.float32, False, (2, 3, 5, 3), {(1, 0, 1, 1): -F32_MAX, (1, 1, 1, 0): np.inf},
+     (3, 3, 3, 1), {(1, 2, 1, 0): -163.6089630126953, (2, 2, 0, 0): -0.7783721685409546}, "SAME"),
+    (73000981, tf.float32, True, (2, 2, 3, 3), {(1, 0, 1, 2): F32_MAX, (1, 1, 2, 2): F32_MAX},
+     (2, 3, 3, 1), {(0, 0, 2, 0): 127.857177734375, (1, 1, 2, 0): -2.5167243480682373}, "SAME"),
+    (73000986, tf.float64, False, (2, 3, 2, 2), {(1, 1, 0, 1): -F64_MAX, (1, 1, 1, 0): -np.inf},
+     (2, 3, 2, 4), {(1, 0, 1, 2): 1.6825906956246097, (1, 1, 0, 2): -143.45193007093542}, "SAME"),
+    (75000252, tf.bfloat16, False, (2, 3, 5, 3), {(1, 0, 3, 2): np.inf, (1, 0, 4, 2): -BF16_MAX},
+     (1, 2, 3, 1), {(0, 0, 2, 0): 39.5, (0, 1, 2, 0): 71.0}, "VALID"),
+    (75000643, tf.bfloat16, False, (1, 2, 5, 2), {(0, 0, 1, 1): -BF16_MAX, (0, 0, 3, 0): np.inf},
+     (3, 3, 2, 4), {(1, 0, 1, 0): -4.5625, (1, 2, 0, 0): -5.25}, "SAME"),
+]
+
+
+@pytest.mark.parametrize("const_filter", [False, True], ids=["arg", "const"])
+@pytest.mark.parametrize("case", HUGE_INPUT, ids=lambda c: str(c[0]))
+def test_huge_input_next_to_an_infinity_with_a_small_filter(case, const_filter):
+    """A small finite filter and an input holding ±max (and ±inf): TF's XLA rounds the huge element's
+    product to an infinity, which meets one of the other sign as NaN, where the fast kernels' FMA keeps
+    ``max·w - inf`` at -inf. So the guard checks the input as well as the filter."""
+    seed, dtype, depthwise, xs, xv, ws, wv, pad = case
+    x, w = np.zeros(xs), np.zeros(ws)
+    for a, vals in ((x, xv), (w, wv)):
+        for at, v in vals.items():
+            a[at] = v
+    tx, tw = tf.cast(tf.constant(x), dtype), tf.cast(tf.constant(w), dtype)
+    conv = (lambda x, w: tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], pad)) if depthwise else \
+        (lambda x, w: tf.nn.conv2d(x, w, 1, pad))
+    if const_filter:   # the filter's check is decided at compile time, the input's per call
+        _check(lambda x: conv(x, tw), tx, rtol=2e-2)
+    else:
+        _check(conv, tx, tw, rtol=2e-2)
+
+
+def test_the_input_is_checked_where_it_pays(monkeypatch):
+    """The input's check costs ~1% at most: a 3×3 convolution reads its input with its filter, a 1×1 one of
+    few features over a large image its filter only (a huge input element is not emulated there); TF's XLA's
+    results either way on finite values."""
+    from tfxla_cluster.codegen import conv_exact
+    checked = []
+    flag = conv_exact._special_flag
+    monkeypatch.setattr(conv_exact, "_special_flag", lambda prog, instr, refs, limit: (
+        checked.append(sorted(r.shape.num_elements for r in refs)), flag(prog, instr, refs, limit))[1])
+    x = RNG.standard_normal((1, 64, 64, 32)).astype(np.float32)
+    w1 = RNG.standard_normal((1, 1, 32, 8)).astype(np.float32)
+    _check(lambda x, w: tf.nn.conv2d(x, w, 1, "VALID"), x, w1, rtol=1e-4)
+    assert checked == [[w1.size]]
+    checked.clear()
+    xs = x[:, :12, :12, :8]
+    w3 = RNG.standard_normal((3, 3, 8, 40)).astype(np.float32)
+    _check(lambda x, w: tf.nn.conv2d(x, w, 2, "SAME"), xs, w3, rtol=1e-4)
+    assert checked == [sorted([xs.size, w3.size])]

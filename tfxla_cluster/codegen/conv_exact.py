@@ -2,10 +2,13 @@
 
 Stage: codegen (wraps the emission of one HLO ``convolution`` by ``conv.py``, ``winograd.py`` or
 ``gemm.py``: ``kernels/loop.py`` hands its fast emission to :func:`emit_guarded`).
-Guarantee: when the filter holds a NaN, an infinity or a value of magnitude ≥ :data:`HUGE` (or, for the
-Winograd kernel or a reversed window, the input does), the call runs :func:`emit_exact_conv` instead of the fast kernels, and
-its NaN positions, infinities and signed zeros are those of TF's XLA on this machine; otherwise the fast
-kernels run unchanged (the check reads the filter once per call, the input only for Winograd). The exact
+Guarantee: when the filter or the input holds a NaN, an infinity or a value of magnitude ≥ :data:`HUGE`,
+the call runs :func:`emit_exact_conv` instead of the fast kernels, and its NaN positions, infinities and
+signed zeros are those of TF's XLA on this machine; otherwise the fast kernels run unchanged. The check
+reads the filter once per call, and the input where reading it too costs under ~1% of the convolution
+(:func:`_check_pays`; always for the Winograd kernel and a reversed window, which need it): a huge input
+element overflows its products in XLA's order (a rounded product) where the fast kernels' FMA may keep
+it exact (``max·w - inf`` stays -inf, XLA's is NaN). The exact
 kernels are cold code (``ProgramEmitter.branch_on_flag``): a JIT executable compiles them the first time a
 check fires, not with the rest (``executable.ColdCode``); one check kernel per element type serves every
 guarded convolution, so a guard adds no kernel of its own to a first call's compile.
@@ -34,7 +37,9 @@ lanes (lane k mod 8), the lanes summed ``((l0+l1)+(l4+l5)) + ((l2+l3)+(l6+l7))``
 then the rest of the depth in blocks of 8, 4, 2, 1 (its bits), each block's rounded products in fresh lanes
 summed the same way and added. So ``+max·1.4 + (-max)·6.3`` is NaN there, where one FMA chain keeps inf.
 
-Not emulated: depths above Eigen's k-block (:data:`GEMV_MAX_DEPTH`: blocks add up) or a contraction Eigen
+Not emulated: a huge finite input element (an infinity alone sums alike in any order) where checking the
+input would cost over ~1% (a 1×1, depthwise or few-feature convolution over a large image: the filter
+alone is checked there); depths above Eigen's k-block (:data:`GEMV_MAX_DEPTH`: blocks add up) or a contraction Eigen
 shards by depth (large one-feature convolutions); and the batch-grouped convolutions XLA expands into masked dense ones (the depthwise filter backprop: a NaN input
 element gives NaN in every output feature there). F64 depthwise convolutions are expanded by
 ``passes/expanders.py``'s ``ConvolutionGroupConverter`` as XLA does.
@@ -143,18 +148,25 @@ def _check_pays(instr, refs: list[BufferRef]) -> bool:
     return 5 * 100 * sum(r.shape.num_elements for r in refs) <= flops or flops <= SMALL_FLOPS
 
 
-def guard_special(prog, instr, refs: list[BufferRef], exact, fast, pays=_check_pays) -> None:
-    """``fast()``, or ``exact()`` when one of ``refs`` holds a NaN, an infinity or an element of
-    magnitude ≥ :data:`HUGE`: a branch in the entry function, per call (decided at compile time for
-    constants; none where ``pays(instr, refs)`` says the check would cost too much)."""
+def guard_special(prog, instr, refs: list[BufferRef], exact, fast, pays=_check_pays,
+                  optional: tuple[BufferRef, ...] = ()) -> None:
+    """``fast()``, or ``exact()`` when one of ``refs`` (or of ``optional``) holds a NaN, an infinity or an
+    element of magnitude ≥ :data:`HUGE`: a branch in the entry function, per call (decided at compile time
+    for constants; none where ``pays(instr, refs)`` says the check would cost too much). Each of
+    ``optional`` is checked too where ``pays`` still holds with it added."""
     limit = HUGE[instr.shape.element_type]
-    known = [_known_special(r, limit) for r in refs]
+    known = [_known_special(r, limit) for r in (*refs, *optional)]
     if any(k is not None for k in known):
         prog.not_replayable()   # the choice read a constant's values, which kernel-reuse keys leave out
     if any(k is True for k in known):
         return exact()
     refs = [r for r, k in zip(refs, known) if k is None]
-    if not refs or not pays(instr, refs):
+    if refs and not pays(instr, refs):
+        return fast()
+    for r, k in zip(optional, known[len(known) - len(optional):]):
+        if k is None and pays(instr, [*refs, r]):
+            refs.append(r)
+    if not refs:
         return fast()
     flag = _special_flag(prog, instr, refs, limit)
     prog.branch_on_flag(flag, instr.name, exact, fast)
@@ -162,17 +174,21 @@ def guard_special(prog, instr, refs: list[BufferRef], exact, fast, pays=_check_p
 
 def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue, fast,
                  check_input: bool = False, lhs_reversed: tuple[int, ...] = ()) -> None:
-    """``fast()`` (the fast kernels' emission), or :func:`emit_exact_conv` when the filter (and with
-    ``check_input`` or a reversed window, the input) holds a special value: a branch in the entry function, per call
-    (decided at compile time for constants; no check where it would not pay, see :func:`_check_pays`).
+    """``fast()`` (the fast kernels' emission), or :func:`emit_exact_conv` when the filter or the input holds
+    a special value: a branch in the entry function, per call (decided at compile time for constants; no
+    check where it would not pay, see :func:`_check_pays`; with ``check_input`` or a reversed window the
+    input is checked with the filter or neither is, otherwise where it still pays after the filter).
     ``lhs_reversed``: ``lhs`` holds the input with those dimensions unreversed (a folded ``reverse``)."""
     if not guarded(instr):
         return fast()
     # A reversed window is algsimp's operand swap: its input is the original filter, whose huge values
     # overflow in XLA's elemental order as the original input's do (both operands are checked).
     check_input = check_input or any(w.window_reversal for w in instr.window.dimensions)
+    # Otherwise the input is checked where that still pays: a huge input element overflows its products in
+    # XLA's order but maybe not in the fast kernels' (an FMA keeps max·163 - inf at -inf; fuzz seed 72000800).
     guard_special(prog, instr, [rhs, lhs] if check_input else [rhs],
-                  lambda: emit_exact_conv(prog, instr, lhs, rhs, out, epilogue, lhs_reversed), fast)
+                  lambda: emit_exact_conv(prog, instr, lhs, rhs, out, epilogue, lhs_reversed), fast,
+                  optional=() if check_input else (lhs,))
 
 
 def gemv_lanes(instr) -> bool:
