@@ -481,7 +481,9 @@ def lower_partwise(lowerer, node, fn) -> list:
         elif not types.element_type(dtype).is_complex:
             outs.append(re)
         elif isinstance(re, np.ndarray) and isinstance(im, np.ndarray):
-            outs.append((re + 1j * im).astype(types.np_dtype(dtype)))
+            z = np.empty(np.broadcast(re, im).shape, types.np_dtype(dtype))
+            z.real, z.imag = re, im   # (not re + 1j·im: 1j·inf is (nan, inf))
+            outs.append(z)
         else:
             et = _PART_TYPE[types.element_type(dtype)]
             re, im = (x if isinstance(x, HloInstruction) else b.constant(np.asarray(x).astype(et.dtype), et)
