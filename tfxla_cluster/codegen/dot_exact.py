@@ -8,7 +8,7 @@ TF's binary, separately rounded products added from +0, whenever an operand hold
 an element of magnitude ≥ ``conv_exact.HUGE`` (2⁴⁸⁰): two overflowing products of opposite signs give NaN
 as in XLA (FMA contraction gives the first one's infinity). Below that bound no product or partial sum
 of < 2³¹ terms can overflow, so FMAs and summation order only round, and the fast GEMM runs unchanged.
-The loop form (small dots) never contracts these dots' multiply-adds and sums in k order: no check.
+The loop form (small dots) sums these dots in the same order (:func:`emit_eigen_sum`): no check.
 
 How XLA:CPU (TF 2.21, this machine: AMD EPYC Zen 4) computes a dot, measured with
 ``tf.function(jit_compile=True)`` by putting ``max·(-5.4)`` at k = p and ``(-4.2)·(-max)`` at k = q of
@@ -23,8 +23,17 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
   - F64: Eigen's contraction (perf: ``gebp_kernel<double, double, long, ..., 8, 4>``). TF's binary is
     built without FMA (it prints "rebuild TensorFlow with ... FMA"), so gebp multiplies and adds
     separately: NaN for every (p, q) and every shape tried, (1,4,4,4) to (1,200,300,100) and (3,40,40,40).
-    Emulated here, in k order from +0 (gebp's two accumulator sets and k blocks change the result only
-    where finite partial sums overflow, which this does not reproduce beyond k order).
+    Emulated here in Eigen's own order (:func:`emit_eigen_sum`; bit for bit against TF's XLA on random
+    operands of wide exponents, depths 50-5000, every row/column class; ``tests/codegen/test_dot_eigen_order.py``):
+    XLA hands Eigen the transposed product, so Eigen's rows are the dot's N side and its columns the M side.
+    Eigen cuts the depth into k-blocks (:func:`eigen_k_blocks`: the sequential contraction's kc from
+    ``computeProductBlockingSizes`` with a 32 KiB L1, ≤ 336 and evened out; 320 when the cost model runs
+    it on the thread pool; two depth shards summed at the end when it shards by the inner dimension);
+    each block's sum starts from +0 and is added to the output. Within a block, by the output's gebp micro
+    kernel: rows of the 8-row panels, and columns past the last multiple of 4, add in k order; a row of
+    the 4- or 2-row remainder panels in a 4-column block adds even and odd k into two accumulators over the
+    block's first multiple of 8 (then ``C + D``, then the rest in order); a last single row in a 4-column
+    block adds k mod 4 into four over the first multiple of 4 (``(C0 + C1) + (C2 + C3)``, then the rest).
   - F32: YNNPACK (perf: ``ynn::dot_fp32_5x64x1_1x16x1_avx512f`` for 64³, ``ynn::dot_fp32_5x16x4_1x4x4_avx512f``
     for 100³), whose cost model (XNNPACK ynnpack/kernels/dot/dot.cc, cost_model/zen4.h) picks the kernel
     per shape: a K-tile-1 kernel is one FMA chain in k order; a K-tile-4 kernel keeps four FMA chains by
@@ -38,6 +47,11 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
   -0 gives +0 everywhere, as here.
 """
 from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
@@ -76,9 +90,8 @@ def emit_guarded_dot(prog, instr, B: int, M: int, N: int, K: int, a_ref: BufferR
 
 def emit_exact_dot(prog, name: str, B: int, M: int, N: int, K: int, a_ref: BufferRef, ta: str,
                    b_ref: BufferRef, tb: str, c_ref: BufferRef, epilogue=None) -> None:
-    """C[b] = A[b]·B[b] as Eigen's F64 GEMM in TF's binary: per output, products rounded, then added in
-    k order from +0 (no FMA: the LLVM instructions carry no ``contract``). Operands and ``epilogue`` as
-    ``gemm.gemm_kernel``'s. A scalar loop: it runs only on special values."""
+    """C[b] = A[b]·B[b] as Eigen's F64 GEMM in TF's binary (:func:`emit_eigen_sum`). Operands and
+    ``epilogue`` as ``gemm.gemm_kernel``'s. A scalar loop: it runs only on special values."""
     kb = prog.kernel(name + "_exact")
     b = kb.builder
     sty = t.storage_type(T.F64)
@@ -87,19 +100,191 @@ def emit_exact_dot(prog, name: str, B: int, M: int, N: int, K: int, a_ref: Buffe
     tasks = prog.tasks_for(work, cost)
     lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(work))
     pa, pb, pc = kb.ptr(a_ref.slot), kb.ptr(b_ref.slot), kb.ptr(c_ref.slot)
-    acc = kb.kctx.alloca(sty, "xacc")
     with for_range(b, lo, hi, "xo") as i:
         bi, m, n = split(b, i, [B, M, N])
         a_row = b.add(b.mul(bi, t.i64(M * K)), b.mul(m, t.i64(K)) if ta == "N" else m)
         b_col = b.add(b.mul(bi, t.i64(K * N)), n if tb == "N" else b.mul(n, t.i64(K)))
         a_step, b_step = t.i64(1 if ta == "N" else M), t.i64(N if tb == "N" else 1)
-        b.store(t.float_constant(sty, 0.0), acc)
-        with for_range(b, t.i64(0), t.i64(K), "xk") as k:
+
+        def product(k):
             x = b.load(b.gep(pa, [b.add(a_row, b.mul(k, a_step))], source_etype=sty), typ=sty)
             y = b.load(b.gep(pb, [b.add(b_col, b.mul(k, b_step))], source_etype=sty), typ=sty)
-            b.store(b.fadd(b.load(acc, typ=sty), b.fmul(x, y)), acc)
-        b.store(b.load(acc, typ=sty), b.gep(pc, [i], source_etype=sty))
+            return b.fmul(x, y)
+        b.store(emit_eigen_sum(kb.kctx, M, N, K, m, n, product), b.gep(pc, [i], source_etype=sty))
         if epilogue is not None:
             epilogue(kb, bi, m, n, i)
     prog.call_kernel(kb, name, "dot-exact", work, tasks, cost)
 
+
+# Eigen's gebp in TF's binary (AVX without FMA): register blocks of MR × NR doubles (two packets of 4 by
+# 4 columns), k loops peeled by 8; the cache sizes its CPUID query gives on this machine (AMD EPYC Zen 4).
+_MR, _NR, _PACKET, _PEEL = 8, 4, 4, 8
+_L1, _L2, _L3 = 32 << 10, 1 << 20, 32 << 20
+
+
+@lru_cache(maxsize=1)
+def eigen_threads() -> int:
+    """The threads of TF's intra-op pool, which XLA's Eigen contractions run on: one per schedulable
+    core (tsl's ``port::MaxParallelism``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _kc(k: int, threads: int) -> int:
+    """Eigen's kc for depth ``k`` (``evaluateProductBlockingSizesHeuristic``): with threads, the L1 bound
+    capped at 320; alone, the L1 bound (a multiple of 8) lowered so the last block is as large as
+    possible with the same number of blocks."""
+    bound = (_L1 - _MR * _NR * 8) // ((_MR + _NR) * 8)
+    if threads > 1:
+        cache = max(8, min(bound, 320))
+        return cache - cache % 8 if cache < k else k
+    max_kc = max(bound & ~(_PEEL - 1), 1)
+    if k <= max_kc or k % max_kc == 0:
+        return min(k, max_kc)
+    return max_kc - _PEEL * ((max_kc - 1 - k % max_kc) // (_PEEL * (k // max_kc + 1)))
+
+
+def _bandwidth(by_col: bool, bm: int, bn: int, bk: int) -> float:
+    """``computeBandwidth`` without FMA (a MUL/ADD pair: 1.0 where FMA would be 0.5)."""
+    if bk == 1:
+        return 4.0
+    return 2.0 if (bn if by_col else bm) < _NR or (bm if by_col else bn) < _MR else 1.0
+
+
+def _cycles(n: float, loads: float, stores: float, compute: float) -> float:
+    """``TensorCostModel::totalCost``: 11/64 cycles per byte loaded or stored."""
+    return n * (11 / 64 * loads + 11 / 64 * stores + compute)
+
+
+def _shard_by_col(m: int, n: int, threads: int) -> bool:
+    if m // threads >= _NR and (n // threads < _NR or (
+            n // threads < 4 * _NR and n % (threads * _NR) != 0
+            and (m % (threads * _NR) == 0 or m // n >= 6))):
+        return False
+    return not (n // threads < 16 * _NR and m > n * 32)
+
+
+def _thread_blocks(k: int, m: int, n: int, by_col: bool) -> tuple[int, int]:
+    """(bm, bn) of ``TensorContractionBlocking`` for two threads (they only decide a bandwidth)."""
+    def heuristic(mm, nn):
+        n_cache = (_L2 - _L1) // (_NR * 8 * k)
+        npt = -(-nn // 2)
+        nn = n_cache - n_cache % _NR if n_cache <= npt else min(nn, npt + _NR - 1 - (npt + _NR - 1) % _NR)
+        m_cache = (_L3 - _L2) // (8 * k * 2)
+        mpt = -(-mm // 2)
+        mm = m_cache - m_cache % _MR if _MR <= m_cache < mpt else min(mm, mpt + _MR - 1 - (mpt + _MR - 1) % _MR)
+        return mm, nn
+    if by_col:
+        return heuristic(m, n)
+    nn, mm = heuristic(n, m)
+    return mm, nn
+
+
+def eigen_k_blocks(m: int, n: int, k: int, threads: int) -> list[list[tuple[int, int]]]:
+    """How Eigen's thread-pool contraction (TensorContractionThreadPool.h ``evalProductImpl``) splits the
+    depth of an m × k × n product (Eigen's m: the dot's N): depth shards (one, or several summed at the
+    end when it shards by the inner dimension), each a list of [lo, hi) k-blocks summed into it in order."""
+    by_col = _shard_by_col(m, n, 2)
+    bk = _kc(k, 2)
+    bm, bn = _thread_blocks(bk, m, n, by_col)
+    loads = bk / m * 8 if by_col else bk / n * 8   # the packed side's loads count, the other's do not
+    cost = _cycles(float(n) * m, loads, 8.0, bk * _bandwidth(False, bm, bn, bk) / _PACKET)
+    nthreads = min(threads, max(1, int((cost - 100000) / 100000 + 0.9)))
+    # numThreadsInnerDim and shardByInnerDim
+    whole = _cycles(k, 8.0 * n, 8.0, _bandwidth(True, m, n, k) * m * n / _PACKET)
+    reduce = _cycles(m * n, 2, 1, 1 / _PACKET)
+    by_k, best = 1, whole
+    for nt in range(2, threads + 1, 2):
+        c = whole / nt + 100000 + nt * (reduce + 3000)
+        if c < best:
+            by_k, best = nt, c
+    if not (n == 1 or by_k < 2 or by_k < nthreads or m * n * 8 > _L3 // by_k or k // by_k < 2 * _NR) and (
+            max(m, n) // nthreads < _NR or (k // by_k > 8 * _NR and (min(m, n) < 2 * _NR or by_k > nthreads))):
+        size = min(k, max(12 * _PACKET, -(-(-(-k // by_k)) // 8) * 8))
+        shards = [(lo, min(lo + size, k)) for lo in range(0, k, size)]
+        return [[(lo, min(lo + _kc(hi - a, len(shards)), hi)) for lo in range(a, hi, _kc(hi - a, len(shards)))]
+                for a, hi in shards]
+    kc = _kc(k, 1 if n == 1 else nthreads)
+    return [[(lo, min(lo + kc, k)) for lo in range(0, k, kc)]]
+
+
+def _add_shards(b, values):
+    """The depth shards' sums added as ``EvalShardedByInnerDimContext`` does: each range of four as
+    ``(s0 + s1) + (s2 + s3)`` (a shorter last range in order), then the ranges into the first, three at a
+    time the same way, the rest in order."""
+    ranges = []
+    for r in range(0, len(values), 4):
+        part = values[r:r + 4]
+        if len(part) == 4:
+            ranges.append(b.fadd(b.fadd(part[0], part[1]), b.fadd(part[2], part[3])))
+        else:
+            acc = part[0]
+            for v in part[1:]:
+                acc = b.fadd(acc, v)
+            ranges.append(acc)
+    out, i = ranges[0], 1
+    while i + 2 < len(ranges):
+        out = b.fadd(b.fadd(out, ranges[i]), b.fadd(ranges[i + 1], ranges[i + 2]))
+        i += 3
+    for v in ranges[i:]:
+        out = b.fadd(out, v)
+    return out
+
+
+def emit_eigen_sum(kctx, M: int, N: int, K: int, m, n, product) -> ir.Value:
+    """The F64 sum over k of ``product(k)`` (an i64 k to its rounded product) for output (m, n) of an
+    M × K × N dot, in Eigen's order (the module docstring): k-blocks of :func:`eigen_k_blocks`, each
+    summed by the accumulators of (m, n)'s micro kernel. Strict IEEE adds (no ``contract``, no
+    ``reassoc``)."""
+    b = kctx.builder
+    sty = t.storage_type(T.F64)
+    zero = t.float_constant(sty, 0.0)
+    if K == 0:
+        return zero
+
+    def rounded(k):
+        with kctx.scope():   # generated values stay in their loop
+            return product(k)
+    rows2 = N // 8 * 8                      # Eigen's rows are N: 8-row panels, then 4, 2, 1
+    rows_pair = rows2 + (N - rows2) // 4 * 4
+    rows_pair += (N - rows_pair) // 2 * 2
+    cols4 = M // 4 * 4
+    in_cols4 = b.icmp_unsigned("<", m, t.i64(cols4))
+    two = b.and_(in_cols4, b.and_(b.icmp_unsigned(">=", n, t.i64(rows2)), b.icmp_unsigned("<", n, t.i64(rows_pair))))
+    four = b.and_(in_cols4, b.icmp_unsigned(">=", n, t.i64(rows_pair)))
+    accs = [kctx.alloca(sty, f"eacc{j}") for j in range(4)]
+    buf = kctx.alloca(sty, "ebuf")
+    sums = []
+    for shard in eigen_k_blocks(N, M, K, eigen_threads()):
+        b.store(zero, buf)
+        first, kc, last = shard[0][0], shard[0][1] - shard[0][0], shard[-1][1]
+        with for_range(b, t.i64(0), t.i64(len(shard)), "kb") as j:
+            lo = b.add(t.i64(first), b.mul(j, t.i64(kc)))
+            hi = b.select(b.icmp_signed("<", b.add(lo, t.i64(kc)), t.i64(last)), b.add(lo, t.i64(kc)), t.i64(last))
+            depth = b.sub(hi, lo)
+            split_ = b.select(two, b.and_(depth, t.i64(-8)), b.select(four, b.and_(depth, t.i64(-4)), t.i64(0)))
+            for a in accs:
+                b.store(zero, a)
+            # Two or four accumulators over the first ``split_`` k, four at a time: k+2 and k+3 go to
+            # accumulators 2 and 3 with four of them, to 0 and 1 with two.
+            with for_range(b, t.i64(0), b.udiv(split_, t.i64(4)), "kq") as q:
+                k0 = b.add(lo, b.mul(q, t.i64(4)))
+                for step in range(4):
+                    p = rounded(b.add(k0, t.i64(step)))
+                    own, other = accs[step], accs[step - 2] if step >= 2 else None
+                    if other is None:
+                        b.store(b.fadd(b.load(own, typ=sty), p), own)
+                        continue
+                    x = b.select(four, b.load(own, typ=sty), b.load(other, typ=sty))
+                    s = b.fadd(x, p)
+                    b.store(b.select(four, s, b.load(own, typ=sty)), own)
+                    b.store(b.select(four, b.load(other, typ=sty), s), other)
+            v = [b.load(a, typ=sty) for a in accs]
+            b.store(b.fadd(b.fadd(v[0], v[1]), b.fadd(v[2], v[3])), accs[0])
+            with for_range(b, b.add(lo, split_), hi, "kr") as k:
+                b.store(b.fadd(b.load(accs[0], typ=sty), rounded(k)), accs[0])
+            b.store(b.fadd(b.load(buf, typ=sty), b.load(accs[0], typ=sty)), buf)
+        sums.append(b.load(buf, typ=sty))
+    return _add_shards(b, sums)

@@ -28,8 +28,8 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import complex_ops, irtypes as t
 from tfxla_cluster.codegen.context import KernelContext
-from tfxla_cluster.codegen.dot_exact import eigen_dot
-from tfxla_cluster.codegen.gemm import group_origin
+from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum
+from tfxla_cluster.codegen.gemm import dot_dims, group_origin
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
@@ -1105,9 +1105,8 @@ def _dot(em, instr):
         nb, nl = len(lb), len(lf)
         zero = complex_ops.zero(out_et) if out_et.is_complex else \
             t.float_constant(acc_ty, 0.0) if out_et.is_float else t.i64(0)
-        acc = _Accumulator(em, [acc_ty], [zero])
 
-        def body(kv):
+        def operands(kv):
             li, ri = [None] * lhs.shape.rank, [None] * rhs.shape.rank
             for i, d in enumerate(lb):
                 li[d] = od[i]
@@ -1119,9 +1118,18 @@ def _dot(em, instr):
                 ri[d] = od[nb + nl + i]
             for i, (dl, dr) in enumerate(zip(lc, rc)):
                 li[dl] = ri[dr] = kv[i]
-            a = _to_acc(em, let, out_et, lg(Index(li, lhs.shape)))
-            c = _to_acc(em, ret_, out_et, rg(Index(ri, rhs.shape)))
-            acc.set([_mac(em, out_et, acc.get()[0], a, c, separate)])
+            return (_to_acc(em, let, out_et, lg(Index(li, lhs.shape))),
+                    _to_acc(em, ret_, out_et, rg(Index(ri, rhs.shape))))
+        if separate and not em.kctx.options.fast_math:   # Eigen's order (dot_exact.emit_eigen_sum)
+            d = dot_dims(instr)
+            m = linearize(b, od[nb:nb + nl], Shape(T.S32, tuple(lhs.shape.dimensions[x] for x in lf)))
+            n = linearize(b, od[nb + nl:], Shape(T.S32, tuple(rhs.shape.dimensions[x] for x in rf)))
+            return emit_eigen_sum(em.kctx, d.M, d.N, d.K, m, n,
+                                  lambda k: b.fmul(*operands(delinearize(b, k, kshape))))
+        acc = _Accumulator(em, [acc_ty], [zero])
+
+        def body(kv):
+            acc.set([_mac(em, out_et, acc.get()[0], *operands(kv), separate)])
         if kshape.num_elements:
             _reduce_loops(em, kshape, set(range(len(lc))), body, prefix="k")
         res = _from_acc(em, out_et, acc.get()[0])

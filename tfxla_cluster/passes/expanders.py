@@ -32,6 +32,9 @@
   groups' inputs by 0, so a NaN or infinite input element gives NaN in every output feature whose window
   reaches it, as in TF's XLA (f64 ``depthwise_conv2d``). Groups of several input features become a
   base-dilated convolution in XLA, whose holes XLA's loop skips: the same sums, left grouped here.
+- ``BatchGroupHoles``: the values that the batch-group part of ``ConvolutionGroupConverter`` changes in
+  XLA:CPU (NaN spread through the holes of the base-dilated convolution it makes); the batch-grouped
+  convolution itself stays (see the class).
 Batch-norm expansion does not apply: the IR has no batch-norm opcodes (tf2xla lowers them already).
 """
 from __future__ import annotations
@@ -369,6 +372,79 @@ class ConvolutionGroupConverter(HloPass):
         dense = conv.clone([x, filt])
         dense.feature_group_count = 1
         return g.add(dense)
+
+
+class BatchGroupHoles(HloPass):
+    """The batch-group part of XLA:CPU's ``ConvolutionGroupConverter`` (``convert_batch_groups_only``, run
+    on every batch-grouped convolution), as far as it changes values; the grouped convolution itself stays.
+
+    XLA expands a convolution with ``batch_group_count`` G (the depthwise or grouped filter backprop) whose
+    output features or input batch differ from G (a depthwise multiplier > 1, groups of several features)
+    into a convolution over one more spatial dimension: the input's G batch groups spread out by base
+    dilation G, a window of G taps (the filter's G output-feature groups) at stride G - 1, so each output
+    group meets its own input group at its own tap and the G - 1 holes (zeros) at the others. Eigen's
+    patches (F32, F16, BF16 after normalisation; at most 3 spatial dimensions) multiply the holes: a NaN
+    or infinite filter element (an ``out_backprop`` element) of group t makes ``0·inf = NaN`` in every
+    output feature of the same place within its group, in every other group, at every output position.
+    This pass selects NaN there (measured against TF's XLA: ``tests/passes/test_batch_group_holes.py``).
+    With as many output features and input batch as groups (depthwise, multiplier 1) XLA instead masks
+    a dense convolution's off-diagonal with ``select`` and sums with ``reduce-window`` from +0: nothing
+    spreads, and the sums start from +0 as ours do. F64 (and wider) convolutions are XLA's loop, which
+    skips the holes."""
+    name = "batch-group-holes"
+    EIGEN = frozenset({PrimitiveType.F16, PrimitiveType.F32, PrimitiveType.BF16})
+
+    def run_on_module(self, module: HloModule) -> bool:
+        changed = False
+        for comp in non_fusion_computations(module):
+            g = UseGraph(comp)
+            for conv in comp.post_order():
+                if conv.opcode is O.CONVOLUTION and conv.parent is comp and self._spreads(conv):
+                    nan_conv = self._expand(module, g, conv)
+                    g.replace_all_uses(conv, nan_conv)   # (but the select's own use)
+                    changed = True
+            g.finish()
+        return changed
+
+    def _spreads(self, conv: HloInstruction) -> bool:
+        G, dn = conv.batch_group_count, conv.convolution_dimension_numbers
+        if G <= 1 or conv.shape.element_type not in self.EIGEN or len(dn.input_spatial_dimensions) > 2 \
+                or any(w.window_reversal for w in conv.window.dimensions):
+            return False
+        x, w = conv.operands
+        return not (w.shape.dimensions[dn.kernel_output_feature_dimension] == G
+                    and x.shape.dimensions[dn.input_batch_dimension] == G)
+
+    @staticmethod
+    def _expand(module: HloModule, g: UseGraph, conv: HloInstruction) -> HloInstruction:
+        """``select(other group non-finite, NaN, conv)``: per output feature, whether a filter element of
+        the same place in another group is NaN or infinite (counts of non-finite elements per feature)."""
+        from tfxla_cluster.hlo.builder import HloBuilder
+        w, dn, G = conv.operands[1], conv.convolution_dimension_numbers, conv.batch_group_count
+        kof, OF = dn.kernel_output_feature_dimension, w.shape.dimensions[dn.kernel_output_feature_dimension]
+        s32, pred = PrimitiveType.S32, PrimitiveType.PRED
+        b = HloBuilder("add_s32")
+        b.binary(O.ADD, b.parameter(0, Shape.scalar(s32), "lhs"), b.parameter(1, Shape.scalar(s32), "rhs"))
+        add = b.build()
+        module.add_computation(add)
+        finite = g.make(O.IS_FINITE, [w], Shape.array(pred, w.shape.dimensions), like=conv)
+        bad = g.make(O.CONVERT, [g.make(O.NOT, [finite], like=conv)], Shape.array(s32, w.shape.dimensions), like=conv)
+        zero = g.add(constant_instruction(0, s32, (), like=conv))
+        per_feature = g.make(O.REDUCE, [bad, zero], Shape.array(s32, (OF,)), like=conv,
+                             dimensions=tuple(d for d in range(w.shape.rank) if d != kof), called_computations=[add])
+        grouped = g.make(O.RESHAPE, [per_feature], Shape.array(s32, (G, OF // G)), like=conv)
+        total = g.make(O.REDUCE, [grouped, zero], Shape.array(s32, (OF // G,)), like=conv, dimensions=(0,),
+                       called_computations=[add])
+        others = g.make(O.SUBTRACT, [g.make(O.BROADCAST, [total], grouped.shape, like=conv, dimensions=(1,)),
+                                     grouped], like=conv)
+        spread = g.make(O.COMPARE, [others, g.make(O.BROADCAST, [zero], grouped.shape, like=conv, dimensions=())],
+                        Shape.array(pred, (G, OF // G)), like=conv, comparison_direction=A.ComparisonDirection.GT)
+        spread = g.make(O.RESHAPE, [spread], Shape.array(pred, (OF,)), like=conv)
+        out = conv.shape
+        mask = g.make(O.BROADCAST, [spread], Shape.array(pred, out.dimensions), like=conv,
+                      dimensions=(dn.output_feature_dimension,))
+        nan = make_scalar_like(g, out, float("nan"), like=conv)
+        return g.make(O.SELECT, [mask, nan, conv], out, like=conv)
 
 
 def _scalar_gt(module: HloModule) -> HloComputation:

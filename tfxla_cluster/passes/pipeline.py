@@ -3,7 +3,8 @@
 ``cpu_pipeline(flags)`` lists the passes in XLA:CPU's order — the one table of pass names:
 
     dce                                   start clean
-    call-inliner, dot_decomposer, float-normalization-bf16, convolution-group-converter, logistic-expander,
+    call-inliner, dot_decomposer, float-normalization-bf16, batch-group-holes, convolution-group-converter,
+    logistic-expander,
     rng-expander, rng-bit-generator-expander,
     topk-decomposer, topk-rewriter (only when the backend lists the "TopK" runtime routine)
                                                            expanders (RunHloPassesThroughLayoutAssn 2-4)
@@ -42,8 +43,8 @@ from tfxla_cluster.passes.dce import HloDCE
 from tfxla_cluster.passes.dump import Dumper
 from tfxla_cluster.passes.dynamic_padder import DynamicPadder
 from tfxla_cluster.passes.float_normalization import FloatNormalization
-from tfxla_cluster.passes.expanders import (CallInliner, ConvolutionGroupConverter, DotDecomposer, LogisticExpander,
-                                            TopkDecomposer, TopkRewriter, TransposeFolding)
+from tfxla_cluster.passes.expanders import (BatchGroupHoles, CallInliner, ConvolutionGroupConverter, DotDecomposer,
+                                            LogisticExpander, TopkDecomposer, TopkRewriter, TransposeFolding)
 from tfxla_cluster.passes.fusion import CpuInstructionFusion
 from tfxla_cluster.passes.fusion_naming import FusionNamer
 from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
@@ -89,6 +90,7 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
         CallInliner(),
         DotDecomposer(),
         FloatNormalization(),
+        BatchGroupHoles(),
         ConvolutionGroupConverter(),
         LogisticExpander(),
         RngExpander(),

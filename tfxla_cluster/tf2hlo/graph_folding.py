@@ -12,8 +12,9 @@ the values as host constants instead of lowering those nodes.
 Which nodes fold (TF's ``IsConstantFoldable`` and XlaCompiler's ``cf_consider_fn``): a cluster member, not a
 ``Const``, with at least one input, every input a member ``Const`` or folded node and no control input; not
 stateful, not control flow, not ``Shape``/``ShapeN``/``Size`` (XLA keeps those dynamic); no resource, variant
-or string output (complex nodes are computed, and feed real results that are substituted — a constant complex
-``Abs`` is Eigen's hypot, inf for (-inf, NaN) — but a complex value itself is not substituted); with oneDNN on, not an op whose kernel oneDNN replaces
+or string output (complex values are substituted too: a constant complex ``Abs`` is Eigen's hypot, inf for
+(-inf, NaN); a complex division of constants is TF's kernel's, NaN for (-inf, NaN) over a finite divisor where
+XLA's formula gives infinities, and its result depends on the element's place in Eigen's packets, as in TF); with oneDNN on, not an op whose kernel oneDNN replaces
 (``_ONEDNN_REWRITTEN``) unless it has a plain-Eigen twin the session runs instead, the same TF kernel, which oneDNN
 leaves alone (``MaxPool`` as ``MaxPoolV2``: NaNs never win and an all-NaN window is the type's lowest; an NHWC
 ``Conv2D`` as the generic ``Conv``: Eigen's patches and contraction, whose FMAs keep ``max·138.5 + max·(-1.25)``
@@ -194,8 +195,5 @@ def fold(graph: Graph, order: list[Node], members: set[str],
     for f, v in zip(fetches, results):
         name, slot = f.rsplit(":", 1)
         values[(name, int(slot))] = v
-    # A complex value is computed (it may feed a real result that is substituted: a constant complex abs) but
-    # not substituted itself: TF's XLA keeps XLA's value of a complex node over constants (a conjugate
-    # transpose of a constant keeps a denormal real part that TF's kernel, under FTZ, flushes).
     return {t: np.asarray(v) for t, v in values.items()
-            if np.asarray(v).nbytes <= MAX_CONSTANT_BYTES and not np.iscomplexobj(v)}
+            if np.asarray(v).nbytes <= MAX_CONSTANT_BYTES}
