@@ -877,8 +877,13 @@ class FunctionNames:
 
     @staticmethod
     def of(graph_def) -> "FunctionNames":
+        return FunctionNames.of_names(f.signature.name for f in graph_def.library.function)
+
+    @staticmethod
+    def of_names(function_names) -> "FunctionNames":
+        """The bijection of a library holding the functions ``function_names`` (duplicates count once)."""
         numbered = [(m.group(1), int(m.group(2)), m.group(0)) for m in
-                    (_NUMBERED_FUNCTION.fullmatch(f.signature.name) for f in graph_def.library.function) if m]
+                    (_NUMBERED_FUNCTION.fullmatch(n) for n in dict.fromkeys(function_names)) if m]
         mapping = {}
         for k, (base, uid, name) in enumerate(sorted(numbered)):
             width = len(name) - len(base)
@@ -908,16 +913,73 @@ def graph_key(graph_def, keep, flags=None, names: FunctionNames | None = None, v
     kept (sorted: a FunctionDef's control outputs are a map, iterated in another order by each process),
     this package's source and TF's version, the flags and environment switches (oneDNN changes the
     remapper's rewrites), the host CPU (so do its features) and ``variant`` (what else the rewrite did)."""
+    names = FunctionNames.of(graph_def) if names is None else names
+    h = _rewrite_key_hash(GRAPH_KIND, keep, flags, names, variant)
+    h.update(names.canonical(graph_def.SerializeToString(deterministic=True)))
+    return "g" + h.hexdigest()[:32]
+
+
+def _rewrite_key_hash(kind: str, keep, flags, names: FunctionNames, variant: str):
+    """The hash of what a runtime rewrite's key holds besides the graph (see :func:`graph_key`)."""
     import llvmlite.binding as llvm
 
-    names = FunctionNames.of(graph_def) if names is None else names
     h = hashlib.sha256()
-    for part in (GRAPH_KIND, str(FORMAT_VERSION), source_digest(), _environment_key(flags), variant,
+    for part in (kind, str(FORMAT_VERSION), source_digest(), _environment_key(flags), variant,
                  names.canonical(repr(sorted(keep)).encode()).decode(),
                  llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()):
         h.update(part.encode() + b"\0")
-    h.update(names.canonical(graph_def.SerializeToString(deterministic=True)))
-    return "g" + h.hexdigest()[:32]
+    return h
+
+
+def function_graph_key(function_def, library, extra: bytes, keep, flags=None, variant: str = ""
+                       ) -> tuple[str, FunctionNames]:
+    """(the persistent key of a traced function's graph after the runtime rewrites, keyed by what its
+    conversion to a GraphDef reads — so a hit skips that conversion —, the names' bijection). The parts:
+    the ``function_def``, its ``library``, ``extra`` (the rest the conversion reads: graph versions, the
+    variables' handle data), with process-numbered function names made canonical, and the rest of
+    :func:`graph_key`'s parts. The entry holds the same GraphDef as the :func:`graph_key` entry of the
+    converted graph."""
+    names = FunctionNames.of_names([function_def.signature.name, *(f.signature.name for f in library.function)])
+    h = _rewrite_key_hash(GRAPH_KIND + "/function", keep, flags, names, variant)
+    for part in (function_def.SerializeToString(deterministic=True), library.SerializeToString(deterministic=True),
+                 extra):
+        part = names.canonical(part)
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return "f" + h.hexdigest()[:32], names
+
+
+def rewritten_function_graph(function_key: tuple[str, FunctionNames] | None, flags, convert: Callable[[], object],
+                             rewrite: Callable[[object], object], keep, name: str = "graph", variant: str = ""):
+    """(the graph after the runtime rewrites, whether it came from the persistent cache): ``rewrite(convert())``,
+    or with the persistent cache on the graph stored under ``function_key`` (:func:`function_graph_key`; a hit
+    skips ``convert``), else under the converted graph's :func:`graph_key` (a hit skips ``rewrite``); a fresh
+    result is stored under both. The ``convert`` step is profiled as "import"."""
+    store = persistent_cache(flags) if flags is not None and function_key is not None else None
+    if store is None:
+        with compile_profile.stage("import"):
+            before = convert()
+        return rewrite(before), False
+    key, names = function_key
+    with compile_profile.stage("grappler"):
+        cached = store.load_graph(key, names)
+    if cached is not None:
+        compile_profile.note("persistent-cache graph hit")
+        return cached, True
+    with compile_profile.stage("import"):
+        before = convert()
+    fresh: list = []
+
+    def run():
+        fresh.append(rewrite(before))
+        return fresh[0]
+    out = rewritten_graph(before, keep, flags, run, name, variant)
+    with compile_profile.stage("grappler"):
+        try:
+            store.store_graph(key, out, name, names)
+        except OSError as e:
+            log.warning("Could not write persistent cache entry for graph %s: %s", name, e)
+    return out, not fresh
 
 
 def rewritten_graph(graph_def, keep, flags, rewrite: Callable[[], object], name: str = "graph", variant: str = ""):
