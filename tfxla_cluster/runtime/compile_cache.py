@@ -736,15 +736,18 @@ def source_digest() -> str:
     import tfxla_cluster
 
     root = Path(tfxla_cluster.__file__).resolve().parent
-    sources = []
-    for directory, subdirs, files in os.walk(root):   # os.walk, not rglob: it skips __pycache__ (10 ms less)
+    # Relative paths as strings and os.stat: Path objects cost a warm process more than the stats.
+    top = str(root)
+    sources: list[str] = []
+    for directory, subdirs, files in os.walk(top):   # os.walk, not rglob: it skips __pycache__ (10 ms less)
         subdirs[:] = [d for d in subdirs if d != "__pycache__"]
-        sources += [Path(directory, f) for f in files if f.endswith((".py", ".c"))]
+        rel = os.path.relpath(directory, top)
+        sources += [f if rel == "." else os.path.join(rel, f) for f in files if f.endswith((".py", ".c"))]
     sources.sort()
     versions = f"tf{tf.__version__}|numpy{np.__version__}"
-    stamp = hashlib.sha256(repr((str(root), versions, [(str(p.relative_to(root)), st.st_mtime_ns, st.st_size)
-                                                        for p, st in ((p, p.stat()) for p in sources)])).encode())
-    stamp = stamp.hexdigest()
+    stats = [os.stat(os.path.join(top, p)) for p in sources]
+    stamp = hashlib.sha256(repr((top, versions, [(p, st.st_mtime_ns, st.st_size)
+                                                 for p, st in zip(sources, stats)])).encode()).hexdigest()
     memo = _source_digest_memo()
     if memo is not None:
         try:
@@ -755,8 +758,8 @@ def source_digest() -> str:
             pass
     h = hashlib.sha256()
     for path in sources:
-        h.update(str(path.relative_to(root)).encode() + b"\0")
-        h.update(path.read_bytes())
+        h.update(path.encode() + b"\0")
+        h.update((root / path).read_bytes())
         h.update(b"\0")
     h.update(versions.encode())
     digest = h.hexdigest()
