@@ -27,7 +27,9 @@ the launcher (inputs, parameter and output mapping), the executable's buffer pla
 Its payload is a pickle: the cache directory is trusted as the object code loaded from it is.
 
 Small entries serve the steps before: a function graph after TF's runtime rewrites (keyed by the graph
-before them, :func:`graph_key`); the auto-clustering of a graph (keyed by the graph the pass sees, the
+before them, :func:`graph_key`, and by what the traced function's conversion to that graph reads — its
+FunctionDef, library, graph versions and variables' handle data —, :func:`function_graph_key`, so a hit
+skips the conversion too); the auto-clustering of a graph (keyed by the graph the pass sees, the
 flags, TF's version and build, the session's JIT setting and the fuel left when the graph could spend it,
 :func:`clustering_key`), replayed on the process's cluster numbering and fuel as the pass would move them
 (:func:`clustered`); and TF's XLA JIT kernel list that clustering reads (keyed by TF's version and build and
