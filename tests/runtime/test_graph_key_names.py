@@ -5,6 +5,7 @@ different functions never share a key; a stored graph runs as the function TF tr
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
@@ -14,6 +15,16 @@ from tfxla_cluster.graph.loader import graph_def_from_concrete
 from tfxla_cluster.runtime.compile_cache import FunctionNames, graph_key, rewritten_graph
 
 X = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+@pytest.fixture(autouse=True)
+def _multi_digit_uids():
+    """A uid of one digit has no room for the canonical name's leading zero (its graphs never hit: see
+    FunctionNames); in a fresh process (a test run on its own) TF's first traces get such uids."""
+    from tensorflow.python.framework import ops
+
+    while ops.uid() < 100:
+        pass
 
 
 def _f(x):
@@ -87,3 +98,58 @@ def test_a_function_traced_after_others_runs_from_the_stored_graph_with_tfs_resu
     np.testing.assert_array_equal(second(X).numpy(), want)
     events = second.compile_stats().as_dict()["events"]
     assert events.get("persistent-cache graph hit") == 1, events
+
+
+def _concrete(fn, name: str = "f"):
+    fn.__name__ = name
+    return tf.function(fn).get_concrete_function(tf.TensorSpec([3, 4], tf.float32))
+
+
+def _function_key(concrete, flags):
+    from tfxla_cluster.runtime.pipeline import _function_key
+
+    return _function_key(concrete, [], flags, "v")
+
+
+def test_the_traced_function_keys_its_graph_so_a_hit_skips_the_conversion(tmp_path):
+    from tfxla_cluster.runtime.compile_cache import rewritten_function_graph
+
+    flags = _flags(tmp_path)
+    first, again, other = _concrete(_f), _concrete(_f), _concrete(_g)
+    key = _function_key(first, flags)
+    assert key[0] == _function_key(again, flags)[0] != _function_key(other, flags)[0]
+    converted = graph_def_from_concrete(first, inline=False)
+    out, cached = rewritten_function_graph(key, flags, lambda: converted, lambda before: before, [], "f", "v")
+    assert not cached and out == converted
+
+    def never(*_):
+        raise AssertionError("converted or rewritten again")
+    loaded, cached = rewritten_function_graph(_function_key(again, flags), flags, never, never, [], "f", "v")
+    assert cached and _names(loaded) == _names(graph_def_from_concrete(again, inline=False)) != _names(out)
+
+
+def test_a_corrupt_function_keyed_graph_is_reported_and_made_again(tmp_path, caplog):
+    from tfxla_cluster import compile_profile
+    from tfxla_cluster.runtime.compile_cache import PersistentCache, rewritten_function_graph
+
+    flags = _flags(tmp_path)
+    concrete = _concrete(_f)
+    key = _function_key(concrete, flags)
+    converted = graph_def_from_concrete(concrete, inline=False)
+    rewritten_function_graph(key, flags, lambda: converted, lambda before: before, [], "f", "v")
+    path = PersistentCache(tmp_path).path_for(key[0])
+    path.write_bytes(path.read_bytes()[:-3] + b"xyz")
+    profile = compile_profile.CompileProfile()
+    with compile_profile.collecting(profile):
+        out, cached = rewritten_function_graph(key, flags, lambda: converted, lambda before: before, [], "f", "v")
+    assert profile.events.get("persistent-cache corrupt") == 1 and "corrupt" in caplog.text
+    assert out == converted
+
+
+def test_a_variables_shape_is_part_of_the_function_key(tmp_path):
+    flags = _flags(tmp_path)
+
+    def keyed(shape):
+        v = tf.Variable(tf.zeros(shape))
+        return _function_key(tf.function(lambda: v.read_value() * 2.0).get_concrete_function(), flags)[0]
+    assert keyed([3]) != keyed([4])

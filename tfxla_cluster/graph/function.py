@@ -28,6 +28,13 @@ CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 
 def _flat_output_index(node_def: node_def_pb2.NodeDef, op_def, arg_name: str, index: int) -> int:
     offset = 0
+    for arg in op_def.output_arg:   # the usual case: single-tensor arguments up to arg_name
+        if arg.name == arg_name and not (arg.number_attr or arg.type_list_attr):
+            return offset + index
+        if arg.number_attr or arg.type_list_attr:
+            break   # a list argument: count its slots
+        offset += 1
+    offset = 0
     for slot in opdefs.output_slots(node_def, op_def):
         if slot.arg_name == arg_name:
             return offset + index
@@ -46,10 +53,15 @@ def instantiate(fdef: function_pb2.FunctionDef,
     out.library.CopyFrom(library)
     body = {n.name: n for n in fdef.node_def}
     arg_names = {a.name for a in sig.input_arg}
+    translated: dict[str, str] = {}   # a tensor feeds many inputs: each reference is translated once
+    op_defs: dict[str, object] = {}   # lookup_op_def scans the library
 
     def translate(ref: str) -> str:
         if ref.startswith("^"):
             return ref
+        done = translated.get(ref)
+        if done is not None:
+            return done
         parts = ref.split(":")
         if len(parts) == 1 or (len(parts) == 2 and parts[0] in arg_names):
             return ref if parts[0] in arg_names else parts[0]
@@ -59,9 +71,12 @@ def instantiate(fdef: function_pb2.FunctionDef,
         src = body.get(node_name)
         if src is None:
             raise InvalidArgumentError(f"Function '{sig.name}': input '{ref}' names no node")
-        op_def = opdefs.lookup_op_def(src.op, library)
+        op_def = op_defs.get(src.op)
+        if op_def is None:
+            op_def = op_defs[src.op] = opdefs.lookup_op_def(src.op, library)
         flat = _flat_output_index(src, op_def, arg, int(idx))
-        return node_name if flat == 0 else f"{node_name}:{flat}"
+        done = translated[ref] = node_name if flat == 0 else f"{node_name}:{flat}"
+        return done
 
     for i, arg in enumerate(sig.input_arg):
         nd = out.node.add(name=arg.name, op=ARG_OP)

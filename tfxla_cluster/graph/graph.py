@@ -124,11 +124,15 @@ class Graph:
     """TF's view of a GraphDef (see the module docstring). Build with ``Graph(graph_def)``."""
 
     def __init__(self, graph_def: graph_pb2.GraphDef, *, assign_devices: bool = True,
-                 check_acyclic: bool = True) -> None:
+                 check_acyclic: bool = True, check_attrs: bool = True) -> None:
+        """``check_attrs=False`` skips TF's attr checks (ValidateNodeDef) for a GraphDef whose nodes were
+        checked before: one a Graph was imported from, plus copies of its nodes, or a digest-checked
+        persistent-cache entry written from such a graph."""
         with gc_paused():
-            self._import(graph_def, assign_devices, check_acyclic)
+            self._import(graph_def, assign_devices, check_acyclic, check_attrs)
 
-    def _import(self, graph_def: graph_pb2.GraphDef, assign_devices: bool, check_acyclic: bool) -> None:
+    def _import(self, graph_def: graph_pb2.GraphDef, assign_devices: bool, check_acyclic: bool,
+                check_attrs: bool = True) -> None:
         self.graph_def = graph_pb2.GraphDef()
         self.graph_def.CopyFrom(graph_def)
         source = node_def_pb2.NodeDef(name=SOURCE_NODE, op="NoOp")
@@ -158,7 +162,7 @@ class Graph:
                 op_def = op_defs[node_def.op] = opdefs.lookup_op_def(node_def.op, self.graph_def.library)
             node._op_def = op_def
             try:
-                if op_def.name == node_def.op and not self._functions.get(node_def.op):
+                if check_attrs and op_def.name == node_def.op and not self._functions.get(node_def.op):
                     opdefs.validate_attrs(node_def, op_def)
                 node.outputs = slot_cache.slots(node_def, op_def, outputs=True)
                 node.inputs = slot_cache.slots(node_def, op_def, outputs=False)

@@ -40,10 +40,12 @@ def clone_constants(graph_def: graph_pb2.GraphDef, jit_on: bool = True) -> graph
 
 def with_cloned_constants(graph_def: graph_pb2.GraphDef, jit_on: bool = True) -> tuple[graph_pb2.GraphDef, Graph]:
     """(:func:`clone_constants` of ``graph_def``, its :class:`Graph`): the GraphDef is ``graph_def`` itself and
-    the Graph the one the pass looked at when nothing was cloned (a graph is imported once, not twice)."""
+    the Graph the one the pass looked at when nothing was cloned (a graph is imported once, not twice;
+    with clones, the new GraphDef's nodes are the checked ones and copies of them: its attrs are not
+    checked again)."""
     graph = Graph(graph_def)
     clones = _clones(graph_def, graph) if jit_on else None
-    return (graph_def, graph) if clones is None else (clones, Graph(clones))
+    return (graph_def, graph) if clones is None else (clones, Graph(clones, check_attrs=False))
 
 
 def _clones(graph_def: graph_pb2.GraphDef, graph: Graph) -> graph_pb2.GraphDef | None:

@@ -27,7 +27,9 @@ the launcher (inputs, parameter and output mapping), the executable's buffer pla
 Its payload is a pickle: the cache directory is trusted as the object code loaded from it is.
 
 Small entries serve the steps before: a function graph after TF's runtime rewrites (keyed by the graph
-before them, :func:`graph_key`); the auto-clustering of a graph (keyed by the graph the pass sees, the
+before them, :func:`graph_key`, and by what the traced function's conversion to that graph reads — its
+FunctionDef, library, graph versions and variables' handle data —, :func:`function_graph_key`, so a hit
+skips the conversion too); the auto-clustering of a graph (keyed by the graph the pass sees, the
 flags, TF's version and build, the session's JIT setting and the fuel left when the graph could spend it,
 :func:`clustering_key`), replayed on the process's cluster numbering and fuel as the pass would move them
 (:func:`clustered`); and TF's XLA JIT kernel list that clustering reads (keyed by TF's version and build and
@@ -736,15 +738,18 @@ def source_digest() -> str:
     import tfxla_cluster
 
     root = Path(tfxla_cluster.__file__).resolve().parent
-    sources = []
-    for directory, subdirs, files in os.walk(root):   # os.walk, not rglob: it skips __pycache__ (10 ms less)
+    # Relative paths as strings and os.stat: Path objects cost a warm process more than the stats.
+    top = str(root)
+    sources: list[str] = []
+    for directory, subdirs, files in os.walk(top):   # os.walk, not rglob: it skips __pycache__ (10 ms less)
         subdirs[:] = [d for d in subdirs if d != "__pycache__"]
-        sources += [Path(directory, f) for f in files if f.endswith((".py", ".c"))]
+        rel = os.path.relpath(directory, top)
+        sources += [f if rel == "." else os.path.join(rel, f) for f in files if f.endswith((".py", ".c"))]
     sources.sort()
     versions = f"tf{tf.__version__}|numpy{np.__version__}"
-    stamp = hashlib.sha256(repr((str(root), versions, [(str(p.relative_to(root)), st.st_mtime_ns, st.st_size)
-                                                        for p, st in ((p, p.stat()) for p in sources)])).encode())
-    stamp = stamp.hexdigest()
+    stats = [os.stat(os.path.join(top, p)) for p in sources]
+    stamp = hashlib.sha256(repr((top, versions, [(p, st.st_mtime_ns, st.st_size)
+                                                 for p, st in zip(sources, stats)])).encode()).hexdigest()
     memo = _source_digest_memo()
     if memo is not None:
         try:
@@ -755,8 +760,8 @@ def source_digest() -> str:
             pass
     h = hashlib.sha256()
     for path in sources:
-        h.update(str(path.relative_to(root)).encode() + b"\0")
-        h.update(path.read_bytes())
+        h.update(path.encode() + b"\0")
+        h.update((root / path).read_bytes())
         h.update(b"\0")
     h.update(versions.encode())
     digest = h.hexdigest()
@@ -877,8 +882,13 @@ class FunctionNames:
 
     @staticmethod
     def of(graph_def) -> "FunctionNames":
+        return FunctionNames.of_names(f.signature.name for f in graph_def.library.function)
+
+    @staticmethod
+    def of_names(function_names) -> "FunctionNames":
+        """The bijection of a library holding the functions ``function_names`` (duplicates count once)."""
         numbered = [(m.group(1), int(m.group(2)), m.group(0)) for m in
-                    (_NUMBERED_FUNCTION.fullmatch(f.signature.name) for f in graph_def.library.function) if m]
+                    (_NUMBERED_FUNCTION.fullmatch(n) for n in dict.fromkeys(function_names)) if m]
         mapping = {}
         for k, (base, uid, name) in enumerate(sorted(numbered)):
             width = len(name) - len(base)
@@ -908,16 +918,73 @@ def graph_key(graph_def, keep, flags=None, names: FunctionNames | None = None, v
     kept (sorted: a FunctionDef's control outputs are a map, iterated in another order by each process),
     this package's source and TF's version, the flags and environment switches (oneDNN changes the
     remapper's rewrites), the host CPU (so do its features) and ``variant`` (what else the rewrite did)."""
+    names = FunctionNames.of(graph_def) if names is None else names
+    h = _rewrite_key_hash(GRAPH_KIND, keep, flags, names, variant)
+    h.update(names.canonical(graph_def.SerializeToString(deterministic=True)))
+    return "g" + h.hexdigest()[:32]
+
+
+def _rewrite_key_hash(kind: str, keep, flags, names: FunctionNames, variant: str):
+    """The hash of what a runtime rewrite's key holds besides the graph (see :func:`graph_key`)."""
     import llvmlite.binding as llvm
 
-    names = FunctionNames.of(graph_def) if names is None else names
     h = hashlib.sha256()
-    for part in (GRAPH_KIND, str(FORMAT_VERSION), source_digest(), _environment_key(flags), variant,
+    for part in (kind, str(FORMAT_VERSION), source_digest(), _environment_key(flags), variant,
                  names.canonical(repr(sorted(keep)).encode()).decode(),
                  llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()):
         h.update(part.encode() + b"\0")
-    h.update(names.canonical(graph_def.SerializeToString(deterministic=True)))
-    return "g" + h.hexdigest()[:32]
+    return h
+
+
+def function_graph_key(function_def, library, extra: bytes, keep, flags=None, variant: str = ""
+                       ) -> tuple[str, FunctionNames]:
+    """(the persistent key of a traced function's graph after the runtime rewrites, keyed by what its
+    conversion to a GraphDef reads — so a hit skips that conversion —, the names' bijection). The parts:
+    the ``function_def``, its ``library``, ``extra`` (the rest the conversion reads: graph versions, the
+    variables' handle data), with process-numbered function names made canonical, and the rest of
+    :func:`graph_key`'s parts. The entry holds the same GraphDef as the :func:`graph_key` entry of the
+    converted graph."""
+    names = FunctionNames.of_names([function_def.signature.name, *(f.signature.name for f in library.function)])
+    h = _rewrite_key_hash(GRAPH_KIND + "/function", keep, flags, names, variant)
+    for part in (function_def.SerializeToString(deterministic=True), library.SerializeToString(deterministic=True),
+                 extra):
+        part = names.canonical(part)
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return "f" + h.hexdigest()[:32], names
+
+
+def rewritten_function_graph(function_key: tuple[str, FunctionNames] | None, flags, convert: Callable[[], object],
+                             rewrite: Callable[[object], object], keep, name: str = "graph", variant: str = ""):
+    """(the graph after the runtime rewrites, whether it came from the persistent cache): ``rewrite(convert())``,
+    or with the persistent cache on the graph stored under ``function_key`` (:func:`function_graph_key`; a hit
+    skips ``convert``), else under the converted graph's :func:`graph_key` (a hit skips ``rewrite``); a fresh
+    result is stored under both. The ``convert`` step is profiled as "import"."""
+    store = persistent_cache(flags) if flags is not None and function_key is not None else None
+    if store is None:
+        with compile_profile.stage("import"):
+            before = convert()
+        return rewrite(before), False
+    key, names = function_key
+    with compile_profile.stage("grappler"):
+        cached = store.load_graph(key, names)
+    if cached is not None:
+        compile_profile.note("persistent-cache graph hit")
+        return cached, True
+    with compile_profile.stage("import"):
+        before = convert()
+    fresh: list = []
+
+    def run():
+        fresh.append(rewrite(before))
+        return fresh[0]
+    out = rewritten_graph(before, keep, flags, run, name, variant)
+    with compile_profile.stage("grappler"):
+        try:
+            store.store_graph(key, out, name, names)
+        except OSError as e:
+            log.warning("Could not write persistent cache entry for graph %s: %s", name, e)
+    return out, not fresh
 
 
 def rewritten_graph(graph_def, keep, flags, rewrite: Callable[[], object], name: str = "graph", variant: str = ""):

@@ -122,29 +122,57 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
     # inlining would lower them to Switch/Merge, which have no XLA kernels).
     if grappler and jit_compile is not True:
         from tfxla_cluster.graph.loader import control_outputs, runtime_rewrites
-        from tfxla_cluster.runtime.compile_cache import rewritten_graph
-
-        with stage("import"):
-            before = with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
+        from tfxla_cluster.runtime import compile_cache
 
         imported: list = []   # (GraphDef, Graph) of a fresh rewrite: its Graph is not imported again
 
-        def rewrite() -> graph_pb2.GraphDef:
+        def convert() -> graph_pb2.GraphDef:
+            return with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
+
+        def rewrite(before: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
             out = runtime_rewrites(before, concrete, flags)
             with stage("import"):
                 imported[:] = with_cloned_constants(out, jit_on=jit_on)
             return imported[0]
-        # With the persistent cache on, a second process takes the rewritten graph (constants cloned) from it
-        # (keyed by the graph, TF's version and the flags): grappler's output for the same graph is the same graph.
-        gd = rewritten_graph(before, control_outputs(concrete), flags, rewrite, concrete.function_def.signature.name,
-                             variant=f"clone_constants={jit_on}")
+        # With the persistent cache on, a second process takes the rewritten graph (constants cloned) from it,
+        # keyed by the traced function (then it skips the conversion too) or by the graph, with TF's version
+        # and the flags: grappler's output for the same graph is the same graph.
+        keep = control_outputs(concrete)
+        variant = f"clone_constants={jit_on}"
+        with stage("grappler"):
+            key = _function_key(concrete, keep, flags, variant)
+        gd, cached = compile_cache.rewritten_function_graph(key, flags, convert, rewrite, keep,
+                                                            concrete.function_def.signature.name, variant)
         if imported and imported[0] is gd:
             return gd, imported[1]
         with stage("import"):
-            return gd, Graph(gd)
+            # A graph from the persistent cache was checked when the process that stored it imported it.
+            return gd, Graph(gd, check_attrs=not cached)
     with stage("import"):
         gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
         return with_cloned_constants(gd, jit_on=jit_on)
+
+
+def _function_key(concrete, keep: list[str], flags, variant: str):
+    """The persistent key of ``concrete``'s rewritten graph by what :func:`import_concrete` converts
+    (``compile_cache.function_graph_key``), or None with the persistent cache off."""
+    from tensorflow.core.framework import types_pb2
+
+    from tfxla_cluster.runtime import compile_cache
+    from tfxla_cluster.tf_compat import resource_handle_data
+
+    if compile_cache.persistent_cache(flags) is None:
+        return None
+    fdef = concrete.function_def
+    graph = concrete.graph
+    extra = [graph.graph_def_versions.SerializeToString(deterministic=True)]
+    placeholders = graph.inputs
+    for k, arg in enumerate(fdef.signature.input_arg):   # what with_resource_handle_data reads
+        if arg.type == types_pb2.DT_RESOURCE and k < len(placeholders):
+            data = resource_handle_data(placeholders[k])
+            extra.append(b"-" if data is None else data.SerializeToString(deterministic=True))
+    return compile_cache.function_graph_key(fdef, graph.as_graph_def().library, b"\0".join(extra), keep, flags,
+                                            variant)
 
 
 def mark(concrete, graph: Graph, gd: graph_pb2.GraphDef, jit_compile: bool | None, flags, *, state=None
