@@ -25,7 +25,7 @@ ROOT = "tfxla_cluster"
 # import). A module belongs to the layer of its longest matching prefix; "" is the package itself,
 # whose __init__ resolves names lazily and imports nothing.
 LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    "base": (("", "errors", "flags", "_gc", "_lazy", "_quiet", "progress", "compile_profile", "process_state", "mxcsr"), frozenset()),
+    "base": (("", "errors", "flags", "_gc", "_lazy", "_quiet", "progress", "compile_profile", "process_state", "mxcsr", "cpu_topology"), frozenset()),
     "hlo": (("hlo",), frozenset({"base"})),
     "tf_compat": (("tf_compat",), frozenset({"base"})),
     "graph": (("graph",), frozenset({"base", "tf_compat"})),

@@ -48,8 +48,6 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
 """
 from __future__ import annotations
 
-import os
-from functools import lru_cache
 
 from llvmlite import ir
 
@@ -58,6 +56,7 @@ from tfxla_cluster.codegen.buffers import BufferRef
 from tfxla_cluster.codegen.conv_exact import guard_special
 from tfxla_cluster.codegen.gemm import dot_dims, split
 from tfxla_cluster.codegen.loops import for_range
+from tfxla_cluster.cpu_topology import cache_sizes, eigen_threads
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
 
@@ -117,19 +116,9 @@ def emit_exact_dot(prog, name: str, B: int, M: int, N: int, K: int, a_ref: Buffe
 
 
 # Eigen's gebp in TF's binary (AVX without FMA): register blocks of MR × NR doubles (two packets of 4 by
-# 4 columns), k loops peeled by 8; the cache sizes its CPUID query gives on this machine (AMD EPYC Zen 4).
+# 4 columns), k loops peeled by 8; the cache sizes its CPUID query gives (cpu_topology).
 _MR, _NR, _PACKET, _PEEL = 8, 4, 4, 8
-_L1, _L2, _L3 = 32 << 10, 1 << 20, 32 << 20
-
-
-@lru_cache(maxsize=1)
-def eigen_threads() -> int:
-    """The threads of TF's intra-op pool, which XLA's Eigen contractions run on: one per schedulable
-    core (tsl's ``port::MaxParallelism``)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+_L1, _L2, _L3 = cache_sizes()
 
 
 def _kc(k: int, threads: int) -> int:

@@ -72,7 +72,7 @@ from typing import Callable
 
 import numpy as np
 
-from tfxla_cluster import compile_profile
+from tfxla_cluster import compile_profile, cpu_topology
 from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.codegen import native_runtime
 from tfxla_cluster.codegen.context import CodegenOptions
@@ -803,6 +803,7 @@ def _environment_key(flags) -> str:
     # Flags.from_env() is every flag variable parsed: two texts that parse the same compile the same.
     parts = [repr(sorted(Flags.resolve(flags).as_dict().items())), repr(sorted(Flags.from_env().as_dict().items()))]
     parts += [f"{n}={env_switch(n)}" for n in sorted(ENV_SWITCHES) if n not in _KEY_NEUTRAL_SWITCHES]
+    parts.append(cpu_topology.key())   # f64 dots follow Eigen's blocking for this CPU's caches and threads
     return "\n".join(parts)
 
 
