@@ -794,9 +794,12 @@ def _slice_slice(g, s):
         return None
     ranges = []
     for outer, inner, n in zip(s.slices, x.slices, s.shape.dimensions):
+        if not n:   # an empty dimension: the composed start may lie past A's end (slice [1:1] of a [0:2:2])
+            ranges.append(A.SliceRange(0, 0, 1))
+            continue
         start = inner.start + outer.start * inner.stride
         stride = inner.stride * outer.stride
-        ranges.append(A.SliceRange(start, start + (n - 1) * stride + 1 if n else start, stride))
+        ranges.append(A.SliceRange(start, start + (n - 1) * stride + 1, stride))
     return g.make(O.SLICE, [x.operands[0]], s.shape, like=s, slices=tuple(ranges))
 
 
