@@ -6,8 +6,8 @@ Guarantee: when the filter holds a NaN, an infinity or a value of magnitude ≥ 
 Winograd kernel or a reversed window, the input does), the call runs :func:`emit_exact_conv` instead of the fast kernels, and
 its NaN positions, infinities and signed zeros are those of TF's XLA on this machine; otherwise the fast
 kernels run unchanged (the check reads the filter once per call, the input only for Winograd). The exact
-kernels are cold code (``ProgramEmitter.branch_on_flag``): a JIT executable compiles them the first time a
-check fires, not with the rest (``executable.ColdCode``); one check kernel per element type serves every
+kernels are cold code (``ProgramEmitter.branch_on_flag``): a JIT executable emits and compiles them the first
+time a check fires, not with the rest (``program.emit_cold``, ``executable.ColdCode``); one check kernel per element type serves every
 guarded convolution, so a guard adds no kernel of its own to a first call's compile.
 
 How XLA:CPU (TF 2.21) computes a convolution (thunk_emitter.cc, ``PotentiallyImplementedAsEigenConvolution``):
