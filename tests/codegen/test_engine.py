@@ -122,7 +122,7 @@ def test_big_module_gets_the_light_pipeline_and_still_vectorises():
     big = "".join(SCALE.replace("@scale(", f"@scale{i}(") for i in range(copies))
     assert len(big) >= LITE_PIPELINE_IR_SIZE
     assert eng.pipeline(len(big)) == (2, True, False)
-    assert eng.pipeline(len(SCALE)) == (2, True, True)   # O3's passes bought no speed (MAX_SPEED_LEVEL)
+    assert eng.pipeline(len(SCALE)) == (eng.opt_level, True, True)
     lib = eng.compile(big, ["scale0", f"scale{copies - 1}"], name="big")
     assert "<8 x float>" in lib.optimized_ir or "<16 x float>" in lib.optimized_ir or "<4 x float>" in lib.optimized_ir
     x = np.arange(1003, dtype=np.float32) - 500

@@ -4,8 +4,8 @@ One :class:`JitEngine` owns a target description (triple, CPU name and features 
 :class:`~tfxla_cluster.codegen.target.CpuTarget` says otherwise — and optimisation level) and a target
 machine for it. ``engine.compile(ir_text, exports)`` runs
 
-    parse_assembly → verify → new pass manager (O2's passes with unrolling by default; lighter for big
-    modules, see ``JitEngine.pipeline``, and for the loops the emitter marked light) → emit object code → load
+    parse_assembly → verify → new pass manager (O3 by default; lighter for big modules, see
+    ``JitEngine.pipeline``, and for the loops the emitter marked light) → emit object code → load
 
 and returns a :class:`CodeLibrary` holding the optimised IR, the object code and a private MCJIT
 execution engine with the code loaded. Compiling always goes through the object file, so a library
@@ -64,13 +64,8 @@ log = logging.getLogger("tfxla_cluster.codegen")
 # Measured (issue 17): at 16k small_cnn's 31k-character cluster spent 45% less in LLVM's optimisation, but
 # the bench's conv_block ran 0.65 ms instead of 0.55 ms (interleaved A/B, two rounds): at 64k it stays O3.
 LITE_PIPELINE_IR_SIZE = 64 * 1024
-# LLVM's speed level at ``opt_level`` 2 and 3. Measured (issue 17, interleaved steady-state medians, same
-# process): O3's extra passes and unroll thresholds bought nothing on the bench's conv_block, dense_relu,
-# attention, softmax, gelu, mlp_adam_step nor the small zoo functions (small_cnn, gru, lstm, transformer
-# block), and cost 25-30% more of LLVM's time on their modules (small_cnn 121 → 94 ms, conv_block 159 → 131 ms).
-MAX_SPEED_LEVEL = 2
 # Names the pass-pipeline policy in ``JitEngine.key``: code cached under another policy is not reused.
-PIPELINE_VERSION = "pipe7"
+PIPELINE_VERSION = "pipe6"
 
 def add_symbol(name: str, address: int) -> None:
     """Make ``name`` resolve to ``address`` in every library loaded afterwards (runtime calls)."""
@@ -181,12 +176,12 @@ class JitEngine:
     def pipeline(self, ir_size: int) -> tuple[int, bool, bool]:
         """(LLVM speed level, vectorisers, unrolling + interleaving) for a module of ``ir_size`` characters.
 
-        At ``opt_level`` 2 and 3 every module gets O2's passes (:data:`MAX_SPEED_LEVEL`: O3's bought no
-        speed) with the vectorisers. A module of many kernels (up to a whole cluster's hundreds of loops)
-        gets them without loop unrolling and interleaving: measured on BERT-tiny's training step and
-        MobileNetV2, that halves LLVM's optimisation + machine-code time and shrinks the code, with no loss
-        in steady-state speed (the loops are memory-bound; unrolled copies only add instructions to
-        select). A smaller module (a few kernels, cheap to compile anyway) keeps unrolling and interleaving.
+        At ``opt_level`` 2 and 3, a module of several kernels (up to a whole cluster's hundreds of loops) gets
+        O2's passes with the vectorisers but without loop unrolling and interleaving: measured on
+        BERT-tiny's training step and MobileNetV2, that halves LLVM's optimisation + machine-code time
+        and shrinks the code, with no loss in steady-state speed (the loops are memory-bound; unrolled
+        copies only add instructions to select). A module of one fused kernel (cheap to compile anyway)
+        keeps the full pipeline at ``opt_level``.
 
         Within a module the choice is per kernel too: the emitter marks the loops of every kernel that is
         not a hot loop (``kernel_builder.HOT_LOOP_KINDS``: GEMM, convolutions, Winograd) not to be
@@ -194,8 +189,9 @@ class JitEngine:
         loops pay for O3's unrolling."""
         if self.opt_level <= 1:
             return self.opt_level, False, False
-        level = min(self.opt_level, MAX_SPEED_LEVEL)
-        return level, True, ir_size < LITE_PIPELINE_IR_SIZE
+        if ir_size >= LITE_PIPELINE_IR_SIZE:
+            return 2, True, False
+        return self.opt_level, True, True
 
     def optimize(self, mod, ir_size: int = 0, target_machine=None, run=None) -> None:
         """The new pass manager's default per-module pipeline that :meth:`pipeline` picks (for
