@@ -207,7 +207,9 @@ class Executable:
         self.cold = None
         if layout.cold is not None:
             engine = engine or get_engine(options.opt_level, options.cpu_target)
-            self.cold = ColdCode(layout.cold, engine, layout.name, code_store, self._cold_from_ir_source)
+            # (weakly: the runtime's registry keeps the cold code, which must not keep the executable)
+            me = weakref.WeakMethod(self._cold_from_ir_source)
+            self.cold = ColdCode(layout.cold, engine, layout.name, code_store, lambda: me()())
             self._template[layout.cold.slot] = self.cold.address
             weakref.finalize(self, native_runtime.unregister_cold, self.cold.address)
         self._entry = library.get_function(ENTRY_NAME, None, ctypes.c_void_p)
