@@ -13,7 +13,7 @@ import tensorflow as tf
 import tfxla_cluster as txc
 from tfxla_cluster.codegen import CodegenOptions, compile_module
 from tfxla_cluster.codegen.executable import emit_module
-from tfxla_cluster.codegen.program import ProgramEmitter
+from tfxla_cluster.codegen.program import ProgramEmitter, emit_cold
 from tfxla_cluster.hlo.parser import parse_module
 from tfxla_cluster.hlo.structural import instruction_key, literal_key
 
@@ -157,8 +157,17 @@ def test_guarded_convolutions_replay_with_their_own_branch(replaying):
     convs = [i for i in parse_module(hlo).entry.instructions if i.opcode.text == "convolution"]
     replayed, ir_replayed, _ = _replayed_and_fresh(hlo)
     assert replayed.reused_emissions >= 1 and len(convs) == 2
-    assert ir_replayed.count("guard.") >= 2 * 3 and len(replayed.cold_kernels) == 2
-    assert len(replayed.cold_names) == 1 and "_exact" not in ir_replayed   # one exact kernel, compiled on need
+    # One rare arm per convolution, emitted (in the cold module) and compiled on need only.
+    assert ir_replayed.count("guard.") >= 2 * 3 and replayed.cold_names == ["cold_arm.0", "cold_arm.1"]
+    assert "_exact" not in ir_replayed and not replayed.cold_kernels
+    cold_ir, arms, cold_kernels = emit_cold(parse_module(hlo), CodegenOptions())
+    assert arms == replayed.cold_names and [k.kind for k in cold_kernels] == ["conv-exact"] * 2
+    assert cold_ir.count('define void @"cold_arm.') == 2
+    # The arms read the program's table: cold mode makes the buffer slots the entry's emission made.
+    hot = ProgramEmitter(parse_module(hlo), CodegenOptions(), lazy_cold=True)
+    cold = ProgramEmitter(parse_module(hlo), CodegenOptions(), lazy_cold=True, cold_mode=True)
+    assert hot.emit() and not cold.emit()
+    assert [(s.kind, s.name, s.shape) for s in hot.plan.slots] == [(s.kind, s.name, s.shape) for s in cold.plan.slots]
     got = fn(x, w1, w2).numpy()
     want = tf.function(_two_convs, jit_compile=True)(x, w1, w2).numpy()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))

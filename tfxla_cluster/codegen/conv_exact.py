@@ -9,8 +9,9 @@ reads the filter once per call, and the input where reading it too costs under ~
 (:func:`_check_pays`; always for the Winograd kernel and a reversed window, which need it): a huge input
 element overflows its products in XLA's order (a rounded product) where the fast kernels' FMA may keep
 it exact (``max·w - inf`` stays -inf, XLA's is NaN). The exact
-kernels are cold code (``ProgramEmitter.branch_on_flag``): a JIT executable compiles them the first time a
-check fires, not with the rest (``executable.ColdCode``); one check kernel per element type serves every
+kernels are cold code (``ProgramEmitter.branch_on_flag``): a JIT executable emits and compiles them the first
+time a check fires, not with the rest (``program.emit_cold``, ``executable.ColdCode``); one check kernel per
+element type serves every
 guarded convolution, so a guard adds no kernel of its own to a first call's compile.
 
 How XLA:CPU (TF 2.21) computes a convolution (thunk_emitter.cc, ``PotentiallyImplementedAsEigenConvolution``):
@@ -40,9 +41,10 @@ summed the same way and added. So ``+max·1.4 + (-max)·6.3`` is NaN there, wher
 Not emulated: a huge finite input element (an infinity alone sums alike in any order) where checking the
 input would cost over ~1% (a 1×1, depthwise or few-feature convolution over a large image: the filter
 alone is checked there); depths above Eigen's k-block (:data:`GEMV_MAX_DEPTH`: blocks add up) or a contraction Eigen
-shards by depth (large one-feature convolutions); and the batch-grouped convolutions XLA expands into masked dense ones (the depthwise filter backprop: a NaN input
-element gives NaN in every output feature there). F64 depthwise convolutions are expanded by
-``passes/expanders.py``'s ``ConvolutionGroupConverter`` as XLA does.
+shards by depth (large one-feature convolutions). The batch-grouped convolutions XLA expands into masked
+dense ones (the depthwise filter backprop, where a NaN input element gives NaN in every output feature) keep
+our grouped kernel, with those NaNs placed by ``passes/expanders.py``'s ``BatchGroupHoles``; f64 depthwise
+convolutions are expanded by its ``ConvolutionGroupConverter`` as XLA does.
 """
 from __future__ import annotations
 

@@ -10,9 +10,11 @@ without copying), temp slots into a per-thread arena reused across calls. The na
 entry function runs with the GIL released (ctypes), so calls from several threads run concurrently.
 
 Kernels only a rare branch runs (conv_exact.py's exact convolutions, taken when a filter holds NaN or
-infinities) are not compiled with the rest: their module (``ColdLayout.ir``) is compiled the first time the
-branch runs (:class:`ColdCode`, through ``tfxla_resolve_cold``), whichever thread runs it, the native launch
-op's included; an AOT object holds them all (``aot.py``).
+infinities) are neither emitted nor compiled with the rest: their module (``ColdLayout.ir``, the rare arms
+``program.emit_cold`` emits) is made the first time a rare branch runs (:class:`ColdCode`, through
+``tfxla_resolve_cold``), whichever thread runs it, the native launch op's included; an executable loaded
+from the persistent cache emits it from the module lowered again (its ``ir_source``); an AOT object holds
+them all (``aot.py``).
 
 With bounds checks on (``CodegenOptions.bounds_checks`` or ``TFXLA_CODEGEN_BOUNDS_CHECKS=1``), an
 out-of-range access is skipped by the generated code and raised here as ``InternalError`` naming the
@@ -21,12 +23,13 @@ kernel.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import logging
 import threading
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
@@ -55,13 +58,31 @@ def _physical_dims(shape: Shape) -> tuple[int, ...]:
 
 @dataclass
 class ColdLayout:
-    """The cold code of an executable: its module's IR, the kernels whose addresses the code-pointer array
-    holds (in order, after element 0) and the table slot of that array's address."""
+    """The cold code of an executable: the table slot of the code-pointer array's address, the rare arms
+    whose addresses it holds (in order, after element 0), and once made (:meth:`text`) their module's IR
+    and the KernelInfo of each kernel they call. ``source`` makes them (``program.emit_cold`` on the
+    module): it is not pickled, so a layout from the persistent cache makes them from its executable's."""
 
     slot: int
-    ir: str
+    ir: str | None                # None until made
     names: list
-    kernels: list                 # KernelInfo of each call on a rare branch
+    kernels: list
+    source: Callable[[], tuple] | None = field(default=None, repr=False, compare=False)
+
+    def text(self, fallback: Callable[[], tuple] | None = None) -> str:
+        """The cold module's IR, made now (by ``source``, else ``fallback``) if it was not yet."""
+        if self.ir is None:
+            source = self.source or fallback
+            if source is None:
+                raise InternalError("the cold code of this executable cannot be emitted: no module to emit it from")
+            ir_text, names, kernels = source()
+            if list(names) != list(self.names):
+                raise InternalError(f"the cold module has arms {list(names)}, the executable calls {list(self.names)}")
+            self.kernels, self.ir, self.source = list(kernels), ir_text, None
+        return self.ir
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "source": None}   # a closure over the module: made again where loaded
 
 
 class ColdCode:
@@ -70,8 +91,11 @@ class ColdCode:
     code, fills :attr:`pointers` (the kernels' addresses, then element 0) and keeps the library alive.
     Thread-safe; tries at most once."""
 
-    def __init__(self, layout: ColdLayout, engine: JitEngine, name: str, code_store=None) -> None:
+    def __init__(self, layout: ColdLayout, engine: JitEngine, name: str, code_store=None,
+                 fallback: Callable[[], tuple] | None = None) -> None:
+        """``fallback``: what makes the cold module when ``layout`` has no source of its own."""
         self.layout = layout
+        self.fallback = fallback
         self.engine = engine
         self.name = f"{name}.cold"
         self.code_store = code_store
@@ -98,12 +122,14 @@ class ColdCode:
     def _load(self) -> None:
         t0 = time.perf_counter()
         names = tuple(self.layout.names)
+        with gc_paused():
+            text = self.layout.text(self.fallback)
         store = self.code_store
-        lib = store.load(self.layout.ir, self.engine, self.name, names) if store is not None else None
+        lib = store.load(text, self.engine, self.name, names) if store is not None else None
         if lib is None:
-            lib = self.engine.compile(self.layout.ir, names, name=self.name)
+            lib = self.engine.compile(text, names, name=self.name)
             if store is not None:
-                store.store(self.layout.ir, lib)
+                store.store(text, lib)
         self.pointers[1:] = [lib.address_of(n) for n in names]
         self.library = lib
         self.compiles += 1
@@ -145,7 +171,7 @@ class ExecutableLayout:
             [(s.index, s.offset) for s in plan.of_kind("temp")],
             [(s.index, s.value) for s in plan.of_kind("const")],
             None if prog.cold_slot is None else
-            ColdLayout(prog.cold_slot.index, prog.cold_ir, list(prog.cold_names), list(prog.cold_kernels)))
+            ColdLayout(prog.cold_slot.index, None, list(prog.cold_names), [], source=_cold_source(module, prog.options)))
 
 
 class Executable:
@@ -181,7 +207,9 @@ class Executable:
         self.cold = None
         if layout.cold is not None:
             engine = engine or get_engine(options.opt_level, options.cpu_target)
-            self.cold = ColdCode(layout.cold, engine, layout.name, code_store)
+            # (weakly: the runtime's registry keeps the cold code, which must not keep the executable)
+            me = weakref.WeakMethod(self._cold_from_ir_source)
+            self.cold = ColdCode(layout.cold, engine, layout.name, code_store, lambda: me()())
             self._template[layout.cold.slot] = self.cold.address
             weakref.finalize(self, native_runtime.unregister_cold, self.cold.address)
         self._entry = library.get_function(ENTRY_NAME, None, ctypes.c_void_p)
@@ -198,8 +226,17 @@ class Executable:
     def ir(self) -> str:
         """The LLVM IR (before LLVM's optimisation) the native code was compiled from."""
         if self._ir is None:
-            self._ir = self._ir_source()
+            self._ir = str(self._ir_source())   # (a plain str: not the module an ``EmittedIR`` keeps)
         return self._ir
+
+    def _cold_from_ir_source(self) -> tuple:
+        """The cold module, from the module ``ir_source`` emits again (a layout loaded from the persistent
+        cache has no module of its own)."""
+        text = self._ir_source() if self._ir_source is not None else self._ir
+        source = getattr(text, "cold_source", None)
+        if source is None:
+            raise InternalError(f"{self.name}: its IR source gives no module to emit the cold code from")
+        return source()
 
     @property
     def ir_digest(self) -> str:
@@ -317,14 +354,41 @@ def check_engine(engine: JitEngine, options: CodegenOptions) -> None:
                             f"{options.cpu_target.cpu}; build both from the same CpuTarget")
 
 
+class EmittedIR(str):
+    """The IR text ``emit_module`` returns: with rare arms, ``cold_source()`` emits their module from the
+    same HloModule (``program.emit_cold``; an executable loaded from the persistent cache asks the IR it
+    emits again for it)."""
+
+    cold_source: Callable[[], tuple] | None = None
+
+
+def _emit_cold(module, options: CodegenOptions) -> tuple:
+    from tfxla_cluster.codegen.program import emit_cold
+
+    t0 = time.perf_counter()
+    with gc_paused():
+        made = emit_cold(module, options)
+    log.info("emitted the cold code of %s (%d arms) in %.1f ms", module.name, len(made[1]),
+             (time.perf_counter() - t0) * 1e3)
+    return made
+
+
+def _cold_source(module, options: CodegenOptions) -> Callable[[], tuple]:
+    return functools.partial(_emit_cold, module, options)
+
+
 def emit_module(module, options: CodegenOptions) -> tuple[ProgramEmitter, str]:
-    """The LLVM IR text of ``module`` and the emitter (buffer plan, kernels) that produced it."""
+    """The LLVM IR text of ``module`` (an :class:`EmittedIR`) and the emitter (buffer plan, kernels) that
+    produced it. The rare arms are left out (``lazy_cold``): the module is kept to emit them on need."""
     from tfxla_cluster.codegen.program import ProgramEmitter
 
     native_runtime.ensure_registered()   # program.py is imported here: a cache hit never emits IR
     with gc_paused():   # emission makes ~1e5 llvmlite objects: full collections would walk them and TF's heap
         prog = ProgramEmitter(module, options, lazy_cold=True)
-        return prog, prog.emit()
+        text = EmittedIR(prog.emit())
+    if prog.cold_names:
+        text.cold_source = _cold_source(module, options)
+    return prog, text
 
 
 class CodeStore(Protocol):
@@ -365,7 +429,7 @@ def compile_module(module, options: CodegenOptions | None = None, engine: JitEng
         _dump(dumper, "ir-with-opt.ll", lib.optimized_ir)
         if code_store is not None:
             code_store.store(text, lib)
-    exe = Executable(ExecutableLayout.of(module, prog), options, lib, text, t1 - t0, code_store, engine)
+    exe = Executable(ExecutableLayout.of(module, prog), options, lib, str(text), t1 - t0, code_store, engine)
     exe.origin = origin
     return exe
 

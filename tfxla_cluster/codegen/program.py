@@ -24,12 +24,17 @@ iterations. Kernels by kind are chosen from the ``THUNKS`` table (``kernel_build
 families in ``kernels/`` fill.
 
 Kernels only a rare branch runs (``branch_on_flag``: conv_exact.py's exact convolutions) are *cold*. With
-``lazy_cold`` (the JIT) they are left out of the module and printed as a module of their own
-(``cold_ir``); the entry calls them through a code-pointer array whose address is in the table's
-``cold_slot`` and, on the branch's first run, calls the runtime's ``tfxla_resolve_cold`` to compile them
-(the usual branch runs should that fail). The compile happens inside the call, at the branch, and the call
-goes on: nothing runs twice, so outputs that alias inputs (variables updated in place, donated buffers)
-are safe. Without it (AOT) they are called directly.
+``lazy_cold`` (the JIT) they are not even emitted with the rest: the rare arm of each branch calls the arm's
+code through a code-pointer array whose address is in the table's ``cold_slot`` (element 1 + n: arm n of
+``cold_names``) and, on a rare branch's first run, the entry calls the runtime's ``tfxla_resolve_cold`` to
+make that code (the usual arm runs should that fail). Making it emits the module again in *cold mode*
+(:func:`emit_cold`): every rare arm becomes a function ``cold_arm.N(table, lo, hi)`` of a module of its own,
+which runs the arm's kernels one after the other on the program's buffer table (they read the program's
+table, so the entry gathers nothing for them), and the rest is thrown away. The two emissions agree on the
+buffer slots (a rare arm makes none: checked) and on the arms' order (the sites in program order; a
+replayed emission rebuilds its branches). The compile happens inside the call, at the branch, and the call
+goes on: nothing runs twice, so outputs that alias inputs (variables updated in place, donated buffers) are
+safe. Without ``lazy_cold`` (AOT) the rare arms are emitted in the entry and call their kernels directly.
 
 Guarantee: the emitted IR is a deterministic function of the module and the codegen options.
 """
@@ -149,10 +154,12 @@ def _flush_denormals(mctx, fn: ir.Function) -> None:
 class ProgramEmitter:
     """Builds the LLVM module and the buffer plan for one HloModule."""
 
-    def __init__(self, module, options: CodegenOptions, lazy_cold: bool = False) -> None:
-        """``lazy_cold``: the kernels only a rare branch runs (``branch_on_flag``) go to a module of their own,
-        :attr:`cold_ir`, compiled on the branch's first run (see :meth:`_open_branch`); else they are called
-        directly, like every other kernel (an AOT object holds all its code)."""
+    def __init__(self, module, options: CodegenOptions, lazy_cold: bool = False, cold_mode: bool = False) -> None:
+        """``lazy_cold``: the rare arms of ``branch_on_flag`` are left out (each calls its arm's code through
+        the code-pointer array, made on the branch's first run, see :meth:`_open_branch`); else they are
+        emitted in the entry, like every other kernel call (an AOT object holds all its code).
+        ``cold_mode`` (with ``lazy_cold``; :func:`emit_cold`): emit the rare arms as the functions of
+        :attr:`cold_ir` instead (the rest of the emission only keeps the buffer slots those of the first)."""
         self.hlo = module
         self.options = options
         self.mctx = ModuleContext(module.name, options)
@@ -190,12 +197,15 @@ class ProgramEmitter:
         # Kernels called only on a rare branch (``branch_on_flag``): listed apart from those every call runs.
         self.cold_kernels: list[KernelInfo] = []
         self._branches: list[tuple[ir.Block, ir.Block, bool]] = []   # open ``branch_on_flag``s
-        # Lazy cold code: the cold kernels' module text (set by ``emit``), their names in the order of the
-        # code-pointer array (``_cold_pointer``), and the slot holding that array's address.
+        # Lazy cold code: the rare arms' names in the order of the code-pointer array, the slot holding that
+        # array's address, and (cold mode) their module's text (set by ``emit``) and the arm being emitted.
         self.lazy_cold = lazy_cold and self.local_tables
+        self.cold_mode = cold_mode and self.lazy_cold
         self.cold_ir = ""
         self.cold_names: list[str] = []
         self.cold_slot: Slot | None = None
+        self._arm: ir.Function | None = None
+        self._arm_functions: list[str] = []   # cold mode: the arms and the kernels they call
 
     # ------------------------------------------------------------------ top level
     def emit(self) -> str:
@@ -218,7 +228,8 @@ class ProgramEmitter:
         root = self.emit_computation(entry, params)
         self._finish_outputs(entry.root.shape, root)
         self.b.ret_void()
-        for fn in [self.entry, *self._pool_fns.values()]:
+        arms = [self.mctx.module.globals[name] for name in self.cold_names] if self.cold_mode else []
+        for fn in [self.entry, *self._pool_fns.values(), *arms]:   # (arms: called through the pool)
             _flush_denormals(self.mctx, fn)
             self._printed.pop(fn.name, None)
         if sum(len(block.instructions) for block in self.entry.blocks) >= PLAIN_ENTRY_INSTRUCTIONS:
@@ -226,12 +237,12 @@ class ProgramEmitter:
             self.entry.attributes.add("optnone")
         self.plan.pack()
         width = (self.options.prefer_vector_width, self.mctx.wide_functions, self.mctx.wide_vector_bits())
-        if self.cold_names:
-            self.cold_ir = _with_vector_width(_cold_module_text(self.mctx.module, self._printed, self.cold_names), *width)
-            hot = {k.name for k in self.kernels} | {n for group in self.row_groups for n in group}
-            for name in self.cold_names:
-                if name not in hot:   # a kernel both branches call stays in both modules
-                    _dismantle(self.mctx.module.globals.pop(name))
+        if self.cold_mode:   # only the arms' module is wanted: the rest was emitted for its buffer slots
+            if self._arm_functions:
+                self.cold_ir = _with_vector_width(
+                    _cold_module_text(self.mctx.module, self._printed, self._arm_functions), *width)
+            self._release()
+            return ""
         text = _with_vector_width(_module_text(self.mctx.module, self._printed), *width)
         self._release()
         return text
@@ -432,12 +443,14 @@ class ProgramEmitter:
     def _schedule(self, fn: ir.Function, instr_name: str, kind: str, work_items: int, tasks: int, cost: int,
                   rows: RowAccess | None, slots) -> None:
         """Call the finished kernel ``fn`` on ``slots`` (see ``call_kernel``)."""
-        cold = bool(self._branches) and self._branches[-1][2]
+        cold = self._arm is not None or bool(self._branches) and self._branches[-1][2]
         (self.cold_kernels if cold else self.kernels).append(KernelInfo(fn.name, instr_name, kind, work_items,
                                                                          tasks, cost))
-        if cold and self.lazy_cold:
+        if self._arm is not None:
+            # A rare arm's kernels run one after the other on the arm's thread: the arm is itself called
+            # through ``tfxla_parallel_for``, which a kernel must not call again (the pool is not re-entrant).
             self.flush_rows()
-            self._call(fn, work_items, tasks, slots, cold=True)
+            self._call(fn, work_items, 1, slots)
             return
         if rows is not None and self.options.row_groups:
             if self._rows is not None and not self._rows.accepts(rows):
@@ -471,8 +484,8 @@ class ProgramEmitter:
         scalar constant's value (kernels read those as immediates). An emission that touched another
         buffer or made a mutable global (an RNG state) is not recorded. Nested calls run as part of the
         outer one; in bounds-check mode (kernels read the program's table) nothing is reused."""
-        if not self.local_tables or self._recording is not None:
-            emit()
+        if not self.local_tables or self._recording is not None or self.cold_mode:
+            emit()   # (cold mode emits every rare arm afresh: an arm reads its buffers from the program's table)
             return
         full = (tuple(instruction_key(x, self._key_memo) if isinstance(x, HloInstruction) else x for x in key),
                 _refs_key(refs))
@@ -502,11 +515,18 @@ class ProgramEmitter:
     def branch_on_flag(self, flag: BufferRef, name: str, rare: Callable[[], None], usual: Callable[[], None]) -> None:
         """``if (*flag) rare(); else usual();`` in the entry function (``flag``: an s32 scalar the kernels
         emitted before set; ``name``: the instruction's, for the blocks). The kernels ``rare`` calls are listed
-        in ``cold_kernels`` (and with ``lazy_cold`` compiled on the branch's first run). Recorded for ``reuse``
-        as events around both branches' own, so a replay rebuilds the branch."""
+        in ``cold_kernels``; with ``lazy_cold`` ``rare`` is emitted only in cold mode, as an arm of the cold
+        module (see the module docstring), and must make no buffer. Recorded for ``reuse`` as events around
+        both branches' own, so a replay rebuilds the branch."""
+        if self.cold_mode:
+            self._new_cold_slot()   # where the entry emitted without arms made it
+            self._emit_arm(rare)
+            usual()   # for its buffer slots (and so those after it): the entry is thrown away
+            return
         self._event("branch", flag.slot, name)
         self._open_branch(flag.slot, name)
-        rare()
+        if not self.lazy_cold:
+            rare()
         self._event("else", None, "")
         self._end_arm(closing=False)
         usual()
@@ -520,8 +540,10 @@ class ProgramEmitter:
 
     def _open_branch(self, slot: Slot, name: str) -> None:
         """Branch on the flag in ``slot`` to a rare arm and a usual one. With ``lazy_cold`` the rare arm
-        first makes sure the cold code is loaded: ``tfxla_resolve_cold(table, code)`` (the native runtime)
-        compiles the cold module and fills the code-pointer array; should that fail, the usual arm runs."""
+        first makes sure the cold code is made: ``tfxla_resolve_cold(table, code)`` (the native runtime)
+        emits and compiles the cold module and fills the code-pointer array (should that fail, the usual arm
+        runs); then it runs its arm, ``cold_arm.N(table, 0, 1)``, through ``tfxla_parallel_for`` (an address
+        loaded at run time: no indirect call in the IR)."""
         flag = self.b.load(self.entry_ptr(slot), typ=t.I32)   # entry_ptr runs the pending row group first
         rare, usual, done = (self.entry.append_basic_block(f"guard.{name}.{k}") for k in ("rare", "usual", "done"))
         fired = self.b.icmp_unsigned("!=", flag, ir.Constant(t.I32, 0))
@@ -530,32 +552,59 @@ class ProgramEmitter:
             self.b.cbranch(fired, load, usual)
             self.b.position_at_end(load)
             code = self._cold_array()
-            # Element 0: null until the cold code is loaded (acquire: the kernels' addresses are read after it).
+            # Element 0: null until the cold code is loaded (acquire: the arms' addresses are read after it).
             ready = self.b.load_atomic(code, "acquire", 8, typ=t.PTR)
             self.b.cbranch(self.b.icmp_unsigned("!=", ready, ir.Constant(t.PTR, None)), rare, resolve)
             self.b.position_at_end(resolve)
             fn = self.mctx.function("tfxla_resolve_cold", t.I64, [t.PTR, t.PTR])
             ok = self.b.call(fn, [self.entry.args[0], code])
             self.b.cbranch(self.b.icmp_unsigned("!=", ok, t.i64(0)), rare, usual)
+            self.b.position_at_end(rare)
+            arm = len(self.cold_names)
+            self.cold_names.append(_arm_name(arm))
+            at = self.b.gep(code, [t.i64(1 + arm)], inbounds=True, source_etype=t.PTR)
+            pf = self.mctx.function("tfxla_parallel_for", t.VOID, [t.PTR, t.PTR, t.I64, t.I64])
+            self.b.call(pf, [self.b.load(at, typ=t.PTR), self.entry.args[0], t.i64(1), t.i64(1)])
         else:
             self.b.cbranch(fired, rare, usual)
-        self.b.position_at_end(rare)
+            self.b.position_at_end(rare)
         self._branches.append((usual, done, True))
 
     def _cold_array(self):
         """The lazy code-pointer array (in the entry): element 0 non-null once the cold code is loaded, then
-        one kernel address per name in ``cold_names``. Its address is in the table's ``cold_slot``."""
+        one arm's address per name in ``cold_names``. Its address is in the table's ``cold_slot``."""
+        return self.entry_ptr(self._new_cold_slot())
+
+    def _new_cold_slot(self) -> Slot:
+        """``cold_slot``, made by the first rare branch."""
         if self.cold_slot is None:
             self.cold_slot = self.plan.new("cold", Shape(T.U64, (0,)), name="cold code")
-        return self.entry_ptr(self.cold_slot)
+        return self.cold_slot
 
-    def _cold_pointer(self, fn: ir.Function):
-        """The address of cold kernel ``fn``, loaded in the entry from the code-pointer array."""
-        if fn.name not in self.cold_names:
-            self.cold_names.append(fn.name)
-        at = self.b.gep(self._cold_array(), [t.i64(1 + self.cold_names.index(fn.name))], inbounds=True,
-                        source_etype=t.PTR)
-        return self.b.load(at, typ=t.PTR)
+    def _emit_arm(self, rare: Callable[[], None]) -> None:
+        """Cold mode: ``rare()`` as the next arm, a function of its own reading the program's table."""
+        if self._arm is not None:
+            raise InternalError("a rare branch inside a rare branch has no arm of its own")
+        self.flush_rows()
+        name = _arm_name(len(self.cold_names))
+        self.cold_names.append(name)
+        arm = ir.Function(self.mctx.module, ir.FunctionType(t.VOID, [t.PTR, t.I64, t.I64]), name)
+        arm.args[0].add_attribute("noalias")
+        arm.attributes.add("nounwind")
+        globals_ = self.mctx.module.globals
+        before, slots = set(globals_), len(self.plan.slots)
+        entry, b, self.entry, self.b, self._arm = self.entry, self.b, arm, new_function_body(arm), arm
+        self.local_tables = False   # the arm's kernels read the program's table: nothing gathers for them
+        try:
+            rare()
+            self.flush_rows()
+            self.b.ret_void()
+        finally:
+            self.entry, self.b, self._arm, self.local_tables = entry, b, None, True
+        if len(self.plan.slots) != slots:
+            raise InternalError(f"rare arm {name} made buffers: the entry emitted without it has other slots")
+        self._arm_functions += [name] + [n for n, g in globals_.items() if n not in before and
+                                         isinstance(g, ir.Function) and not g.is_declaration]
 
     def _end_arm(self, closing: bool) -> None:
         """End the open branch's current arm: on to its usual arm, or (``closing``) to the code after it."""
@@ -643,16 +692,11 @@ class ProgramEmitter:
             b.store(b.load(src, typ=t.PTR), dst)
         return local
 
-    def _call(self, fn, work_items: int, tasks: int, slots=None, cold: bool = False) -> None:
-        """Call kernel ``fn`` from the entry (``cold``: through its slot in the lazy code-pointer array)."""
+    def _call(self, fn, work_items: int, tasks: int, slots=None) -> None:
+        """Call kernel ``fn`` from the entry (or from the rare arm being emitted)."""
         if tasks <= 1 and work_items <= 0:
             return
         table = self._gather(self.b, self.entry.args[0], slots)
-        if cold:   # an address loaded at run time: handed to the pool even for one task (no indirect call in IR)
-            self._pool_fns[fn.name] = fn   # it sets its own FTZ/DAZ on a pool thread
-            pf = self.mctx.function("tfxla_parallel_for", t.VOID, [t.PTR, t.PTR, t.I64, t.I64])
-            self.b.call(pf, [self._cold_pointer(fn), table, t.i64(work_items), t.i64(max(tasks, 1))])
-            return
         if tasks > 1:
             self._pool_fns[fn.name] = fn
             pf = self.mctx.function("tfxla_parallel_for", t.VOID, [t.PTR, t.PTR, t.I64, t.I64])
@@ -853,10 +897,22 @@ def _global_text(value, printed: dict[str, tuple[ir.Function, str]]) -> str:
     return known[1] if known is not None and known[0] is value else str(value)
 
 
+def _arm_name(n: int) -> str:
+    return f"cold_arm.{n}"
+
+
+def emit_cold(module, options: CodegenOptions) -> tuple[str, list[str], list[KernelInfo]]:
+    """The cold module of ``module`` (the rare arms a ``lazy_cold`` emission left out, see the module
+    docstring): its IR text, the arms' names (in the order of the code-pointer array) and their kernels."""
+    prog = ProgramEmitter(module, options, lazy_cold=True, cold_mode=True)
+    prog.emit()
+    return prog.cold_ir, prog.cold_names, prog.cold_kernels
+
+
 def _cold_module_text(module: ir.Module, printed: dict[str, tuple[ir.Function, str]], names: list[str]) -> str:
-    """A module of its own for the kernels ``names`` (exported, so that the loader finds them) with what they
-    may refer to: the declarations, the constant globals and the metadata of ``module``. Kernels call no
-    other defined function, and only an RNG's kernels have a mutable global (never a rare branch's)."""
+    """A module of its own for the functions ``names`` (the rare arms and the kernels they call; exported, so
+    that the loader finds them) with what they may refer to: the declarations, the constant globals and the
+    metadata of ``module``. Only an RNG's kernels have a mutable global (never a rare branch's)."""
     lines = _module_head(module, ".cold")
     for value in module.globals.values():
         if isinstance(value, ir.Function) and value.is_declaration or \
