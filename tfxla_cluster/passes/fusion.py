@@ -25,11 +25,12 @@ XLA's reason, recorded in ``decisions`` for dumps and tests:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
-from tfxla_cluster.passes.fusion_ir import create_fusion, fuse_instruction
+from tfxla_cluster.passes.fusion_ir import FusedIndex, create_fusion, fuse_instruction
 from tfxla_cluster.passes.pass_ import HloPass
 from tfxla_cluster.passes.util import UseGraph, has_side_effect, is_effective_scalar, non_fusion_computations
 
@@ -79,10 +80,10 @@ class FusionDecision:
         return FusionDecision(False, reason)
 
 
-@dataclass(frozen=True)
-class FusionRecord:
+class FusionRecord(NamedTuple):
     """One considered (producer -> consumer) edge and what was decided. Instructions are kept, not
-    names, so a log printed after fusion naming shows the final fusion names."""
+    names, so a log printed after fusion naming shows the final fusion names. (A tuple: a large
+    module's fusion pass records about a million of them.)"""
 
     computation: str
     consumer_instr: HloInstruction
@@ -106,6 +107,20 @@ class FusionRecord:
         verdict = f"fused into %{self.fusion_name}" if self.fusion is not None else "not fused"
         return (f"%{self.producer} -> %{self.consumer} in %{self.computation}: {verdict} "
                 f"({self.decision.reason})")
+
+
+# Refusals that hold for as long as the producer stays an operand of the same fusion consumer: they
+# depend on the producer alone, or on the consumer's reused operands (a set that only grows) or the
+# globally unfusible set (which only shrinks by instructions that leave the computation). The walk
+# remembers them while a fusion is dequeued again and again (a wide fusion's operands are otherwise
+# all re-scored after every producer it absorbs).
+CANNOT_DUPLICATE = FusionDecision.forbid("operand can not be duplicated")
+NON_SCALAR_CONSTANT = FusionDecision.forbid("Don't fuse non-scalar constants.")
+NOT_LOOP_FUSIBLE = FusionDecision.forbid("Producer is not loop-fusible.")
+CONCATENATE_INEFFICIENT = FusionDecision.forbid("Concatenate fusion is inefficient.")
+NOT_PROFITABLE = FusionDecision.forbid("Fusion is not profitable.")
+_STABLE_FOR_FUSION = frozenset(map(id, (CANNOT_DUPLICATE, NON_SCALAR_CONSTANT, NOT_LOOP_FUSIBLE,
+                                        CONCATENATE_INEFFICIENT, NOT_PROFITABLE)))
 
 
 # ---------------------------------------------------------------- instruction properties
@@ -387,20 +402,20 @@ class CpuInstructionFusion(HloPass):
         g = self._g
         producer = consumer.operands[i]
         if producer.opcode is O.CONSTANT and not is_effective_scalar(producer.shape):
-            return FusionDecision.forbid("Don't fuse non-scalar constants.")
+            return NON_SCALAR_CONSTANT
         if can_be_output_fused(g, producer, consumer):
             return FusionDecision.allow("Can create output fusion.")
         if producer.opcode is O.ADD and any(can_be_output_fused(g, o, producer) for o in producer.operands):
             return FusionDecision.forbid("Bailing because producer can be output-fused into some operand.")
         if not can_be_loop_fused(producer):
-            return FusionDecision.forbid("Producer is not loop-fusible.")
+            return NOT_LOOP_FUSIBLE
         for c in (producer, consumer):
             if c.opcode is O.CONCATENATE and (len(c.operands) > MAX_CONCATENATE_ARGUMENTS
                                               or _is_minor_dim_concatenate(c)):
-                return FusionDecision.forbid("Concatenate fusion is inefficient.")
+                return CONCATENATE_INEFFICIENT
         if producer.opcode is not O.FUSION and cpu_is_expensive(producer) and \
                 self.reuses_operand_elements(consumer, i):
-            return FusionDecision.forbid("Fusion is not profitable.")
+            return NOT_PROFITABLE
         base = self.base_should_fuse(consumer, i)
         if not base:
             return base
@@ -481,15 +496,18 @@ class CpuInstructionFusion(HloPass):
             changed |= self._run_on_computation(comp)
         return changed
 
-    def _record(self, comp, consumer, producer, decision, fusion=None) -> None:
-        self.decisions.append(FusionRecord(comp.name, consumer, producer, decision, fusion))
-
     def _run_on_computation(self, comp: HloComputation) -> bool:
         g = self._g = UseGraph(comp)
         reach = Reachability(comp)
         do_not_duplicate = self.globally_unfusible(comp, reach) if self.may_duplicate else set()
         queue: list[HloInstruction | None] = comp.post_order()
         index: dict[HloInstruction, int] = {x: k for k, x in enumerate(queue)}
+        in_queue = index.get
+        fusible: dict[HloInstruction, bool] = {}   # is_fusible, fixed for all but rng (its user count)
+        fused_index: dict[HloInstruction, FusedIndex] = {}
+        record, name = self.decisions.append, comp.name
+        stable_for: HloInstruction | None = None   # the fusion whose stable refusals ``stable`` holds
+        stable: dict[HloInstruction, FusionDecision] = {}
         changed = False
         while True:
             while queue and queue[-1] is None:
@@ -502,17 +520,28 @@ class CpuInstructionFusion(HloPass):
                 continue
             if not is_fusible(instr, g) and instr.opcode is not O.FUSION:
                 continue
-            candidates = [i for i, op in enumerate(instr.operands) if op in index]
-            candidates.sort(key=lambda i: -index[instr.operands[i]])
-            for i in candidates:
+            if instr is not stable_for:   # (a fusion is dequeued again right after it absorbed a producer)
+                stable_for, stable = instr, {}
+            cache_stable = instr.opcode is O.FUSION
+            # The operands still queued, later in the post order first (a stable sort on -position).
+            candidates = [(-k, i) for i, k in enumerate(map(in_queue, instr.operands)) if k is not None]
+            candidates.sort()
+            for _, i in candidates:
                 operand = instr.operands[i]
-                if not is_fusible(operand, g):
+                ok = fusible.get(operand)
+                if ok is None:
+                    ok = is_fusible(operand, g)
+                    if operand.opcode is not O.RNG:
+                        fusible[operand] = ok
+                if not ok:
                     continue
-                decision = FusionDecision(operand not in do_not_duplicate, "operand can not be duplicated")
-                if decision:
-                    decision = self.should_fuse(instr, i)
+                decision = stable.get(operand)
+                if decision is None:
+                    decision = CANNOT_DUPLICATE if operand in do_not_duplicate else self.should_fuse(instr, i)
+                    if cache_stable and id(decision) in _STABLE_FOR_FUSION:
+                        stable[operand] = decision
                 if not decision:
-                    self._record(comp, instr, operand, decision)
+                    record(FusionRecord(name, instr, operand, decision))
                     continue
                 fusion = instr
                 if instr.opcode is not O.FUSION:
@@ -524,10 +553,13 @@ class CpuInstructionFusion(HloPass):
                 self._update_reused_for_fusion(operand, fusion)
                 ev = self._indexing.get(fusion)
                 users = ev.remove_fusion_operand(operand) if ev is not None else None
-                clone = fuse_instruction(g, fusion, operand)
+                fi = fused_index.get(fusion)
+                if fi is None:
+                    fi = fused_index[fusion] = FusedIndex(fusion.fused_computation)
+                clone = fuse_instruction(g, fusion, operand, fi)
                 if ev is not None:
                     ev.update(clone, users)
-                self._record(comp, instr, operand, decision, fusion)
+                record(FusionRecord(name, instr, operand, decision, fusion))
                 queue.append(fusion)
                 index[fusion] = len(queue) - 1
                 changed = True
