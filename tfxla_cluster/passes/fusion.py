@@ -109,6 +109,8 @@ class FusionRecord(NamedTuple):
                 f"({self.decision.reason})")
 
 
+_new_record = tuple.__new__   # FusionRecord(...) without its Python-level __new__ (the walk makes ~1e6)
+
 # Refusals that hold for as long as the producer stays an operand of the same fusion consumer: they
 # depend on the producer alone, or on the consumer's reused operands (a set that only grows) or the
 # globally unfusible set (which only shrinks by instructions that leave the computation). The walk
@@ -541,7 +543,7 @@ class CpuInstructionFusion(HloPass):
                     if cache_stable and id(decision) in _STABLE_FOR_FUSION:
                         stable[operand] = decision
                 if not decision:
-                    record(FusionRecord(name, instr, operand, decision))
+                    record(_new_record(FusionRecord, (name, instr, operand, decision, None)))
                     continue
                 fusion = instr
                 if instr.opcode is not O.FUSION:
@@ -559,7 +561,7 @@ class CpuInstructionFusion(HloPass):
                 clone = fuse_instruction(g, fusion, operand, fi)
                 if ev is not None:
                     ev.update(clone, users)
-                record(FusionRecord(name, instr, operand, decision, fusion))
+                record(_new_record(FusionRecord, (name, instr, operand, decision, fusion)))
                 queue.append(fusion)
                 index[fusion] = len(queue) - 1
                 changed = True
