@@ -509,7 +509,7 @@ class CpuInstructionFusion(HloPass):
         fused_index: dict[HloInstruction, FusedIndex] = {}
         record, name = self.decisions.append, comp.name
         stable_for: HloInstruction | None = None   # the fusion whose stable refusals ``stable`` holds
-        stable: dict[HloInstruction, FusionDecision] = {}
+        stable: dict[HloInstruction, FusionRecord] = {}   # producer -> the refusal's record
         changed = False
         while True:
             while queue and queue[-1] is None:
@@ -528,8 +528,13 @@ class CpuInstructionFusion(HloPass):
             # The operands still queued, later in the post order first (a stable sort on -position).
             candidates = [(-k, i) for i, k in enumerate(map(in_queue, instr.operands)) if k is not None]
             candidates.sort()
+            operands = instr.operands
             for _, i in candidates:
-                operand = instr.operands[i]
+                operand = operands[i]
+                refusal = stable.get(operand)
+                if refusal is not None:   # (recorded again, as XLA's walk decides it again)
+                    record(refusal)
+                    continue
                 ok = fusible.get(operand)
                 if ok is None:
                     ok = is_fusible(operand, g)
@@ -537,13 +542,12 @@ class CpuInstructionFusion(HloPass):
                         fusible[operand] = ok
                 if not ok:
                     continue
-                decision = stable.get(operand)
-                if decision is None:
-                    decision = CANNOT_DUPLICATE if operand in do_not_duplicate else self.should_fuse(instr, i)
-                    if cache_stable and id(decision) in _STABLE_FOR_FUSION:
-                        stable[operand] = decision
+                decision = CANNOT_DUPLICATE if operand in do_not_duplicate else self.should_fuse(instr, i)
                 if not decision:
-                    record(_new_record(FusionRecord, (name, instr, operand, decision, None)))
+                    refusal = _new_record(FusionRecord, (name, instr, operand, decision, None))
+                    record(refusal)
+                    if cache_stable and id(decision) in _STABLE_FOR_FUSION and operand.opcode is not O.RNG:
+                        stable[operand] = refusal
                     continue
                 fusion = instr
                 if instr.opcode is not O.FUSION:
