@@ -24,7 +24,9 @@ XLA's reason, recorded in ``decisions`` for dumps and tests:
 """
 from __future__ import annotations
 
+from bisect import insort
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import NamedTuple
 
 from tfxla_cluster.hlo import attrs as A
@@ -109,6 +111,7 @@ class FusionRecord(NamedTuple):
                 f"({self.decision.reason})")
 
 
+_first = itemgetter(0)
 _new_record = tuple.__new__   # FusionRecord(...) without its Python-level __new__ (the walk makes ~1e6)
 
 # Refusals that hold for as long as the producer stays an operand of the same fusion consumer: they
@@ -508,8 +511,12 @@ class CpuInstructionFusion(HloPass):
         fusible: dict[HloInstruction, bool] = {}   # is_fusible, fixed for all but rng (its user count)
         fused_index: dict[HloInstruction, FusedIndex] = {}
         record, name = self.decisions.append, comp.name
-        stable_for: HloInstruction | None = None   # the fusion whose stable refusals ``stable`` holds
-        stable: dict[HloInstruction, FusionRecord] = {}   # producer -> the refusal's record
+        # A fusion is dequeued again right after it absorbed a producer: for it, the walk keeps its stable
+        # refusals (producer -> the refusal's record) and its queued operands, later in the post order
+        # first, as (-position, operand, operand number or None) — updated, not rebuilt and sorted.
+        stable_for: HloInstruction | None = None
+        stable: dict[HloInstruction, FusionRecord] = {}
+        pending: list[tuple[int, HloInstruction, int | None]] | None = None
         changed = False
         while True:
             while queue and queue[-1] is None:
@@ -522,15 +529,16 @@ class CpuInstructionFusion(HloPass):
                 continue
             if not is_fusible(instr, g) and instr.opcode is not O.FUSION:
                 continue
-            if instr is not stable_for:   # (a fusion is dequeued again right after it absorbed a producer)
-                stable_for, stable = instr, {}
+            if instr is not stable_for:
+                stable_for, stable, pending = instr, {}, None
             cache_stable = instr.opcode is O.FUSION
-            # The operands still queued, later in the post order first (a stable sort on -position).
-            candidates = [(-k, i) for i, k in enumerate(map(in_queue, instr.operands)) if k is not None]
-            candidates.sort()
             operands = instr.operands
-            for _, i in candidates:
-                operand = operands[i]
+            if pending is None:   # a stable sort on -position (an operand read twice keeps both numbers)
+                keyed = [(-k, i) for i, k in enumerate(map(in_queue, operands)) if k is not None]
+                keyed.sort()
+                # (a fusion's operand numbers shift as it absorbs producers: looked up when needed)
+                pending = [(k, operands[i], None if cache_stable else i) for k, i in keyed]
+            for at, (_, operand, i) in enumerate(pending):
                 refusal = stable.get(operand)
                 if refusal is not None:   # (recorded again, as XLA's walk decides it again)
                     record(refusal)
@@ -542,6 +550,8 @@ class CpuInstructionFusion(HloPass):
                         fusible[operand] = ok
                 if not ok:
                     continue
+                if i is None:
+                    i = operands.index(operand)   # (a fusion reads each operand once)
                 decision = CANNOT_DUPLICATE if operand in do_not_duplicate else self.should_fuse(instr, i)
                 if not decision:
                     refusal = _new_record(FusionRecord, (name, instr, operand, decision, None))
@@ -549,6 +559,7 @@ class CpuInstructionFusion(HloPass):
                     if cache_stable and id(decision) in _STABLE_FOR_FUSION and operand.opcode is not O.RNG:
                         stable[operand] = refusal
                     continue
+                n_operands = len(operands)
                 fusion = instr
                 if instr.opcode is not O.FUSION:
                     fusion = create_fusion(g, instr, self.choose_kind(operand, instr))
@@ -577,6 +588,13 @@ class CpuInstructionFusion(HloPass):
                     g.remove(operand)
                 if fusion is not instr:
                     do_not_duplicate.discard(instr)
+                    pending = None
+                else:   # its next candidates: without the producer, with the operands it brought in
+                    del pending[at]
+                    for op in fusion.operands[n_operands - 1:]:
+                        k = in_queue(op)
+                        if k is not None:
+                            insort(pending, (-k, op, None), key=_first)
                 break
         g.finish()
         self._g = None
