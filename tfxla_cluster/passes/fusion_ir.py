@@ -86,7 +86,7 @@ def _remove_param(g: UseGraph, fusion: HloInstruction, number: int, params: list
     fused = fusion.fused_computation
     param = params[number]
     k = fused.instructions.index(param)
-    fused.instructions = fused.instructions[:k] + fused.instructions[k + 1:]
+    del fused.instructions[k]   # (in place: the list of a large fusion is long)
     param.parent = None
     for p in params[number + 1:]:
         p.parameter_number -= 1
