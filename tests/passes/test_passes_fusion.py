@@ -281,3 +281,33 @@ ENTRY e {
     CpuMultiOutputFusion().run(module)
     HloDCE().run(module)
     verify_module(module)
+
+
+# A fusion dequeued again re-decides its queued operands, refusals included, as XLA's walk does (the pass
+# remembers the refusals that cannot change; the log must not).
+REDEQUEUED = """HloModule redequeued
+ENTRY %main (a: f32[8,8], b: f32[8,8], c: f32[8,8]) -> f32[8,8] {
+  %a = f32[8,8]{1,0} parameter(0)
+  %b = f32[8,8]{1,0} parameter(1)
+  %c = f32[8,8]{1,0} parameter(2)
+  %n1 = f32[8,8]{1,0} negate(%c)
+  %n2 = f32[8,8]{1,0} exponential(%n1)
+  %dot = f32[8,8]{1,0} dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %r = f32[8,8]{1,0} add(%n2, %dot)
+}
+"""
+
+
+def test_fusion_dequeued_again_decides_again():
+    module, fusion, changed = fuse(REDEQUEUED)
+    assert changed
+    log = [(d.producer, d.consumer_instr.opcode, d.fusion is not None, d.decision.reason) for d in fusion.decisions]
+    refused = "operand can not be duplicated"   # (a dot: globally unfusible)
+    assert log == [("dot", O.ADD, False, refused),
+                   ("n2", O.ADD, True, "Fusing: consumer is elementwise or fusible."),
+                   ("dot", O.FUSION, False, refused),
+                   ("n1", O.FUSION, True, "Fusing: consumer is a fusion node."),
+                   ("dot", O.FUSION, False, refused)]
+    fused = module.entry.root.fused_computation
+    assert [p.parameter_number for p in fused.parameters] == [0, 1]
+    assert [o.name for o in module.entry.root.operands] == ["dot", "c"]

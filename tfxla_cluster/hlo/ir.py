@@ -26,6 +26,7 @@ from tfxla_cluster.hlo.opcode import ELEMENTWISE, HloOpcode
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 
 _PRIMITIVE_TYPE_NAMES = {t.value for t in PrimitiveType}
+_INVALID_NAME_CHAR = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
 class NameUniquer:
@@ -41,7 +42,9 @@ class NameUniquer:
 
     @staticmethod
     def sanitize(name: str) -> str:
-        name = re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "name"
+        if _INVALID_NAME_CHAR.search(name) is not None:   # (rare: most names are valid already)
+            name = _INVALID_NAME_CHAR.sub("_", name)
+        name = name or "name"
         if name[0].isdigit():
             name = "_" + name
         if name in _PRIMITIVE_TYPE_NAMES:  # XLA's parser rejects names like "f32"

@@ -306,12 +306,16 @@ class BufferAssignment:
         self._slices[(id(b), ())] = BufferSlice(alloc.index, offset, b.size)
 
     def _allocate(self, a: _ComputationAssigner) -> None:
+        # tuple-parameter leaves live inside the caller's buffers: each gets an allocation after the tuple's
+        leaves: dict[int, list[LogicalBuffer]] = {}
+        for b in a.buffers:
+            if b.kind == "parameter" and b.index:
+                leaves.setdefault(id(b.instruction), []).append(b)
         for b in a.buffers:
             if b.kind == "parameter" and b.index == ():
                 alloc = self._new_allocation("parameter", a.comp, parameter_number=b.instruction.parameter_number)
                 self._assign(alloc, b, 0)
-                for other in a.buffers:  # tuple-parameter leaves live inside the caller's buffers
-                    if other.instruction is b.instruction and other.index:
+                for other in leaves.get(id(b.instruction), ()):
                         self._assign(self._new_allocation("parameter", a.comp,
                                                           parameter_number=b.instruction.parameter_number),
                                      other, 0)

@@ -68,12 +68,18 @@ def shape_key(shape: Shape, layout_sensitive: bool):
     return (shape.element_type, shape.dimensions, shape.dynamic_dimensions)
 
 
-def instruction_key(instr: HloInstruction, fp: _Fingerprints, layout_sensitive: bool) -> tuple:
+def instruction_key(instr: HloInstruction, fp: _Fingerprints | None, layout_sensitive: bool) -> tuple:
+    """What two instructions that compute the same value share; without ``fp``, the structure of the
+    computations they call is left out (``calls_key`` adds it)."""
     operands = [id(o) for o in instr.operands]
     if instr.opcode in ops.COMMUTATIVE and len(operands) == 2:
         operands.sort()
-    return (instr.opcode, shape_key(instr.shape, layout_sensitive), tuple(operands), attribute_key(instr),
-            tuple(fp.of(c) for c in instr.called_computations))
+    key = (instr.opcode, shape_key(instr.shape, layout_sensitive), tuple(operands), attribute_key(instr))
+    return key if fp is None else key + (calls_key(instr, fp),)
+
+
+def calls_key(instr: HloInstruction, fp: _Fingerprints) -> tuple:
+    return tuple(fp.of(c) for c in instr.called_computations)
 
 
 def combine_constants(g: UseGraph, layout_sensitive: bool) -> bool:
@@ -97,6 +103,18 @@ def combine_constants(g: UseGraph, layout_sensitive: bool) -> bool:
     return changed
 
 
+def _same_calls(earlier: list[HloInstruction], instr: HloInstruction, fp: _Fingerprints) -> HloInstruction:
+    """The first of ``earlier`` (instructions with ``instr``'s key but for the callees) whose callees have
+    the structure of ``instr``'s, else ``instr`` (added to ``earlier``)."""
+    if earlier:
+        mine = calls_key(instr, fp)
+        for rep in earlier:
+            if calls_key(rep, fp) == mine:
+                return rep
+    earlier.append(instr)
+    return instr
+
+
 class HloCSE(HloPass):
     """XLA's HloCSE. ``layout_sensitive`` compares layouts too (after layout assignment)."""
 
@@ -115,11 +133,18 @@ class HloCSE(HloPass):
             g = UseGraph(comp)
             changed |= combine_constants(g, self.layout_sensitive)
             table: dict[tuple, HloInstruction] = {}
+            # Instructions that call computations (fusions, reduces), by their key without the callees:
+            # the callees' structure is compared only between instructions that agree on the rest (a
+            # training step's thousands of fusions would otherwise each fingerprint their computation).
+            calling: dict[tuple, list[HloInstruction]] = {}
             for instr in comp.post_order():
                 if instr.parent is not comp or not instr.operands or has_side_effect(instr):
                     continue
-                key = instruction_key(instr, fp, self.layout_sensitive)
-                rep = table.setdefault(key, instr)
+                key = instruction_key(instr, None, self.layout_sensitive)
+                if instr.called_computations:
+                    rep = _same_calls(calling.setdefault(key, []), instr, fp)
+                else:
+                    rep = table.setdefault(key, instr)
                 if rep is not instr:
                     g.replace(instr, rep)
                     changed = True

@@ -24,12 +24,15 @@ XLA's reason, recorded in ``decisions`` for dumps and tests:
 """
 from __future__ import annotations
 
+from bisect import insort
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import NamedTuple
 
 from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
-from tfxla_cluster.passes.fusion_ir import create_fusion, fuse_instruction
+from tfxla_cluster.passes.fusion_ir import FusedIndex, create_fusion, fuse_instruction
 from tfxla_cluster.passes.pass_ import HloPass
 from tfxla_cluster.passes.util import UseGraph, has_side_effect, is_effective_scalar, non_fusion_computations
 
@@ -79,10 +82,10 @@ class FusionDecision:
         return FusionDecision(False, reason)
 
 
-@dataclass(frozen=True)
-class FusionRecord:
+class FusionRecord(NamedTuple):
     """One considered (producer -> consumer) edge and what was decided. Instructions are kept, not
-    names, so a log printed after fusion naming shows the final fusion names."""
+    names, so a log printed after fusion naming shows the final fusion names. (A tuple: a large
+    module's fusion pass records about a million of them.)"""
 
     computation: str
     consumer_instr: HloInstruction
@@ -106,6 +109,23 @@ class FusionRecord:
         verdict = f"fused into %{self.fusion_name}" if self.fusion is not None else "not fused"
         return (f"%{self.producer} -> %{self.consumer} in %{self.computation}: {verdict} "
                 f"({self.decision.reason})")
+
+
+_first = itemgetter(0)
+_new_record = tuple.__new__   # FusionRecord(...) without its Python-level __new__ (the walk makes ~1e6)
+
+# Refusals that hold for as long as the producer stays an operand of the same fusion consumer: they
+# depend on the producer alone, or on the consumer's reused operands (a set that only grows) or the
+# globally unfusible set (which only shrinks by instructions that leave the computation). The walk
+# remembers them while a fusion is dequeued again and again (a wide fusion's operands are otherwise
+# all re-scored after every producer it absorbs).
+CANNOT_DUPLICATE = FusionDecision.forbid("operand can not be duplicated")
+NON_SCALAR_CONSTANT = FusionDecision.forbid("Don't fuse non-scalar constants.")
+NOT_LOOP_FUSIBLE = FusionDecision.forbid("Producer is not loop-fusible.")
+CONCATENATE_INEFFICIENT = FusionDecision.forbid("Concatenate fusion is inefficient.")
+NOT_PROFITABLE = FusionDecision.forbid("Fusion is not profitable.")
+_STABLE_FOR_FUSION = frozenset(map(id, (CANNOT_DUPLICATE, NON_SCALAR_CONSTANT, NOT_LOOP_FUSIBLE,
+                                        CONCATENATE_INEFFICIENT, NOT_PROFITABLE)))
 
 
 # ---------------------------------------------------------------- instruction properties
@@ -387,20 +407,20 @@ class CpuInstructionFusion(HloPass):
         g = self._g
         producer = consumer.operands[i]
         if producer.opcode is O.CONSTANT and not is_effective_scalar(producer.shape):
-            return FusionDecision.forbid("Don't fuse non-scalar constants.")
+            return NON_SCALAR_CONSTANT
         if can_be_output_fused(g, producer, consumer):
             return FusionDecision.allow("Can create output fusion.")
         if producer.opcode is O.ADD and any(can_be_output_fused(g, o, producer) for o in producer.operands):
             return FusionDecision.forbid("Bailing because producer can be output-fused into some operand.")
         if not can_be_loop_fused(producer):
-            return FusionDecision.forbid("Producer is not loop-fusible.")
+            return NOT_LOOP_FUSIBLE
         for c in (producer, consumer):
             if c.opcode is O.CONCATENATE and (len(c.operands) > MAX_CONCATENATE_ARGUMENTS
                                               or _is_minor_dim_concatenate(c)):
-                return FusionDecision.forbid("Concatenate fusion is inefficient.")
+                return CONCATENATE_INEFFICIENT
         if producer.opcode is not O.FUSION and cpu_is_expensive(producer) and \
                 self.reuses_operand_elements(consumer, i):
-            return FusionDecision.forbid("Fusion is not profitable.")
+            return NOT_PROFITABLE
         base = self.base_should_fuse(consumer, i)
         if not base:
             return base
@@ -481,15 +501,22 @@ class CpuInstructionFusion(HloPass):
             changed |= self._run_on_computation(comp)
         return changed
 
-    def _record(self, comp, consumer, producer, decision, fusion=None) -> None:
-        self.decisions.append(FusionRecord(comp.name, consumer, producer, decision, fusion))
-
     def _run_on_computation(self, comp: HloComputation) -> bool:
         g = self._g = UseGraph(comp)
         reach = Reachability(comp)
         do_not_duplicate = self.globally_unfusible(comp, reach) if self.may_duplicate else set()
         queue: list[HloInstruction | None] = comp.post_order()
         index: dict[HloInstruction, int] = {x: k for k, x in enumerate(queue)}
+        in_queue = index.get
+        fusible: dict[HloInstruction, bool] = {}   # is_fusible, fixed for all but rng (its user count)
+        fused_index: dict[HloInstruction, FusedIndex] = {}
+        record, name = self.decisions.append, comp.name
+        # A fusion is dequeued again right after it absorbed a producer: for it, the walk keeps its stable
+        # refusals (producer -> the refusal's record) and its queued operands, later in the post order
+        # first, as (-position, operand, operand number or None) — updated, not rebuilt and sorted.
+        stable_for: HloInstruction | None = None
+        stable: dict[HloInstruction, FusionRecord] = {}
+        pending: list[tuple[int, HloInstruction, int | None]] | None = None
         changed = False
         while True:
             while queue and queue[-1] is None:
@@ -502,18 +529,37 @@ class CpuInstructionFusion(HloPass):
                 continue
             if not is_fusible(instr, g) and instr.opcode is not O.FUSION:
                 continue
-            candidates = [i for i, op in enumerate(instr.operands) if op in index]
-            candidates.sort(key=lambda i: -index[instr.operands[i]])
-            for i in candidates:
-                operand = instr.operands[i]
-                if not is_fusible(operand, g):
+            if instr is not stable_for:
+                stable_for, stable, pending = instr, {}, None
+            cache_stable = instr.opcode is O.FUSION
+            operands = instr.operands
+            if pending is None:   # a stable sort on -position (an operand read twice keeps both numbers)
+                keyed = [(-k, i) for i, k in enumerate(map(in_queue, operands)) if k is not None]
+                keyed.sort()
+                # (a fusion's operand numbers shift as it absorbs producers: looked up when needed)
+                pending = [(k, operands[i], None if cache_stable else i) for k, i in keyed]
+            for at, (_, operand, i) in enumerate(pending):
+                refusal = stable.get(operand)
+                if refusal is not None:   # (recorded again, as XLA's walk decides it again)
+                    record(refusal)
                     continue
-                decision = FusionDecision(operand not in do_not_duplicate, "operand can not be duplicated")
-                if decision:
-                    decision = self.should_fuse(instr, i)
+                ok = fusible.get(operand)
+                if ok is None:
+                    ok = is_fusible(operand, g)
+                    if operand.opcode is not O.RNG:
+                        fusible[operand] = ok
+                if not ok:
+                    continue
+                if i is None:
+                    i = operands.index(operand)   # (a fusion reads each operand once)
+                decision = CANNOT_DUPLICATE if operand in do_not_duplicate else self.should_fuse(instr, i)
                 if not decision:
-                    self._record(comp, instr, operand, decision)
+                    refusal = _new_record(FusionRecord, (name, instr, operand, decision, None))
+                    record(refusal)
+                    if cache_stable and id(decision) in _STABLE_FOR_FUSION and operand.opcode is not O.RNG:
+                        stable[operand] = refusal
                     continue
+                n_operands = len(operands)
                 fusion = instr
                 if instr.opcode is not O.FUSION:
                     fusion = create_fusion(g, instr, self.choose_kind(operand, instr))
@@ -524,10 +570,13 @@ class CpuInstructionFusion(HloPass):
                 self._update_reused_for_fusion(operand, fusion)
                 ev = self._indexing.get(fusion)
                 users = ev.remove_fusion_operand(operand) if ev is not None else None
-                clone = fuse_instruction(g, fusion, operand)
+                fi = fused_index.get(fusion)
+                if fi is None:
+                    fi = fused_index[fusion] = FusedIndex(fusion.fused_computation)
+                clone = fuse_instruction(g, fusion, operand, fi)
                 if ev is not None:
                     ev.update(clone, users)
-                self._record(comp, instr, operand, decision, fusion)
+                record(_new_record(FusionRecord, (name, instr, operand, decision, fusion)))
                 queue.append(fusion)
                 index[fusion] = len(queue) - 1
                 changed = True
@@ -539,6 +588,13 @@ class CpuInstructionFusion(HloPass):
                     g.remove(operand)
                 if fusion is not instr:
                     do_not_duplicate.discard(instr)
+                    pending = None
+                else:   # its next candidates: without the producer, with the operands it brought in
+                    del pending[at]
+                    for op in fusion.operands[n_operands - 1:]:
+                        k = in_queue(op)
+                        if k is not None:
+                            insort(pending, (-k, op, None), key=_first)
                 break
         g.finish()
         self._g = None

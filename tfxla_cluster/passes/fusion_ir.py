@@ -66,35 +66,62 @@ def _operand_param(fusion: HloInstruction, g: UseGraph, op: HloInstruction,
     return p
 
 
+class FusedIndex:
+    """The parameters of one fused computation by number, and the fused instructions that read each
+    one: what ``fuse_instruction`` looks up, kept current by it so that fusing into a large fusion does
+    not walk its whole computation. Valid while only ``fuse_instruction`` (given this index) edits it."""
+
+    def __init__(self, fused: HloComputation) -> None:
+        self.params = fused.parameters
+        self.readers: dict[HloInstruction, list[HloInstruction]] = {p: [] for p in self.params}
+        for instr in fused.instructions:
+            for op in dict.fromkeys(instr.operands):
+                if op.opcode is O.PARAMETER:
+                    self.readers.setdefault(op, []).append(instr)
+
+
 def _remove_param(g: UseGraph, fusion: HloInstruction, number: int, params: list[HloInstruction]) -> None:
-    """Remove fused parameter ``number`` (``params``: the parameters by number) and its fusion operand."""
+    """Remove fused parameter ``number`` (``params``: the parameters by number, updated) and its fusion
+    operand."""
     fused = fusion.fused_computation
     param = params[number]
     k = fused.instructions.index(param)
-    fused.instructions = fused.instructions[:k] + fused.instructions[k + 1:]
+    del fused.instructions[k]   # (in place: the list of a large fusion is long)
     param.parent = None
     for p in params[number + 1:]:
         p.parameter_number -= 1
+    del params[number]
     g.remove_operand_at(fusion, number)
 
 
-def _replace_in(comp: HloComputation, old: HloInstruction, new: HloInstruction) -> None:
-    for instr in comp.instructions:
+def _replace_in(comp: HloComputation, old: HloInstruction, new: HloInstruction,
+                readers: list[HloInstruction] | None = None) -> None:
+    """Every instruction of ``comp`` (``readers``: those that read ``old``, if known) reads ``new``."""
+    for instr in comp.instructions if readers is None else readers:
         if instr is not new and old in instr.operands:   # (a C-level identity test: fusions grow large)
             instr.operands = [new if o is old else o for o in instr.operands]
     if comp.root is old:
         comp.root = new
 
 
-def fuse_instruction(g: UseGraph, fusion: HloInstruction, producer: HloInstruction) -> HloInstruction:
-    """Clone ``producer`` (an operand of ``fusion``) into the fusion; returns the clone."""
+def fuse_instruction(g: UseGraph, fusion: HloInstruction, producer: HloInstruction,
+                     index: FusedIndex | None = None) -> HloInstruction:
+    """Clone ``producer`` (an operand of ``fusion``) into the fusion; returns the clone. ``index``: the
+    fusion's ``FusedIndex``, if the caller keeps one (it is updated)."""
     fused = fusion.fused_computation
     number = fusion.operands.index(producer)
-    params = fused.parameters   # by number (0..n-1): one walk of the fused computation, not one per lookup
+    # by number (0..n-1): one walk of the fused computation, not one per lookup
+    params = index.params if index is not None else fused.parameters
     param = params[number]
     new_ops = [_operand_param(fusion, g, op, params) for op in producer.operands]
     clone = fused.add_instruction(producer.clone(new_ops))
-    _replace_in(fused, param, clone)
+    if index is None:
+        _replace_in(fused, param, clone)
+    else:
+        readers = index.readers
+        _replace_in(fused, param, clone, readers.pop(param, []))
+        for op in dict.fromkeys(new_ops):
+            readers.setdefault(op, []).append(clone)
     _remove_param(g, fusion, number, params)
     return clone
 
