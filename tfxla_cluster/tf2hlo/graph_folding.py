@@ -18,7 +18,10 @@ XLA's formula gives infinities, and its result depends on the element's place in
 (``_ONEDNN_REWRITTEN``) unless it has a plain-Eigen twin the session runs instead, the same TF kernel, which oneDNN
 leaves alone (``MaxPool`` as ``MaxPoolV2``: NaNs never win and an all-NaN window is the type's lowest; an NHWC
 ``Conv2D`` as the generic ``Conv``: Eigen's patches and contraction, whose FMAs keep ``max·138.5 + max·(-1.25)``
-at inf where XLA's evaluator, rounding each product, gives NaN; bit-identical to TF's folded values). A
+at inf where XLA's evaluator, rounding each product, gives NaN; bit-identical to TF's folded values), or that
+we compute as TF's plain kernel does (``_EIGEN_EMULATED``: a ``DepthwiseConv2dNative`` of two ``Const`` nodes,
+per channel with its padding taps multiplied, in the kernel's order; no session op runs that kernel past
+oneDNN, and f64's XLA form would spread a NaN over the other channels). A
 value over 10 MiB (``max_constant_size_in_bytes``) is not substituted (the node is
 lowered; it may still feed folded nodes). TF evaluates every foldable node in one run: a kernel that fails
 (an integer division by zero) fails the whole run, and XlaCompiler, ignoring the error, folds nothing.
@@ -139,8 +142,8 @@ def _depthwise_eigen(x: np.ndarray, f: np.ndarray, stride: int, padding: str) ->
     (n, h, w, c), (kh, kw, _, m) = x.shape, f.shape
     sizes = []
     for size, k in ((h, kh), (w, kw)):
-        if padding == "VALID":
-            out, before = (size - k + stride) // stride, 0
+        if padding == "VALID":  # C++'s division, truncating toward zero
+            out, before = int((size - k + stride) / stride), 0
         else:
             out = -(-size // stride)
             before = max(0, (out - 1) * stride + k - size) // 2
