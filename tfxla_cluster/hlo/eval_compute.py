@@ -10,7 +10,8 @@
   when ``select(selected, candidate)`` is false; ``scatter`` accumulates source values in row-major
   order of the windows.
 - dot / convolution convert operands to the result type (HandleDotSlowPath), accumulate f16/bf16 in
-  f32 and integers in 64 bits; integer convolution results saturate to the result type (the
+  f32 and integers in 64 bits; convolution windows skip padding and base-dilation holes as HloEvaluator's
+  loop does (a NaN or infinite filter tap over padding adds nothing); integer convolution results saturate to the result type (the
   evaluator's clamp in HandleConvolutionWithLiterals), integer dot results wrap.
 - sort is always stable (a valid implementation of an unstable sort, and deterministic).
 """
@@ -194,7 +195,11 @@ def convolution(ev, instr, args):
     else:
         xg = patches.reshape((n, G, c // G) + patches.shape[2:])
         wg = w.reshape((G, o // G, c // G) + w.shape[2:])
-        res = np.einsum(f"NGC{sp}{wn},GOC{wn}->NGO{sp}", xg, wg)
+        if np.all(valid) or np.all(np.isfinite(w)):
+            res = np.einsum(f"NGC{sp}{wn},GOC{wn}->NGO{sp}", xg, wg)
+        else:  # HloEvaluator skips padding and holes: a non-finite tap there adds nothing (not 0·inf = NaN)
+            terms = xg[:, :, None] * wg.reshape(wg.shape[:3] + (1,) * r + wg.shape[3:])[None]
+            res = np.where(valid, terms, 0).sum(axis=(3,) + tuple(range(4 + r, 4 + 2 * r)))
         res = res.reshape((n, o) + tuple(out_sp))
     src = [0] * (r + 2)
     src[dn.output_batch_dimension], src[dn.output_feature_dimension] = 0, 1

@@ -18,7 +18,10 @@ XLA's formula gives infinities, and its result depends on the element's place in
 (``_ONEDNN_REWRITTEN``) unless it has a plain-Eigen twin the session runs instead, the same TF kernel, which oneDNN
 leaves alone (``MaxPool`` as ``MaxPoolV2``: NaNs never win and an all-NaN window is the type's lowest; an NHWC
 ``Conv2D`` as the generic ``Conv``: Eigen's patches and contraction, whose FMAs keep ``max·138.5 + max·(-1.25)``
-at inf where XLA's evaluator, rounding each product, gives NaN; bit-identical to TF's folded values). A
+at inf where XLA's evaluator, rounding each product, gives NaN; bit-identical to TF's folded values), or that
+we compute as TF's plain kernel does (``_EIGEN_EMULATED``: a ``DepthwiseConv2dNative`` of two ``Const`` nodes,
+per channel with its padding taps multiplied, in the kernel's order; no session op runs that kernel past
+oneDNN, and f64's XLA form would spread a NaN over the other channels). A
 value over 10 MiB (``max_constant_size_in_bytes``) is not substituted (the node is
 lowered; it may still feed folded nodes). TF evaluates every foldable node in one run: a kernel that fails
 (an integer division by zero) fails the whole run, and XlaCompiler, ignoring the error, folds nothing.
@@ -108,6 +111,77 @@ def _as_conv(gd, nd) -> None:
 _EIGEN_TWIN = {"MaxPool": (_max_pool_v2_runs, _as_max_pool_v2), "Conv2D": (_conv2d_runs, _as_conv)}
 
 
+_FLOAT_TYPES = frozenset({types_pb2.DT_HALF, types_pb2.DT_BFLOAT16, types_pb2.DT_FLOAT, types_pb2.DT_DOUBLE})
+
+
+def _depthwise_runs(n: Node) -> bool:
+    """A DepthwiseConv2dNative that :func:`_depthwise_eigen` computes: NHWC, SAME/VALID, equal row/column
+    strides (what TF's CPU kernel accepts), no dilation, a float T, both inputs ``Const`` nodes."""
+    a = n.node_def.attr
+    strides = list(a["strides"].list.i)
+    return (a["data_format"].s in (b"", b"NHWC") and a["padding"].s in (b"SAME", b"VALID")
+            and len(strides) == 4 and strides[0] == strides[3] == 1 and strides[1] == strides[2] >= 1
+            and all(d == 1 for d in a["dilations"].list.i) and a["T"].type in _FLOAT_TYPES
+            and all(e.src.op == "Const" for e in n.data_inputs()))
+
+
+def _depthwise_eigen(x: np.ndarray, f: np.ndarray, stride: int, padding: str) -> np.ndarray | None:
+    """TF's CPU kernel ``LaunchDepthwiseConvOp<CPUDevice, T>`` (depthwise_conv_op.cc), None where it fails.
+
+    Each output starts at +0 and takes ``pmadd(filter, input, acc)`` over the taps in row-major order; TF's
+    binary has no FMA, so f32/f64 round the product and then the sum; half and bfloat16 packets compute
+    ``filter·input + acc`` in f32 (the product of two 16-bit floats is exact there) and round the sum to T
+    once per tap. Padding taps are zeros in the kernel's input buffer, multiplied like the others
+    (0·inf = NaN), with denormals flushed. Bit-identical to TF's plain kernel on random and special values
+    (f16/bf16/f32/f64, SAME/VALID, strides 1-2, multipliers 1-3).
+    """
+    from tfxla_cluster.mxcsr import flushed_denormals
+
+    if x.ndim != 4 or f.ndim != 4 or x.shape[3] != f.shape[2]:
+        return None
+    (n, h, w, c), (kh, kw, _, m) = x.shape, f.shape
+    sizes = []
+    for size, k in ((h, kh), (w, kw)):
+        if padding == "VALID":  # C++'s division, truncating toward zero
+            out, before = int((size - k + stride) / stride), 0
+        else:
+            out = -(-size // stride)
+            before = max(0, (out - 1) * stride + k - size) // 2
+        if out < 0:  # GetWindowedOutputSizeVerbose: "Computed output size would be negative"
+            return None
+        sizes.append((out, before))
+    (oh, top), (ow, left) = sizes
+    if min(n, oh, ow, c, m) == 0:
+        return np.zeros((n, oh, ow, c * m), x.dtype)
+    ph, pw = (oh - 1) * stride + kh, (ow - 1) * stride + kw
+    padded = np.zeros((n, ph, pw, c), x.dtype)
+    rows, cols = min(h, ph - top), min(w, pw - left)
+    padded[:, top:top + rows, left:left + cols] = x[:, :rows, :cols]
+    ct = np.float64 if x.dtype == np.float64 else np.float32
+    acc = np.zeros((n, oh, ow, c, m), x.dtype)
+    with flushed_denormals(), np.errstate(all="ignore"):
+        for i in range(kh):
+            for j in range(kw):
+                tap = padded[:, i:i + (oh - 1) * stride + 1:stride, j:j + (ow - 1) * stride + 1:stride, :, None]
+                acc = (f[i, j].astype(ct) * tap.astype(ct) + acc.astype(ct)).astype(x.dtype)
+    return acc.reshape(n, oh, ow, c * m)
+
+
+# oneDNN-replaced ops no session kernel computes as XlaCompiler's plain one does: op -> (whether node ``n``
+# qualifies, its value from its Const inputs' values and its NodeDef, or None where TF's kernel fails).
+# DepthwiseConv2dNative's twin is ours: the generic ``Conv`` has no grouped CPU kernel, and oneDNN's
+# depthwise (f32/bf16 here; f16 on CPUs with AVX512-FP16) sums in another order.
+_EIGEN_EMULATED = {"DepthwiseConv2dNative": (
+    _depthwise_runs, lambda vals, nd: _depthwise_eigen(vals[0], vals[1], nd.attr["strides"].list.i[1],
+                                                       nd.attr["padding"].s.decode()))}
+
+
+def _qualifies(n: Node) -> bool:
+    """Whether a oneDNN-replaced node ``n`` still folds as TF's plain kernel (a twin op or our emulation)."""
+    table = _EIGEN_TWIN.get(n.op) or _EIGEN_EMULATED.get(n.op)
+    return table is not None and table[0](n)
+
+
 def foldable_nodes(graph: Graph, order: list[Node], members: set[str],
                    known: dict[str, np.ndarray] | None = None) -> list[Node]:
     """The members TF's constant folding computes, in ``order`` (topological); ``known`` nodes (a function's
@@ -124,7 +198,7 @@ def foldable_nodes(graph: Graph, order: list[Node], members: set[str],
                 constant.add(n.name)
             continue
         if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED
-                or n.op in skip and not (n.op in _EIGEN_TWIN and _EIGEN_TWIN[n.op][0](n))
+                or n.op in skip and not _qualifies(n)
                 or (n.op.startswith(_NOT_FOLDED_PREFIXES) and n.op not in _STATELESS_FUNCTIONAL)
                 or n.op_def is None
                 or n.op_def.is_stateful or n.op.startswith("Xla")
@@ -154,6 +228,7 @@ def fold(graph: Graph, order: list[Node], members: set[str],
         for e in n.in_edges:
             if not e.is_control and not e.src.is_source:
                 needed.setdefault(e.src.name, e.src)
+    onednn = _onednn_on()
     gd = graph_pb2.GraphDef()
     gd.versions.producer = tf.version.GRAPH_DEF_VERSION
     for name, n in needed.items():
@@ -170,6 +245,14 @@ def fold(graph: Graph, order: list[Node], members: set[str],
         nd.input.extend(i for i in n.node_def.input if not i.startswith("^"))
         if n.op in _EIGEN_TWIN and _EIGEN_TWIN[n.op][0](n):
             _EIGEN_TWIN[n.op][1](gd, nd)
+        elif onednn and n.op in _EIGEN_EMULATED and _EIGEN_EMULATED[n.op][0](n):
+            value = _EIGEN_EMULATED[n.op][1]([_const_value(e.src, known) for e in n.data_inputs()], nd)
+            if value is None:  # TF's kernel fails: the one run fails and XlaCompiler folds nothing
+                return {}
+            nd.Clear()
+            nd.name, nd.op = name, "Const"
+            nd.attr["dtype"].type = tf.as_dtype(value.dtype).as_datatype_enum
+            nd.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
     tfg = tf.Graph()
     try:
         with tfg.as_default():
@@ -197,3 +280,12 @@ def fold(graph: Graph, order: list[Node], members: set[str],
         values[(name, int(slot))] = v
     return {t: np.asarray(v) for t, v in values.items()
             if np.asarray(v).nbytes <= MAX_CONSTANT_BYTES}
+
+
+def _const_value(n: Node, known: dict[str, np.ndarray]) -> np.ndarray:
+    """The value of a ``Const`` node (or of a node XlaCompiler made one)."""
+    if n.name in known:
+        return np.asarray(known[n.name])
+    import tensorflow as tf
+
+    return tf.make_ndarray(n.node_def.attr["value"].tensor)
