@@ -60,6 +60,22 @@ def test_expm1_and_elu_pass_denormals_through(dtype):
     assert_like_xla(lambda x: (tf.math.expm1(x), tf.nn.elu(x)), x, auto=True)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [3, 7])
+def test_max_min_of_denormals_flush_on_short_loops(dtype, n):
+    """TF's XLA returns an f32/f64 max/min's ±denormal as ±0 on every shape (x86 max/min under DAZ). On a loop
+    shorter than one vector, relu's constant 0 is a masked lane's poison in ours and LLVM blended the raw
+    bits instead (relu of a -denormal was -denormal; seed 74000814)."""
+    tiny = np.finfo(dtype).tiny
+    x = np.full((n, 1), -tiny / 4, dtype)
+    x[1] = tiny / 4
+    y = np.zeros((n, 1), dtype)
+
+    def f(x, y):
+        return tf.nn.relu(x), tf.maximum(x, -1.0), tf.minimum(x, 1.0), tf.maximum(x, y), tf.minimum(-y, x)
+    assert_like_xla(f, x, y, auto=True)
+
+
 def test_f64_log_of_denormals_under_daz():
     # XLA:CPU's f64 log tests x == 0 as a float compare: under DAZ ±denormals are 0, so -inf (glibc's log
     # would give -745.13, or NaN for a negative one). (f32 log is not compared: TF's XLA calls glibc's logf in
