@@ -283,17 +283,24 @@ def _binary(em, instr):
     x, y = em.gen(lhs), em.gen(rhs)
     et = instr.operands[0].shape.element_type
     op = instr.opcode
-    if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and instr.shape.num_elements < _MASKED_TAIL_BELOW:
+    if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and instr.shape.num_elements < _MASKED_TAIL_BELOW \
+            and not any(_widened_bf16(o) for o in (lhs, rhs)):
         # TF's XLA returns an f32/f64 max/min's ±denormal as ±0 on every shape (its compare-and-select becomes an
         # x86 max/min, which under DAZ returns the flushed operand). On a loop shorter than one vector LLVM
         # masks the lanes, a constant operand gets a poison lane, and the select is no longer matched to
-        # vmaxps: a blend keeps the denormal's bits (relu of -denormal on f32[7]: seed 74000814).
+        # vmaxps: a blend keeps the denormal's bits (relu of -denormal on f32[7]: seed 74000814). Not a bf16
+        # max/min widened to f32: TF's keeps or flushes those by its loops' vectorisation (README: open).
         return lambda index: em.ops.flush_denormal(et, em.ops.binary(op, et, x(index), y(index)))
     return lambda index: em.ops.binary(op, et, x(index), y(index))
 
 
 # Loops shorter than this many elements may run as one masked vector (f32: 8 lanes, f64: 4 at 256 bits).
 _MASKED_TAIL_BELOW = 16
+
+
+def _widened_bf16(instr) -> bool:
+    """``convert(bf16 → f32)``: an operand of a bf16 op that float normalization runs in f32."""
+    return instr.opcode is O.CONVERT and instr.operands[0].shape.element_type is T.BF16
 
 
 @generates(O.REAL, O.IMAG)
