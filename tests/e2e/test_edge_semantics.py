@@ -60,14 +60,43 @@ def test_expm1_and_elu_pass_denormals_through(dtype):
     assert_like_xla(lambda x: (tf.math.expm1(x), tf.nn.elu(x)), x, auto=True)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [3, 7])
+def test_max_min_of_denormals_flush_on_short_loops(dtype, n):
+    """TF's XLA returns an f32/f64 max/min's ±denormal as ±0 on every shape (x86 max/min under DAZ). On a loop
+    shorter than one vector, relu's constant 0 is a masked lane's poison in ours and LLVM blended the raw
+    bits instead (relu of a -denormal was -denormal; seed 74000814)."""
+    tiny = np.finfo(dtype).tiny
+    x = np.full((n, 1), -tiny / 4, dtype)
+    x[1] = tiny / 4
+    y = np.zeros((n, 1), dtype)
+
+    def f(x, y):
+        return tf.nn.relu(x), tf.maximum(x, -1.0), tf.minimum(x, 1.0), tf.maximum(x, y), tf.minimum(-y, x)
+    assert_like_xla(f, x, y, auto=True)
+
+
 def test_f64_log_of_denormals_under_daz():
     # XLA:CPU's f64 log tests x == 0 as a float compare: under DAZ ±denormals are 0, so -inf (glibc's log
-    # would give -745.13, or NaN for a negative one). (f32 log is not compared: TF's XLA calls glibc's logf in
-    # scalar tails and its own polynomial in vector loops, so a denormal's f32 log depends on XLA's tiling.)
+    # would give -745.13, or NaN for a negative one). (f32: the next test.)
     tiny = np.finfo(np.float64).tiny
     x = np.array([tiny / 4, -tiny / 4, 5e-324, -5e-324, tiny, 0.0, -0.0, 1.0, -1.0, np.inf], np.float64)
     assert_like_xla(lambda x: (tf.math.log(x), tf.math.xlogy(tf.ones_like(x), x), tf.math.log1p(x)), x, auto=True)
     assert_like_xla(lambda x: tf.math.log(x[:1]), x)
+
+
+@pytest.mark.parametrize("n", [3, 4, 7, 8, 13, 15, 16, 23])
+def test_f32_log_of_denormals_glibc_in_short_remainders(n):
+    """TF's XLA runs a lone f32 log over f32[n], n < 16, in 8-lane vectors plus one vector of n mod 8 lanes; 3, 5, 6
+    or 7 lanes become glibc logf calls: -103.97 for a positive denormal under DAZ, NaN for a negative one (its
+    own log: -inf). Fused with another op, or on other shapes, every element is XLA's (seeds 74000330/856)."""
+    tiny = np.finfo(np.float32).tiny
+    x = np.full((n,), tiny / 4, np.float32)
+    x[::3] = -tiny / 2
+    x[1::4] = 0.5
+    assert_like_xla(lambda x: tf.math.log(x), x, auto=True)
+    assert_like_xla(lambda x: tf.math.log(x) * 2.0, x)
+    assert_like_xla(lambda x: tf.math.log(x), x.reshape(1, n))
 
 
 def test_denormals_flushed_in_parallel_kernels():

@@ -226,7 +226,33 @@ def _unary(em, instr):
     op = instr.opcode
     if op is O.LOG1P and et.is_float and _log1p_of_negation_too(em.comp, instr):
         return lambda index: em.ops.log1p_paired(et, x(index))
+    tail = _glibc_logf_tail(em.comp, instr)
+    if tail is not None:
+        def g(index):
+            v = x(index)
+            in_tail = em.b.icmp_signed(">=", index.get_dims(em.b)[0], t.i64(tail))
+            return em.b.select(in_tail, em.ops.call_libm("log", v), em.ops.unary(op, et, v))
+        return g
     return lambda index: em.ops.unary(op, et, x(index))
+
+
+def _glibc_logf_tail(comp, instr) -> int | None:
+    """Where TF's XLA computes a lone f32 log with glibc's ``logf``: the first index of that tail, else None.
+
+    XLA:CPU emits a single-op ``wrapped_log`` fusion over a rank-1 f32[n], n < 16, as 8-lane vectors and one
+    remainder vector of n mod 8 lanes; a remainder of 3, 5, 6 or 7 lanes is no width XLA's vector log
+    handles, and LLVM splits it into calls to glibc's ``logf``. Under DAZ that gives -103.972 (log 2^-150:
+    ``x·2^23`` is 0 where glibc normalises a denormal) for every positive denormal and NaN for a negative one,
+    where XLA's own log gives -inf (recorded against TF's XLA for n = 1..41: seeds 74000330, 74000856)."""
+    if instr.opcode is not O.LOG or instr.shape.element_type is not T.F32 or instr.shape.rank != 1:
+        return None
+    n = instr.shape.dimensions[0]
+    if n >= 16 or n % 8 not in (3, 5, 6, 7):
+        return None
+    if comp is not None and comp.is_fusion_computation and \
+            any(i is not instr and i.opcode is not O.PARAMETER for i in comp.instructions):
+        return None  # fused with other ops, XLA's loop emitter runs its own log on every element
+    return n - n % 8
 
 
 def _log1p_of_negation_too(comp, instr) -> bool:
@@ -257,7 +283,24 @@ def _binary(em, instr):
     x, y = em.gen(lhs), em.gen(rhs)
     et = instr.operands[0].shape.element_type
     op = instr.opcode
+    if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and instr.shape.num_elements < _MASKED_TAIL_BELOW \
+            and not any(_widened_bf16(o) for o in (lhs, rhs)):
+        # TF's XLA returns an f32/f64 max/min's ±denormal as ±0 on every shape (its compare-and-select becomes an
+        # x86 max/min, which under DAZ returns the flushed operand). On a loop shorter than one vector LLVM
+        # masks the lanes, a constant operand gets a poison lane, and the select is no longer matched to
+        # vmaxps: a blend keeps the denormal's bits (relu of -denormal on f32[7]: seed 74000814). Not a bf16
+        # max/min widened to f32: TF's keeps or flushes those by its loops' vectorisation (README: open).
+        return lambda index: em.ops.flush_denormal(et, em.ops.binary(op, et, x(index), y(index)))
     return lambda index: em.ops.binary(op, et, x(index), y(index))
+
+
+# Loops shorter than this many elements may run as one masked vector (f32: 8 lanes, f64: 4 at 256 bits).
+_MASKED_TAIL_BELOW = 16
+
+
+def _widened_bf16(instr) -> bool:
+    """``convert(bf16 → f32)``: an operand of a bf16 op that float normalization runs in f32."""
+    return instr.opcode is O.CONVERT and instr.operands[0].shape.element_type is T.BF16
 
 
 @generates(O.REAL, O.IMAG)

@@ -349,7 +349,7 @@ def complex_divide(a, b):
         fixed = [np.where(zero_den, z1[k], np.where(inf_num, z2[k], np.where(inf_den, z3[k], c)))
                  for k, c in enumerate((cr, ci))]
         re, im = np.where(both_nan, fixed[0], cr), np.where(both_nan, fixed[1], ci)
-    return _complex(np.asarray(re, ar.dtype), np.asarray(im, ar.dtype))
+    return complex_from_parts(np.asarray(re, ar.dtype), np.asarray(im, ar.dtype))
 
 
 def _divide(a, b):
@@ -387,7 +387,7 @@ def complex_multiply(a, b):
             inf = np.asarray(np.inf, ar.dtype)
             re = np.where(recalc, inf * (xr * yr - xi * yi), product.real)
             im = np.where(recalc, inf * (xr * yi + xi * yr), product.imag)
-            product = _complex(np.asarray(re, ar.dtype), np.asarray(im, ar.dtype))
+            product = complex_from_parts(np.asarray(re, ar.dtype), np.asarray(im, ar.dtype))
     return product
 
 
@@ -395,9 +395,13 @@ def _multiply(a, b):
     return complex_multiply(a, b) if np.iscomplexobj(a) else _arith(np.multiply, pred_fn=np.logical_and)(a, b)
 
 
-def _complex(a, b):
-    dtype = np.complex64 if a.dtype == np.float32 else np.complex128
-    out = np.empty(a.shape, dtype=dtype)
+def complex_from_parts(a, b, dtype=None) -> np.ndarray:
+    """The complex array of parts ``a`` and ``b`` (``dtype``: default by ``a``'s precision), stored part by part:
+    ``a + 1j * b`` would make (-inf, NaN) NaN + NaN·i and, under DAZ, flush a denormal real part."""
+    a, b = np.asarray(a), np.asarray(b)
+    if dtype is None:
+        dtype = np.complex64 if a.dtype == np.float32 else np.complex128
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape), dtype=dtype)
     out.real, out.imag = a, b
     return out
 
@@ -418,7 +422,7 @@ BINARY = {
     O.SHIFT_LEFT: _shift("left"),
     O.SHIFT_RIGHT_LOGICAL: _shift("logical"),
     O.SHIFT_RIGHT_ARITHMETIC: _shift("arithmetic"),
-    O.COMPLEX: _complex,
+    O.COMPLEX: complex_from_parts,
 }
 
 

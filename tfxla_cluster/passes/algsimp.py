@@ -109,6 +109,7 @@ def _constant_uniform(g, c):
         return None
     flat = lit.reshape(-1)
     first = flat[0]
+    # Floats (complex parts too) by bits: values would make a denormal equal 0 under DAZ, and -0 equal 0.
     same = (flat.view(np.uint8).reshape(flat.size, -1) == flat[:1].view(np.uint8)).all() \
         if lit.dtype.kind in "fcV" else bool(np.all(flat == first))   # bits: -0 (or a -0 part) is not 0
     if not same:

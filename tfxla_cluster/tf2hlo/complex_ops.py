@@ -23,6 +23,7 @@ import numpy as np
 from tensorflow.core.framework import types_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
+from tfxla_cluster.hlo.eval_elementwise import complex_from_parts
 from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P
@@ -481,11 +482,7 @@ def lower_partwise(lowerer, node, fn) -> list:
         elif not types.element_type(dtype).is_complex:
             outs.append(re)
         elif isinstance(re, np.ndarray) and isinstance(im, np.ndarray):
-            # Part by part: re + 1j*im would turn an infinite imaginary part's 0·inf into a NaN real
-            # part, and a -0 imaginary part into +0.
-            value = np.empty(np.broadcast(re, im).shape, types.np_dtype(dtype))
-            value.real, value.imag = re, im
-            outs.append(value)
+            outs.append(complex_from_parts(re, im, types.np_dtype(dtype)))
         else:
             et = _PART_TYPE[types.element_type(dtype)]
             re, im = (x if isinstance(x, HloInstruction) else b.constant(np.asarray(x).astype(et.dtype), et)
