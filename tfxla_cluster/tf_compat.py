@@ -497,11 +497,18 @@ def session_cpu_global_jit() -> bool:
 
 # ---- Calls under a gradient tape (runtime/gradients.py): TF's ConcreteFunction._call_flat protocol ----
 
-def tape_could_record() -> bool:
-    """Whether any gradient tape (or forward accumulator) is active on this thread: one C call."""
-    from tensorflow.python.eager import record
+_tape_set_is_empty: Callable[[], bool] | None = None
 
-    return record.could_possibly_record()
+
+def tape_could_record() -> bool:
+    """Whether any gradient tape (or forward accumulator) is active on this thread: one C call (every call
+    of a compiled function asks it)."""
+    global _tape_set_is_empty
+    if _tape_set_is_empty is None:
+        from tensorflow.python import pywrap_tfe
+
+        _tape_set_is_empty = pywrap_tfe.TFE_Py_TapeSetIsEmpty   # record.could_possibly_record's test
+    return not _tape_set_is_empty()
 
 
 def taped_forward(concrete: Any, args: list) -> Any:
