@@ -4,6 +4,8 @@ another order) finds the graph the first one stored, with its own function names
 different functions never share a key; a stored graph runs as the function TF traced."""
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -132,6 +134,8 @@ def test_a_corrupt_function_keyed_graph_is_reported_and_made_again(tmp_path, cap
     from tfxla_cluster import compile_profile
     from tfxla_cluster.runtime.compile_cache import PersistentCache, rewritten_function_graph
 
+    # The cache's logger, at WARNING whatever an earlier test in this worker left its level at.
+    caplog.set_level(logging.WARNING, logger="tfxla_cluster.codegen")
     flags = _flags(tmp_path)
     concrete = _concrete(_f)
     key = _function_key(concrete, flags)
