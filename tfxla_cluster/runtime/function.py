@@ -113,7 +113,7 @@ class CompiledGraph:
             if not tf.executing_eagerly():
                 # Inside another function's trace with a tape: TF's own call op, whose gradient TF builds
                 # from this graph; the caller's clustering (ours or TF's) takes the must-compile call.
-                return self.concrete._call_flat(list(flat_inputs), list(captured_inputs))
+                return tf_compat.call_flat(self.concrete)(list(flat_inputs), list(captured_inputs))
             if self._taped is None:
                 self._taped = gradients.TapedCalls(self._compile_related)
             result = self._taped.call(self.concrete, flat_inputs, captured_inputs)

@@ -50,7 +50,7 @@ class TapedCalls:
             return UNWATCHED
         forward, functions, forward_args, tangents = tf_compat.forward_backward_parts(call)
         if tangents:   # forward-mode accumulators: TF's jvp functions (see the module docstring)
-            return concrete._call_flat(tensor_inputs, captured_inputs)
+            return tf_compat.call_flat(concrete)(tensor_inputs, captured_inputs)
         compiled, backward = self._pair(forward, functions)
         with tf_compat.stop_recording():
             flat = compiled.run_flat(forward_args)
