@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 from contextlib import contextmanager
+from functools import cache
 from dataclasses import asdict, dataclass, field
 
 from llvmlite import ir
@@ -29,6 +30,12 @@ ENTRY_NAME = "tfxla_entry"
 BOUNDS_CHECK_ENV = "TFXLA_CODEGEN_BOUNDS_CHECKS"
 NO_OUTPUT_FUSION_ENV = "TFXLA_CODEGEN_NO_OUTPUT_FUSION"
 NO_WINOGRAD_ENV = "TFXLA_CODEGEN_NO_WINOGRAD"
+
+
+@cache
+def _cpu_count() -> int:
+    """The machine's CPU count, asked once (emission asks it for every kernel it may split)."""
+    return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -87,7 +94,7 @@ class CodegenOptions:
 
     @property
     def thread_count(self) -> int:
-        return self.threads if self.threads > 0 else (os.cpu_count() or 1)
+        return self.threads if self.threads > 0 else _cpu_count()
 
     @property
     def float_flags(self) -> tuple[str, ...]:

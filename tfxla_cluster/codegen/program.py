@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Callable
 
 import numpy as np
@@ -630,7 +631,8 @@ class ProgramEmitter:
             self._recording = None
             self.plan.watch = None
         rec.events.extend(("use", rec.at(index)) for index in dict.fromkeys(watched))
-        if any(isinstance(g, ir.GlobalVariable) and not g.global_constant for g in list(globals_.values())[before:]):
+        made = islice(reversed(globals_.values()), len(globals_) - before)   # (only those: a module has ~1e3)
+        if any(isinstance(g, ir.GlobalVariable) and not g.global_constant for g in made):
             rec.valid = False
         return rec
 
@@ -808,9 +810,10 @@ def _dismantle(fn: ir.Function) -> None:
     """Break the reference cycles of a function no longer needed: its blocks and their instructions, its
     arguments and return value point back at it, and a loop's phi reaches itself through its operands."""
     for block in fn.blocks:
-        for instr in block.instructions:
-            if isinstance(instr, ir.PhiInstr):
-                instr.incomings.clear()
+        for instr in block.instructions:   # phis lead their block (LLVM's rule): the scan stops at the first other
+            if not isinstance(instr, ir.PhiInstr):
+                break
+            instr.incomings.clear()
         block.instructions = []
         block.terminator = None
     fn.blocks = []
