@@ -213,11 +213,14 @@ class KernelContext:
     def cached(self, key):
         for s in reversed(self.scopes):
             if key in s:
-                return s[key]
+                return s[key][0]
         return None
 
-    def remember(self, key, value) -> None:
-        self.scopes[-1][key] = value
+    def remember(self, key, value, pin=None) -> None:
+        """Cache ``value`` under ``key`` in the innermost scope. A key made of ``id()``s names ``pin``, the
+        objects it was made from: the entry keeps them alive, so no other object can take one of those ids
+        while the entry lives (a freed index value's id reused by another value would be a stale hit)."""
+        self.scopes[-1][key] = (value, pin)
 
     def release(self) -> None:
         """Forget what building the finished function kept (generators, cached values): generator closures

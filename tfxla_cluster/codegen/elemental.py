@@ -108,7 +108,7 @@ class FusedEmitter:
                 if elementwise and not self._in_order:
                     self._emit_in_xla_order(instr, index)
                 v = raw(index)
-                kctx.remember(key, v)
+                kctx.remember(key, v, pin=(self, instr, index.dims and tuple(index.dims), index.linear))
             return v
         return g
 
