@@ -67,6 +67,7 @@ class FusedEmitter:
         self._users: dict | None = None
         self._in_order = False
         self._loop_order = comp is not None and comp.is_fusion_computation and loop_emitted(comp)
+        self.called = False   # a scalar computation (reducer, combiner, comparator) called by ``call``
         kctx.keepalive.append(self)  # ids in the value cache stay unique while the kernel is built
 
     def release(self) -> None:
@@ -160,6 +161,7 @@ class FusedEmitter:
     def call(self, comp, args):
         """Value of scalar computation ``comp`` on register values ``args`` (tuples come back as tuples)."""
         sub = FusedEmitter(self.kctx, comp, [(lambda idx, v=v: v) for v in args])
+        sub.called = True
         with self.kctx.scope():
             return sub.gen(comp.root)(scalar_index(comp.root.shape if not comp.root.shape.is_tuple
                                                    else Shape.scalar(T.PRED)))
@@ -284,7 +286,7 @@ def _binary(em, instr):
     et = instr.operands[0].shape.element_type
     op = instr.opcode
     if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and instr.shape.num_elements < _MASKED_TAIL_BELOW \
-            and not any(_widened_bf16(o) for o in (lhs, rhs)):
+            and not em.called and not any(_widened_bf16(o) for o in (lhs, rhs)):
         # TF's XLA returns an f32/f64 max/min's ±denormal as ±0 on every shape (its compare-and-select becomes an
         # x86 max/min, which under DAZ returns the flushed operand). On a loop shorter than one vector LLVM
         # masks the lanes, a constant operand gets a poison lane, and the select is no longer matched to
