@@ -19,7 +19,7 @@ __all__ = ["mkl_enabled", "op_def", "eager_context", "eager_execute", "function_
            "eager_tensor_type", "concrete_function_type", "frequent_tracing_detector",
            "register_eager_func", "called_functions", "resource_handle_data", "read_variable", "optimize_graph",
            "registered_xla_jit_kernels", "registered_xla_jit_kernels_for_op", "tf_function", "replace_tf_function", "restore_tf_function",
-           "tf_function_replaced", "registered_op_names"]
+           "tf_function_replaced", "registered_op_names", "has_cpu_kernel"]
 
 
 # ----------------------------------------------------------------------------------- process facts
@@ -111,6 +111,21 @@ def registered_xla_jit_kernels_for_op(op: str) -> list[Any]:
 
     _register_xla_jit_kernels()
     return [k for k in kernels.get_registered_kernels_for_op(op).kernel if k.device_type.endswith("_JIT")]
+
+
+def has_cpu_kernel(node_def: Any) -> bool:
+    """Whether TF has a CPU kernel for ``node_def``'s op and type attributes (constant folding's
+    ``FindKernelDef(DEVICE_CPU, ...)`` test: an f16 ``Rint`` has none, so TF does not fold it)."""
+    from tensorflow.python.framework import kernels
+
+    for k in kernels.get_registered_kernels_for_op(node_def.op).kernel:
+        if k.device_type != "CPU":
+            continue
+        # (an attribute the NodeDef leaves to its default is taken to match)
+        if all(c.name not in node_def.attr or not c.allowed_values.list.type
+               or node_def.attr[c.name].type in c.allowed_values.list.type for c in k.constraint):
+            return True
+    return False
 
 
 # ------------------------------------------------------------------------------------------ eager

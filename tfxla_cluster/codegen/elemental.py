@@ -67,6 +67,7 @@ class FusedEmitter:
         self._users: dict | None = None
         self._in_order = False
         self._loop_order = comp is not None and comp.is_fusion_computation and loop_emitted(comp)
+        self.called = False   # a scalar computation (reducer, combiner, comparator) called by ``call``
         kctx.keepalive.append(self)  # ids in the value cache stay unique while the kernel is built
 
     def release(self) -> None:
@@ -160,6 +161,7 @@ class FusedEmitter:
     def call(self, comp, args):
         """Value of scalar computation ``comp`` on register values ``args`` (tuples come back as tuples)."""
         sub = FusedEmitter(self.kctx, comp, [(lambda idx, v=v: v) for v in args])
+        sub.called = True
         with self.kctx.scope():
             return sub.gen(comp.root)(scalar_index(comp.root.shape if not comp.root.shape.is_tuple
                                                    else Shape.scalar(T.PRED)))
@@ -284,14 +286,45 @@ def _binary(em, instr):
     et = instr.operands[0].shape.element_type
     op = instr.opcode
     if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and instr.shape.num_elements < _MASKED_TAIL_BELOW \
-            and not any(_widened_bf16(o) for o in (lhs, rhs)):
+            and not em.called and not any(_widened_bf16(o) for o in (lhs, rhs)):
         # TF's XLA returns an f32/f64 max/min's ±denormal as ±0 on every shape (its compare-and-select becomes an
         # x86 max/min, which under DAZ returns the flushed operand). On a loop shorter than one vector LLVM
         # masks the lanes, a constant operand gets a poison lane, and the select is no longer matched to
         # vmaxps: a blend keeps the denormal's bits (relu of -denormal on f32[7]: seed 74000814). Not a bf16
         # max/min widened to f32: TF's keeps or flushes those by its loops' vectorisation (README: open).
         return lambda index: em.ops.flush_denormal(et, em.ops.binary(op, et, x(index), y(index)))
+    if op in (O.MAXIMUM, O.MINIMUM) and et is T.F32 and not em.called and any(_widened_bf16(o) for o in (lhs, rhs)):
+        kept = _bf16_minmax_kept(em, instr, (lhs, rhs))
+        if kept is not None:
+            return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, kept)
     return lambda index: em.ops.binary(op, et, x(index), y(index))
+
+
+def _bf16_minmax_kept(em, instr, operands) -> int | None:
+    """For an f32 max/min of widened bf16 operands (float normalization's form of a bf16 max/min): below which
+    innermost index TF's XLA keeps a ±denormal result's bits (a vector compare and blend) and from which it
+    runs scalar ``vmaxss``/``vminss``, which under DAZ return ±0; None: left as it is. Its loop emitter (a
+    fusion with a broadcast operand) vectorises rows by 8 and runs the rest of a row scalar; a scalar
+    broadcast operand or an innermost dimension of 1 is scalar throughout (TF 2.21's results, bf16 rows of
+    1-33; not modelled: rows of 8, 12 and 16 under a row broadcast also flush their first element)."""
+    dims = instr.shape.dimensions
+    if not dims or dims[-1] == 1 or any(o.opcode is O.BROADCAST and not o.operands[0].shape.dimensions
+                                        for o in operands):
+        return 0
+    if em._loop_order:
+        return dims[-1] - dims[-1] % 8
+    return None
+
+
+def _minmax_kept_below(em, op, et, x, y, index, kept: int):
+    """max/min of ``x``, ``y`` whose ±denormal result keeps its bits below innermost index ``kept`` and is
+    flushed to ±0 from there on (see ``_bf16_minmax_kept``)."""
+    if not kept:
+        return em.ops.flush_denormal(et, em.ops.binary(op, et, x, y))
+    blended = em.ops.minmax_keeping_bits(op, et, x, y)
+    b = em.b
+    inner = index.get_dims(b)[-1]
+    return b.select(b.icmp_signed("<", inner, t.i64(kept)), blended, em.ops.flush_denormal(et, blended))
 
 
 # Loops shorter than this many elements may run as one masked vector (f32: 8 lanes, f64: 4 at 256 bits).

@@ -582,6 +582,21 @@ class ScalarOps:
         r = b.select(small, self.call_intrinsic("copysign", self.fconst(x.type, 0.0), x), x)
         return self.from_compute(et, r)
 
+    def minmax_keeping_bits(self, op: O, et: T, x, y):
+        """f32/f64 ``maximum``/``minimum`` (``binary``'s semantics) that returns the chosen operand's bits, for
+        where TF's XLA compares and blends: the select's operands pass through an empty inline asm, so they
+        are no longer the compared values and LLVM cannot make the pair an x86 max/min instruction (which
+        under DAZ returns a ±denormal as ±0; a select of bitcast integers is folded back to floats)."""
+        b = self.b
+        fast = self.mctx.options.fast_min_max
+        if fast:
+            pick_x = b.fcmp_unordered(">=" if op is O.MAXIMUM else "<=", x, y)
+        else:
+            beaten = b.fcmp_ordered("<", x, y) if op is O.MAXIMUM else b.fcmp_ordered("<", y, x)
+            pick_x = b.or_(self.isnan(x), b.and_(b.not_(beaten), b.not_(self.isnan(y))))
+        ftype = ir.FunctionType(x.type, [x.type])
+        return b.select(pick_x, *(b.asm(ftype, "", "=x,0", [v], False, name="bits") for v in (x, y)))
+
     def bitcast_value(self, src: T, dst: T, v):
         """Same-width reinterpretation of a register value."""
         b = self.b

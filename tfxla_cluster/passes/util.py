@@ -66,9 +66,20 @@ def is_all(instr: HloInstruction, value) -> bool:
         return False
     with np.errstate(all="ignore"):
         v = np.asarray(value).astype(lit.dtype)
-        if not lit.flat[0] == v:   # most constants differ at their first element: no whole-array compare
+    if instr.shape.element_type.is_float:
+        # XLA's literal compare is IEEE ``==`` in a compile that runs without DAZ: a denormal is not 0
+        # (here the compiling thread may have DAZ set, under which numpy's ``==`` would say it is), ±0 are
+        # equal. ``value`` is a small integer, so compare bits, the sign bit ignored for 0.
+        uint = np.dtype(f"u{lit.dtype.itemsize}")
+        bits, want = lit.view(uint), v.view(uint)
+        if v == 0:
+            bits, want = bits & ~(uint.type(1) << uint.type(8 * uint.itemsize - 1)), 0
+        if not bits.flat[0] == want:
             return False
-        return bool((lit == v).all())
+        return bool((bits == want).all())
+    if not lit.flat[0] == v:   # most constants differ at their first element: no whole-array compare
+        return False
+    return bool((lit == v).all())
 
 
 def is_constant(instr: HloInstruction) -> bool:

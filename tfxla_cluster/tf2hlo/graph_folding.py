@@ -204,10 +204,18 @@ def foldable_nodes(graph: Graph, order: list[Node], members: set[str],
                 or n.op_def.is_stateful or n.op.startswith("Xla")
                 or any(base_dtype(o.dtype) in _BAD_OUTPUTS for o in n.outputs)):
             continue
-        if all(e.src.name in constant and e.src.name in members for e in ins):
+        if all(e.src.name in constant and e.src.name in members for e in ins) and _cpu_kernel(n):
             constant.add(n.name)
             out.append(n)
     return out
+
+
+def _cpu_kernel(n: Node) -> bool:
+    """TF folds only nodes with a CPU kernel (an f16 ``Rint`` has none: left to XLA, and the other constants
+    still fold; running it in the one session call would fail the whole fold)."""
+    from tfxla_cluster.tf_compat import has_cpu_kernel
+
+    return has_cpu_kernel(n.node_def)
 
 
 def fold(graph: Graph, order: list[Node], members: set[str],

@@ -54,6 +54,9 @@ def _scatter(prog, instr, operands, out) -> None:
     em = FusedEmitter(kctx, None, [])
     iet = ishape.element_type
     update_first = _inlined_constant_minmax(instr, scatter_dims, ushape)
+    window = [ushape.dimensions[d] for d in window_dims]
+    et = instr.shape.element_type if not instr.shape.is_tuple else None
+    kept = _denormals_kept(instr, et, prod(window), update_first)
 
     def body(lidx):
         ld = lidx.get_dims(b)
@@ -82,13 +85,56 @@ def _scatter(prog, instr, operands, out) -> None:
                 oi[d] = b.add(start[d], ud[window_dims[j]])
             cur = [o.load(Index(oi, o.shape)) for o in outs]
             upd = [u.load(Index(ud, u.shape)) for u in upds]
-            new = em.call(instr.to_apply, upd + cur if update_first else cur + upd)
+            args = upd + cur if update_first else cur + upd
+            if kept == 0:
+                new = em.ops.flush_denormal(et, em.call(instr.to_apply, args))
+            elif kept is not None:
+                new = _minmax_blended(em, instr, et, args, [ud[d] for d in window_dims], window, kept)
+            else:
+                new = em.call(instr.to_apply, args)
             for o, v in zip(outs, flatten(new)):
                 o.store(Index(oi, o.shape), v)
 
     if loop_shape.num_elements:
         emit_loop_nest(kctx, loop_shape, body, 0, work_items(loop_shape, False), False, "u")
     prog.call_kernel(kb, instr.name, "scatter", 1)
+
+
+def _denormals_kept(instr, et, window: int, update_first: bool) -> int | None:
+    """How many leading positions of each update window keep a ±denormal max/min result's bits, as TF's
+    XLA computes them (None: not an f32/f64/bf16 max/min combiner).
+
+    Under DAZ an x86 max/min instruction returns a ±denormal operand as ±0, a compare and blend keeps its
+    bits. XLA:CPU's scatter loop over a window of ``window`` elements (row-major, flattened) vectorises to
+    compare-and-blend when ``window`` is a multiple of 4; windows ≡ 2 (mod 4) stay scalar ``vmaxss``, odd
+    ones below 17 become one ``vmaxps``, and odd ones from 17 on run a vector loop over all but the last
+    ``window mod 4`` elements, which are scalar (objdump of TF 2.21's scatter fusions, f32 and f64, windows
+    1-65). A bf16 combiner runs widened to f32 and always flushes (``vmaxss``/``vmaxps``), and so does the
+    inlined one-index scatter (an elementwise max/min loop: see ``_inlined_constant_minmax``)."""
+    if et not in (T.F32, T.F64, T.BF16) or simple_reducer(instr.to_apply) not in (O.MAXIMUM, O.MINIMUM):
+        return None
+    if et is T.BF16 or update_first:
+        return 0
+    if window % 4 == 0:
+        return window
+    return window - window % 4 if window % 2 and window >= 17 else 0
+
+
+def _minmax_blended(em, instr, et, args, wpos, window, kept: int):
+    """The max/min combiner's result at window position ``wpos``: its chosen operand's bits (TF's compare
+    and blend) before flat window position ``kept``, a ±denormal flushed to ±0 from there on (see
+    ``_denormals_kept``)."""
+    root = instr.to_apply.root
+    x, y = (args[o.parameter_number] for o in root.operands)
+    blended = em.ops.minmax_keeping_bits(root.opcode, et, x, y)
+    if kept >= prod(window):
+        return blended
+    b = em.b
+    flat = t.i64(0)
+    for v, n in zip(wpos, window):
+        flat = b.add(b.mul(flat, t.i64(n)), v)
+    flushed = em.ops.flush_denormal(et, blended)
+    return b.select(b.icmp_signed("<", flat, t.i64(kept)), blended, flushed)
 
 
 def _inlined_constant_minmax(instr, scatter_dims, ushape) -> bool:

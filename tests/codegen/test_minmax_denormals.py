@@ -1,0 +1,51 @@
+"""Max/min of ±denormals bit for bit against TF's XLA where its x86 code keeps or flushes them by how it
+vectorises: scatter combiners (``unsorted_segment_max``/``min``) by window size, bf16 max/min with a broadcast
+operand by row length (DAZ: ``vmaxss``/``vmaxps`` return ±0, a compare and blend keeps the bits)."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+
+DEN = np.float32(2.938735877055719e-39)
+
+
+def _denormals(shape, dtype, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    tiny = np.finfo(np.float64 if dtype == np.float64 else np.float32).tiny
+    x = rng.choice([tiny / 4, -tiny / 4, tiny / 2, 0.0, -0.0], size=shape)
+    return x.astype(dtype)
+
+
+def _assert_bits(fn, *args) -> None:
+    want = tf.function(fn, jit_compile=True)(*args).numpy()
+    got = txc.function(fn, jit_compile=True)(*args).numpy()
+    assert want.tobytes() == got.tobytes(), f"TF's XLA {want.astype(np.float64).tolist()} ours {got.astype(np.float64).tolist()}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16], ids=["f32", "f64", "bf16"])
+@pytest.mark.parametrize("window", [2, 3, 4, 12, 17])
+def test_segment_max_min_window(dtype, window):
+    x = _denormals((5, window), dtype, window)
+    ids = tf.constant([0, 1, 0, 2, 1])
+    _assert_bits(lambda v: tf.math.unsorted_segment_max(v, ids, 3), x)
+    _assert_bits(lambda v: tf.math.unsorted_segment_min(v, ids, 3), x)
+
+
+@pytest.mark.parametrize("shape,yshape", [((5, 3), (1, 3)), ((7, 5), (1, 5)), ((3, 24), (1, 24)), ((2, 33), (1, 33)),
+                                          ((32,), ()), ((6, 4), (6, 1))])
+def test_bf16_max_min_broadcast_operand(shape, yshape):
+    x = _denormals(shape, ml_dtypes.bfloat16, 1)
+    y = np.zeros(yshape, ml_dtypes.bfloat16)
+    _assert_bits(tf.maximum, x, y)
+    _assert_bits(tf.minimum, x, y)
+
+
+def test_sub_denormal_constant_is_not_zero():
+    """XLA's IsAll compares without DAZ: ``x - 2.9e-39`` is an add that flushes, not ``x``."""
+    x = np.array([DEN, -2 * DEN, 1.0], np.float32)
+    _assert_bits(lambda v: v - tf.constant(DEN), x)
+    _assert_bits(lambda v: v + tf.constant(-0.0), x)
