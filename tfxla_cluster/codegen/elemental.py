@@ -56,9 +56,12 @@ def generates(*opcodes):
 class FusedEmitter:
     """Generators for the instructions of one computation, bound to parameter generators."""
 
-    def __init__(self, kctx: KernelContext, comp, params, overrides=None) -> None:
+    def __init__(self, kctx: KernelContext, comp, params, overrides=None, scalar_body: bool = False) -> None:
+        """``scalar_body``: ``comp`` is a scalar computation another instruction applies per element (a reducer,
+        comparator or map body, see :meth:`call`): its instructions' shapes say nothing of the loop's length."""
         self.kctx = kctx
         self.comp = comp
+        self.scalar_body = scalar_body
         self.params = list(params)
         self.overrides = dict(overrides or {})
         self.ops = ScalarOps(kctx.builder, kctx.mctx)
@@ -67,7 +70,6 @@ class FusedEmitter:
         self._users: dict | None = None
         self._in_order = False
         self._loop_order = comp is not None and comp.is_fusion_computation and loop_emitted(comp)
-        self.called = False   # a scalar computation (reducer, combiner, comparator) called by ``call``
         kctx.keepalive.append(self)  # ids in the value cache stay unique while the kernel is built
 
     def release(self) -> None:
@@ -160,8 +162,7 @@ class FusedEmitter:
     # ---- scalar computations (reducers, comparators, map bodies)
     def call(self, comp, args):
         """Value of scalar computation ``comp`` on register values ``args`` (tuples come back as tuples)."""
-        sub = FusedEmitter(self.kctx, comp, [(lambda idx, v=v: v) for v in args])
-        sub.called = True
+        sub = FusedEmitter(self.kctx, comp, [(lambda idx, v=v: v) for v in args], scalar_body=True)
         with self.kctx.scope():
             return sub.gen(comp.root)(scalar_index(comp.root.shape if not comp.root.shape.is_tuple
                                                    else Shape.scalar(T.PRED)))
@@ -286,14 +287,16 @@ def _binary(em, instr):
     et = instr.operands[0].shape.element_type
     op = instr.opcode
     if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and instr.shape.num_elements < _MASKED_TAIL_BELOW \
-            and not em.called and not any(_widened_bf16(o) for o in (lhs, rhs)):
+            and not em.scalar_body and not any(_widened_bf16(o) for o in (lhs, rhs)):
         # TF's XLA returns an f32/f64 max/min's ±denormal as ±0 on every shape (its compare-and-select becomes an
         # x86 max/min, which under DAZ returns the flushed operand). On a loop shorter than one vector LLVM
         # masks the lanes, a constant operand gets a poison lane, and the select is no longer matched to
         # vmaxps: a blend keeps the denormal's bits (relu of -denormal on f32[7]: seed 74000814). Not a bf16
-        # max/min widened to f32: TF's keeps or flushes those by its loops' vectorisation (README: open).
+        # max/min widened to f32: TF's keeps or flushes those by its loops' vectorisation (README: open). Not a
+        # reducer's (or comparator's) max: its scalar shape is no loop length, and a flush per window step doubled
+        # max pool's time (its x86 max already flushes under DAZ, as TF's does).
         return lambda index: em.ops.flush_denormal(et, em.ops.binary(op, et, x(index), y(index)))
-    if op in (O.MAXIMUM, O.MINIMUM) and et is T.F32 and not em.called and any(_widened_bf16(o) for o in (lhs, rhs)):
+    if op in (O.MAXIMUM, O.MINIMUM) and et is T.F32 and not em.scalar_body and any(_widened_bf16(o) for o in (lhs, rhs)):
         kept = _bf16_minmax_kept(em, instr, (lhs, rhs))
         if kept is not None:
             return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, kept)
@@ -452,7 +455,7 @@ def _map(em, instr):
 def _nested(em, instr):
     """A fusion or call inside an elemental computation (e.g. in a sort comparator): its computation's
     parameters are the operands' generators."""
-    sub = FusedEmitter(em.kctx, instr.to_apply, [em.gen(o) for o in instr.operands])
+    sub = FusedEmitter(em.kctx, instr.to_apply, [em.gen(o) for o in instr.operands], scalar_body=em.scalar_body)
     return sub.gen(instr.to_apply.root)
 
 
