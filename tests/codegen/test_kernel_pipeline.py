@@ -15,6 +15,7 @@ import tfxla_cluster as txc
 from tfxla_cluster.codegen import CodegenOptions, compile_module, kernel_builder, loops, program
 from tfxla_cluster.codegen.executable import emit_module
 from tfxla_cluster.codegen.kernel_builder import HOT_LOOP_KINDS
+from tfxla_cluster.codegen.native_runtime import blas_available
 from tfxla_cluster.hlo.parser import parse_module
 
 RNG = np.random.RandomState(3)
@@ -107,6 +108,31 @@ def test_light_loops_change_no_bits(monkeypatch, name):
     for g, w in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
         assert np.asarray(g).tobytes() == np.asarray(w).tobytes()
 
+
+
+@pytest.mark.skipif(not blas_available(), reason="Winograd's GEMMs call OpenBLAS")
+def test_winograd_kernels_are_light_and_change_no_bits(monkeypatch):
+    """Winograd's kernels (vector transforms around OpenBLAS GEMMs) are not hot loops: their loops are light,
+    the result is bit-identical to every loop at O3 and equals TF's XLA up to the transforms' rounding."""
+    x = RNG.randn(2, 9, 7, 20).astype(np.float32)
+    k = (RNG.randn(3, 3, 20, 17) * 0.2).astype(np.float32)
+
+    def fn(x, k):
+        return tf.nn.relu(tf.nn.conv2d(x, k, strides=1, padding="SAME") + 0.1)
+    module = parse_module(txc.function(fn, jit_compile=True).experimental_get_compiler_ir(x, k)(stage="optimized_hlo"))
+    prog, text = emit_module(module, CodegenOptions())
+    kinds = {kk.name: kk.kind for kk in prog.kernels}
+    wino = [name for name, kind in kinds.items() if kind.startswith("conv-winograd")]
+    assert len(wino) == 2, kinds
+    light, bodies = _light_ids(text), _bodies(text)
+    for name in wino:
+        assert set(re.findall(r"!llvm\.loop (!\d+)", bodies[name])) & light, name
+    got = compile_module(module, CodegenOptions())(x, k)
+    monkeypatch.setattr(kernel_builder, "light_loops", lambda fn: 0)
+    want = compile_module(module, CodegenOptions())(x, k)
+    assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+    xla = tf.function(fn, jit_compile=True)(x, k).numpy()
+    np.testing.assert_allclose(np.asarray(tf.nest.flatten(got)[0]), xla, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(xla).max()))
 
 def test_light_loops_marks_plain_loops_once_and_unsettled_loops_stay_plain():
     m = ir.Module()

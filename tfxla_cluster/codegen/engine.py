@@ -65,7 +65,7 @@ log = logging.getLogger("tfxla_cluster.codegen")
 # the bench's conv_block ran 0.65 ms instead of 0.55 ms (interleaved A/B, two rounds): at 64k it stays O3.
 LITE_PIPELINE_IR_SIZE = 64 * 1024
 # Names the pass-pipeline policy in ``JitEngine.key``: code cached under another policy is not reused.
-PIPELINE_VERSION = "pipe6"
+PIPELINE_VERSION = "pipe8"
 
 def add_symbol(name: str, address: int) -> None:
     """Make ``name`` resolve to ``address`` in every library loaded afterwards (runtime calls)."""

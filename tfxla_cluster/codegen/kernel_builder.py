@@ -26,10 +26,13 @@ from tfxla_cluster.codegen.loops import IrArray, light_loops
 from tfxla_cluster.errors import UnimplementedError
 
 # Kernel kinds (``KernelInfo.kind``) whose inner loops are a model's hot loops — GEMM, im2col and
-# direct convolutions, depthwise convolutions, Winograd — keep LLVM's unrolling and interleaving; every
-# other kernel's plain loops are light (``loops.light_loops``). Measured (issue 17): the bench's conv_block
-# ran 18% and lstm_train 8% slower with no unrolling anywhere.
-HOT_LOOP_KINDS = frozenset({"gemm", "conv-gemm", "conv-channelwise", "conv-winograd", "conv-winograd-filter"})
+# direct convolutions, depthwise convolutions — keep LLVM's unrolling and interleaving; every other
+# kernel's plain loops are light (``loops.light_loops``). Measured (issue 17): the bench's conv_block
+# ran 18% and lstm_train 8% slower with no unrolling anywhere. Winograd's kernels are light: their
+# transforms are vectors already and their multiply-adds are OpenBLAS's, so unrolling bought nothing
+# (same process, interleaved: conv_block and 3×3 56×56×64, 35×35×64 layers as fast) and cost a third of
+# conv_block's LLVM time (its Winograd kernel 104 → ~55 ms CPU).
+HOT_LOOP_KINDS = frozenset({"gemm", "conv-gemm", "conv-channelwise"})
 
 # opcode -> emitter(prog, instr, operands, out); filled by the families in kernels/ via @thunk.
 THUNKS: dict = {}

@@ -106,9 +106,42 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i", reduction: bool = F
     latch = b.branch(header)
     if small:
         latch.set_metadata("llvm.loop", loop_hints(b.module, ("llvm.loop.vectorize.enable", False)))
-    elif not reduction:
+    elif reduction:
+        width = _min_max_reduction_width(fn, body, done)
+        if width:
+            latch.set_metadata("llvm.loop", loop_hints(b.module, ("llvm.loop.vectorize.width", width)))
+    else:
         setattr(latch, _PLAIN_LATCH, True)
     b.position_at_end(done)
+
+
+# Vector width (bits) of a pinned maxnum/minnum reduction loop: XLA's default prefer-vector-width.
+MIN_MAX_REDUCTION_BITS = 256
+
+
+def _min_max_reduction_width(fn: ir.Function, body: ir.Block, done: ir.Block) -> int:
+    """The vector width to pin on an innermost reduction loop (blocks from ``body`` on, ``done`` still empty)
+    that combines with ``llvm.maxnum``/``llvm.minnum``; 0 for other loops.
+
+    LLVM's loop vectoriser, left to pick the width of such a loop, aborts the process (llvmlite's LLVM has
+    assertions on: "VPlan cost model and legacy cost model disagreed") when it is not fully unrolled first:
+    f32 rows of 20-23, 28-31, 36-39 and 44-47 elements under the light pipeline (a big module's: a
+    softmax over 37 classes, tests/codegen/test_small_reduction_loops.py) and under O2. With the width
+    given it keeps that width and asks neither cost model. The result does not depend on the width
+    (maxnum/minnum are order-independent; a NaN never wins)."""
+    blocks = fn.blocks[fn.blocks.index(body):]
+    width = 0
+    for block in blocks:
+        if block is done:
+            continue
+        if block.name.endswith(".header"):
+            return 0   # an outer loop: LLVM vectorises innermost loops only
+        for instr in block.instructions:
+            if isinstance(instr, ir.CallInstr) and instr.callee.name.startswith(("llvm.maxnum.", "llvm.minnum.")):
+                bits = {"float": 32, "double": 64}.get(str(instr.type))
+                if bits:
+                    width = MIN_MAX_REDUCTION_BITS // bits
+    return width
 
 
 @contextmanager
