@@ -71,6 +71,9 @@ SMALL_FLOPS = 1 << 20
 # k-block (288 floats for a 32 KiB L1: computeProductBlockingSizes), above which blocks add up (not emulated).
 GEMV_LANES = 8
 GEMV_MAX_DEPTH = 288
+# The kind of the check kernel (one per element type) that every guard shares, convolutions' and dots'
+# (``dot_exact.py``): profiles, tests and kernel listings name it by this.
+SPECIAL_CHECK_KIND = "special-check"
 # F16 and BF16 convolutions are F32 ones in XLA (inputs converted, the result rounded back).
 _COMPUTE = {T.F32: T.F32, T.F16: T.F32, T.BF16: T.F32, T.F64: T.F64}
 
@@ -135,7 +138,7 @@ def _special_flag(prog, instr, refs: list[BufferRef], limit: float):
             kbld.store(kbld.or_(kbld.load(acc, typ=t.I8), kbld.zext(bad, t.I8)), acc)
         with if_then(kb.kctx, kbld.icmp_unsigned("!=", kbld.load(acc, typ=t.I8), ir.Constant(t.I8, 0))):
             kbld.store(ir.Constant(t.I32, 1), fp)   # tasks race to store the same 1
-        prog.call_kernel(kb, instr.name, "conv-special-check", n, tasks, n)
+        prog.call_kernel(kb, instr.name, SPECIAL_CHECK_KIND, n, tasks, n)
     return flag
 
 
