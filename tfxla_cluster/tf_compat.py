@@ -8,6 +8,8 @@ release moves one of these internals, this file is the only one to change.
 """
 from __future__ import annotations
 
+import functools
+
 import sys
 import threading
 from typing import Any, Callable
@@ -18,7 +20,7 @@ __all__ = ["mkl_enabled", "op_def", "eager_context", "eager_execute", "function_
            "GraphDefFunction",
            "eager_tensor_type", "concrete_function_type", "frequent_tracing_detector",
            "register_eager_func", "called_functions", "resource_handle_data", "read_variable", "optimize_graph",
-           "registered_xla_jit_kernels", "registered_xla_jit_kernels_for_op", "tf_function", "replace_tf_function", "restore_tf_function",
+           "registered_xla_jit_kernels", "registered_xla_jit_kernels_for_op", "cpu_kernel_types", "tf_function", "replace_tf_function", "restore_tf_function",
            "tf_function_replaced", "registered_op_names"]
 
 
@@ -111,6 +113,16 @@ def registered_xla_jit_kernels_for_op(op: str) -> list[Any]:
 
     _register_xla_jit_kernels()
     return [k for k in kernels.get_registered_kernels_for_op(op).kernel if k.device_type.endswith("_JIT")]
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_kernel_types(op: str, attr: str = "T") -> frozenset[int]:
+    """The ``DataType`` values of ``attr`` that ``op``'s plain (unlabelled) CPU kernels take."""
+    from tensorflow.python.framework import kernels
+
+    return frozenset(t for k in kernels.get_registered_kernels_for_op(op).kernel
+                     if k.device_type == "CPU" and not k.label
+                     for c in k.constraint if c.name == attr for t in c.allowed_values.list.type)
 
 
 # ------------------------------------------------------------------------------------------ eager

@@ -71,3 +71,15 @@ def test_constant_matmul_is_tfs_kernel(dtype):
         outs.append(tf.linalg.matmul(tf.constant(x), tf.constant(y), transpose_a=True, transpose_b=True))
         return outs
     _compare(fn)
+
+
+def test_f64_onednn_ops_of_constants_fold_as_tf():
+    """oneDNN takes no f64: an f64 softmax of constants folds with TF's plain kernel in the session (a NaN row's
+    other elements NaN too); an f64 AvgPool3D has no plain CPU kernel, so TF leaves it to XLA, as here."""
+    x = np.array([[1.0, np.nan, 3.0], [1e308, -1e308, 0.0]])
+    v = np.arange(2 * 4 * 4 * 4 * 2, dtype=np.float64).reshape(2, 4, 4, 4, 2) / 7
+
+    def fn():
+        return [tf.nn.softmax(tf.constant(x)), tf.nn.log_softmax(tf.constant(x)),
+                tf.nn.avg_pool3d(tf.constant(v), 2, 2, "VALID"), tf.nn.avg_pool2d(tf.constant(v[0]), 3, 1, "SAME")]
+    _compare(fn)

@@ -82,6 +82,15 @@ def _onednn_rewrites(n: Node) -> bool:
     return n.op in _ONEDNN_REWRITTEN and ("T" not in attr or attr["T"].type in _ONEDNN_TYPES)
 
 
+def _plain_kernel_missing(n: Node) -> bool:
+    """Whether a node of an op oneDNN rewrites, of a type it does not take, has no plain CPU kernel either (an
+    f64 ``AvgPool3D``): TF's ``IsConstantFoldable`` needs a CPU kernel, so it is lowered."""
+    from tfxla_cluster.tf_compat import cpu_kernel_types
+
+    attr = n.node_def.attr
+    return "T" in attr and attr["T"].type not in cpu_kernel_types(n.op)
+
+
 def _max_pool_v2_runs(n: Node) -> bool:
     """MaxPoolV2's CPU kernel is MaxPool's (SpatialMaxPool) for NHWC; EXPLICIT padding is MaxPool's alone."""
     return n.node_def.attr["data_format"].s in (b"", b"NHWC") and n.node_def.attr["padding"].s != b"EXPLICIT"
@@ -285,6 +294,7 @@ def foldable_nodes(graph: Graph, order: list[Node], members: set[str],
             continue
         if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED
                 or onednn and _onednn_rewrites(n) and not _qualifies(n)
+                or onednn and n.op in _ONEDNN_REWRITTEN and _plain_kernel_missing(n)
                 or (n.op.startswith(_NOT_FOLDED_PREFIXES) and n.op not in _STATELESS_FUNCTIONAL)
                 or n.op_def is None
                 or n.op_def.is_stateful or n.op.startswith("Xla")
