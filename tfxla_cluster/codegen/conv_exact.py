@@ -39,16 +39,16 @@ jit_avx_gemv_t_f32_kern.cpp): 16 products at a time FMA'd into 8 lanes (lane k m
 ``+max·1.4 + (-max)·6.3`` is NaN there, where one FMA chain keeps inf. Eigen hands it the depth in pieces
 (``eigen_blocking.k_blocks`` with the image patches' cost: over a large image it shards the depth by the
 inner dimension — 40×40 at depth 180: 96 + 84, summed at the end — and blocks it at ≤ 320 on the thread
-pool, ≤ 400 alone, in equal slices of 8 for oneDNN), one gemv_t call per block (measured against TF's XLA:
-3×3 to 64×64 images, depths 128-4500).
+pool, ≤ 400 alone, in equal slices of 8 for oneDNN), one gemv_t call per block, but for a last patch that
+Eigen's column blocks (rounded to 24 for oneDNN) leave alone — 49 patches are 48 + 1 — whose N = 1 call
+fuses each product into the output in k order (measured against TF's XLA: 3×3 to 64×64 images, depths
+90-4500).
 
 Not emulated: a huge finite input element (an infinity alone sums alike in any order) where checking the
 input would cost over ~1% (a 1×1, depthwise or few-feature convolution over a large image: the filter
-alone is checked there); with one output feature, a last patch that Eigen's column blocks leave alone
-(oneDNN's nc rounded to 24: 49 patches are 48 + 1; that one sums otherwise, seemingly one FMA chain), the
-sequential contraction's blocks above a depth of 400 (3×3 patches at depth 1000 split at 328, not the
-model's 336), and three-dimensional one-feature convolutions deeper than :data:`GEMV_MAX_DEPTH` (Eigen's
-volume patches cost otherwise). The batch-grouped convolutions XLA expands into masked
+alone is checked there); with one output feature, the sequential contraction's blocks in one case measured
+otherwise (4×4 patches at depth 1000 split at 328, not the model's 336), and three-dimensional
+one-feature convolutions deeper than :data:`GEMV_MAX_DEPTH` (Eigen's volume patches cost otherwise). The batch-grouped convolutions XLA expands into masked
 dense ones (the depthwise filter backprop, where a NaN input element gives NaN in every output feature) keep
 our grouped kernel, with those NaNs placed by ``passes/expanders.py``'s ``BatchGroupHoles``; f64 depthwise
 convolutions are expanded by its ``ConvolutionGroupConverter`` as XLA does.
@@ -62,7 +62,7 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
-from tfxla_cluster.codegen.eigen_blocking import F32_PATCHES, add_shards, k_blocks
+from tfxla_cluster.codegen.eigen_blocking import F32_PATCHES, add_shards, split
 from tfxla_cluster.codegen.gemm import group_origin, input_position
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, if_then, work_items
 from tfxla_cluster.codegen.scalar_ops import ScalarOps
@@ -205,12 +205,12 @@ def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, ep
                   optional=() if check_input else (lhs,))
 
 
-def gemv_lanes(instr) -> list[list[tuple[int, int]]] | None:
+def gemv_lanes(instr) -> list[tuple[list[tuple[int, int]], int]] | None:
     """Where TF's XLA sums ``instr``'s outputs in oneDNN's ``gemv_t`` lanes (:func:`emit_exact_conv`): an
     Eigen-patches F32 convolution (:func:`xla_multiplies_padding`) with one output feature per group and
     more than one patch (one patch is Eigen's own gemv): Eigen's depth shards of [lo, hi) k-blocks, one
-    gemv_t call each (``eigen_blocking.k_blocks``: the filter is Eigen's m = 1 side, the image patches its
-    n). None elsewhere. Two spatial dimensions (Eigen's image patches) at any depth; others (volume patches,
+    gemv_t call each, with the patches per column block (``eigen_blocking.split``: the filter is Eigen's
+    m = 1 side, the image patches its n). None elsewhere. Two spatial dimensions (Eigen's image patches) at any depth; others (volume patches,
     whose cost Eigen counts otherwise) up to :data:`GEMV_MAX_DEPTH`, one block."""
     dn = instr.convolution_dimension_numbers
     rshape = instr.operands[1].shape
@@ -222,8 +222,8 @@ def gemv_lanes(instr) -> list[list[tuple[int, int]]] | None:
             and kout == instr.feature_group_count and patches > 1 and depth > 0):
         return None
     if len(instr.window.dimensions) == 2:
-        return k_blocks(1, patches, depth, eigen_threads(), F32_PATCHES)
-    return [[(0, depth)]] if depth <= GEMV_MAX_DEPTH else None
+        return split(1, patches, depth, eigen_threads(), F32_PATCHES)
+    return [([(0, depth)], patches)] if depth <= GEMV_MAX_DEPTH else None
 
 
 def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None,
@@ -324,6 +324,21 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
                 add_lane_sum()
                 start += width
 
+    def fma_chain(origin, lo: int, hi: int):
+        """acc := acc + the products over [lo, hi), each fused into it."""
+        with for_range(b, t.i64(lo), t.i64(hi), "xchain", reduction=True) as k:
+            b.store(tap(origin, k, b.load(acc, typ=sty)), acc)
+
+    out_sp = [oshape.dimensions[d] for d in dn.output_spatial_dimensions]
+    patches = oshape.num_elements // oshape.dimensions[dn.output_feature_dimension]
+
+    def patch_index(od):
+        """Eigen's column of output ``od``: (batch, spatial positions) row-major."""
+        p = od[dn.output_batch_dimension]
+        for d, size in zip(dn.output_spatial_dimensions, out_sp):
+            p = b.add(b.mul(p, t.i64(size)), od[d])
+        return p
+
     def body(index):
         od = index.get_dims(b)
         origin = group_origin(b, instr, lshape, od)
@@ -333,11 +348,21 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
                 b.store(tap(origin, k, b.load(acc, typ=sty)), acc)
         else:
             # Eigen's depth shards and k-blocks, each block one oneDNN gemv_t call added to its shard's sum.
+            # A last patch alone in its column block (N = 1) is no gemv_t: one FMA chain per k-block.
+            patch = patch_index(od)
             sums = []
-            for shard in lanes:
+            for shard, cols in lanes:
                 b.store(zero, acc)
+                alone = b.icmp_unsigned("==", patch, t.i64(patches - 1)) if patches % cols == 1 else None
                 for lo, hi in shard:
-                    gemv_t(origin, lo, hi)
+                    if alone is None:
+                        gemv_t(origin, lo, hi)
+                        continue
+                    with b.if_else(alone) as (then, otherwise):
+                        with then:
+                            fma_chain(origin, lo, hi)
+                        with otherwise:
+                            gemv_t(origin, lo, hi)
                 sums.append(b.load(acc, typ=sty))
             b.store(add_shards(b, sums), acc)
         y = b.load(acc, typ=sty)

@@ -64,6 +64,35 @@ def kc(g: Gebp, k: int, threads: int) -> int:
     return min(k, -(-(k // slices) // 8) * 8)
 
 
+def nc(g: Gebp, k: int, m: int, n: int, threads: int) -> int:
+    """The columns of one block (``TensorContractionBlocking(k, m, n, threads).nc()``, sharded by columns):
+    Eigen's heuristic — with threads, an L2 share per thread; alone, L1 or L2 blocking evened out — then,
+    for oneDNN (float), rounded up to a multiple of 24."""
+    size = n
+    if threads > 1:
+        bound = (_L1 - g.mr * g.nr * g.size) // ((g.mr + g.nr) * g.size)
+        cache = max(8, min(bound, 320))
+        kk = cache - cache % 8 if cache < k else k
+        n_cache = (_L2 - _L1) // (g.nr * g.size * kk)
+        npt = -(-n // threads)
+        size = n_cache - n_cache % g.nr if n_cache <= npt else min(n, npt + g.nr - 1 - (npt + g.nr - 1) % g.nr)
+    elif max(k, m, n) >= 48:
+        kk = _eigen_kc(g, k, 1)
+        max_kc = max(((_L1 - g.mr * g.nr * g.size) // ((g.mr + g.nr) * g.size)) & ~(_PEEL - 1), 1)
+        actual_l2 = 1572864
+        remaining_l1 = _L1 - g.mr * g.nr * g.size - m * kk * g.size
+        if remaining_l1 >= g.nr * g.size * kk:
+            max_nc = remaining_l1 // (kk * g.size)
+        else:
+            max_nc = 3 * actual_l2 // (2 * 2 * max_kc * g.size)
+        cols = min(actual_l2 // (2 * kk * g.size), max_nc) & ~(g.nr - 1)
+        if 0 < cols < n:
+            size = cols if n % cols == 0 else cols - g.nr * ((cols - n % cols) // (g.nr * (n // cols + 1)))
+    if g.onednn_slices:
+        size = min(n, -(-size // 24) * 24)
+    return max(size, 1)
+
+
 def _bandwidth(g: Gebp, by_col: bool, bm: int, bn: int, bk: int) -> float:
     """``computeBandwidth`` without FMA (a MUL/ADD pair: 1.0 where FMA would be 0.5)."""
     if bk == 1:
@@ -101,10 +130,15 @@ def _thread_blocks(g: Gebp, k: int, m: int, n: int, by_col: bool) -> tuple[int, 
 
 
 def k_blocks(m: int, n: int, k: int, threads: int, g: Gebp = F64_DOT) -> list[list[tuple[int, int]]]:
-    """How Eigen's thread-pool contraction splits the depth of an m × k × n product (Eigen's m: an XLA
-    dot's N, a convolution's output features; n: the dot's M, the convolution's patches): depth shards
-    (one, or several summed at the end when it shards by the inner dimension), each a list of [lo, hi)
-    k-blocks summed into it in order."""
+    """:func:`split`'s depth shards and their k-blocks."""
+    return [blocks for blocks, _ in split(m, n, k, threads, g)]
+
+
+def split(m: int, n: int, k: int, threads: int, g: Gebp = F64_DOT) -> list[tuple[list[tuple[int, int]], int]]:
+    """How Eigen's thread-pool contraction splits an m × k × n product (Eigen's m: an XLA dot's N, a
+    convolution's output features; n: the dot's M, the convolution's patches): depth shards (one, or
+    several summed at the end when it shards by the inner dimension), each a list of [lo, hi) k-blocks
+    summed into it in order and the columns per block (:func:`nc`)."""
     by_col = _shard_by_col(g, m, n, 2)
     bk = kc(g, k, 2)
     bm, bn = _thread_blocks(g, bk, m, n, by_col)
@@ -124,10 +158,12 @@ def k_blocks(m: int, n: int, k: int, threads: int, g: Gebp = F64_DOT) -> list[li
             max(m, n) // nthreads < g.nr or (k // by_k > 8 * g.nr and (min(m, n) < 2 * g.nr or by_k > nthreads))):
         size = min(k, max(12 * g.packet, -(-(-(-k // by_k)) // 8) * 8))
         shards = [(lo, min(lo + size, k)) for lo in range(0, k, size)]
-        return [[(lo, min(lo + kc(g, hi - a, len(shards)), hi)) for lo in range(a, hi, kc(g, hi - a, len(shards)))]
+        t = len(shards)
+        return [([(lo, min(lo + kc(g, hi - a, t), hi)) for lo in range(a, hi, kc(g, hi - a, t))], nc(g, hi - a, m, n, t))
                 for a, hi in shards]
-    c = kc(g, k, 1 if n == 1 else nthreads)
-    return [[(lo, min(lo + c, k)) for lo in range(0, k, c)]]
+    t = 1 if n == 1 else nthreads
+    c = kc(g, k, t)
+    return [([(lo, min(lo + c, k)) for lo in range(0, k, c)], nc(g, k, m, n, t))]
 
 
 def add_shards(b, values):
