@@ -29,9 +29,10 @@ def _compare(fn):
         _same(want.numpy(), got.numpy())
 
 
-# (batch, m, k, n): Eigen's lazy product, gemv rows and columns, the contraction (one batch, or a cost over
-# 128·128), and a gebp-sized core product of small cost
-SHAPES = [(3, 5, 7, 3), (2, 1, 40, 4), (2, 4, 17, 1), (1, 8, 64, 8), (2, 20, 30, 30), (2, 16, 32, 32)]
+# (batch, m, k, n): Eigen's lazy product, gemv rows and columns (a core product's row-major gemv: 40×17×1),
+# the contraction (one batch, or a cost over 128·128), and a gebp-sized core product of small cost
+SHAPES = [(3, 5, 7, 3), (2, 1, 40, 4), (2, 4, 17, 1), (3, 40, 17, 1), (1, 8, 64, 8), (2, 20, 30, 30),
+          (2, 16, 32, 32)]
 
 
 @pytest.mark.parametrize("cast", [False, True], ids=["const", "cast_of_const"])

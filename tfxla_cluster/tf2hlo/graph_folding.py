@@ -195,6 +195,8 @@ _PARALLEL_MATMUL_COST = 128 * 128
 # Depths up to which the orders below were measured bit for bit against TF's folded values (sgemm's
 # FMAs stop being one chain in k order beyond it: a depth of 700 is blocked).
 _MATMUL_MAX_DEPTH = 300
+# Eigen's core product of small matrices (rows + depth + cols below this) is its coefficient-wise lazy product.
+_LAZY_PRODUCT_SIZE = 20
 DECLINED = object()   # an emulation's answer where it does not know TF's order: the node is not folded
 
 
@@ -215,12 +217,30 @@ def _fma_chain(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return acc
 
 
+def _row_gemv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Eigen's row-major matrix × vector (``general_matrix_vector_product<RowMajor>``): per row, packets of 8
+    products added lane by lane, the lanes reduced ``((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))``, then the
+    remaining products added in k order."""
+    k = a.shape[-1]
+    full = k // 8 * 8
+    x = b[..., :, 0]
+    lanes = np.zeros(np.broadcast_shapes(a.shape[:-1], x.shape[:-1] + (1,)) + (8,), a.dtype)
+    for j in range(0, full, 8):
+        lanes = lanes + a[..., j:j + 8] * x[..., None, j:j + 8]
+    v = [lanes[..., i] for i in range(8)]
+    acc = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))
+    for j in range(full, k):
+        acc = acc + a[..., j] * x[..., None, j]
+    return acc[..., None]
+
+
 def _matmul_eigen(x: np.ndarray, y: np.ndarray, adj_x: bool, adj_y: bool, batched: bool):
     """TF's plain CPU MatMul (``batched=False``) or BatchMatMul(V2) kernel on f32 constants up to a depth of
     :data:`_MATMUL_MAX_DEPTH` (:data:`DECLINED` above): Eigen's gemv and core lazy product round each product
     and add in k order; the contraction's sgemm is one FMA chain in k order. Measured bit for bit against
-    TF's folded values (jit_compile=True over constants) on finite, huge and infinite elements; Eigen's
-    gebp (core products of 20 or more rows + depth + columns) is approximated."""
+    TF's folded values (jit_compile=True over constants) on finite, huge and infinite elements; a larger
+    core product by one column is Eigen's row-major gemv (:func:`_row_gemv`); Eigen's gebp (other core
+    products of 20 or more rows + depth + columns) is approximated."""
     from tfxla_cluster.mxcsr import flushed_denormals
 
     if x.dtype != np.float32 or y.dtype != np.float32 or x.ndim < 2 or y.ndim < 2:
@@ -239,8 +259,14 @@ def _matmul_eigen(x: np.ndarray, y: np.ndarray, adj_x: bool, adj_y: bool, batche
         return DECLINED
     # Larger core products are Eigen's gebp, whose micro kernels split some accumulators by k's parity (not
     # emulated): the rounded chain is its order but for overflowing partial sums (measured: 18 of 30
-    # special-value cases bit-equal, where XLA's evaluator's FMAs made almost every one differ).
-    chain = _fma_chain if contraction and min(m, n) > 1 else _rounded_chain
+    # special-value cases bit-equal, where XLA's evaluator's FMAs made almost every one differ); a larger
+    # core product by one column is its row-major gemv (24 of 24).
+    if contraction and min(m, n) > 1:
+        chain = _fma_chain
+    elif not contraction and n == 1 and not adj_x and m + k + n >= _LAZY_PRODUCT_SIZE:
+        chain = _row_gemv
+    else:
+        chain = _rounded_chain
     with flushed_denormals(), np.errstate(all="ignore"):
         return chain(a, b)
 
