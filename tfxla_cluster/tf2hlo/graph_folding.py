@@ -234,13 +234,37 @@ def _row_gemv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return acc[..., None]
 
 
+def _gebp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Eigen's core GEMM kernel (gebp, floats in packets of 8, FMA-less) on the transposed product, so its rows
+    are the result's columns: rows in panels of 16 and the result's rows past the last multiple of 4 add in k
+    order; in a block of 4 result rows, the remaining column panels of 4 add even and odd k into two
+    accumulators over the first multiple of 8 (then ``C + D``, then the rest in order), and the last single
+    columns k mod 4 into four over the first multiple of 4 (``(C0 + C1) + (C2 + C3)``, then the rest)."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    prods = [a[..., :, j, None] * b[..., j, None, :] for j in range(k)]
+    zero = np.zeros_like(prods[0]) if prods else np.zeros(np.broadcast_shapes(a.shape[:-1], (1, n)), a.dtype)
+
+    def chain(ks, acc=zero):
+        for j in ks:
+            acc = acc + prods[j]
+        return acc
+    s8, s4 = k // 8 * 8, k // 4 * 4
+    two = chain(range(s8, k), chain(range(0, s8, 2)) + chain(range(1, s8, 2)))
+    c = [chain(range(r, s4, 4)) for r in range(4)]
+    four = chain(range(s4, k), (c[0] + c[1]) + (c[2] + c[3]))
+    n16 = n // 16 * 16
+    n4 = n16 + (n - n16) // 4 * 4
+    rows, cols = np.arange(m)[:, None], np.arange(n)[None, :]
+    return np.where((rows >= m // 4 * 4) | (cols < n16), chain(range(k)), np.where(cols < n4, two, four))
+
+
 def _matmul_eigen(x: np.ndarray, y: np.ndarray, adj_x: bool, adj_y: bool, batched: bool):
     """TF's plain CPU MatMul (``batched=False``) or BatchMatMul(V2) kernel on f32 constants up to a depth of
     :data:`_MATMUL_MAX_DEPTH` (:data:`DECLINED` above): Eigen's gemv and core lazy product round each product
     and add in k order; the contraction's sgemm is one FMA chain in k order. Measured bit for bit against
     TF's folded values (jit_compile=True over constants) on finite, huge and infinite elements; a larger
-    core product by one column is Eigen's row-major gemv (:func:`_row_gemv`); Eigen's gebp (other core
-    products of 20 or more rows + depth + columns) is approximated."""
+    core product (20 or more rows + depth + columns) by one column is Eigen's row-major gemv
+    (:func:`_row_gemv`), otherwise its gebp (:func:`_gebp`, but for some last single columns)."""
     from tfxla_cluster.mxcsr import flushed_denormals
 
     if x.dtype != np.float32 or y.dtype != np.float32 or x.ndim < 2 or y.ndim < 2:
@@ -257,16 +281,17 @@ def _matmul_eigen(x: np.ndarray, y: np.ndarray, adj_x: bool, adj_y: bool, batche
                                   and (batch == 1 or x.shape[-2] * x.shape[-1] * n > _PARALLEL_MATMUL_COST))
     if k > _MATMUL_MAX_DEPTH:
         return DECLINED
-    # Larger core products are Eigen's gebp, whose micro kernels split some accumulators by k's parity (not
-    # emulated): the rounded chain is its order but for overflowing partial sums (measured: 18 of 30
-    # special-value cases bit-equal, where XLA's evaluator's FMAs made almost every one differ); a larger
-    # core product by one column is its row-major gemv (24 of 24).
+    # Larger core products are Eigen's gebp (:func:`_gebp`, measured: 45 of 48 special-value cases bit-equal,
+    # the rest differing where a last single column's overflowing partial sums meet) or, by one column, its
+    # row-major gemv (24 of 24).
     if contraction and min(m, n) > 1:
         chain = _fma_chain
-    elif not contraction and n == 1 and not adj_x and m + k + n >= _LAZY_PRODUCT_SIZE:
-        chain = _row_gemv
-    else:
+    elif contraction or m + k + n < _LAZY_PRODUCT_SIZE or m == 1:
         chain = _rounded_chain
+    elif n == 1:
+        chain = _rounded_chain if adj_x else _row_gemv
+    else:
+        chain = _gebp
     with flushed_denormals(), np.errstate(all="ignore"):
         return chain(a, b)
 
