@@ -8,6 +8,8 @@ release moves one of these internals, this file is the only one to change.
 """
 from __future__ import annotations
 
+import functools
+
 import sys
 import threading
 from typing import Any, Callable
@@ -18,7 +20,7 @@ __all__ = ["mkl_enabled", "op_def", "eager_context", "eager_execute", "function_
            "GraphDefFunction",
            "eager_tensor_type", "concrete_function_type", "frequent_tracing_detector",
            "register_eager_func", "called_functions", "resource_handle_data", "read_variable", "optimize_graph",
-           "registered_xla_jit_kernels", "registered_xla_jit_kernels_for_op", "tf_function", "replace_tf_function", "restore_tf_function",
+           "registered_xla_jit_kernels", "registered_xla_jit_kernels_for_op", "cpu_kernel_types", "tf_function", "replace_tf_function", "restore_tf_function",
            "tf_function_replaced", "registered_op_names", "has_cpu_kernel"]
 
 
@@ -113,19 +115,31 @@ def registered_xla_jit_kernels_for_op(op: str) -> list[Any]:
     return [k for k in kernels.get_registered_kernels_for_op(op).kernel if k.device_type.endswith("_JIT")]
 
 
+@functools.lru_cache(maxsize=None)
+def _plain_cpu_kernels(op: str) -> tuple:
+    """``op``'s plain (unlabelled) CPU ``KernelDef``s: the ones a NodeDef without a ``_kernel`` label can get."""
+    from tensorflow.python.framework import kernels
+
+    return tuple(k for k in kernels.get_registered_kernels_for_op(op).kernel
+                 if k.device_type == "CPU" and not k.label)
+
+
 def has_cpu_kernel(node_def: Any) -> bool:
     """Whether TF has a CPU kernel for ``node_def``'s op and type attributes (constant folding's
     ``FindKernelDef(DEVICE_CPU, ...)`` test: an f16 ``Rint`` has none, so TF does not fold it)."""
-    from tensorflow.python.framework import kernels
-
-    for k in kernels.get_registered_kernels_for_op(node_def.op).kernel:
-        if k.device_type != "CPU":
-            continue
+    for k in _plain_cpu_kernels(node_def.op):
         # (an attribute the NodeDef leaves to its default is taken to match)
         if all(c.name not in node_def.attr or not c.allowed_values.list.type
                or node_def.attr[c.name].type in c.allowed_values.list.type for c in k.constraint):
             return True
     return False
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_kernel_types(op: str, attr: str = "T") -> frozenset[int]:
+    """The ``DataType`` values of ``attr`` that ``op``'s plain (unlabelled) CPU kernels take."""
+    return frozenset(t for k in _plain_cpu_kernels(op)
+                     for c in k.constraint if c.name == attr for t in c.allowed_values.list.type)
 
 
 # ------------------------------------------------------------------------------------------ eager

@@ -10,6 +10,7 @@ import ml_dtypes
 import numpy as np
 
 from tfxla_cluster.codegen import CodegenOptions, compile_module
+from tfxla_cluster.codegen.conv_exact import SPECIAL_CHECK_KIND
 from tfxla_cluster.hlo.builder import HloBuilder
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.ir import HloModule
@@ -223,4 +224,4 @@ def softmax_text(rows: int, cols: int, tail: str = SOFTMAX_ROOT) -> str:
 def conv_kernels(exe) -> list:
     """``exe``'s kernels but the per-call special-value checks of codegen/conv_exact.py (a filter scan in
     front of the convolutions where it costs under ~1%)."""
-    return [k for k in exe.kernels if k.kind != "conv-special-check"]
+    return [k for k in exe.kernels if k.kind != SPECIAL_CHECK_KIND]

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import tfxla_cluster as txc
+from tfxla_cluster.codegen.conv_exact import SPECIAL_CHECK_KIND
 from tests.codegen.test_conv_special_values import _same
 
 RNG = np.random.default_rng(6119)
@@ -110,7 +111,7 @@ def test_swapped_convolution_reads_the_unreversed_filter(xs, ks):
         exe = compile_module(module, CodegenOptions(bounds_checks=True, threads=threads))
         kinds = [kk.kind for kk in exe.kernels]
         assert "loop" not in kinds and "materialize" not in kinds, kinds
-        assert [kd for kd in kinds if kd != "conv-special-check"] in (["conv-gemm"], ["conv-blocked"]), kinds
+        assert [kd for kd in kinds if kd != SPECIAL_CHECK_KIND] in (["conv-gemm"], ["conv-blocked"]), kinds
         _same(theirs(x, k, b).numpy(), np.asarray(exe(x, k, b)[0]), 1e-5)
         for special in (np.inf, np.nan, -3e38):
             ks_, xs_ = k.copy(), x.copy()

@@ -160,6 +160,24 @@ def test_one_output_feature_sums_in_gemv_lanes(xs, ws):
 
 
 
+
+@pytest.mark.parametrize("hc", [(40, 20), (12, 100), (64, 64), (3, 120), (8, 164), (7, 40), (5, 150)],
+                         ids=lambda s: f"{s[0]}x{s[0]}x{s[1]}")
+def test_one_output_feature_in_eigens_depth_shards_and_blocks(hc):
+    """Deeper or over larger images, Eigen splits the depth before oneDNN's gemv_t sees it
+    (``eigen_blocking.k_blocks``): two depth shards summed at the end where it shards by the inner dimension
+    (a 40×40 image at depth 180: 96 + 84; 64×64 at 576: 288 + 288), thread-pool k-blocks of ≤ 320 in equal
+    slices, the sequential contraction's evened-out blocks (3×3 at 1080); each block's lanes start afresh. A
+    last patch alone in oneDNN's column blocks (7×7 = 48 + 1, 5×5 = 24 + 1) is one FMA chain."""
+    h, c = hc
+    big = np.finfo(np.float32).max
+    rng = np.random.default_rng(h * c)
+    x = rng.choice(np.array([1.5, -2.0, 0.5, 1.25], np.float32), (1, h, h, c))
+    w = rng.standard_normal((3, 3, c, 1)).astype(np.float32)
+    w.flat[rng.choice(w.size, 6, replace=False)] = rng.choice([big, -big], 6)
+    _check(lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), x, w)
+
+
 F32_MAX, F64_MAX, BF16_MAX = float(np.finfo(np.float32).max), float(np.finfo(np.float64).max), 3.3895313892515355e38
 HUGE_INPUT = [  # fuzz seed, dtype, depthwise, input shape and elements, filter shape and elements, padding
     (72000800, tf.float32, False, (2, 3, 5, 3), {(1, 0, 1, 1): -F32_MAX, (1, 1, 1, 0): np.inf},

@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 import tfxla_cluster as txc
-from tfxla_cluster.codegen.dot_exact import eigen_k_blocks, eigen_threads
+from tfxla_cluster.codegen.eigen_blocking import k_blocks
+from tfxla_cluster.cpu_topology import eigen_threads
 
 RNG = np.random.default_rng(1989)
 
@@ -49,7 +50,7 @@ def test_deep_blocks_cover_every_path():
     """The shapes above meet each of Eigen's depth splits on this machine (two threads)."""
     if eigen_threads() != 2:
         pytest.skip("the split depends on TF's intra-op threads")
-    plans = [eigen_k_blocks(n, m, k, 2) for m, k, n in DEEP]
+    plans = [k_blocks(n, m, k, 2) for m, k, n in DEEP]
     kcs = {p[0][0][1] - p[0][0][0] for p in plans}
     assert {208, 336, 320} <= kcs and any(len(p) == 2 for p in plans)
 

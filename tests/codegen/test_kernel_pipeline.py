@@ -15,6 +15,7 @@ import tfxla_cluster as txc
 from tfxla_cluster.codegen import CodegenOptions, compile_module, kernel_builder, loops, program
 from tfxla_cluster.codegen.executable import emit_module
 from tfxla_cluster.codegen.kernel_builder import HOT_LOOP_KINDS
+from tfxla_cluster.codegen.conv_exact import SPECIAL_CHECK_KIND
 from tfxla_cluster.codegen.native_runtime import blas_available
 from tfxla_cluster.hlo.parser import parse_module
 
@@ -70,7 +71,7 @@ def test_hot_kernels_keep_o3_loops_and_the_others_are_light(name):
         ids = set(re.findall(r"!llvm\.loop (!\d+)", bodies[fn_name]))
         if kind in HOT_LOOP_KINDS:
             assert not ids & light, f"hot kernel {fn_name} ({kind}) has light loops"
-        elif kind != "conv-special-check" and "br label" in bodies[fn_name] and ".header" in bodies[fn_name]:
+        elif kind != SPECIAL_CHECK_KIND and "br label" in bodies[fn_name] and ".header" in bodies[fn_name]:
             # (conv_exact's check kernel has one loop, an or-reduction: reduction loops are never light)
             assert ids & light, f"kernel {fn_name} ({kind}) has no light loop"
 

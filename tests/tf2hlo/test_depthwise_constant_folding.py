@@ -84,3 +84,14 @@ def test_constant_depthwise_beside_a_while_loop_is_xlas_evaluator(dtype):
         assert (np.isnan(w) == np.isnan(g)).all(), np.argwhere(np.isnan(w) != np.isnan(g))[:4].tolist()
         np.testing.assert_allclose(g, w, rtol=1e-2 if dtype in (np.float16, ml_dtypes.bfloat16) else 1e-6,
                                    atol=1e-3)
+
+
+def test_depthwise_of_a_folded_input_is_tfs_kernel():
+    """The input a folded node (a Cast of a constant): TF folds the convolution with its plain kernel too."""
+    x, f = _case(np.float32, 23)
+
+    def fn():
+        xx = tf.cast(tf.constant(x.astype(np.float64)), tf.float32)
+        return [tf.nn.depthwise_conv2d(xx, tf.constant(f), [1, 1, 1, 1], padding) for padding in ("SAME", "VALID")]
+    for want, got in zip(tf.function(fn, jit_compile=True)(), txc.function(fn, jit_compile=True)()):
+        _same(want.numpy(), got.numpy())

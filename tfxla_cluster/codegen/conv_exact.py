@@ -33,15 +33,22 @@ rounding while every value is finite and far from overflow, which the check make
 
 With one output feature per group (and more than one patch: one patch is Eigen's own gemv), Eigen's
 contraction calls oneDNN's ``sgemm`` with M = 1, which is its ``gemv_t`` JIT kernel (gemv_driver.cpp,
-jit_avx_gemv_t_f32_kern.cpp; measured bit-exact for depths 3-108): 16 products at a time FMA'd into 8
-lanes (lane k mod 8), the lanes summed ``((l0+l1)+(l4+l5)) + ((l2+l3)+(l6+l7))`` and added to the output,
-then the rest of the depth in blocks of 8, 4, 2, 1 (its bits), each block's rounded products in fresh lanes
-summed the same way and added. So ``+max·1.4 + (-max)·6.3`` is NaN there, where one FMA chain keeps inf.
+jit_avx_gemv_t_f32_kern.cpp): 16 products at a time FMA'd into 8 lanes (lane k mod 8), the lanes summed
+``((l0+l1)+(l4+l5)) + ((l2+l3)+(l6+l7))`` and added to the output, then the rest of the depth in blocks of
+8, 4, 2, 1 (its bits), each block's rounded products in fresh lanes summed the same way and added. So
+``+max·1.4 + (-max)·6.3`` is NaN there, where one FMA chain keeps inf. Eigen hands it the depth in pieces
+(``eigen_blocking.k_blocks`` with the image patches' cost: over a large image it shards the depth by the
+inner dimension — 40×40 at depth 180: 96 + 84, summed at the end — and blocks it at ≤ 320 on the thread
+pool, ≤ 400 alone, in equal slices of 8 for oneDNN), one gemv_t call per block, but for a last patch that
+Eigen's column blocks (rounded to 24 for oneDNN) leave alone — 49 patches are 48 + 1 — whose N = 1 call
+fuses each product into the output in k order (measured against TF's XLA: 3×3 to 64×64 images, depths
+90-4500).
 
 Not emulated: a huge finite input element (an infinity alone sums alike in any order) where checking the
 input would cost over ~1% (a 1×1, depthwise or few-feature convolution over a large image: the filter
-alone is checked there); depths above Eigen's k-block (:data:`GEMV_MAX_DEPTH`: blocks add up) or a contraction Eigen
-shards by depth (large one-feature convolutions). The batch-grouped convolutions XLA expands into masked
+alone is checked there); with one output feature, the sequential contraction's blocks in one case measured
+otherwise (4×4 patches at depth 1000 split at 328, not the model's 336), and three-dimensional
+one-feature convolutions deeper than :data:`GEMV_MAX_DEPTH` (Eigen's volume patches cost otherwise). The batch-grouped convolutions XLA expands into masked
 dense ones (the depthwise filter backprop, where a NaN input element gives NaN in every output feature) keep
 our grouped kernel, with those NaNs placed by ``passes/expanders.py``'s ``BatchGroupHoles``; f64 depthwise
 convolutions are expanded by its ``ConvolutionGroupConverter`` as XLA does.
@@ -55,9 +62,11 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
+from tfxla_cluster.codegen.eigen_blocking import F32_PATCHES, add_shards, split
 from tfxla_cluster.codegen.gemm import group_origin, input_position
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, if_then, work_items
 from tfxla_cluster.codegen.scalar_ops import ScalarOps
+from tfxla_cluster.cpu_topology import eigen_threads
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
 
@@ -67,10 +76,13 @@ from tfxla_cluster.hlo.shape import Shape
 HUGE = {T.F32: 2.0 ** 48, T.F16: 2.0 ** 48, T.BF16: 2.0 ** 48, T.F64: 2.0 ** 480}
 # Convolutions this small are always checked (and the exact kernel is cheap next to their call).
 SMALL_FLOPS = 1 << 20
-# oneDNN's gemv_t sums a dot product in 8 lanes; Eigen's contraction hands it the whole depth up to its
-# k-block (288 floats for a 32 KiB L1: computeProductBlockingSizes), above which blocks add up (not emulated).
+# oneDNN's gemv_t sums a dot product in 8 lanes; a three-dimensional convolution's depth is taken as one
+# Eigen block up to this (its split is modelled for image patches only).
 GEMV_LANES = 8
 GEMV_MAX_DEPTH = 288
+# The kind of the check kernel (one per element type) that every guard shares, convolutions' and dots'
+# (``dot_exact.py``): profiles, tests and kernel listings name it by this.
+SPECIAL_CHECK_KIND = "special-check"
 # F16 and BF16 convolutions are F32 ones in XLA (inputs converted, the result rounded back).
 _COMPUTE = {T.F32: T.F32, T.F16: T.F32, T.BF16: T.F32, T.F64: T.F64}
 
@@ -135,7 +147,7 @@ def _special_flag(prog, instr, refs: list[BufferRef], limit: float):
             kbld.store(kbld.or_(kbld.load(acc, typ=t.I8), kbld.zext(bad, t.I8)), acc)
         with if_then(kb.kctx, kbld.icmp_unsigned("!=", kbld.load(acc, typ=t.I8), ir.Constant(t.I8, 0))):
             kbld.store(ir.Constant(t.I32, 1), fp)   # tasks race to store the same 1
-        prog.call_kernel(kb, instr.name, "conv-special-check", n, tasks, n)
+        prog.call_kernel(kb, instr.name, SPECIAL_CHECK_KIND, n, tasks, n)
     return flag
 
 
@@ -193,18 +205,25 @@ def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, ep
                   optional=() if check_input else (lhs,))
 
 
-def gemv_lanes(instr) -> bool:
-    """Whether TF's XLA sums ``instr``'s outputs in oneDNN's ``gemv_t`` lanes (:func:`emit_exact_conv`): an
-    Eigen-patches F32 convolution (:func:`xla_multiplies_padding`) with one output feature per group, more
-    than one patch (one patch is Eigen's own gemv) and a depth Eigen's contraction keeps in one block."""
+def gemv_lanes(instr) -> list[tuple[list[tuple[int, int]], int]] | None:
+    """Where TF's XLA sums ``instr``'s outputs in oneDNN's ``gemv_t`` lanes (:func:`emit_exact_conv`): an
+    Eigen-patches F32 convolution (:func:`xla_multiplies_padding`) with one output feature per group and
+    more than one patch (one patch is Eigen's own gemv): Eigen's depth shards of [lo, hi) k-blocks, one
+    gemv_t call each, with the patches per column block (``eigen_blocking.split``: the filter is Eigen's
+    m = 1 side, the image patches its n). None elsewhere. Two spatial dimensions (Eigen's image patches) at any depth; others (volume patches,
+    whose cost Eigen counts otherwise) up to :data:`GEMV_MAX_DEPTH`, one block."""
     dn = instr.convolution_dimension_numbers
     rshape = instr.operands[1].shape
     kin = rshape.dimensions[dn.kernel_input_feature_dimension]
     kout = rshape.dimensions[dn.kernel_output_feature_dimension]
     patches = instr.shape.num_elements // instr.shape.dimensions[dn.output_feature_dimension]
     depth = kin * prod(w.size for w in instr.window.dimensions)
-    return (xla_multiplies_padding(instr) and instr.batch_group_count == 1
-            and kout == instr.feature_group_count and patches > 1 and depth <= GEMV_MAX_DEPTH)
+    if not (xla_multiplies_padding(instr) and instr.batch_group_count == 1
+            and kout == instr.feature_group_count and patches > 1 and depth > 0):
+        return None
+    if len(instr.window.dimensions) == 2:
+        return split(1, patches, depth, eigen_threads(), F32_PATCHES)
+    return [([(0, depth)], patches)] if depth <= GEMV_MAX_DEPTH else None
 
 
 def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None,
@@ -285,6 +304,41 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
         for i in range(GEMV_LANES):
             b.store(zero, lane_ptr(i))
 
+    def gemv_t(origin, lo: int, hi: int):
+        """acc += the products over [lo, hi) as oneDNN's gemv_t (jit_avx_gemv_t_f32_kern, FMA): 16 at a time
+        into 8 lanes (k mod 8, in order), one lane sum added; then blocks of 8, 4, 2, 1 (the depth's bits),
+        each rounded products in fresh lanes, summed the same way and added."""
+        main = lo + (hi - lo) // (2 * GEMV_LANES) * (2 * GEMV_LANES)
+        if main > lo:
+            clear_lanes()
+            with for_range(b, t.i64(lo), t.i64(main), "xtap", reduction=True) as k:
+                p = lane_ptr(b.urem(b.sub(k, t.i64(lo)), t.i64(GEMV_LANES)))
+                b.store(tap(origin, k, b.load(p, typ=sty)), p)
+            add_lane_sum()
+        start = main
+        for width in (8, 4, 2, 1):
+            if (hi - main) & width:
+                clear_lanes()
+                for i in range(width):
+                    b.store(tap(origin, t.i64(start + i), zero), lane_ptr(i))
+                add_lane_sum()
+                start += width
+
+    def fma_chain(origin, lo: int, hi: int):
+        """acc := acc + the products over [lo, hi), each fused into it."""
+        with for_range(b, t.i64(lo), t.i64(hi), "xchain", reduction=True) as k:
+            b.store(tap(origin, k, b.load(acc, typ=sty)), acc)
+
+    out_sp = [oshape.dimensions[d] for d in dn.output_spatial_dimensions]
+    patches = oshape.num_elements // oshape.dimensions[dn.output_feature_dimension]
+
+    def patch_index(od):
+        """Eigen's column of output ``od``: (batch, spatial positions) row-major."""
+        p = od[dn.output_batch_dimension]
+        for d, size in zip(dn.output_spatial_dimensions, out_sp):
+            p = b.add(b.mul(p, t.i64(size)), od[d])
+        return p
+
     def body(index):
         od = index.get_dims(b)
         origin = group_origin(b, instr, lshape, od)
@@ -293,24 +347,24 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
             with for_range(b, t.i64(0), t.i64(depth), "xtap", reduction=True) as k:
                 b.store(tap(origin, k, b.load(acc, typ=sty)), acc)
         else:
-            # oneDNN's gemv_t (jit_avx_gemv_t_f32_kern, FMA): 16 at a time into 8 lanes (k mod 8, in
-            # order), one lane sum added to the output; then blocks of 8, 4, 2, 1 (the depth's bits), each
-            # rounded products in fresh lanes, summed the same way and added.
-            main = depth // (2 * GEMV_LANES) * (2 * GEMV_LANES)
-            if main:
-                clear_lanes()
-                with for_range(b, t.i64(0), t.i64(main), "xtap", reduction=True) as k:
-                    p = lane_ptr(b.urem(k, t.i64(GEMV_LANES)))
-                    b.store(tap(origin, k, b.load(p, typ=sty)), p)
-                add_lane_sum()
-            start = main
-            for width in (8, 4, 2, 1):
-                if (depth - main) & width:
-                    clear_lanes()
-                    for i in range(width):
-                        b.store(tap(origin, t.i64(start + i), zero), lane_ptr(i))
-                    add_lane_sum()
-                    start += width
+            # Eigen's depth shards and k-blocks, each block one oneDNN gemv_t call added to its shard's sum.
+            # A last patch alone in its column block (N = 1) is no gemv_t: one FMA chain per k-block.
+            patch = patch_index(od)
+            sums = []
+            for shard, cols in lanes:
+                b.store(zero, acc)
+                alone = b.icmp_unsigned("==", patch, t.i64(patches - 1)) if patches % cols == 1 else None
+                for lo, hi in shard:
+                    if alone is None:
+                        gemv_t(origin, lo, hi)
+                        continue
+                    with b.if_else(alone) as (then, otherwise):
+                        with then:
+                            fma_chain(origin, lo, hi)
+                        with otherwise:
+                            gemv_t(origin, lo, hi)
+                sums.append(b.load(acc, typ=sty))
+            b.store(add_shards(b, sums), acc)
         y = b.load(acc, typ=sty)
         oa.store(index, y if et is cet else ops.convert(cet, et, y))
         if epilogue is not None:

@@ -26,7 +26,7 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
     Emulated here in Eigen's own order (:func:`emit_eigen_sum`; bit for bit against TF's XLA on random
     operands of wide exponents, depths 50-5000, every row/column class; ``tests/codegen/test_dot_eigen_order.py``):
     XLA hands Eigen the transposed product, so Eigen's rows are the dot's N side and its columns the M side.
-    Eigen cuts the depth into k-blocks (:func:`eigen_k_blocks`: the sequential contraction's kc from
+    Eigen cuts the depth into k-blocks (``eigen_blocking.k_blocks``: the sequential contraction's kc from
     ``computeProductBlockingSizes`` with a 32 KiB L1, ≤ 336 and evened out; 320 when the cost model runs
     it on the thread pool; two depth shards summed at the end when it shards by the inner dimension);
     each block's sum starts from +0 and is added to the output. Within a block, by the output's gebp micro
@@ -54,9 +54,10 @@ from llvmlite import ir
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
 from tfxla_cluster.codegen.conv_exact import guard_special
+from tfxla_cluster.codegen.eigen_blocking import add_shards, k_blocks
 from tfxla_cluster.codegen.gemm import dot_dims, split
 from tfxla_cluster.codegen.loops import for_range
-from tfxla_cluster.cpu_topology import cache_sizes, eigen_threads
+from tfxla_cluster.cpu_topology import eigen_threads
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
 
@@ -115,116 +116,9 @@ def emit_exact_dot(prog, name: str, B: int, M: int, N: int, K: int, a_ref: Buffe
     prog.call_kernel(kb, name, "dot-exact", work, tasks, cost)
 
 
-# Eigen's gebp in TF's binary (AVX without FMA): register blocks of MR × NR doubles (two packets of 4 by
-# 4 columns), k loops peeled by 8; the cache sizes its CPUID query gives (cpu_topology).
-_MR, _NR, _PACKET, _PEEL = 8, 4, 4, 8
-_L1, _L2, _L3 = cache_sizes()
-
-
-def _kc(k: int, threads: int) -> int:
-    """Eigen's kc for depth ``k`` (``evaluateProductBlockingSizesHeuristic``): with threads, the L1 bound
-    capped at 320; alone, the L1 bound (a multiple of 8) lowered so the last block is as large as
-    possible with the same number of blocks."""
-    bound = (_L1 - _MR * _NR * 8) // ((_MR + _NR) * 8)
-    if threads > 1:
-        cache = max(8, min(bound, 320))
-        return cache - cache % 8 if cache < k else k
-    max_kc = max(bound & ~(_PEEL - 1), 1)
-    if k <= max_kc or k % max_kc == 0:
-        return min(k, max_kc)
-    return max_kc - _PEEL * ((max_kc - 1 - k % max_kc) // (_PEEL * (k // max_kc + 1)))
-
-
-def _bandwidth(by_col: bool, bm: int, bn: int, bk: int) -> float:
-    """``computeBandwidth`` without FMA (a MUL/ADD pair: 1.0 where FMA would be 0.5)."""
-    if bk == 1:
-        return 4.0
-    return 2.0 if (bn if by_col else bm) < _NR or (bm if by_col else bn) < _MR else 1.0
-
-
-def _cycles(n: float, loads: float, stores: float, compute: float) -> float:
-    """``TensorCostModel::totalCost``: 11/64 cycles per byte loaded or stored."""
-    return n * (11 / 64 * loads + 11 / 64 * stores + compute)
-
-
-def _shard_by_col(m: int, n: int, threads: int) -> bool:
-    if m // threads >= _NR and (n // threads < _NR or (
-            n // threads < 4 * _NR and n % (threads * _NR) != 0
-            and (m % (threads * _NR) == 0 or m // n >= 6))):
-        return False
-    return not (n // threads < 16 * _NR and m > n * 32)
-
-
-def _thread_blocks(k: int, m: int, n: int, by_col: bool) -> tuple[int, int]:
-    """(bm, bn) of ``TensorContractionBlocking`` for two threads (they only decide a bandwidth)."""
-    def heuristic(mm, nn):
-        n_cache = (_L2 - _L1) // (_NR * 8 * k)
-        npt = -(-nn // 2)
-        nn = n_cache - n_cache % _NR if n_cache <= npt else min(nn, npt + _NR - 1 - (npt + _NR - 1) % _NR)
-        m_cache = (_L3 - _L2) // (8 * k * 2)
-        mpt = -(-mm // 2)
-        mm = m_cache - m_cache % _MR if _MR <= m_cache < mpt else min(mm, mpt + _MR - 1 - (mpt + _MR - 1) % _MR)
-        return mm, nn
-    if by_col:
-        return heuristic(m, n)
-    nn, mm = heuristic(n, m)
-    return mm, nn
-
-
-def eigen_k_blocks(m: int, n: int, k: int, threads: int) -> list[list[tuple[int, int]]]:
-    """How Eigen's thread-pool contraction (TensorContractionThreadPool.h ``evalProductImpl``) splits the
-    depth of an m × k × n product (Eigen's m: the dot's N): depth shards (one, or several summed at the
-    end when it shards by the inner dimension), each a list of [lo, hi) k-blocks summed into it in order."""
-    by_col = _shard_by_col(m, n, 2)
-    bk = _kc(k, 2)
-    bm, bn = _thread_blocks(bk, m, n, by_col)
-    loads = bk / m * 8 if by_col else bk / n * 8   # the packed side's loads count, the other's do not
-    cost = _cycles(float(n) * m, loads, 8.0, bk * _bandwidth(False, bm, bn, bk) / _PACKET)
-    nthreads = min(threads, max(1, int((cost - 100000) / 100000 + 0.9)))
-    # numThreadsInnerDim and shardByInnerDim
-    whole = _cycles(k, 8.0 * n, 8.0, _bandwidth(True, m, n, k) * m * n / _PACKET)
-    reduce = _cycles(m * n, 2, 1, 1 / _PACKET)
-    by_k, best = 1, whole
-    for nt in range(2, threads + 1, 2):
-        c = whole / nt + 100000 + nt * (reduce + 3000)
-        if c < best:
-            by_k, best = nt, c
-    if not (n == 1 or by_k < 2 or by_k < nthreads or m * n * 8 > _L3 // by_k or k // by_k < 2 * _NR) and (
-            max(m, n) // nthreads < _NR or (k // by_k > 8 * _NR and (min(m, n) < 2 * _NR or by_k > nthreads))):
-        size = min(k, max(12 * _PACKET, -(-(-(-k // by_k)) // 8) * 8))
-        shards = [(lo, min(lo + size, k)) for lo in range(0, k, size)]
-        return [[(lo, min(lo + _kc(hi - a, len(shards)), hi)) for lo in range(a, hi, _kc(hi - a, len(shards)))]
-                for a, hi in shards]
-    kc = _kc(k, 1 if n == 1 else nthreads)
-    return [[(lo, min(lo + kc, k)) for lo in range(0, k, kc)]]
-
-
-def _add_shards(b, values):
-    """The depth shards' sums added as ``EvalShardedByInnerDimContext`` does: each range of four as
-    ``(s0 + s1) + (s2 + s3)`` (a shorter last range in order), then the ranges into the first, three at a
-    time the same way, the rest in order."""
-    ranges = []
-    for r in range(0, len(values), 4):
-        part = values[r:r + 4]
-        if len(part) == 4:
-            ranges.append(b.fadd(b.fadd(part[0], part[1]), b.fadd(part[2], part[3])))
-        else:
-            acc = part[0]
-            for v in part[1:]:
-                acc = b.fadd(acc, v)
-            ranges.append(acc)
-    out, i = ranges[0], 1
-    while i + 2 < len(ranges):
-        out = b.fadd(b.fadd(out, ranges[i]), b.fadd(ranges[i + 1], ranges[i + 2]))
-        i += 3
-    for v in ranges[i:]:
-        out = b.fadd(out, v)
-    return out
-
-
 def emit_eigen_sum(kctx, M: int, N: int, K: int, m, n, product) -> ir.Value:
     """The F64 sum over k of ``product(k)`` (an i64 k to its rounded product) for output (m, n) of an
-    M × K × N dot, in Eigen's order (the module docstring): k-blocks of :func:`eigen_k_blocks`, each
+    M × K × N dot, in Eigen's order (the module docstring): k-blocks of ``eigen_blocking.k_blocks``, each
     summed by the accumulators of (m, n)'s micro kernel. Strict IEEE adds (no ``contract``, no
     ``reassoc``)."""
     b = kctx.builder
@@ -246,7 +140,7 @@ def emit_eigen_sum(kctx, M: int, N: int, K: int, m, n, product) -> ir.Value:
     accs = [kctx.alloca(sty, f"eacc{j}") for j in range(4)]
     buf = kctx.alloca(sty, "ebuf")
     sums = []
-    for shard in eigen_k_blocks(N, M, K, eigen_threads()):
+    for shard in k_blocks(N, M, K, eigen_threads()):
         b.store(zero, buf)
         first, kc, last = shard[0][0], shard[0][1] - shard[0][0], shard[-1][1]
         with for_range(b, t.i64(0), t.i64(len(shard)), "kb") as j:
@@ -276,4 +170,4 @@ def emit_eigen_sum(kctx, M: int, N: int, K: int, m, n, product) -> ir.Value:
                 b.store(b.fadd(b.load(accs[0], typ=sty), rounded(k)), accs[0])
             b.store(b.fadd(b.load(buf, typ=sty), b.load(accs[0], typ=sty)), buf)
         sums.append(b.load(buf, typ=sty))
-    return _add_shards(b, sums)
+    return add_shards(b, sums)

@@ -19,9 +19,12 @@ XLA's formula gives infinities, and its result depends on the element's place in
 leaves alone (``MaxPool`` as ``MaxPoolV2``: NaNs never win and an all-NaN window is the type's lowest; an NHWC
 ``Conv2D`` as the generic ``Conv``: Eigen's patches and contraction, whose FMAs keep ``max·138.5 + max·(-1.25)``
 at inf where XLA's evaluator, rounding each product, gives NaN; bit-identical to TF's folded values), or that
-we compute as TF's plain kernel does (``_EIGEN_EMULATED``: a ``DepthwiseConv2dNative`` of two ``Const`` nodes,
-per channel with its padding taps multiplied, in the kernel's order; no session op runs that kernel past
-oneDNN, and f64's XLA form would spread a NaN over the other channels). A
+we compute as TF's plain kernel does (``_EIGEN_EMULATED``, fed to the session in place of oneDNN's kernel:
+a ``DepthwiseConv2dNative``, per channel with its padding taps multiplied, in the kernel's order — no session
+op runs that kernel past oneDNN, and f64's XLA form would spread a NaN over the other channels; an f32
+``MatMul``/``BatchMatMul(V2)``, products rounded in Eigen's gemv and core product, an FMA chain in its
+contraction's sgemm). oneDNN takes float, bfloat16 and half only: an f64 MatMul or Conv2D folds in the
+session with TF's plain kernel. A
 value over 10 MiB (``max_constant_size_in_bytes``) is not substituted (the node is
 lowered; it may still feed folded nodes). TF evaluates every foldable node in one run: a kernel that fails
 (an integer division by zero) fails the whole run, and XlaCompiler, ignoring the error, folds nothing.
@@ -61,6 +64,9 @@ _ONEDNN_REWRITTEN = frozenset({
     "AvgPool", "AvgPool3D", "AvgPoolGrad", "MaxPool", "MaxPool3D", "MaxPoolGrad", "FusedBatchNorm",
     "FusedBatchNormV2", "FusedBatchNormV3", "FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3",
     "LRN", "LRNGrad"})  # (elementwise ops and activations keep Eigen's results here: folded)
+# ... for these element types only: oneDNN registers its kernels (``_Mkl<Op>``) for float, bfloat16 and half,
+# so an f64 MatMul (or Conv2D, ...) runs TF's plain kernel in the session too, as XlaCompiler's fold does.
+_ONEDNN_TYPES = frozenset({types_pb2.DT_FLOAT, types_pb2.DT_BFLOAT16, types_pb2.DT_HALF})
 _BAD_OUTPUTS = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT, types_pb2.DT_STRING})
 
 
@@ -68,6 +74,21 @@ def _onednn_on() -> bool:
     from tfxla_cluster.tf_compat import mkl_enabled
 
     return bool(mkl_enabled())
+
+
+def _onednn_rewrites(n: Node) -> bool:
+    """Whether oneDNN replaces ``n``'s kernel in a session here (an op it rewrites, of a type it takes)."""
+    attr = n.node_def.attr
+    return n.op in _ONEDNN_REWRITTEN and ("T" not in attr or attr["T"].type in _ONEDNN_TYPES)
+
+
+def _plain_kernel_missing(n: Node) -> bool:
+    """Whether a node of an op oneDNN rewrites, of a type it does not take, has no plain CPU kernel either (an
+    f64 ``AvgPool3D``): TF's ``IsConstantFoldable`` needs a CPU kernel, so it is lowered."""
+    from tfxla_cluster.tf_compat import cpu_kernel_types
+
+    attr = n.node_def.attr
+    return "T" in attr and attr["T"].type not in cpu_kernel_types(n.op)
 
 
 def _max_pool_v2_runs(n: Node) -> bool:
@@ -116,13 +137,12 @@ _FLOAT_TYPES = frozenset({types_pb2.DT_HALF, types_pb2.DT_BFLOAT16, types_pb2.DT
 
 def _depthwise_runs(n: Node) -> bool:
     """A DepthwiseConv2dNative that :func:`_depthwise_eigen` computes: NHWC, SAME/VALID, equal row/column
-    strides (what TF's CPU kernel accepts), no dilation, a float T, both inputs ``Const`` nodes."""
+    strides (what TF's CPU kernel accepts), no dilation, a float T (its inputs constants or folded nodes)."""
     a = n.node_def.attr
     strides = list(a["strides"].list.i)
     return (a["data_format"].s in (b"", b"NHWC") and a["padding"].s in (b"SAME", b"VALID")
             and len(strides) == 4 and strides[0] == strides[3] == 1 and strides[1] == strides[2] >= 1
-            and all(d == 1 for d in a["dilations"].list.i) and a["T"].type in _FLOAT_TYPES
-            and all(e.src.op == "Const" for e in n.data_inputs()))
+            and all(d == 1 for d in a["dilations"].list.i) and a["T"].type in _FLOAT_TYPES)
 
 
 def _depthwise_eigen(x: np.ndarray, f: np.ndarray, stride: int, padding: str) -> np.ndarray | None:
@@ -167,13 +187,139 @@ def _depthwise_eigen(x: np.ndarray, f: np.ndarray, stride: int, padding: str) ->
     return acc.reshape(n, oh, ow, c * m)
 
 
+# TF's plain MatMul/BatchMatMul CPU kernels (matmul_op_impl.h ``LaunchBatchMatMul<CPUDevice>``): a product
+# of one row or one column is Eigen's gemv, any other MatMul (and a BatchMatMul of one batch, or of more whose
+# x.rows·x.cols·out.cols exceeds this, with every dimension > 1) Eigen's tensor contraction, whose float
+# kernel is oneDNN's sgemm; other BatchMatMuls multiply batch by batch with Eigen's core product.
+_PARALLEL_MATMUL_COST = 128 * 128
+# Depths up to which the orders below were measured bit for bit against TF's folded values (sgemm's
+# FMAs stop being one chain in k order beyond it: a depth of 700 is blocked).
+_MATMUL_MAX_DEPTH = 300
+# Eigen's core product of small matrices (rows + depth + cols below this) is its coefficient-wise lazy product.
+_LAZY_PRODUCT_SIZE = 20
+DECLINED = object()   # an emulation's answer where it does not know TF's order: the node is not folded
+
+
+def _rounded_chain(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Σ_k a[..., k]·b[k, ...] from +0 in k order, each product rounded, then the sum (TF's FMA-less Eigen)."""
+    acc = np.zeros(np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,)) + b.shape[-1:], a.dtype)
+    for k in range(a.shape[-1]):
+        acc = acc + a[..., :, k, None] * b[..., k, None, :]
+    return acc
+
+
+def _fma_chain(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The same sum as fused multiply-adds (oneDNN's sgemm): the f32 product is exact in f64, and the f64
+    sum rounded to f32 is the FMA's result but for double rounding (at most an ulp, far from overflow)."""
+    acc = np.zeros(np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,)) + b.shape[-1:], a.dtype)
+    for k in range(a.shape[-1]):
+        acc = (a[..., :, k, None].astype(np.float64) * b[..., k, None, :] + acc).astype(a.dtype)
+    return acc
+
+
+def _row_gemv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Eigen's row-major matrix × vector (``general_matrix_vector_product<RowMajor>``): per row, packets of 8
+    products added lane by lane, the lanes reduced ``((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))``, then the
+    remaining products added in k order."""
+    k = a.shape[-1]
+    full = k // 8 * 8
+    x = b[..., :, 0]
+    lanes = np.zeros(np.broadcast_shapes(a.shape[:-1], x.shape[:-1] + (1,)) + (8,), a.dtype)
+    for j in range(0, full, 8):
+        lanes = lanes + a[..., j:j + 8] * x[..., None, j:j + 8]
+    v = [lanes[..., i] for i in range(8)]
+    acc = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))
+    for j in range(full, k):
+        acc = acc + a[..., j] * x[..., None, j]
+    return acc[..., None]
+
+
+def _gebp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Eigen's core GEMM kernel (gebp, floats in packets of 8, FMA-less) on the transposed product, so its rows
+    are the result's columns: rows in panels of 16 and the result's rows past the last multiple of 4 add in k
+    order; in a block of 4 result rows, the remaining column panels of 4 add even and odd k into two
+    accumulators over the first multiple of 8 (then ``C + D``, then the rest in order), and the last single
+    columns k mod 4 into four over the first multiple of 4 (``(C0 + C1) + (C2 + C3)``, then the rest)."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    prods = [a[..., :, j, None] * b[..., j, None, :] for j in range(k)]
+    zero = np.zeros_like(prods[0]) if prods else np.zeros(np.broadcast_shapes(a.shape[:-1], (1, n)), a.dtype)
+
+    def chain(ks, acc=zero):
+        for j in ks:
+            acc = acc + prods[j]
+        return acc
+    s8, s4 = k // 8 * 8, k // 4 * 4
+    two = chain(range(s8, k), chain(range(0, s8, 2)) + chain(range(1, s8, 2)))
+    c = [chain(range(r, s4, 4)) for r in range(4)]
+    four = chain(range(s4, k), (c[0] + c[1]) + (c[2] + c[3]))
+    n16 = n // 16 * 16
+    n4 = n16 + (n - n16) // 4 * 4
+    rows, cols = np.arange(m)[:, None], np.arange(n)[None, :]
+    return np.where((rows >= m // 4 * 4) | (cols < n16), chain(range(k)), np.where(cols < n4, two, four))
+
+
+def _matmul_eigen(x: np.ndarray, y: np.ndarray, adj_x: bool, adj_y: bool, batched: bool):
+    """TF's plain CPU MatMul (``batched=False``) or BatchMatMul(V2) kernel on f32 constants up to a depth of
+    :data:`_MATMUL_MAX_DEPTH` (:data:`DECLINED` above): Eigen's gemv and core lazy product round each product
+    and add in k order; the contraction's sgemm is one FMA chain in k order. Measured bit for bit against
+    TF's folded values (jit_compile=True over constants) on finite, huge and infinite elements; a larger
+    core product (20 or more rows + depth + columns) by one column is Eigen's row-major gemv
+    (:func:`_row_gemv`), otherwise its gebp (:func:`_gebp`, but for some last single columns)."""
+    from tfxla_cluster.mxcsr import flushed_denormals
+
+    if x.dtype != np.float32 or y.dtype != np.float32 or x.ndim < 2 or y.ndim < 2:
+        return DECLINED
+    a, b = (np.swapaxes(x, -1, -2) if adj_x else x), (np.swapaxes(y, -1, -2) if adj_y else y)
+    if a.shape[-1] != b.shape[-2]:
+        return DECLINED   # TF's shape error is the lowering's to report
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    try:
+        batch = int(np.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), dtype=np.int64))
+    except ValueError:
+        return DECLINED
+    contraction = not batched or (min(x.shape[-2], x.shape[-1], n) > 1
+                                  and (batch == 1 or x.shape[-2] * x.shape[-1] * n > _PARALLEL_MATMUL_COST))
+    if k > _MATMUL_MAX_DEPTH:
+        return DECLINED
+    # Larger core products are Eigen's gebp (:func:`_gebp`, measured: 45 of 48 special-value cases bit-equal,
+    # the rest differing where a last single column's overflowing partial sums meet) or, by one column, its
+    # row-major gemv (24 of 24).
+    if contraction and min(m, n) > 1:
+        chain = _fma_chain
+    elif contraction or m + k + n < _LAZY_PRODUCT_SIZE or m == 1:
+        chain = _rounded_chain
+    elif n == 1:
+        chain = _rounded_chain if adj_x else _row_gemv
+    else:
+        chain = _gebp
+    with flushed_denormals(), np.errstate(all="ignore"):
+        return chain(a, b)
+
+
+def _matmul_runs(n: Node) -> bool:
+    """A MatMul/BatchMatMul(V2) :func:`_matmul_eigen` may compute: f32."""
+    return n.node_def.attr["T"].type == types_pb2.DT_FLOAT
+
+
+def _flag(nd, name: str) -> bool:
+    return bool(nd.attr[name].b) if name in nd.attr else False
+
+
 # oneDNN-replaced ops no session kernel computes as XlaCompiler's plain one does: op -> (whether node ``n``
-# qualifies, its value from its Const inputs' values and its NodeDef, or None where TF's kernel fails).
-# DepthwiseConv2dNative's twin is ours: the generic ``Conv`` has no grouped CPU kernel, and oneDNN's
-# depthwise (f32/bf16 here; f16 on CPUs with AVX512-FP16) sums in another order.
-_EIGEN_EMULATED = {"DepthwiseConv2dNative": (
-    _depthwise_runs, lambda vals, nd: _depthwise_eigen(vals[0], vals[1], nd.attr["strides"].list.i[1],
-                                                       nd.attr["padding"].s.decode()))}
+# qualifies, its value from its inputs' values and its NodeDef: None where TF's kernel fails, DECLINED where
+# the emulation does not know TF's order). DepthwiseConv2dNative's twin is ours: the generic ``Conv`` has no
+# grouped CPU kernel, and oneDNN's depthwise (f32/bf16 here; f16 on CPUs with AVX512-FP16) sums in another
+# order. MatMul/BatchMatMul: oneDNN's kernels sum in FMA chains where TF's gemv rounds each product
+# (``max·-161.8 + -1.23·-max`` is NaN folded, -inf in oneDNN; seed 78000830).
+_EIGEN_EMULATED = {
+    "DepthwiseConv2dNative": (
+        _depthwise_runs, lambda vals, nd: _depthwise_eigen(vals[0], vals[1], nd.attr["strides"].list.i[1],
+                                                           nd.attr["padding"].s.decode())),
+    "MatMul": (_matmul_runs, lambda vals, nd: _matmul_eigen(
+        vals[0], vals[1], _flag(nd, "transpose_a"), _flag(nd, "transpose_b"), False)),
+    **{op: (_matmul_runs, lambda vals, nd: _matmul_eigen(vals[0], vals[1], _flag(nd, "adj_x"),
+                                                         _flag(nd, "adj_y"), True))
+       for op in ("BatchMatMul", "BatchMatMulV2")}}
 
 
 def _qualifies(n: Node) -> bool:
@@ -186,7 +332,7 @@ def foldable_nodes(graph: Graph, order: list[Node], members: set[str],
                    known: dict[str, np.ndarray] | None = None) -> list[Node]:
     """The members TF's constant folding computes, in ``order`` (topological); ``known`` nodes (a function's
     _Args that XlaCompiler made Const nodes) count as constants."""
-    skip = _ONEDNN_REWRITTEN if _onednn_on() else frozenset()
+    onednn = _onednn_on()
     constant: set[str] = set(known or ())
     out: list[Node] = []
     for n in order:
@@ -198,7 +344,8 @@ def foldable_nodes(graph: Graph, order: list[Node], members: set[str],
                 constant.add(n.name)
             continue
         if (not ins or not n.outputs or n.op in _NEVER or n.op in _NOT_CONSIDERED
-                or n.op in skip and not _qualifies(n)
+                or onednn and _onednn_rewrites(n) and not _qualifies(n)
+                or onednn and n.op in _ONEDNN_REWRITTEN and _plain_kernel_missing(n)
                 or (n.op.startswith(_NOT_FOLDED_PREFIXES) and n.op not in _STATELESS_FUNCTIONAL)
                 or n.op_def is None
                 or n.op_def.is_stateful or n.op.startswith("Xla")
@@ -237,10 +384,13 @@ def fold(graph: Graph, order: list[Node], members: set[str],
             if not e.is_control and not e.src.is_source:
                 needed.setdefault(e.src.name, e.src)
     onednn = _onednn_on()
+    emulated = [n for n in nodes if onednn and _onednn_rewrites(n) and n.op in _EIGEN_EMULATED
+                and _EIGEN_EMULATED[n.op][0](n)]
     gd = graph_pb2.GraphDef()
     gd.versions.producer = tf.version.GRAPH_DEF_VERSION
+    defs = {}
     for name, n in needed.items():
-        nd = gd.node.add()
+        nd = defs[name] = gd.node.add()
         if name in known:
             nd.name, nd.op = name, "Const"
             value = np.asarray(known[name])
@@ -253,14 +403,6 @@ def fold(graph: Graph, order: list[Node], members: set[str],
         nd.input.extend(i for i in n.node_def.input if not i.startswith("^"))
         if n.op in _EIGEN_TWIN and _EIGEN_TWIN[n.op][0](n):
             _EIGEN_TWIN[n.op][1](gd, nd)
-        elif onednn and n.op in _EIGEN_EMULATED and _EIGEN_EMULATED[n.op][0](n):
-            value = _EIGEN_EMULATED[n.op][1]([_const_value(e.src, known) for e in n.data_inputs()], nd)
-            if value is None:  # TF's kernel fails: the one run fails and XlaCompiler folds nothing
-                return {}
-            nd.Clear()
-            nd.name, nd.op = name, "Const"
-            nd.attr["dtype"].type = tf.as_dtype(value.dtype).as_datatype_enum
-            nd.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
     tfg = tf.Graph()
     try:
         with tfg.as_default():
@@ -273,11 +415,32 @@ def fold(graph: Graph, order: list[Node], members: set[str],
     config.graph_options.rewrite_options.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
     config.graph_options.optimizer_options.opt_level = config_pb2.OptimizerOptions.L0
     config.graph_options.optimizer_options.do_constant_folding = False
-    fetches = [f"{n.name}:{i}" for n in nodes for i in range(len(n.outputs))]
     values: dict[tuple[str, int], np.ndarray] = {}
     with tf.compat.v1.Session(graph=tfg, config=config) as sess:
         try:
-            results = sess.run(fetches)
+            # Emulated nodes (TF's plain kernel, which the session would not run) in topological order: their
+            # inputs from the session (constants or folded nodes), their values fed to every later run.
+            feeds: dict[str, np.ndarray] = {}
+            declined: set[str] = set()
+            for n in emulated:
+                ins = [e.src for e in n.data_inputs()]
+                if any(i.name in declined for i in ins):
+                    declined.add(n.name)
+                    continue
+                args = sess.run([f"{e.src.name}:{e.src_output}" for e in n.data_inputs()], feed_dict=feeds)
+                value = _EIGEN_EMULATED[n.op][1](args, defs[n.name])
+                if value is None:  # TF's kernel fails: the one run fails and XlaCompiler folds nothing
+                    return {}
+                if value is DECLINED:
+                    declined.add(n.name)
+                else:
+                    feeds[f"{n.name}:0"] = value
+            # A declined node is lowered, with every folded node that reads it (as before this module knew it).
+            for n in nodes:
+                if any(e.src.name in declined for e in n.data_inputs()):
+                    declined.add(n.name)
+            fetches = [f"{n.name}:{i}" for n in nodes if n.name not in declined for i in range(len(n.outputs))]
+            results = sess.run(fetches, feed_dict=feeds)
         except tf.errors.OpError:
             # TF's ConstantFold runs every foldable node in one GraphRunner call: one failing kernel
             # (an integer division by zero, an If whose branches it cannot run) fails the call, and
@@ -288,12 +451,3 @@ def fold(graph: Graph, order: list[Node], members: set[str],
         values[(name, int(slot))] = v
     return {t: np.asarray(v) for t, v in values.items()
             if np.asarray(v).nbytes <= MAX_CONSTANT_BYTES}
-
-
-def _const_value(n: Node, known: dict[str, np.ndarray]) -> np.ndarray:
-    """The value of a ``Const`` node (or of a node XlaCompiler made one)."""
-    if n.name in known:
-        return np.asarray(known[n.name])
-    import tensorflow as tf
-
-    return tf.make_ndarray(n.node_def.attr["value"].tensor)
