@@ -225,3 +225,26 @@ def test_launches_on_several_threads_take_their_jobs_once():
         for a, b in zip(r, results[0]):
             np.testing.assert_array_equal(a, b)
     assert all(launcher.stats.compiles == 1 for launcher in compiled.launchers.values())
+
+
+def test_clusters_fed_through_a_lowered_while_loop_are_planned_and_taken():
+    """TF's lowering of While (Switch/Merge/Exit, never traced) forwards shapes: the cluster after the loop
+    gets a job, and every planned job is the one its launch takes."""
+    def looped(x):
+        a = tf.sigmoid(tf.tanh(x) * 2.0 + 1.0) - 0.25
+
+        def body(i, y):   # a string op in the body: the loop stays on TF's kernels (Switch/Merge/Exit)
+            return i + 1, tf.strings.to_number(tf.strings.as_string(tf.tanh(y * 0.5 + a) * 3.0 - 1.0))
+        _, y = tf.while_loop(lambda i, y: i < 3, body, [tf.constant(0), a])
+        return tf.reduce_sum(tf.exp(tf.tanh(y) * a + 1.0) - y, axis=0)
+
+    x = _inputs()[0]
+    fn = txc.function(looped, flags=AUTO)
+    compiled = _ahead_done(fn, x)
+    planned = compiled.ahead.jobs
+    exits = {name for name, job in planned.items()
+             if any(job.launcher.sig.boundary.graph.node(t[0]).op == "Exit" for t in job.launcher.sig.boundary.inputs)}
+    assert exits, sorted(planned)
+    got = fn(x)
+    np.testing.assert_allclose(got.numpy(), tf.function(looped)(x).numpy(), rtol=1e-5)
+    assert fn.compile_stats().events["compiled ahead"] == len(planned)

@@ -192,13 +192,37 @@ def plan(launcher: "Launcher", traced_shape: Callable[[str, int], Any]) -> Job |
             elif boundary.graph.node(t[0]).op in (ARG_OP, DEVICE_ARG_OP):
                 dims = _static_dims(boundary.graph, t)
             else:
-                dims = traced_shape(*t)
+                dims = _forwarded_shape(boundary.graph, t, traced_shape)
             if dims is None or any(d is None or d < 0 for d in dims):
                 return None
             arrays.append(np.broadcast_to(np.zeros((), numpy_dtype(dt)), tuple(dims)))
     except (TfXlaError, TypeError, ValueError):
         return None
     return Job(launcher, arrays, Signature.of(arrays))
+
+
+# Ops whose output 0 (Switch: both) is their data input 0 (Merge: one of its inputs): the control-flow nodes
+# TF's lowering of While/If and grappler's inlining add, which tracing never saw.
+_FORWARDING = frozenset({"Identity", "Snapshot", "StopGradient", "Switch", "Exit", "Enter", "NextIteration",
+                         "LoopCond", "Merge"})
+
+
+def _forwarded_shape(graph, t: tuple[str, int], traced_shape: Callable[[str, int], Any], depth: int = 0):
+    """The traced dims of ``t``, looking through forwarding ops (a Merge's inputs must agree); None when
+    unknown. A wrong guess costs only a job whose signature its launch does not take."""
+    dims = traced_shape(*t)
+    if dims is not None or depth > 64:
+        return dims
+    node = graph.node(t[0])
+    if node.op not in _FORWARDING or (node.op != "Switch" and t[1] != 0):
+        return None
+    inputs = node.data_inputs()
+    found = set()
+    for e in (inputs if node.op == "Merge" else inputs[:1]):
+        if node.op == "Merge" and e.src.op == "NextIteration":
+            continue   # the loop's back edge: the value the loop started with decides
+        found.add(_forwarded_shape(graph, (e.src.name, e.src_output), traced_shape, depth + 1))
+    return found.pop() if len(found) == 1 else None
 
 
 def launch_order(graph, clusters: dict[str, list[str]]) -> dict[str, int]:
