@@ -78,7 +78,7 @@ def test_code_compiled_ahead_is_the_code_compiled_at_the_launch():
         assert entry.ahead_wait is not None and entry is jobs[name].result
         # The launch's signature is the job's, and compiling it here gives the same IR.
         assert entry.key == jobs[name].signature
-        again = launcher.build_signature(list(jobs[name].arrays), entry.key)
+        again = launcher.compile_signature(list(jobs[name].arrays), entry.key)
         assert again.executable.ir == entry.executable.ir
         assert again.executable.library.object_code == entry.executable.library.object_code
 
@@ -117,14 +117,14 @@ def test_persistent_cache_writes_wait_for_the_launch(tmp_path, monkeypatch):
 def _failing(monkeypatch, cluster: str, error: Exception) -> list[bool]:
     """Make the compile of ``cluster`` raise ``error``; the list records, per attempt, whether a job made it."""
     attempts: list[bool] = []
-    build = Launcher.build_signature
+    build = Launcher.compile_signature
 
     def failing(self, arrays, key):
         if self.sig.name == cluster:
             attempts.append(ahead_job.running_job() is not None)
             raise error
         return build(self, arrays, key)
-    monkeypatch.setattr(Launcher, "build_signature", failing)
+    monkeypatch.setattr(Launcher, "compile_signature", failing)
     return attempts
 
 

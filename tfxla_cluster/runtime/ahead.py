@@ -14,7 +14,7 @@ XLA numbers dumped modules in compile order).
 
 Guarantees:
 
-- a job compiles with the launch's own code (``Launcher.build_signature``) on inputs of the same dtypes
+- a job compiles with the launch's own code (``Launcher.compile_signature``) on inputs of the same dtypes
   and shapes, on a thread with TF's kernel threads' FTZ/DAZ state: the same HLO, IR and object code. A
   launch whose signature differs from its job's compiles at the launch, as without this module.
 - nothing a job does is observable before its launch takes it: its log records, compile-profile records

@@ -52,7 +52,7 @@ class Job:
         try:
             # TF's kernel threads, where launches compile, run with FTZ/DAZ set (mxcsr.py).
             with compile_profile.collecting(self.profile, self.launcher.sig.name), gc_paused(), flushed_denormals():
-                self.result = self.launcher.build_signature(self.arrays, self.signature)
+                self.result = self.launcher.compile_signature(self.arrays, self.signature)
         except BaseException:  # noqa: BLE001 - the launch compiles again and raises it there
             self.failed = True
         finally:

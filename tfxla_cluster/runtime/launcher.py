@@ -243,14 +243,7 @@ class Launcher:
         ahead, self.ahead = self.ahead, None   # one job, for the first signature the cache creates
         compiled = ahead.take(self, key) if ahead is not None else None
         if compiled is None:
-            return self.compile_signature(arrays, key)
-        self._learn_constants(compiled)
-        return compiled
-
-    def compile_signature(self, arrays: list[np.ndarray], key) -> CompiledCluster:
-        """The pipeline's per-signature stages for ``arrays`` (the CompilationCache's create step, as
-        TF's ``_XlaCompile``): lower the cluster's boundary, optimise the module, compile native code."""
-        compiled = self.build_signature(arrays, key)
+            compiled = self.compile_signature(arrays, key)
         self._learn_constants(compiled)
         return compiled
 
@@ -261,9 +254,10 @@ class Launcher:
             self.const_positions = frozenset(by_tensor[i.tensor] for i in compiled.inputs  # + kConstantResource
                                              if i.kind == "constant" or i.value is not None)
 
-    def build_signature(self, arrays: list[np.ndarray], key) -> CompiledCluster:
-        """:meth:`compile_signature` without changing this launcher (runtime.ahead compiles with it on
-        another thread)."""
+    def compile_signature(self, arrays: list[np.ndarray], key) -> CompiledCluster:
+        """The pipeline's per-signature stages for ``arrays`` (the CompilationCache's create step, as
+        TF's ``_XlaCompile``): lower the cluster's boundary, optimise the module, compile native code.
+        The launcher is left unchanged (runtime.ahead compiles with it on another thread)."""
         t0 = time.perf_counter()
         from tensorflow.core.framework import types_pb2
 
