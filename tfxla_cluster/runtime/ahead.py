@@ -56,21 +56,40 @@ def enabled() -> bool:
 class AheadCompiler:
     """The jobs of one rewritten graph and the worker threads compiling them (see the module docstring)."""
 
-    def __init__(self, jobs: list[Job], threads: int) -> None:
+    def __init__(self, plan: Callable[[], list[Job]], threads: int) -> None:
         self._lock = threading.Lock()
-        self._queue = list(jobs)                        # launch order
-        self._jobs = {job.launcher.sig.name: job for job in jobs}
-        self._threads = max(1, min(threads, len(jobs)))
+        self._plan = plan
+        self._planned = threading.Event()
+        self._queue: list[Job] = []                     # launch order
+        self._jobs: dict[str, Job] = {}
+        self._threads = max(1, threads)
         self._workers: list[threading.Thread] = []
         self._stopped = False
 
     def start(self) -> None:
-        with self._lock:
-            for k in range(self._threads):
-                t = threading.Thread(target=self._work, name=f"tfxla-ahead-{k}", daemon=True)
-                self._workers.append(t)
-                t.start()
+        """The first worker plans the jobs (off the calling thread, which goes on to run the graph), then
+        starts the others."""
+        self._spawn(self._plan_and_work)
         _LIVE.add(self)
+
+    def _spawn(self, target: Callable[[], None]) -> None:
+        with self._lock:
+            t = threading.Thread(target=target, name=f"tfxla-ahead-{len(self._workers)}", daemon=True)
+            self._workers.append(t)
+        t.start()
+
+    def _plan_and_work(self) -> None:
+        try:
+            jobs = self._plan()
+        except Exception:  # noqa: BLE001 - planning is best effort: every cluster then compiles at its launch
+            jobs = []
+        with self._lock:
+            self._queue = list(jobs)
+            self._jobs = {job.launcher.sig.name: job for job in jobs}
+        self._planned.set()
+        for _ in range(min(self._threads, len(jobs)) - 1):
+            self._spawn(self._work)
+        self._work()
 
     def _next(self) -> Job | None:
         with self._lock:
@@ -97,6 +116,7 @@ class AheadCompiler:
         this thread; None when the launch must compile it itself (no job, a job not started — taken
         over —, another signature, a compile that raised)."""
         t0 = time.perf_counter()
+        self._planned.wait()
         with self._lock:
             job = self._jobs.pop(launcher.sig.name, None)
             if job is None:
@@ -122,11 +142,13 @@ class AheadCompiler:
     @property
     def jobs(self) -> dict[str, Job]:
         """The jobs no launch has asked for yet, by cluster."""
+        self._planned.wait()
         with self._lock:
             return dict(self._jobs)
 
     def join(self) -> None:
         """Wait until the workers are idle (every job started has finished)."""
+        self._planned.wait()
         with self._lock:
             workers = list(self._workers)
         for t in workers:
@@ -158,14 +180,14 @@ def start(graph, clusters: dict[str, list[str]], launchers: dict[str, "Launcher"
 
     if len(launchers) < 2 or not enabled() or getattr(flags, "xla_dump_to", ""):
         return None   # one cluster: its launch follows at once, nothing to overlap
-    order = launch_order(graph, clusters)
-    jobs = [job for name in sorted(launchers, key=lambda c: order.get(c, len(order)))
-            if (job := plan(launchers[name], traced_shape)) is not None]
-    if not jobs:
-        return None
-    compiler = AheadCompiler(jobs, compile_threads())
-    for job in jobs:
-        job.launcher.ahead = compiler
+
+    def plan_all() -> list[Job]:
+        order = launch_order(graph, clusters)
+        return [job for name in sorted(launchers, key=lambda c: order.get(c, len(order)))
+                if (job := plan(launchers[name], traced_shape)) is not None]
+    compiler = AheadCompiler(plan_all, compile_threads())
+    for launcher in launchers.values():
+        launcher.ahead = compiler   # a launch before the plan is made waits for it
     compiler.start()
     return compiler
 
@@ -227,29 +249,33 @@ def _forwarded_shape(graph, t: tuple[str, int], traced_shape: Callable[[str, int
 
 def launch_order(graph, clusters: dict[str, list[str]]) -> dict[str, int]:
     """Cluster -> its rank in the order TF's executor will likely launch it: by depth in the graph with each
-    cluster one node (a launch runs when its inputs are ready), then by first member."""
+    cluster one node (a launch runs when its inputs are ready; loops' back edges left out), then by first
+    member in topological order."""
     unit = {m: c for c, members in clusters.items() for m in members}
-    depth: dict[str, int] = {}
     first: dict[str, int] = {}
     for k, node in enumerate(graph.topological_order()):
-        u = unit.get(node.name, node.name)
-        first.setdefault(u, k)
-        d = max((depth.get(unit.get(e.src.name, e.src.name), 0) + 1 for e in node.in_edges
-                 if e.src.is_op and unit.get(e.src.name, e.src.name) != u), default=0)
-        depth[u] = max(depth.get(u, 0), d)
-    # A member's inputs from outside can come after its cluster's first member in topological order: relax
-    # until the cluster depths are stable (clusters are acyclic, so this ends).
-    for _ in range(len(clusters) + 1):
-        changed = False
-        for node in graph.topological_order():
-            u = unit.get(node.name, node.name)
-            d = max((depth[unit.get(e.src.name, e.src.name)] + 1 for e in node.in_edges
-                     if e.src.is_op and unit.get(e.src.name, e.src.name) != u), default=0)
-            if d > depth[u]:
-                depth[u], changed = d, True
-        if not changed:
-            break
-    ranked = sorted(clusters, key=lambda c: (depth.get(c, 0), first.get(c, 0)))
+        first.setdefault(unit.get(node.name, node.name), k)
+    succ: dict[str, set[str]] = {u: set() for u in first}
+    for e in graph.edges():
+        if not (e.src.is_op and e.dst.is_op) or e.src.op == "NextIteration":
+            continue
+        a, b = unit.get(e.src.name, e.src.name), unit.get(e.dst.name, e.dst.name)
+        if a != b and a in succ and b in succ:
+            succ[a].add(b)
+    pending = {u: 0 for u in succ}
+    for u in succ:
+        for v in succ[u]:
+            pending[v] += 1
+    depth = {u: 0 for u in succ}
+    ready = [u for u, n in pending.items() if n == 0]
+    while ready:
+        u = ready.pop()
+        for v in succ[u]:
+            depth[v] = max(depth[v], depth[u] + 1)
+            pending[v] -= 1
+            if pending[v] == 0:
+                ready.append(v)
+    ranked = sorted(clusters, key=lambda c: (depth.get(c, len(depth)), first.get(c, 0)))
     return {c: k for k, c in enumerate(ranked)}
 
 
