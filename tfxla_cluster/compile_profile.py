@@ -35,7 +35,9 @@ Stage names, in pipeline order (``STAGE_ORDER``):
 Besides times, a profile counts *events* (``note("persistent-cache hit")``): how each compile was answered
 — ``persistent-cache hit`` / ``miss`` / ``corrupt`` (an entry ignored with a warning), ``code-reuse``, and
 ``persistent-cache graph hit`` (a function graph after TF's grappler taken from the persistent cache),
-``persistent-cache clustering hit`` (an auto-clustering result taken from it) —
+``persistent-cache clustering hit`` (an auto-clustering result taken from it), ``compiled ahead`` (a
+cluster's compile that ran before its launch, ``runtime/ahead.py``: its stage times are the part its launch
+waited for) —
 shown in one line of :meth:`CompileProfile.table` and in ``as_dict()["events"]``.
 """
 from __future__ import annotations
@@ -132,6 +134,8 @@ class CompileProfile:
             parts.append(f"{ev['persistent-cache graph hit']} function graph(s) after grappler from the persistent cache")
         if ev.get("persistent-cache clustering hit"):
             parts.append(f"{ev['persistent-cache clustering hit']} clustering(s) from the persistent cache")
+        if ev.get("compiled ahead"):
+            parts.append(f"{ev['compiled ahead']} cluster(s) compiled ahead of their launch")
         if ev.get("code-reuse"):
             parts.append(f"{ev['code-reuse']} module(s) reused code compiled earlier in the process")
         return "; ".join(parts)

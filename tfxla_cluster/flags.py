@@ -1271,6 +1271,9 @@ ENV_SWITCHES: Mapping[str, EnvSwitch] = types.MappingProxyType({s.name: s for s 
               "idle core, by the load average). The code does not depend on it."),
     EnvSwitch("TFXLA_COMPILE_SERIAL", "", "1: an LLVM engine compiles one module at a time (default: modules "
               "compiled from several threads run their LLVM work concurrently). The code does not depend on it."),
+    EnvSwitch("TFXLA_COMPILE_AHEAD", "1", "0/false/no/off: a function's clusters compile at their launch, one after "
+              "another (default: their compiles start on idle cores when the function first runs, "
+              "runtime/ahead.py). The code does not depend on it."),
     EnvSwitch("TFXLA_CODEGEN_POOL", "native", "python: parallel loops use Python threads instead of the native pool."),
     EnvSwitch("TFXLA_CLUSTER_PROGRESS", "", "1/0: force progress bars on/off (default: when stderr is a terminal)."),
     EnvSwitch("TFXLA_CLUSTER_DEBUG", "", "Set: the CLI shows tracebacks of internal errors; TF's logs are not quieted."),

@@ -148,6 +148,7 @@ class JitEngine:
         self.reused = 0   # compiles answered by an identical earlier IR (see ``compile``)
         # IR digest and exports → the library compiled from it, while some user keeps it alive.
         self._by_ir: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self._compiling: dict[tuple, threading.Event] = {}   # keys of ``_by_ir`` compiling on some thread
 
     # ---- identity
     @property
@@ -223,20 +224,35 @@ class JitEngine:
         again: the ``ModuleID`` line aside, the same text gives the same machine code, and clusters that
         repeat a block (ResNet's, DenseNet's, a transformer's layers) lower to the same IR. The
         result then shares that library's loaded code, under ``name`` and with zero compile times;
-        ``reused`` counts these."""
+        ``reused`` counts these; IR another thread is compiling waits for that compile (clusters compiled
+        concurrently, runtime/ahead.py) and reuses it."""
         exports = tuple(exports)
         t_key = time.perf_counter()
         parts = split.part_count(len(ir_text), max_parts)
         key = (hashlib.sha256(without_module_id(ir_text).encode()).digest(), exports, parts)
-        with self._lock:
-            known = self._by_ir.get(key)
-            if known is not None:
-                self.reused += 1
-                lib = dataclasses.replace(known, name=name, stats=CompileStats())
-                self._by_ir[key] = lib   # the entry lives while any library with this code does
-                compile_profile.record("code-reuse", time.perf_counter() - t_key)
-                compile_profile.note("code-reuse")
-                return lib
+        while True:
+            with self._lock:
+                known = self._by_ir.get(key)
+                if known is not None:
+                    self.reused += 1
+                    lib = dataclasses.replace(known, name=name, stats=CompileStats())
+                    self._by_ir[key] = lib   # the entry lives while any library with this code does
+                    compile_profile.record("code-reuse", time.perf_counter() - t_key)
+                    compile_profile.note("code-reuse")
+                    return lib
+                compiling = self._compiling.get(key)
+                if compiling is None:
+                    compiling = self._compiling[key] = threading.Event()
+                    break
+            compiling.wait()   # then reuse its library (or compile here if that compile failed)
+        try:
+            return self._compile_new(ir_text, exports, name, parts, key)
+        finally:
+            with self._lock:
+                del self._compiling[key]
+            compiling.set()
+
+    def _compile_new(self, ir_text: str, exports: tuple[str, ...], name: str, parts: int, key: tuple) -> CodeLibrary:
         texts = split.split_module(ir_text, parts) if parts > 1 else [ir_text]
         # A module's LLVM work runs without the engine's lock (private context, this thread's target
         # machine): compiles on other threads (TF's concurrent launch nodes, lazily compiled kernels) run

@@ -78,6 +78,7 @@ from tfxla_cluster.codegen import native_runtime
 from tfxla_cluster.codegen.context import CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, without_module_id, get_engine
 from tfxla_cluster.codegen.executable import ENTRY_NAME, Executable, ExecutableLayout, compile_module
+from tfxla_cluster.runtime.ahead_job import deferred_while_ahead
 from tfxla_cluster.tfops import xla_kernels
 
 # The logger keeps the name it had when the cache lived in codegen/: users' logging configuration
@@ -651,6 +652,7 @@ class CompilationCache:
         log.info("Loaded cluster %s from the persistent cache (%s)", name, self.persistent.path_for(key).name)
         return code, exe
 
+    @deferred_while_ahead   # a cluster compiled ahead is stored when its launch takes it
     def store_cluster(self, key: str | None, executable: Executable, *, inputs: list, param_specs: list,
                       output_order: list, updates: dict) -> None:
         """Keep ``executable`` and its launcher mapping under cluster key ``key`` (a no-op without one)."""
@@ -689,6 +691,7 @@ class _PersistentStore:
         compile_profile.note("persistent-cache " + ("miss" if lib is None else "hit"))
         return lib
 
+    @deferred_while_ahead
     def store(self, ir_text: str, library: CodeLibrary) -> None:
         try:
             self.persistent.store(self.cache.persistent_key(ir_text), _digest(ir_text), library, library.name)

@@ -64,6 +64,9 @@ class CompiledCluster:
     updates: dict = field(default_factory=dict)       # resource input position -> result index
     # Bounded dynamic results are cut to their run-time sizes by ``run`` (the native kernel can't).
     dynamic_results: bool = False
+    # Compiled ahead of its launch (runtime.ahead): the seconds the launch waited for it; None: compiled
+    # at the launch.
+    ahead_wait: float | None = None
 
     @property
     def hlo_text(self) -> str:
@@ -91,6 +94,9 @@ class ClusterStats:
     executions: int = 0
     fallback_reason: str = ""
     compile_seconds: float = 0.0
+    # Of compile_seconds, what launches spent on compiles (all of it, but the part of compiles done ahead
+    # of their launch, runtime.ahead, that the launch did not wait for).
+    launch_compile_seconds: float = 0.0
     causes: list[str] = field(default_factory=list)
     persistent_hits: int = 0              # of ``compiles``: native code loaded from the persistent cache
 
@@ -122,6 +128,7 @@ class Launcher:
         self._hot: dict[tuple, CompiledCluster] = {}   # (dtype, shape) per input → entry (no constants)
         self._tf_fallback: Callable | None = None
         self._lazy: bool | None = None        # TF's kLazy compile mode (read from the flags once)
+        self.ahead = None                     # runtime.ahead.AheadCompiler holding this cluster's job
         # Resource outputs (a handle passed through an Identity in the cluster, e.g. the input
         # Identity of an inlined call) are the input handle itself; everything else is a value.
         self._passthrough = signature.boundary.resource_passthrough
@@ -208,7 +215,7 @@ class Launcher:
 
     def _get_or_compile(self, cache, arrays: list[np.ndarray], lazy: bool = True) -> CompiledCluster | None:
         signature = self._signature(arrays)
-        result = cache.get_or_create(self.sig.name, signature, lambda: self.compile_signature(arrays, signature),
+        result = cache.get_or_create(self.sig.name, signature, lambda: self._create(arrays, signature),
                                      strict=self.must_compile, lazy=lazy and self._lazy_compilation())
         if result.executable is None and result.cause == "lazy":
             return None   # this request runs on TF's kernels; the next one with this signature compiles
@@ -221,6 +228,8 @@ class Launcher:
             with self._lock:
                 self._stats.compiles += 1
                 self._stats.compile_seconds += result.executable.compile_seconds
+                wait = result.executable.ahead_wait
+                self._stats.launch_compile_seconds += result.executable.compile_seconds if wait is None else wait
                 self._stats.persistent_hits += result.executable.origin == "persistent cache"
                 self._stats.causes.append(result.cause)
             from tfxla_cluster import progress
@@ -228,9 +237,27 @@ class Launcher:
             progress.note(f"compiled {self.sig.name}")
         return result.executable
 
+    def _create(self, arrays: list[np.ndarray], key) -> CompiledCluster:
+        """The CompilationCache's create step: the entry compiled ahead for ``key`` (runtime.ahead), else
+        compiled now."""
+        ahead, self.ahead = self.ahead, None   # one job, for the first signature the cache creates
+        compiled = ahead.take(self, key) if ahead is not None else None
+        if compiled is None:
+            compiled = self.compile_signature(arrays, key)
+        self._learn_constants(compiled)
+        return compiled
+
+    def _learn_constants(self, compiled: CompiledCluster) -> None:
+        """After the first compile: which launch inputs are compile-time constants (part of the key)."""
+        if self.const_positions is None:
+            by_tensor = {t: i for i, t in enumerate(self.sig.inputs)}
+            self.const_positions = frozenset(by_tensor[i.tensor] for i in compiled.inputs  # + kConstantResource
+                                             if i.kind == "constant" or i.value is not None)
+
     def compile_signature(self, arrays: list[np.ndarray], key) -> CompiledCluster:
         """The pipeline's per-signature stages for ``arrays`` (the CompilationCache's create step, as
-        TF's ``_XlaCompile``): lower the cluster's boundary, optimise the module, compile native code."""
+        TF's ``_XlaCompile``): lower the cluster's boundary, optimise the module, compile native code.
+        The launcher is left unchanged (runtime.ahead compiles with it on another thread)."""
         t0 = time.perf_counter()
         from tensorflow.core.framework import types_pb2
 
@@ -310,9 +337,6 @@ class Launcher:
                 result = lowered.trim_results(lowered.run(*ordered))
                 return ([np.asarray(result[k]) for k in order],
                         {p: np.asarray(result[k]) for p, k in updates.items()})
-        if self.const_positions is None:
-            self.const_positions = frozenset(by_tensor[i.tensor] for i in inputs  # + kConstantResource
-                                             if i.kind == "constant" or i.value is not None)
         seconds = time.perf_counter() - t0
         return CompiledCluster(key, run, inputs, self.backend, seconds, hlo_source, optimized_source,
                                executable, origin, param_specs, order, updates, bool(trims))
@@ -454,14 +478,16 @@ class Launcher:
         """Launches inside are not the program's: observers do not see them, and this launcher's
         statistics (launch counts, compiles, causes, fallback) are restored afterwards."""
         st = self.stats
-        saved = (st.executions, st.compiles, list(st.causes), st.compile_seconds, st.fallback_reason)
+        saved = (st.executions, st.compiles, list(st.causes), st.compile_seconds, st.launch_compile_seconds,
+                 st.fallback_reason)
         watching = list(observers.OBSERVERS)
         observers.OBSERVERS.clear()
         try:
             yield
         finally:
             observers.OBSERVERS.extend(watching)
-            st.executions, st.compiles, st.causes, st.compile_seconds, st.fallback_reason = saved
+            (st.executions, st.compiles, st.causes, st.compile_seconds, st.launch_compile_seconds,
+             st.fallback_reason) = saved
 
     def _fall_back(self, tensors: list, reason: str, updates_out: dict | None = None) -> list[np.ndarray]:
         self._stats.fallback_reason = reason

@@ -253,7 +253,7 @@ def native_executions(launcher) -> int:
 
 
 # ---------------------------------------------------------------------------- the Python side of a launch
-def _np_dtype(tf_dtype: int) -> np.dtype:
+def numpy_dtype(tf_dtype: int) -> np.dtype:
     import tensorflow as tf
 
     return np.dtype(tf.as_dtype(tf_dtype).as_numpy_dtype)
@@ -329,7 +329,7 @@ def _serve(launcher, cid: int, ctx: int, status: int) -> None:
 
 def _view(tf, t: int) -> np.ndarray:
     """A numpy view of TF tensor ``t`` (valid while ``t`` lives)."""
-    dtype = _np_dtype(tf.TF_TensorType(t))
+    dtype = numpy_dtype(tf.TF_TensorType(t))
     dims = tuple(tf.TF_Dim(t, d) for d in range(tf.TF_NumDims(t)))
     nbytes = tf.TF_TensorByteSize(t)
     data = tf.TF_TensorData(t)
@@ -344,8 +344,8 @@ def _write_outputs(tf, ctx: int, outputs: list, status: int) -> None:
     for k, value in enumerate(outputs):
         dtype = tf.TF_ExpectedOutputDataType(ctx, k)
         a = np.asarray(value)
-        if a.dtype != _np_dtype(dtype):
-            a = a.astype(_np_dtype(dtype))
+        if a.dtype != numpy_dtype(dtype):
+            a = a.astype(numpy_dtype(dtype))
         if not a.flags.c_contiguous:
             a = a.copy(order="C")
         dims = (ctypes.c_int64 * max(a.ndim, 1))(*a.shape)
@@ -421,7 +421,7 @@ def _entry_blob(launcher, compiled, arrays: list[np.ndarray]) -> np.ndarray | No
     # The launch node's outputs: value outputs, then each written variable's final value.
     written = list(launcher.written or ())
     value_dtypes = [dt for k, dt in enumerate(launcher.sig.output_dtypes) if k not in launcher.passthrough]
-    results = [(k, _np_dtype(dt), None) for k, dt in zip(compiled.output_order, value_dtypes)]
+    results = [(k, numpy_dtype(dt), None) for k, dt in zip(compiled.output_order, value_dtypes)]
     results += [(compiled.updates.get(p), arrays[p].dtype, p) for p in written]
     words.append(len(results))
     first_of_leaf: dict[int, int] = {}

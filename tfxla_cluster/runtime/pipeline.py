@@ -16,6 +16,10 @@ and then, per cluster and signature at its first launch, as TF's ``_XlaCompile``
 5. **lower** → **optimise** → **compile** (:meth:`.launcher.Launcher.compile_signature`);
 6. **launch** — the compiled code runs on the launch node's inputs.
 
+When a function's rewritten graph first runs eagerly, steps 5 of the clusters whose signatures the graph
+already tells start ahead of their launches on idle cores (:mod:`.ahead`); each launch takes its cluster's
+compile, with the same code, logs and errors as if it had compiled there.
+
 :func:`compile_graph` is the same line from step 3 for a graph that is already marked (the report's
 GraphDefs). Each stage records its time under its name in :mod:`tfxla_cluster.compile_profile`.
 """
