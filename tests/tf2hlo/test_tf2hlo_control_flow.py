@@ -148,3 +148,29 @@ def test_constant_subgraphs_in_bodies_are_folded_by_tf_kernels():
     got = txc.function(_constant_subgraphs_in_bodies, jit_compile=True)(x)
     for g, w in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
         np.testing.assert_array_equal(np.asarray(g).view(np.uint32), w.numpy().view(np.uint32))
+
+
+def _sign_of_constant_denormals_in_branches(i, p):
+    """``sign`` of constant denormals captured by Case and If branches, in f32 and f64, with a run-time and a
+    constant branch index (the fuzzer's seed 86000411 was the constant-index Case in f64)."""
+    d32 = tf.constant([_DENORMAL, -_DENORMAL, 3.0])
+    d64 = tf.constant(np.array([5.562684646268003e-309, -5.562684646268003e-309, 91.0]))
+    k = tf.math.floormod(tf.reduce_sum(tf.cast(tf.cast(d64, tf.bool), tf.int32)), 2)   # constant: 3 % 2 = 1
+    return (tf.switch_case(i, [lambda: tf.sign(d32), lambda: tf.square(d32)]),
+            tf.switch_case(k, [lambda: tf.square(d64), lambda: tf.sign(d64)]),
+            tf.switch_case(i, [lambda: tf.sign(d64) + 1.0, lambda: d64]),
+            tf.cond(p, lambda: tf.sign(d64), lambda: d64))
+
+
+def test_case_branches_see_constant_arguments_as_xla_constants():
+    """tf2xla's Case passes compile-time-constant arguments as constant expressions, not Const nodes: TF's graph
+    folding leaves ``sign`` of one in the branch and XLA folds it under DAZ (0 for a denormal), where an If's
+    branch folds it with TF's CPU kernel (the denormal itself). Bits compared with TF's XLA."""
+    import tfxla_cluster as txc
+
+    args = (tf.constant(0), tf.constant(True))
+    want = tf.function(_sign_of_constant_denormals_in_branches, jit_compile=True)(*args)
+    got = txc.function(_sign_of_constant_denormals_in_branches, jit_compile=True)(*args)
+    for g, w in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
+        w = w.numpy()
+        np.testing.assert_array_equal(np.asarray(g).view(w.dtype.str.replace("f", "u")), w.view(w.dtype.str.replace("f", "u")))

@@ -107,7 +107,12 @@ def _scalar_pred(ctx, b, x: HloInstruction, what: str) -> HloInstruction:
     return x if x.shape.element_type is P.PRED else xl.ne(b, x, 0)
 
 
-def _lower_branches(ctx, node, fnames: list[str], args: list[Any], selector: HloInstruction):
+def _lower_branches(ctx, node, fnames: list[str], args: list[Any], selector: HloInstruction,
+                    constant_args: bool):
+    """``constant_args``: the branches see host-constant arguments as constants to TF's graph folding (tf2xla's
+    If). tf2xla's Case passes them as constant expressions instead: TF's folding leaves a ``sign`` of one in
+    the branch, and XLA folds it later on the compile thread, under DAZ (``sign`` of a constant denormal is 0
+    from a Case branch, the denormal from an If branch, as TF's CPU kernel gives; seed 86000411)."""
     b = ctx.b
     ops = _Operands(args)
     operand = b.tuple(ops.elements)
@@ -115,7 +120,7 @@ def _lower_branches(ctx, node, fnames: list[str], args: list[Any], selector: Hlo
     for k, fname in enumerate(fnames):
         sb = b.sub_builder(fname)
         inner = ops.bind(sb)
-        sub, rets = ctx.lowerer.lower_function_body(fname, inner, sb, constant_args=True)
+        sub, rets = ctx.lowerer.lower_function_body(fname, inner, sb, constant_args=constant_args)
         lowered.append((sb, sub, rets, inner))
     n_out = len(node.outputs)
     written = sorted({i for (_, _, _, inner) in lowered for i, v in enumerate(inner)
@@ -154,7 +159,8 @@ def _lower_branches(ctx, node, fnames: list[str], args: list[Any], selector: Hlo
 def _if(ctx, node):
     pred = _scalar_pred(ctx, ctx.b, ctx.input(0), "cond")
     args = [ctx.input_value(i) for i in range(1, ctx.num_inputs)]
-    return _lower_branches(ctx, node, [ctx.attr("then_branch"), ctx.attr("else_branch")], args, pred)
+    return _lower_branches(ctx, node, [ctx.attr("then_branch"), ctx.attr("else_branch")], args, pred,
+                           constant_args=True)
 
 
 @lowers("Case", "StatelessCase")
@@ -163,7 +169,8 @@ def _case(ctx, node):
     if index.shape.rank or index.shape.element_type is not P.S32:
         raise InvalidArgumentError("branch_index must be an int32 scalar")
     args = [ctx.input_value(i) for i in range(1, ctx.num_inputs)]
-    return _lower_branches(ctx, node, list(ctx.attr("branches")), args, index)
+    return _lower_branches(ctx, node, list(ctx.attr("branches")), args, index,
+                           constant_args=False)
 
 
 @lowers("While", "StatelessWhile")
