@@ -111,7 +111,8 @@ class FusedEmitter:
                 if elementwise and not self._in_order:
                     self._emit_in_xla_order(instr, index)
                 v = raw(index)
-                kctx.remember(key, v, pin=(self, instr, index.dims and tuple(index.dims), index.linear))
+                # (self and instr outlive the entry: the kernel's keepalive, the module)
+                kctx.remember(key, v, pin=(index.dims and tuple(index.dims), index.linear))
             return v
         return g
 
