@@ -37,6 +37,8 @@ CASES = [
         c = s32[] constant(1)
         b = s32[2] broadcast(c), dimensions={}
         ROOT m = s32[2] minimum(b, p)"""), "CHECK: ROOT {{.*}} minimum(%p, %b)"),
+    ("minmax_self", M("p: f32[3]", "ROOT m = f32[3] maximum(p, p)"), "CHECK: ROOT %p = f32[3]{0} parameter(0)"),
+    ("minmax_self", M("p: s32[3]", "ROOT m = s32[3] minimum(p, p)"), "CHECK: ROOT %p = s32[3]{0} parameter(0)"),
     ("add_reassociate_constants", M("p: f32[2]", """
         c1 = f32[2] constant({1, 2})
         c2 = f32[2] constant({3, 4})
@@ -411,6 +413,10 @@ ENTRY e {
   ROOT r = bf16[4] reduce-window(p, z), window={size=1}, to_apply=%max
 }
 """),
+    ("max of two equal converts stays (only one instruction on both sides)", M("p: f32[3]", """
+        c1 = s32[3] convert(p)
+        c2 = s32[3] convert(p)
+        ROOT m = s32[3] maximum(c1, c2)""")),
     ("real transpose stays", M("p: f32[2,3]", "ROOT t = f32[3,2] transpose(p), dimensions={1,0}")),
     ("partial slice stays", M("p: f32[4]", "ROOT s = f32[2] slice(p), slice={[1:3]}")),
     ("non-uniform constant stays", M("p: f32[3]", """

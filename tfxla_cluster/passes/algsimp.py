@@ -277,6 +277,15 @@ def _mul_zero(g, mul):
     return _first(_keep(mul, a) if is_all(a, 0) else None, _keep(mul, b) if is_all(b, 0) else None)
 
 
+@rule("minmax_self", O.MAXIMUM, O.MINIMUM)
+def _minmax_self(g, instr):
+    """max(A, A) -> A, min(A, A) -> A, any element type (TF's XLA returns a parameter's copy for
+    ``tf.maximum(x, x)``: a denormal in x survives, where computing the max under DAZ flushes it). Only
+    one instruction on both sides: two equal converts CSE merges later keep their maximum."""
+    a, b = instr.operands
+    return _keep(instr, a) if a is b else None
+
+
 @rule("mul_constant_to_rhs", O.MULTIPLY)
 def _mul_canonical(g, mul):
     """Const * A -> A * Const."""
