@@ -1,6 +1,8 @@
 """Max/min of ±denormals bit for bit against TF's XLA where its x86 code keeps or flushes them by how it
 vectorises: scatter combiners (``unsorted_segment_max``/``min``) by window size, bf16 max/min with a broadcast
-operand by row length (DAZ: ``vmaxss``/``vmaxps`` return ±0, a compare and blend keeps the bits)."""
+operand by row length (DAZ: ``vmaxss``/``vmaxps`` return ±0, a compare and blend keeps the bits), and f32/f64
+max/min with a constant in loop nests whose rows are shorter than 16 (TF's flush; ours would run them as
+masked vectors, which blend)."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -59,3 +61,14 @@ def test_max_min_of_one_value_is_that_value(dtype, n):
     x = _denormals((n,), dtype, n)
     _assert_bits(lambda v: tf.maximum(v, v), x)
     _assert_bits(lambda v: tf.minimum(v * 1.0, v), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", [(5, 3, 3), (7, 5), (40, 3), (9, 7), (6, 13), (3, 17), (2, 2, 6)])
+def test_max_min_constant_in_short_rows(dtype, shape):
+    """A reverse or transpose makes the loop a nest of rows (seed 91910275730041: relu of a reversed f64[5,3,3]
+    kept a -denormal TF's XLA returns as -0)."""
+    x = _denormals(shape, dtype, sum(shape))
+    _assert_bits(lambda v: tf.nn.relu(tf.reverse(v, [0])), x)
+    _assert_bits(lambda v: tf.minimum(tf.transpose(v), 0.0), x)
+    _assert_bits(lambda v: tf.clip_by_value(tf.reverse(v, [v.shape.rank - 1]), -1.0, 0.0), x)

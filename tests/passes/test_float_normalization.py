@@ -59,6 +59,41 @@ ENTRY e {
     np.testing.assert_array_equal(evaluate(strict, *args), np.array([1.015625, 3.03125], np.float32))
 
 
+
+def test_a_complex_part_convert_reads_the_rounded_value():
+    """tf2hlo's convert of a bf16 value to a complex part stands for XLA's convert(bf16 -> c64), which reads
+    the bf16 value: no excess precision (TF's XLA: tf.cast(a * b, tf.complex64) is 1.015625, not 1.0156860)."""
+    text = """HloModule m
+ENTRY e {
+  a = bf16[2] parameter(0)
+  b = bf16[2] parameter(1)
+  m = bf16[2] multiply(a, b)
+  ROOT c = f32[2] convert(m), frontend_attributes={_tfxla_complex_part="true"}
+}"""
+    args = [np.array([1.0078125, 3.0], BF16), np.array([1.0078125, 1.0078125], BF16)]
+    module, _ = _run(text)
+    np.testing.assert_array_equal(evaluate(module, *args), np.array([1.015625, 3.03125], np.float32))
+
+
+def test_bf16_cast_to_complex_like_tf_xla():
+    """Against TF's XLA: the bf16 rounding before a cast to complex64 stays, and with it the fusion of an
+    xdivy whose result is also cast (one fusion reads the converted operand twice, as TF's, and its compare
+    with 0 sees a denormal as 0 under DAZ: seed 72000751)."""
+    import tensorflow as tf
+
+    import tfxla_cluster as txc
+
+    a = np.array([1.0078125, 3.0, 1.5, -5.877471754111438e-39, 0.0], BF16)
+    b = np.array([1.0078125, 1.0078125, 1.1, 2.0, 1.0], BF16)
+
+    def f(x, y):
+        z = tf.math.xdivy(x, x)
+        return tf.cast(x * y, tf.complex64), z, tf.cast(z, tf.complex64)
+    want = tf.function(f, jit_compile=True)(a, b)
+    got = txc.function(f, jit_compile=True)(a, b)
+    for w, g in zip(want, got):
+        assert w.numpy().tobytes() == g.numpy().tobytes(), (w.numpy(), g.numpy())
+
 def test_compare_select_and_data_movement_are_normalized_converts_kept():
     module, _ = _run("""HloModule m
 ENTRY e {

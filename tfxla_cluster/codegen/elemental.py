@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from math import prod
 
+import numpy as np
+
 from llvmlite import ir
 
 from tfxla_cluster.codegen import complex_ops, irtypes as t
@@ -203,8 +205,24 @@ def _constant(em, instr):
         raise UnimplementedError(f"constant %{instr.name} was printed as {{...}}; its value is unknown")
     if instr.shape.num_elements != 1 or isinstance(lit, tuple):
         raise UnimplementedError(f"non-scalar constant %{instr.name} must be bound to a buffer")
-    value = t.constant(instr.shape.element_type, lit.reshape(()))
+    v = lit.reshape(())
+    et = instr.shape.element_type
+    if et in (T.F32, T.BF16) and em.comp is not None and em.comp.is_fusion_computation and not em._loop_order:
+        v = _flushed_scalar(v)
+    value = t.constant(et, v)
     return lambda index: value
+
+
+def _flushed_scalar(v):
+    """A ±denormal f32/bf16 scalar as ±0, as XLA:CPU's tiled fusion emitter makes its scalar constants: the
+    value passes through a double on TF's compile thread, whose DAZ flushes it (f64 constants keep their bits;
+    the loop emitter keeps every constant's: a bf16 floormod of a denormal constant by a scalar, seed 89000357,
+    is 0 in TF's XLA where the same op over [2] keeps it)."""
+    # by the bits: code is emitted under DAZ, where a denormal compares equal to 0 (bf16 widens exactly)
+    bits = int(np.asarray(v).astype(np.float32).view(np.uint32))
+    if bits & 0x7F800000 or not bits & 0x007FFFFF:
+        return v
+    return np.float32(-0.0 if bits >> 31 else 0.0).astype(v.dtype)
 
 
 @generates(O.IOTA)
@@ -287,16 +305,22 @@ def _binary(em, instr):
     x, y = em.gen(lhs), em.gen(rhs)
     et = instr.operands[0].shape.element_type
     op = instr.opcode
-    if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and instr.shape.num_elements < _MASKED_TAIL_BELOW \
-            and not em.scalar_body and not any(_widened_bf16(o) for o in (lhs, rhs)):
-        # TF's XLA returns an f32/f64 max/min's ±denormal as ±0 on every shape (its compare-and-select becomes an
-        # x86 max/min, which under DAZ returns the flushed operand). On a loop shorter than one vector LLVM
-        # masks the lanes, a constant operand gets a poison lane, and the select is no longer matched to
-        # vmaxps: a blend keeps the denormal's bits (relu of -denormal on f32[7]: seed 74000814). Not a bf16
-        # max/min widened to f32: TF's keeps or flushes those by its loops' vectorisation (README: open). Not a
-        # reducer's (or comparator's) max: its scalar shape is no loop length, and a flush per window step doubled
-        # max pool's time (its x86 max already flushes under DAZ, as TF's does).
-        return lambda index: em.ops.flush_denormal(et, em.ops.binary(op, et, x(index), y(index)))
+    if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and not em.scalar_body \
+            and not any(_widened_bf16(o) for o in (lhs, rhs)):
+        # TF's XLA returns an f32/f64 max/min's ±denormal as ±0 (its compare-and-select becomes an x86 max/min,
+        # which under DAZ returns the flushed operand; with a constant operand on every shape measured, while
+        # some of its interleaved vector loops over two reversed operands blend: not modelled). On a loop
+        # shorter than one vector LLVM masks the lanes, a constant operand gets a poison lane, and the select is
+        # no longer matched to vmaxps: a blend keeps the denormal's bits — ours on a flat loop under 16 elements
+        # (relu of -denormal on f32[7]: seed 74000814) or a loop nest's rows under 16 (relu of a reversed
+        # f64[5,3,3]: seed 91910275730041), which are flushed here. Not a bf16 max/min widened to f32: TF's keeps
+        # or flushes those by its loops' vectorisation (below). Not a reducer's (or comparator's) max: its scalar
+        # shape is no loop length, and a flush per window step doubled max pool's time (its x86 max already
+        # flushes under DAZ, as TF's does).
+        def minmax(index):
+            v = em.ops.binary(op, et, x(index), y(index))
+            return em.ops.flush_denormal(et, v) if _masked_loop(em, instr.shape, index) else v
+        return minmax
     if op in (O.MAXIMUM, O.MINIMUM) and et is T.F32 and not em.scalar_body and any(_widened_bf16(o) for o in (lhs, rhs)):
         kept = _bf16_minmax_kept(em, instr, (lhs, rhs))
         if kept is not None:
@@ -333,6 +357,20 @@ def _minmax_kept_below(em, op, et, x, y, index, kept: int):
 
 # Loops shorter than this many elements may run as one masked vector (f32: 8 lanes, f64: 4 at 256 bits).
 _MASKED_TAIL_BELOW = 16
+
+
+def _masked_loop(em, shape: Shape, index: Index) -> bool:
+    """Whether LLVM may run the loop that computes ``shape`` at ``index`` as masked vectors: a flat loop (linear
+    index only) over fewer than ``_MASKED_TAIL_BELOW`` elements, or a loop nest whose rows (the innermost
+    physical dimension of the value or of the fusion's result, whose loop nest it is: a transpose between
+    them changes the rows) are that short."""
+    if shape.num_elements < _MASKED_TAIL_BELOW:
+        return True
+    if index.dims is None:
+        return False
+    root = em.comp.root.shape if em.comp is not None and em.comp.is_fusion_computation else shape
+    return any(s.rank and s.dimensions[s.minor_to_major[0]] < _MASKED_TAIL_BELOW
+               for s in (shape, *(root.leaves() if root.is_tuple else [root])))
 
 
 def _widened_bf16(instr) -> bool:

@@ -362,3 +362,18 @@ class OpMetadata:
             parts.append(f"source_line={self.source_line}")
         parts.extend(f"{k}={v}" for k, v in self.extra)
         return "{" + " ".join(parts) + "}"
+
+
+# ---------------------------------------------------------------- frontend attributes of our own
+# A convert to one part of a complex value (tf2hlo lowers complex values as pairs of real parts): XLA's
+# convert(bf16 -> c64) reads the bf16 value, and float normalization must not let the part's convert(bf16 ->
+# f32) read its producer's f32 result before the bf16 rounding, as it does for a real convert to f32.
+COMPLEX_PART_ATTRIBUTE = ("frontend_attributes", '{_tfxla_complex_part="true"}')
+
+
+def mark_complex_part(instr) -> None:
+    instr.raw_attributes[COMPLEX_PART_ATTRIBUTE[0]] = COMPLEX_PART_ATTRIBUTE[1]
+
+
+def is_complex_part(instr) -> bool:
+    return instr.raw_attributes.get(COMPLEX_PART_ATTRIBUTE[0]) == COMPLEX_PART_ATTRIBUTE[1]

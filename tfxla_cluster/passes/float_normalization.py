@@ -15,7 +15,8 @@ Data movement (broadcast, reshape, slice, ...), compare and select are normalize
 Excess precision (``xla_allow_excess_precision``, XLA's default true): a user of the normalized result
 that is itself a ``convert`` to f32 reads the f32 result directly, so the bf16 rounding in between is
 skipped (``tf.cast(a * b, tf.float32)`` of bf16 ``a, b`` is the unrounded f32 product, and so is the input
-of a bf16 ``reduce_sum``, which tf2xla accumulates in f32). That is the only place where the values differ
+of a bf16 ``reduce_sum``, which tf2xla accumulates in f32) — not for a convert to a complex value's part
+(``hlo.attrs.is_complex_part``: XLA's convert to complex is not a convert to f32). That is the only place where the values differ
 from computing each bf16 op in f32 and rounding it back.
 
 Not normalized (a documented difference in the HLO only): instructions with a tuple shape and instructions
@@ -25,6 +26,7 @@ computes such bf16 computations per step in f32 and rounds back, which is what X
 """
 from __future__ import annotations
 
+from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P
@@ -108,7 +110,8 @@ class FloatNormalization(HloPass):
         back = g.make(O.CONVERT, [instr], low_shape, like=instr)
         bypass = []
         for user in users:
-            if self.allow_excess_precision and user.opcode is O.CONVERT and user.shape.element_type is HIGH:
+            if self.allow_excess_precision and user.opcode is O.CONVERT and user.shape.element_type is HIGH \
+                    and not A.is_complex_part(user):
                 bypass.append(user)
             else:
                 g.replace_operand(user, instr, back)

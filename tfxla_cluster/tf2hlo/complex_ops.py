@@ -23,6 +23,7 @@ import numpy as np
 from tensorflow.core.framework import types_pb2
 
 from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError
+from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.eval_elementwise import complex_from_parts
 from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
@@ -342,7 +343,16 @@ def lower_complex_cast(ctx):
     if not dst.is_complex:
         return re if re.shape.element_type is dst else b.convert(re, dst)
     part = _PART_TYPE[dst]
-    return ComplexValue(*(x if x.shape.element_type is part else b.convert(x, part) for x in (re, im)))
+    return ComplexValue(*(x if x.shape.element_type is part else _part_convert(b, x, part) for x in (re, im)))
+
+
+def _part_convert(b, x, part: P):
+    """``x`` converted to a complex part type; from bf16 marked so that float normalization keeps its bf16
+    rounding (XLA's single convert to complex reads the bf16 value)."""
+    cv = b.convert(x, part)
+    if x.shape.element_type is P.BF16:
+        A.mark_complex_part(cv)
+    return cv
 
 
 def is_complex_value(v) -> bool:
