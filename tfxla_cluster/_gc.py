@@ -5,9 +5,17 @@ GC-tracked objects (a Keras model, more), and a full collection walks all of the
 or clustering a 10k-node graph, or compiling a cluster, allocates enough objects to trigger one or more
 full collections, which then cost more than the work itself. That work builds few garbage cycles (the
 HLO instructions passes drop), so the collector is paused meanwhile and collects them as usual
-afterwards. (Freezing the old objects instead, ``gc.freeze``, was measured: the collections of the
-body's own objects then come so often that clustering 100k nodes got 60% slower.) Nested and concurrent pauses are counted: the collector is
-re-enabled only when the last one ends, and only if it was enabled when the first began.
+afterwards. A function's first call holds one pause from its trace to its last cluster's compile
+(runtime.function): paused only stage by stage, the collections between stages promoted the live work to
+the oldest generation and so set off a full collection in most mid-size first calls. What a compiled
+function keeps alive is kept small for the same reason (no HloModules, no marked Graph: runtime.launcher,
+jit.mark_for_compilation): a full collection comes once the objects promoted since the last one exceed a
+quarter of the heap. (Freezing the old objects instead, ``gc.freeze``, was measured: the collections of the
+body's own objects then come so often that clustering 100k nodes got 60% slower. Freezing after a first
+call would leak: it moves the process's every object, the user's and TF's included, to a generation that is
+never collected, so any of them in a cycle that dies later stays.) Nested and concurrent pauses are
+counted: the collector is re-enabled only when the last one ends, and only if it was enabled when the
+first began.
 """
 from __future__ import annotations
 

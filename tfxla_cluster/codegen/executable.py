@@ -30,7 +30,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 
@@ -222,6 +222,14 @@ class Executable:
         self.calls = 0
         self.origin = "compiled"   # or "persistent cache" (set by runtime.compile_cache.CompilationCache)
 
+    def cold_from(self, module_again: Callable[[], Any]) -> None:
+        """Emit the cold code, when a rare branch first runs, from ``module_again()`` (the optimised module
+        made anew) rather than from the module the compile kept: that one holds ~10k Python objects the
+        cyclic GC walks for as long as the executable lives."""
+        cold = self.layout.cold
+        if cold is not None and cold.ir is None:
+            cold.source = _cold_source(module_again, self.options)
+
     @property
     def ir(self) -> str:
         """The LLVM IR (before LLVM's optimisation) the native code was compiled from."""
@@ -363,10 +371,12 @@ class EmittedIR(str):
 
 
 def _emit_cold(module, options: CodegenOptions) -> tuple:
+    """The cold module of ``module`` (an HloModule, or a function making the optimised module again)."""
     from tfxla_cluster.codegen.program import emit_cold
 
     t0 = time.perf_counter()
     with gc_paused():
+        module = module() if callable(module) else module
         made = emit_cold(module, options)
     log.info("emitted the cold code of %s (%d arms) in %.1f ms", module.name, len(made[1]),
              (time.perf_counter() - t0) * 1e3)

@@ -179,23 +179,26 @@ class Graph:
         if check_acyclic:  # the clustering pass reports cycles itself, in TF's words
             self._check_acyclic()
 
-    def copy(self) -> "Graph":
+    def copy(self, graph_def: graph_pb2.GraphDef | None = None) -> "Graph":
         """An independent copy — its own GraphDef, nodes and edges — made without re-importing.
 
         Node ids, edge ids and edge order, devices, typed slots and OpDefs are carried over as they
         are (slot lists are shared: they are never mutated), so the copy equals a fresh import of
         this graph's GraphDef at a fraction of the cost. Passes that annotate their graph (the
         clustering pass sets ``_XlaCluster``) work on a copy so the caller's graph stays untouched.
+        ``graph_def``: the copy's GraphDef instead of this graph's (copied too): one such a pass made of
+        this graph, its nodes in the same order with attributes added.
         """
-        if len(self.graph_def.node) != len(self.nodes) - 2:  # the GraphDef was edited: import it afresh
-            return Graph(self.graph_def, assign_devices=False, check_acyclic=False)
+        source = self.graph_def if graph_def is None else graph_def
+        if len(self.graph_def.node) != len(self.nodes) - 2 or len(source.node) != len(self.nodes) - 2:
+            return Graph(source, assign_devices=False, check_acyclic=False)   # edited: import it afresh
         with gc_paused():
-            return self._copy()
+            return self._copy(source)
 
-    def _copy(self) -> "Graph":
+    def _copy(self, source: graph_pb2.GraphDef) -> "Graph":
         new = Graph.__new__(Graph)
         new.graph_def = graph_pb2.GraphDef()
-        new.graph_def.CopyFrom(self.graph_def)
+        new.graph_def.CopyFrom(source)
         nodes = new.nodes = [Node(SOURCE_ID, node_def_pb2.NodeDef(name=SOURCE_NODE, op="NoOp")),
                              Node(SINK_ID, node_def_pb2.NodeDef(name=SINK_NODE, op="NoOp"))]
         for old, node_def in zip(self.nodes[2:], new.graph_def.node):

@@ -107,6 +107,21 @@ class MarkResult:
     def cluster_of(self, node: str) -> str | None:
         return self.decisions[node].cluster if node in self.decisions else None
 
+    def release_graph(self, base: Graph) -> None:
+        """Drop the marked Graph (~5 Python objects a node, which the cyclic GC walks for as long as the
+        result lives); the next read of ``graph`` makes it again as ``base`` — the graph the pass copied,
+        unchanged since — copied with the marked GraphDef."""
+        if "graph" in self.__dict__:
+            del self.graph
+            self._graph_from = base
+
+    def __getattr__(self, name: str):
+        made_from = self.__dict__.get("_graph_from")
+        if name != "graph" or made_from is None:
+            raise AttributeError(name)
+        graph = self.graph = made_from.copy(self.graph_def)
+        return graph
+
     def summary(self, verbose: bool = True) -> str:
         """TF's ``VLogClusteringSummary`` text (VLOG2 lines; op histograms are TF's VLOG3)."""
         return "\n".join(summary_lines(self.graph_def, verbose))

@@ -309,9 +309,9 @@ class Launcher:
                 # The passes rewrite the lowered module in place (no deep copy: it cost as much as a pass);
                 # its text, if ever asked for, comes from lowering the cluster again.
                 hlo_source = self._relower(inputs, shapes, consts)
-                optimized_source = self._optimize(lowered.module)
-                executable = cache.compile(optimized_source)
+                executable = cache.compile(self._optimize(lowered.module))
                 origin = executable.origin
+                optimized_source = self._optimized_again(hlo_source, executable)
                 if not trims:   # the entry has no room for the run-time cut of dynamic results
                     cache.store_cluster(cluster_key, executable, inputs=inputs, param_specs=param_specs,
                                         output_order=order, updates=updates)
@@ -341,10 +341,23 @@ class Launcher:
         return CompiledCluster(key, run, inputs, self.backend, seconds, hlo_source, optimized_source,
                                executable, origin, param_specs, order, updates, bool(trims))
 
-    def _optimize(self, module) -> Any:
+    def _optimize(self, module, flags=None) -> Any:
         from tfxla_cluster.passes.pipeline import optimize
 
-        return optimize(module, cluster=self.sig.name)[0]
+        return optimize(module, flags, cluster=self.sig.name)[0]
+
+    def _optimized_again(self, lower: Callable[[], Any], executable) -> Callable[[], Any]:
+        """After a compile: the optimised module made again on need (its text, the cold code), so that the
+        entry keeps no HloModule — ~10k Python objects a mid-size cluster, which every full collection of
+        the cyclic GC would walk for as long as the function lives. The module is the same: lowering and
+        the passes are deterministic (the persistent cache's entries rely on it too)."""
+        def again() -> Any:
+            from tfxla_cluster.flags import Flags
+
+            flags = Flags.from_env()   # what the compile's passes read: a dump is not written twice
+            return self._optimize(lower(), flags.replace(xla_dump_to="") if flags.xla_dump_to else flags)
+        executable.cold_from(again)
+        return again
 
     def _emit_again(self, inputs: list, shapes: dict, consts: dict) -> str:
         """The LLVM IR of this signature, lowered, optimised and emitted again (an executable loaded from

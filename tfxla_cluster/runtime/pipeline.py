@@ -210,6 +210,7 @@ def mark(concrete, graph: Graph, gd: graph_pb2.GraphDef, jit_compile: bool | Non
 
     result = mark_for_compilation(graph, flags, cpu_global_jit_config=session_cpu_global_jit(), state=state)
     result.created_at = CreationStacks(concrete)
+    result.release_graph(graph)   # made again if explain or the report reads it
     return result.clusters, result
 
 
