@@ -127,10 +127,17 @@ def _conj(ctx, node):
     return [ComplexValue(re, xl.neg(ctx.b, im))]
 
 
+def _as_complex(b, a, c, op: O):
+    """``op`` on the complex HLO values of parts ``a`` and ``c`` (broadcast to one shape), split into parts."""
+    y = b.binary(op, *xl.broadcast_pair(b, *(b.binary(O.COMPLEX, *xl.broadcast_pair(b, *z)) for z in (a, c))))
+    return b.unary(O.REAL, y), b.unary(O.IMAG, y)
+
+
 def _mul(b, a, c):
-    (ar, ai), (cr, ci) = a, c
-    # XLA's order (ai·cr + ar·ci): under FMA contraction the first product is the fused one.
-    return xl.sub(b, xl.mul(b, ar, cr), xl.mul(b, ai, ci)), xl.add(b, xl.mul(b, ai, cr), xl.mul(b, ar, ci))
+    """HLO's complex ``multiply``, as TF's XLA keeps it: which of each part's two products its backend fuses
+    into an FMA (which decides ±inf/NaN where both overflow) is codegen's (complex_ops.multiply), and a
+    textbook product on the parts would leave it to LLVM's vectorisers."""
+    return _as_complex(b, a, c, O.MULTIPLY)
 
 
 def _squared_difference(b, a, c):
@@ -150,8 +157,7 @@ def _add(b, a, c):
     """Parts add, except where a part is a zero constant (``1 + z``): TF's XLA adds complex values, where
     0 + (-0) is +0, but a real ``0 + x`` is x to XLA's algsimp; so that add stays a complex HLO add."""
     if any(_is_zero(x) for x in (*a, *c)):
-        y = b.add(*xl.broadcast_pair(b, *(b.binary(O.COMPLEX, *xl.broadcast_pair(b, *z)) for z in (a, c))))
-        return b.unary(O.REAL, y), b.unary(O.IMAG, y)
+        return _as_complex(b, a, c, O.ADD)
     return xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])
 
 
