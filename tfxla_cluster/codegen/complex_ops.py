@@ -308,6 +308,51 @@ def _multiply(p: _Parts, ar, ai, br, bi):
     return p.sub(p.mul(ar, br), p.mul(ai, bi)), p.add(p.mul(ai, br), p.mul(ar, bi))
 
 
+def _negated(v) -> bool:
+    return isinstance(v, ir.Instruction) and v.opname == "fneg"
+
+
+def _exact(u, v) -> bool:
+    """u·v is ±u or ±v: LLVM folds a product by a constant ±1, which leaves nothing to contract."""
+    return any(isinstance(x, ir.Constant) and x.constant in (1.0, -1.0) for x in (u, v))
+
+
+def multiply(s, et: T, x, y, rhs_first: bool = False):
+    """Elementwise complex ``x·y`` = (ar·br - ai·bi, ai·br + ar·bi) with the FMA contractions TF's XLA gets
+    from LLVM's backend made explicit (so no vectoriser can pick others): the fsub's first product, and the
+    fadd's that Reassociate ranks first: ai·br where x's parts are loaded first, ar·bi where y's are
+    (``rhs_first``; a computed operand's parts rank alike, which keeps ai·br). InstCombine's sign moves come
+    first: one negated product (an operand's fneg, as conj makes) turns the fadd into an fsub of the other
+    (fused), two negated fsub products swap; a product by a constant ±1 is folded away, so the other one is
+    fused. Without FMA the products round separately (ScalarOps.mul_add)."""
+    b = s.b
+    (ar, ai), (br, bi) = parts(b, x), parts(b, y)
+
+    def neg(u, v) -> bool:
+        return _negated(u) != _negated(v)
+
+    def fused(u, v, rest, minus: bool = False):   # u·v ± rest, rounded once
+        return s.mul_add(b.fneg(u) if minus else u, v, rest)
+
+    # real: ar·br - ai·bi
+    r1_exact, r2_exact = _exact(ar, br), _exact(ai, bi)
+    if r1_exact and r2_exact:
+        real = b.fsub(b.fmul(ar, br), b.fmul(ai, bi))
+    elif r1_exact or (not r2_exact and neg(ar, br) and neg(ai, bi)):
+        real = fused(ai, bi, b.fmul(ar, br), minus=True)
+    else:
+        real = fused(ar, br, b.fneg(b.fmul(ai, bi)))
+    # imag: ai·br + ar·bi
+    p_exact, q_exact = _exact(ai, br), _exact(ar, bi)
+    if p_exact and q_exact:
+        imag = b.fadd(b.fmul(ai, br), b.fmul(ar, bi))
+    else:
+        sp, sq = neg(ai, br), neg(ar, bi)
+        fuse_q = p_exact or (not q_exact and (sp and not sq or (sp == sq and rhs_first)))
+        imag = fused(ar, bi, b.fmul(ai, br)) if fuse_q else fused(ai, br, b.fmul(ar, bi))
+    return compose(b, real, imag)
+
+
 def _divide(p: _Parts, ar, ai, br, bi):
     """Smith's algorithm, then XLA's fix-ups where both parts came out NaN."""
     b = p.b

@@ -305,6 +305,9 @@ def _binary(em, instr):
     x, y = em.gen(lhs), em.gen(rhs)
     et = instr.operands[0].shape.element_type
     op = instr.opcode
+    if op is O.MULTIPLY and et.is_complex:
+        rhs_first = _load_order(em, instr.shape, rhs, instr) < _load_order(em, instr.shape, lhs, instr)
+        return lambda index: complex_ops.multiply(em.ops, et, x(index), y(index), rhs_first)
     if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and not em.scalar_body \
             and not any(_widened_bf16(o) for o in (lhs, rhs)):
         # TF's XLA returns an f32/f64 max/min's ±denormal as ±0 (its compare-and-select becomes an x86 max/min,
@@ -376,6 +379,33 @@ def _masked_loop(em, shape: Shape, index: Index) -> bool:
 def _widened_bf16(instr) -> bool:
     """``convert(bf16 → f32)``: an operand of a bf16 op that float normalization runs in f32."""
     return instr.opcode is O.CONVERT and instr.operands[0].shape.element_type is T.BF16
+
+
+def _load_order(em, shape: Shape, operand, user) -> tuple[int, bool]:
+    """Where TF's XLA loads an elementwise operand of ``shape`` relative to the other (the lower first): how
+    deep in its loop nest over ``shape`` (a loop per dimension, major to minor) the value is, as its MLIR loop
+    emitter leaves it (a broadcast operand that varies only with outer dimensions is hoisted out of the inner
+    loops), then whether XLA's breadth-first order emits it after the other: a subgraph of its own
+    (``FusedEmitter._separate``: ``z`` of ``z * reverse(z)``) or a value another op of the fusion also reads
+    (``z`` of ``z * w + z``, reached from the add first). A complex(real(p), imag(p)) of the parts lowering
+    stands for ``p``."""
+    if operand.opcode is O.BROADCAST:
+        src = operand.operands[0].shape.dimensions
+        varying = {d for i, d in enumerate(operand.dimensions) if src[i] > 1}
+    else:
+        varying = {d for d, n in enumerate(shape.dimensions) if n > 1}
+    order = major_to_minor(shape)
+    depth = max((order.index(d) + 1 for d in varying), default=0)
+    same = [operand]
+    re, im = operand.operands if operand.opcode is O.COMPLEX else (None, None)
+    if re is not None and re.opcode is O.REAL and im.opcode is O.IMAG and re.operands[0] is im.operands[0]:
+        same += [re, im, re.operands[0]]
+    if em.comp is None:
+        return depth, False
+    em._separate(operand)   # (fills em._users)
+    skip = {id(x) for x in same} | {id(user)}
+    reused = any(id(u) not in skip for x in same for u in em._users.get(x, ()))
+    return depth, reused or any(em._separate(x) for x in same)
 
 
 @generates(O.REAL, O.IMAG)

@@ -128,10 +128,17 @@ def _conj(ctx, node):
     return [ComplexValue(re, xl.neg(ctx.b, im))]
 
 
+def _as_complex(b, a, c, op: O):
+    """``op`` on the complex HLO values of parts ``a`` and ``c`` (broadcast to one shape), split into parts."""
+    y = b.binary(op, *xl.broadcast_pair(b, *(b.binary(O.COMPLEX, *xl.broadcast_pair(b, *z)) for z in (a, c))))
+    return b.unary(O.REAL, y), b.unary(O.IMAG, y)
+
+
 def _mul(b, a, c):
-    (ar, ai), (cr, ci) = a, c
-    # XLA's order (ai·cr + ar·ci): under FMA contraction the first product is the fused one.
-    return xl.sub(b, xl.mul(b, ar, cr), xl.mul(b, ai, ci)), xl.add(b, xl.mul(b, ai, cr), xl.mul(b, ar, ci))
+    """HLO's complex ``multiply``, as TF's XLA keeps it: which of each part's two products its backend fuses
+    into an FMA (which decides ±inf/NaN where both overflow) is codegen's (complex_ops.multiply), and a
+    textbook product on the parts would leave it to LLVM's vectorisers."""
+    return _as_complex(b, a, c, O.MULTIPLY)
 
 
 def _squared_difference(b, a, c):
@@ -147,19 +154,40 @@ def _is_zero(x: HloInstruction) -> bool:
     return x.opcode is O.CONSTANT and not x.literal_elided and bool(np.all(np.asarray(x.literal) == 0))
 
 
+def _same(u: HloInstruction, v: HloInstruction) -> bool:
+    """One value in a fused loop (XLA's CSE merges equal broadcasts of it)."""
+    return u is v or (u.opcode is O.BROADCAST and u.operands[0] is v)
+
+
+def _undone(a, c, first: O):
+    """The parts ``x`` where ``a`` = (x first y) part by part and ``c`` is y: MLIR's complex folds
+    add(sub(x, y), y) → x and sub(add(x, y), y) → x, which TF's XLA applies in its fused loops (so (z - z) + z
+    is z where z has an infinite part, not NaN); None otherwise."""
+    if all(p.opcode is first and _same(p.operands[1], q) for p, q in zip(a, c)):
+        return a[0].operands[0], a[1].operands[0]
+    return None
+
+
+def _sub(b, a, c):
+    return _undone(a, c, O.ADD) or (xl.sub(b, a[0], c[0]), xl.sub(b, a[1], c[1]))
+
+
 def _add(b, a, c):
     """Parts add, except where a part is a zero constant (``1 + z``): TF's XLA adds complex values, where
-    0 + (-0) is +0, but a real ``0 + x`` is x to XLA's algsimp; so that add stays a complex HLO add."""
+    0 + (-0) is +0, but a real ``0 + x`` is x to XLA's algsimp; so that add stays a complex HLO add. An add
+    that undoes a subtraction is folded (:func:`_undone`, either operand order)."""
+    undone = _undone(a, c, O.SUBTRACT) or _undone(c, a, O.SUBTRACT)
+    if undone:
+        return undone
     if any(_is_zero(x) for x in (*a, *c)):
-        y = b.add(*xl.broadcast_pair(b, *(b.binary(O.COMPLEX, *xl.broadcast_pair(b, *z)) for z in (a, c))))
-        return b.unary(O.REAL, y), b.unary(O.IMAG, y)
+        return _as_complex(b, a, c, O.ADD)
     return xl.add(b, a[0], c[0]), xl.add(b, a[1], c[1])
 
 
 COMPLEX_BINARY = {
     "Add": _add,
     "AddV2": _add,
-    "Sub": lambda b, a, c: (xl.sub(b, a[0], c[0]), xl.sub(b, a[1], c[1])),
+    "Sub": _sub,
     "Mul": _mul,
     "SquaredDifference": _squared_difference,
 }

@@ -1,0 +1,79 @@
+"""Complex multiply's FMA contractions and MLIR's complex add/sub folds against TF's XLA, bit for bit.
+
+Where both products of a part overflow, which one TF's XLA:CPU rounds inside an FMA decides +inf, -inf or
+NaN: the real part fuses ar·br; the imaginary part ai·br where x's parts are loaded first and ar·bi where y's
+are (a broadcast hoisted to an outer loop, a value the fusion also reads elsewhere), or where one product is
+negated (conj). The same on the vector body and the remainder of every loop length, c64 and c128. And
+(x - y) + y is x (MLIR folds complex.add(complex.sub(x, y), y)), so an infinite part stays infinite."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+
+
+def _overflowing(dtype, n: int, swap: bool = False):
+    """Operands whose even elements show the imaginary part's fused product, odd ones the real part's."""
+    big = np.finfo(np.float32 if dtype == np.complex64 else np.float64).max
+    a, b = np.full(n, complex(big, big), dtype), np.empty(n, dtype)
+    b[0::2], b[1::2] = complex(-1.27, 9.69), complex(9.69, 1.27)
+    return (b, a) if swap else (a, b)
+
+
+def _same_bits(want: np.ndarray, got: np.ndarray) -> bool:
+    w, g = want.view(want.real.dtype), got.view(got.real.dtype)
+    return bool(np.all((w == g) & (np.signbit(w) == np.signbit(g)) | (np.isnan(w) & np.isnan(g))))
+
+
+def _check(fn, *args) -> None:
+    args = [tf.constant(a) for a in args]
+    with np.errstate(all="ignore"):
+        want = tf.function(fn, jit_compile=True)(*args).numpy()
+        got = np.asarray(txc.function(fn, jit_compile=True)(*args))
+    assert _same_bits(want, got), f"ours {got.ravel()[:6]}\nTF's XLA {want.ravel()[:6]}"
+
+
+@tf.autograph.experimental.do_not_convert
+def _product(x, y):
+    return x * y
+
+
+@pytest.mark.parametrize("n", [1, 4, 7, 19, 37])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+@pytest.mark.parametrize("swap", [False, True], ids=["big_lhs", "big_rhs"])
+def test_product_of_two_arrays(dtype, n, swap):
+    _check(_product, *_overflowing(dtype, n, swap))
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+@pytest.mark.parametrize("case", ["lhs_column", "rhs_column", "lhs_row", "rhs_row", "conj", "computed",
+                                  "reused", "reversed"])
+def test_product_in_fusions(dtype, case):
+    n = 9
+    a, b = _overflowing(dtype, n)
+    one = np.ones(n, dtype)
+    forms = {
+        "lhs_column": (_product, a.reshape(n, 1), np.repeat(b.reshape(n, 1), 5, 1)),   # hoisted: x first
+        "rhs_column": (_product, np.repeat(a.reshape(n, 1), 5, 1), b.reshape(n, 1)),   # hoisted: y first
+        "lhs_row": (_product, a, np.stack([b] * 3)),
+        "rhs_row": (_product, np.stack([a] * 3), b),
+        "conj": (lambda x, y: tf.math.conj(x) * y, np.conj(a), b),
+        "computed": (lambda x, y, o: x * (y * o), a, b, one),
+        "reused": (lambda x, y: x * y + x, a, b),
+        "reversed": (lambda x, y: tf.reverse(x, [0]) * y, a[::-1].copy(), b),
+    }
+    fn, *args = forms[case]
+    _check(tf.autograph.experimental.do_not_convert(fn), *args)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+def test_add_of_a_subtraction_is_folded(dtype):
+    inf, nan = np.inf, np.nan
+    x = np.array([complex(inf, 0), complex(0, -inf), complex(inf, inf), complex(-inf, 1), 2 + 3j,
+                  complex(nan, 1), 0, 1e30 + 1j], dtype)
+    y = np.array([complex(inf, 0), 1, complex(-inf, 2), 3j, complex(inf, nan), 5, complex(0, inf), 7], dtype)
+    for fn in (lambda x, y: (x - x) + x, lambda x, y: (x - y) + y, lambda x, y: y + (x - y),
+               lambda x, y: (x + y) - y, lambda x, y: (x - y[3]) + y[3]):
+        _check(tf.autograph.experimental.do_not_convert(fn), x, y)
