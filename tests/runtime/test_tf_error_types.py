@@ -133,3 +133,57 @@ def test_classes_are_made_once_and_importing_the_package_does_not_import_tf():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+AUTO = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1"
+
+
+def _unused_bf16_rint(x):
+    tf.math.rint(tf.constant([0.5, 1.5], tf.bfloat16))
+    return x + 1.0
+
+
+def _rint_in_a_branch(x):
+    return tf.cond(x[0] > 0, lambda: tf.cast(tf.math.rint(tf.cast(x, tf.bfloat16)), tf.float32), lambda: x)
+
+
+def _complex_floor_div_beside_a_division(x):
+    z = tf.complex(x, x)
+    return tf.raw_ops.FloorDiv(x=z, y=z), z / tf.constant([0j, complex(0, float("inf"))], tf.complex64)
+
+
+@pytest.mark.parametrize("fn", [_unused_bf16_rint, _rint_in_a_branch, _complex_floor_div_beside_a_division],
+                         ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("flags", ["", AUTO], ids=["plain", "auto"])
+def test_a_node_without_a_cpu_kernel_fails_the_call_as_tfs_placer(fn, flags):
+    """TF places a function's nodes (after lowering If/While, before grappler and auto-clustering) and fails the
+    call on a node no CPU kernel takes — one no output needs or only XLA's JIT devices take (bf16 Rint, complex
+    FloorDiv) included: TF's auto-clustering never sees the graph, so ours does not cluster it either (fuzz seed
+    88000850: a complex division beside a bf16 Rint of a constant). TF's message, first line."""
+    x = tf.constant([1.5, -2.0])
+    with pytest.raises(tf.errors.InvalidArgumentError) as theirs:
+        tf.function(fn)(x)   # (TF's own auto-clustering fails the same: it reads TF_XLA_FLAGS once per process)
+    with pytest.raises(tf.errors.InvalidArgumentError) as ours:
+        txc.function(fn, flags=flags)(x)
+    first = str(theirs.value).splitlines()[0]
+    assert first.startswith("No OpKernel was registered to support Op ")
+    assert str(ours.value).splitlines()[0] == first
+
+
+def test_nodes_with_default_device_kernels_only_are_placed():
+    """NoOp, IdentityN and a while loop's NextIteration have DEFAULT kernels only (FindKernelDef takes them for
+    CPU); a jit_compile=True callee is a call, whose body TF does not place: these functions run."""
+    inner = tf.function(lambda v: tf.math.rint(v), jit_compile=True)
+
+    def fn(x):
+        with tf.control_dependencies([tf.no_op()]):
+            a, b = tf.identity_n([x, tf.cast(x, tf.bfloat16)])
+        w = tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 2.0), (0, a))[1]
+        return w, inner(b)
+
+    x = tf.constant([1.5, -2.0])
+    want = [t.numpy() for t in tf.function(fn)(x)]
+    for flags in ("", AUTO):
+        got = [t.numpy() for t in txc.function(fn, flags=flags)(x)]
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.tolist() == w.tolist()

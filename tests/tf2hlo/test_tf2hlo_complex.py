@@ -149,7 +149,8 @@ def test_complex_floor_div_equals_tf_xla(dtype) -> None:
 
 def test_complex_abs_and_divide_at_extremes_equal_tf_xla() -> None:
     """|z| and z / w are HLO's complex abs and divide (XLA's overflow-safe forms and inf/NaN rules), not
-    sqrt(re² + im²) and the textbook quotient, which overflow at 1e20 in f32."""
+    sqrt(re² + im²) and the textbook quotient, which overflow at 1e20 in f32. (The evaluator's abs is XLA's
+    evaluator's, std::abs: |(NaN, inf)| = inf where the compiled form gives NaN; see the next test.)"""
     import numpy as np
 
     import tfxla_cluster as txc
@@ -163,9 +164,37 @@ def test_complex_abs_and_divide_at_extremes_equal_tf_xla() -> None:
     spec = tf.TensorSpec(z.shape, tf.complex64)
     evaluated = lower_function(tf.function(fn).get_concrete_function(spec, spec), z, w).run(z, w)
     compiled = [t.numpy() for t in txc.function(fn, jit_compile=True)(z, w)]
+    np.testing.assert_array_equal(compiled[0], want[0])
     for got in (evaluated, compiled):
-        np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [tf.complex64, tf.complex128])
+def test_complex_abs_of_a_constant_folded_by_xla_is_std_abs(dtype) -> None:
+    """Where TF's graph folding is abandoned (an integer division by zero fails TF's CPU kernel, and its one
+    folding run with it), |constant| reaches XLA, whose constant folding runs HloEvaluator's std::abs = C's
+    hypot: an infinite part wins over NaN (|(-inf, NaN)| = inf, where compiled code gives NaN), and finite
+    values are hypot's, not the compiled max·sqrt(1 + (min/max)²) (1 ulp apart on some). Fuzz seed 88000462."""
+    import numpy as np
+
+    import tfxla_cluster as txc
+
+    part = dtype.real_dtype.as_numpy_dtype
+    inf, nan = np.inf, np.nan
+    special = [0.0, -0.0, 1.0, -2.5, inf, -inf, nan, np.finfo(part).max]
+    re = [a for a in special for _ in special] + [1049.0012, 1.0, 3e20, -7.25e-3]
+    im = [b for _ in special for b in special] + [0.6370732, -2.5, -4e20, 1.5e-2]
+    z = np.empty(len(re), dtype.as_numpy_dtype)
+    z.real, z.imag = re, im
+
+    def fn():
+        k = tf.constant(np.zeros(3, np.uint16))
+        return tf.abs(tf.constant(z)), tf.truncatediv(k, k)
+
+    want = tf.function(fn, jit_compile=True)()[0].numpy()
+    got = txc.function(fn, jit_compile=True)()[0].numpy()
+    np.testing.assert_array_equal(got.view(f"u{part().itemsize}"), want.view(f"u{part().itemsize}"))
+    assert want[special.index(-inf) * len(special) + special.index(nan)] == inf  # (the oracle's rule)
 
 
 def test_complex_clip_approximate_equal_and_to_bool_equal_tf_xla() -> None:

@@ -15,6 +15,7 @@ from tensorflow.core.framework import graph_pb2
 
 from tfxla_cluster import compile_profile
 from tfxla_cluster.graph import io
+from tfxla_cluster.graph.devices import require_cpu_kernels
 from tfxla_cluster.graph.function import find_function, inline_calls, instantiate
 from tfxla_cluster.graph.graph import Graph
 from tfxla_cluster.graph.grappler import run_grappler
@@ -85,10 +86,12 @@ def graph_def_from_concrete(concrete, *, inline: bool = True, grappler: bool = F
 def runtime_rewrites(gd: graph_pb2.GraphDef, concrete, flags: Any = None) -> graph_pb2.GraphDef:
     """What TF's function runtime does to ``concrete``'s (uninlined) graph before clustering: calls inlined
     and If/Case/While lowered by its PRE_PLACEMENT passes (not inside grappler: see lower_functional),
-    then grappler keeping the function's control outputs, configured as TF's runtime under ``flags``
-    (None: the environment's). Profiled as the "import" and "grappler" stages."""
+    then TF's placer's check that every node has a CPU kernel, then grappler keeping the function's control
+    outputs, configured as TF's runtime under ``flags`` (None: the environment's). Profiled as the "import"
+    and "grappler" stages."""
     with compile_profile.stage("import"):
         gd = lower_functional_ops(gd)
+        require_cpu_kernels(gd)
     with compile_profile.stage("grappler"):
         return run_grappler(gd, keep=control_outputs(concrete), flags=flags)
 

@@ -14,6 +14,7 @@ and Literal::Convert (xla/literal.cc):
 - power: x^0 = 1 and 1^x = 1 even for NaN; integer power with a negative exponent is 1 if x == 1 else 0;
   integer power wraps (TV HandlePower);
 - sign keeps NaN and the sign of zero: sign(-0.0) = -0.0 (TV HandleSign, copysign);
+- complex abs is std::abs, C's hypot: |(-inf, NaN)| = inf (TV HandleAbs; XLA:CPU's compiled form differs);
 - round-nearest-afz rounds halves away from zero (std::round); round-nearest-even is rint;
 - compare: FLOAT is IEEE (NaN is unordered, so only NE is true), TOTALORDER orders
   -NaN < -inf < ... < -0 < +0 < ... < inf < +NaN, UNSIGNED compares signed ints as unsigned;
@@ -167,14 +168,11 @@ def _not(x):
 def _abs(x):
     et = _et(x)
     if et.is_complex:
-        # XLA's form: max·sqrt(1 + (min/max)²), min where that is NaN ((0, 0), (inf, inf), a NaN part:
-        # NaN wins over inf, unlike hypot).
-        ar, ai = np.abs(np.real(x)), np.abs(np.imag(x))
-        mx, mn = np.maximum(ar, ai), np.minimum(ar, ai)
+        # TV HandleAbs: std::abs, i.e. C's cabs = hypot(re, im) (an infinite part wins over NaN:
+        # |(-inf, NaN)| = inf). XLA:CPU's compiled abs is another form (max·sqrt(1 + (min/max)²), NaN
+        # winning: codegen/complex_ops.py); each side follows its XLA counterpart.
         with np.errstate(all="ignore"):
-            q = mn / mx
-            r = mx * np.sqrt(np.asarray(1, ar.dtype) + q * q)
-        return np.where(np.isnan(r), mn, r).astype(et.component_type.dtype)
+            return np.hypot(np.real(x), np.imag(x)).astype(et.component_type.dtype)
     if et.is_unsigned_int:
         return x.copy()
     return np.abs(x)  # wraps for INT_MIN like std::abs in two's complement
