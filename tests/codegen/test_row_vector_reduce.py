@@ -99,3 +99,19 @@ def test_equal_evaluator_with_bounds_checks(shape, axes, dtype, make):
     # (the evaluator sums in its own order: the order is checked against TF above)
     tol = {"float16": 2e-3, "float32": 2e-6, "float64": 1e-14}.get(dtype, 0.0)
     check(module, x.numpy(), rtol=tol, atol=tol, options=CHECKED)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("make", [_mean, _sum_squares, _pool_relu], ids=lambda f: f.__name__)
+def test_nan_payloads_equal_tf_xla(dtype, make):
+    """Which NaN a sum returns (x86 keeps its first operand's; an FMA its product's), as TF's XLA loop."""
+    x = RNG.randn(3, 5, 5, 40).astype(dtype)
+    bits = x.view(np.uint32 if dtype == np.float32 else np.uint64).reshape(-1)
+    quiet, sign = (0x7FC00000, 0x80000000) if dtype == np.float32 else (0x7FF8000000000000, 1 << 63)
+    bits[::13] = quiet | np.arange(0, bits.size, 13, dtype=bits.dtype)
+    bits[5::29] = sign | quiet | np.arange(5, bits.size, 29, dtype=bits.dtype)
+    fn = make((1, 2))
+    want = tf.function(fn, jit_compile=True)(tf.constant(x)).numpy()
+    got = txc.function(fn, jit_compile=True)(tf.constant(x)).numpy()
+    assert _row_kernels(_optimized(fn, tf.constant(x))) == 1
+    assert got.tobytes() == want.tobytes()

@@ -174,7 +174,7 @@ def split_reductions(prog, instr, operands, materialized) -> dict:
     return result
 
 
-ROW_VECTOR_MAX = 16384   # result row elements held as accumulators on the stack (64 KiB of f32)
+ROW_VECTOR_MAX_BYTES = 1 << 16   # a result row's accumulators, on the stack
 # Shorter result rows (bytes) keep the per-element loops: a row of 3 channels ([16, 32, 32, 3] summed over
 # dim 1) ran 2.5x slower as row-vectors (measured, issue 17).
 ROW_VECTOR_MIN_BYTES = 32
@@ -197,8 +197,8 @@ def row_vector_reduces(candidates, out_shape: Shape) -> list:
         if (r.shape.dimensions, r.shape.minor_to_major) != (out_shape.dimensions, out_shape.minor_to_major):
             continue
         et = r.shape.element_type
-        if n > ROW_VECTOR_MAX or n * et.bit_width < 8 * ROW_VECTOR_MIN_BYTES:
-            continue
+        if n * et.bit_width < 8 * ROW_VECTOR_MIN_BYTES or n * max(et.bit_width, 32) > 8 * ROW_VECTOR_MAX_BYTES:
+            continue   # (f16 and bf16 accumulate in f32)
         integer = not et.is_float and et is not T.PRED and simple_reducer(r.to_apply) in REASSOCIABLE
         if not (integer or in_order_reduce(r)):
             continue
@@ -257,7 +257,15 @@ class RowVectorReduce:
                         v = self.x(Index(idx, in_shape))
                         v = em.ops.to_compute(et, v) if et.is_float else v
                         slot = self._slot(c)
-                        b.store(_simple_combine(em, self.op, et, b.load(slot), v, not self.in_order), slot)
+                        acc = b.load(slot)
+                        new = _simple_combine(em, self.op, et, acc, v, not self.in_order)
+                        if et.is_float and not (isinstance(v, ir.Instruction) and v.opname == "fmul"):
+                            # x86 returns the first operand's NaN, and the backend may swap two loaded
+                            # operands: a NaN accumulator is kept explicitly, as the per-element loop's
+                            # register accumulator (the first operand) keeps it. (A product is contracted
+                            # into an FMA whose product operand comes first, as in the per-element loop.)
+                            new = b.select(b.fcmp_unordered("uno", acc, acc), acc, new)
+                        b.store(new, slot)
                 return
             d = rdims[k]
             # Not a reduction loop for LLVM: every iteration updates each accumulator once, in order.
