@@ -77,8 +77,11 @@ def light_loops(fn: ir.Function) -> int:
 
 
 @contextmanager
-def for_range(b: ir.IRBuilder, start, stop, name: str = "i", reduction: bool = False):
+def for_range(b: ir.IRBuilder, start, stop, name: str = "i", reduction: bool = False, hints: tuple = ()):
     """``for (i = start; i < stop; ++i)`` with i64 bounds; yields ``i``; leaves the builder after it.
+
+    ``hints``: the loop's own ``loop_hints`` (e.g. (("llvm.loop.unroll.full",),)); such a loop is left alone
+    by ``light_loops``.
 
     ``reduction``: the body accumulates across iterations. Such a loop with a static trip count below
     ``SMALL_REDUCTION_TRIPS`` is marked not to be vectorised: LLVM's loop vectoriser (llvmlite's LLVM, O2
@@ -104,7 +107,9 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i", reduction: bool = F
     nxt = b.add(i, t.i64(1), name=f"{name}.next", flags=["nsw"])
     i.add_incoming(nxt, b.block)
     latch = b.branch(header)
-    if small:
+    if hints:
+        latch.set_metadata("llvm.loop", loop_hints(b.module, *hints))
+    elif small:
         latch.set_metadata("llvm.loop", loop_hints(b.module, ("llvm.loop.vectorize.enable", False)))
     elif reduction:
         width = _min_max_reduction_width(fn, body, done)
