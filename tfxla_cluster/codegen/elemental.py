@@ -930,6 +930,21 @@ def _simple_combine(em, op: O, et: T, acc, x, reassoc: bool):
     return em.ops.binary(op, et, acc, x)
 
 
+def in_order_reduce(instr) -> bool:
+    """Whether ``instr`` is a single-input float add/mul reduce summed in layout order, unreassociated.
+
+    XLA:CPU's TreeReductionRewriter leaves a reduce whose reduced dims are all <= TREE_WINDOW alone and
+    emits it as one loop in layout order that LLVM does not vectorise: the same order here, so where the
+    order decides (0 * inf once a product overflowed, inf - inf once a sum did) the result is XLA's."""
+    if len(instr.operands) != 2:
+        return False
+    et = instr.shape.element_type
+    in_shape = instr.operands[0].shape
+    return (et.is_float and not et.is_complex and simple_reducer(instr.to_apply) in (O.ADD, O.MULTIPLY)
+            and prod(in_shape.dimensions[d] for d in instr.dimensions) <= 2 * CASCADE_BLOCK
+            and all(in_shape.dimensions[d] <= TREE_WINDOW for d in instr.dimensions))
+
+
 @generates(O.REDUCE)
 def _reduce(em, instr):
     k = len(instr.operands) // 2
@@ -975,11 +990,7 @@ def _reduce(em, instr):
     et = ets[0]
     cty = t.compute_float_type(et) if et.is_float else t.value_type(et)
     cascade = et.is_float and simple in (O.ADD, O.MULTIPLY) and total > 2 * CASCADE_BLOCK
-    # XLA:CPU's TreeReductionRewriter leaves a reduce whose reduced dims are all <= TREE_WINDOW alone and
-    # emits it as one loop in layout order that LLVM does not vectorise: the same order here, so where the
-    # order decides (0 * inf once a product overflowed, inf - inf once a sum did) the result is XLA's.
-    in_order = (et.is_float and simple in (O.ADD, O.MULTIPLY) and not cascade
-                and all(in_shape.dimensions[d] <= TREE_WINDOW for d in rdims))
+    in_order = in_order_reduce(instr)
 
     def g_simple(index):
         od = index.get_dims(b)

@@ -77,8 +77,11 @@ def light_loops(fn: ir.Function) -> int:
 
 
 @contextmanager
-def for_range(b: ir.IRBuilder, start, stop, name: str = "i", reduction: bool = False):
+def for_range(b: ir.IRBuilder, start, stop, name: str = "i", reduction: bool = False, hints: tuple = ()):
     """``for (i = start; i < stop; ++i)`` with i64 bounds; yields ``i``; leaves the builder after it.
+
+    ``hints``: the loop's own ``loop_hints`` (e.g. (("llvm.loop.unroll.full",),)); such a loop is left alone
+    by ``light_loops``.
 
     ``reduction``: the body accumulates across iterations. Such a loop with a static trip count below
     ``SMALL_REDUCTION_TRIPS`` is marked not to be vectorised: LLVM's loop vectoriser (llvmlite's LLVM, O2
@@ -104,7 +107,9 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i", reduction: bool = F
     nxt = b.add(i, t.i64(1), name=f"{name}.next", flags=["nsw"])
     i.add_incoming(nxt, b.block)
     latch = b.branch(header)
-    if small:
+    if hints:
+        latch.set_metadata("llvm.loop", loop_hints(b.module, *hints))
+    elif small:
         latch.set_metadata("llvm.loop", loop_hints(b.module, ("llvm.loop.vectorize.enable", False)))
     elif reduction:
         width = _min_max_reduction_width(fn, body, done)
@@ -337,13 +342,15 @@ class IrArray:
 
 
 def emit_loop_nest(kctx: KernelContext, shape: Shape, body, lo, hi, flat: bool, name: str = "o",
-                   inner_chunks: int = 1) -> None:
+                   inner_chunks: int = 1, row_start=None) -> None:
     """Run ``body(index)`` over ``shape`` in physical order (major dim outermost).
 
     Work items: with ``flat`` the linear element range [lo, hi); otherwise the rows [lo, hi) of the
     physical outer dims (all but the innermost), each running the whole innermost dim — or, with
     ``inner_chunks`` > 1, (row, chunk) pairs, each running one of that many chunks of the innermost dim
-    (so a [1, 4M] result can still be split across threads).
+    (so a [1, 4M] result can still be split across threads). ``row_start(dims, j0, j1)`` (not ``flat``)
+    runs before each item's inner loop: ``dims`` the row's index (the innermost dim None), [j0, j1) its
+    inner range.
     """
     b = kctx.builder
     if flat:
@@ -382,6 +389,8 @@ def emit_loop_nest(kctx: KernelContext, shape: Shape, body, lo, hi, flat: bool, 
             j1 = b.select(b.icmp_signed(">", j1, t.i64(n_inner)), t.i64(n_inner), j1)
         else:
             j0, j1 = t.i64(0), t.i64(n_inner)
+        if row_start is not None:
+            row_start(list(dims), j0, j1)
         with for_range(b, j0, j1, name + "i") as j:
             dims[inner] = j
             lin = b.add(base, j, flags=["nsw", "nuw"])

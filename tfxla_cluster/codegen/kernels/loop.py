@@ -39,7 +39,8 @@ from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess, array_operands, flatten, thunk
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, emit_streaming_flat_loop, for_range, \
     inner_chunks_for, streams, work_items
-from tfxla_cluster.codegen.reductions import emit_column_reduce, is_column_reduce, split_reductions
+from tfxla_cluster.codegen.reductions import RowVectorReduce, emit_column_reduce, is_column_reduce, row_vector_reduces, \
+    split_reductions
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo import opcode as ops
@@ -153,11 +154,23 @@ def _emit_loop(prog, instr, operands: list[BufferRef], out, deferred) -> None:
     kind = "loop" if not fused else f"fusion:{instr.fusion_kind.value}"
     if len(outs) == 1 and is_column_reduce(root, outs[0].shape):
         return emit_column_reduce(prog, kb, em, instr.name, kind, root, arrays[0], _cost(instrs, operands, out))
-    gen = em.gen(root)
-    kctx = kb.kctx
     same_dims = len({r.shape.dimensions for r in outs}) == 1
     # Rank-1 results (e.g. row reductions) split element-wise: rows of rank 1 would be one item.
     flat = _is_flat(instrs, root.shape) or (same_dims and outs[0].shape.rank <= 1)
+    row_start = None
+    if not flat and len(outs) == 1 and not root.shape.is_tuple:
+        # reduces evaluated at the loop's own index
+        at_index = [r for r in comp.instructions if _elementwise_to_root(comp, r, any_type=True)] if fused else [root]
+        rvs = [RowVectorReduce(kb, em, r) for r in row_vector_reduces(at_index, outs[0].shape)
+               if id(r) not in em.overrides]
+        for rv in rvs:
+            em.overrides[id(rv.r)] = rv.gen
+        if rvs:
+            def row_start(dims, j0, j1):
+                for rv in rvs:
+                    rv.row_start(dims, j0, j1)
+    gen = em.gen(root)
+    kctx = kb.kctx
     cost = _cost(instrs, operands, out)
     chunks = inner_chunks_for(outs[0].shape, flat, prog.options.thread_count) \
         if same_dims and cost >= prog.options.parallel_min_cost else 1
@@ -177,7 +190,7 @@ def _emit_loop(prog, instr, operands: list[BufferRef], out, deferred) -> None:
         emit_streaming_flat_loop(kctx, arrays[0], gen, lo, hi)
     elif len(outs) == 1 and not root.shape.is_tuple:
         emit_loop_nest(kctx, outs[0].shape, lambda idx: arrays[0].store(idx, gen(idx)), lo, hi, flat,
-                       inner_chunks=chunks)
+                       inner_chunks=chunks, row_start=row_start)
     elif same_dims:
         shape = outs[0].shape
 
@@ -278,8 +291,9 @@ def _emit_wrapped(prog, instr, operands, out) -> None:
     THUNKS[root.opcode](prog, root, refs, out)
 
 
-def _elementwise_to_root(comp, instr) -> bool:
-    """True if every path from ``instr`` to the root goes through same-shape elementwise ops."""
+def _elementwise_to_root(comp, instr, any_type: bool = False) -> bool:
+    """True if every path from ``instr`` to the root goes through same-shape elementwise ops (``any_type``:
+    same dimensions and layout, any element type: converts too)."""
     users = comp.users()
     stack, seen = [instr], set()
     while stack:
@@ -293,7 +307,9 @@ def _elementwise_to_root(comp, instr) -> bool:
         if not us:
             return False
         for u in us:
-            if not u.is_elementwise() or u.shape != instr.shape or u.opcode is O.MAP:
+            if not u.is_elementwise() or u.opcode is O.MAP or (
+                    (u.shape.dimensions, u.shape.minor_to_major) != (instr.shape.dimensions, instr.shape.minor_to_major)
+                    if any_type else u.shape != instr.shape):
                 return False
             stack.append(u)
     return True

@@ -1,0 +1,117 @@
+"""Row-vector reductions (``codegen/reductions.py``, issue 17): a fused reduce that keeps its input's minor
+dim as its result row's minor dim (a global average pool, [N, H, W, C] -> [N, C]) accumulates a whole row
+at once, the channels innermost. Results equal TF's XLA bit for bit (each element is combined in the same
+order as before), match the evaluator with bounds checks on (row chunks, several reduces in one fusion,
+integer and half types), and the per-element loops are gone from the kernel."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+from tests.codegen.cg_helpers import CHECKED, check
+from tfxla_cluster.codegen import CodegenOptions
+from tfxla_cluster.codegen.executable import emit_module
+from tfxla_cluster.hlo.parser import parse_module
+
+RNG = np.random.RandomState(17)
+
+
+def _mean(axes):
+    return lambda a: tf.reduce_mean(a, axis=axes)
+
+
+def _sum_squares(axes):
+    return lambda a: tf.reduce_sum(a * a, axis=axes)
+
+
+def _pool_relu(axes):
+    return lambda a: tf.nn.relu(tf.reduce_mean(a, axis=axes)) * 2 + tf.reduce_sum(a, axis=axes)
+
+
+def _moments(axes):   # two reduces of one input in one fusion
+    def f(a):
+        m, v = tf.nn.moments(a, axes=axes)
+        return m, v
+    return f
+
+
+def _input(shape, dtype):
+    x = RNG.randn(*shape) * 3
+    x.flat[::11] *= 1e4   # large terms: the order of the sum shows in the low bits
+    if dtype == "int32":
+        return tf.constant(x.astype(np.int32))
+    return tf.cast(tf.constant(x.astype(np.float64)), dtype)
+
+
+# (shape, axes) where TF's XLA emits the reduce itself (no YNNPACK): f32 rows of 16, any f64
+TF_CASES = [((2, 8, 8, 16), (1, 2), "float32"), ((3, 5, 6, 24), (1, 2), "float64"),
+            ((2, 7, 7, 64), (1, 2), "float64"), ((4, 9, 40), (1,), "float64"), ((2, 8, 8, 16), (1, 2), "bfloat16"),
+            ((2, 6, 6, 32), (1, 2), "float16"), ((3, 6, 5, 40), (1, 2), "int32"), ((2, 3, 4, 5, 24), (1, 3), "float64")]
+
+
+@pytest.mark.parametrize("shape,axes,dtype", TF_CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("make", [_mean, _sum_squares, _pool_relu], ids=lambda f: f.__name__)
+def test_equal_tf_xla_bit_for_bit(shape, axes, dtype, make):
+    fn = make(axes)
+    x = _input(shape, dtype)
+    want = tf.function(fn, jit_compile=True)(x).numpy()
+    got = txc.function(fn, jit_compile=True)(x).numpy()
+    assert got.dtype == want.dtype
+    assert got.tobytes() == want.tobytes(), np.abs(got.astype(np.float64) - want.astype(np.float64)).max()
+
+
+def _optimized(fn, *args):
+    return parse_module(txc.function(fn, jit_compile=True).experimental_get_compiler_ir(*args)(stage="optimized_hlo"))
+
+
+def _row_kernels(module) -> int:
+    _, text = emit_module(module, CodegenOptions())
+    return len(re.findall(r'%"[^"]*\.rows[^"]*" = alloca \[\d+ x ', text))
+
+
+def test_pool_kernel_accumulates_rows_and_short_rows_keep_element_loops():
+    x = _input((2, 8, 8, 16), "float32")
+    assert _row_kernels(_optimized(_mean((1, 2)), x)) == 1
+    assert _row_kernels(_optimized(_moments((1, 2)), x)) >= 1
+    short = _input((4, 8, 8, 3), "float32")   # rows of 3 channels: per-element loops are faster
+    assert _row_kernels(_optimized(_mean((1, 2)), short)) == 0
+    inner = _input((4, 8, 16), "float32")     # the minor dim is reduced: not a row-vector reduce
+    assert _row_kernels(_optimized(_mean((2,)), inner)) == 0
+
+
+@pytest.mark.parametrize("shape,axes,dtype,make", [
+    ((2, 8, 8, 16), (1, 2), "float32", _pool_relu),
+    ((1, 4, 4, 3000), (1, 2), "float32", _mean),        # one row: split into chunks across threads
+    ((3, 5, 7, 48), (1, 2), "float32", _moments),
+    ((2, 6, 6, 40), (1, 2), "float16", _mean),
+    ((2, 6, 6, 40), (1, 2), "int32", _pool_relu),
+    ((5, 3, 2, 20), (0, 2), "float64", _sum_squares),    # reduced dims on both sides of a kept one
+], ids=lambda v: getattr(v, "__name__", str(v)))
+def test_equal_evaluator_with_bounds_checks(shape, axes, dtype, make):
+    fn = make(axes)
+    x = _input(shape, dtype)
+    module = _optimized(fn, x)
+    assert _row_kernels(module) >= 1
+    # (the evaluator sums in its own order: the order is checked against TF above)
+    tol = {"float16": 2e-3, "float32": 2e-6, "float64": 1e-14}.get(dtype, 0.0)
+    check(module, x.numpy(), rtol=tol, atol=tol, options=CHECKED)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("make", [_mean, _sum_squares, _pool_relu], ids=lambda f: f.__name__)
+def test_nan_payloads_equal_tf_xla(dtype, make):
+    """Which NaN a sum returns (x86 keeps its first operand's; an FMA its product's), as TF's XLA loop."""
+    x = RNG.randn(3, 5, 5, 40).astype(dtype)
+    bits = x.view(np.uint32 if dtype == np.float32 else np.uint64).reshape(-1)
+    quiet, sign = (0x7FC00000, 0x80000000) if dtype == np.float32 else (0x7FF8000000000000, 1 << 63)
+    bits[::13] = quiet | np.arange(0, bits.size, 13, dtype=bits.dtype)
+    bits[5::29] = sign | quiet | np.arange(5, bits.size, 29, dtype=bits.dtype)
+    fn = make((1, 2))
+    want = tf.function(fn, jit_compile=True)(tf.constant(x)).numpy()
+    got = txc.function(fn, jit_compile=True)(tf.constant(x)).numpy()
+    assert _row_kernels(_optimized(fn, tf.constant(x))) == 1
+    assert got.tobytes() == want.tobytes()
