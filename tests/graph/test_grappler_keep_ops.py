@@ -91,3 +91,32 @@ def test_kept_nested_call_is_kept_through_its_control_node() -> None:
     assert [n.name for n in got.node] == want
     by_name = {n.name: n for n in got.node}
     assert by_name["StatefulPartitionedCall"].op == "NoOp"
+
+
+def test_grappler_beside_other_work_gives_tf_node_order_and_its_errors() -> None:
+    """``run_grappler(alongside=...)`` (a process's first grappler run, next to the compiler's imports): TF's
+    optimizer runs on a helper thread, ``alongside`` on the caller's; the graph is TF's, node for node, and
+    a grappler failure is still the caller's typed error."""
+    import threading
+
+    import pytest
+
+    from tfxla_cluster.errors import InvalidArgumentError
+    from tfxla_cluster.graph import grappler
+    from tfxla_cluster.graph.loader import runtime_rewrites
+
+    f = _train_like_step()
+    x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+    concrete = f.get_concrete_function(x)
+    want = _tf_optimized_nodes(f, x)
+    ran_on: list = []
+    before = graph_def_from_concrete(concrete, inline=False, resource_handle_data=True)
+    got = runtime_rewrites(before, concrete, alongside=lambda: ran_on.append(threading.current_thread()))
+    assert [n.name for n in got.node] == want
+    assert ran_on == [threading.current_thread()]
+    # A graph grappler rejects (a fetch that names no node): the same error as without the helper thread.
+    with pytest.raises(InvalidArgumentError, match="grappler failed") as without:
+        grappler.run_grappler(got, fetch=["no_such_node"])
+    with pytest.raises(InvalidArgumentError, match="grappler failed") as beside:
+        grappler.run_grappler(got, fetch=["no_such_node"], alongside=lambda: None)
+    assert str(beside.value) == str(without.value)

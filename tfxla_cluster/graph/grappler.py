@@ -35,7 +35,8 @@ same decision to TF's optimizer through the ConfigProto.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import threading
+from typing import Callable, Sequence
 
 from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
@@ -77,7 +78,8 @@ def runtime_config(flags: "flags_mod.Flags | str | None" = None) -> config_pb2.C
 def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = None,
                  config: config_pb2.ConfigProto | None = None, *,
                  arg_shapes: bool = True, inline: bool = True,
-                 keep: Sequence[str] = (), flags: "flags_mod.Flags | str | None" = None) -> graph_pb2.GraphDef:
+                 keep: Sequence[str] = (), flags: "flags_mod.Flags | str | None" = None,
+                 alongside: Callable[[], None] | None = None) -> graph_pb2.GraphDef:
     """Optimize ``graph_def`` with TF's meta optimizer, keeping ``fetch`` (default: see default_fetch).
     ``config`` (default: :func:`runtime_config` of ``flags``, None meaning the environment's flags).
     ``arg_shapes``: let grappler see the ``_Arg`` shapes, as TF's function runtime does (module docstring).
@@ -86,7 +88,9 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
     (e.g. ``inner(x, x + 1) - 1`` keeps ``sub`` as an Add of a folded Const).
     ``keep``: nodes grappler must keep though no fetch needs them — a function's control outputs, which
     TF's function runtime passes as its grappler item's ``keep_ops``. They change what the dependency
-    optimizer removes, and so the order of the nodes it leaves (TF's node ids after grappler)."""
+    optimizer removes, and so the order of the nodes it leaves (TF's node ids after grappler).
+    ``alongside``: work for the calling thread while TF's optimizer runs (it releases the GIL) on a helper
+    thread — the optimizer's input and output are the same either way."""
     meta = meta_graph_pb2.MetaGraphDef()
     meta.graph_def.CopyFrom(inline_calls(graph_def) if inline else graph_def)
     # TF places a function's nodes before grappler runs; device-dependent rewrites (the remapper's
@@ -99,7 +103,7 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
     if keep:  # every node a collection names is one grappler must keep (its item's keep_ops)
         meta.collection_def["tfxla_keep_ops"].node_list.value.extend(keep)
     try:
-        out = optimize_graph(config if config is not None else runtime_config(flags), meta)
+        out = _optimize(config if config is not None else runtime_config(flags), meta, alongside)
     except Exception as e:  # grappler reports through TF status exceptions: typed, first line, cause chained
         raise InvalidArgumentError(f"grappler failed: {str(e).splitlines()[0]}") from e
     if not out.HasField("versions"):
@@ -121,6 +125,29 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
 
 
 _STAND_IN = "FakeParam"
+
+
+def _optimize(config: config_pb2.ConfigProto, meta: meta_graph_pb2.MetaGraphDef,
+              alongside: Callable[[], None] | None) -> graph_pb2.GraphDef:
+    """TF's meta optimizer on ``meta``; with ``alongside``, on a helper thread while this thread runs it."""
+    if alongside is None:
+        return optimize_graph(config, meta)
+    done: dict[str, object] = {}
+
+    def optimize() -> None:
+        try:
+            done["graph"] = optimize_graph(config, meta)
+        except BaseException as e:  # re-raised on the caller's thread
+            done["error"] = e
+    worker = threading.Thread(target=optimize, name="tfxla-grappler", daemon=True)
+    worker.start()
+    try:
+        alongside()
+    finally:
+        worker.join()
+    if "error" in done:
+        raise done["error"]  # type: ignore[misc]
+    return done["graph"]  # type: ignore[return-value]
 
 
 def _keep_original_functions(out: graph_pb2.GraphDef, graph_def: graph_pb2.GraphDef) -> None:

@@ -134,7 +134,7 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
             return with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
 
         def rewrite(before: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
-            out = runtime_rewrites(before, concrete, flags)
+            out = runtime_rewrites(before, concrete, flags, alongside=None if _compiler_imported else _import_compiler)
             with stage("import"):
                 imported[:] = with_cloned_constants(out, jit_on=jit_on)
             return imported[0]
@@ -155,6 +155,24 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
     with stage("import"):
         gd = with_resource_handle_data(graph_def_from_concrete(concrete), concrete)
         return with_cloned_constants(gd, jit_on=jit_on)
+
+
+_compiler_imported = False
+
+
+def _import_compiler() -> None:
+    """Import what a process's first clustering and compile use next (the clustering pass, lowering's op
+    families, the HLO passes, IR emission: ~0.1 s of CPU in a new process), while TF's grappler runs on
+    another core without the GIL (``run_grappler``'s ``alongside``). A graph from the persistent cache skips
+    grappler and so this: a process whose clusters all come from the cache imports none of it."""
+    global _compiler_imported
+    from tfxla_cluster.codegen import program  # noqa: F401
+    from tfxla_cluster.jit import mark_for_compilation  # noqa: F401
+    from tfxla_cluster.passes import pipeline  # noqa: F401
+    from tfxla_cluster.tf2hlo.registry import lowered_ops
+
+    lowered_ops()
+    _compiler_imported = True
 
 
 def _function_key(concrete, keep: list[str], flags, variant: str):
