@@ -18,6 +18,7 @@ import copy
 import operator
 import re
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Iterator
 
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
@@ -245,50 +246,63 @@ class HloComputation:
         Instructions are visited in list order and each one's unvisited operands are emitted first, so
         a topologically ordered list comes back unchanged.
         """
-        # Fast path: passes keep the list in definition order, so it usually is a post order already.
+        # Passes keep the list in definition order, so most of it usually is a post order already: the
+        # prefix up to the first instruction read before its operands is kept as it is, and after it every
+        # instruction whose operands are all emitted is emitted at once; only the others take the DFS.
         # (Instructions hash by identity: set lookups of the objects themselves, the operand check in C.)
         instructions = self.instructions
         seen: set[HloInstruction] = set()
         defined, add = seen.issuperset, seen.add
-        if any(map(_control_predecessors, instructions)):
+        control = any(map(_control_predecessors, instructions))
+        k = 0
+        if control:
             for instr in instructions:
                 if instr in seen or not defined(instr.operands) or (
                         instr.control_predecessors and not defined(instr.control_predecessors)):
                     break
                 add(instr)
-            else:
-                return list(instructions)
+                k += 1
         else:
             for instr in instructions:
                 if not defined(instr.operands):
                     break
                 add(instr)
+                k += 1
             else:
                 if len(seen) == len(instructions):   # else an instruction is listed twice
                     return list(instructions)
-        order: list[HloInstruction] = []
-        state: dict[int, int] = {}  # id -> 1 visiting, 2 done
-        for start in self.instructions:
-            if state.get(id(start)) == 2:
+                seen.clear()
+                k = 0   # (rare: a duplicate; the walk below lists it once)
+        if k == len(instructions):
+            return list(instructions)
+        order = instructions[:k]
+        append = order.append
+        visiting: set[int] = set()
+        for start in islice(instructions, k, None):
+            if start in seen:
+                continue
+            if defined(start.operands) and (not start.control_predecessors or
+                                            defined(start.control_predecessors)):
+                add(start)
+                append(start)
                 continue
             stack = [(start, False)]
             while stack:
                 node, expanded = stack.pop()
-                key = id(node)
                 if expanded:
-                    if state.get(key) != 2:
-                        state[key] = 2
-                        order.append(node)
+                    if node not in seen:
+                        add(node)
+                        append(node)
                     continue
-                if state.get(key) == 2:
+                if node in seen:
                     continue
-                if state.get(key) == 1:
+                if id(node) in visiting:
                     raise InternalError(f"cycle through instruction {node.name} in {self.name}")
-                state[key] = 1
+                visiting.add(id(node))
                 stack.append((node, True))
                 for pred in reversed(node.operands + node.control_predecessors):
-                    if state.get(id(pred)) != 2:
-                        if state.get(id(pred)) == 1:
+                    if pred not in seen:
+                        if id(pred) in visiting:
                             raise InternalError(f"cycle through instruction {pred.name} in {self.name}")
                         stack.append((pred, False))
         return order
