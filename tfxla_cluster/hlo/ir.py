@@ -18,7 +18,7 @@ import copy
 import operator
 import re
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import chain, islice
 from typing import Iterator
 
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
@@ -182,7 +182,7 @@ _CLONED_FIELDS = tuple(f for f in HloInstruction.__dataclass_fields__
                        if f not in ("operands", "parent", "control_predecessors", "called_computations",
                                     "raw_attributes", "name"))
 _cloned_values = operator.attrgetter(*_CLONED_FIELDS)
-_control_predecessors = operator.attrgetter("control_predecessors")
+_called_computations = operator.attrgetter("called_computations")
 
 
 class HloComputation:
@@ -253,27 +253,17 @@ class HloComputation:
         instructions = self.instructions
         seen: set[HloInstruction] = set()
         defined, add = seen.issuperset, seen.add
-        control = any(map(_control_predecessors, instructions))
         k = 0
-        if control:
-            for instr in instructions:
-                if instr in seen or not defined(instr.operands) or (
-                        instr.control_predecessors and not defined(instr.control_predecessors)):
-                    break
-                add(instr)
-                k += 1
-        else:
-            for instr in instructions:
-                if not defined(instr.operands):
-                    break
-                add(instr)
-                k += 1
-            else:
-                if len(seen) == len(instructions):   # else an instruction is listed twice
-                    return list(instructions)
-                seen.clear()
-                k = 0   # (rare: a duplicate; the walk below lists it once)
-        if k == len(instructions):
+        # (one walk that touches each instruction once: a large entry's objects are not all in cache)
+        for instr in instructions:
+            if instr.control_predecessors or not defined(instr.operands):
+                break
+            add(instr)
+            k += 1
+        if len(seen) != k:   # an instruction listed twice: the walk below lists it once
+            seen.clear()
+            k = 0
+        elif k == len(instructions):
             return list(instructions)
         order = instructions[:k]
         append = order.append
@@ -361,13 +351,9 @@ class HloComputation:
         return changed
 
     def called_computations(self) -> list["HloComputation"]:
-        # A dict keeps first-call order with O(1) membership (an entry calls hundreds of fusions).
-        seen: dict[HloComputation, None] = {}
-        for instr in self.instructions:
-            if instr.called_computations:
-                for c in instr.called_computations:
-                    seen[c] = None
-        return list(seen)
+        # A dict keeps first-call order with O(1) membership (an entry calls hundreds of fusions); the walk
+        # runs in C (every pass asks for the module's computation order, so each computation's callees).
+        return list(dict.fromkeys(chain.from_iterable(map(_called_computations, self.instructions))))
 
     def __iter__(self) -> Iterator[HloInstruction]:
         return iter(self.instructions)
