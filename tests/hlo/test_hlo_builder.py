@@ -190,3 +190,51 @@ def test_clone_instruction_and_module():
     arg = np.ones(3, np.float32)
     assert evaluate(m, arg) == 3 and evaluate(copy, arg) == 13
     assert parse_module(copy.to_string()).computations[0].is_fusion_computation is False
+
+
+def _reference_post_order(comp) -> list:
+    """The plain DFS ``post_order`` must equal: list order, each instruction after its unvisited operands
+    and control predecessors (first operand first), every instruction once."""
+    order, done = [], set()
+
+    def visit(instr):
+        if id(instr) in done:
+            return
+        for pred in instr.operands + instr.control_predecessors:
+            visit(pred)
+        if id(instr) not in done:
+            done.add(id(instr))
+            order.append(instr)
+    for instr in comp.instructions:
+        visit(instr)
+    return order
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_post_order_equals_a_plain_dfs_on_shuffled_lists(seed):
+    """post_order keeps the ordered prefix of the list and emits an instruction whose operands are out at
+    once: the same order as a DFS from every instruction in list order, on lists a pass leaves behind
+    (instructions appended after their users, moved, listed twice; control predecessors)."""
+    rng = np.random.default_rng(seed)
+    b = HloBuilder("main")
+    nodes = [b.parameter(k, Shape.scalar(T.F32), f"p{k}") for k in range(3)]
+    for _ in range(int(rng.integers(5, 40))):
+        picks = rng.choice(len(nodes), size=2)
+        nodes.append(b.add(nodes[picks[0]], nodes[picks[1]]) if rng.random() < 0.7 else b.negate(nodes[picks[0]]))
+    comp = b.build(nodes[-1])
+    instrs = list(comp.instructions)
+    if seed % 4 == 1:      # a few instructions moved to the end (appended after their users)
+        for _ in range(3):
+            instrs.append(instrs.pop(int(rng.integers(0, len(instrs)))))
+    elif seed % 4 == 2:    # shuffled
+        rng.shuffle(instrs)
+    elif seed % 4 == 3:    # listed twice, and a control predecessor
+        instrs.insert(int(rng.integers(0, len(instrs))), instrs[int(rng.integers(0, len(instrs)))])
+        late = nodes.index(instrs[-1])   # (made after its control predecessor: no cycle)
+        if late > 0:
+            nodes[late].control_predecessors = [nodes[int(rng.integers(0, late))]]
+    comp.instructions = instrs
+    got = comp.post_order()
+    assert [i.name for i in got] == [i.name for i in _reference_post_order(comp)]
+    if seed % 4 == 0:
+        assert got == comp.instructions and got is not comp.instructions

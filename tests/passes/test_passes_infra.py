@@ -199,3 +199,25 @@ def test_filecheck_order_next_same_not():
         filecheck(out, "CHECK: add\nCHECK-NOT: mul\nCHECK: sub")
     with pytest.raises(FileCheckError):
         filecheck(out, "CHECK: add\nCHECK-NEXT: sub")
+
+
+def test_fixed_point_does_not_rerun_a_pass_that_saw_the_module_unchanged():
+    """A pass that changed nothing runs again only after another pass changed the module: with 'a' changing
+    the module in its first two runs, 'b' (after it) runs in iterations 1-2 and is skipped in iteration 3
+    (recorded as unchanged); 'c' (no change ever) likewise."""
+    runs = []
+
+    class Counted(HloPass):
+        def __init__(self, name, changes):
+            self.name, self.changes = name, changes
+
+        def run_on_module(self, module):
+            runs.append(self.name)
+            return runs.count(self.name) <= self.changes
+
+    ctx = PassContext()
+    fp = FixedPoint("fp", [Counted("a", 2), Counted("b", 0), Counted("c", 0)])
+    assert fp.run(parse_module(SIMPLE), ctx) is True
+    assert fp.iterations == 3
+    assert runs == ["a", "b", "c", "a", "b", "c", "a"]
+    assert [(r.path, r.changed) for r in ctx.history][-3:] == [("fp/a", False), ("fp/b", False), ("fp/c", False)]

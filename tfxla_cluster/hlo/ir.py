@@ -18,6 +18,7 @@ import copy
 import operator
 import re
 from dataclasses import dataclass, field
+from itertools import chain, islice
 from typing import Iterator
 
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
@@ -181,7 +182,7 @@ _CLONED_FIELDS = tuple(f for f in HloInstruction.__dataclass_fields__
                        if f not in ("operands", "parent", "control_predecessors", "called_computations",
                                     "raw_attributes", "name"))
 _cloned_values = operator.attrgetter(*_CLONED_FIELDS)
-_control_predecessors = operator.attrgetter("control_predecessors")
+_called_computations = operator.attrgetter("called_computations")
 
 
 class HloComputation:
@@ -245,50 +246,53 @@ class HloComputation:
         Instructions are visited in list order and each one's unvisited operands are emitted first, so
         a topologically ordered list comes back unchanged.
         """
-        # Fast path: passes keep the list in definition order, so it usually is a post order already.
+        # Passes keep the list in definition order, so most of it usually is a post order already: the
+        # prefix up to the first instruction read before its operands is kept as it is, and after it every
+        # instruction whose operands are all emitted is emitted at once; only the others take the DFS.
         # (Instructions hash by identity: set lookups of the objects themselves, the operand check in C.)
         instructions = self.instructions
         seen: set[HloInstruction] = set()
         defined, add = seen.issuperset, seen.add
-        if any(map(_control_predecessors, instructions)):
-            for instr in instructions:
-                if instr in seen or not defined(instr.operands) or (
-                        instr.control_predecessors and not defined(instr.control_predecessors)):
-                    break
-                add(instr)
-            else:
-                return list(instructions)
-        else:
-            for instr in instructions:
-                if not defined(instr.operands):
-                    break
-                add(instr)
-            else:
-                if len(seen) == len(instructions):   # else an instruction is listed twice
-                    return list(instructions)
-        order: list[HloInstruction] = []
-        state: dict[int, int] = {}  # id -> 1 visiting, 2 done
-        for start in self.instructions:
-            if state.get(id(start)) == 2:
+        k = 0
+        # (one walk that touches each instruction once: a large entry's objects are not all in cache)
+        for instr in instructions:
+            if instr.control_predecessors or not defined(instr.operands):
+                break
+            add(instr)
+            k += 1
+        if len(seen) != k:   # an instruction listed twice: the walk below lists it once
+            seen.clear()
+            k = 0
+        elif k == len(instructions):
+            return list(instructions)
+        order = instructions[:k]
+        append = order.append
+        visiting: set[int] = set()
+        for start in islice(instructions, k, None):
+            if start in seen:
+                continue
+            if defined(start.operands) and (not start.control_predecessors or
+                                            defined(start.control_predecessors)):
+                add(start)
+                append(start)
                 continue
             stack = [(start, False)]
             while stack:
                 node, expanded = stack.pop()
-                key = id(node)
                 if expanded:
-                    if state.get(key) != 2:
-                        state[key] = 2
-                        order.append(node)
+                    if node not in seen:
+                        add(node)
+                        append(node)
                     continue
-                if state.get(key) == 2:
+                if node in seen:
                     continue
-                if state.get(key) == 1:
+                if id(node) in visiting:
                     raise InternalError(f"cycle through instruction {node.name} in {self.name}")
-                state[key] = 1
+                visiting.add(id(node))
                 stack.append((node, True))
                 for pred in reversed(node.operands + node.control_predecessors):
-                    if state.get(id(pred)) != 2:
-                        if state.get(id(pred)) == 1:
+                    if pred not in seen:
+                        if id(pred) in visiting:
                             raise InternalError(f"cycle through instruction {pred.name} in {self.name}")
                         stack.append((pred, False))
         return order
@@ -347,13 +351,9 @@ class HloComputation:
         return changed
 
     def called_computations(self) -> list["HloComputation"]:
-        # A dict keeps first-call order with O(1) membership (an entry calls hundreds of fusions).
-        seen: dict[HloComputation, None] = {}
-        for instr in self.instructions:
-            if instr.called_computations:
-                for c in instr.called_computations:
-                    seen[c] = None
-        return list(seen)
+        # A dict keeps first-call order with O(1) membership (an entry calls hundreds of fusions); the walk
+        # runs in C (every pass asks for the module's computation order, so each computation's callees).
+        return list(dict.fromkeys(chain.from_iterable(map(_called_computations, self.instructions))))
 
     def __iter__(self) -> Iterator[HloInstruction]:
         return iter(self.instructions)

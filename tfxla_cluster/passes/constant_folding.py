@@ -102,9 +102,9 @@ class HloConstantFolding(HloPass):
         for comp in non_fusion_computations(module):
             g = UseGraph(comp)
             for instr in comp.post_order():
-                if instr.parent is not comp or (g.is_dead(instr)) or not should_fold(instr):
-                    continue
-                if instr.opcode not in HANDLERS:
+                # (the use graph last: it is built on first use, and most computations fold nothing)
+                if instr.parent is not comp or instr.opcode not in HANDLERS or not should_fold(instr) or \
+                        g.is_dead(instr):
                     continue
                 try:
                     result = evaluate_instruction(instr, ev)

@@ -20,6 +20,9 @@
   The text is printed only for an iteration whose instruction names and opcodes repeat an earlier
   one's (a necessary condition), so a cycle is recognised at its second repetition: ``(4, 6)`` for a
   pass that toggles the module from iteration 2 on. Converging runs print nothing.
+  A pass that changed nothing is not run again until another pass changes the module (passes are functions
+  of the module): it is recorded and dumped as unchanged. The last iteration then runs only the passes up
+  to the one that changed the module last.
 
 Pipelines are passes themselves, so they nest, and disabling a pipeline's name disables all of it.
 """
@@ -141,13 +144,21 @@ class Pipeline(HloPass):
                 raise _wrap(e, f"After running pipeline '{self.name}' (changed by [{', '.join(by)}]): ") from e
         return changed
 
-    def _run_once(self, module: HloModule, ctx: PassContext, prefix: str) -> bool:
+    def _run_once(self, module: HloModule, ctx: PassContext, prefix: str, clean: set[int] | None = None) -> bool:
+        """Run the passes once. ``clean`` (a fixed point's): the positions of the passes whose last run changed
+        nothing on the module as it still is; they are not run again (a pass is a function of the module: it
+        would change nothing again), only recorded and dumped as unchanged. Kept current here."""
         changed = False
         path_prefix = f"{prefix}{self.name}/"
-        for p in self.passes:
+        for k, p in enumerate(self.passes):
             if not ctx.is_enabled(p):
                 continue
             path = path_prefix + p.name
+            if clean is not None and k in clean:
+                ctx.history.append(PassRecord(path, False, 0.0))
+                if ctx.dumper is not None:
+                    ctx.dumper.after_pass(module, self.name, p.name, False)
+                continue
             t0 = time.perf_counter()
             try:
                 if isinstance(p, Pipeline):
@@ -168,6 +179,11 @@ class Pipeline(HloPass):
                 if ctx.dumper is not None:
                     ctx.dumper.after_pass(module, self.name, p.name, step)
             changed |= step
+            if clean is not None:
+                if step:
+                    clean.clear()
+                elif not isinstance(p, Pipeline):   # (a nested pipeline always runs: its passes are recorded)
+                    clean.add(k)
         return changed
 
     def pass_names(self) -> list[str]:
@@ -198,9 +214,12 @@ class FixedPoint(Pipeline):
         skeletons: set[tuple] = set()
         changed_any = False
         self.iterations, self.cycle = 0, None
+        # The passes that have seen the module as it is and changed nothing: the passes after the last one
+        # that changed it are not run again in the next iteration (densenet's last iteration runs algsimp only).
+        clean: set[int] = set()
         for it in range(1, self.max_iters + 1):
             self.iterations = it
-            changed = self._run_once(module, ctx, _prefix)
+            changed = self._run_once(module, ctx, _prefix, clean)
             if not changed:
                 break
             changed_any = True

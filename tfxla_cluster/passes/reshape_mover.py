@@ -132,13 +132,13 @@ class ReshapeMover(HloPass):
         g.add(back)
         g.replace(instr, back)
 
-    def _run_on_computation(self, comp: HloComputation) -> bool:
-        # Most computations have no elementwise user of a reshape/transpose: skip them before building
-        # the use graph (this pass runs in every simplification iteration).
-        if not any(_is_rearrange(op) for i in comp.instructions if i.is_elementwise() for op in i.operands):
+    def _run_on_computation(self, comp: HloComputation, g: UseGraph) -> bool:
+        """One round: sink every candidate of ``comp`` one level (``g``: its use graph, kept across rounds)."""
+        # Most computations have no elementwise user of a reshape/transpose: nothing more is looked at.
+        readers = {i for i in comp.instructions if i.is_elementwise() and any(map(_is_rearrange, i.operands))}
+        if not readers:
             return False
-        g = UseGraph(comp)
-        candidates = {i: None for i in comp.post_order() if self._is_candidate(g, i)}
+        candidates = {i: None for i in comp.post_order() if i in readers and self._is_candidate(g, i)}
         removed = True
         # A rearrange with a user outside the set would stay behind: drop all its users (XLA's loop).
         while candidates and removed:
@@ -165,9 +165,12 @@ class ReshapeMover(HloPass):
             # fixed point; a rearrange feeding a long elementwise chain (the scalar Philox key arithmetic of
             # stateless RNG) then took every one of its 25 iterations. Sinking until nothing moves gives the
             # fixed point XLA's loop converges to, in one run. Each round moves rearranges toward the roots of a
-            # DAG, so it ends within as many rounds as the computation has instructions (the guard).
+            # DAG, so it ends within as many rounds as the computation has instructions (the guard). The rounds
+            # share one use graph (built on its first use): what a round asks of it (user counts, the users of
+            # a rearrange) does not depend on the order of an instruction's users, which edits change.
+            g = UseGraph(comp)
             for _ in range(len(comp.instructions) + 1):
-                if not self._run_on_computation(comp):
+                if not self._run_on_computation(comp, g):
                     break
                 changed = True
         return changed

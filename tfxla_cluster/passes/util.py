@@ -180,11 +180,22 @@ def may_have_dead(comp: HloComputation) -> bool:
 
 
 class UseGraph:
-    """Users of every instruction of ``comp``, kept current across edits (see module docstring)."""
+    """Users of every instruction of ``comp``, kept current across edits (see module docstring).
+
+    The users are found on the graph's first use, not when it is made: a pass makes one per computation
+    and often finds nothing to ask it (a fixed point's later iterations), and a large entry's users cost
+    one dict entry per operand edge. A pass edits the computation through its graph once it has one.
+    """
 
     def __init__(self, comp: HloComputation) -> None:
         self.comp = comp
-        instructions = comp.instructions
+        self._removed = False
+
+    def __getattr__(self, name: str):
+        # Called only while ``_users`` / ``_any_control`` are unset: build both, then normal lookup serves.
+        if name not in ("_users", "_any_control"):
+            raise AttributeError(name)
+        instructions = self.comp.instructions
         users: dict[HloInstruction, dict[HloInstruction, None]] = {i: {} for i in instructions}
         for instr in instructions:
             for op in instr.operands:
@@ -194,8 +205,8 @@ class UseGraph:
                     d = users[op] = {}
                 d[instr] = None
         self._users = users
-        self._removed = False
         self._any_control = any(map(_control_predecessors, instructions))
+        return self._users if name == "_users" else self._any_control
 
     # ---- queries
     def users(self, instr: HloInstruction) -> list[HloInstruction]:
@@ -209,10 +220,11 @@ class UseGraph:
 
     # ---- edits
     def add(self, instr: HloInstruction) -> HloInstruction:
+        users = self._users
         self.comp.add_instruction(instr)
-        self._users.setdefault(instr, {})
+        users.setdefault(instr, {})
         for op in instr.operands:
-            self._users.setdefault(op, {})[instr] = None
+            users.setdefault(op, {})[instr] = None
         return instr
 
     def make(self, opcode: O, operands, shape: Shape | None = None, *, like: HloInstruction | None = None,
@@ -236,10 +248,10 @@ class UseGraph:
     def replace_operand(self, user: HloInstruction, old: HloInstruction, new: HloInstruction) -> None:
         """``user`` reads ``new`` wherever it read ``old`` (XLA's ReplaceOperandWith: only the users of
         ``old`` and ``new`` change, so a wide tuple's other operands are not touched)."""
+        users = self._users   # (first: a lazy graph is built from the operands as they were)
         if old is new or old not in user.operands:
             return
         user.operands = [new if o is old else o for o in user.operands]
-        users = self._users
         d = users.get(old)
         if d is not None:
             d.pop(user, None)
@@ -250,19 +262,21 @@ class UseGraph:
 
     def append_operand(self, instr: HloInstruction, op: HloInstruction) -> None:
         """``instr`` also reads ``op``, last (XLA's AppendOperand: only ``op``'s users change)."""
+        users = self._users
         instr.operands = instr.operands + [op]
-        d = self._users.get(op)
+        d = users.get(op)
         if d is None:
-            d = self._users[op] = {}
+            d = users[op] = {}
         d[instr] = None
 
     def remove_operand_at(self, instr: HloInstruction, k: int) -> None:
         """``instr`` no longer reads operand ``k`` (XLA's RemoveOperandAt: only that operand's users change,
         and only if ``instr`` does not read it elsewhere)."""
+        users = self._users
         op = instr.operands[k]
         instr.operands = instr.operands[:k] + instr.operands[k + 1:]
         if op not in instr.operands:
-            d = self._users.get(op)
+            d = users.get(op)
             if d is not None:
                 d.pop(instr, None)
 
