@@ -296,7 +296,9 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     in_sp = [lshape.dimensions[d] for d in dn.input_spatial_dimensions]
     pads = xla_multiplies_padding(instr)
     lanes = gemv_lanes(instr)
-    row_gemv = xla_dot_form(instr) == "row_gemv"
+    form = xla_dot_form(instr)
+    row_gemv = form == "row_gemv"
+    eigen_dot = xla_dot_dims(instr) if form == "eigen" else None
     kb = prog.kernel(instr.name + "_exact")
     b = kb.builder
     la, ra, oa = kb.array(lhs), kb.array(rhs), kb.array(out)
@@ -319,6 +321,13 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     def tap(origin, k, a):
         """fma(input, filter, ``a``) at contraction index ``k`` (tap row-major, feature innermost: Eigen's
         order); a tap outside the input multiplies 0 (``pads``) or leaves ``a``."""
+        x, wv, valid = tap_operands(origin, k)
+        if pads:
+            return b.call(fma, [b.select(valid, x, zero), wv, a])
+        return b.select(valid, b.call(fma, [x, wv, a]), a)
+
+    def tap_operands(origin, k):
+        """(input, filter, whether the tap is inside the input) at contraction index ``k``."""
         o, sp, n_in, c_base = origin
         c = b.urem(k, t.i64(kin))
         rest = b.udiv(k, t.i64(kin))
@@ -339,11 +348,7 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
             ri[dn.kernel_spatial_dimensions[i]] = b.sub(t.i64(w.size - 1), wi[i]) if w.window_reversal else wi[i]
         # Out-of-range taps read element 0 (any index is then in bounds) and use 0 or nothing.
         li = [b.select(valid, x, t.i64(0)) for x in li]
-        x = load(la, li, lshape)
-        wv = load(ra, ri, rshape)
-        if pads:
-            return b.call(fma, [b.select(valid, x, zero), wv, a])
-        return b.select(valid, b.call(fma, [x, wv, a]), a)
+        return load(la, li, lshape), load(ra, ri, rshape), valid
 
     def lane_ptr(i):
         return b.gep(lane, [i if isinstance(i, ir.Value) else t.i64(i)], source_etype=sty)
@@ -433,6 +438,12 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
         b.store(zero, acc)
         if row_gemv:
             row_gemv_sum(origin, patch_index(od))
+        elif eigen_dot is not None:
+            # Eigen's F64 GEMM: separately rounded products in its blocks and micro-kernel accumulators.
+            from tfxla_cluster.codegen.dot_exact import emit_eigen_sum   # dot_exact imports this module
+            M, K, N = eigen_dot
+            b.store(emit_eigen_sum(kb.kctx, M, N, K, patch_index(od), origin[0],
+                                   lambda k: b.fmul(*tap_operands(origin, k)[:2])), acc)
         elif not lanes:
             with for_range(b, t.i64(0), t.i64(depth), "xtap", reduction=True) as k:
                 b.store(tap(origin, k, b.load(acc, typ=sty)), acc)
