@@ -62,7 +62,7 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
-from tfxla_cluster.codegen.eigen_blocking import F32_PATCHES, add_shards, split
+from tfxla_cluster.codegen.eigen_blocking import F32_PATCHES, add_shards, emit_eigen_sum, split
 from tfxla_cluster.codegen.gemm import group_origin, input_position
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, if_then, strides, work_items
 from tfxla_cluster.codegen.scalar_ops import ScalarOps
@@ -118,7 +118,7 @@ def xla_dot_form(instr) -> str | None:
     M = 1 (the column-major gemv: one FMA chain in k order per output), for a tiny dot (an operand matrix
     with a dimension ≤ 3 on both sides: ``kNaiveLlvmIr``, the same chain) and for an F32 library dot
     (YNNPACK, whose per-shape choice of one or four chains is not emulated: ``dot_exact.py``), ``"eigen"``
-    for an F64 library dot (Eigen's gebp order, ``dot_exact.emit_eigen_sum``). None: not a dot in XLA."""
+    for an F64 library dot (Eigen's gebp order, ``eigen_blocking.emit_eigen_sum``). None: not a dot in XLA."""
     dims = xla_dot_dims(instr)
     if dims is None:
         return None
@@ -440,7 +440,6 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
             row_gemv_sum(origin, patch_index(od))
         elif eigen_dot is not None:
             # Eigen's F64 GEMM: separately rounded products in its blocks and micro-kernel accumulators.
-            from tfxla_cluster.codegen.dot_exact import emit_eigen_sum   # dot_exact imports this module
             M, K, N = eigen_dot
             b.store(emit_eigen_sum(kb.kctx, M, N, K, patch_index(od), origin[0],
                                    lambda k: b.fmul(*tap_operands(origin, k)[:2])), acc)
