@@ -31,6 +31,17 @@ window both operands are checked (its filter is the original input). The fast ke
 neighbouring inputs (one infinity spreads NaN to a whole tile); their sums differ from Eigen's only by
 rounding while every value is finite and far from overflow, which the check makes sure of.
 
+Two kinds of F32 (F16, BF16) convolution never reach Eigen (measured in TF's dumps: Conv2D with 1×1 and 1×2
+filters, 1-20 channels): one with an input, filter or output of at most 8 bytes (two F32 elements; Eigen
+wants 16-byte aligned buffers, :func:`eigen_aligned`) is the elemental loop above, in F32 with its multiply-
+adds fused; a 1×1 one without stride, padding or input dilation is a dot (algsimp's ``SimplifyConvToDot``,
+:func:`xla_dot_dims`): [patches, K] × [K, N], summed as XLA's dot emitter does (:func:`xla_dot_form`) — for
+one output feature its row-major tiled gemv (lanes k mod 8 of FMAs over the first multiple of 8, the lanes
+added pairwise, the rest one FMA chain from +0, added last; 4 lanes in F64), for one patch or a tiny dot one
+FMA chain, in F64 otherwise Eigen's GEMM (rounded products, ``eigen_blocking.emit_eigen_sum``). So an
+infinity then an overflowing product of the other sign keeps the infinity in those chains (fuzz seeds
+107000534, 107000536), where gemv_t's rounded products meet as NaN.
+
 With one output feature per group (and more than one patch: one patch is Eigen's own gemv), Eigen's
 contraction calls oneDNN's ``sgemm`` with M = 1, which is its ``gemv_t`` JIT kernel (gemv_driver.cpp,
 jit_avx_gemv_t_f32_kern.cpp): 16 products at a time FMA'd into 8 lanes (lane k mod 8), the lanes summed
@@ -44,7 +55,10 @@ Eigen's column blocks (rounded to 24 for oneDNN) leave alone — 49 patches are 
 fuses each product into the output in k order (measured against TF's XLA: 3×3 to 64×64 images, depths
 90-4500).
 
-Not emulated: a huge finite input element (an infinity alone sums alike in any order) where checking the
+Not emulated: the F32 dots of 1×1 convolutions with more than one output feature that XLA runs on YNNPACK
+(per shape one FMA chain, or four by k mod 4 with the tail in single rounded products: its cost model
+decides) or as a naive loop LLVM vectorises over rows (rounded products where it does, at 4 output features
+but not 2): those keep one FMA chain; a huge finite input element (an infinity alone sums alike in any order) where checking the
 input would cost over ~1% (a 1×1, depthwise or few-feature convolution over a large image: the filter
 alone is checked there); with one output feature, the sequential contraction's blocks in one case measured
 otherwise (4×4 patches at depth 1000 split at 328, not the model's 336), and three-dimensional
