@@ -231,3 +231,54 @@ def test_the_input_is_checked_where_it_pays(monkeypatch):
     w3 = RNG.standard_normal((3, 3, 8, 40)).astype(np.float32)
     _check(lambda x, w: tf.nn.conv2d(x, w, 2, "SAME"), xs, w3, rtol=1e-4)
     assert checked == [sorted([xs.size, w3.size])]
+
+
+def _bits_same(want, got):
+    """Bit for bit, but any NaN for any NaN (payloads aside)."""
+    want, got = np.asarray(want, np.float64), np.asarray(got, np.float64)
+    wn, gn = np.isnan(want), np.isnan(got)
+    assert (wn == gn).all(), f"NaN positions differ at {np.argwhere(wn != gn)[:5].tolist()}"
+    diff = np.argwhere((want.view(np.int64) != got.view(np.int64)) & ~wn)
+    assert not diff.size, f"at {diff[:3].tolist()}: TF's XLA {want[tuple(diff[0])]}, ours {got[tuple(diff[0])]}"
+
+
+XLA_FORMS = [  # dtype, input NHWC, filter HWIO, padding: the path TF's XLA takes (conv_exact.xla_dot_form, eigen_aligned)
+    ("float32", (2, 3, 3, 3), (1, 1, 3, 1), "VALID"),    # a dot [18,3]x[3,1]: row-major gemv, one FMA chain
+    ("float32", (2, 3, 3, 8), (1, 1, 8, 1), "SAME"),     # ... 8 lanes, adjacent pairs (8-row tiles), AddReduce (2 rows)
+    ("float32", (3, 7, 5, 20), (1, 1, 20, 1), "VALID"),  # ... lanes over 16, then a chain of 4
+    ("float32", (1, 1, 1, 9), (1, 1, 9, 3), "VALID"),    # one patch: column-major gemv, one chain
+    ("float32", (2, 3, 3, 2), (1, 1, 2, 2), "VALID"),    # a tiny dot (K ≤ 3): one chain
+    ("float32", (2, 5, 5, 1), (1, 2, 1, 1), "VALID"),    # 8-byte filter: XLA's elemental loop
+    ("float32", (2, 5, 5, 1), (2, 1, 1, 1), "SAME"),     # ... skipping the padding
+    ("bfloat16", (2, 5, 5, 1), (1, 2, 1, 1), "VALID"),   # fuzz seed 107000534
+    ("bfloat16", (2, 3, 3, 7), (1, 1, 7, 1), "VALID"),
+    ("float16", (2, 3, 3, 9), (1, 1, 9, 1), "VALID"),
+    ("float64", (2, 3, 3, 9), (1, 1, 9, 1), "VALID"),    # 4 lanes, AddReduce (8-row tiles)
+    ("float64", (1, 3, 4, 9), (1, 1, 9, 1), "VALID"),    # ... a last tile of 4 rows: adjacent pairs
+    ("float64", (2, 3, 3, 8), (1, 1, 8, 4), "VALID"),    # a library dot: Eigen's rounded products
+    ("float64", (2, 5, 5, 1), (1, 2, 1, 1), "VALID"),    # XLA's elemental loop
+]
+
+
+@pytest.mark.parametrize("case", XLA_FORMS, ids=lambda c: f"{c[0]}-{'x'.join(map(str, c[1]))}-w{'x'.join(map(str, c[2]))}")
+def test_small_and_1x1_convolutions_take_xlas_path(case):
+    """Where TF's XLA runs no Eigen convolution — a 1×1 convolution without stride or padding is a dot
+    (algsimp's SimplifyConvToDot: a row-major gemv for one output feature, an FMA chain for one patch or a
+    tiny dot, Eigen's GEMM in f64), a buffer of ≤ 8 bytes makes its elemental loop — the exact path sums as
+    XLA does: bit for bit, NaN positions and infinities' signs included (fuzz seeds 107000534, 107000536:
+    an infinity then an overflowing product of the other sign keeps the infinity in an FMA chain)."""
+    dtype, xs, ws, pad = case
+    base = np.float64 if dtype == "float64" else np.float32
+    big = np.finfo(base).max
+    specials = np.array([np.inf, -np.inf, big, -big, big / 2, -big / 2, 3.39e38, -3.39e38], base)
+    rng = np.random.default_rng(107000536 + sum(xs) + sum(ws))
+    fn = lambda x, w: tf.nn.conv2d(x, w, 1, pad)
+    tf_fn, our_fn = tf.function(fn, jit_compile=True), txc.function(fn, jit_compile=True)
+    for _ in range(3):
+        x = (rng.standard_normal(xs) * 2.0 ** rng.integers(-12, 12, xs)).astype(base)
+        at = rng.random(xs) < 0.25
+        x[at] = rng.choice(specials, at.sum())
+        x.flat[0] = np.inf   # the exact path runs
+        w = rng.choice(np.array([-1.5603, 1.0431, 53.5, -0.0532, 0.7, -1.3, 2.0], base), ws)
+        tx, tw = tf.cast(x, dtype), tf.cast(w, dtype)
+        _bits_same(tf.cast(tf_fn(tx, tw), tf.float64).numpy(), tf.cast(our_fn(tx, tw), tf.float64).numpy())

@@ -31,6 +31,17 @@ window both operands are checked (its filter is the original input). The fast ke
 neighbouring inputs (one infinity spreads NaN to a whole tile); their sums differ from Eigen's only by
 rounding while every value is finite and far from overflow, which the check makes sure of.
 
+Two kinds of F32 (F16, BF16) convolution never reach Eigen (measured in TF's dumps: Conv2D with 1×1 and 1×2
+filters, 1-20 channels): one with an input, filter or output of at most 8 bytes (two F32 elements; Eigen
+wants 16-byte aligned buffers, :func:`eigen_aligned`) is the elemental loop above, in F32 with its multiply-
+adds fused; a 1×1 one without stride, padding or input dilation is a dot (algsimp's ``SimplifyConvToDot``,
+:func:`xla_dot_dims`): [patches, K] × [K, N], summed as XLA's dot emitter does (:func:`xla_dot_form`) — for
+one output feature its row-major tiled gemv (lanes k mod 8 of FMAs over the first multiple of 8, the lanes
+added pairwise, the rest one FMA chain from +0, added last; 4 lanes in F64), for one patch or a tiny dot one
+FMA chain, in F64 otherwise Eigen's GEMM (rounded products, ``eigen_blocking.emit_eigen_sum``). So an
+infinity then an overflowing product of the other sign keeps the infinity in those chains (fuzz seeds
+107000534, 107000536), where gemv_t's rounded products meet as NaN.
+
 With one output feature per group (and more than one patch: one patch is Eigen's own gemv), Eigen's
 contraction calls oneDNN's ``sgemm`` with M = 1, which is its ``gemv_t`` JIT kernel (gemv_driver.cpp,
 jit_avx_gemv_t_f32_kern.cpp): 16 products at a time FMA'd into 8 lanes (lane k mod 8), the lanes summed
@@ -44,7 +55,10 @@ Eigen's column blocks (rounded to 24 for oneDNN) leave alone — 49 patches are 
 fuses each product into the output in k order (measured against TF's XLA: 3×3 to 64×64 images, depths
 90-4500).
 
-Not emulated: a huge finite input element (an infinity alone sums alike in any order) where checking the
+Not emulated: the F32 dots of 1×1 convolutions with more than one output feature that XLA runs on YNNPACK
+(per shape one FMA chain, or four by k mod 4 with the tail in single rounded products: its cost model
+decides) or as a naive loop LLVM vectorises over rows (rounded products where it does, at 4 output features
+but not 2): those keep one FMA chain; a huge finite input element (an infinity alone sums alike in any order) where checking the
 input would cost over ~1% (a 1×1, depthwise or few-feature convolution over a large image: the filter
 alone is checked there); with one output feature, the sequential contraction's blocks in one case measured
 otherwise (4×4 patches at depth 1000 split at 328, not the model's 336), and three-dimensional
@@ -62,9 +76,9 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
-from tfxla_cluster.codegen.eigen_blocking import F32_PATCHES, add_shards, split
+from tfxla_cluster.codegen.eigen_blocking import F32_PATCHES, add_shards, emit_eigen_sum, split
 from tfxla_cluster.codegen.gemm import group_origin, input_position
-from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, if_then, work_items
+from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, if_then, strides, work_items
 from tfxla_cluster.codegen.scalar_ops import ScalarOps
 from tfxla_cluster.cpu_topology import eigen_threads
 from tfxla_cluster.hlo.shape import PrimitiveType as T
@@ -87,13 +101,66 @@ SPECIAL_CHECK_KIND = "special-check"
 _COMPUTE = {T.F32: T.F32, T.F16: T.F32, T.BF16: T.F32, T.F64: T.F64}
 
 
+def xla_dot_dims(instr) -> tuple[int, int, int] | None:
+    """(M, K, N) of the dot XLA's algsimp makes of ``instr`` (``SimplifyConvToDot``, layout-sensitive
+    phase; measured: TF's XLA dumps a ``dot`` for every such Conv2D): a window of size 1 everywhere with no
+    stride, padding or input dilation, one feature and batch group, the features minor-most in the
+    input and the output (same layouts) and the filter's input features right above its output features.
+    M = patches (batch × output positions), K = input features, N = output features."""
+    if instr.feature_group_count != 1 or instr.batch_group_count != 1 or any(
+            w.size != 1 or w.stride != 1 or w.padding_low or w.padding_high or w.base_dilation != 1
+            for w in instr.window.dimensions):
+        return None
+    dn = instr.convolution_dimension_numbers
+    lhs, rhs = (o.shape for o in instr.operands)
+    ls, rs, os_ = strides(lhs), strides(rhs), strides(instr.shape)
+    K = lhs.dimensions[dn.input_feature_dimension]
+    N = instr.shape.dimensions[dn.output_feature_dimension]
+    if K == 0 or N == 0 or ls[dn.input_feature_dimension] != 1 or os_[dn.output_feature_dimension] != 1 or \
+            rs[dn.kernel_output_feature_dimension] != 1 or rs[dn.kernel_input_feature_dimension] != N:
+        return None
+    pairs = [(dn.input_batch_dimension, dn.output_batch_dimension),
+             *zip(dn.input_spatial_dimensions, dn.output_spatial_dimensions)]
+    if any(ls[i] != K * (os_[o] // N) for i, o in pairs):
+        return None   # the patches are not the input's rows in the output's order
+    return instr.shape.num_elements // N, K, N
+
+
+def xla_dot_form(instr) -> str | None:
+    """How TF's XLA computes the dot of :func:`xla_dot_dims` (dot_op_emitter.cc, measured in its dumps):
+    ``"row_gemv"`` when N = 1 (``kTiledLlvmIrGemv``, row-major: :func:`emit_exact_conv`), ``"chain"`` when
+    M = 1 (the column-major gemv: one FMA chain in k order per output), for a tiny dot (an operand matrix
+    with a dimension ≤ 3 on both sides: ``kNaiveLlvmIr``, the same chain) and for an F32 library dot
+    (YNNPACK, whose per-shape choice of one or four chains is not emulated: ``dot_exact.py``), ``"eigen"``
+    for an F64 library dot (Eigen's gebp order, ``eigen_blocking.emit_eigen_sum``). None: not a dot in XLA."""
+    dims = xla_dot_dims(instr)
+    if dims is None:
+        return None
+    M, K, N = dims
+    if N == 1:
+        return "row_gemv"
+    if M == 1 or ((M <= 3 or K <= 3) and (K <= 3 or N <= 3)) or _COMPUTE[instr.shape.element_type] is T.F32:
+        return "chain"
+    return "eigen"
+
+
+def eigen_aligned(instr) -> bool:
+    """``PotentiallyImplementedAsEigenConvolution``'s alignment test: the input, the filter and the output
+    each span more than 8 bytes in F32 (XLA's type for F16/BF16 ones). A smaller buffer may be under-aligned
+    (``minimum_alignment_for_allocation``: min(PowerOf2Ceil(bytes), 16) < 16), and the convolution is
+    XLA's elemental loop instead (measured: a 1×2 filter of one feature, fuzz seed 107000534)."""
+    return all(4 * s.num_elements > 8 for s in (instr.shape, *(o.shape for o in instr.operands)))
+
+
 def xla_multiplies_padding(instr) -> bool:
     """Whether TF's XLA multiplies the filter by zeros at taps outside the input (Eigen's patches): F32
-    convolutions other than Eigen's transposed form. F64 ones, and those with a reversed window (never
-    Eigen's: PotentiallyImplementedAsEigenConvolution; algsimp's operand swap makes them), are XLA's
-    elemental loop, which skips them."""
+    convolutions other than Eigen's transposed form. F64 ones, those with a reversed window (never
+    Eigen's: PotentiallyImplementedAsEigenConvolution; algsimp's operand swap makes them) and those with a
+    buffer of ≤ 8 bytes (:func:`eigen_aligned`) are XLA's elemental loop, which skips them; 1×1 ones
+    without stride or padding are dots (:func:`xla_dot_dims`)."""
     if _COMPUTE.get(instr.shape.element_type) is not T.F32 or any(
-            w.window_reversal for w in instr.window.dimensions):
+            w.window_reversal for w in instr.window.dimensions) or not eigen_aligned(instr) or \
+            xla_dot_dims(instr) is not None:
         return False
     window = instr.window.dimensions
     transposed = any(w.base_dilation > 1 for w in window) and all(
@@ -243,6 +310,9 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     in_sp = [lshape.dimensions[d] for d in dn.input_spatial_dimensions]
     pads = xla_multiplies_padding(instr)
     lanes = gemv_lanes(instr)
+    form = xla_dot_form(instr)
+    row_gemv = form == "row_gemv"
+    eigen_dot = xla_dot_dims(instr) if form == "eigen" else None
     kb = prog.kernel(instr.name + "_exact")
     b = kb.builder
     la, ra, oa = kb.array(lhs), kb.array(rhs), kb.array(out)
@@ -260,11 +330,18 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     tasks = prog.tasks_for(work, cost)
     lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(work))
     acc = kb.kctx.alloca(sty, "xacc")
-    lane = kb.kctx.alloca(sty, "xlane", count=GEMV_LANES) if lanes else None
+    lane = kb.kctx.alloca(sty, "xlane", count=GEMV_LANES) if lanes or row_gemv else None
 
     def tap(origin, k, a):
         """fma(input, filter, ``a``) at contraction index ``k`` (tap row-major, feature innermost: Eigen's
         order); a tap outside the input multiplies 0 (``pads``) or leaves ``a``."""
+        x, wv, valid = tap_operands(origin, k)
+        if pads:
+            return b.call(fma, [b.select(valid, x, zero), wv, a])
+        return b.select(valid, b.call(fma, [x, wv, a]), a)
+
+    def tap_operands(origin, k):
+        """(input, filter, whether the tap is inside the input) at contraction index ``k``."""
         o, sp, n_in, c_base = origin
         c = b.urem(k, t.i64(kin))
         rest = b.udiv(k, t.i64(kin))
@@ -285,11 +362,7 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
             ri[dn.kernel_spatial_dimensions[i]] = b.sub(t.i64(w.size - 1), wi[i]) if w.window_reversal else wi[i]
         # Out-of-range taps read element 0 (any index is then in bounds) and use 0 or nothing.
         li = [b.select(valid, x, t.i64(0)) for x in li]
-        x = load(la, li, lshape)
-        wv = load(ra, ri, rshape)
-        if pads:
-            return b.call(fma, [b.select(valid, x, zero), wv, a])
-        return b.select(valid, b.call(fma, [x, wv, a]), a)
+        return load(la, li, lshape), load(ra, ri, rshape), valid
 
     def lane_ptr(i):
         return b.gep(lane, [i if isinstance(i, ir.Value) else t.i64(i)], source_etype=sty)
@@ -329,6 +402,40 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
         with for_range(b, t.i64(lo), t.i64(hi), "xchain", reduction=True) as k:
             b.store(tap(origin, k, b.load(acc, typ=sty)), acc)
 
+    def row_gemv_sum(origin, patch):
+        """acc := XLA's row-major tiled gemv of row ``patch`` (RowMajorMatrixVectorProductEmitter, 256-bit
+        vectors: 8 F32 or 4 F64 lanes): lane k mod L FMAs the products over the first multiple of L; the
+        lanes summed as vector_support_library's ComputeAvxOptimizedHorizontalSums (adjacent pairs,
+        ``((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))``) where a tile holds as many rows as lanes (its 8-row
+        tiles in F32, a last tile of 4 rows in F64), else AddReduce (halves: ``((l0+l4)+(l2+l6))+((l1+l5)+
+        (l3+l7))``); plus the rest of k as one FMA chain from +0."""
+        L = GEMV_LANES if cet is T.F32 else GEMV_LANES // 2
+        main = depth - depth % L
+        b.store(zero, acc)
+        fma_chain(origin, main, depth)
+        if not main:
+            b.store(b.fadd(zero, b.load(acc, typ=sty)), acc)
+            return
+        for i in range(L):
+            b.store(zero, lane_ptr(i))
+        with for_range(b, t.i64(0), t.i64(main), "xtap", reduction=True) as k:
+            p = lane_ptr(b.urem(k, t.i64(L)))
+            b.store(tap(origin, k, b.load(p, typ=sty)), p)
+        v = [b.load(lane_ptr(i), typ=sty) for i in range(L)]
+
+        def tree(vals, adjacent):
+            while len(vals) > 1:
+                h = len(vals) // 2
+                vals = [b.fadd(vals[2 * j], vals[2 * j + 1]) if adjacent else b.fadd(vals[j], vals[j + h])
+                        for j in range(h)]
+            return vals[0]
+        M = patches
+        full = M - M % 8   # the gemv's tiles of 8 rows (its tiling factor), then the remainder rows
+        tile_rows = b.select(b.icmp_unsigned("<", patch, t.i64(full)), t.i64(8), t.i64(M % 8))
+        avx = b.icmp_unsigned("==", tile_rows, t.i64(L))
+        hsum = b.select(avx, tree(v, True), tree(v, False))
+        b.store(b.fadd(hsum, b.load(acc, typ=sty)), acc)
+
     out_sp = [oshape.dimensions[d] for d in dn.output_spatial_dimensions]
     patches = oshape.num_elements // oshape.dimensions[dn.output_feature_dimension]
 
@@ -343,7 +450,14 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
         od = index.get_dims(b)
         origin = group_origin(b, instr, lshape, od)
         b.store(zero, acc)
-        if not lanes:
+        if row_gemv:
+            row_gemv_sum(origin, patch_index(od))
+        elif eigen_dot is not None:
+            # Eigen's F64 GEMM: separately rounded products in its blocks and micro-kernel accumulators.
+            M, K, N = eigen_dot
+            b.store(emit_eigen_sum(kb.kctx, M, N, K, patch_index(od), origin[0],
+                                   lambda k: b.fmul(*tap_operands(origin, k)[:2])), acc)
+        elif not lanes:
             with for_range(b, t.i64(0), t.i64(depth), "xtap", reduction=True) as k:
                 b.store(tap(origin, k, b.load(acc, typ=sty)), acc)
         else:

@@ -1,10 +1,11 @@
 """How Eigen's thread-pool contraction in TF's binary splits a contraction's depth (TensorContractionThreadPool.h
 ``evalProductImpl``), for the exact kernels that replay TF's XLA's order on special values.
 
-Stage: codegen helper (plain arithmetic; :func:`add_shards` emits the final adds), used by ``dot_exact.py``
-(F64 dots: Eigen's own gebp) and ``conv_exact.py`` (F32 convolutions with one output feature: Eigen's
-contraction of the filter with ``extract_image_patches``, each block a oneDNN ``sgemm`` through TF's custom
-contraction kernel). Guarantee: :func:`k_blocks` is Eigen's split of the depth on this machine (its cache
+Stage: codegen helper (plain arithmetic; :func:`add_shards` emits the final adds, :func:`emit_eigen_sum` a
+whole F64 sum in Eigen's gebp order), used by ``dot_exact.py`` (F64 dots: Eigen's own gebp) and
+``conv_exact.py`` (F32 convolutions with one output feature: Eigen's contraction of the filter with
+``extract_image_patches``, each block a oneDNN ``sgemm`` through TF's custom contraction kernel; F64 1×1
+convolutions that XLA makes Eigen dots). Guarantee: :func:`k_blocks` is Eigen's split of the depth on this machine (its cache
 sizes and thread count, ``cpu_topology``) — depth shards (one, or several summed at the end when it shards by
 the inner dimension), each a list of [lo, hi) k-blocks summed into it in order — given the operands' element
 size, gebp's register block and the per-coefficient cost of Eigen's right operand (:class:`Gebp`). Measured
@@ -15,7 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfxla_cluster.cpu_topology import cache_sizes
+from llvmlite import ir
+
+from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen.loops import for_range
+from tfxla_cluster.cpu_topology import cache_sizes, eigen_threads
+from tfxla_cluster.hlo.shape import PrimitiveType as T
 
 _L1, _L2, _L3 = cache_sizes()
 _PEEL = 8
@@ -187,3 +193,60 @@ def add_shards(b, values):
     for v in ranges[i:]:
         out = b.fadd(out, v)
     return out
+
+
+def emit_eigen_sum(kctx, M: int, N: int, K: int, m, n, product) -> ir.Value:
+    """The F64 sum over k of ``product(k)`` (an i64 k to its rounded product) for output (m, n) of an
+    M × K × N dot, in Eigen's order (``dot_exact.py``'s docstring): k-blocks of ``eigen_blocking.k_blocks``, each
+    summed by the accumulators of (m, n)'s micro kernel. Strict IEEE adds (no ``contract``, no
+    ``reassoc``)."""
+    b = kctx.builder
+    sty = t.storage_type(T.F64)
+    zero = t.float_constant(sty, 0.0)
+    if K == 0:
+        return zero
+
+    def rounded(k):
+        with kctx.scope():   # generated values stay in their loop
+            return product(k)
+    rows2 = N // 8 * 8                      # Eigen's rows are N: 8-row panels, then 4, 2, 1
+    rows_pair = rows2 + (N - rows2) // 4 * 4
+    rows_pair += (N - rows_pair) // 2 * 2
+    cols4 = M // 4 * 4
+    in_cols4 = b.icmp_unsigned("<", m, t.i64(cols4))
+    two = b.and_(in_cols4, b.and_(b.icmp_unsigned(">=", n, t.i64(rows2)), b.icmp_unsigned("<", n, t.i64(rows_pair))))
+    four = b.and_(in_cols4, b.icmp_unsigned(">=", n, t.i64(rows_pair)))
+    accs = [kctx.alloca(sty, f"eacc{j}") for j in range(4)]
+    buf = kctx.alloca(sty, "ebuf")
+    sums = []
+    for shard in k_blocks(N, M, K, eigen_threads()):
+        b.store(zero, buf)
+        first, kc, last = shard[0][0], shard[0][1] - shard[0][0], shard[-1][1]
+        with for_range(b, t.i64(0), t.i64(len(shard)), "kb") as j:
+            lo = b.add(t.i64(first), b.mul(j, t.i64(kc)))
+            hi = b.select(b.icmp_signed("<", b.add(lo, t.i64(kc)), t.i64(last)), b.add(lo, t.i64(kc)), t.i64(last))
+            depth = b.sub(hi, lo)
+            split_ = b.select(two, b.and_(depth, t.i64(-8)), b.select(four, b.and_(depth, t.i64(-4)), t.i64(0)))
+            for a in accs:
+                b.store(zero, a)
+            # Two or four accumulators over the first ``split_`` k, four at a time: k+2 and k+3 go to
+            # accumulators 2 and 3 with four of them, to 0 and 1 with two.
+            with for_range(b, t.i64(0), b.udiv(split_, t.i64(4)), "kq") as q:
+                k0 = b.add(lo, b.mul(q, t.i64(4)))
+                for step in range(4):
+                    p = rounded(b.add(k0, t.i64(step)))
+                    own, other = accs[step], accs[step - 2] if step >= 2 else None
+                    if other is None:
+                        b.store(b.fadd(b.load(own, typ=sty), p), own)
+                        continue
+                    x = b.select(four, b.load(own, typ=sty), b.load(other, typ=sty))
+                    s = b.fadd(x, p)
+                    b.store(b.select(four, s, b.load(own, typ=sty)), own)
+                    b.store(b.select(four, b.load(other, typ=sty), s), other)
+            v = [b.load(a, typ=sty) for a in accs]
+            b.store(b.fadd(b.fadd(v[0], v[1]), b.fadd(v[2], v[3])), accs[0])
+            with for_range(b, b.add(lo, split_), hi, "kr") as k:
+                b.store(b.fadd(b.load(accs[0], typ=sty), rounded(k)), accs[0])
+            b.store(b.fadd(b.load(buf, typ=sty), b.load(accs[0], typ=sty)), buf)
+        sums.append(b.load(buf, typ=sty))
+    return add_shards(b, sums)
