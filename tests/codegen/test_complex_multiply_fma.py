@@ -77,3 +77,16 @@ def test_add_of_a_subtraction_is_folded(dtype):
     for fn in (lambda x, y: (x - x) + x, lambda x, y: (x - y) + y, lambda x, y: y + (x - y),
                lambda x, y: (x + y) - y, lambda x, y: (x - y[3]) + y[3]):
         _check(tf.autograph.experimental.do_not_convert(fn), x, y)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+@pytest.mark.parametrize("side", ["constant_lhs", "constant_rhs"])
+def test_product_with_a_constant_keeps_its_operand_order(dtype, side):
+    """XLA's simplifier moves a constant to the right of an add, not of a multiply: ``C * y`` stays
+    ``multiply(C, broadcast(y))``, so its imaginary part fuses the product TF's operand order picks (fuzz
+    seed 113001338: ours had swapped it and gave +inf where TF gives -inf)."""
+    a, b = _overflowing(dtype, 18)
+    a[::2] = 0               # not uniform: LLVM would see through a splat constant's loads
+    a = a.reshape(3, 2, 3)   # a constant in the graph (made inside the function, not a captured input)
+    fn = (lambda y: tf.constant(a) * y) if side == "constant_lhs" else (lambda y: y * tf.constant(a))
+    _check(tf.autograph.experimental.do_not_convert(fn), b[:3].reshape(1, 1, 3))

@@ -286,15 +286,6 @@ def _minmax_self(g, instr):
     return _keep(instr, a) if a is b else None
 
 
-@rule("mul_constant_to_rhs", O.MULTIPLY)
-def _mul_canonical(g, mul):
-    """Const * A -> A * Const."""
-    a, b = mul.operands
-    if is_constant(a) and not is_constant(b):
-        return _binary(g, O.MULTIPLY, b, a, mul, mul.shape)
-    return None
-
-
 def _broadcast_scalar_constant(instr: HloInstruction) -> bool:
     return instr.opcode is O.BROADCAST and is_scalar_constant(instr.operands[0])
 
