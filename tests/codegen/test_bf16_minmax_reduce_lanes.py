@@ -97,3 +97,16 @@ def test_max_pool_covering_the_image(ksize):
     got = txc.function(fn, jit_compile=True)(*xs)
     for w, g in zip(want, got):
         assert _bits(w.numpy()).tobytes() == _bits(g.numpy()).tobytes(), (w, g)
+
+
+def test_fused_producer():
+    """A reduce of -|x| fused with its producer vectorises the same lanes in TF's XLA. (One input per shape:
+    two equal fusions of it trip the codegen tests' kernel-reuse check, also on main.)"""
+    xs = _inputs([(2, w) for w in (2, 3, 4, 8, 9, 16, 17, 20, 36)], [0] * 9, ml_dtypes.bfloat16, 9)[::2]
+
+    def fn(*args):
+        return [tf.reduce_max(-tf.abs(a), axis=0) for a in args]
+    want = tf.function(fn, jit_compile=True)(*xs)
+    got = txc.function(fn, jit_compile=True)(*xs)
+    for w, g in zip(want, got):
+        assert _bits(w.numpy()).tobytes() == _bits(g.numpy()).tobytes(), (w, g)

@@ -342,11 +342,12 @@ def bf16_minmax_vector_lanes(n: int, nested: bool) -> int:
 
 def bf16_minmax_reduces(instr) -> dict:
     """Overrides for a bf16 max/min reduce that TF's XLA emits with some output lanes vectorised: the root of
-    the kernel (or under a reshape/bitcast), one reduced dimension of 2..BF16_MINMAX_UNROLLED_ROWS elements, its
-    operand read from a buffer. XLA clones the reducer in f32 with its result rounded through bf16; in the
-    vector lanes LLVM folds each step after the first (``acc < x ? x : acc``) through the rounding's bitcasts
-    into a select of the bits, which keeps a ±denormal where an x86 max/min (the first step, and every step of
-    the scalar lanes) returns it as ±0 under DAZ. Returns {id(reduce): override maker}."""
+    the kernel (or under a reshape/bitcast), one reduced dimension of 2..BF16_MINMAX_UNROLLED_ROWS elements (its
+    operand may be computed in the kernel: measured with negate/abs/multiply producers). XLA clones the reducer
+    in f32 with its result rounded through bf16; in the vector lanes LLVM folds each step after the first
+    (``acc < x ? x : acc``) through the rounding's bitcasts into a select of the bits, which keeps a ±denormal
+    where an x86 max/min (the first step, and every step of the scalar lanes) returns it as ±0 under DAZ.
+    Returns {id(reduce): override maker}."""
     fused = instr.opcode is O.FUSION
     root = instr.fused_computation.root if fused else instr
     while root.opcode in (O.RESHAPE, O.BITCAST) and fused:
@@ -356,7 +357,7 @@ def bf16_minmax_reduces(instr) -> dict:
         return {}
     op = simple_reducer(r.to_apply)
     in_shape = r.operands[0].shape
-    if op not in (O.MAXIMUM, O.MINIMUM) or len(r.dimensions) != 1 or (fused and r.operands[0].opcode is not O.PARAMETER):
+    if op not in (O.MAXIMUM, O.MINIMUM) or len(r.dimensions) != 1:
         return {}
     rows = in_shape.dimensions[r.dimensions[0]]
     row = [d for d in major_to_minor(r.shape) if r.shape.dimensions[d] != 1]
