@@ -272,6 +272,17 @@ CASES = [
         z = f32[] constant(0)
         ROOT r = f32[0,3] reduce-window(p, z), window={size=2x1 pad=1_0x0_0}, to_apply=add"""),
      "CHECK: ROOT {{.*}} broadcast(%z)"),
+    # As in TF's dump for max_pool2d(bf16[1,3,8,2], ksize=[3, 1], VALID): a reduce, then a reshape.
+    ("reduce_window_to_reduce", M("p: f32[1,3,8,2]", """
+        z = f32[] constant(0)
+        ROOT r = f32[1,1,8,2] reduce-window(p, z), window={size=1x3x1x1}, to_apply=add"""),
+     "CHECK: %{{.*}} = f32[1,8,2]{2,1,0} reduce(%p, %z), dimensions={1}, to_apply=%add\n"
+     "CHECK: ROOT {{.*}} f32[1,1,8,2]{3,2,1,0} reshape("),
+    ("reduce_window_to_reduce", M("p: f32[2,3,4]", """
+        z = f32[] constant(0)
+        ROOT r = f32[1,3,1] reduce-window(p, z), window={size=2x1x4}, to_apply=add"""),
+     "CHECK: %{{.*}} = f32[3]{0} reduce(%p, %z), dimensions={0,2}, to_apply=%add\n"
+     "CHECK: ROOT {{.*}} f32[1,3,1]{2,1,0} reshape("),
     ("select_same_branches", M("p: pred[4]; a: f32[4]", "ROOT s = f32[4] select(p, a, a)"), "CHECK: ROOT %a"),
     ("select_constant_predicate", M("a: f32[4]; b: f32[4]", """
         c = pred[] constant(false)
@@ -410,6 +421,12 @@ ENTRY e {
   ROOT r = bf16[4] reduce-window(p, z), window={size=1}, to_apply=%max
 }
 """),
+    ("a whole-dimension reduce-window with a stride elsewhere stays", M("p: f32[2,4]", """
+        z = f32[] constant(0)
+        ROOT r = f32[1,2] reduce-window(p, z), window={size=2x1 stride=1x2}, to_apply=add""")),
+    ("a whole-dimension reduce-window with padding stays", M("p: f32[2,4]", """
+        z = f32[] constant(0)
+        ROOT r = f32[1,4] reduce-window(p, z), window={size=3x1 pad=1_0x0_0}, to_apply=add""")),
     ("max of two equal converts stays (only one instruction on both sides)", M("p: f32[3]", """
         c1 = s32[3] convert(p)
         c2 = s32[3] convert(p)

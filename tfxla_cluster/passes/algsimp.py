@@ -919,6 +919,36 @@ def _reduce_window_trivial(g, rw):
     return _keep(rw, r)
 
 
+@rule("reduce_window_to_reduce", O.REDUCE_WINDOW, layout_insensitive_only=True)
+def _reduce_window_to_reduce(g, rw):
+    """A single-output reduce-window with no stride, dilation or padding whose window is 1 or the whole
+    dimension (result size 1) in every dimension -> reshape(reduce(x) over the whole-dimension ones)
+    (HandleReduceWindow's enable_window_reduce_to_reduce_replacement, after reduce_window_trivial). The
+    reducer is kept as it is (a bf16 one too), so a VALID max_pool whose window covers the image is a reduce
+    in TF's XLA, emitted (and vectorised) as one. Not after layout assignment: the first fixed point has
+    already rewritten every reduce-window that qualifies."""
+    if len(rw.operands) != 2 or rw.shape.is_tuple:
+        return None
+    window = rw.window.dimensions
+    if any(d.stride != 1 or d.window_dilation != 1 or d.base_dilation != 1 or d.padding_low or d.padding_high
+           for d in window):
+        return None
+    dims = []
+    for k, d in enumerate(window):
+        if d.size == 1:
+            continue
+        if rw.shape.dimensions[k] != 1:
+            return None
+        dims.append(k)
+    if not dims:
+        return None
+    x, init = rw.operands
+    shape = Shape.array(rw.shape.element_type, [n for k, n in enumerate(rw.shape.dimensions) if k not in dims])
+    reduce = g.make(O.REDUCE, [x, init], shape, like=rw, dimensions=tuple(dims),
+                    called_computations=[rw.to_apply])
+    return g.make(O.RESHAPE, [reduce], rw.shape, like=rw)
+
+
 # ---------------------------------------------------------------- dots
 def _make_dot(g: UseGraph, lhs, rhs, dn: A.DotDimensionNumbers, like: HloInstruction) -> HloInstruction:
     """A dot with ``like``'s result element type and precision."""

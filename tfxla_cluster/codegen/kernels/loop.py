@@ -39,8 +39,8 @@ from tfxla_cluster.codegen.elemental import FusedEmitter
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess, array_operands, flatten, thunk
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, emit_streaming_flat_loop, for_range, \
     inner_chunks_for, streams, work_items
-from tfxla_cluster.codegen.reductions import RowVectorReduce, emit_column_reduce, is_column_reduce, row_vector_reduces, \
-    split_reductions
+from tfxla_cluster.codegen.reductions import RowVectorReduce, bf16_minmax_reduces, emit_column_reduce, \
+    is_column_reduce, row_vector_reduces, split_reductions
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo import opcode as ops
@@ -136,6 +136,7 @@ def _emit_loop(prog, instr, operands: list[BufferRef], out, deferred) -> None:
             return  # the GEMM already wrote the result
     overrides = {k: (lambda kb, em, ref=ref: kb.read(ref)) for k, ref in materialized.items()}
     overrides.update(split_reductions(prog, instr, operands, materialized))
+    overrides.update(bf16_minmax_reduces(instr))
     kb = KernelBuilder(prog, instr.name)
     params = [kb.read(r) for r in operands]
     if fused:
