@@ -208,16 +208,18 @@ def _scatter_with_ufunc(ufunc, out, flat_idx, dn, extent, limits, updates) -> No
     index = tuple(start[ok][:, d].reshape((-1,) + (1,) * rank) + grids[d][None] for d in range(rank))
     values = updates[ok].reshape((-1,) + tuple(int(e) for e in extent))
     if ufunc in (np.maximum, np.minimum) and np.issubdtype(out.dtype, np.floating):
-        _minmax_at(ufunc is np.maximum, out, index, values)
+        minmax_at(ufunc is np.maximum, out, index, values)
     else:
         ufunc.at(out, index, values)
 
 
-def _minmax_at(is_max: bool, out, index, values) -> None:
-    """``np.maximum.at``/``np.minimum.at`` with the evaluator's max/min (XLA's ``std::max(current, update)``
-    after its NaN checks): a tie keeps the current value — under DAZ 0 against a -denormal is one (seed
-    104000799), where numpy's ufunc takes the update. Updates to one element apply in index order, in rounds
-    of at most one update per element."""
+def minmax_at(is_max: bool, out, index, values, update_first: bool = False) -> None:
+    """``np.maximum.at``/``np.minimum.at`` with the evaluator's max/min (XLA's ``std::max(lhs, rhs)`` after
+    its NaN checks: a NaN lhs wins, then a NaN rhs; a tie keeps the lhs). Scatter's lhs is the current value
+    (under DAZ 0 against a -denormal is a tie that keeps it: seed 104000799), select-and-scatter's the update
+    (``update_first``). Comparisons, not numpy's max/min ufuncs, so a denormal's bits are kept where x86
+    max/min under DAZ return ±0. Updates to one element apply in index order, in rounds of at most one
+    update per element."""
     from tfxla_cluster.hlo.eval_elementwise import BINARY
 
     combine = BINARY[O.MAXIMUM if is_max else O.MINIMUM]
@@ -232,7 +234,7 @@ def _minmax_at(is_max: bool, out, index, values) -> None:
     for r in range(int(occurrence.max(initial=-1)) + 1):
         sel = occurrence == r
         t = flat[sel]
-        view[t] = combine(view[t], vals[sel])
+        view[t] = combine(vals[sel], view[t]) if update_first else combine(view[t], vals[sel])
 
 
 HANDLERS = {
