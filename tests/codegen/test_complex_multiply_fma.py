@@ -77,3 +77,19 @@ def test_add_of_a_subtraction_is_folded(dtype):
     for fn in (lambda x, y: (x - x) + x, lambda x, y: (x - y) + y, lambda x, y: y + (x - y),
                lambda x, y: (x + y) - y, lambda x, y: (x - y[3]) + y[3]):
         _check(tf.autograph.experimental.do_not_convert(fn), x, y)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+def test_add_of_a_subtraction_of_equal_slices_is_folded(dtype):
+    """Two ``y[:1]`` are one value after XLA's CSE, so the fold applies; a broadcast that reads other elements
+    (a reshape of a column into a row) is no implicit broadcast of the column, and is not folded."""
+    inf, nan = np.inf, np.nan
+    x = np.array([[complex(inf, 0), complex(0, -inf), 2 + 3j, 1], [0, 1e30 + 1j, complex(nan, 1), 6],
+                  [complex(-inf, 1), 2, 3, 4], [5, 6, 7, complex(inf, inf)]], dtype)
+    y = np.array([[complex(inf, 0), 1, complex(-inf, 2), 3j], [7, complex(0, inf), 7, 7],
+                  [complex(inf, nan), 1, 2, 3], [4, 5, 6, complex(-inf, 0)]], dtype)
+    for fn in (lambda x, y: (x - y[:1]) + y[:1], lambda x, y: (x + y[0]) - y[0],
+               lambda x, y: y[1:2, :] + (x - y[1:2, :]),
+               lambda x, y: (x - tf.slice(y, [0, 1], [4, 1])) + tf.slice(y, [0, 1], [4, 1]),
+               lambda x, y: (x - tf.broadcast_to(tf.reshape(y[:, :1], [1, 4]), [4, 4])) + y[:, :1]):
+        _check(tf.autograph.experimental.do_not_convert(fn), x, y)
