@@ -93,3 +93,16 @@ def test_add_of_a_subtraction_of_equal_slices_is_folded(dtype):
                lambda x, y: (x - tf.slice(y, [0, 1], [4, 1])) + tf.slice(y, [0, 1], [4, 1]),
                lambda x, y: (x - tf.broadcast_to(tf.reshape(y[:, :1], [1, 4]), [4, 4])) + y[:, :1]):
         _check(tf.autograph.experimental.do_not_convert(fn), x, y)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+def test_log_of_exp_and_exp_of_log_are_folded(dtype):
+    """MLIR folds complex log(exp(z)) and exp(log(z)) to z in TF's XLA: z at every value, even where exp
+    overflows or log of 0 is -inf."""
+    inf, nan = np.inf, np.nan
+    values = [0.0, -0.0, 1.0, -2.5, inf, -inf, nan, 1e30, 1e-30]
+    re, im = np.meshgrid(values, values)
+    z = np.empty(re.size, dtype)
+    z.real, z.imag = re.ravel(), im.ravel()
+    _check(tf.autograph.experimental.do_not_convert(lambda x: tf.math.log(tf.math.exp(x))), z)
+    _check(tf.autograph.experimental.do_not_convert(lambda x: tf.math.exp(tf.math.log(x * 2))), z)

@@ -358,6 +358,23 @@ COMPLEX_UNARY = {
 }
 
 
+# MLIR's complex folds log(exp(z)) → z and exp(log(z)) → z, which TF's XLA applies in its fused loops: z
+# itself at every value (TF 2.21: ±0, ±inf, NaN, huge and tiny parts; c64 and c128).
+_UNDOES = {"Log": O.EXP, "Exp": O.LOG}
+
+
+def _inverse_undone(a, inner: O):
+    """The parts of ``z`` where ``a`` are the parts of ``inner(z)`` (a complex HLO op split back), else None."""
+    re, im = a
+    if re.opcode is not O.REAL or im.opcode is not O.IMAG or re.operands[0] is not im.operands[0] \
+            or re.operands[0].opcode is not inner:
+        return None
+    z = re.operands[0].operands[0]
+    if z.opcode is O.COMPLEX:
+        return z.operands[0], z.operands[1]
+    return None
+
+
 def lower_complex_elementwise(ctx, node, native=None) -> list:
     """The complex form of an elementwise op (called by the elementwise family when an input is complex):
     the textbook formulas on the parts for the arithmetic above; any other op is its real lowering
@@ -369,6 +386,10 @@ def lower_complex_elementwise(ctx, node, native=None) -> list:
     if ctx.num_inputs == 2 and node.op in COMPLEX_BINARY:
         re, im = COMPLEX_BINARY[node.op](b, parts(ctx, 0), parts(ctx, 1))
         return [ComplexValue(re, im)]
+    if ctx.num_inputs == 1 and node.op in _UNDOES:
+        undone = _inverse_undone(parts(ctx, 0), _UNDOES[node.op])
+        if undone is not None:
+            return [ComplexValue(*undone)]
     native = COMPLEX_NATIVE.get(node.op, native)
     if native is None:
         raise UnimplementedError(f"complex operands of {node.op} are not supported")
