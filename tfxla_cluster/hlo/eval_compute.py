@@ -27,8 +27,7 @@ import numpy as np
 
 from tfxla_cluster.hlo.attrs import ComparisonDirection as D
 from tfxla_cluster.hlo.attrs import ComparisonType, default_comparison_type
-from tfxla_cluster.hlo.eval_data import minmax_at
-from tfxla_cluster.hlo.eval_elementwise import BINARY, convert, total_order_key
+from tfxla_cluster.hlo.eval_elementwise import BINARY, convert, minmax_at, total_order_key
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
