@@ -74,7 +74,7 @@ def reduce(ev, instr, args):
             return np.broadcast_to(init, out_shape).astype(x.dtype).copy()
         et = ev.element_type(x)
         if et.is_float and not et.is_complex and op in (O.ADD, O.MAXIMUM, O.MINIMUM):
-            flat = np.transpose(x, keep + dims).reshape(out_shape + (-1,))
+            flat = np.transpose(x, keep + dims).reshape(out_shape + (prod(x.shape[d] for d in dims),))
             if op is O.ADD:
                 return _sum_as_double(flat, init)
             seq = np.concatenate([np.broadcast_to(init, out_shape + (1,)).astype(x.dtype), flat], axis=-1)
