@@ -80,6 +80,35 @@ def test_add_of_a_subtraction_is_folded(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+def test_add_of_a_subtraction_of_equal_slices_is_folded(dtype):
+    """Two ``y[:1]`` are one value after XLA's CSE, so the fold applies; a broadcast that reads other elements
+    (a reshape of a column into a row) is no implicit broadcast of the column, and is not folded."""
+    inf, nan = np.inf, np.nan
+    x = np.array([[complex(inf, 0), complex(0, -inf), 2 + 3j, 1], [0, 1e30 + 1j, complex(nan, 1), 6],
+                  [complex(-inf, 1), 2, 3, 4], [5, 6, 7, complex(inf, inf)]], dtype)
+    y = np.array([[complex(inf, 0), 1, complex(-inf, 2), 3j], [7, complex(0, inf), 7, 7],
+                  [complex(inf, nan), 1, 2, 3], [4, 5, 6, complex(-inf, 0)]], dtype)
+    for fn in (lambda x, y: (x - y[:1]) + y[:1], lambda x, y: (x + y[0]) - y[0],
+               lambda x, y: y[1:2, :] + (x - y[1:2, :]),
+               lambda x, y: (x - tf.slice(y, [0, 1], [4, 1])) + tf.slice(y, [0, 1], [4, 1]),
+               lambda x, y: (x - tf.broadcast_to(tf.reshape(y[:, :1], [1, 4]), [4, 4])) + y[:, :1]):
+        _check(tf.autograph.experimental.do_not_convert(fn), x, y)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+def test_log_of_exp_and_exp_of_log_are_folded(dtype):
+    """MLIR folds complex log(exp(z)) and exp(log(z)) to z in TF's XLA: z at every value, even where exp
+    overflows or log of 0 is -inf."""
+    inf, nan = np.inf, np.nan
+    values = [0.0, -0.0, 1.0, -2.5, inf, -inf, nan, 1e30, 1e-30]
+    re, im = np.meshgrid(values, values)
+    z = np.empty(re.size, dtype)
+    z.real, z.imag = re.ravel(), im.ravel()
+    _check(tf.autograph.experimental.do_not_convert(lambda x: tf.math.log(tf.math.exp(x))), z)
+    _check(tf.autograph.experimental.do_not_convert(lambda x: tf.math.exp(tf.math.log(x * 2))), z)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
 @pytest.mark.parametrize("side", ["constant_lhs", "constant_rhs"])
 def test_product_with_a_constant_keeps_its_operand_order(dtype, side):
     """XLA's simplifier moves a constant to the right of an add, not of a multiply: ``C * y`` stays

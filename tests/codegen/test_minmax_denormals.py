@@ -72,3 +72,18 @@ def test_max_min_constant_in_short_rows(dtype, shape):
     _assert_bits(lambda v: tf.nn.relu(tf.reverse(v, [0])), x)
     _assert_bits(lambda v: tf.minimum(tf.transpose(v), 0.0), x)
     _assert_bits(lambda v: tf.clip_by_value(tf.reverse(v, [v.shape.rank - 1]), -1.0, 0.0), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", [(40, 3), (17, 5), (47, 2), (52, 4), (44, 3), (16, 8), (12, 6), (8, 2), (19, 7),
+                                   (60, 7), (36, 6), (40, 16), (40, 1)])
+def test_max_min_scalar_argument_over_short_rows(dtype, shape):
+    """``max(x, s)`` with a scalar argument over [N, 2..8]: TF's XLA vectorises across rows and keeps a
+    ±denormal's bits in the rows its vector loops cover (multiples of 4 or 8 by N and the row length; f64 all
+    of N = 8), flushing the rest; swapped operands or a reverse flush every row."""
+    x = _denormals(shape, dtype, sum(shape))
+    s = np.asarray(0.0, dtype)
+    _assert_bits(lambda v, a: tf.maximum(v, a), x, s)
+    _assert_bits(lambda v, a: tf.minimum(v, a), x, s)
+    _assert_bits(lambda v, a: tf.maximum(a, v), x, s)
+    _assert_bits(lambda v, a: tf.minimum(tf.reverse(v, [0]), a), x, s)

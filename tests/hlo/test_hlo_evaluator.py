@@ -373,6 +373,27 @@ ENTRY %main (x: f32[2,4]) -> s32[2] {
     same(evaluate(parse_module(text), np.array([[3, 7, 7, -1], [0, 1, 2, 0]], np.float32)), [1, 2])
 
 
+@pytest.mark.parametrize("op", [O.MAXIMUM, O.MINIMUM])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+def test_float_max_min_reduce_is_the_in_order_fold(op, dtype):
+    """The vectorised max/min reduce equals the evaluator's reducer applied in order from the init (a
+    reducer with a copy in it takes that general path): ties (±0) keep the accumulator, the first NaN wins."""
+    rs = np.random.RandomState(3)
+    pool = np.array([0.0, -0.0, 1.0, -1.0, 2.0, NAN, -NAN, INF, -INF], np.float32)
+    x = rs.choice(pool, size=(4, 7, 5)).astype(dtype)
+    et = primitive_type_from_dtype(np.dtype(dtype))
+    fast = make_scalar_computation(op, et)
+    b = HloBuilder("slow")
+    p0, p1 = b.parameter(0, Shape.scalar(et), "x"), b.parameter(1, Shape.scalar(et), "y")
+    slow = b.build(b.copy(b.binary(op, p0, p1)))
+    for dims in ([1], [0, 2], [0, 1, 2]):
+        for init in (0.0, -0.0, NAN):
+            def build(comp):
+                return lambda bb, p: bb.reduce(p, bb.constant(np.asarray(init, dtype)), dims, comp)
+            got, want = evaluate(module_of(build(fast), x), x), evaluate(module_of(build(slow), x), x)
+            assert np.asarray(got).tobytes() == np.asarray(want).tobytes(), (dims, init, got, want)
+
+
 def test_reduce_window_skips_padding_and_dilation_holes():
     x = np.arange(1, 6, dtype=np.float32)
     add = make_scalar_computation(O.ADD, T.F32)

@@ -320,6 +320,10 @@ def _binary(em, instr):
         # or flushes those by its loops' vectorisation (below). Not a reducer's (or comparator's) max: its scalar
         # shape is no loop length, and a flush per window step doubled max pool's time (its x86 max already
         # flushes under DAZ, as TF's does).
+        kept_rows = _scalar_arg_minmax_kept_rows(em, instr, lhs, rhs)
+        if kept_rows is not None:
+            return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, kept_rows, dim=0)
+
         def minmax(index):
             v = em.ops.binary(op, et, x(index), y(index))
             return em.ops.flush_denormal(et, v) if _masked_loop(em, instr.shape, index) else v
@@ -347,15 +351,46 @@ def _bf16_minmax_kept(em, instr, operands) -> int | None:
     return None
 
 
-def _minmax_kept_below(em, op, et, x, y, index, kept: int):
-    """max/min of ``x``, ``y`` whose ±denormal result keeps its bits below innermost index ``kept`` and is
-    flushed to ±0 from there on (see ``_bf16_minmax_kept``)."""
+def _minmax_kept_below(em, op, et, x, y, index, kept: int, dim: int = -1):
+    """max/min of ``x``, ``y`` whose ±denormal result keeps its bits below index ``kept`` of dimension ``dim``
+    (the innermost by default) and is flushed to ±0 from there on (see ``_bf16_minmax_kept``)."""
     if not kept:
         return em.ops.flush_denormal(et, em.ops.binary(op, et, x, y))
     blended = em.ops.minmax_keeping_bits(op, et, x, y)
     b = em.b
-    inner = index.get_dims(b)[-1]
-    return b.select(b.icmp_signed("<", inner, t.i64(kept)), blended, em.ops.flush_denormal(et, blended))
+    at = index.get_dims(b)[dim]
+    return b.select(b.icmp_signed("<", at, t.i64(kept)), blended, em.ops.flush_denormal(et, blended))
+
+
+def _scalar_arg_minmax_kept_rows(em, instr, lhs, rhs) -> int | None:
+    """How many leading rows of an f32/f64 ``max``/``min(x, broadcast(s))`` over [N, 2..8] TF's XLA returns
+    with a ±denormal's bits kept, when ``s`` is a scalar that is no constant and the op is its fusion's whole
+    loop; None: not that loop. LLVM unrolls the short rows and vectorises across them, a compare and blend;
+    the rows its vector loops leave to a scalar remainder, and every row when N < 16, run ``vmaxss``, which
+    under DAZ returns ±0. Which rows, by N (TF 2.21, N of 1-70; f32 W of 2-8, f64 W of 2, 3, 5, 8): a multiple
+    of 4 (f64: also all of N = 8 or 12, and 18 of N = 18, 19 for W ≥ 7), f32 a multiple of 8 from the N of ``_F32_BY_8_FROM`` on.
+    Swapped (``max(broadcast(s), x)``), with a constant, or after a reverse or transpose, TF's flushes every
+    row (the short-row flush of ``_masked_loop``)."""
+    dims = instr.shape.dimensions
+    if len(dims) != 2 or not 2 <= dims[1] <= 8 or instr.shape.minor_to_major != (1, 0) \
+            or em.comp is None or not em.comp.is_fusion_computation or em.comp.root is not instr:
+        return None
+    if lhs.opcode is not O.PARAMETER or rhs.opcode is not O.BROADCAST or rhs.operands[0].shape.dimensions \
+            or rhs.operands[0].opcode is O.CONSTANT:
+        return None
+    n, w = dims
+    if instr.shape.element_type is T.F64:
+        if w >= 7 and n in (18, 19):
+            return 18   # measured so (W of 7, 8)
+        return n if n in (8, 12) else 0 if n < 16 else n - n % 4
+    if n < 16:
+        return 0
+    return n - n % (8 if n >= _F32_BY_8_FROM.get(w, n + 1) else 4)
+
+
+# Row length → the N from which TF's f32 loop above leaves rows in multiples of 8 (below: of 4; rows of 7 and 8
+# in multiples of 4 up to N = 70 at least).
+_F32_BY_8_FROM = {2: 32, 3: 40, 4: 48, 5: 32, 6: 32}
 
 
 # Loops shorter than this many elements may run as one masked vector (f32: 8 lanes, f64: 4 at 256 bits).

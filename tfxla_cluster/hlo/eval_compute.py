@@ -1,14 +1,17 @@
 """Reductions, windows, contractions and sort for the reference evaluator.
 
 - reduce / reduce-window: windows skip padding and base-dilation holes (only real elements are
-  combined, starting from the init value, in row-major window order), as HloEvaluator does. Reducers
-  that are a single commutative op of the two parameters (add, multiply, max, min, and, or, xor) use
-  numpy's reduction; float sums are then pairwise rather than XLA's sequential order, so they agree to
-  rounding, not bit for bit. Other reducers (variadic, argmax-style) run the reducer computation
-  vectorized over all outputs, one window element at a time.
+  combined, starting from the init value, in row-major window order), as HloEvaluator does. A float add
+  reduce is HloEvaluator's fast add: the init and the elements summed in double, in row-major order of the
+  reduced dimensions, chunks of 512 summed on their own and added to the running total, rounded once to
+  the element type. A float max/min reduce is the in-order fold of the evaluator's max/min (a tie keeps
+  the accumulator, the first NaN wins), computed as an order-keeping tree since that fold is associative.
+  Other reducers that are a single commutative op of the two parameters (integer add, multiply, max, min,
+  and, or, xor; float multiply) use numpy's reduction. Other reducers (variadic, argmax-style) run the
+  reducer computation vectorized over all outputs, one window element at a time.
 - select-and-scatter: the first valid element of a window is selected, and a later element replaces it
-  when ``select(selected, candidate)`` is false; ``scatter`` accumulates source values in row-major
-  order of the windows.
+  when ``select(selected, candidate)`` is false; ``scatter(source, current)`` accumulates source values in
+  row-major order of the windows (the source is the left operand: a float max/min tie keeps the source).
 - dot / convolution convert operands to the result type (HandleDotSlowPath), accumulate f16/bf16 in
   f32 and integers in 64 bits; convolution windows skip padding and base-dilation holes as HloEvaluator's
   loop does (a NaN or infinite filter tap over padding adds nothing); integer convolution results saturate to the result type (the
@@ -24,7 +27,7 @@ import numpy as np
 
 from tfxla_cluster.hlo.attrs import ComparisonDirection as D
 from tfxla_cluster.hlo.attrs import ComparisonType, default_comparison_type
-from tfxla_cluster.hlo.eval_elementwise import convert, total_order_key
+from tfxla_cluster.hlo.eval_elementwise import BINARY, convert, minmax_at, total_order_key
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
@@ -69,6 +72,13 @@ def reduce(ev, instr, args):
         if any(x.shape[d] == 0 for d in dims):
             # Nothing to reduce: the result is the init value (numpy's max/min have no identity).
             return np.broadcast_to(init, out_shape).astype(x.dtype).copy()
+        et = ev.element_type(x)
+        if et.is_float and not et.is_complex and op in (O.ADD, O.MAXIMUM, O.MINIMUM):
+            flat = np.transpose(x, keep + dims).reshape(out_shape + (prod(x.shape[d] for d in dims),))
+            if op is O.ADD:
+                return _sum_as_double(flat, init)
+            seq = np.concatenate([np.broadcast_to(init, out_shape + (1,)).astype(x.dtype), flat], axis=-1)
+            return fold_in_order(BINARY[op], seq)
         # dtype=ct: numpy's add/multiply reductions would widen int32 to int64 (no wrap-around)
         r = _UFUNCS[op].reduce(x.astype(ct), axis=tuple(dims), dtype=ct)
         return np.asarray(_UFUNCS[op](init.astype(ct), r)).astype(x.dtype).reshape(out_shape)
@@ -78,6 +88,34 @@ def reduce(ev, instr, args):
         acc = ev.map_computation(comp, acc + [m[..., j] for m in moved])
         acc = list(acc) if isinstance(acc, tuple) else [acc]
     return acc[0] if k == 1 else tuple(acc)
+
+
+FAST_ADD_CHUNK = 512  # HloEvaluator's fast add sums linear indices in chunks of this many
+
+
+def _sum_as_double(flat: np.ndarray, init: np.ndarray) -> np.ndarray:
+    """HloEvaluator's fast float add reduce (``use_fast_add``): a double total starting at the init value, to
+    which each chunk of 512 elements (``Literal::GetSumAsDouble``: a double sum from 0, in order) is added;
+    ``SetFromDouble`` rounds it to the element type (f16/bf16 through float, as Eigen's half casts)."""
+    d = flat.astype(np.float64)
+    parts = [np.broadcast_to(init.astype(np.float64), flat.shape[:-1])]
+    parts += [np.add.accumulate(d[..., s:s + FAST_ADD_CHUNK], axis=-1)[..., -1]
+              for s in range(0, d.shape[-1], FAST_ADD_CHUNK)]
+    total = np.add.accumulate(np.stack(parts, axis=-1), axis=-1)[..., -1]
+    if flat.dtype.itemsize < 4:
+        total = total.astype(np.float32)
+    return np.asarray(total).astype(flat.dtype)
+
+
+def fold_in_order(combine, seq: np.ndarray) -> np.ndarray:
+    """``combine(...combine(combine(s0, s1), s2)..., s_last)`` over the last axis, for an associative
+    ``combine`` (the evaluator's float max/min: the first of the extreme values, the first NaN), in
+    log2(n) vectorised steps whose pairs keep their order."""
+    while seq.shape[-1] > 1:
+        n, h = seq.shape[-1], seq.shape[-1] // 2
+        paired = combine(seq[..., 0:2 * h:2], seq[..., 1:2 * h:2])
+        seq = np.concatenate([paired, seq[..., 2 * h:]], axis=-1) if n % 2 else paired
+    return seq[..., 0]
 
 
 # ---------------------------------------------------------------- windows
@@ -140,7 +178,10 @@ def select_and_scatter(ev, instr, args):
     out = np.full(x.size, init, dtype=x.dtype)
     targets, src = sel_idx[has], source[has]
     op = simple_reducer(scatter)
-    if op is not None and not ev.element_type(x).is_pred:
+    et = ev.element_type(x)
+    if op in (O.MAXIMUM, O.MINIMUM) and et.is_float and not et.is_complex:
+        minmax_at(op is O.MAXIMUM, out, (targets,), src, update_first=True)
+    elif op is not None and not et.is_pred:
         _UFUNCS[op].at(out, targets, src)
     else:
         for t, s in zip(targets, src):

@@ -16,6 +16,7 @@ from math import prod
 
 import numpy as np
 
+from tfxla_cluster.hlo.eval_elementwise import minmax_at
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 
 
@@ -208,31 +209,9 @@ def _scatter_with_ufunc(ufunc, out, flat_idx, dn, extent, limits, updates) -> No
     index = tuple(start[ok][:, d].reshape((-1,) + (1,) * rank) + grids[d][None] for d in range(rank))
     values = updates[ok].reshape((-1,) + tuple(int(e) for e in extent))
     if ufunc in (np.maximum, np.minimum) and np.issubdtype(out.dtype, np.floating):
-        _minmax_at(ufunc is np.maximum, out, index, values)
+        minmax_at(ufunc is np.maximum, out, index, values)
     else:
         ufunc.at(out, index, values)
-
-
-def _minmax_at(is_max: bool, out, index, values) -> None:
-    """``np.maximum.at``/``np.minimum.at`` with the evaluator's max/min (XLA's ``std::max(current, update)``
-    after its NaN checks): a tie keeps the current value — under DAZ 0 against a -denormal is one (seed
-    104000799), where numpy's ufunc takes the update. Updates to one element apply in index order, in rounds
-    of at most one update per element."""
-    from tfxla_cluster.hlo.eval_elementwise import BINARY
-
-    combine = BINARY[O.MAXIMUM if is_max else O.MINIMUM]
-    flat = np.ravel_multi_index(tuple(np.broadcast_to(i, values.shape) for i in index), out.shape).reshape(-1)
-    vals = values.reshape(-1)
-    order = np.argsort(flat, kind="stable")
-    sorted_t = flat[order]
-    first = np.searchsorted(sorted_t, sorted_t, side="left")
-    occurrence = np.empty_like(order)
-    occurrence[order] = np.arange(order.size) - first
-    view = out.reshape(-1)
-    for r in range(int(occurrence.max(initial=-1)) + 1):
-        sel = occurrence == r
-        t = flat[sel]
-        view[t] = combine(view[t], vals[sel])
 
 
 HANDLERS = {

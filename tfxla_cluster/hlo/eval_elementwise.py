@@ -540,3 +540,25 @@ def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> n
     if mantissa_bits > 0:
         return np.where(nan, x, out).astype(x.dtype)
     return np.where(nan, np.array(np.inf, dtype=x.dtype), out).astype(x.dtype)
+
+
+def minmax_at(is_max: bool, out, index, values, update_first: bool = False) -> None:
+    """``np.maximum.at``/``np.minimum.at`` with the evaluator's max/min (XLA's ``std::max(lhs, rhs)`` after
+    its NaN checks: a NaN lhs wins, then a NaN rhs; a tie keeps the lhs). Scatter's lhs is the current value
+    (under DAZ 0 against a -denormal is a tie that keeps it: seed 104000799), select-and-scatter's the update
+    (``update_first``). Comparisons, not numpy's max/min ufuncs, so a denormal's bits are kept where x86
+    max/min under DAZ return ±0. Updates to one element apply in index order, in rounds of at most one
+    update per element."""
+    combine = BINARY[O.MAXIMUM if is_max else O.MINIMUM]
+    flat = np.ravel_multi_index(tuple(np.broadcast_to(i, values.shape) for i in index), out.shape).reshape(-1)
+    vals = values.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    sorted_t = flat[order]
+    first = np.searchsorted(sorted_t, sorted_t, side="left")
+    occurrence = np.empty_like(order)
+    occurrence[order] = np.arange(order.size) - first
+    view = out.reshape(-1)
+    for r in range(int(occurrence.max(initial=-1)) + 1):
+        sel = occurrence == r
+        t = flat[sel]
+        view[t] = combine(vals[sel], view[t]) if update_first else combine(view[t], vals[sel])

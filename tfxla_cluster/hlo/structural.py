@@ -95,3 +95,20 @@ def instruction_names(instr: HloInstruction) -> list[str]:
         for i in reversed(comp.instructions):
             stack.extend(reversed(i.called_computations))
     return names
+
+
+def same_value(u: HloInstruction, v: HloInstruction, depth: int = 8) -> bool:
+    """Whether ``u`` and ``v`` are one value once XLA's HloCSE has run: the same instruction, or equal
+    instructions (opcode, shape, attributes, literal) of operands that are one value — two ``y[:1]`` slices of
+    one ``y`` (their reshapes and broadcasts too). Parameters match only themselves; instructions with
+    side effects or called computations never match another; ``depth`` bounds the walk."""
+    from tfxla_cluster.hlo import opcode as ops
+    from tfxla_cluster.hlo.opcode import HloOpcode as O
+
+    if u is v:
+        return True
+    if depth <= 0 or len(u.operands) != len(v.operands) or u.opcode in (O.PARAMETER, O.CUSTOM_CALL) \
+            or u.opcode in ops.SIDE_EFFECTING or u.called_computations or v.called_computations:
+        return False
+    return instruction_key(u) == instruction_key(v) and \
+        all(same_value(a, b, depth - 1) for a, b in zip(u.operands, v.operands))

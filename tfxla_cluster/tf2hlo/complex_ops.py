@@ -28,6 +28,7 @@ from tfxla_cluster.hlo.eval_elementwise import complex_from_parts
 from tfxla_cluster.hlo.ir import HloInstruction
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as P
+from tfxla_cluster.hlo.structural import same_value
 from tfxla_cluster.tf2hlo import types, xla_lib as xl
 from tfxla_cluster.tf2hlo.context import LoweringContext
 from tfxla_cluster.tf2hlo.registry import lowers
@@ -155,8 +156,28 @@ def _is_zero(x: HloInstruction) -> bool:
 
 
 def _same(u: HloInstruction, v: HloInstruction) -> bool:
-    """One value in a fused loop (XLA's CSE merges equal broadcasts of it)."""
-    return u is v or (u.opcode is O.BROADCAST and u.operands[0] is v)
+    """One value in a fused loop: ``u`` is ``v`` or its implicit (numpy) broadcast, where XLA's CSE has
+    merged equal instructions (two ``y[:1]`` slices of one ``y``: ``(x - y[:1]) + y[:1]``)."""
+    if same_value(u, v):
+        return True
+    if u.opcode is not O.BROADCAST:
+        return False
+    inner = u.operands[0]
+    return any(_broadcast_of(u, inner, w, v) for w in (inner, inner.operands[0] if inner.opcode is O.RESHAPE else None))
+
+
+def _broadcast_of(u: HloInstruction, inner: HloInstruction, w: HloInstruction | None, v: HloInstruction) -> bool:
+    """Whether ``u`` = broadcast(``inner``), ``inner`` being ``w`` or a reshape of it that only drops or adds
+    size-1 dimensions, reads ``v`` as v's implicit broadcast to u's shape does (``w`` one value with ``v``)."""
+    if w is None or not same_value(w, v):
+        return False
+    wd, nd = w.shape.dimensions, inner.shape.dimensions
+    if [d for d in wd if d != 1] != [d for d in nd if d != 1]:
+        return False   # a reshape that moves elements
+    rank = len(u.shape.dimensions)
+    # v's implicit broadcast aligns its dimensions with the result's last ones
+    return [u.dimensions[j] for j, d in enumerate(nd) if d != 1] == \
+        [rank - len(wd) + i for i, d in enumerate(wd) if d != 1]
 
 
 def _undone(a, c, first: O):
@@ -337,6 +358,23 @@ COMPLEX_UNARY = {
 }
 
 
+# MLIR's complex folds log(exp(z)) → z and exp(log(z)) → z, which TF's XLA applies in its fused loops: z
+# itself at every value (TF 2.21: ±0, ±inf, NaN, huge and tiny parts; c64 and c128).
+_UNDOES = {"Log": O.EXP, "Exp": O.LOG}
+
+
+def _inverse_undone(a, inner: O):
+    """The parts of ``z`` where ``a`` are the parts of ``inner(z)`` (a complex HLO op split back), else None."""
+    re, im = a
+    if re.opcode is not O.REAL or im.opcode is not O.IMAG or re.operands[0] is not im.operands[0] \
+            or re.operands[0].opcode is not inner:
+        return None
+    z = re.operands[0].operands[0]
+    if z.opcode is O.COMPLEX:
+        return z.operands[0], z.operands[1]
+    return None
+
+
 def lower_complex_elementwise(ctx, node, native=None) -> list:
     """The complex form of an elementwise op (called by the elementwise family when an input is complex):
     the textbook formulas on the parts for the arithmetic above; any other op is its real lowering
@@ -348,6 +386,10 @@ def lower_complex_elementwise(ctx, node, native=None) -> list:
     if ctx.num_inputs == 2 and node.op in COMPLEX_BINARY:
         re, im = COMPLEX_BINARY[node.op](b, parts(ctx, 0), parts(ctx, 1))
         return [ComplexValue(re, im)]
+    if ctx.num_inputs == 1 and node.op in _UNDOES:
+        undone = _inverse_undone(parts(ctx, 0), _UNDOES[node.op])
+        if undone is not None:
+            return [ComplexValue(*undone)]
     native = COMPLEX_NATIVE.get(node.op, native)
     if native is None:
         raise UnimplementedError(f"complex operands of {node.op} are not supported")
