@@ -33,6 +33,10 @@ from tfxla_cluster.errors import UnimplementedError
 # (same process, interleaved: conv_block and 3×3 56×56×64, 35×35×64 layers as fast) and cost a third of
 # conv_block's LLVM time (its Winograd kernel 104 → ~55 ms CPU).
 HOT_LOOP_KINDS = frozenset({"gemm", "conv-gemm", "conv-channelwise"})
+# A hot-loop kernel whose estimated cost (``call_kernel``'s, bytes-equivalent) is below this is light too:
+# unrolling saves it microseconds per call and costs milliseconds of LLVM time once (issue 17: small_cnn's
+# three convolutions, 18-55 kflop each).
+HOT_LOOP_MIN_COST = 1 << 16
 
 # opcode -> emitter(prog, instr, operands, out); filled by the families in kernels/ via @thunk.
 THUNKS: dict = {}
@@ -151,11 +155,11 @@ class KernelBuilder:
         arr = self.array(ref)
         return lambda index: arr.load(index)
 
-    def settle_loops(self, kind: str) -> int:
-        """Mark the kernel's loops light unless ``kind`` is in ``HOT_LOOP_KINDS``; returns how many were
-        marked. Called once the kernel is known to be new (after the program's dedup compared its text:
-        the loop IDs are unique nodes)."""
-        return 0 if kind in HOT_LOOP_KINDS else light_loops(self.function)
+    def settle_loops(self, kind: str, cost: int = 0) -> int:
+        """Mark the kernel's loops light unless ``kind`` is in ``HOT_LOOP_KINDS`` and ``cost`` is at least
+        ``HOT_LOOP_MIN_COST``; returns how many were marked. Called once the kernel is known to be new (after
+        the program's dedup compared its text: the loop IDs are unique nodes)."""
+        return 0 if kind in HOT_LOOP_KINDS and cost >= HOT_LOOP_MIN_COST else light_loops(self.function)
 
     def finish(self) -> ir.Function:
         self.builder.ret_void()

@@ -422,7 +422,7 @@ class ProgramEmitter:
         times), under one fork-join."""
         new = kb.finish()
         fn = self._unique(new)
-        if fn is new and kb.settle_loops(kind):
+        if fn is new and kb.settle_loops(kind, cost):
             self._printed.pop(fn.name, None)   # marking changed its latches: ``_unique``'s text is stale
         kb.kctx.release()
         slots = kb.slot_order if self.local_tables else None
