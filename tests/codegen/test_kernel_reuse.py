@@ -172,3 +172,33 @@ def test_guarded_convolutions_replay_with_their_own_branch(replaying):
     want = tf.function(_two_convs, jit_compile=True)(x, w1, w2).numpy()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-5, atol=1e-5)
+
+
+def _two_sizes(x, w1, w2):
+    # Different shapes: no replay; both guarded (filters and inputs checked: small convolutions).
+    return tf.reduce_sum(tf.nn.conv2d(x, w1, 1, "SAME")) + tf.reduce_sum(tf.nn.conv2d(x[:, :7], w2, 1, "VALID"))
+
+
+def test_guard_check_kernel_is_built_once_per_element_type(replaying, monkeypatch):
+    # Every guard's special-value check calls one kernel (its IR depends on the element type and limit only,
+    # ``ProgramEmitter.call_shared_kernel``): built once, with the IR of emitting it per buffer and TF's results.
+    from tfxla_cluster.codegen import conv_exact
+    from tfxla_cluster.codegen.conv_exact import SPECIAL_CHECK_KIND
+    built = []
+    build = conv_exact._build_check
+    monkeypatch.setattr(conv_exact, "_build_check", lambda *a: (built.append(a[2].shape), build(*a))[1])
+    x, w1 = X, FILTERS[0]
+    w2 = FILTERS[1][:2].copy()
+    w2[1, 1, 3, 2] = np.nan
+    fn = txc.function(_two_sizes, jit_compile=True)
+    hlo = fn.experimental_get_compiler_ir(x, w1, w2)(stage="optimized_hlo")
+    built.clear()
+    replayed, ir_replayed, fresh = _replayed_and_fresh(hlo)
+    checks = [k for k in replayed.kernels if k.kind == SPECIAL_CHECK_KIND]
+    assert len(built) == 1 + len(checks)   # once in the replaying emission, per check in the fresh one
+    assert len(checks) >= 4 and len({k.name for k in checks}) == 1
+    assert ir_replayed.count(f'define internal void @"{checks[0].name}"') == 1
+    assert [(k.name, k.instruction) for k in replayed.kernels] == [(k.name, k.instruction) for k in fresh.kernels]
+    got = fn(x, w1, w2).numpy()
+    want = tf.function(_two_sizes, jit_compile=True)(x, w1, w2).numpy()
+    np.testing.assert_array_equal(got, want)

@@ -51,3 +51,23 @@ def test_nothing_when_jit_off_or_inplace_ops():
     assert [n.name for n in clone_constants(gd).node] == ["c", "a", "b", "c/clone_0"]
     assert list(clone_constants(gd).node[1].input) == ["c/clone_0"]
     assert clone_constants(gd, jit_on=False) == gd
+
+
+def _graph_facts(g) -> tuple:
+    nodes = [(n.id, n.name, n.op, n.assigned_device, n.outputs, n.inputs, n.node_def.SerializeToString(deterministic=True),
+              [e.id for e in n.in_edges], [e.id for e in n.out_edges]) for n in g.nodes]
+    edges = [(e.id, e.src.id, e.src_output, e.dst.id, e.dst_input) for e in g.edges()]
+    return nodes, edges, g.graph_def.SerializeToString(deterministic=True), [n.id for n in g.topological_order()]
+
+
+@pytest.mark.parametrize("path", DUMPS[:4], ids=[p.parent.name for p in DUMPS[:4]])
+def test_cloned_graph_is_derived_not_imported_again(path):
+    """``with_cloned_constants`` carries the imported nodes over to the cloned graph (``Graph.derived``): the
+    same nodes, slots, devices, edges (in TF's order, late edges of the clones included) and GraphDef as a
+    fresh import of the cloned GraphDef."""
+    from tfxla_cluster.graph.graph import Graph
+    from tfxla_cluster.jit.clone_constants import with_cloned_constants
+    before = _unclone(text_format.Parse(path.read_text(encoding="utf-8"), graph_pb2.GraphDef()))
+    gd, graph = with_cloned_constants(before)
+    assert gd is not before
+    assert _graph_facts(graph) == _graph_facts(Graph(gd, check_attrs=False))

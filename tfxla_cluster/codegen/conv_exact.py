@@ -184,38 +184,40 @@ def _known_special(ref: BufferRef, limit: float) -> bool | None:
 def _special_flag(prog, instr, refs: list[BufferRef], limit: float):
     """An s32 scratch flag, set when any of ``refs`` holds a NaN or an element of magnitude ≥ ``limit``
     (infinities included): the entry zeroes it, then a check kernel per buffer (a vectorised or-reduction
-    of compares over a range of elements per task, the same kernel for every buffer of an element type)
-    writes 1 into it."""
+    of compares over a range of elements per task) writes 1 into it. The kernel is built once per element
+    type and limit in a module and called on every buffer of that type (``call_shared_kernel``)."""
     flag = prog.scratch(Shape(T.S32, ()), "special")
     prog.zero_flag(flag)
     for ref in refs:
-        et = ref.shape.element_type
-        sty, cet = t.storage_type(et), _COMPUTE[et]
-        cty = t.storage_type(cet)
         n = ref.shape.num_elements
-        kb = prog.kernel(instr.name + "_special")
-        kbld = kb.builder
-        tasks = prog.tasks_for(n, n)
-        # The range always comes from the call, never from a constant: the kernel's IR then depends on the
-        # element type only, and one kernel checks every buffer of that type (one compile, not one per conv).
-        lo, hi = kb.lo, kb.hi
-        ops = ScalarOps(kbld, prog.mctx)
-        p, fp = kb.ptr(ref.slot), kb.ptr(flag.slot)
-        acc = kb.kctx.alloca(t.I8, "special")
-        kbld.store(ir.Constant(t.I8, 0), acc)
-        fabs = prog.mctx.function("llvm.fabs.f32" if cet is T.F32 else "llvm.fabs.f64", cty, [cty])
-        lim = t.float_constant(cty, limit)
-        # Not a ``reduction`` loop: an or of flags is exact in any order, so the loop is light like a plain
-        # one (vectorised, not unrolled nor interleaved: ~5 ms less of LLVM's time, measured on conv_block).
-        with for_range(kbld, lo, hi, "special") as i:
-            x = t.from_storage(kbld, et, kbld.load(kbld.gep(p, [i], source_etype=sty), typ=sty))
-            x = ops.convert(et, cet, x) if et is not cet else x
-            bad = kbld.fcmp_unordered(">=", kbld.call(fabs, [x]), lim)
-            kbld.store(kbld.or_(kbld.load(acc, typ=t.I8), kbld.zext(bad, t.I8)), acc)
-        with if_then(kb.kctx, kbld.icmp_unsigned("!=", kbld.load(acc, typ=t.I8), ir.Constant(t.I8, 0))):
-            kbld.store(ir.Constant(t.I32, 1), fp)   # tasks race to store the same 1
-        prog.call_kernel(kb, instr.name, SPECIAL_CHECK_KIND, n, tasks, n)
+        prog.call_shared_kernel((SPECIAL_CHECK_KIND, ref.shape.element_type, limit), [ref, flag],
+                                instr.name + "_special", lambda kb, ref=ref: _build_check(prog, kb, ref, flag, limit),
+                                instr.name, SPECIAL_CHECK_KIND, n, prog.tasks_for(n, n), n)
     return flag
+
+
+def _build_check(prog, kb, ref: BufferRef, flag: BufferRef, limit: float) -> None:
+    """The check kernel's body: ``*flag = 1`` when an element of ``ref`` in [lo, hi) is special. The range
+    always comes from the call, never from a constant: the IR depends on the element type and ``limit`` only."""
+    et = ref.shape.element_type
+    sty, cet = t.storage_type(et), _COMPUTE[et]
+    cty = t.storage_type(cet)
+    kbld = kb.builder
+    ops = ScalarOps(kbld, prog.mctx)
+    p, fp = kb.ptr(ref.slot), kb.ptr(flag.slot)
+    acc = kb.kctx.alloca(t.I8, "special")
+    kbld.store(ir.Constant(t.I8, 0), acc)
+    fabs = prog.mctx.function("llvm.fabs.f32" if cet is T.F32 else "llvm.fabs.f64", cty, [cty])
+    lim = t.float_constant(cty, limit)
+    # Not a ``reduction`` loop: an or of flags is exact in any order, so the loop is light like a plain
+    # one (vectorised, not unrolled nor interleaved: ~5 ms less of LLVM's time, measured on conv_block).
+    with for_range(kbld, kb.lo, kb.hi, "special") as i:
+        x = t.from_storage(kbld, et, kbld.load(kbld.gep(p, [i], source_etype=sty), typ=sty))
+        x = ops.convert(et, cet, x) if et is not cet else x
+        bad = kbld.fcmp_unordered(">=", kbld.call(fabs, [x]), lim)
+        kbld.store(kbld.or_(kbld.load(acc, typ=t.I8), kbld.zext(bad, t.I8)), acc)
+    with if_then(kb.kctx, kbld.icmp_unsigned("!=", kbld.load(acc, typ=t.I8), ir.Constant(t.I8, 0))):
+        kbld.store(ir.Constant(t.I32, 1), fp)   # tasks race to store the same 1
 
 
 def _check_pays(instr, refs: list[BufferRef]) -> bool:

@@ -195,6 +195,8 @@ class ProgramEmitter:
         self._recording: _Recording | None = None
         self._key_memo: dict = {}
         self.reused_emissions = 0
+        # Kernels by caller's key (``call_shared_kernel``): (function, positions of its buffers in the refs).
+        self._shared: dict[tuple, tuple[ir.Function, tuple[int, ...]]] = {}
         # Kernels called only on a rare branch (``branch_on_flag``): listed apart from those every call runs.
         self.cold_kernels: list[KernelInfo] = []
         self._branches: list[tuple[ir.Block, ir.Block, bool]] = []   # open ``branch_on_flag``s
@@ -269,6 +271,7 @@ class ProgramEmitter:
         self._kernel_by_text.clear()
         self._printed.clear()
         self._recorded.clear()
+        self._shared.clear()
         self._scopes.clear()
         self._domain = None
 
@@ -412,20 +415,55 @@ class ProgramEmitter:
         return int(min(threads, work_items, max(2, cost // max(self.options.parallel_min_cost, 1))))
 
     def call_kernel(self, kb: KernelBuilder, instr_name: str, kind: str, work_items: int, tasks: int = 1,
-                    cost: int = 0, rows: RowAccess | None = None) -> None:
+                    cost: int = 0, rows: RowAccess | None = None) -> ir.Function:
         """Finish ``kb`` and call it from the entry function on [0, work_items) in ``tasks`` ranges.
 
         Consecutive kernels with ``rows`` (items are rows of their results, see :class:`RowAccess`) over
         the same rows, where nothing written in the group is read outside its own row, are run as one
         group: block of rows by block of rows, every member on a block before the next block (softmax's
         max / exp / sum / divide kernels then pass each row through the cache, not through memory four
-        times), under one fork-join."""
+        times), under one fork-join. Returns the kernel's function (an identical earlier one's, see ``_unique``)."""
         new = kb.finish()
         fn = self._unique(new)
         if fn is new and kb.settle_loops(kind, cost):
             self._printed.pop(fn.name, None)   # marking changed its latches: ``_unique``'s text is stale
         kb.kctx.release()
-        slots = kb.slot_order if self.local_tables else None
+        self._dispatch(fn, instr_name, kind, work_items, tasks, cost, rows,
+                       kb.slot_order if self.local_tables else None)
+        return fn
+
+    def call_shared_kernel(self, key: tuple, refs: list[BufferRef], hint: str, build: Callable[[KernelBuilder], None],
+                           instr_name: str, kind: str, work_items: int, tasks: int = 1, cost: int = 0) -> None:
+        """Call the kernel ``build(kb)`` makes on ``refs``, built once per ``key`` in the module.
+
+        For kernels whose IR is known beforehand to depend on ``key`` alone (e.g. the convolution guards'
+        special-value check: element type and limit, its range always from the call) and on which of ``refs``
+        share a buffer: ``build`` reads only ``refs``' slots, and a later call with an equal key calls the
+        first's function on its own buffers without building it (``_unique`` would find the same text, after
+        the work of building and printing it). Recorded by ``reuse`` like ``call_kernel``; in bounds-check
+        mode (kernels read the program's table) every call builds its own. With ``verify_reuse`` every call
+        builds, and one whose IR differs from its key's first is an InternalError."""
+        first: dict[int, int] = {}
+        full = (key, tuple(first.setdefault(r.slot.index, k) for k, r in enumerate(refs)))
+        known = self._shared.get(full) if self.local_tables else None
+        if known is not None and not self.verify_reuse:
+            fn, positions = known
+            self.reused_kernels += 1
+            self._dispatch(fn, instr_name, kind, work_items, tasks, cost, None, [refs[p].slot for p in positions])
+            return
+        kb = self.kernel(hint)
+        build(kb)
+        fn = self.call_kernel(kb, instr_name, kind, work_items, tasks, cost)
+        if not self.local_tables:
+            return
+        positions = tuple(first.get(s.index, -1) for s in kb.slot_order)
+        if -1 in positions or known not in (None, (fn, positions)):
+            raise InternalError(f"shared kernel {fn.name}: its IR is not a function of its key {key!r} and buffers")
+        self._shared[full] = (fn, positions)
+
+    def _dispatch(self, fn: ir.Function, instr_name: str, kind: str, work_items: int, tasks: int, cost: int,
+                  rows: RowAccess | None, slots) -> None:
+        """Schedule the call of the finished kernel ``fn`` on ``slots`` (recorded while ``reuse`` records)."""
         rec = self._recording
         if rec is not None:
             rows_at = None if rows is None else \

@@ -35,22 +35,22 @@ def clone_constants(graph_def: graph_pb2.GraphDef, jit_on: bool = True) -> graph
     if not jit_on:
         return out
     clones = _clones(out, Graph(out, assign_devices=False, check_acyclic=False))
-    return out if clones is None else clones
+    return out if clones is None else clones[0]
 
 
 def with_cloned_constants(graph_def: graph_pb2.GraphDef, jit_on: bool = True) -> tuple[graph_pb2.GraphDef, Graph]:
     """(:func:`clone_constants` of ``graph_def``, its :class:`Graph`): the GraphDef is ``graph_def`` itself and
     the Graph the one the pass looked at when nothing was cloned (a graph is imported once, not twice;
     with clones, the new GraphDef's nodes are the checked ones and copies of them: its attrs are not
-    checked again)."""
+    checked again, nor imported: ``Graph.derived`` carries its nodes over)."""
     graph = Graph(graph_def)
     clones = _clones(graph_def, graph) if jit_on else None
-    return (graph_def, graph) if clones is None else (clones, Graph(clones, check_attrs=False))
+    return (graph_def, graph) if clones is None else (clones[0], graph.derived(*clones))
 
 
-def _clones(graph_def: graph_pb2.GraphDef, graph: Graph) -> graph_pb2.GraphDef | None:
-    """``graph_def`` (imported as ``graph``) with its small constants cloned (a new GraphDef), or None when the
-    pass clones nothing."""
+def _clones(graph_def: graph_pb2.GraphDef, graph: Graph) -> tuple[graph_pb2.GraphDef, dict[str, str]] | None:
+    """``graph_def`` (imported as ``graph``) with its small constants cloned (a new GraphDef) and the clones'
+    originals (clone name -> constant name), or None when the pass clones nothing."""
     if any(n.op in INPLACE_OPS for n in graph.op_nodes()):
         return None
     names = {n.name for n in graph.op_nodes()}
@@ -58,6 +58,7 @@ def _clones(graph_def: graph_pb2.GraphDef, graph: Graph) -> graph_pb2.GraphDef |
     counter = 0
     new_inputs: dict[str, list[str]] = {}   # consumer -> rewritten input list
     clones: list = []
+    origin: dict[str, str] = {}
     for node in graph.nodes:
         for edge in sorted(node.in_edges, key=lambda e: e.id):
             src = edge.src
@@ -73,6 +74,7 @@ def _clones(graph_def: graph_pb2.GraphDef, graph: Graph) -> graph_pb2.GraphDef |
             clone.CopyFrom(graph_def.node[src.id - SINK_ID - 1])
             clone.name = clone_name
             clones.append(clone)
+            origin[clone_name] = src.name
             if edge.is_control:
                 # TF adds the clone's control edge and keeps the original one.
                 new_inputs.setdefault(node.name, list(node.node_def.input)).append("^" + clone_name)
@@ -89,7 +91,7 @@ def _clones(graph_def: graph_pb2.GraphDef, graph: Graph) -> graph_pb2.GraphDef |
             del nd.input[:]
             nd.input.extend(new_inputs[nd.name])
     out.node.extend(clones)
-    return out
+    return out, origin
 
 
 def _data_position(inputs, data_index: int) -> int:
