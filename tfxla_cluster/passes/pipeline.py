@@ -109,7 +109,11 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
         TransposeFolding(),
         HloCSE(),
         CpuLayoutAssignment(),
-        FixedPoint("simplification-after-layout", [AlgebraicSimplifier(layout_sensitive=True), HloDCE()]),
+        # not select(P, A, A) -> A here: TF 2.21 runs no algsimp between CSE and fusion, so a select whose two
+        # operands only CSE made one (tf2xla's per-read constants) is fused as it is (fuzz seed 115001251)
+        FixedPoint("simplification-after-layout", [
+            AlgebraicSimplifier(layout_sensitive=True, disabled_rules=frozenset({"select_same_branches"})),
+            HloDCE()]),
         *fusion,
         FixedPoint("cleanup", [AlgebraicSimplifier(layout_sensitive=True), HloDCE(),
                                HloCSE(layout_sensitive=True)]),
