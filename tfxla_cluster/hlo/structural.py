@@ -26,7 +26,9 @@ import operator
 
 import numpy as np
 
+from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction
+from tfxla_cluster.hlo.opcode import HloOpcode as O
 
 # Attributes that do not change what an instruction computes: names, source metadata, placement in its
 # computation (operands, callees and the literal are keyed on their own).
@@ -102,9 +104,6 @@ def same_value(u: HloInstruction, v: HloInstruction, depth: int = 8) -> bool:
     instructions (opcode, shape, attributes, literal) of operands that are one value — two ``y[:1]`` slices of
     one ``y`` (their reshapes and broadcasts too). Parameters match only themselves; instructions with
     side effects or called computations never match another; ``depth`` bounds the walk."""
-    from tfxla_cluster.hlo import opcode as ops
-    from tfxla_cluster.hlo.opcode import HloOpcode as O
-
     if u is v:
         return True
     if depth <= 0 or len(u.operands) != len(v.operands) or u.opcode in (O.PARAMETER, O.CUSTOM_CALL) \
