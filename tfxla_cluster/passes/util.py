@@ -57,6 +57,32 @@ def known_literal(instr: HloInstruction) -> np.ndarray | None:
     return np.asarray(instr.literal)
 
 
+# (value, its type, dtype, float?) -> what ``is_all`` compares with: passes ask about 0 and 1 thousands of times.
+_IS_ALL_TARGETS: dict[tuple, tuple] = {}
+
+
+def _is_all_target(value, dtype: np.dtype, is_float: bool) -> tuple:
+    """``value`` as ``dtype``; for floats also the unsigned dtype of the same size, the bits ``is_all`` wants,
+    and (0 only) the mask that clears the sign bit: ``(v, uint or None, want, mask or None)``."""
+    key = (value, type(value), dtype, is_float)
+    try:
+        got = _IS_ALL_TARGETS.get(key)
+    except TypeError:   # (an unhashable value: made each time)
+        key, got = None, None
+    if got is None:
+        with np.errstate(all="ignore"):
+            v = np.asarray(value).astype(dtype)
+        got = (v, None, None, None)
+        if is_float:
+            uint = np.dtype(f"u{dtype.itemsize}")
+            got = (v, uint, v.view(uint), None)
+            if v == 0:
+                got = (v, uint, 0, ~(uint.type(1) << uint.type(8 * uint.itemsize - 1)))
+        if key is not None:
+            _IS_ALL_TARGETS[key] = got
+    return got
+
+
 def is_all(instr: HloInstruction, value) -> bool:
     """XLA's ``IsAll``: a constant (possibly under broadcasts) whose every element equals ``value``."""
     while instr.opcode is O.BROADCAST:
@@ -64,16 +90,14 @@ def is_all(instr: HloInstruction, value) -> bool:
     lit = known_literal(instr)
     if lit is None or lit.size == 0:
         return False
-    with np.errstate(all="ignore"):
-        v = np.asarray(value).astype(lit.dtype)
-    if instr.shape.element_type.is_float:
+    v, uint, want, sign_free = _is_all_target(value, lit.dtype, instr.shape.element_type.is_float)
+    if uint is not None:
         # XLA's literal compare is IEEE ``==`` in a compile that runs without DAZ: a denormal is not 0
         # (here the compiling thread may have DAZ set, under which numpy's ``==`` would say it is), ±0 are
         # equal. ``value`` is a small integer, so compare bits, the sign bit ignored for 0.
-        uint = np.dtype(f"u{lit.dtype.itemsize}")
-        bits, want = lit.view(uint), v.view(uint)
-        if v == 0:
-            bits, want = bits & ~(uint.type(1) << uint.type(8 * uint.itemsize - 1)), 0
+        bits = lit.view(uint)
+        if sign_free is not None:
+            bits = bits & sign_free
         if not bits.flat[0] == want:
             return False
         return bool((bits == want).all())

@@ -165,6 +165,11 @@ class LoweringContext:
 
     # ---------------------------------------------------------------- inputs
     @property
+    def input_keys(self) -> list[tuple[str, int]]:
+        """The node's data inputs as (source node name, output index), by input number."""
+        return self._inputs
+
+    @property
     def num_inputs(self) -> int:
         return len(self._inputs)
 

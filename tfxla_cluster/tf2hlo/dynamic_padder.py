@@ -89,10 +89,14 @@ class _PaddedContext(LoweringContext):
         return self._replaced[index] if index in self._replaced else super().input(index)
 
 
-def dynamic_inputs(lowerer, node) -> dict[int, BoundedDynamic]:
+def dynamic_inputs(lowerer, node, inputs: list[tuple[str, int]] | None = None) -> dict[int, BoundedDynamic]:
+    """The node's inputs that are bounded dynamic values, by input number. ``inputs``: the node's data
+    inputs as (source name, output), if the caller has them (``LoweringContext`` does)."""
+    if inputs is None:
+        inputs = [(e.src.name, e.src_output) for e in node.data_inputs()]
     out = {}
-    for i, e in enumerate(node.data_inputs()):
-        v = lowerer.value((e.src.name, e.src_output))
+    for i, key in enumerate(inputs):
+        v = lowerer.value(key)
         if isinstance(v, BoundedDynamic):
             out[i] = v
     return out

@@ -214,7 +214,7 @@ class GraphLowerer:
         ctx = LoweringContext(self, node)
         with self.builder.node_scope(node.op, node.name):
             try:
-                dynamic = dynamic_inputs(self, node) if node.op not in _BOUNDED_DYNAMIC_AWARE else None
+                dynamic = dynamic_inputs(self, node, ctx.input_keys) if node.op not in _BOUNDED_DYNAMIC_AWARE else None
                 outs = lower_with_dynamic(self, node, fn, dynamic) if dynamic else None
                 if outs is not None:
                     pass

@@ -71,6 +71,8 @@ def _scalar(kind: str, v):
     if kind == "tensor":
         import tensorflow as tf
 
+        if v.tensor_content:   # the bytes themselves (np.frombuffer): no float passes through the FPU
+            return tf.make_ndarray(v)
         from tfxla_cluster.mxcsr import kept_denormals
         with kept_denormals():  # float_val goes through Python floats: DAZ (TF's kernel thread) flushes them
             return tf.make_ndarray(v)

@@ -161,7 +161,11 @@ def _emit_loop(prog, instr, operands: list[BufferRef], out, deferred) -> None:
     row_start = None
     if not flat and len(outs) == 1 and not root.shape.is_tuple:
         # reduces evaluated at the loop's own index
-        at_index = [r for r in comp.instructions if _elementwise_to_root(comp, r, any_type=True)] if fused else [root]
+        if fused:
+            users = comp.users()   # (once for all: a large fusion's walk per instruction was quadratic)
+            at_index = [r for r in comp.instructions if _elementwise_to_root(comp, r, any_type=True, users=users)]
+        else:
+            at_index = [root]
         rvs = [RowVectorReduce(kb, em, r) for r in row_vector_reduces(at_index, outs[0].shape)
                if id(r) not in em.overrides]
         for rv in rvs:
@@ -292,10 +296,12 @@ def _emit_wrapped(prog, instr, operands, out) -> None:
     THUNKS[root.opcode](prog, root, refs, out)
 
 
-def _elementwise_to_root(comp, instr, any_type: bool = False) -> bool:
+def _elementwise_to_root(comp, instr, any_type: bool = False, users: dict | None = None) -> bool:
     """True if every path from ``instr`` to the root goes through same-shape elementwise ops (``any_type``:
-    same dimensions and layout, any element type: converts too)."""
-    users = comp.users()
+    same dimensions and layout, any element type: converts too). ``users``: ``comp.users()``, if the caller
+    has it."""
+    if users is None:
+        users = comp.users()
     stack, seen = [instr], set()
     while stack:
         x = stack.pop()
