@@ -134,7 +134,8 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
             return with_resource_handle_data(graph_def_from_concrete(concrete, inline=False), concrete)
 
         def rewrite(before: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
-            out = runtime_rewrites(before, concrete, flags, alongside=lambda: _alongside_grappler(before, jit_on))
+            out = runtime_rewrites(before, concrete, flags,
+                                   alongside=lambda: _alongside_grappler(before, flags, jit_on))
             with stage("import"):
                 imported[:] = with_cloned_constants(out, jit_on=jit_on)
             return imported[0]
@@ -175,14 +176,18 @@ def _import_compiler() -> None:
     _compiler_imported = True
 
 
-def _alongside_grappler(graph_def: graph_pb2.GraphDef, jit_on: bool) -> None:
+def _alongside_grappler(graph_def: graph_pb2.GraphDef, flags, jit_on: bool) -> None:
     """What the first call can do on its own thread while TF's grappler optimizes ``graph_def`` on another
-    (it releases the GIL): a process's first time, import the compiler; with clustering on, ask TF for the
-    XLA kernels of the ops the graph (and the functions it inlines) holds that no earlier clustering asked
-    about — MarkForCompilation reads them next (the same answers, now off the critical path)."""
+    (it releases the GIL): a process's first time, import the compiler; when CPU nodes auto-cluster, ask TF
+    for the XLA kernels of the ops the graph (and the functions it inlines) holds that no earlier clustering
+    asked about — MarkForCompilation reads them next (the same answers, now off the critical path)."""
     if not _compiler_imported:
         _import_compiler()
-    if not jit_on:
+    from tfxla_cluster.tf_compat import session_cpu_global_jit
+
+    # Without cpu_global_jit (flag or session) CPU nodes are candidates only when asked for by attribute:
+    # clustering reads no kernels for the rest.
+    if not jit_on or not (flags.tf_xla_cpu_global_jit or session_cpu_global_jit()):
         return
     from tfxla_cluster.graph.function import CALL_OPS
     from tfxla_cluster.tfops import xla_kernels
