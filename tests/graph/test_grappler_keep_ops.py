@@ -111,9 +111,12 @@ def test_grappler_beside_other_work_gives_tf_node_order_and_its_errors() -> None
     want = _tf_optimized_nodes(f, x)
     ran_on: list = []
     before = graph_def_from_concrete(concrete, inline=False, resource_handle_data=True)
-    got = runtime_rewrites(before, concrete, alongside=lambda: ran_on.append(threading.current_thread()))
+    got = runtime_rewrites(before, concrete,
+                           alongside=lambda graph: ran_on.append((threading.current_thread(), graph)))
     assert [n.name for n in got.node] == want
-    assert ran_on == [threading.current_thread()]
+    assert [t for t, _ in ran_on] == [threading.current_thread()]
+    # It is handed the graph grappler optimizes: the function's nodes, before grappler's rewrites.
+    assert {n.name for n in before.node if n.op != "StatefulPartitionedCall"} <= {n.name for n in ran_on[0][1].node}
     # A graph grappler rejects (a fetch that names no node): the same error as without the helper thread.
     with pytest.raises(InvalidArgumentError, match="grappler failed") as without:
         grappler.run_grappler(got, fetch=["no_such_node"])

@@ -48,3 +48,21 @@ def test_many_ops_switch_to_the_whole_list(fresh_registry):
     assert len(xla_kernels._per_op) == xla_kernels.PER_OP_LIMIT and xla_kernels._full_list_loaded()
     assert set(kernels) == set(truth) and len(kernels) == len(truth)
     assert xla_kernels.jit_kernels("XLA_CPU_JIT") is not kernels   # the whole list from now on
+
+
+def test_prefetch_records_tfs_answers_within_the_budget(fresh_registry, monkeypatch):
+    """``prefetch`` (asked while grappler runs) keeps the answers clustering reads later: TF's, per op, and
+    never more than ``PER_OP_LIMIT`` ops asked one by one (nor the whole list)."""
+    truth = _tf_cpu_kernels()
+    ops = ["Conv2D", "NoSuchOp", "MatMul", "_Arg"]
+    xla_kernels.prefetch(ops)
+    assert set(xla_kernels._per_op) == set(ops) and not xla_kernels._full_list_loaded()
+    kernels = xla_kernels.jit_kernels("XLA_CPU_JIT")
+    for op in ops:
+        got = kernels.get(op)
+        assert (got is None) == (op not in truth), op
+        if got is not None:
+            assert [k.SerializeToString(deterministic=True) for k in got] == truth[op], op
+    monkeypatch.setattr(xla_kernels, "PER_OP_LIMIT", 6)
+    xla_kernels.prefetch(sorted(truth))
+    assert len(xla_kernels._per_op) == 6 and not xla_kernels._full_list_loaded()

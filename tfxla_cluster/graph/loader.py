@@ -84,18 +84,20 @@ def graph_def_from_concrete(concrete, *, inline: bool = True, grappler: bool = F
 
 
 def runtime_rewrites(gd: graph_pb2.GraphDef, concrete, flags: Any = None,
-                     alongside: Callable[[], None] | None = None) -> graph_pb2.GraphDef:
+                     alongside: Callable[[graph_pb2.GraphDef], None] | None = None) -> graph_pb2.GraphDef:
     """What TF's function runtime does to ``concrete``'s (uninlined) graph before clustering: calls inlined
     and If/Case/While lowered by its PRE_PLACEMENT passes (not inside grappler: see lower_functional),
     then TF's placer's check that every node has a CPU kernel, then grappler keeping the function's control
     outputs, configured as TF's runtime under ``flags`` (None: the environment's). Profiled as the "import"
-    and "grappler" stages; ``alongside`` runs on this thread while grappler runs (see
-    :func:`~.grappler.run_grappler`)."""
+    and "grappler" stages; ``alongside(graph)`` runs on this thread while grappler runs on ``graph`` (the
+    lowered graph, before grappler: see :func:`~.grappler.run_grappler`)."""
     with compile_profile.stage("import"):
         gd = lower_functional_ops(gd)
         require_cpu_kernels(gd)
+    lowered = gd
     with compile_profile.stage("grappler"):
-        return run_grappler(gd, keep=control_outputs(concrete), flags=flags, alongside=alongside)
+        return run_grappler(gd, keep=control_outputs(concrete), flags=flags,
+                            alongside=None if alongside is None else lambda: alongside(lowered))
 
 
 def control_outputs(concrete) -> list[str]:
