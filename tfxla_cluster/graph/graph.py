@@ -134,16 +134,7 @@ class Graph:
 
     def _import(self, graph_def: graph_pb2.GraphDef, assign_devices: bool, check_acyclic: bool,
                 check_attrs: bool = True) -> None:
-        self.graph_def = graph_pb2.GraphDef()
-        self.graph_def.CopyFrom(graph_def)
-        source = node_def_pb2.NodeDef(name=SOURCE_NODE, op="NoOp")
-        sink = node_def_pb2.NodeDef(name=SINK_NODE, op="NoOp")
-        self.nodes: list[Node] = [Node(SOURCE_ID, source), Node(SINK_ID, sink)]
-        self._by_name: dict[str, Node] = {}
-        self._edges: list[Edge] = []
-        self._shapes: dict[str, list[Shape]] | None = None
-        self._topo: list[Node] | None = None
-        self._functions = {f.signature.name: f for f in self.graph_def.library.function}
+        self._start(graph_def)
         for f in self.graph_def.library.function:  # TF's importer rejects these too (its library differs)
             seen: set[str] = set()
             for nd in f.node_def:
@@ -180,6 +171,19 @@ class Graph:
         if check_acyclic:  # the clustering pass reports cycles itself, in TF's words
             self._check_acyclic()
 
+    def _start(self, graph_def: graph_pb2.GraphDef) -> None:
+        """Every construction path's first step: a copy of ``graph_def``, the SOURCE and SINK nodes, no other
+        nodes or edges yet, nothing derived (shapes, order), and the function library by name."""
+        self.graph_def = graph_pb2.GraphDef()
+        self.graph_def.CopyFrom(graph_def)
+        self.nodes: list[Node] = [Node(SOURCE_ID, node_def_pb2.NodeDef(name=SOURCE_NODE, op="NoOp")),
+                                  Node(SINK_ID, node_def_pb2.NodeDef(name=SINK_NODE, op="NoOp"))]
+        self._by_name: dict[str, Node] = {}
+        self._edges: list[Edge] = []
+        self._shapes: dict[str, list[Shape]] | None = None
+        self._topo: list[Node] | None = None
+        self._functions = {f.signature.name: f for f in self.graph_def.library.function}
+
     def copy(self, graph_def: graph_pb2.GraphDef | None = None) -> "Graph":
         """An independent copy — its own GraphDef, nodes and edges — made without re-importing.
 
@@ -198,10 +202,8 @@ class Graph:
 
     def _copy(self, source: graph_pb2.GraphDef) -> "Graph":
         new = Graph.__new__(Graph)
-        new.graph_def = graph_pb2.GraphDef()
-        new.graph_def.CopyFrom(source)
-        nodes = new.nodes = [Node(SOURCE_ID, node_def_pb2.NodeDef(name=SOURCE_NODE, op="NoOp")),
-                             Node(SINK_ID, node_def_pb2.NodeDef(name=SINK_NODE, op="NoOp"))]
+        new._start(source)
+        nodes = new.nodes
         for old, node_def in zip(self.nodes[2:], new.graph_def.node):
             node = Node(old.id, node_def)
             node._op_def, node.outputs, node.inputs = old._op_def, old.outputs, old.inputs
@@ -217,7 +219,6 @@ class Graph:
             dst.in_edges.append(edge)
         new._shapes = self._shapes
         new._topo = None if self._topo is None else [nodes[n.id] for n in self._topo]
-        new._functions = {f.signature.name: f for f in new.graph_def.library.function}
         return new
 
     def derived(self, graph_def: graph_pb2.GraphDef, copies: dict[str, str]) -> "Graph":
@@ -234,12 +235,8 @@ class Graph:
             return Graph(graph_def, check_attrs=False)
         with gc_paused():
             new = Graph.__new__(Graph)
-            new.graph_def = graph_pb2.GraphDef()
-            new.graph_def.CopyFrom(graph_def)
-            nodes = new.nodes = [Node(SOURCE_ID, node_def_pb2.NodeDef(name=SOURCE_NODE, op="NoOp")),
-                                 Node(SINK_ID, node_def_pb2.NodeDef(name=SINK_NODE, op="NoOp"))]
-            new._by_name, new._edges, new._shapes, new._topo = {}, [], None, None
-            new._functions = {f.signature.name: f for f in new.graph_def.library.function}
+            new._start(graph_def)
+            nodes = new.nodes
             for k, node_def in enumerate(new.graph_def.node):
                 old = self.nodes[2 + k] if k < n else self._by_name[copies[node_def.name]]
                 if node_def.name in new._by_name:
