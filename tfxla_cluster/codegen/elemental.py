@@ -971,7 +971,8 @@ def in_order_reduce(instr) -> bool:
 
     XLA:CPU's TreeReductionRewriter leaves a reduce whose reduced dims are all <= TREE_WINDOW alone and
     emits it as one loop in layout order that LLVM does not vectorise: the same order here, so where the
-    order decides (0 * inf once a product overflowed, inf - inf once a sum did) the result is XLA's."""
+    order decides (0 * inf once a product overflowed, inf - inf once a sum did) the result is XLA's. (Where
+    LLVM does vectorise XLA's row loop of a full reduction of an input [R, C], ``row_lanes`` gives its lanes.)"""
     if len(instr.operands) != 2:
         return False
     et = instr.shape.element_type
