@@ -43,6 +43,17 @@ def _same_bits(want: np.ndarray, got: np.ndarray) -> np.ndarray:
     return (want == got) & (np.signbit(want) == np.signbit(got)) | (np.isnan(want) & np.isnan(got))
 
 
+def _measured_target() -> bool:
+    from tfxla_cluster.codegen.context import CodegenOptions
+    from tfxla_cluster.codegen.row_lanes import MEASURED_TARGET
+    options = CodegenOptions.from_flags()
+    return (options.cpu_target.info.isa, options.prefer_vector_width) == MEASURED_TARGET
+
+
+measured = pytest.mark.skipif(not _measured_target(), reason="TF's lanes measured on AVX-512 targets only")
+
+
+@measured
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
 def test_full_sums_and_products_equal_tf_xla_bitwise(dtype):
     """All axes of [R, C] (sum, product, mean, product with keepdims) and axes [0, 1] of [R, C, 1]."""
@@ -65,6 +76,7 @@ def test_full_sums_and_products_equal_tf_xla_bitwise(dtype):
             assert _same_bits(w, g).all(), (trial, shape, what, g, w, xs[k // len(ops)])
 
 
+@measured
 def test_the_seed_104000315_product_is_nan():
     x = np.array([[-0.6033184244942766, 72.6124353480109, np.inf, -0.6408090809993686, -5.141306493321731,
                    -0.39697918750679007, -1.8117982926942262],

@@ -32,7 +32,7 @@ from tfxla_cluster.codegen import complex_ops, irtypes as t
 from tfxla_cluster.codegen.context import KernelContext
 from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum
 from tfxla_cluster.codegen.gemm import dot_dims, group_origin
-from tfxla_cluster.codegen.row_lanes import row_lanes
+from tfxla_cluster.codegen.row_lanes import MEASURED_TARGET, row_lanes
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
@@ -1063,9 +1063,12 @@ def _reduce(em, instr):
 def _row_lanes(em, instr) -> tuple | None:
     """(row dim, column dim, rows, columns, lanes) where TF's XLA computes an in-order float sum or product in
     vector lanes (``row_lanes``: a result of one element, two non-degenerate reduced dims, its input a buffer
-    of the kernel as measured), else None."""
+    of the kernel, on the target it was measured for), else None."""
     x = instr.operands[0]
     if instr.shape.num_elements != 1 or not (x.opcode is O.PARAMETER or em.comp is None and id(x) in em.overrides):
+        return None
+    options = em.kctx.options
+    if (options.cpu_target.info.isa, options.prefer_vector_width) != MEASURED_TARGET:
         return None
     dims = [d for d in major_to_minor(x.shape) if x.shape.dimensions[d] != 1]
     if len(dims) != 2:

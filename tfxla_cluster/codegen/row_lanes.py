@@ -10,9 +10,11 @@ order decides the bits: an f64[2, 7] product whose row 1 underflows to 0 while r
 TF's XLA and -inf in order (fuzz seed 104000315).
 
 ``row_lanes`` is that choice of LLVM's cost model, measured (not derived) against TF 2.21 on an AVX-512
-host (``prefer-vector-width=256``): all-axes reduce_sum/reduce_prod of f32 and f64 [R, C] for R in 1..32
-and C in 1..12, random inputs whose every reassociation rounds differently, and the lane orders read from
-XLA's ``ir-with-opt`` dumps. Where it says 0 the reduction stays in order (``elemental.in_order_reduce``).
+host (``prefer-vector-width=256``: ``MEASURED_TARGET``): all-axes reduce_sum/reduce_prod of f32 and f64
+[R, C] for R in 1..32 and C in 1..12, with random inputs whose every reassociation rounds differently (the
+lane order itself read from XLA's ``ir-with-opt`` dumps of f64 [2, 7], [12, 2] and [32, 3]). Where it says
+0 the reduction stays in order (``elemental.in_order_reduce``); rank-3 inputs with a size-1 dim and
+keepdims were measured the same, and a mean (the sum times 1/n) too.
 It is applied only where it was measured: the reduce's input is a parameter of its kernel (a fused
 producer changes LLVM's costs), its two non-degenerate reduced dimensions are [R, C] in layout order, and
 its result is one element.
@@ -21,6 +23,10 @@ from __future__ import annotations
 
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
+# The target (vector ISA, xla_cpu_prefer_vector_width) the table was measured on. LLVM's costs are the target's:
+# with --xla_cpu_max_isa=AVX2 TF's lanes differ (e.g. f64 with 7-9 columns takes 4 lanes), so elsewhere the
+# reductions stay in order rather than guess.
+MEASURED_TARGET = ("AVX-512", 256)
 # A trip count under SHORT_TRIPS is vectorised only when the lanes divide it (no scalar remainder loop);
 # from there on the rows past the last multiple of the lanes run scalar after the vector loop.
 SHORT_TRIPS = 16
