@@ -77,6 +77,25 @@ def test_full_sums_and_products_equal_tf_xla_bitwise(dtype):
 
 
 @measured
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_product_feeding_an_add_contracts_as_tf_xla(dtype):
+    """sum(x) + prod(x): with no rows left after the lanes, the lanes' last product is contracted into the add
+    (an FMA) as in TF's XLA; with rows left, TF's scalar loop for them keeps its last product apart."""
+    shapes = [(2, 7), (4, 3), (8, 3), (16, 5), (17, 5), (18, 3), (20, 7)]
+
+    @tf.autograph.experimental.do_not_convert
+    def f(*xs):
+        return [tf.reduce_sum(x) + tf.reduce_prod(x) for x in xs]
+    rng = np.random.default_rng(7)
+    want_f, got_f = tf.function(f, jit_compile=True), txc.function(f, jit_compile=True)
+    for trial in range(4):
+        xs = [_values(rng, dtype, s, True, 0) for s in shapes]
+        for shape, w, g in zip(shapes, want_f(*xs), got_f(*xs)):
+            w, g = w.numpy(), np.asarray(g)
+            assert _same_bits(w, g), (trial, shape, g, w)
+
+
+@measured
 def test_the_seed_104000315_product_is_nan():
     x = np.array([[-0.6033184244942766, 72.6124353480109, np.inf, -0.6408090809993686, -5.141306493321731,
                    -0.39697918750679007, -1.8117982926942262],

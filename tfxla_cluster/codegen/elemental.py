@@ -1098,6 +1098,11 @@ def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, rdim: int, cdi
     for r in range(body, rows):
         for c in range(cols):
             total = _simple_combine(em, op, et, total, x(r, c), False)
+    if body < rows and op is O.MULTIPLY:
+        # TF's remaining rows run in a scalar loop of their own block, so the backend cannot contract its last
+        # product into a consumer's add (with no remaining rows the lanes' last product shares the consumer's
+        # block and is contracted, as here): measured with reduce_sum(x) + reduce_prod(x).
+        total = em.ops.call_intrinsic("arithmetic.fence", total)
     return total
 
 
