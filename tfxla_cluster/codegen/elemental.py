@@ -32,9 +32,9 @@ from tfxla_cluster.codegen import complex_ops, irtypes as t
 from tfxla_cluster.codegen.context import KernelContext
 from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum
 from tfxla_cluster.codegen.gemm import dot_dims, group_origin
-from tfxla_cluster.codegen.row_lanes import MEASURED_TARGET, row_lanes
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
+from tfxla_cluster.codegen.row_lanes import MEASURED_TARGET, row_lanes
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import opcode as ops
