@@ -34,6 +34,7 @@ from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum
 from tfxla_cluster.codegen.gemm import dot_dims, group_origin
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
+from tfxla_cluster.codegen.row_lanes import MEASURED_TARGET, row_lanes
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import opcode as ops
@@ -970,7 +971,8 @@ def in_order_reduce(instr) -> bool:
 
     XLA:CPU's TreeReductionRewriter leaves a reduce whose reduced dims are all <= TREE_WINDOW alone and
     emits it as one loop in layout order that LLVM does not vectorise: the same order here, so where the
-    order decides (0 * inf once a product overflowed, inf - inf once a sum did) the result is XLA's."""
+    order decides (0 * inf once a product overflowed, inf - inf once a sum did) the result is XLA's. (Where
+    LLVM does vectorise XLA's row loop of a full reduction of an input [R, C], ``row_lanes`` gives its lanes.)"""
     if len(instr.operands) != 2:
         return False
     et = instr.shape.element_type
@@ -1026,6 +1028,7 @@ def _reduce(em, instr):
     cty = t.compute_float_type(et) if et.is_float else t.value_type(et)
     cascade = et.is_float and simple in (O.ADD, O.MULTIPLY) and total > 2 * CASCADE_BLOCK
     in_order = in_order_reduce(instr)
+    lanes = in_order and _row_lanes(em, instr)
 
     def g_simple(index):
         od = index.get_dims(b)
@@ -1041,6 +1044,9 @@ def _reduce(em, instr):
                 # x0*x0 contracts into it and x1*x1 into the second add; hidden behind a fence, LLVM here
                 # cannot fold it either (and would then contract x0*x0 into the second add).
                 init = em.ops.call_intrinsic("arithmetic.fence", init)
+            if lanes:
+                res = _row_lane_fold(em, simple, et, cty, init, load, lambda rvals: full_index(od, rvals), *lanes)
+                return em.ops.from_compute(et, res)
             acc = _Accumulator(em, [cty], [init])
 
             def body(rvals):
@@ -1052,6 +1058,52 @@ def _reduce(em, instr):
         return em.ops.from_compute(et, _cascade_reduce(em, in_shape, rdims, simple, et, cty, init, load,
                                                        lambda rvals: full_index(od, rvals)))
     return g_simple
+
+
+def _row_lanes(em, instr) -> tuple | None:
+    """(row dim, column dim, rows, columns, lanes) where TF's XLA computes an in-order float sum or product in
+    vector lanes (``row_lanes``: a result of one element, two non-degenerate reduced dims, its input a buffer
+    of the kernel, on the target it was measured for), else None."""
+    x = instr.operands[0]
+    if instr.shape.num_elements != 1 or not (x.opcode is O.PARAMETER or em.comp is None and id(x) in em.overrides):
+        return None
+    options = em.kctx.options
+    if (options.cpu_target.info.isa, options.prefer_vector_width) != MEASURED_TARGET:
+        return None
+    dims = [d for d in major_to_minor(x.shape) if x.shape.dimensions[d] != 1]
+    if len(dims) != 2:
+        return None
+    rows, cols = (x.shape.dimensions[d] for d in dims)
+    lanes = row_lanes(instr.shape.element_type, rows, cols)
+    return (*dims, rows, cols, lanes) if lanes else None
+
+
+def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, rdim: int, cdim: int, rows: int, cols: int,
+                   lanes: int):
+    """TF's XLA's vectorised order for x[rows, cols] (``row_lanes``): lane j (init in lane 0, the identity in
+    the others) combines rows j, j+lanes, ... each in column order; the lanes meet halves first; then the
+    remaining rows in order. Straight-line and unreassociated, so LLVM keeps this order (it may still pack
+    the lanes into vectors); each step flushes as TF's does under FTZ/DAZ."""
+    def x(r, c):
+        return load(full_index({rdim: t.i64(r), cdim: t.i64(c)}))
+    body = rows - rows % lanes
+    acc = [init] + [_identity(op, et, cty)] * (lanes - 1)
+    for r in range(body):
+        for c in range(cols):
+            acc[r % lanes] = _simple_combine(em, op, et, acc[r % lanes], x(r, c), False)
+    while len(acc) > 1:
+        half = len(acc) // 2
+        acc = [_simple_combine(em, op, et, acc[j], acc[j + half], False) for j in range(half)]
+    total = acc[0]
+    for r in range(body, rows):
+        for c in range(cols):
+            total = _simple_combine(em, op, et, total, x(r, c), False)
+    if body < rows and op is O.MULTIPLY:
+        # TF's remaining rows run in a scalar loop of their own block, so the backend cannot contract its last
+        # product into a consumer's add (with no remaining rows the lanes' last product shares the consumer's
+        # block and is contracted, as here): measured with reduce_sum(x) + reduce_prod(x).
+        total = em.ops.call_intrinsic("arithmetic.fence", total)
+    return total
 
 
 class Cascade:
