@@ -42,6 +42,7 @@ from tfxla_cluster.hlo.eval_compute import simple_reducer
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.mxcsr import kept_denormals
 
 GENERATORS: dict = {}
 CASCADE_BLOCK = 1024
@@ -249,6 +250,10 @@ def _unary(em, instr):
     op = instr.opcode
     if op is O.LOG1P and et.is_float and _log1p_of_negation_too(em.comp, instr):
         return lambda index: em.ops.log1p_paired(et, x(index))
+    folded = _exp_of_nan_select(instr)
+    if folded is not None:
+        value = t.constant(et, folded)
+        return lambda index: value
     tail = _glibc_logf_tail(em.comp, instr)
     if tail is not None:
         def g(index):
@@ -257,6 +262,41 @@ def _unary(em, instr):
             return em.b.select(in_tail, em.ops.call_libm("log", v), em.ops.unary(op, et, v))
         return g
     return lambda index: em.ops.unary(op, et, x(index))
+
+
+def _splat_value(instr) -> np.ndarray | None:
+    """The one value of a scalar constant or of a broadcast of one (what LLVM sees as a constant), else None."""
+    if instr.opcode is O.BROADCAST:
+        instr = instr.operands[0]
+    if instr.opcode is not O.CONSTANT or instr.shape.rank != 0 or instr.literal_elided:
+        return None
+    return np.asarray(instr.literal).reshape(())
+
+
+def _exp_of_nan_select(instr) -> np.ndarray | None:
+    """What TF's XLA computes for an f32/f16 ``exp(select(p, a, b))`` whose arms are splat constants, one a
+    NaN and the other a finite ``c``: ``exp(c)`` in every element, whatever ``p`` (else None).
+
+    XLA:CPU emits that exp as ``llvm.exp`` of the select; LLVM folds the exp into both arms, and folds
+    ``exp(NaN)`` to poison, so the select becomes its other arm — the host's double exp of ``c`` rounded to
+    the element type, not flushed. Measured against TF's XLA (one_hot with a NaN on/off value, where/fill):
+    f32 and f16, c from -110 to 100, either arm NaN, a scalar predicate too; bf16 (computed in f32 after a
+    convert) and f64 (XLA's own exp) keep the NaN, as does an infinite ``c`` (fuzz seed 124001112)."""
+    if instr.opcode is not O.EXP or instr.shape.element_type not in (T.F32, T.F16):
+        return None
+    select = instr.operands[0]
+    if select.opcode is not O.SELECT:
+        return None
+    arms = [_splat_value(o) for o in select.operands[1:]]
+    if any(a is None for a in arms) or [bool(np.isnan(a)) for a in arms].count(True) != 1:
+        return None
+    c = float(next(a for a in arms if not np.isnan(a)))
+    if not math.isfinite(c):
+        return None
+    # LLVM rounds the double to the element type keeping a denormal; code is emitted on TF's kernel threads,
+    # whose FTZ would flush it in this conversion
+    with kept_denormals(), np.errstate(over="ignore", under="ignore"):
+        return np.asarray(math.exp(c) if c < 709.0 else math.inf).astype(instr.shape.element_type.dtype)
 
 
 def _glibc_logf_tail(comp, instr) -> int | None:
