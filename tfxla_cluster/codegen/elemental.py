@@ -37,14 +37,13 @@ from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_the
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import opcode as ops
-from tfxla_cluster.hlo.eval_compute import simple_reducer
+from tfxla_cluster.hlo.eval_compute import TREE_WINDOW, simple_reducer
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
 
 GENERATORS: dict = {}
 CASCADE_BLOCK = 1024
-TREE_WINDOW = 32  # XLA's TreeReductionRewriter window on CPU
 
 
 def generates(*opcodes):
