@@ -119,3 +119,35 @@ def test_product_with_a_constant_keeps_its_operand_order(dtype, side):
     a = a.reshape(3, 2, 3)   # a constant in the graph (made inside the function, not a captured input)
     fn = (lambda y: tf.constant(a) * y) if side == "constant_lhs" else (lambda y: y * tf.constant(a))
     _check(tf.autograph.experimental.do_not_convert(fn), b[:3].reshape(1, 1, 3))
+
+
+def _specials(dtype) -> np.ndarray:
+    """Every pair of parts from huge, infinite, NaN, signed zero and plain values."""
+    big = np.finfo(np.float32 if dtype == np.complex64 else np.float64).max / 2
+    vals = [big, -big, np.inf, -np.inf, 1.5, -2.0, -0.0, np.nan]
+    return np.array([complex(r, i) for r in vals for i in vals], dtype)
+
+
+# A splat constant's parts are immediates to TF's LLVM, which rewrites the products before contracting them:
+# products by equal |parts| are shared (no FMA: (1e20, 1e20) gives NaN where an FMA gave ±inf), a one-use
+# product by a negative part flips its fadd/fsub, ·±1 and ·NaN fold, x·-2 is negated for free in the backend,
+# and x·(1, ±0) is x (MLIR's fold; a constant lhs is multiplied).
+SPLATS = [(1e20, 1e20), (-3.0, 3.0), (2.0, -0.5), (-2.0, -3.0), (-1.0, 3.0), (3.0, 1.0), (np.nan, 2.0),
+          (1.0, -0.0)]
+SPLAT_FORMS = {
+    "x_c": lambda x, c: x * c,
+    "c_x": lambda x, c: c * x,
+    "conj": lambda x, c: tf.math.conj(x) * c,
+    "row": lambda x, c: tf.broadcast_to(x, [3, x.shape[0]]) * c,
+}
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+@pytest.mark.parametrize("splat", SPLATS, ids=str)
+def test_product_by_a_splat_constant(dtype, splat):
+    x = _specials(dtype)
+    for name, form in SPLAT_FORMS.items():
+        shape = [3, x.size] if name == "row" else [x.size]
+        fn = tf.autograph.experimental.do_not_convert(
+            lambda x, form=form, shape=shape: form(x, tf.constant(complex(*splat), dtype, shape)))
+        _check(fn, x)

@@ -202,3 +202,31 @@ def test_guard_check_kernel_is_built_once_per_element_type(replaying, monkeypatc
     got = fn(x, w1, w2).numpy()
     want = tf.function(_two_sizes, jit_compile=True)(x, w1, w2).numpy()
     np.testing.assert_array_equal(got, want)
+
+
+def _negabs_maxima(x, y):
+    # Two structurally equal fusions of a bf16 max over a short row: their reduction loops carry loop IDs
+    # (loops.loop_hints), numbered in the module, which a fresh emission of the second numbers anew.
+    return tf.reduce_max(-tf.abs(x), axis=1), tf.reduce_max(-tf.abs(y), axis=1), tf.reduce_min(-x, axis=0)
+
+
+@pytest.mark.parametrize("dtype, shape", [(tf.bfloat16, (4, 6)), (tf.bfloat16, (7, 33)), (tf.float16, (128, 3)),
+                                          (tf.float32, (6, 7))])
+def test_equal_reduction_fusions_emitted_afresh_are_the_replayed_kernel(dtype, shape):
+    # A fresh emission (conftest: verify_reuse) of the second fusion must find the first's kernel (``_unique``'s
+    # text key writes loop IDs as their hints), as a replay calls it; and the results are TF's bits.
+    x = tf.constant(RNG.randn(*shape).astype(np.float32) * 1e-38, dtype)   # bf16/f16: denormals or zeros
+    y = tf.constant(RNG.randn(*shape).astype(np.float32), dtype)
+    fn = txc.function(_negabs_maxima, jit_compile=True)
+    got = fn(x, y)
+    want = tf.function(_negabs_maxima, jit_compile=True)(x, y)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy().view(np.uint8), w.numpy().view(np.uint8))
+    hlo = fn.experimental_get_compiler_ir(x, y)(stage="optimized_hlo")
+    fresh, _ = emit_module(parse_module(hlo), CodegenOptions())
+    ProgramEmitter.verify_reuse = False   # (conftest restores it)
+    replayed, _ = emit_module(parse_module(hlo), CodegenOptions())
+    assert replayed.reused_emissions >= 1 and fresh.reused_emissions == 0
+    # (The module texts differ only in the metadata numbers of the fresh emission's dropped kernel.)
+    kernels = [(k.name, k.instruction) for k in replayed.kernels]
+    assert kernels == [(k.name, k.instruction) for k in fresh.kernels] and kernels[0][0] == kernels[1][0]

@@ -4,7 +4,9 @@ Beside a while loop TF's graph folding gives up and XLA's constant folding runs 
 constant; XLA-only ops (XlaReduce, XlaSelectAndScatter) reach it directly. The evaluator's float max/min
 keep the left operand on a tie (0 against -0, or against a denormal under DAZ) and keep a denormal's bits;
 a reduce's left operand is the accumulator, a select-and-scatter's the source. Its float add reduce sums
-in double (chunks of 512) and rounds once."""
+in double (chunks of 512) and rounds once; over a dimension longer than 32 XLA:CPU's TreeReductionRewriter
+has made it a reduce-window first (windows of 32, padded half low, half high with the init, each window
+summed in the element type), whose sums the reduce adds."""
 from __future__ import annotations
 
 import itertools
@@ -81,3 +83,27 @@ def test_add_reduce_folds_in_double(dtype, shape, dims, init):
     add = _scalar_fn(lambda a, c: a + c, tf.as_dtype(dtype))
     want, got = _both(lambda: [xla.reduce(tf.constant(x), dtype(init), dims, add)])
     assert np.array_equal(_bits(want[0]), _bits(got[0])), (want[0], got[0])
+
+
+@pytest.mark.parametrize("dtype, shape, dims, init", [
+    (np.float32, (40,), [0], 0.0),          # padded 12 + 40 + 12
+    (np.float32, (3, 257), [1], 0.0),
+    (np.float32, (33, 5), [0], 3.0),        # the padding is the init
+    (np.float64, (35, 34), [0, 1], 0.0),
+    (np.float16, (2, 70), [1], 0.0),
+    (np.float32, (5, 1100), [1], 0.0),      # 35 windows, then the reduce of 35 sums
+])
+def test_add_reduce_over_more_than_32_folds_tree_windows(dtype, shape, dims, init):
+    rng = np.random.default_rng(shape[-1])
+    x = (rng.standard_normal(shape) * np.exp(rng.standard_normal(shape) * 3)).astype(np.float32)
+    x.reshape(-1)[::7] = 1e4 if dtype == np.float16 else 3e7   # where the rounding order shows
+    x = x.astype(dtype)
+    add = _scalar_fn(lambda a, c: a + c, tf.as_dtype(dtype))
+
+    def f():
+        c = tf.constant(x)
+        _, r = tf.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, v), (tf.constant(0), c))
+        return r, tf.reduce_sum(c, axis=dims), xla.reduce(c, dtype(init), dims, add)
+    want, got = _both(f)
+    for w, g in zip(want[1:], got[1:]):
+        assert np.array_equal(_bits(w), _bits(g)), (w, g)

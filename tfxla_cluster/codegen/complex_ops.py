@@ -16,6 +16,7 @@ opcodes on complex values (atan2, remainder, ...) are an UnimplementedError nami
 """
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
@@ -317,15 +318,136 @@ def _exact(u, v) -> bool:
     return any(isinstance(x, ir.Constant) and x.constant in (1.0, -1.0) for x in (u, v))
 
 
-def multiply(s, et: T, x, y, rhs_first: bool = False):
+def _constant_parts(b, v) -> tuple | None:
+    """The (real, imaginary) values of ``v`` if both its parts are float constants (a splat constant)."""
+    if isinstance(v, ir.Constant) and isinstance(v.constant, (list, tuple)):
+        c = [t.float_constant_value(p) for p in v.constant]
+    elif isinstance(v, ir.InsertValue):
+        c = [t.float_constant_value(p) for p in parts(b, v)]   # (a composed value's parts: nothing emitted)
+    else:
+        return None
+    return None if any(x is None for x in c) else tuple(c)
+
+
+def _flip(v: np.floating) -> np.floating:
+    """-v by its sign bit (no float arithmetic: a denormal is kept under DAZ)."""
+    u = f"u{v.itemsize}"
+    return (np.array(v).view(u) ^ np.array(1 << (8 * v.itemsize - 1), u)).view(v.dtype)[()]
+
+
+def _quieted(v: np.floating) -> np.floating:
+    u = f"u{v.itemsize}"
+    return (np.array(v).view(u) | np.array(1 << (np.finfo(v.dtype).nmant - 1), u)).view(v.dtype)[()]
+
+
+def _times_constant(s, et: T, z, c: tuple, zr_first: bool, constant_rhs: bool):
+    """``z·c`` for a constant ``c`` (a splat constant's parts; ``z``: the other operand's parts) as TF's XLA's
+    LLVM leaves it: it sees c's parts, and rewrites the textbook (zr·cr - zi·ci, zi·cr + zr·ci) before its
+    backend contracts products into FMAs. In pipeline order (each step measured on TF 2.21's dumps):
+    InstSimplify: a NaN part of c makes both parts that NaN, quieted; ·1 is dropped. InstCombine: ·-1 is an
+    fneg, (-a)·k is a·(-k), X - (-Y) is X + Y, (-X) + Y is Y - X. Reassociate: an fadd's operands by rank
+    (lower first; a product ranks one above its part, zr below zi when ``zr_first``: loaded first), then a
+    one-use product by a negative constant (-0 too) made positive, flipping its fadd/fsub (an fadd's rhs,
+    else its lhs; an fsub's rhs only). InstCombine again. Products equal by part and constant are then one
+    value (|cr| = |ci|) with two uses. The backend fuses the first operand of each fadd/fsub that is a
+    one-use product, else the second; none where both are shared or not products (so (1e20, 1e20) times a
+    huge z rounds both products: NaN where one FMA gave ±inf)."""
+    b = s.b
+    cet = component(et)
+    base = [v.operands[0] if _negated(v) else v for v in z]
+    negs = [_negated(v) for v in z]
+    cr, ci = c
+    if np.isnan(cr) or np.isnan(ci):   # fmul x, NaN folds to the NaN, and so does the fadd/fsub of it
+        real = cr if np.isnan(cr) else ci
+        imag = real if constant_rhs or not np.isnan(ci) else ci
+        return compose(b, t.constant(cet, _quieted(real)), t.constant(cet, _quieted(imag)))
+
+    def product(k: int, cv) -> list:
+        # ["m", part, constant, its fmul before InstCombine (EarlyCSE's key)] or ["z", part, negated]
+        if cv == 1 or cv == -1:
+            return ["z", k, negs[k] != bool(np.signbit(cv))]
+        return ["m", k, _flip(cv) if negs[k] else cv, (k, negs[k], cv.tobytes())]
+
+    real = ["sub", product(0, cr), product(1, ci)]
+    imag = ["add", product(1, cr), product(0, ci)] if constant_rhs else ["add", product(0, ci), product(1, cr)]
+    exprs = (real, imag)
+    rank = (0, 1) if zr_first else (1, 0)
+
+    def is_neg(term) -> bool:
+        return term[0] == "z" and term[2]
+
+    def instcombine(e: list) -> None:
+        if e[0] == "sub" and is_neg(e[2]):   # X - (-Y) -> X + Y
+            e[0], e[2] = "add", ["z", e[2][1], False]
+        if e[0] == "add" and (is_neg(e[1]) or is_neg(e[2])):   # (-X) + Y -> Y - X, the lhs's negation first
+            neg, other = (e[1], e[2]) if is_neg(e[1]) else (e[2], e[1])
+            e[:] = ["sub", other, ["z", neg[1], False]]
+
+    def negative_once(term) -> bool:
+        return term[0] == "m" and bool(np.signbit(term[2])) and \
+            sum(u[0] == "m" and u[3] == term[3] for e in exprs for u in e[1:]) == 1
+
+    for e in exprs:
+        instcombine(e)
+    for e in exprs:   # Reassociate
+        if e[0] == "add" and rank[e[2][1]] + (e[2][0] == "m") < rank[e[1][1]] + (e[1][0] == "m"):
+            e[1], e[2] = e[2], e[1]
+        if e[0] == "add" and negative_once(e[2]):
+            e[0], e[2][2] = "sub", _flip(e[2][2])
+        elif e[0] == "add" and negative_once(e[1]):
+            e[:] = ["sub", e[2], ["m", e[1][1], _flip(e[1][2]), e[1][3]]]
+        elif e[0] == "sub" and negative_once(e[2]):
+            e[0], e[2][2] = "add", _flip(e[2][2])
+        instcombine(e)
+    uses: dict = {}
+    for u in (u for e in exprs for u in e[1:] if u[0] == "m"):
+        uses[u[1], u[2].tobytes()] = uses.get((u[1], u[2].tobytes()), 0) + 1
+    products: dict = {}
+
+    def value(term):
+        if term[0] == "z":
+            return b.fneg(base[term[1]]) if term[2] else base[term[1]]
+        key = (term[1], term[2].tobytes())
+        if key not in products:
+            products[key] = b.fmul(base[term[1]], t.constant(cet, term[2]))
+        return products[key]
+
+    def fused(term) -> bool:
+        return term[0] == "m" and uses[term[1], term[2].tobytes()] == 1
+
+    def emit(op: str, lhs, rhs):
+        lhs_fused, rhs_fused = fused(lhs), fused(rhs)
+        if op == "add" and lhs_fused and lhs[2] == -2:
+            # The backend negates a one-use x·-2 for free (x·2 is x + x): (x·-2) + y is y - x·2, y fused first.
+            op, lhs, rhs, lhs_fused, rhs_fused = "sub", rhs, ["m", lhs[1], _flip(lhs[2])], rhs_fused, True
+        if lhs_fused:   # lhs·k ± rhs
+            rest = value(rhs)
+            return s.mul_add(base[lhs[1]], t.constant(cet, lhs[2]), rest if op == "add" else b.fneg(rest))
+        if rhs_fused:   # lhs ± rhs·k, as part·(±k) + lhs: x86's vfnmadd keeps a NaN part's sign, which an
+            # fneg of the part (vectorised as an xor) would flip
+            k = rhs[2] if op == "add" else _flip(rhs[2])
+            return s.mul_add(base[rhs[1]], t.constant(cet, k), value(lhs))
+        return (b.fadd if op == "add" else b.fsub)(value(lhs), value(rhs))
+    return compose(b, emit(*real), emit(*imag))
+
+
+def multiply(s, et: T, x, y, rhs_first: bool = False, seen: tuple[bool, bool] = (True, True)):
     """Elementwise complex ``x·y`` = (ar·br - ai·bi, ai·br + ar·bi) with the FMA contractions TF's XLA gets
     from LLVM's backend made explicit (so no vectoriser can pick others): the fsub's first product, and the
     fadd's that Reassociate ranks first: ai·br where x's parts are loaded first, ar·bi where y's are
     (``rhs_first``; a computed operand's parts rank alike, which keeps ai·br). InstCombine's sign moves come
     first: one negated product (an operand's fneg, as conj makes) turns the fadd into an fsub of the other
     (fused), two negated fsub products swap; a product by a constant ±1 is folded away, so the other one is
-    fused. Without FMA the products round separately (ScalarOps.mul_add)."""
+    fused. Without FMA the products round separately (ScalarOps.mul_add). A splat constant operand (its parts
+    immediates, its values ``seen`` by TF's LLVM) is :func:`_times_constant`'s."""
     b = s.b
+    cx, cy = (_constant_parts(b, v) if known else None for v, known in zip((x, y), seen))
+    if cy is not None and cy[0] == 1 and cy[1] == 0:
+        return x   # MLIR's complex.mul fold: x · (1, ±0) is x (a constant lhs is not folded)
+    if (cx is None) != (cy is None):
+        # (rhs_first: which operand XLA loads first; for a hoisted constant, the other's parts by rank order)
+        return _times_constant(s, et, parts(b, x if cy is not None else y), cy or cx,
+                               rhs_first == (cy is not None), cy is not None)
     (ar, ai), (br, bi) = parts(b, x), parts(b, y)
 
     def neg(u, v) -> bool:

@@ -38,7 +38,7 @@ from tfxla_cluster.codegen.row_lanes import MEASURED_TARGET, row_lanes
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import opcode as ops
-from tfxla_cluster.hlo.eval_compute import simple_reducer
+from tfxla_cluster.hlo.eval_compute import TREE_WINDOW, simple_reducer
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
@@ -46,7 +46,6 @@ from tfxla_cluster.mxcsr import kept_denormals
 
 GENERATORS: dict = {}
 CASCADE_BLOCK = 1024
-TREE_WINDOW = 32  # XLA's TreeReductionRewriter window on CPU
 
 
 def generates(*opcodes):
@@ -348,7 +347,8 @@ def _binary(em, instr):
     op = instr.opcode
     if op is O.MULTIPLY and et.is_complex:
         rhs_first = _load_order(em, instr.shape, rhs, instr) < _load_order(em, instr.shape, lhs, instr)
-        return lambda index: complex_ops.multiply(em.ops, et, x(index), y(index), rhs_first)
+        seen = tuple(_constant_seen(em, o, instr) for o in (lhs, rhs))
+        return lambda index: complex_ops.multiply(em.ops, et, x(index), y(index), rhs_first, seen)
     if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and not em.scalar_body \
             and not any(_widened_bf16(o) for o in (lhs, rhs)):
         # TF's XLA returns an f32/f64 max/min's ±denormal as ±0 (its compare-and-select becomes an x86 max/min,
@@ -455,6 +455,19 @@ def _masked_loop(em, shape: Shape, index: Index) -> bool:
 def _widened_bf16(instr) -> bool:
     """``convert(bf16 → f32)``: an operand of a bf16 op that float normalization runs in f32."""
     return instr.opcode is O.CONVERT and instr.operands[0].shape.element_type is T.BF16
+
+
+def _constant_seen(em, operand, user) -> bool:
+    """Whether TF's LLVM sees the values of ``operand`` of ``user`` if it is a constant: one fused into the
+    loop (a broadcast scalar, or a one-element constant in a fusion of more). XLA:CPU fuses no constant into a
+    lone consumer ("insufficient non-constant nodes"), which then loads it, where ours (the parts lowering's
+    real/imag/complex around it make a fusion) may read it as an immediate."""
+    if operand.opcode is O.BROADCAST:
+        return operand.operands[0].opcode is O.CONSTANT
+    comp = em.comp
+    return operand.opcode is O.CONSTANT and comp is not None and \
+        any(i is not user and i.opcode not in (O.PARAMETER, O.CONSTANT, O.REAL, O.IMAG, O.COMPLEX)
+            for i in comp.instructions)
 
 
 def _load_order(em, shape: Shape, operand, user) -> tuple[int, bool]:

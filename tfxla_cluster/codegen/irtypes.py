@@ -84,6 +84,25 @@ def float_constant(ty: ir.Type, value: float) -> ir.Constant:
 
 
 _BITS = {16: (I16, np.int16), 32: (I32, np.int32), 64: (I64, np.int64)}
+_FLOATS = {16: np.float16, 32: np.float32, 64: np.float64}
+
+
+def float_constant_value(v) -> np.floating | None:
+    """The value of ``v`` if it is a float constant (``float_constant``'s bitcast of its bits, or a plain
+    one) as a numpy scalar of its width (bits kept: NaN payloads, signed zeros); else None."""
+    if not isinstance(v, ir.Constant) or not isinstance(v.type, (ir.HalfType, ir.FloatType, ir.DoubleType)):
+        return None
+    width = {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}[type(v.type)]
+    if isinstance(v, ir.FormattedConstant):   # "bitcast (i32 N to float)", as float_constant makes it
+        head, _, rest = v.constant.partition(" (")
+        bits, _, _ = rest.partition(" to ")
+        ity, _, n = bits.partition(" ")
+        if head != "bitcast" or ity != f"i{width}":
+            return None
+        return np.array(int(n) & ((1 << width) - 1), np.uint64).astype(f"u{width // 8}").view(_FLOATS[width])[()]
+    if isinstance(v.constant, float):
+        return _FLOATS[width](v.constant)
+    return None
 
 
 def _float_bits_constant(ty: ir.Type, value: np.ndarray) -> ir.Constant:

@@ -705,8 +705,9 @@ class ProgramEmitter:
             return fn
         text = str(fn)
         head, sep, body = text.partition("\n")
-        # The name is the only part of the define line that differs between identical kernels.
-        key = head.replace(f'@"{fn.name}"', "@k", 1) + sep + body
+        # The name is the only part of the define line that differs between identical kernels; in the body,
+        # a loop's ID (``loops.loop_hints``: a node of its own, numbered in the module) is its hints.
+        key = head.replace(f'@"{fn.name}"', "@k", 1) + sep + _loop_ids_as_hints(fn, body)
         first = self._kernel_by_text.get(key)
         if first is None:
             self._kernel_by_text[key] = fn
@@ -857,6 +858,25 @@ def _dismantle(fn: ir.Function) -> None:
     fn.blocks = []
     fn.args = ()
     fn.return_value = None
+
+
+_LOOP_ID_REF = re.compile(r"!llvm\.loop (![0-9]+)")
+
+
+def _loop_ids_as_hints(fn: ir.Function, body: str) -> str:
+    """``body`` (``fn``'s printed blocks) with each ``!llvm.loop !N`` written as its loop ID's hint nodes.
+
+    Every loop ID is a self-referencing node of its own, named by its position in the module's metadata,
+    so two emissions of one kernel print different numbers for it; its hint nodes (``add_metadata``:
+    one per content in the module) name what the loop ID says."""
+    ids = {}
+    for block in fn.blocks:
+        md = block.terminator.metadata.get("llvm.loop") if block.terminator is not None else None
+        if md is not None:
+            ids[md.get_reference()] = "!{" + ", ".join(op.get_reference() for op in md.operands[1:]) + "}"
+    if not ids:
+        return body
+    return _LOOP_ID_REF.sub(lambda m: "!llvm.loop " + ids.get(m.group(1), m.group(1)), body)
 
 
 def _refs_key(refs: list[BufferRef]) -> tuple:

@@ -91,6 +91,37 @@ def reduce(ev, instr, args):
 
 
 FAST_ADD_CHUNK = 512  # HloEvaluator's fast add sums linear indices in chunks of this many
+TREE_WINDOW = 32  # XLA:CPU's TreeReductionRewriter window
+
+
+def tree_window_sums(x: np.ndarray, init: np.ndarray, dims) -> np.ndarray | None:
+    """XLA:CPU's TreeReductionRewriter's reduce-window of a reduce of ``x`` over ``dims``, as XLA's evaluator
+    folds it: each reduced dim longer than TREE_WINDOW is padded to a multiple of it (half the padding low,
+    the rest high: TF 2.21's dumps show pad=12_12 for 40, 15_16 for 33) and cut into windows, each summed
+    from ``init`` in the element type, element by element in row-major order, the padding skipped (the
+    evaluator visits in-bounds elements only). Returns ``x`` with those dims replaced by the windows' sums
+    (the reduce of which is folded next), or None when no reduced dim is that long."""
+    split = [d for d in sorted(dims) if x.shape[d] > TREE_WINDOW]
+    if not split:
+        return None
+    pad = [((-n % TREE_WINDOW) // 2, -n % TREE_WINDOW - (-n % TREE_WINDOW) // 2) if d in split else (0, 0)
+           for d, n in enumerate(x.shape)]
+    valid = np.pad(np.ones(x.shape, bool), pad)
+    x = np.pad(x, pad)
+    shape, window_axes = [], []
+    for d, n in enumerate(x.shape):
+        if d in split:
+            shape += [n // TREE_WINDOW, TREE_WINDOW]
+            window_axes.append(len(shape) - 1)
+        else:
+            shape.append(n)
+    kept = [a for a in range(len(shape)) if a not in window_axes]
+    out = [shape[a] for a in kept] + [-1]
+    x, valid = (np.transpose(v.reshape(shape), kept + window_axes).reshape(out) for v in (x, valid))
+    acc = np.broadcast_to(init, x.shape[:-1]).astype(x.dtype)
+    for j in range(x.shape[-1]):
+        acc = np.where(valid[..., j], (acc + x[..., j]).astype(x.dtype), acc)
+    return acc
 
 
 def _sum_as_double(flat: np.ndarray, init: np.ndarray) -> np.ndarray:

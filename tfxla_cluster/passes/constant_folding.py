@@ -17,6 +17,7 @@ import numpy as np
 
 from tfxla_cluster.mxcsr import flushed_denormals
 from tfxla_cluster.errors import TfXlaError
+from tfxla_cluster.hlo.eval_compute import simple_reducer, tree_window_sums
 from tfxla_cluster.hlo.evaluator import HANDLERS, Evaluator
 from tfxla_cluster.hlo.ir import HloInstruction, HloModule
 from tfxla_cluster.hlo.literal import make_literal
@@ -81,7 +82,17 @@ def evaluate_instruction(instr: HloInstruction, ev: Evaluator):
         return HANDLERS[op.opcode](ev, op, [value(o) for o in op.operands])
 
     with np.errstate(all="ignore"):
-        return HANDLERS[instr.opcode](ev, instr, [value(o) for o in instr.operands])
+        args = [value(o) for o in instr.operands]
+        et = instr.shape.element_type
+        if instr.opcode is O.REDUCE and len(args) == 2 and simple_reducer(instr.to_apply) is O.ADD and \
+                et.is_float and not et.is_complex:
+            # XLA:CPU's TreeReductionRewriter runs (once) before constant folding in the same simplification
+            # round: what is folded is its reduce-window (windows of 32 rounded to the element type), then
+            # the reduce of those sums (the evaluator's fast add).
+            windows = tree_window_sums(args[0], args[1], instr.dimensions)
+            if windows is not None:
+                args[0] = windows
+        return HANDLERS[instr.opcode](ev, instr, args)
 
 
 class HloConstantFolding(HloPass):

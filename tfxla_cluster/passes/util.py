@@ -101,6 +101,11 @@ def is_all(instr: HloInstruction, value) -> bool:
         if not bits.flat[0] == want:
             return False
         return bool((bits == want).all())
+    if instr.shape.element_type.is_complex:
+        # XLA's literal compare of complex elements is a memcmp: (1, -0) is not 1, as its IEEE == would say.
+        uint = np.dtype(f"u{lit.dtype.itemsize // 2}")
+        bits, want = lit.reshape(-1).view(uint).reshape(-1, 2), v.reshape(1).view(uint)
+        return bool((bits == want).all())
     if not lit.flat[0] == v:   # most constants differ at their first element: no whole-array compare
         return False
     return bool((lit == v).all())
