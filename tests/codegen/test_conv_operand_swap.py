@@ -119,3 +119,44 @@ def test_swapped_convolution_reads_the_unreversed_filter(xs, ks):
             xs_[1, 0, 0, 2] = -special
             for a, w in ((xs_, k), (x, ks_), (xs_, ks_)):
                 _same(theirs(a, w, b).numpy(), np.asarray(exe(a, w, b)[0]), 1e-5)
+
+
+_MAX = float(np.finfo(np.float32).max)
+
+
+def _with_constant_input(x, pad):
+    return lambda wt: tf.nn.conv2d(tf.constant(x), wt, 1, pad)
+
+
+@pytest.mark.parametrize("batch, width, chans, kw, pad", [
+    (1, 5, 1, 2, "SAME"), (1, 5, 1, 3, "SAME"), (1, 7, 1, 4, "SAME"), (1, 3, 1, 2, "SAME"),
+    (1, 5, 1, 2, [[0, 0], [1, 1], [1, 1], [0, 0]]), (2, 5, 1, 2, "SAME"),
+    (1, 5, 2, 2, "SAME")])   # two input features: LLVM keeps the FMA
+@pytest.mark.parametrize("constant", [True, False], ids=["const-input", "arg-input"])
+def test_swapped_loop_rounds_a_tap_inside_only_at_the_first_output(batch, width, chans, kw, pad, constant):
+    """A 3-row filter over a 1-row image is swapped; in XLA's elemental loop a tap inside the input only at
+    output position 0 is a rounded product added alone (LLVM hoists it; conv_exact.first_only_taps), the
+    others FMAs: -max·5.8 then -max·-3.2 is NaN at output 0 (fuzz seed 127001247), +inf elsewhere. Bits
+    against TF's XLA."""
+    rng = np.random.default_rng(127001247 + width * 10 + kw)
+    for trial in range(6):
+        x = np.zeros((batch, 1, width, chans), np.float32)
+        at = trial % (width - 1)
+        x[:, 0, at:at + 2, 0] = -_MAX if trial < 3 else _MAX
+        if trial == 5:
+            x[:, 0, :, :] = rng.choice([-_MAX, _MAX, 0.0, 1.5], (batch, width, chans))
+        w = np.zeros((3, kw, chans, 4), np.float32)
+        w[1, :, :, 2] = rng.uniform(1, 7, (kw, chans)) * rng.choice([-1, 1], (kw, chans))
+        if trial == 0:
+            w[1, 0, 0, 2], w[1, 1, 0, 2] = 5.842411518096924, -3.2214505672454834
+        w[:, :, :, 1] = rng.standard_normal((3, kw, chans))
+        if constant:
+            f = _with_constant_input(x, pad)   # a constant in the graph, as in the fuzz program
+            args = (w,)
+        else:
+            def f(xt, wt):
+                return tf.nn.conv2d(xt, wt, 1, pad)
+            args = (x, w)
+        want = tf.function(f, jit_compile=True)(*args).numpy()
+        got = txc.function(f, jit_compile=True)(*args).numpy()
+        assert want.tobytes() == got.tobytes(), (trial, x.ravel(), want[..., 2].ravel(), got[..., 2].ravel())
