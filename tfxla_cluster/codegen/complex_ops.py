@@ -315,7 +315,7 @@ def _negated(v) -> bool:
 
 def _exact(u, v) -> bool:
     """u·v is ±u or ±v: LLVM folds a product by a constant ±1, which leaves nothing to contract."""
-    return any(isinstance(x, ir.Constant) and x.constant in (1.0, -1.0) for x in (u, v))
+    return any((c := t.float_constant_value(x)) is not None and abs(c) == 1 for x in (u, v))
 
 
 def _constant_parts(b, v) -> tuple | None:
