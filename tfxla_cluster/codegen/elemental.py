@@ -42,6 +42,7 @@ from tfxla_cluster.hlo.eval_compute import TREE_WINDOW, simple_reducer
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.hlo.structural import splat_value
 from tfxla_cluster.mxcsr import kept_denormals
 
 GENERATORS: dict = {}
@@ -263,15 +264,6 @@ def _unary(em, instr):
     return lambda index: em.ops.unary(op, et, x(index))
 
 
-def _splat_value(instr) -> np.ndarray | None:
-    """The one value of a scalar constant or of a broadcast of one (what LLVM sees as a constant), else None."""
-    if instr.opcode is O.BROADCAST:
-        instr = instr.operands[0]
-    if instr.opcode is not O.CONSTANT or instr.shape.rank != 0 or instr.literal_elided:
-        return None
-    return np.asarray(instr.literal).reshape(())
-
-
 def _exp_of_nan_select(instr) -> np.ndarray | None:
     """What TF's XLA computes for an f32/f16 ``exp(select(p, a, b))`` whose arms are splat constants, one a
     NaN and the other a finite ``c``: ``exp(c)`` in every element, whatever ``p`` (else None).
@@ -286,7 +278,7 @@ def _exp_of_nan_select(instr) -> np.ndarray | None:
     select = instr.operands[0]
     if select.opcode is not O.SELECT:
         return None
-    arms = [_splat_value(o) for o in select.operands[1:]]
+    arms = [splat_value(o) for o in select.operands[1:]]
     if any(a is None for a in arms) or [bool(np.isnan(a)) for a in arms].count(True) != 1:
         return None
     c = float(next(a for a in arms if not np.isnan(a)))

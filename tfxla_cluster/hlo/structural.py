@@ -111,3 +111,19 @@ def same_value(u: HloInstruction, v: HloInstruction, depth: int = 8) -> bool:
         return False
     return instruction_key(u) == instruction_key(v) and \
         all(same_value(a, b, depth - 1) for a, b in zip(u.operands, v.operands))
+
+
+def known_literal(instr: HloInstruction) -> np.ndarray | None:
+    """The constant's value, or None if it is not an array constant with a known value."""
+    if instr.opcode is not O.CONSTANT or instr.literal_elided or instr.shape.is_tuple:
+        return None
+    return np.asarray(instr.literal)
+
+
+def splat_value(instr: HloInstruction) -> np.ndarray | None:
+    """The one value of a scalar constant or of a broadcast of one (what LLVM sees as an immediate), as a
+    0-d array; else None. (``passes.util.is_all`` asks the wider question: any constant, all elements equal.)"""
+    if instr.opcode is O.BROADCAST:
+        instr = instr.operands[0]
+    lit = known_literal(instr) if instr.shape.rank == 0 else None
+    return None if lit is None else lit.reshape(())

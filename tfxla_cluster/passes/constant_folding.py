@@ -22,8 +22,9 @@ from tfxla_cluster.hlo.evaluator import HANDLERS, Evaluator
 from tfxla_cluster.hlo.ir import HloInstruction, HloModule
 from tfxla_cluster.hlo.literal import make_literal
 from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.structural import known_literal
 from tfxla_cluster.passes.pass_ import HloPass
-from tfxla_cluster.passes.util import UseGraph, has_side_effect, known_literal, new_instruction, \
+from tfxla_cluster.passes.util import UseGraph, has_side_effect, new_instruction, \
     non_fusion_computations
 
 MAX_CONSTANT_ELEMENTS = 45 * 1000 * 1000

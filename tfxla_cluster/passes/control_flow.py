@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.structural import known_literal
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.passes.expanders import inline_call
 from tfxla_cluster.passes.pass_ import HloPass
-from tfxla_cluster.passes.util import UseGraph, has_opcode, has_side_effect, known_literal
+from tfxla_cluster.passes.util import UseGraph, has_opcode, has_side_effect
 
 _CHEAP_IN_BRANCH = frozenset({O.CONSTANT, O.BROADCAST, O.CONCATENATE, O.DYNAMIC_SLICE, O.GET_TUPLE_ELEMENT, O.REDUCE,
                               O.RESHAPE, O.PAD, O.PARAMETER, O.SLICE, O.TUPLE})

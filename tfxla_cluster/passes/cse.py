@@ -18,10 +18,11 @@ from __future__ import annotations
 from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.structural import known_literal
 from tfxla_cluster.hlo.printer import attributes_text
 from tfxla_cluster.hlo.shape import Shape
 from tfxla_cluster.passes.pass_ import HloPass
-from tfxla_cluster.passes.util import UseGraph, has_side_effect, known_literal
+from tfxla_cluster.passes.util import UseGraph, has_side_effect
 
 _IGNORED_RAW = ("frontend_attributes=", "backend_config=", "parameter_replication=", "sharding=")
 

@@ -22,6 +22,7 @@ from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.literal import make_literal
 from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.structural import known_literal
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.hlo.shape_inference import infer_shape
 
@@ -48,13 +49,6 @@ def has_side_effect(instr: HloInstruction, _seen: set[int] | None = None) -> boo
 
 def is_effective_scalar(shape: Shape) -> bool:
     return shape.is_array and not shape.is_token and shape.num_elements == 1
-
-
-def known_literal(instr: HloInstruction) -> np.ndarray | None:
-    """The constant's value, or None if it is not an array constant with a known value."""
-    if instr.opcode is not O.CONSTANT or instr.literal_elided or instr.shape.is_tuple:
-        return None
-    return np.asarray(instr.literal)
 
 
 # (value, its type, dtype, float?) -> what ``is_all`` compares with: passes ask about 0 and 1 thousands of times.
