@@ -15,6 +15,22 @@ value). Generators are made by one table, ``GENERATORS``, keyed by opcode:
   sums pairwise (a binary-counter cascade), which keeps the error of a 16M-element f32 sum near
   eps·(32 + log2(n/1024)) — better than TF's Eigen tree reduction.
 
+Which order a reduce takes (``_reduce``; the order decides bits where a sum overflows or a product meets
+0·inf, so each path is what TF's XLA does for the same reduce):
+
+  =========================  ==========================================  ===================================
+  path                       when                                        order
+  =========================  ==========================================  ===================================
+  generic                    variadic, or a reducer that is not simple   one loop, in layout order
+  in order                   ``in_order_reduce``: float add/mul, every   one loop, unreassociated (XLA's
+                             reduced dim ≤ TREE_WINDOW, ≤ 2048 elements  TreeReductionRewriter leaves it)
+  row lanes                  in order, and ``_row_lanes`` (a [R, C]      TF's LLVM vector lanes
+                             kernel parameter to one element, measured   (``row_lanes``)
+                             target)
+  cascade                    float add/mul over > 2048 elements          blocks of 1024, pairwise
+  reassociable               everything else simple (ints, max/min, …)   vectorised; order-free results
+  =========================  ==========================================  ===================================
+
 A generated value is cached per (emitter, instruction, index) in the kernel's current scope, so an
 instruction with several users inside one loop body is computed once. Tuple-shaped instructions
 (variadic reduce, multi-output roots) generate Python tuples of values.
