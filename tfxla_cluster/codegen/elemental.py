@@ -340,6 +340,22 @@ def _log1p_of_negation_too(comp, instr) -> bool:
     return False
 
 
+def _minmax_identity_operand(op: O, lhs, rhs):
+    """The operand a fused float ``maximum``/``minimum`` is, as MLIR's arith folder makes it in XLA's loop
+    fusion emitter: ``maximumf(x, x)``, ``maximumf(x, -inf)`` and ``minimumf(x, +inf)`` are ``x`` itself, bits
+    kept (no x86 max to flush a denormal under DAZ; NaN stays). The constant is fused in (a scalar constant or
+    its broadcast, an arith.constant there), on either side (the canonicalizer moves it to the rhs first).
+    Else None. (max_pool with a 1×1 window is such a max with its -inf init: fuzz seed 141000705.)"""
+    if lhs is rhs:
+        return lhs
+    identity = -np.inf if op is O.MAXIMUM else np.inf
+    for keep, other in ((lhs, rhs), (rhs, lhs)):
+        v = splat_value(other)
+        if v is not None and v == identity:
+            return keep
+    return None
+
+
 @generates(*(ops.ELEMENTWISE_BINARY - {O.COMPARE, O.COMPLEX}))
 def _binary(em, instr):
     lhs, rhs = instr.operands
@@ -350,9 +366,13 @@ def _binary(em, instr):
         # XLA wraps the op with the constant as a parameter and keeps it first (algsimp's
         # minmax_constant_to_rhs moves broadcast constants for both).
         lhs, rhs = rhs, lhs
-    x, y = em.gen(lhs), em.gen(rhs)
     et = instr.operands[0].shape.element_type
     op = instr.opcode
+    if op in (O.MAXIMUM, O.MINIMUM) and em.comp is not None and et.is_float and not et.is_complex:
+        kept = _minmax_identity_operand(op, lhs, rhs)
+        if kept is not None:
+            return em.gen(kept)
+    x, y = em.gen(lhs), em.gen(rhs)
     if op is O.MULTIPLY and et.is_complex:
         rhs_first = _load_order(em, instr.shape, rhs, instr) < _load_order(em, instr.shape, lhs, instr)
         seen = tuple(_constant_seen(em, o, instr) for o in (lhs, rhs))
