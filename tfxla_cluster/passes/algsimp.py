@@ -486,6 +486,14 @@ def _log_root(g, log):
                    make_scalar_like(g, log.shape, factor, like=log), log)
 
 
+@rule("abs_non_negative", O.ABS)
+def _abs_non_negative(g, ab):
+    """abs(A) -> A for a non-negative A (is_non_negative; XLA's HandleAbs). So asinh(exp(x)) keeps
+    log(abs(exp(x))) -> x in its large-|x| branch, as TF's XLA (x + log 2 where exp(x) overflows)."""
+    x = ab.operands[0]
+    return _keep(ab, x) if is_non_negative(x) else None
+
+
 @rule("negate_negate", O.NEGATE)
 def _neg_neg(g, neg):
     """negate(negate(A)) -> A."""
@@ -535,19 +543,27 @@ def _compare_self(g, cmp):
 
 
 def is_non_negative(x: HloInstruction) -> bool:
-    """XLA's IsNonNegative (real types): abs, A*A, broadcast/maximum/select of non-negatives, a
-    non-negative scalar constant. (A NaN under abs or A*A counts as non-negative, as in XLA.)"""
+    """XLA's IsNonNegative (real types), as TF 2.21's XLA: abs, exp, iota, A*A, power of a non-negative
+    base, broadcast/select/minimum of non-negatives, maximum with a non-negative side, and a scalar
+    constant that is neither negative, -0 nor NaN. A NaN under abs, exp, pow or A*A counts as non-negative
+    (TF's XLA folds exp(NaN) >= 0 to true). XLA's fallback, IsPositive, holds only for a cuDNN custom call."""
     if any(o.shape.element_type.is_complex for o in x.operands) or x.shape.element_type.is_complex:
         return False
-    if x.opcode is O.ABS:
+    if x.opcode in (O.ABS, O.EXP, O.IOTA):
         return True
     if x.opcode is O.MULTIPLY:
         return x.operands[0] is x.operands[1]
-    if x.opcode is O.BROADCAST:
+    if x.opcode in (O.BROADCAST, O.POWER):
         return is_non_negative(x.operands[0])
-    if x.opcode is O.CONSTANT:
+    if x.opcode is O.CONSTANT:  # GetConstantValue: a float or integer effective scalar
         lit = known_literal(x)
-        return lit is not None and lit.size == 1 and bool(lit.reshape(-1)[0] >= 0)
+        t = x.shape.element_type
+        if lit is None or lit.size != 1 or not (t.is_float or t.is_integral):
+            return False
+        v = float(lit.reshape(-1)[0])
+        return not np.signbit(v) and not np.isnan(v)
+    if x.opcode is O.MINIMUM:
+        return is_non_negative(x.operands[0]) and is_non_negative(x.operands[1])
     if x.opcode is O.MAXIMUM:
         return is_non_negative(x.operands[0]) or is_non_negative(x.operands[1])
     if x.opcode is O.SELECT:
