@@ -131,6 +131,14 @@ CASES = [
     ("div_of_divs", M("p: f32[4]; q: f32[4]; r: f32[4]", """
         d1 = f32[4] divide(p, q)
         ROOT d2 = f32[4] divide(d1, r)"""), "CHECK: multiply(%q, %r)\nCHECK: ROOT {{.*}} divide(%p, %multiply"),
+    ("pow_special_exponent", M("p: f32[4]; q: f32[4]", """
+        e = f32[4] exponential(p)
+        ROOT w = f32[4] power(e, q)"""), "CHECK: multiply(%p, %q)\nCHECK: ROOT {{.*}} exponential("),
+    ("pow_special_exponent", M("p: f32[4]", """
+        a = f32[4] abs(p)
+        h = f32[] constant(0.5)
+        hb = f32[4] broadcast(h), dimensions={}
+        ROOT w = f32[4] power(a, hb)"""), "CHECK: ROOT {{.*}} sqrt(%a)"),
     ("pow_special_exponent", M("p: f32[4]", """
         c = f32[] constant(2)
         b = f32[4] broadcast(c), dimensions={}
@@ -457,6 +465,10 @@ ENTRY e {
         c = f32[3] constant({1, 2, 4})
         ROOT a = f32[3] multiply(p, c)""")),
     # TF 2.21's IsNonNegative: -0 (and NaN) constants are not non-negative, sqrt's IsPositive needs a cuDNN call
+    ("pow(A, 0.5) of a maybe-negative A stays", M("p: f32[4]", """
+        h = f32[] constant(0.5)
+        hb = f32[4] broadcast(h), dimensions={}
+        ROOT w = f32[4] power(p, hb)""")),
     ("abs of max with -0 stays", M("p: f32[4]", """
         z = f32[] constant(-0)
         zb = f32[4] broadcast(z), dimensions={}

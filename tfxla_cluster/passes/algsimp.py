@@ -432,9 +432,11 @@ def _div_div(g, div):
 
 @rule("pow_special_exponent", O.POWER)
 def _pow(g, pw):
-    """pow(A, 0) -> 1, pow(A, 1) -> A, pow(1, A) -> 1, pow(A, 2) -> A*A, pow(A, 3) -> A*(A*A), pow(A, -1) -> 1/A
-    (integers too: XLA has no float guard, so int pow(0, -1) is 1/0 = -1). A*(A*A) rounds twice where pow
-    rounds once: TF's XLA does (gelu_tanh's x³ differs by an ulp, and 1 + tanh magnifies it)."""
+    """pow(A, 0) -> 1, pow(A, 1) -> A, pow(1, A) -> 1, pow(exp(A), B) -> exp(A*B), pow(A, 2) -> A*A,
+    pow(A, 3) -> A*(A*A), pow(A, -1) -> 1/A (integers too: XLA has no float guard, so int pow(0, -1) is
+    1/0 = -1), and a float pow(A, 0.5) -> sqrt(A) for a non-negative A (is_non_negative). A*(A*A) rounds twice
+    where pow rounds once: TF's XLA does (gelu_tanh's x³ differs by an ulp, and 1 + tanh magnifies it); and
+    exp(A*B) is finite where exp(A) overflows (pow(exp(100), 0.01) is e in TF's XLA)."""
     a, b = pw.operands
     if is_all(b, 0):
         return make_scalar_like(g, pw.shape, 1, like=pw)
@@ -442,12 +444,16 @@ def _pow(g, pw):
         return _keep(pw, a)
     if is_all(a, 1):
         return make_scalar_like(g, pw.shape, 1, like=pw)
+    if a.opcode is O.EXP:
+        return _unary(g, O.EXP, _binary(g, O.MULTIPLY, a.operands[0], b, pw), pw)
     if is_all(b, 2):
         return _binary(g, O.MULTIPLY, a, a, pw)
     if is_all(b, 3):
         return _binary(g, O.MULTIPLY, a, _binary(g, O.MULTIPLY, a, a, pw), pw)
     if is_all(b, -1):
         return _binary(g, O.DIVIDE, make_scalar_like(g, pw.shape, 1, like=pw), a, pw)
+    if pw.shape.element_type.is_float and is_all(b, 0.5) and is_non_negative(a):  # IsAllFloat: floats only
+        return _unary(g, O.SQRT, a, pw)
     return None
 
 
