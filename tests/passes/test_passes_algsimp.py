@@ -131,6 +131,14 @@ CASES = [
     ("div_of_divs", M("p: f32[4]; q: f32[4]; r: f32[4]", """
         d1 = f32[4] divide(p, q)
         ROOT d2 = f32[4] divide(d1, r)"""), "CHECK: multiply(%q, %r)\nCHECK: ROOT {{.*}} divide(%p, %multiply"),
+    ("pow_special_exponent", M("p: f32[4]; q: f32[4]", """
+        e = f32[4] exponential(p)
+        ROOT w = f32[4] power(e, q)"""), "CHECK: multiply(%p, %q)\nCHECK: ROOT {{.*}} exponential("),
+    ("pow_special_exponent", M("p: f32[4]", """
+        a = f32[4] abs(p)
+        h = f32[] constant(0.5)
+        hb = f32[4] broadcast(h), dimensions={}
+        ROOT w = f32[4] power(a, hb)"""), "CHECK: ROOT {{.*}} sqrt(%a)"),
     ("pow_special_exponent", M("p: f32[4]", """
         c = f32[] constant(2)
         b = f32[4] broadcast(c), dimensions={}
@@ -323,6 +331,21 @@ CASES = [
         zb = f32[4] broadcast(z), dimensions={}
         ROOT c = pred[4] compare(zb, m), direction=LE"""),
      "CHECK: pred[] constant(true)\nCHECK: ROOT {{.*}} broadcast"),
+    ("compare_non_negative", M("p: f32[4]", """
+        e = f32[4] exponential(p)
+        z = f32[] constant(0)
+        zb = f32[4] broadcast(z), dimensions={}
+        ROOT c = pred[4] compare(e, zb), direction=GE"""),
+     "CHECK: pred[] constant(true)\nCHECK: ROOT {{.*}} broadcast"),
+    ("abs_non_negative", M("p: f32[4]", """
+        e = f32[4] exponential(p)
+        ROOT a = f32[4] abs(e)"""), "CHECK: ROOT %e = f32[4]{0} exponential(%p)"),
+    ("abs_non_negative", M("p: f32[4]; q: f32[4]; r: f32[4]", """
+        a = f32[4] abs(p)
+        e = f32[4] exponential(q)
+        w = f32[4] power(a, r)
+        m = f32[4] minimum(w, e)
+        ROOT b = f32[4] abs(m)"""), "CHECK: ROOT %m = f32[4]{0} minimum(%w, %e)"),
     ("dot_remove_degenerate_dims", M("p: f32[1,4]; q: f32[4,3]", """
         ROOT d = f32[1,3] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}"""),
      "CHECK: f32[4]{0} reshape(%p)\nCHECK: f32[3]{0} dot(\nCHECK: ROOT {{.*}} f32[1,3]{1,0} reshape(%dot"),
@@ -441,6 +464,19 @@ ENTRY e {
     ("non-uniform constant stays", M("p: f32[3]", """
         c = f32[3] constant({1, 2, 4})
         ROOT a = f32[3] multiply(p, c)""")),
+    # TF 2.21's IsNonNegative: -0 (and NaN) constants are not non-negative, sqrt's IsPositive needs a cuDNN call
+    ("pow(A, 0.5) of a maybe-negative A stays", M("p: f32[4]", """
+        h = f32[] constant(0.5)
+        hb = f32[4] broadcast(h), dimensions={}
+        ROOT w = f32[4] power(p, hb)""")),
+    ("abs of max with -0 stays", M("p: f32[4]", """
+        z = f32[] constant(-0)
+        zb = f32[4] broadcast(z), dimensions={}
+        m = f32[4] maximum(p, zb)
+        ROOT a = f32[4] abs(m)""")),
+    ("abs of sqrt stays", M("p: f32[4]", """
+        s = f32[4] sqrt(p)
+        ROOT a = f32[4] abs(s)""")),
     ("sqrt with two users is not turned into rsqrt", M("p: f32[4]; q: f32[4]", """
         s = f32[4] sqrt(q)
         d = f32[4] divide(p, s)

@@ -671,8 +671,38 @@ def _broadcast(em, instr):
             operand.shape.minor_to_major == instr.shape.minor_to_major:
         return x
     if operand.shape.rank == 0:
+        if _bf16_splat_flushed(em, instr):
+            return lambda index: em.ops.flush_denormal(T.BF16, x(scalar_index(operand.shape)))
         return lambda index: x(scalar_index(operand.shape))
     return lambda index: x(Index([index.get_dims(em.b)[d] for d in dims], operand.shape))
+
+
+def _bf16_splat_flushed(em, instr) -> bool:
+    """Whether TF's XLA stores a bf16 scalar broadcast to ``instr``'s shape with a ±denormal flushed to ±0,
+    where the broadcast of a buffer is its kernel's whole loop (XLA's ``wrapped_broadcast``; a pad of an empty
+    operand becomes one: fuzz seed 138001308). LLVM loads the scalar once before the loop nest; where the stores
+    stay scalar in the loop (rows of 2+ elements its vectoriser does not take), x86 codegen holds the bfloat in
+    an f32 register across the blocks and narrows it at each store with VCVTNEPS2BF16, which always flushes;
+    vector stores of the splat, a rank-1 loop (vectorised) or a nest folded into one block copy the bits.
+    Measured against TF 2.21 (``MEASURED_TARGET``) on [R, W] (the last two non-degenerate dims; outer dims
+    alike): kept for R = 2 with W <= 4, R = 4, 8, 16 with W <= 8; flushed for other R <= 16 and for W >= 9.
+    Rows past 16 with W <= 8 are not modelled (kept): LLVM's cost model keeps the first rows by a multiple of
+    its vector width, e.g. 16 of 17-19 with W = 2, and flushes the rest, with no simple rule in R and W."""
+    operand = instr.operands[0]
+    if instr.shape.element_type is not T.BF16 or not instr.shape.is_default_layout:
+        return False
+    whole = em.comp.root is instr and operand.opcode is O.PARAMETER if em.comp is not None \
+        else id(operand) in em.overrides
+    options = em.kctx.options
+    if not whole or (options.cpu_target.info.isa, options.prefer_vector_width) != MEASURED_TARGET:
+        return False
+    dims = [n for n in instr.shape.dimensions if n != 1]
+    if len(dims) < 2:
+        return False
+    rows, width = dims[-2:]
+    if width >= 9:
+        return True
+    return rows <= 16 and width > {2: 4, 4: 8, 8: 8, 16: 8}.get(rows, 1)
 
 
 def common_factors(a, b) -> list[tuple[tuple[int, int], tuple[int, int]]]:

@@ -432,9 +432,11 @@ def _div_div(g, div):
 
 @rule("pow_special_exponent", O.POWER)
 def _pow(g, pw):
-    """pow(A, 0) -> 1, pow(A, 1) -> A, pow(1, A) -> 1, pow(A, 2) -> A*A, pow(A, 3) -> A*(A*A), pow(A, -1) -> 1/A
-    (integers too: XLA has no float guard, so int pow(0, -1) is 1/0 = -1). A*(A*A) rounds twice where pow
-    rounds once: TF's XLA does (gelu_tanh's x³ differs by an ulp, and 1 + tanh magnifies it)."""
+    """pow(A, 0) -> 1, pow(A, 1) -> A, pow(1, A) -> 1, pow(exp(A), B) -> exp(A*B), pow(A, 2) -> A*A,
+    pow(A, 3) -> A*(A*A), pow(A, -1) -> 1/A (integers too: XLA has no float guard, so int pow(0, -1) is
+    1/0 = -1), and a float pow(A, 0.5) -> sqrt(A) for a non-negative A (is_non_negative). A*(A*A) rounds twice
+    where pow rounds once: TF's XLA does (gelu_tanh's x³ differs by an ulp, and 1 + tanh magnifies it); and
+    exp(A*B) is finite where exp(A) overflows (pow(exp(100), 0.01) is e in TF's XLA)."""
     a, b = pw.operands
     if is_all(b, 0):
         return make_scalar_like(g, pw.shape, 1, like=pw)
@@ -442,12 +444,16 @@ def _pow(g, pw):
         return _keep(pw, a)
     if is_all(a, 1):
         return make_scalar_like(g, pw.shape, 1, like=pw)
+    if a.opcode is O.EXP:
+        return _unary(g, O.EXP, _binary(g, O.MULTIPLY, a.operands[0], b, pw), pw)
     if is_all(b, 2):
         return _binary(g, O.MULTIPLY, a, a, pw)
     if is_all(b, 3):
         return _binary(g, O.MULTIPLY, a, _binary(g, O.MULTIPLY, a, a, pw), pw)
     if is_all(b, -1):
         return _binary(g, O.DIVIDE, make_scalar_like(g, pw.shape, 1, like=pw), a, pw)
+    if pw.shape.element_type.is_float and is_all(b, 0.5) and is_non_negative(a):  # IsAllFloat: floats only
+        return _unary(g, O.SQRT, a, pw)
     return None
 
 
@@ -484,6 +490,14 @@ def _log_root(g, log):
         return None
     return _binary(g, O.MULTIPLY, _unary(g, O.LOG, x.operands[0], log),
                    make_scalar_like(g, log.shape, factor, like=log), log)
+
+
+@rule("abs_non_negative", O.ABS)
+def _abs_non_negative(g, ab):
+    """abs(A) -> A for a non-negative A (is_non_negative; XLA's HandleAbs). So asinh(exp(x)) keeps
+    log(abs(exp(x))) -> x in its large-|x| branch, as TF's XLA (x + log 2 where exp(x) overflows)."""
+    x = ab.operands[0]
+    return _keep(ab, x) if is_non_negative(x) else None
 
 
 @rule("negate_negate", O.NEGATE)
@@ -535,19 +549,27 @@ def _compare_self(g, cmp):
 
 
 def is_non_negative(x: HloInstruction) -> bool:
-    """XLA's IsNonNegative (real types): abs, A*A, broadcast/maximum/select of non-negatives, a
-    non-negative scalar constant. (A NaN under abs or A*A counts as non-negative, as in XLA.)"""
+    """XLA's IsNonNegative (real types), as TF 2.21's XLA: abs, exp, iota, A*A, power of a non-negative
+    base, broadcast/select/minimum of non-negatives, maximum with a non-negative side, and a scalar
+    constant that is neither negative, -0 nor NaN. A NaN under abs, exp, pow or A*A counts as non-negative
+    (TF's XLA folds exp(NaN) >= 0 to true). XLA's fallback, IsPositive, holds only for a cuDNN custom call."""
     if any(o.shape.element_type.is_complex for o in x.operands) or x.shape.element_type.is_complex:
         return False
-    if x.opcode is O.ABS:
+    if x.opcode in (O.ABS, O.EXP, O.IOTA):
         return True
     if x.opcode is O.MULTIPLY:
         return x.operands[0] is x.operands[1]
-    if x.opcode is O.BROADCAST:
+    if x.opcode in (O.BROADCAST, O.POWER):
         return is_non_negative(x.operands[0])
-    if x.opcode is O.CONSTANT:
+    if x.opcode is O.CONSTANT:  # GetConstantValue: a float or integer effective scalar
         lit = known_literal(x)
-        return lit is not None and lit.size == 1 and bool(lit.reshape(-1)[0] >= 0)
+        t = x.shape.element_type
+        if lit is None or lit.size != 1 or not (t.is_float or t.is_integral):
+            return False
+        v = float(lit.reshape(-1)[0])
+        return not np.signbit(v) and not np.isnan(v)
+    if x.opcode is O.MINIMUM:
+        return is_non_negative(x.operands[0]) and is_non_negative(x.operands[1])
     if x.opcode is O.MAXIMUM:
         return is_non_negative(x.operands[0]) or is_non_negative(x.operands[1])
     if x.opcode is O.SELECT:
