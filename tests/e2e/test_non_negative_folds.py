@@ -1,6 +1,6 @@
 """XLA's simplifier treats abs, exp, iota, A*A, a power of a non-negative base and min/max/select of
 non-negatives as non-negative (IsNonNegative): abs of one is dropped (HandleAbs), its compare with 0 is
-folded, NaN included, and its pow(A, 0.5) is sqrt(A); pow(exp(A), B) is exp(A*B). Bit-compared with TF 2.21's XLA: asinh(exp(x)) keeps log(abs(exp(x))) -> x in its
+folded, NaN included, and its pow(A, 0.5) is sqrt(A); pow(exp(A), B) is exp(A*B); sqrt(A*A) is abs(A). Bit-compared with TF 2.21's XLA: asinh(exp(x)) keeps log(abs(exp(x))) -> x in its
 large-|x| branch, so an overflowing exp gives x + log 2, not inf (fuzz seed 138001017)."""
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ CASES = {
     "select_ge_0": lambda a, b: tf.where(a > b, tf.exp(a), tf.abs(b)) >= 0,
     "pow_exp": lambda a, b: (tf.pow(tf.exp(a), b), tf.pow(tf.exp(a), 0.01), tf.abs(tf.pow(tf.exp(a), b))),
     "pow_half": lambda a, b: (tf.pow(tf.abs(a), 0.5), tf.pow(tf.exp(b), 0.5), tf.pow(a, 0.5)),
+    # HandleSqrt: sqrt(A*A) is abs(A), so the square cannot overflow (a*1e20) or underflow (b*1e-30)
+    "sqrt_square": lambda a, b: (tf.sqrt(a * a), tf.sqrt((a * 1e20) * (a * 1e20)), tf.sqrt((b * 1e-30) * (b * 1e-30)),
+                                 tf.sqrt(a * b)),
 }
 
 

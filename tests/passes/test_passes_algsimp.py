@@ -346,6 +346,9 @@ CASES = [
         w = f32[4] power(a, r)
         m = f32[4] minimum(w, e)
         ROOT b = f32[4] abs(m)"""), "CHECK: ROOT %m = f32[4]{0} minimum(%w, %e)"),
+    ("sqrt_of_square", M("p: f32[4]", """
+        m = f32[4] multiply(p, p)
+        ROOT s = f32[4] sqrt(m)"""), "CHECK: ROOT {{.*}} f32[4]{0} abs(%p)"),
     ("dot_remove_degenerate_dims", M("p: f32[1,4]; q: f32[4,3]", """
         ROOT d = f32[1,3] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}"""),
      "CHECK: f32[4]{0} reshape(%p)\nCHECK: f32[3]{0} dot(\nCHECK: ROOT {{.*}} f32[1,3]{1,0} reshape(%dot"),
@@ -474,6 +477,11 @@ ENTRY e {
         zb = f32[4] broadcast(z), dimensions={}
         m = f32[4] maximum(p, zb)
         ROOT a = f32[4] abs(m)""")),
+    ("sqrt of a product of two equal instructions stays (XLA compares operands by identity)", M("p: f32[4]", """
+        m1 = f32[4] negate(p)
+        m2 = f32[4] negate(p)
+        m = f32[4] multiply(m1, m2)
+        ROOT s = f32[4] sqrt(m)""")),
     ("abs of sqrt stays", M("p: f32[4]", """
         s = f32[4] sqrt(p)
         ROOT a = f32[4] abs(s)""")),
@@ -529,3 +537,14 @@ def test_fixed_point_is_idempotent(rule, text, checks):
     FixedPoint("simplification", [AlgebraicSimplifier(), HloDCE()]).run(module)
     assert not AlgebraicSimplifier().run(module), "a second run changed the module"
     assert_same_values(evaluate(module, *args), want, rtol=1e-6, atol=1e-6, context=rule)
+
+
+def test_complex_sqrt_of_square_is_xlas_abs():
+    """XLA's HandleSqrt turns a complex sqrt(A*A) into convert(abs(A)) too, though sqrt(z²) is ±z, not |z|
+    (TF 2.21's optimised HLO for tf.sqrt(x * x) of c64 is ``abs`` then ``convert``: its values are |x|)."""
+    module = parse(M("p: c64[4]", """
+        m = c64[4] multiply(p, p)
+        ROOT s = c64[4] sqrt(m)"""))
+    simp, changed = simplify_once(module)
+    assert changed and simp.stats["sqrt_of_square"] == 1
+    filecheck(module_text(module), "CHECK: f32[4]{0} abs(%p)\nCHECK: ROOT {{.*}} c64[4]{0} convert(")

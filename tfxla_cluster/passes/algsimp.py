@@ -492,6 +492,17 @@ def _log_root(g, log):
                    make_scalar_like(g, log.shape, factor, like=log), log)
 
 
+@rule("sqrt_of_square", O.SQRT)
+def _sqrt_of_square(g, sq):
+    """sqrt(A*A) -> abs(A) (XLA's HandleSqrt; a complex A's abs converted back to the complex type). So the
+    square cannot overflow or underflow: TF's XLA gives 3e20 for sqrt(x*x) of f32 3e20."""
+    x = sq.operands[0]
+    if x.opcode is not O.MULTIPLY or x.operands[0] is not x.operands[1]:
+        return None
+    ab = _unary(g, O.ABS, x.operands[0], sq)
+    return g.make(O.CONVERT, [ab], sq.shape, like=sq) if sq.shape.element_type.is_complex else ab
+
+
 @rule("abs_non_negative", O.ABS)
 def _abs_non_negative(g, ab):
     """abs(A) -> A for a non-negative A (is_non_negative; XLA's HandleAbs). So asinh(exp(x)) keeps

@@ -109,10 +109,12 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
         TransposeFolding(),
         HloCSE(),
         CpuLayoutAssignment(),
-        # not select(P, A, A) -> A here: TF 2.21 runs no algsimp between CSE and fusion, so a select whose two
-        # operands only CSE made one (tf2xla's per-read constants) is fused as it is (fuzz seed 115001251)
+        # no rule that needs two operands to be one instruction here: TF 2.21 runs no algsimp between CSE and
+        # fusion, so a select(P, A, A) or sqrt(A*A) whose two operands only CSE made one (tf2xla's per-read
+        # constants, x*c written twice) is fused as it is (fuzz seed 115001251; sqrt((a*1e20)*(a*1e20)) is inf)
         FixedPoint("simplification-after-layout", [
-            AlgebraicSimplifier(layout_sensitive=True, disabled_rules=frozenset({"select_same_branches"})),
+            AlgebraicSimplifier(layout_sensitive=True,
+                                disabled_rules=frozenset({"select_same_branches", "sqrt_of_square"})),
             HloDCE()]),
         *fusion,
         FixedPoint("cleanup", [AlgebraicSimplifier(layout_sensitive=True), HloDCE(),
