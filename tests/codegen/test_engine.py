@@ -202,3 +202,15 @@ def test_concurrent_compiles_leave_the_c_locale_alone():
         run_threads(lambda k: [eng.compile(texts[j], [f"scale{j}"], name=f"loc{j}")
                                for j in range(k, len(texts), 8)], 8)
     assert locale.setlocale(locale.LC_CTYPE) == before
+
+
+def test_optimized_ir_is_printed_on_first_use_as_the_compile_prints_it():
+    # A compile prints its optimised IR only when asked (a dump); otherwise the library prints it when read.
+    eng = JitEngine()
+    printed = eng.compile(SCALE, ["scale"], print_ir=True)
+    eng._by_ir.clear()   # compile again rather than share the first library's code
+    lazy = eng.compile(SCALE, ["scale"])
+    assert printed._optimized_ir is not None and lazy._optimized_ir is None
+    assert lazy.optimized_ir == printed.optimized_ir and "fmul" in lazy.optimized_ir
+    assert lazy.object_code == printed.object_code
+    assert eng.load_object(lazy.object_code, ["scale"]).optimized_ir == ""   # no IR behind loaded code

@@ -435,7 +435,8 @@ def compile_module(module, options: CodegenOptions | None = None, engine: JitEng
     origin = "persistent cache"
     if lib is None:
         origin = "compiled"
-        lib = engine.compile(text, [ENTRY_NAME], name=module.name, max_parts=options.split_count)
+        lib = engine.compile(text, [ENTRY_NAME], name=module.name, max_parts=options.split_count,
+                             print_ir=dumper is not None)
         _dump(dumper, "ir-with-opt.ll", lib.optimized_ir)
         if code_store is not None:
             code_store.store(text, lib)
