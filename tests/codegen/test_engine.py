@@ -214,3 +214,19 @@ def test_optimized_ir_is_printed_on_first_use_as_the_compile_prints_it():
     assert lazy.optimized_ir == printed.optimized_ir and "fmul" in lazy.optimized_ir
     assert lazy.object_code == printed.object_code
     assert eng.load_object(lazy.object_code, ["scale"]).optimized_ir == ""   # no IR behind loaded code
+
+
+def test_compile_threads_leave_out_other_processes_load_not_this_ones(monkeypatch):
+    from tfxla_cluster.codegen import engine
+
+    monkeypatch.delenv("TFXLA_COMPILE_THREADS", raising=False)
+    monkeypatch.setattr(engine.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    cases = [(0.2, 0.1, 4), (2.0, 2.0, 4), (2.0, 0.5, 3), (3.9, 0.0, 1), (9.0, 1.0, 1)]
+    for load, own, threads in cases:   # (load average, this process's part of it, threads)
+        monkeypatch.setattr(engine.os, "getloadavg", lambda: (load, load, load))
+        monkeypatch.setattr(engine, "_own_load", lambda: own)
+        assert engine.compile_threads() == threads, (load, own)
+    monkeypatch.setenv("TFXLA_COMPILE_THREADS", "3")
+    assert engine.compile_threads() == 3
+    monkeypatch.undo()
+    assert 0.0 <= engine._own_load() <= (engine.os.cpu_count() or 1) + 1   # this process's, from /proc
