@@ -104,10 +104,10 @@ def test_a_cold_code_compile_failure_runs_the_usual_kernels(monkeypatch, caplog)
 
     compile_ = JitEngine.compile
 
-    def failing(self, ir_text, exports, name="module", max_parts=1):
+    def failing(self, ir_text, exports, name="module", max_parts=1, **options):
         if name.endswith(".cold"):
             raise RuntimeError("no cold code today")
-        return compile_(self, ir_text, exports, name, max_parts)
+        return compile_(self, ir_text, exports, name, max_parts, **options)
 
     monkeypatch.setattr(JitEngine, "compile", failing)
     f = txc.function(conv, jit_compile=True)

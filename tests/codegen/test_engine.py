@@ -202,3 +202,31 @@ def test_concurrent_compiles_leave_the_c_locale_alone():
         run_threads(lambda k: [eng.compile(texts[j], [f"scale{j}"], name=f"loc{j}")
                                for j in range(k, len(texts), 8)], 8)
     assert locale.setlocale(locale.LC_CTYPE) == before
+
+
+def test_optimized_ir_is_printed_on_first_use_as_the_compile_prints_it():
+    # A compile prints its optimised IR only when asked (a dump); otherwise the library prints it when read.
+    eng = JitEngine()
+    printed = eng.compile(SCALE, ["scale"], print_ir=True)
+    eng._by_ir.clear()   # compile again rather than share the first library's code
+    lazy = eng.compile(SCALE, ["scale"])
+    assert printed._optimized_ir is not None and lazy._optimized_ir is None
+    assert lazy.optimized_ir == printed.optimized_ir and "fmul" in lazy.optimized_ir
+    assert lazy.object_code == printed.object_code
+    assert eng.load_object(lazy.object_code, ["scale"]).optimized_ir == ""   # no IR behind loaded code
+
+
+def test_compile_threads_leave_out_other_processes_load_not_this_ones(monkeypatch):
+    from tfxla_cluster.codegen import engine
+
+    monkeypatch.delenv("TFXLA_COMPILE_THREADS", raising=False)
+    monkeypatch.setattr(engine.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    cases = [(0.2, 0.1, 4), (2.0, 2.0, 4), (2.0, 0.5, 3), (3.9, 0.0, 1), (9.0, 1.0, 1)]
+    for load, own, threads in cases:   # (load average, this process's part of it, threads)
+        monkeypatch.setattr(engine.os, "getloadavg", lambda: (load, load, load))
+        monkeypatch.setattr(engine, "_own_load", lambda: own)
+        assert engine.compile_threads() == threads, (load, own)
+    monkeypatch.setenv("TFXLA_COMPILE_THREADS", "3")
+    assert engine.compile_threads() == 3
+    monkeypatch.undo()
+    assert 0.0 <= engine._own_load() <= (engine.os.cpu_count() or 1) + 1   # this process's, from /proc

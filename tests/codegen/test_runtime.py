@@ -6,6 +6,7 @@ import pytest
 
 from tests.codegen.cg_helpers import CHECKED, check, module_of, parsed, random_array, run_threads
 from tfxla_cluster.codegen import CodegenOptions, compile_module, elemental
+from tfxla_cluster.codegen.engine import JitEngine
 from tfxla_cluster.codegen.loops import Index
 from tfxla_cluster.codegen.native_runtime import split_range
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
@@ -136,7 +137,13 @@ def test_llvm_ir_dumps_with_xla_file_names(tmp_path, monkeypatch):
     compile_module(module_of(lambda b, p: b.add(p, p), x, name="dumped"))
     names = sorted(p.name for p in tmp_path.iterdir())
     assert any(n.endswith(".dumped.ir-no-opt.ll") for n in names)
-    assert any(n.endswith(".dumped.ir-with-opt.ll") for n in names)
+    dumped = [n for n in names if n.endswith(".dumped.ir-with-opt.ll")]
+    assert len(dumped) == 1
+    # Without dumps the compile prints no optimised IR; read later, it is the text the dump holds.
+    monkeypatch.delenv("XLA_FLAGS")
+    exe = compile_module(module_of(lambda b, p: b.add(p, p), x, name="dumped"), engine=JitEngine())
+    assert exe.library._optimized_ir is None
+    assert exe.optimized_ir == (tmp_path / dumped[0]).read_text(encoding="utf-8")
 
 
 MARK_KERNEL = """

@@ -18,21 +18,21 @@ TF_OPS = {O.ADD: tf.add, O.MULTIPLY: tf.multiply, O.SUBTRACT: tf.subtract, O.MAX
           O.MINIMUM: tf.minimum}
 
 
-def _module() -> HloModule:
+def _module(chain=CHAIN) -> HloModule:
     b = HloBuilder("main")
     shape = Shape.array(PrimitiveType.F32, (64, 48))
     x, y = b.parameter(0, shape, "x"), b.parameter(1, shape, "y")
     v = x
-    for k, op in enumerate(CHAIN):
+    for k, op in enumerate(chain):
         v = b.binary(op, b.unary(O.ABS if k % 2 else O.NEGATE, v), y)
     m = HloModule("chain")
     m.add_entry_computation(b.build(v))
     return parse_module(m.to_string())
 
 
-def _tf_chain(x, y):
+def _tf_chain(x, y, chain=CHAIN):
     v = tf.constant(x)
-    for k, op in enumerate(CHAIN):
+    for k, op in enumerate(chain):
         v = TF_OPS[op](tf.abs(v) if k % 2 else tf.negative(v), y)
     return v.numpy()
 
@@ -48,8 +48,8 @@ def small_parts(monkeypatch):
     monkeypatch.setattr(split, "PART_IR_SIZE", 1)   # every module is big enough to split
 
 
-def _compile(options: CodegenOptions):
-    return compile_module(_module(), options, JitEngine(options.opt_level, target=options.cpu_target))
+def _compile(options: CodegenOptions, chain=CHAIN):
+    return compile_module(_module(chain), options, JitEngine(options.opt_level, target=options.cpu_target))
 
 
 @pytest.mark.parametrize("pool", [False, True], ids=["direct-calls", "pool-kernels"])
@@ -85,6 +85,29 @@ def test_parts_compile_concurrently(small_parts, monkeypatch):
     spans = sorted(exe.library.stats.spans)
     assert len(spans) == 4
     assert any(b[0] < a[1] for a, b in zip(spans, spans[1:])), spans
+
+
+def test_part_count_follows_size_and_idle_threads():
+    big, mid = 2 * split.PART_IR_SIZE, 2 * split.MIN_PART_IR_SIZE
+    assert split.part_count(big, 32) == 2 and split.part_count(big, 1) == 1
+    assert split.part_count(big, 32, threads=4) == 4     # more idle threads: smaller parts
+    assert split.part_count(mid, 32) == 1                 # one thread: a mid-size module stays whole
+    assert split.part_count(mid, 32, threads=2) == 2 and split.part_count(mid, 32, threads=8) == 2
+    assert split.part_count(mid - 1, 32, threads=2) == 1 and split.part_count(mid, 1, threads=2) == 1
+
+
+def test_mid_size_module_is_split_for_idle_threads_with_the_same_results(monkeypatch, inputs):
+    # No size patched: a longer chain's IR is split in two only when two threads are free for it.
+    parts = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("TFXLA_COMPILE_THREADS", threads)
+        exe = _compile(CodegenOptions(parallel_min_cost=1, threads=2), CHAIN * 4)
+        assert len(exe.ir) >= 2 * split.MIN_PART_IR_SIZE
+        parts[threads] = exe
+    assert parts["1"].library.stats.parts == 1 and parts["2"].library.stats.parts == 2
+    want = _tf_chain(*inputs, CHAIN * 4)
+    for exe in parts.values():
+        np.testing.assert_array_equal(exe(*inputs)[0], want)
 
 
 def test_thunks_and_external_kernels(small_parts):

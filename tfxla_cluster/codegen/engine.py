@@ -7,13 +7,16 @@ machine for it. ``engine.compile(ir_text, exports)`` runs
     parse_assembly → verify → new pass manager (O3 by default; lighter for big modules, see
     ``JitEngine.pipeline``, and for the loops the emitter marked light) → emit object code → load
 
-and returns a :class:`CodeLibrary` holding the optimised IR, the object code and a private MCJIT
-execution engine with the code loaded. Compiling always goes through the object file, so a library
+and returns a :class:`CodeLibrary` holding the object code and a private MCJIT execution engine with the
+code loaded. The optimised IR, which only dumps and tests read, is printed when asked for
+(``compile(..., print_ir=True)``, or later by ``CodeLibrary.optimized_ir``, which optimises the IR again:
+the pipeline is deterministic). Compiling always goes through the object file, so a library
 loaded back from the persistent cache (``engine.load_object``) is byte-for-byte the code a fresh
 compile produces.
 
-A big module (``compile(..., max_parts=N)``) is split into parts (``split.py``) that are parsed,
-optimised and turned into object code on a small pool of threads, and loaded into one execution engine.
+A module (``compile(..., max_parts=N)``) is split into parts (``split.py``) that are parsed, optimised and
+turned into object code on a small pool of threads, and loaded into one execution engine: a big module
+always, a smaller one when cores are idle (``JitEngine.spare_threads``).
 Every module (one part or several) is compiled in its own LLVM context with the compiling thread's own
 target machine: llvmlite serialises every call into LLVM behind one process-wide lock, so the heavy calls
 (parse, pass pipeline, object emission) go to the same C functions without it (``_unlocked``; printing the
@@ -28,7 +31,9 @@ Guarantees:
   around loading and its bookkeeping);
 - the object code is the same whichever thread compiles it, in a private context or llvmlite's global
   one (``llvm.parse_assembly`` + ``TargetMachine.emit_object``);
-- the object code depends on the IR and the part count only, never on how many threads compiled it;
+- the object code depends on the IR and the part count only, never on how many threads compiled it; the
+  part count of a module below ``2 * split.PART_IR_SIZE`` depends on the idle cores, and the code of every
+  part count computes the same bits;
 - a library's machine code stays mapped while the library or any callable it handed out is alive
   (callables keep a reference to their library; the execution engine is freed with the library);
 - ``engine.key`` names everything that changes the generated code (target, CPU, features, opt level,
@@ -40,14 +45,18 @@ import concurrent.futures
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import hashlib
 import logging
+import math
 import os
 import struct
 import threading
 import time
 import weakref
 from dataclasses import dataclass, field
+from typing import Callable
+
 import llvmlite
 import llvmlite.binding as llvm
 from llvmlite.binding import ffi
@@ -99,11 +108,22 @@ class CodeLibrary:
 
     name: str
     object_code: bytes
-    optimized_ir: str
+    _optimized_ir: str | None     # None: not printed yet, ``_print_ir`` prints it
     exports: tuple[str, ...]
     stats: CompileStats
     _ee: object = field(repr=False, default=None)
     _addresses: dict[str, int] = field(repr=False, default_factory=dict)
+    _print_ir: Callable[[], str] | None = field(repr=False, default=None)
+
+    @property
+    def optimized_ir(self) -> str:
+        """The IR after LLVM's optimisation, as ``--xla_dump_to``'s ``ir-with-opt.ll`` shows it (a split
+        module's parts one after the other); empty for code loaded from object code. Printed on first use
+        unless the compile printed it: optimising the IR again gives the same module."""
+        if self._optimized_ir is None:
+            self._optimized_ir = self._print_ir() if self._print_ir is not None else ""
+            self._print_ir = None
+        return self._optimized_ir
 
     def address_of(self, symbol: str) -> int:
         try:
@@ -218,12 +238,14 @@ class JitEngine:
         else:
             run(mpm, mod, pb)
 
-    def compile(self, ir_text: str, exports, name: str = "module", max_parts: int = 1) -> CodeLibrary:
+    def compile(self, ir_text: str, exports, name: str = "module", max_parts: int = 1,
+                print_ir: bool = False) -> CodeLibrary:
         """IR text → loaded library exporting ``exports`` (function names).
 
-        With ``max_parts`` > 1 a big module is split into up to that many parts (``split.part_count``)
-        compiled on up to ``compile_threads()`` threads (idle cores); the code depends on the part
-        count, not on the threads.
+        With ``max_parts`` > 1 a module is split into up to that many parts (``split.part_count``: by its
+        size and the threads ``spare_threads`` finds free) compiled on up to ``compile_threads()`` threads
+        (idle cores); the code depends on the part count, not on the threads. ``print_ir``: print the
+        optimised IR now (a dump wants it) rather than on first use of ``optimized_ir``.
 
         IR identical to a library this engine compiled earlier (and that is still alive) is not compiled
         again: the ``ModuleID`` line aside, the same text gives the same machine code, and clusters that
@@ -233,8 +255,8 @@ class JitEngine:
         concurrently, runtime/ahead.py) and reuses it."""
         exports = tuple(exports)
         t_key = time.perf_counter()
-        parts = split.part_count(len(ir_text), max_parts)
-        key = (hashlib.sha256(without_module_id(ir_text).encode()).digest(), exports, parts)
+        # Not keyed by the part count: the code of every part count computes the same bits.
+        key = (hashlib.sha256(without_module_id(ir_text).encode()).digest(), exports)
         while True:
             with self._lock:
                 known = self._by_ir.get(key)
@@ -247,23 +269,33 @@ class JitEngine:
                     return lib
                 compiling = self._compiling.get(key)
                 if compiling is None:
+                    parts = split.part_count(len(ir_text), max_parts, self.spare_threads()) if max_parts > 1 else 1
                     compiling = self._compiling[key] = threading.Event()
                     break
             compiling.wait()   # then reuse its library (or compile here if that compile failed)
         try:
-            return self._compile_new(ir_text, exports, name, parts, key)
+            return self._compile_new(ir_text, exports, name, parts, key, print_ir)
         finally:
             with self._lock:
                 del self._compiling[key]
             compiling.set()
 
-    def _compile_new(self, ir_text: str, exports: tuple[str, ...], name: str, parts: int, key: tuple) -> CodeLibrary:
+    def spare_threads(self) -> int:
+        """Threads free to compile the parts of one more module: the idle cores (``compile_threads``) less
+        the modules this engine is compiling on other threads (clusters compiled ahead, TF's concurrent
+        launches already keep those cores busy). Call with the engine's lock held."""
+        return max(1, compile_threads() - len(self._compiling))
+
+    def _compile_new(self, ir_text: str, exports: tuple[str, ...], name: str, parts: int, key: tuple,
+                     print_ir: bool) -> CodeLibrary:
         texts = split.split_module(ir_text, parts) if parts > 1 else [ir_text]
         # A module's LLVM work runs without the engine's lock (private context, this thread's target
         # machine): compiles on other threads (TF's concurrent launch nodes, lazily compiled kernels) run
         # their LLVM at the same time. TFXLA_COMPILE_SERIAL=1 compiles one module at a time.
         with self._lock if compile_serially() else contextlib.nullcontext():
-            lib = self._compile_parts(texts, len(ir_text), exports, name)
+            lib = self._compile_parts(texts, len(ir_text), exports, name, print_ir)
+        if not print_ir:   # the IR text is kept by its executable anyway
+            lib._print_ir = functools.partial(self._optimized_text, ir_text, parts)
         with self._lock:
             self.compiles += 1
             self._by_ir[key] = lib
@@ -276,7 +308,8 @@ class JitEngine:
                   stats.codegen * 1e3, stats.load * 1e3)
         return lib
 
-    def _compile_parts(self, texts: list[str], ir_size: int, exports: tuple[str, ...], name: str) -> CodeLibrary:
+    def _compile_parts(self, texts: list[str], ir_size: int, exports: tuple[str, ...], name: str,
+                       print_ir: bool = False) -> CodeLibrary:
         """The parts of one module (one, unless it was split), compiled concurrently and loaded into one
         execution engine.
 
@@ -285,27 +318,42 @@ class JitEngine:
         threads = min(len(texts), compile_threads()) if len(texts) > 1 else 1
         t0 = time.perf_counter()
         if threads > 1:
-            # ``threads`` tasks, each compiling every threads-th part: never more threads than asked for.
-            def task(k: int) -> list:
-                return [self._compile_part(text, ir_size, name) for text in texts[k::threads]]
-            done = list(_pool().map(task, range(threads)))
-            results = [done[i % threads][i // threads] for i in range(len(texts))]
+            # ``threads`` tasks taking the next part until none is left (never more threads than asked
+            # for; a thread that drew small parts takes more of them).
+            results: list = [None] * len(texts)
+            todo = iter(range(len(texts)))
+            todo_lock = threading.Lock()
+
+            def task(_: int) -> None:
+                while True:
+                    with todo_lock:
+                        k = next(todo, None)
+                    if k is None:
+                        return
+                    results[k] = self._compile_part(texts[k], ir_size, name, print_ir)
+            list(_pool().map(task, range(threads)))
         else:
-            results = [self._compile_part(text, ir_size, name) for text in texts]
+            results = [self._compile_part(text, ir_size, name, print_ir) for text in texts]
         wall = time.perf_counter() - t0
         parse, optimize, codegen = (sum(r[2][i] for r in results) for i in range(3))
         scale = wall / max(parse + optimize + codegen, 1e-12)
         stats = CompileStats(parse * scale, optimize * scale, codegen * scale, parts=len(texts), threads=threads,
                              spans=tuple(r[3] for r in results))
-        optimized = results[0][1] if len(results) == 1 else \
-            "\n".join(f"; ---- part {k + 1} of {len(texts)}\n{r[1]}" for k, r in enumerate(results))
         with self._lock:
-            return self._load(pack_objects([r[0] for r in results]), exports, name, optimized, stats)
+            return self._load(pack_objects([r[0] for r in results]), exports, name,
+                              _joined_parts([r[1] for r in results]) if print_ir else None, stats)
 
-    def _compile_part(self, text: str, ir_size: int, name: str) -> tuple[bytes, str, tuple, tuple]:
-        """(object code, optimised IR, (parse, optimise, codegen) seconds, (start, end) of optimise +
-        codegen) of one part, in a private LLVM context with this thread's target machine; the heavy
-        calls without llvmlite's lock."""
+    def _optimized_text(self, ir_text: str, parts: int) -> str:
+        """The optimised IR of ``ir_text`` compiled in ``parts`` parts, optimised again."""
+        texts = split.split_module(ir_text, parts) if parts > 1 else [ir_text]
+        return _joined_parts([self._compile_part(text, len(ir_text), "module", True, emit=False)[1]
+                              for text in texts])
+
+    def _compile_part(self, text: str, ir_size: int, name: str, print_ir: bool = False,
+                      emit: bool = True) -> tuple[bytes, str | None, tuple, tuple]:
+        """(object code, optimised IR if ``print_ir``, (parse, optimise, codegen) seconds, (start, end) of
+        optimise + codegen) of one part, in a private LLVM context with this thread's target machine; the
+        heavy calls without llvmlite's lock. ``emit=False``: no object code (b"")."""
         tm = getattr(self._tls, "tm", None)
         if tm is None:
             tm = self._tls.tm = self._new_target_machine()
@@ -323,8 +371,8 @@ class JitEngine:
             t1 = time.perf_counter()
             self.optimize(mod, ir_size, target_machine=tm, run=_unlocked("LLVMPY_RunNewModulePassManager"))
             t2 = time.perf_counter()
-            optimized = _print_locked(mod)
-            obj = _emit_object_unlocked(tm, mod)
+            optimized = _print_locked(mod) if print_ir else None
+            obj = _emit_object_unlocked(tm, mod) if emit else b""
             t3 = time.perf_counter()
             return obj, optimized, (t1 - t0, t2 - t1, t3 - t2), (t1, t3)
         finally:
@@ -339,7 +387,7 @@ class JitEngine:
         compile_profile.record("load", lib.stats.load)
         return lib
 
-    def _load(self, obj: bytes, exports: tuple[str, ...], name: str, optimized: str,
+    def _load(self, obj: bytes, exports: tuple[str, ...], name: str, optimized: str | None,
               stats: CompileStats) -> CodeLibrary:
         t0 = time.perf_counter()
         # A private execution engine per library: dropping the library frees its code. A split module's
@@ -363,6 +411,13 @@ class JitEngine:
             mod = self.parse(ir_text)
             self.optimize(mod, len(ir_text))
             return self.target_machine.emit_assembly(mod)
+
+
+def _joined_parts(texts: list[str]) -> str:
+    """The optimised IR of a module's parts as one text (a one-part module's as LLVM prints it)."""
+    if len(texts) == 1:
+        return texts[0]
+    return "\n".join(f"; ---- part {k + 1} of {len(texts)}\n{text}" for k, text in enumerate(texts))
 
 
 # ---- object code of split modules
@@ -449,9 +504,11 @@ _compile_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
 def compile_threads() -> int:
     """Threads compiling the parts of a split module: ``TFXLA_COMPILE_THREADS``, else the cores this
-    process may run on that other work leaves idle (one-minute load average, this process's own thread
-    counted), at least one. On a loaded machine, threads contending for the same cores made a split
-    compile slower than one thread (measured on 2 cores at load 4)."""
+    process may run on that other processes leave idle, at least one: the one-minute load average less
+    this process's own share of it (``_own_load``; its TF threads that ran a training step before are idle
+    while it compiles), rounded down: a core other work uses in part still gives a thread most of its
+    time. On a loaded machine, threads contending for the same cores made a split compile slower than one
+    thread (measured on 2 cores at load 4; at load 5-7, 0.9-1.05x)."""
     from tfxla_cluster.flags import env_switch
 
     wanted = (env_switch("TFXLA_COMPILE_THREADS") or "").strip()
@@ -462,10 +519,27 @@ def compile_threads() -> int:
     except (AttributeError, OSError):
         cores = max(1, os.cpu_count() or 1)
     try:
-        busy = int(os.getloadavg()[0] + 0.5)
+        others = max(0.0, os.getloadavg()[0] - _own_load())
     except OSError:
-        busy = 1
-    return max(1, min(cores, cores - busy + 1))
+        others = 0.0
+    return max(1, min(cores, cores - int(others)))
+
+
+def _own_load() -> float:
+    """This process's part of the one-minute load average, about: its average CPU use since it started
+    (threads busy), weighted as the load average weighs a process that age (an average over the last
+    minute, decaying exponentially); 1 (the compiling thread) where /proc does not tell."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            started = int(f.read().rsplit(b")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        with open("/proc/uptime", "rb") as f:
+            age = float(f.read().split()[0]) - started
+    except (OSError, ValueError, IndexError):
+        return 1.0
+    if age <= 0:
+        return 1.0
+    t = os.times()
+    return (t.user + t.system) / age * (1.0 - math.exp(-age / 60.0))
 
 
 def compile_serially() -> bool:

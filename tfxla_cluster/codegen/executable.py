@@ -435,8 +435,10 @@ def compile_module(module, options: CodegenOptions | None = None, engine: JitEng
     origin = "persistent cache"
     if lib is None:
         origin = "compiled"
-        lib = engine.compile(text, [ENTRY_NAME], name=module.name, max_parts=options.split_count)
-        _dump(dumper, "ir-with-opt.ll", lib.optimized_ir)
+        lib = engine.compile(text, [ENTRY_NAME], name=module.name, max_parts=options.split_count,
+                             print_ir=dumper is not None)
+        if dumper is not None:   # (optimized_ir is printed when first read)
+            _dump(dumper, "ir-with-opt.ll", lib.optimized_ir)
         if code_store is not None:
             code_store.store(text, lib)
     exe = Executable(ExecutableLayout.of(module, prog), options, lib, str(text), t1 - t0, code_store, engine)
