@@ -75,6 +75,7 @@ from math import prod
 import numpy as np
 from llvmlite import ir
 
+from tfxla_cluster.codegen import conv_hoist
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
 from tfxla_cluster.codegen.eigen_blocking import F32_PATCHES, add_shards, emit_eigen_sum, split
@@ -373,18 +374,32 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     acc = kb.kctx.alloca(sty, "xacc")
     lane = kb.kctx.alloca(sty, "xlane", count=GEMV_LANES) if lanes or row_gemv else None
 
-    hoisted = first_only_taps(instr, oshape, in_sp) if et is T.F32 and kin == 1 and not pads and not lanes \
-        and form is None else []
+    elemental = not pads and not lanes and form is None
+    # XLA's elemental loop as LLVM optimises it: the (output, tap) products it adds rounded.
+    rounded = conv_hoist.rounded_taps(instr) if elemental and conv_hoist.supported(instr) else None
+    hoisted = first_only_taps(instr, oshape, in_sp) if et is T.F32 and kin == 1 and elemental \
+        and not conv_hoist.supported(instr) else []
+    table = None
+    if rounded is not None:
+        table = ir.GlobalVariable(prog.mctx.module, ir.ArrayType(t.I8, rounded.size),
+                                  prog.mctx.unique_name("rounded_" + instr.name))
+        table.linkage = "internal"
+        table.global_constant = True
+        table.initializer = ir.Constant(ir.ArrayType(t.I8, rounded.size), rounded.astype(int).ravel().tolist())
+    row = []   # the current output's first table entry (its row-major index times the depth)
 
     def tap(origin, k, a):
         """fma(input, filter, ``a``) at contraction index ``k`` (tap row-major, feature innermost: Eigen's
-        order); a tap outside the input multiplies 0 (``pads``) or leaves ``a``; a tap of ``hoisted``
-        (the elemental loop's, see :func:`first_only_taps`) adds its rounded product."""
+        order); a tap outside the input multiplies 0 (``pads``) or leaves ``a``; a tap the elemental loop
+        adds rounded (``rounded``, :mod:`conv_hoist`; else :func:`first_only_taps`) adds its rounded product."""
         x, wv, valid = tap_operands(origin, k)
         if pads:
             return b.call(fma, [b.select(valid, x, zero), wv, a])
         fused = b.call(fma, [x, wv, a])
-        if hoisted:
+        if table is not None:
+            flag = b.load(b.gep(table, [t.i64(0), b.add(row[-1], k)], inbounds=True), typ=t.I8)
+            fused = b.select(b.icmp_unsigned("!=", flag, ir.Constant(t.I8, 0)), b.fadd(a, b.fmul(x, wv)), fused)
+        elif hoisted:
             rounded = ir.Constant(t.I1, 0)
             for i, positions in hoisted:
                 for wpos in positions:
@@ -508,6 +523,11 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     def body(index):
         od = index.get_dims(b)
         origin = group_origin(b, instr, lshape, od)
+        if table is not None:
+            linear = t.i64(0)
+            for d, size in enumerate(oshape.dimensions):
+                linear = b.add(b.mul(linear, t.i64(size)), od[d])
+            row.append(b.mul(linear, t.i64(depth)))
         b.store(zero, acc)
         if row_gemv:
             row_gemv_sum(origin, patch_index(od))
