@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import re
+import threading
 from math import prod
 
 import numpy as np
@@ -41,6 +42,7 @@ from tfxla_cluster.hlo.shape import PrimitiveType as T
 MAX_WORK = 1 << 14
 _LTYPE = {T.F32: "float", T.F64: "double"}
 _NP = {T.F32: np.float32, T.F64: np.float64}
+_probe_lock = threading.Lock()   # clusters compile on several threads; one probe at a time
 
 
 def _array_type(dims, lty: str) -> str:
@@ -236,7 +238,10 @@ def _aligned(n: int, np_t) -> np.ndarray:
 
 @functools.lru_cache(maxsize=64)
 def _probe(ir_text: str, key: tuple) -> bytes:
-    """The probe results of :func:`rounded_taps` for one kernel (cached by its IR)."""
+    """Per (output, contraction index), packed: whether XLA's kernel ``ir_text``, optimised and contracted
+    as XLA's backend does, gives NaN with the input all ``max`` and the filter ``max`` at that index,
+    ``-inf`` elsewhere (cached by the IR; ``key``: element type, element counts, depth and the filter's
+    layout of the contraction index)."""
     import llvmlite.binding as llvm
 
     from tfxla_cluster.codegen.target import initialize_llvm
@@ -294,7 +299,8 @@ def rounded_taps(instr) -> np.ndarray | None:
                   for d, w in zip(dn.kernel_spatial_dimensions, window))
     key = (instr.shape.element_type, lshape.num_elements, rshape.num_elements, outs, depth, kin,
            tuple(rshape.dimensions), kdims, dn.kernel_input_feature_dimension)
-    bits = _probe(xla_kernel_ir(instr), key)
+    with _probe_lock:
+        bits = _probe(xla_kernel_ir(instr), key)
     nan = np.unpackbits(np.frombuffer(bits, np.uint8))[:outs * depth].reshape(outs, depth).astype(bool)
     # Only taps after an output's first valid one tell (and matter).
     first = np.argmax(valid, axis=1)
