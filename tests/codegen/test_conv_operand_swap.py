@@ -138,7 +138,7 @@ def _with_constant_input(x, pad):
 @pytest.mark.parametrize("constant", [True, False], ids=["const-input", "arg-input"])
 def test_swapped_loop_rounds_a_tap_inside_only_at_the_first_output(batch, width, chans, kw, pad, constant):
     """A 3-row filter over a 1-row image is swapped; in XLA's elemental loop a tap inside the input only at
-    output position 0 is a rounded product added alone (LLVM hoists it; conv_exact.first_only_taps), the
+    output position 0 is a rounded product added alone (LLVM hoists it; codegen/conv_hoist.py), the
     others FMAs: -max·5.8 then -max·-3.2 is NaN at output 0 (fuzz seed 127001247), +inf elsewhere. Bits
     against TF's XLA."""
     rng = np.random.default_rng(127001247 + width * 10 + kw)

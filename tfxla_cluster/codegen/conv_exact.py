@@ -28,7 +28,10 @@ convolutions, and those with a reversed window (never Eigen's; algsimp's ``conv_
 from a kernel larger than its input: the original taps then sum backwards), are XLA's elemental loop
 (elemental_ir_emitter.cc ``EmitConvolution``), which skips taps outside the input; for the reversed
 window both operands are checked (its filter is the original input). Its multiply-adds are fused (LLVM's
-FMA contraction) but for a tap LLVM hoists, whose product is rounded (:func:`first_only_taps`). The fast kernels skip those taps too (static tap ranges), and Winograd's transforms mix
+FMA contraction) but for the taps whose multiply LLVM hoists out of the output loop, whose products are
+rounded: which ones, ``conv_hoist.rounded_taps`` finds by compiling XLA's own loop IR (F32/F64 convolutions
+in row-major buffers; elsewhere every product is fused). The fast kernels skip those taps too (static tap
+ranges), and Winograd's transforms mix
 neighbouring inputs (one infinity spreads NaN to a whole tile); their sums differ from Eigen's only by
 rounding while every value is finite and far from overflow, which the check makes sure of.
 
@@ -75,6 +78,7 @@ from math import prod
 import numpy as np
 from llvmlite import ir
 
+from tfxla_cluster.codegen import conv_hoist
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
 from tfxla_cluster.codegen.eigen_blocking import F32_PATCHES, add_shards, emit_eigen_sum, split
@@ -296,44 +300,6 @@ def gemv_lanes(instr) -> list[tuple[list[tuple[int, int]], int]] | None:
     return [([(0, depth)], patches)] if depth <= GEMV_MAX_DEPTH else None
 
 
-def first_only_taps(instr, oshape: Shape, in_sp: list[int]) -> list[tuple[int, list[int]]]:
-    """Per spatial dimension ``i`` (of more than one output position, every output dimension more major in
-    ``oshape``'s layout, an outer loop, of size 1), the window positions whose tap is inside the input at
-    output position 0 alone along it: (i, positions), those with any.
-
-    Why: XLA's elemental convolution loop is one multiply-add per tap in one basic block, which LLVM's
-    instruction selection fuses (FMA contraction, fp-contract=fast) — but such a tap's bounds check folds
-    to ``o == 0``, its input address then no longer depends on the output loop, and LLVM hoists its load
-    and multiply out of that loop: in another block the product is rounded and added alone (measured in
-    TF 2.21's dump of fuzz seed 127001247: a 3×2 filter over a 1×5 image, SAME, swapped by algsimp;
-    ``vmulss`` before the loop, ``vaddss`` for that tap, ``vfmadd`` for the others; -max·5.8 then
-    -max·-3.2 is NaN at output 0 where one FMA chain keeps +inf). Applied to F32 convolutions of one
-    input feature per tap only: with two (fuzz-like draws of tests/codegen/test_conv_operand_swap.py, a
-    3×2 filter over 1×2 images, measured in F32 and BF16), or an outer loop of two (that filter over two
-    1×5 images), LLVM keeps that tap's FMA; F64 is unmeasured. LLVM's hoisting is a heuristic: other
-    shapes may differ."""
-    dn = instr.convolution_dimension_numbers
-    out_sp = [oshape.dimensions[d] for d in dn.output_spatial_dimensions]
-    major_to_minor = list(reversed(oshape.minor_to_major))
-    hoisted = []
-    for i, w in enumerate(instr.window.dimensions):
-        d = dn.output_spatial_dimensions[i]
-        if out_sp[i] < 2 or any(oshape.dimensions[o] != 1 for o in major_to_minor[:major_to_minor.index(d)]):
-            continue
-        positions = []
-        for wpos in range(w.size):
-            inside = []
-            for o in range(out_sp[i]):
-                p = o * w.stride + wpos * w.window_dilation - w.padding_low
-                if p >= 0 and p % w.base_dilation == 0 and p // w.base_dilation < in_sp[i]:
-                    inside.append(o)
-            if inside == [0]:
-                positions.append(wpos)
-        if positions:
-            hoisted.append((i, positions))
-    return hoisted
-
-
 def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None,
                     lhs_reversed: tuple[int, ...] = ()) -> None:
     """``out`` := the convolution as XLA:CPU computes it (see the module docstring): per output element,
@@ -373,31 +339,30 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     acc = kb.kctx.alloca(sty, "xacc")
     lane = kb.kctx.alloca(sty, "xlane", count=GEMV_LANES) if lanes or row_gemv else None
 
-    hoisted = first_only_taps(instr, oshape, in_sp) if et is T.F32 and kin == 1 and not pads and not lanes \
-        and form is None else []
+    elemental = not pads and not lanes and form is None
+    # XLA's elemental loop as LLVM optimises it: the (output, tap) products it adds rounded.
+    rounded = conv_hoist.rounded_taps(instr) if elemental and conv_hoist.supported(instr) else None
+    table = None
+    if rounded is not None:
+        table = ir.GlobalVariable(prog.mctx.module, ir.ArrayType(t.I8, rounded.size),
+                                  prog.mctx.unique_name("rounded_" + instr.name))
+        table.linkage = "internal"
+        table.global_constant = True
+        table.initializer = ir.Constant(ir.ArrayType(t.I8, rounded.size), rounded.astype(int).ravel().tolist())
+    row = []   # the current output's first table entry (its row-major index times the depth)
 
     def tap(origin, k, a):
         """fma(input, filter, ``a``) at contraction index ``k`` (tap row-major, feature innermost: Eigen's
-        order); a tap outside the input multiplies 0 (``pads``) or leaves ``a``; a tap of ``hoisted``
-        (the elemental loop's, see :func:`first_only_taps`) adds its rounded product."""
+        order); a tap outside the input multiplies 0 (``pads``) or leaves ``a``; a tap the elemental loop
+        adds rounded (``rounded``, :mod:`conv_hoist`) adds its rounded product."""
         x, wv, valid = tap_operands(origin, k)
         if pads:
             return b.call(fma, [b.select(valid, x, zero), wv, a])
         fused = b.call(fma, [x, wv, a])
-        if hoisted:
-            rounded = ir.Constant(t.I1, 0)
-            for i, positions in hoisted:
-                for wpos in positions:
-                    rounded = b.or_(rounded, b.icmp_unsigned("==", tap_window_index(k, i), t.i64(wpos)))
-            fused = b.select(rounded, b.fadd(a, b.fmul(x, wv)), fused)
+        if table is not None:
+            flag = b.load(b.gep(table, [t.i64(0), b.add(row[-1], k)], inbounds=True), typ=t.I8)
+            fused = b.select(b.icmp_unsigned("!=", flag, ir.Constant(t.I8, 0)), b.fadd(a, b.fmul(x, wv)), fused)
         return b.select(valid, fused, a)
-
-    def tap_window_index(k, i):
-        """Window position along spatial dimension ``i`` of contraction index ``k``."""
-        rest = b.udiv(k, t.i64(kin))
-        for j in range(len(window) - 1, i, -1):
-            rest = b.udiv(rest, t.i64(window[j].size))
-        return b.urem(rest, t.i64(window[i].size))
 
     def tap_operands(origin, k):
         """(input, filter, whether the tap is inside the input) at contraction index ``k``."""
@@ -508,6 +473,11 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     def body(index):
         od = index.get_dims(b)
         origin = group_origin(b, instr, lshape, od)
+        if table is not None:
+            linear = t.i64(0)
+            for d, size in enumerate(oshape.dimensions):
+                linear = b.add(b.mul(linear, t.i64(size)), od[d])
+            row.append(b.mul(linear, t.i64(depth)))
         b.store(zero, acc)
         if row_gemv:
             row_gemv_sum(origin, patch_index(od))
