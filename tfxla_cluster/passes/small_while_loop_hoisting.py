@@ -19,14 +19,13 @@ Guarantee: only the module's structure changes (a call around the while); its va
 """
 from __future__ import annotations
 
-from tfxla_cluster.hlo.attrs import FusionKind
+from tfxla_cluster.hlo.attrs import SMALL_CALL_ATTRIBUTE, FusionKind, is_small_call
 from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import Shape
 from tfxla_cluster.passes.pass_ import HloPass
 from tfxla_cluster.passes.util import UseGraph, new_instruction
 
-SMALL_CALL_ATTRIBUTE = "xla_cpu_small_call"
 THRESHOLD_OPTION = "xla_cpu_small_while_loop_byte_threshold"
 DEFAULT_THRESHOLD = 1024   # options::SmallWhileLoopByteThreshold's default
 
@@ -188,8 +187,11 @@ class SmallWhileLoopHoisting(HloPass):
         self.decisions: list[str] = []   # "<while>: <reason>" per outlined loop
 
     def run_on_module(self, module: HloModule) -> bool:
+        # (a while a small call already holds stays: a second run of the pipeline changes nothing)
+        held = {id(callee.root) for c in module.computations for i in c.instructions if is_small_call(i)
+                for callee in i.called_computations}
         whiles = [i for c in module.computation_post_order() if not c.is_fusion_computation
-                  for i in c.instructions if i.opcode is O.WHILE]
+                  for i in c.instructions if i.opcode is O.WHILE and id(i) not in held]
         memo: dict[int, bool] = {}
         changed = False
         for w in whiles:
@@ -224,8 +226,3 @@ class SmallWhileLoopHoisting(HloPass):
         g.replace(w, call)
         g.finish()
 
-
-def is_small_call(instr: HloInstruction) -> bool:
-    """Whether ``instr`` is a call this pass made (its frontend attribute, as XLA's emitter reads it)."""
-    return instr.opcode is O.CALL and \
-        f'{SMALL_CALL_ATTRIBUTE}="true"' in instr.raw_attributes.get("frontend_attributes", "")
