@@ -133,6 +133,9 @@ class ModuleContext:
         # Functions whose loops evaluate an inline f32 transcendental: compute-bound, so they get the
         # target's full vector width (see ``wide_vector_bits``).
         self.wide_functions: set[str] = set()
+        # Emitting a small call's computation, which XLA:CPU emits with its legacy IrEmitter as one kernel
+        # (codegen/small_call.py): set by ``program._call``.
+        self.legacy_emitter = False
 
     def mark_wide(self, fn: ir.Function) -> None:
         """``fn`` evaluates an inline transcendental approximation (exp/log/tanh)."""

@@ -52,6 +52,7 @@ from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_the
                                          major_to_minor, scalar_index)
 from tfxla_cluster.codegen.row_lanes import MEASURED_TARGET, row_lanes
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
+from tfxla_cluster.codegen.small_call import kept_minmax
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.eval_compute import TREE_WINDOW, simple_reducer
@@ -359,8 +360,9 @@ def _minmax_identity_operand(op: O, lhs, rhs):
 @generates(*(ops.ELEMENTWISE_BINARY - {O.COMPARE, O.COMPLEX}))
 def _binary(em, instr):
     lhs, rhs = instr.operands
+    legacy = em.kctx.mctx.legacy_emitter   # a small call's kernel: XLA's legacy emitter (small_call.py)
     if instr.opcode in (O.MAXIMUM, O.MINIMUM) and em.comp is not None and lhs.opcode is O.CONSTANT \
-            and rhs.opcode is not O.CONSTANT:
+            and rhs.opcode is not O.CONSTANT and not legacy:
         # A scalar constant fused into the loop is an arith.constant, which MLIR canonicalizes to the rhs of
         # XLA's (lhs-first) max/min: clip_by_value's min(NaN constant, x) fused with its max is x. Unfused,
         # XLA wraps the op with the constant as a parameter and keeps it first (algsimp's
@@ -389,6 +391,10 @@ def _binary(em, instr):
         # or flushes those by its loops' vectorisation (below). Not a reducer's (or comparator's) max: its scalar
         # shape is no loop length, and a flush per window step doubled max pool's time (its x86 max already
         # flushes under DAZ, as TF's does).
+        kept = _small_call_kept(em, instr, lhs, rhs) if legacy else None
+        if kept is not None:
+            dim, n = kept
+            return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, n, dim=dim)
         kept_rows = _scalar_arg_minmax_kept_rows(em, instr, lhs, rhs)
         if kept_rows is not None:
             return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, kept_rows, dim=0)
@@ -402,6 +408,15 @@ def _binary(em, instr):
         if kept is not None:
             return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, kept)
     return lambda index: em.ops.binary(op, et, x(index), y(index))
+
+
+def _small_call_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
+    """In a small call's kernel: (dimension, leading indices kept) of a max/min with a broadcast constant that
+    is its fusion's root (``small_call.kept_minmax``), else None."""
+    if em.comp is None or not em.comp.is_fusion_computation or em.comp.root is not instr or \
+            not any(o.opcode is O.BROADCAST and o.operands[0].opcode is O.CONSTANT for o in (lhs, rhs)):
+        return None
+    return kept_minmax(instr.shape.element_type, instr.shape)
 
 
 def _bf16_minmax_kept(em, instr, operands) -> int | None:
@@ -575,8 +590,10 @@ def _clamp(em, instr):
     # canonicalizes to max's rhs; a parameter or an unfused scalar constant (a lone clamp: XLA wraps it
     # with its constants as parameters) stays max's lhs.
     lo_instr = instr.operands[0]
-    lo_first = not (lo_instr.opcode is O.BROADCAST and lo_instr.operands[0].opcode is O.CONSTANT
-                    or lo_instr.opcode is O.CONSTANT and em.comp is not None)
+    # XLA's legacy emitter (a small call's kernel) keeps lo first: min(hi, max(lo, x)).
+    lo_first = em.kctx.mctx.legacy_emitter or \
+        not (lo_instr.opcode is O.BROADCAST and lo_instr.operands[0].opcode is O.CONSTANT
+             or lo_instr.opcode is O.CONSTANT and em.comp is not None)
     return lambda index: em.ops.clamp(et, at(lo, shapes[0], index), x(index), at(hi, shapes[2], index),
                                       lo_first)
 

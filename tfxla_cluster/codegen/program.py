@@ -55,6 +55,7 @@ from tfxla_cluster.codegen.context import ENTRY_NAME, CodegenOptions, ModuleCont
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, KernelInfo, RowAccess
 from tfxla_cluster.codegen.kernels.loop import emit_copy_kernel, emit_loop_thunk
 from tfxla_cluster.codegen.loops import for_range
+from tfxla_cluster.codegen.small_call import legacy_call
 from tfxla_cluster.errors import InternalError, TfXlaError, UnimplementedError
 from tfxla_cluster.mxcsr import x86_host
 from tfxla_cluster.hlo.ir import HloInstruction
@@ -444,7 +445,7 @@ class ProgramEmitter:
         mode (kernels read the program's table) every call builds its own. With ``verify_reuse`` every call
         builds, and one whose IR differs from its key's first is an InternalError."""
         first: dict[int, int] = {}
-        full = (key, tuple(first.setdefault(r.slot.index, k) for k, r in enumerate(refs)))
+        full = (key, tuple(first.setdefault(r.slot.index, k) for k, r in enumerate(refs)), self.mctx.legacy_emitter)
         known = self._shared.get(full) if self.local_tables else None
         if known is not None and not self.verify_reuse:
             fn, positions = known
@@ -527,7 +528,7 @@ class ProgramEmitter:
             emit()   # (cold mode emits every rare arm afresh: an arm reads its buffers from the program's table)
             return
         full = (tuple(instruction_key(x, self._key_memo) if isinstance(x, HloInstruction) else x for x in key),
-                _refs_key(refs))
+                _refs_key(refs), self.mctx.legacy_emitter)
         subjects = [x for x in key if isinstance(x, HloInstruction)]
         known = self._recorded.get(full, _MISSING)
         if isinstance(known, _Recording) and not self.verify_reuse:
@@ -1002,7 +1003,14 @@ def _with_vector_width(text: str, bits: int, wide: set[str] = frozenset(), wide_
 
 
 def _call(prog, instr, operands, params):
-    return prog.emit_computation(instr.to_apply, operands)
+    if not legacy_call(instr):
+        return prog.emit_computation(instr.to_apply, operands)
+    mctx = prog.mctx
+    outer, mctx.legacy_emitter = mctx.legacy_emitter, True   # XLA's one small-call kernel: small_call.py
+    try:
+        return prog.emit_computation(instr.to_apply, operands)
+    finally:
+        mctx.legacy_emitter = outer
 
 
 def _copy_tree(prog, src, dst) -> None:

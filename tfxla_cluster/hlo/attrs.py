@@ -377,3 +377,15 @@ def mark_complex_part(instr) -> None:
 
 def is_complex_part(instr) -> bool:
     return instr.raw_attributes.get(COMPLEX_PART_ATTRIBUTE[0]) == COMPLEX_PART_ATTRIBUTE[1]
+
+
+# ---------------------------------------------------------------- frontend attributes
+# XLA:CPU's SmallWhileLoopHoistingPass tags the call it outlines a small while into with this frontend
+# attribute; its thunk emitter then emits the callee as one kernel (passes/small_while_loop_hoisting.py).
+SMALL_CALL_ATTRIBUTE = "xla_cpu_small_call"
+
+
+def is_small_call(instr) -> bool:
+    """Whether ``instr`` is a call tagged ``xla_cpu_small_call="true"``."""
+    return instr.opcode.text == "call" and \
+        f'{SMALL_CALL_ATTRIBUTE}="true"' in instr.raw_attributes.get("frontend_attributes", "")

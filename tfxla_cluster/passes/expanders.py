@@ -56,7 +56,8 @@ class CallInliner(HloPass):
         changed = False
         # Callers after callees: inlining the callee's own calls first keeps the copies flat.
         for comp in module.computation_post_order():
-            calls = [i for i in comp.instructions if i.opcode is O.CALL]
+            # (not a small call SmallWhileLoopHoisting made: a second run of the pipeline keeps it, as it is)
+            calls = [i for i in comp.instructions if i.opcode is O.CALL and not A.is_small_call(i)]
             if not calls:
                 continue
             g = UseGraph(comp)

@@ -19,6 +19,8 @@
                                           as in XLA:CPU, where it is off by default
     cleanup (fixed point): algsimp (layout-sensitive), dce, cse
     fusion-namer                                           names fusions like XLA's dumps
+    small-while-loop-hoisting                              a small while becomes a call tagged
+                                          xla_cpu_small_call (XLA runs it last, after copy insertion)
 then ``buffer assignment`` on the optimized module.
 
 ``optimize(module, flags=None) -> (module, BufferAssignment)`` runs it on ``module`` in place. With
@@ -51,6 +53,8 @@ from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
 from tfxla_cluster.passes.multi_output_fusion import CpuMultiOutputFusion
 from tfxla_cluster.passes.reshape_mover import ReshapeMover
 from tfxla_cluster.passes.rng_expander import RngBitGeneratorExpander, RngExpander
+from tfxla_cluster.passes.small_while_loop_hoisting import SmallWhileLoopHoisting
+from tfxla_cluster.passes.small_while_loop_hoisting import threshold as small_while_threshold
 from tfxla_cluster.passes.pass_ import FixedPoint, PassContext, Pipeline
 
 
@@ -120,6 +124,7 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
         FixedPoint("cleanup", [AlgebraicSimplifier(layout_sensitive=True), HloDCE(),
                                HloCSE(layout_sensitive=True)]),
         FusionNamer(),
+        SmallWhileLoopHoisting(small_while_threshold(flags)),
     ])
 
 

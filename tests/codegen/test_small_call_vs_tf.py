@@ -1,0 +1,60 @@
+"""A small while loop is one kernel in TF 2.21's XLA (SmallWhileLoopHoistingPass's ``xla_cpu_small_call``,
+emitted by the legacy IrEmitter): its max/min and clamp of ±denormals and -0 must equal TF's bit for bit
+(codegen/small_call.py). Each case is a relu-like op in a while of 1-3 trips, against real TF."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+
+OPS = {
+    "relu": tf.nn.relu,
+    "relu6": tf.nn.relu6,
+    "min0": lambda x: tf.minimum(x, tf.zeros_like(x)),
+}
+
+
+def _loop(op, trips: int):
+    f = OPS[op]
+
+    def fn(x):
+        return tf.while_loop(lambda i, x: i < trips, lambda i, x: (i + 1, f(x)), (tf.constant(0), x))[1]
+    return fn
+
+
+def _denormals(dtype, shape) -> np.ndarray:
+    tiny = np.finfo(dtype).tiny
+    n = int(np.prod(shape))
+    return np.array([(-1) ** k * tiny / (2 + k % 3) for k in range(n)], dtype).reshape(shape)
+
+
+CASES = [
+    # (op, dtype, shape, trips): kept by a masked vector blend in TF's one-kernel loop ...
+    ("relu", np.float64, (1, 3, 1), 3),   # fuzz seed 120000360
+    ("relu", np.float32, (5, 1), 2),
+    ("min0", np.float64, (8, 1), 2),
+    ("relu", np.float32, (2, 3, 1), 3),
+    ("relu", np.float32, (17, 1), 2),     # 16 kept, the last flushed
+    # ... flushed by x86 max/min under DAZ
+    ("relu", np.float64, (5, 1), 2),
+    ("relu", np.float32, (2, 1), 3),
+    ("relu", np.float32, (3,), 2),
+    ("relu", np.float64, (3, 2), 2),
+    # one trip: TF's WhileLoopSimplifier inlines the body, no small call (flushed)
+    ("relu", np.float64, (1, 3, 1), 1),
+    # relu6: the legacy clamp is min(6, max(0, x)): -0 and -denormals give +0 after the first trip
+    ("relu6", np.float32, (3, 1), 2),
+    ("relu6", np.float64, (4,), 3),
+    ("relu6", np.float32, (3, 1), 1),
+]
+
+
+@pytest.mark.parametrize("op,dtype,shape,trips", CASES, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_small_while_like_tf(op, dtype, shape, trips):
+    fn = _loop(op, trips)
+    x = tf.constant(_denormals(dtype, shape))
+    want = tf.function(fn, jit_compile=True)(x).numpy()
+    got = txc.function(fn, jit_compile=True)(x).numpy()
+    assert got.tobytes() == want.tobytes(), (got.reshape(-1), want.reshape(-1))

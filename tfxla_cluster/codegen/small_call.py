@@ -1,0 +1,93 @@
+"""Stage: codegen rules for a call tagged ``xla_cpu_small_call`` (passes/small_while_loop_hoisting.py).
+
+XLA:CPU emits such a call's computation (a small while loop, the conditionals in it included) as one kernel
+with its legacy IrEmitter, not as a kernel per fusion with its MLIR fusion emitter. Ours still emits a kernel
+per fusion, called from the entry's loop; what differs in TF's results is emitted by these rules while
+``ModuleContext.legacy_emitter`` is set (``program._call``):
+
+- the legacy elemental emitter keeps HLO operand order: a fused constant stays max/min's lhs (MLIR
+  canonicalises it to the rhs) and a clamp is ``min(hi, max(lo, x))`` with ``lo`` first, so relu6 of -0 (or
+  of a -denormal, under DAZ) is +0, where the fusion emitter's is -0;
+- LLVM sees the whole loop: it vectorises an f32/f64 ``max``/``min`` with a broadcast constant (a relu)
+  over a shape whose innermost dimension is 1 with masked lanes, a compare and blend that keeps a
+  ±denormal's bits, for the loop lengths of ``_KEPT`` (measured in TF 2.21's results, fuzz seed 120000360);
+  other lengths, and shapes with a longer innermost dimension, run x86 max/min, which flush under DAZ.
+
+A loop of a known single trip is no small call in TF's module (its WhileLoopSimplifier inlines the body, a
+pass ours lacks): ``legacy_trip_count`` makes such a call's rules the usual ones.
+"""
+from __future__ import annotations
+
+from tfxla_cluster.hlo.attrs import ComparisonDirection, is_small_call
+from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.shape import PrimitiveType as T
+from tfxla_cluster.hlo.shape import Shape
+
+# Leading elements of the vectorised loop whose ±denormal max/min keeps its bits, by element type and loop
+# length M (the innermost dimension longer than 1 below a trailing 1): TF 2.21, relu of -denormals in a
+# 2- and 3-trip small while over [M,1], [1,M,1], [2,M,1], [3,M,1], [M,1,1], M = 1..20. Longer loops: not
+# measured (flushed, as before).
+_KEPT = {
+    T.F32: {3: 3, 4: 4, 5: 5, 6: 6, 7: 7, 8: 8, 16: 16, 17: 16, 18: 16, 19: 16, 20: 20},
+    T.F64: {3: 3, 4: 4, 8: 8, 12: 12, 16: 16, 17: 16, 18: 16, 19: 16, 20: 20},
+}
+_MEASURED_UP_TO = 20
+
+
+def kept_minmax(et: T, shape: Shape) -> tuple[int, int] | None:
+    """For an f32/f64 max/min with a broadcast constant that is its small-call fusion's root: (dimension,
+    how many of its leading indices keep a ±denormal's bits), or None when the shape's innermost dimension
+    is not 1 (the usual rules apply)."""
+    if et not in _KEPT or shape.rank < 2 or shape.dimensions[shape.minor_to_major[0]] != 1:
+        return None
+    for d in shape.minor_to_major:
+        m = shape.dimensions[d]
+        if m > 1:
+            return d, (_KEPT[et].get(m, 0) if m <= _MEASURED_UP_TO else 0)
+    return shape.minor_to_major[-1], 0
+
+
+def legacy_call(instr) -> bool:
+    """Whether the call ``instr`` is emitted by the legacy rules: a small call whose while does not run a
+    known single trip (or none)."""
+    if not is_small_call(instr):
+        return False
+    root = instr.to_apply.root
+    if root.opcode is not O.WHILE:
+        return True
+    trips = legacy_trip_count(root, instr.operands[0])
+    return trips is None or trips > 1
+
+
+def legacy_trip_count(w, init) -> int | None:
+    """The trip count of while ``w`` started on ``init`` when it is a counted loop: the condition is
+    ``gte(state, k) < c``, the body adds a positive constant to element k, ``init``'s element k is a
+    constant (TF's while lowering); None otherwise."""
+    cond = w.while_condition.root
+    if cond.opcode is not O.COMPARE or cond.comparison_direction is not ComparisonDirection.LT:
+        return None
+    ivar, limit = cond.operands
+    if ivar.opcode is not O.GET_TUPLE_ELEMENT or ivar.operands[0].opcode is not O.PARAMETER or \
+            limit.opcode is not O.CONSTANT:
+        return None
+    k = ivar.tuple_index
+    body = w.while_body.root
+    if body.opcode is not O.TUPLE or init.opcode is not O.TUPLE:
+        return None
+    step = body.operands[k]
+    start = init.operands[k]
+    if step.opcode is not O.ADD or start.opcode is not O.CONSTANT:
+        return None
+    a, b = step.operands
+    if b.opcode is O.GET_TUPLE_ELEMENT:
+        a, b = b, a
+    if a.opcode is not O.GET_TUPLE_ELEMENT or a.tuple_index != k or a.operands[0].opcode is not O.PARAMETER or \
+            b.opcode is not O.CONSTANT:
+        return None
+    try:
+        s, lo, hi = int(b.literal), int(start.literal), int(limit.literal)
+    except (TypeError, ValueError):
+        return None
+    if s <= 0:
+        return None
+    return max(0, -(-(hi - lo) // s))
