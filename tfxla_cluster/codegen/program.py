@@ -456,7 +456,7 @@ class ProgramEmitter:
         fn = self.call_kernel(kb, instr_name, kind, work_items, tasks, cost)
         if not self.local_tables:
             return
-        positions = tuple(first.get(s.index, -1) for s in kb.slot_order)
+        positions = tuple(first.get(s.index, -1) if isinstance(s, Slot) else -1 for s in kb.slot_order)
         if -1 in positions or known not in (None, (fn, positions)):
             raise InternalError(f"shared kernel {fn.name}: its IR is not a function of its key {key!r} and buffers")
         self._shared[full] = (fn, positions)
@@ -470,7 +470,7 @@ class ProgramEmitter:
                 (rows.items, *(frozenset(map(rec.at, ix)) for ix in (rows.local, rows.remote, rows.written)),
                  tuple(rec.at(s.index) for s in rows.slots), rows.row_bytes)
             rec.events.append(("call", fn, instr_name, kind, work_items, tasks, cost, rows_at,
-                               tuple(rec.at(s.index) for s in slots)))
+                               tuple(rec.at(s.index) if isinstance(s, Slot) else ("count", s) for s in slots)))
             watch, self.plan.watch = self.plan.watch, None   # scheduling touches earlier kernels' buffers
             try:
                 self._schedule(fn, instr_name, kind, work_items, tasks, cost, rows, slots)
@@ -696,7 +696,7 @@ class ProgramEmitter:
                     rows = RowAccess(rows_at[0], local, remote, written, [slots[p] for p in rows_at[4]], rows_at[5])
                 self.reused_kernels += 1
                 self._schedule(fn, names.get(name, name), kind, work_items, tasks, cost, rows,
-                               [slots[p] for p in at])
+                               [slots[p] if isinstance(p, int) else p[1] for p in at])
         self.reused_emissions += 1
 
     def _unique(self, fn: ir.Function) -> ir.Function:
@@ -720,16 +720,20 @@ class ProgramEmitter:
         return first
 
     def _gather(self, b: ir.IRBuilder, table, slots) -> ir.Value:
-        """A kernel's own table for ``slots`` in the function ``b`` builds (``table``: that function's
-        program table); ``table`` itself when the kernels use the program's table."""
+        """A kernel's own table for ``slots`` (``KernelBuilder.slot_order``: buffers, and ints for the kernel's
+        counts) in the function ``b`` builds (``table``: that function's program table); ``table`` itself when
+        the kernels use the program's table."""
         if slots is None:
             return table
         if not slots:
             return ir.Constant(t.PTR, None)
         local = entry_builder(b.function).alloca(t.PTR, size=t.i64(len(slots)), name="ktable")
         for i, slot in enumerate(slots):
-            src = b.gep(table, [t.i64(slot.index)], inbounds=True, source_etype=t.PTR)
             dst = b.gep(local, [t.i64(i)], inbounds=True, source_etype=t.PTR)
+            if isinstance(slot, int):   # a count: the i64 itself in the pointer-sized entry
+                b.store(t.i64(slot), dst)
+                continue
+            src = b.gep(table, [t.i64(slot.index)], inbounds=True, source_etype=t.PTR)
             b.store(b.load(src, typ=t.PTR), dst)
         return local
 
