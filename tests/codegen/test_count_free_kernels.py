@@ -4,7 +4,7 @@ A flat elementwise loop of at least ``COUNT_FREE_MIN`` elements takes its elemen
 row loop nest of loop-free ops (a bias + ReLU over rows) its rows' count and length (``KernelBuilder.count``:
 the length is an entry of the kernel's table, stored by the caller). The same computation on buffers of other
 sizes then prints the same IR, and LLVM optimises and compiles it once; every call still runs with its own
-sizes. Shorter loops keep constant counts (LLVM runs them as masked vectors, which the elemental code models).
+sizes (a kernel that no other size shares reads its counts as constants again). Shorter loops keep constant counts (LLVM runs them as masked vectors, which the elemental code models).
 Results equal TF's XLA's, bit for bit."""
 from __future__ import annotations
 
@@ -75,12 +75,12 @@ def _run(hlo: str, args):
 
 
 def test_flat_fusions_of_other_sizes_share_one_kernel():
-    hlo = _axpy(["64,48", "40", "3,7,5"])
+    hlo = _axpy(["64,48", "40,3", "3,7,5"])
     prog, text = emit_module(parse_module(hlo), CodegenOptions(threads=1))
     assert len(prog.kernels) == 3                        # every fusion is still called
     assert len(_kernel_defs(text)) == 1, _kernel_defs(text)
     assert prog.reused_kernels == 2
-    args = [RNG.randn(*s).astype(np.float32) for s in [(64, 48)] * 2 + [(40,)] * 2 + [(3, 7, 5)] * 2]
+    args = [RNG.randn(*s).astype(np.float32) for s in [(64, 48)] * 2 + [(40, 3)] * 2 + [(3, 7, 5)] * 2]
     want = tf.function(lambda *a: [a[k] * 0.5 + a[k + 1] for k in (0, 2, 4)], jit_compile=True)(*args)
     for got, w in zip(_run(hlo, args), want):
         np.testing.assert_array_equal(got, w.numpy())
@@ -110,6 +110,15 @@ def test_row_loops_of_other_lengths_share_one_kernel(threads):
     want = tf.function(lambda *a: [tf.nn.relu(a[k] + a[k + 1]) for k in range(0, len(a), 2)], jit_compile=True)(*args)
     for got, w in zip(_run(hlo, args), want):
         np.testing.assert_array_equal(got, w.numpy())
+
+
+def test_a_kernel_no_other_size_shares_reads_its_counts_as_constants():
+    # Run-time counts cost remainder loops and checks: a kernel every call runs with the same counts gets
+    # them back as constants (its calls still store them).
+    _, text = emit_module(parse_module(_axpy(["20,3"]) + ""), CodegenOptions(threads=1))
+    assert re.search(r'%"count[0-9]+" = add i64 60, 0', text) and "load i64" not in text
+    _, text = emit_module(parse_module(_axpy(["20,3", "4,5"])), CodegenOptions(threads=1))
+    assert "load i64" in text and "add i64 60, 0" not in text
 
 
 def test_short_rows_keep_their_length():

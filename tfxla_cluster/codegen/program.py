@@ -195,6 +195,8 @@ class ProgramEmitter:
         self._recording: _Recording | None = None
         self._key_memo: dict = {}
         self.reused_emissions = 0
+        # The counts (``KernelBuilder.count``: (table index, value) pairs) each kernel is called with, by name.
+        self._counts: dict[str, set[tuple]] = {}
         # Kernels by caller's key (``call_shared_kernel``): (function, positions of its buffers in the refs).
         self._shared: dict[tuple, tuple[ir.Function, tuple[int, ...]]] = {}
         # Kernels called only on a rare branch (``branch_on_flag``): listed apart from those every call runs.
@@ -239,6 +241,7 @@ class ProgramEmitter:
             self.entry.attributes.add("noinline")
             self.entry.attributes.add("optnone")
         self.plan.pack()
+        self._fix_counts()
         width = (self.options.prefer_vector_width, self.mctx.wide_functions, self.mctx.wide_vector_bits())
         if self.cold_mode:   # only the arms' module is wanted: the rest was emitted for its buffer slots
             if self._arm_functions:
@@ -272,6 +275,7 @@ class ProgramEmitter:
         self._printed.clear()
         self._recorded.clear()
         self._shared.clear()
+        self._counts.clear()
         self._scopes.clear()
         self._domain = None
 
@@ -482,6 +486,9 @@ class ProgramEmitter:
     def _schedule(self, fn: ir.Function, instr_name: str, kind: str, work_items: int, tasks: int, cost: int,
                   rows: RowAccess | None, slots) -> None:
         """Call the finished kernel ``fn`` on ``slots`` (see ``call_kernel``)."""
+        counts = tuple((k, s) for k, s in enumerate(slots or ()) if isinstance(s, int))
+        if counts:
+            self._counts.setdefault(fn.name, set()).add(counts)
         cold = self._arm is not None or bool(self._branches) and self._branches[-1][2]
         (self.cold_kernels if cold else self.kernels).append(KernelInfo(fn.name, instr_name, kind, work_items,
                                                                          tasks, cost))
@@ -719,6 +726,22 @@ class ProgramEmitter:
         self.reused_kernels += 1
         return first
 
+    def _fix_counts(self) -> None:
+        """Give each kernel that every call runs with the same counts (``KernelBuilder.count``) those counts as
+        constants: it shares its function with no kernel of other sizes, and LLVM, seeing exact trip counts,
+        leaves out the remainder loops and checks that run-time counts need (more code to optimise and
+        compile: BERT-tiny training's LLVM time grew a fifth without this). The calls still store the values,
+        which the kernel no longer reads."""
+        for name, sets in self._counts.items():
+            if len(sets) != 1:
+                continue
+            (counts,) = sets
+            fn = self.mctx.module.globals[name]
+            values = dict(counts)
+            text = _COUNT_LOAD.sub(lambda m: f'%"count{m.group(1)}" = add i64 {values[int(m.group(1))]}, 0',
+                                   _global_text(fn, self._printed))
+            self._printed[name] = (fn, text)
+
     def _gather(self, b: ir.IRBuilder, table, slots) -> ir.Value:
         """A kernel's own table for ``slots`` (``KernelBuilder.slot_order``: buffers, and ints for the kernel's
         counts) in the function ``b`` builds (``table``: that function's program table); ``table`` itself when
@@ -865,6 +888,8 @@ def _dismantle(fn: ir.Function) -> None:
 
 
 _LOOP_ID_REF = re.compile(r"!llvm\.loop (![0-9]+)")
+# How a kernel's count is read (``KernelBuilder.count``), as llvmlite prints it.
+_COUNT_LOAD = re.compile(r'%"count([0-9]+)" = load i64, ptr %"[^"]*"')
 
 
 def _loop_ids_as_hints(fn: ir.Function, body: str) -> str:

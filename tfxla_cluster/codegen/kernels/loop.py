@@ -213,10 +213,13 @@ def _emit_loop(prog, instr, operands: list[BufferRef], out, deferred) -> None:
     rows = _row_access(instr, comp, root, operands, outs, work) \
         if not overrides and same_dims and chunks == 1 and prog.options.row_groups and not stream else None
     # A kernel that is not split (nor run in row blocks) gets constant bounds (LLVM then sees exact trip
-    # counts), unless its loops are free of their counts (``_count_free``): then they come from the call.
+    # counts), unless its loops are free of their counts (``_count_free``): then they come from its table.
     count_free = _count_free(instrs, outs, elementwise, same_dims and chunks == 1 and row_start is None
                              and not overrides and not stream, work)
-    lo, hi = (kb.lo, kb.hi) if tasks > 1 or rows is not None or count_free else (0, work)
+    if tasks > 1 or rows is not None:
+        lo, hi = kb.lo, kb.hi
+    else:   # (a count-free kernel's count is a constant again when no kernel of other sizes shares it)
+        lo, hi = 0, kb.count(work) if count_free else work
     count = kb.count if count_free and not flat else None
     if stream:
         emit_streaming_flat_loop(kctx, arrays[0], gen, lo, hi)
