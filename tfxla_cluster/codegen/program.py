@@ -737,10 +737,8 @@ class ProgramEmitter:
                 continue
             (counts,) = sets
             fn = self.mctx.module.globals[name]
-            values = dict(counts)
-            text = _COUNT_LOAD.sub(lambda m: f'%"count{m.group(1)}" = add i64 {values[int(m.group(1))]}, 0',
-                                   _global_text(fn, self._printed))
-            self._printed[name] = (fn, text)
+            _constant_counts(fn, dict(counts))
+            self._printed.pop(name, None)   # its text changed
 
     def _gather(self, b: ir.IRBuilder, table, slots) -> ir.Value:
         """A kernel's own table for ``slots`` (``KernelBuilder.slot_order``: buffers, and ints for the kernel's
@@ -888,8 +886,23 @@ def _dismantle(fn: ir.Function) -> None:
 
 
 _LOOP_ID_REF = re.compile(r"!llvm\.loop (![0-9]+)")
-# How a kernel's count is read (``KernelBuilder.count``), as llvmlite prints it.
-_COUNT_LOAD = re.compile(r'%"count([0-9]+)" = load i64, ptr %"[^"]*"')
+
+
+def _constant_counts(fn: ir.Function, values: dict[int, int]) -> None:
+    """Replace ``fn``'s loads of its counts (``KernelBuilder.count``: ``count<table index>`` in its entry block)
+    by ``values`` (table index -> value), as instructions LLVM folds at once."""
+    block = fn.blocks[0]
+    for load in [x for x in block.instructions if isinstance(x, ir.LoadInstr) and x.name.startswith("count")]:
+        b = ir.IRBuilder(block)
+        b.position_before(load)
+        value = b.add(t.i64(values[int(load.name[len("count"):])]), t.i64(0))
+        block.instructions.remove(load)
+        for bb in fn.blocks:
+            for x in bb.instructions:
+                x.replace_usage(load, value)
+                if isinstance(x, ir.PhiInstr) and any(v is load for v, _ in x.incomings):
+                    x.incomings = [(value if v is load else v, blk) for v, blk in x.incomings]
+                    x._clear_string_cache()
 
 
 def _loop_ids_as_hints(fn: ir.Function, body: str) -> str:
