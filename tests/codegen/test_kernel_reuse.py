@@ -74,7 +74,9 @@ def test_fusions_differing_in_one_property_get_their_own_kernels(change, replayi
     assert instruction_key(a) != instruction_key(b)
     prog, _ = emit_module(module, CodegenOptions())
     assert prog.reused_emissions == 0
-    assert len({k.name for k in prog.kernels}) == 2
+    # (a shape that changes only the flat loop's element count prints the same kernel, which is then shared
+    # by its IR: test_count_free_kernels.py)
+    assert len({k.name for k in prog.kernels}) == (1 if change == "shape" else 2)
 
 
 def test_fusions_identical_up_to_names_share_their_kernels(replaying):

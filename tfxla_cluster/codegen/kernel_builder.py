@@ -98,7 +98,8 @@ class KernelBuilder:
     With ``prog.local_tables`` the kernel's ``table`` is its own: entry i is the address of the i-th buffer
     the kernel asked for (``slot_order``), which the caller gathers from the program's table. The kernel's
     IR then depends only on its computation and shapes, not on where the plan put its buffers, so the
-    program emits identical kernels once (``ProgramEmitter.call_kernel``)."""
+    program emits identical kernels once (``ProgramEmitter.call_kernel``). Such a kernel may also take some of
+    its loop counts from its table (``count``): kernels that differ only in those then have one IR too."""
 
     def __init__(self, prog, hint: str) -> None:
         self.prog = prog
@@ -120,11 +121,26 @@ class KernelBuilder:
         self.slots: dict[int, Slot] = {}       # program slot index -> slot, in the order first asked for
         self._local = bool(getattr(prog, "local_tables", False))
         self._table_index: dict[int, int] = {}  # program slot index -> index in the kernel's table
+        self._table: list[Slot | int] = []      # a local table's entries: buffers and counts (``count``)
 
     @property
-    def slot_order(self) -> list[Slot]:
-        """The buffers of a kernel with a local table, in table order."""
-        return list(self.slots.values())
+    def slot_order(self) -> list[Slot | int]:
+        """What the caller puts in a kernel's local table, in table order: buffers (their slots) and the
+        values of the kernel's counts (ints)."""
+        return list(self._table)
+
+    def count(self, value: int):
+        """``value`` (a loop count of the kernel's shapes) as an i64 the kernel reads from its local table at run
+        time, so that kernels differing only in such counts print the same IR and share one function
+        (``ProgramEmitter._unique``); the caller stores the value (``ProgramEmitter._gather``). A constant when
+        the kernel reads the program's table."""
+        if not self._local:
+            return t.i64(value)
+        index = len(self._table)
+        self._table.append(value)
+        b = entry_builder(self.function)
+        gep = b.gep(self.function.args[0], [t.i64(index)], inbounds=True, source_etype=t.PTR)
+        return b.load(gep, typ=t.I64, name=f"count{index}")
 
     def _index(self, slot: Slot) -> int:
         """Where the kernel's table holds ``slot`` (also its alias scope)."""
@@ -134,8 +150,9 @@ class KernelBuilder:
     def ptr(self, slot: Slot):
         p = self._ptrs.get(slot.index)
         if p is None:
-            index = len(self.slots) if self._local else slot.index
+            index = len(self._table) if self._local else slot.index
             self.slots[slot.index] = slot
+            self._table.append(slot)
             self._table_index[slot.index] = index
             b = entry_builder(self.function)
             gep = b.gep(self.function.args[0], [t.i64(index)], inbounds=True, source_etype=t.PTR)

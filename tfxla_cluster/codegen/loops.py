@@ -342,7 +342,7 @@ class IrArray:
 
 
 def emit_loop_nest(kctx: KernelContext, shape: Shape, body, lo, hi, flat: bool, name: str = "o",
-                   inner_chunks: int = 1, row_start=None) -> None:
+                   inner_chunks: int = 1, row_start=None, count=None) -> None:
     """Run ``body(index)`` over ``shape`` in physical order (major dim outermost).
 
     Work items: with ``flat`` the linear element range [lo, hi); otherwise the rows [lo, hi) of the
@@ -350,7 +350,8 @@ def emit_loop_nest(kctx: KernelContext, shape: Shape, body, lo, hi, flat: bool, 
     ``inner_chunks`` > 1, (row, chunk) pairs, each running one of that many chunks of the innermost dim
     (so a [1, 4M] result can still be split across threads). ``row_start(dims, j0, j1)`` (not ``flat``)
     runs before each item's inner loop: ``dims`` the row's index (the innermost dim None), [j0, j1) its
-    inner range.
+    inner range. ``count`` (not ``flat``, no ``inner_chunks``): makes the innermost dim's length a run-time
+    value (``KernelBuilder.count``), the rows' stride and their loop's bound.
     """
     b = kctx.builder
     if flat:
@@ -368,6 +369,7 @@ def emit_loop_nest(kctx: KernelContext, shape: Shape, body, lo, hi, flat: bool, 
     n_inner = shape.dimensions[inner]
     outer_shape = [shape.dimensions[d] for d in order[:-1]]
     chunk = -(-n_inner // inner_chunks) if inner_chunks > 1 else n_inner
+    row_length = count(n_inner) if count is not None and inner_chunks == 1 else t.i64(n_inner)
     with for_range(b, lo, hi, name) as item:
         row = b.udiv(item, t.i64(inner_chunks)) if inner_chunks > 1 else item
         dims = [None] * shape.rank
@@ -381,14 +383,14 @@ def emit_loop_nest(kctx: KernelContext, shape: Shape, body, lo, hi, flat: bool, 
             else:
                 dims[d] = b.urem(rem, t.i64(outer_shape[pos]))
                 rem = b.udiv(rem, t.i64(outer_shape[pos]))
-        base = b.mul(row, t.i64(n_inner), flags=["nsw", "nuw"])
+        base = b.mul(row, row_length, flags=["nsw", "nuw"])
         if inner_chunks > 1:
             j0 = b.mul(b.urem(item, t.i64(inner_chunks)), t.i64(chunk))
             j1 = b.add(j0, t.i64(chunk))
             j0 = b.select(b.icmp_signed(">", j0, t.i64(n_inner)), t.i64(n_inner), j0)
             j1 = b.select(b.icmp_signed(">", j1, t.i64(n_inner)), t.i64(n_inner), j1)
         else:
-            j0, j1 = t.i64(0), t.i64(n_inner)
+            j0, j1 = t.i64(0), row_length
         if row_start is not None:
             row_start(list(dims), j0, j1)
         with for_range(b, j0, j1, name + "i") as j:

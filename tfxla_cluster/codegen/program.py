@@ -196,6 +196,8 @@ class ProgramEmitter:
         self._recording: _Recording | None = None
         self._key_memo: dict = {}
         self.reused_emissions = 0
+        # The counts (``KernelBuilder.count``: (table index, value) pairs) each kernel is called with, by name.
+        self._counts: dict[str, set[tuple]] = {}
         # Kernels by caller's key (``call_shared_kernel``): (function, positions of its buffers in the refs).
         self._shared: dict[tuple, tuple[ir.Function, tuple[int, ...]]] = {}
         # Kernels called only on a rare branch (``branch_on_flag``): listed apart from those every call runs.
@@ -240,6 +242,7 @@ class ProgramEmitter:
             self.entry.attributes.add("noinline")
             self.entry.attributes.add("optnone")
         self.plan.pack()
+        self._fix_counts()
         width = (self.options.prefer_vector_width, self.mctx.wide_functions, self.mctx.wide_vector_bits())
         if self.cold_mode:   # only the arms' module is wanted: the rest was emitted for its buffer slots
             if self._arm_functions:
@@ -273,6 +276,7 @@ class ProgramEmitter:
         self._printed.clear()
         self._recorded.clear()
         self._shared.clear()
+        self._counts.clear()
         self._scopes.clear()
         self._domain = None
 
@@ -457,7 +461,7 @@ class ProgramEmitter:
         fn = self.call_kernel(kb, instr_name, kind, work_items, tasks, cost)
         if not self.local_tables:
             return
-        positions = tuple(first.get(s.index, -1) for s in kb.slot_order)
+        positions = tuple(first.get(s.index, -1) if isinstance(s, Slot) else -1 for s in kb.slot_order)
         if -1 in positions or known not in (None, (fn, positions)):
             raise InternalError(f"shared kernel {fn.name}: its IR is not a function of its key {key!r} and buffers")
         self._shared[full] = (fn, positions)
@@ -471,7 +475,7 @@ class ProgramEmitter:
                 (rows.items, *(frozenset(map(rec.at, ix)) for ix in (rows.local, rows.remote, rows.written)),
                  tuple(rec.at(s.index) for s in rows.slots), rows.row_bytes)
             rec.events.append(("call", fn, instr_name, kind, work_items, tasks, cost, rows_at,
-                               tuple(rec.at(s.index) for s in slots)))
+                               tuple(rec.at(s.index) if isinstance(s, Slot) else ("count", s) for s in slots)))
             watch, self.plan.watch = self.plan.watch, None   # scheduling touches earlier kernels' buffers
             try:
                 self._schedule(fn, instr_name, kind, work_items, tasks, cost, rows, slots)
@@ -483,6 +487,9 @@ class ProgramEmitter:
     def _schedule(self, fn: ir.Function, instr_name: str, kind: str, work_items: int, tasks: int, cost: int,
                   rows: RowAccess | None, slots) -> None:
         """Call the finished kernel ``fn`` on ``slots`` (see ``call_kernel``)."""
+        counts = tuple((k, s) for k, s in enumerate(slots or ()) if isinstance(s, int))
+        if counts:
+            self._counts.setdefault(fn.name, set()).add(counts)
         cold = self._arm is not None or bool(self._branches) and self._branches[-1][2]
         (self.cold_kernels if cold else self.kernels).append(KernelInfo(fn.name, instr_name, kind, work_items,
                                                                          tasks, cost))
@@ -697,7 +704,7 @@ class ProgramEmitter:
                     rows = RowAccess(rows_at[0], local, remote, written, [slots[p] for p in rows_at[4]], rows_at[5])
                 self.reused_kernels += 1
                 self._schedule(fn, names.get(name, name), kind, work_items, tasks, cost, rows,
-                               [slots[p] for p in at])
+                               [slots[p] if isinstance(p, int) else p[1] for p in at])
         self.reused_emissions += 1
 
     def _unique(self, fn: ir.Function) -> ir.Function:
@@ -720,17 +727,35 @@ class ProgramEmitter:
         self.reused_kernels += 1
         return first
 
+    def _fix_counts(self) -> None:
+        """Give each kernel that every call runs with the same counts (``KernelBuilder.count``) those counts as
+        constants: it shares its function with no kernel of other sizes, and LLVM, seeing exact trip counts,
+        leaves out the remainder loops and checks that run-time counts need (more code to optimise and
+        compile: BERT-tiny training's LLVM time grew a fifth without this). The calls still store the values,
+        which the kernel no longer reads."""
+        for name, sets in self._counts.items():
+            if len(sets) != 1:
+                continue
+            (counts,) = sets
+            fn = self.mctx.module.globals[name]
+            _constant_counts(fn, dict(counts))
+            self._printed.pop(name, None)   # its text changed
+
     def _gather(self, b: ir.IRBuilder, table, slots) -> ir.Value:
-        """A kernel's own table for ``slots`` in the function ``b`` builds (``table``: that function's
-        program table); ``table`` itself when the kernels use the program's table."""
+        """A kernel's own table for ``slots`` (``KernelBuilder.slot_order``: buffers, and ints for the kernel's
+        counts) in the function ``b`` builds (``table``: that function's program table); ``table`` itself when
+        the kernels use the program's table."""
         if slots is None:
             return table
         if not slots:
             return ir.Constant(t.PTR, None)
         local = entry_builder(b.function).alloca(t.PTR, size=t.i64(len(slots)), name="ktable")
         for i, slot in enumerate(slots):
-            src = b.gep(table, [t.i64(slot.index)], inbounds=True, source_etype=t.PTR)
             dst = b.gep(local, [t.i64(i)], inbounds=True, source_etype=t.PTR)
+            if isinstance(slot, int):   # a count: the i64 itself in the pointer-sized entry
+                b.store(t.i64(slot), dst)
+                continue
+            src = b.gep(table, [t.i64(slot.index)], inbounds=True, source_etype=t.PTR)
             b.store(b.load(src, typ=t.PTR), dst)
         return local
 
@@ -862,6 +887,23 @@ def _dismantle(fn: ir.Function) -> None:
 
 
 _LOOP_ID_REF = re.compile(r"!llvm\.loop (![0-9]+)")
+
+
+def _constant_counts(fn: ir.Function, values: dict[int, int]) -> None:
+    """Replace ``fn``'s loads of its counts (``KernelBuilder.count``: ``count<table index>`` in its entry block)
+    by ``values`` (table index -> value), as instructions LLVM folds at once."""
+    block = fn.blocks[0]
+    for load in [x for x in block.instructions if isinstance(x, ir.LoadInstr) and x.name.startswith("count")]:
+        b = ir.IRBuilder(block)
+        b.position_before(load)
+        value = b.add(t.i64(values[int(load.name[len("count"):])]), t.i64(0))
+        block.instructions.remove(load)
+        for bb in fn.blocks:
+            for x in bb.instructions:
+                x.replace_usage(load, value)
+                if isinstance(x, ir.PhiInstr) and any(v is load for v, _ in x.incomings):
+                    x.incomings = [(value if v is load else v, blk) for v, blk in x.incomings]
+                    x._clear_string_cache()
 
 
 def _loop_ids_as_hints(fn: ir.Function, body: str) -> str:

@@ -76,6 +76,29 @@ def _is_flat(instrs, root_shape: Shape) -> bool:
     return True
 
 
+# Loops of at least this many iterations may take their counts from the call (``_count_free``). Shorter
+# loops keep constant counts: LLVM runs a loop of a known count below 16 (its tiny-trip-count threshold) as
+# masked vectors, which ``elemental._masked_loop`` models; from 16 on, a vector body and a scalar remainder
+# either way, the same instructions per element, so the bits do not change.
+COUNT_FREE_MIN = 16
+# Ops whose elements are computed without loops of their own or any accumulation (a reduction's order can
+# depend on how LLVM vectorises the loop around it): a loop nest of only these is free of its counts.
+_COUNT_FREE_OPS = _FLAT_OK | {O.TRANSPOSE, O.SLICE, O.CONCATENATE, O.PAD, O.REVERSE, O.IOTA}
+
+
+def _count_free(instrs, outs: list[BufferRef], elementwise: bool, plain: bool, work: int) -> bool:
+    """Whether a loop kernel's counts come from its call, not from constants: its flat loop's element count
+    (``elementwise``: at least ``COUNT_FREE_MIN``), or its rows' count and length (``plain``: one loop nest with
+    no chunks, row prologue or special kernels, of ``_COUNT_FREE_OPS`` only, rows of ``COUNT_FREE_MIN`` or more).
+    Kernels that differ only in those counts then print the same IR and share one function, optimised and
+    compiled once (issue 17: GRU training's optimizer updates and zero fills, 17 of its 66 kernels; DenseNet's
+    batch-norm + ReLU fusions, one per channel count)."""
+    if elementwise:
+        return work >= COUNT_FREE_MIN
+    shape = outs[0].shape
+    return plain and shape.rank >= 2 and shape.dimensions[shape.minor_to_major[0]] >= COUNT_FREE_MIN and \
+        all(i.opcode in _COUNT_FREE_OPS for i in instrs)
+
 _WEIGHT_EXPENSIVE = 12
 
 
@@ -157,7 +180,8 @@ def _emit_loop(prog, instr, operands: list[BufferRef], out, deferred) -> None:
         return emit_column_reduce(prog, kb, em, instr.name, kind, root, arrays[0], _cost(instrs, operands, out))
     same_dims = len({r.shape.dimensions for r in outs}) == 1
     # Rank-1 results (e.g. row reductions) split element-wise: rows of rank 1 would be one item.
-    flat = _is_flat(instrs, root.shape) or (same_dims and outs[0].shape.rank <= 1)
+    elementwise = _is_flat(instrs, root.shape)
+    flat = elementwise or (same_dims and outs[0].shape.rank <= 1)
     row_start = None
     if not flat and len(outs) == 1 and not root.shape.is_tuple:
         # reduces evaluated at the loop's own index
@@ -188,21 +212,27 @@ def _emit_loop(prog, instr, operands: list[BufferRef], out, deferred) -> None:
     stream = flat and len(outs) == 1 and not root.shape.is_tuple and streams(arrays[0])
     rows = _row_access(instr, comp, root, operands, outs, work) \
         if not overrides and same_dims and chunks == 1 and prog.options.row_groups and not stream else None
-    # A kernel that is not split (nor run in row blocks) gets constant bounds: LLVM then sees exact
-    # trip counts.
-    lo, hi = (kb.lo, kb.hi) if tasks > 1 or rows is not None else (0, work)
+    # A kernel that is not split (nor run in row blocks) gets constant bounds (LLVM then sees exact trip
+    # counts), unless its loops are free of their counts (``_count_free``): then they come from its table.
+    count_free = _count_free(instrs, outs, elementwise, same_dims and chunks == 1 and row_start is None
+                             and not overrides and not stream, work)
+    if tasks > 1 or rows is not None:
+        lo, hi = kb.lo, kb.hi
+    else:   # (a count-free kernel's count is a constant again when no kernel of other sizes shares it)
+        lo, hi = 0, kb.count(work) if count_free else work
+    count = kb.count if count_free and not flat else None
     if stream:
         emit_streaming_flat_loop(kctx, arrays[0], gen, lo, hi)
     elif len(outs) == 1 and not root.shape.is_tuple:
         emit_loop_nest(kctx, outs[0].shape, lambda idx: arrays[0].store(idx, gen(idx)), lo, hi, flat,
-                       inner_chunks=chunks, row_start=row_start)
+                       inner_chunks=chunks, row_start=row_start, count=count)
     elif same_dims:
         shape = outs[0].shape
 
         def body(idx):
             for arr, v in zip(arrays, flatten(gen(idx))):
                 arr.store(idx if arr.shape == shape else Index(idx.get_dims(kctx.builder), arr.shape), v)
-        emit_loop_nest(kctx, shape, body, lo, hi, flat, inner_chunks=chunks)
+        emit_loop_nest(kctx, shape, body, lo, hi, flat, inner_chunks=chunks, count=count)
     else:
         if root.opcode is not O.TUPLE:
             raise UnimplementedError(f"%{instr.name}: multi-output value with differing shapes")
