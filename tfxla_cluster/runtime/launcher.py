@@ -344,7 +344,8 @@ class Launcher:
     def _optimize(self, module, flags=None) -> Any:
         from tfxla_cluster.passes.pipeline import optimize
 
-        return optimize(module, flags, cluster=self.sig.name)[0]
+        # the function's own flags (its XLA_FLAGS part too), else the environment's
+        return optimize(module, flags if flags is not None else self.flags, cluster=self.sig.name)[0]
 
     def _optimized_again(self, lower: Callable[[], Any], executable) -> Callable[[], Any]:
         """After a compile: the optimised module made again on need (its text, the cold code), so that the
@@ -354,7 +355,7 @@ class Launcher:
         def again() -> Any:
             from tfxla_cluster.flags import Flags
 
-            flags = Flags.from_env()   # what the compile's passes read: a dump is not written twice
+            flags = self.flags or Flags.from_env()   # what the compile's passes read; a dump is not written twice
             return self._optimize(lower(), flags.replace(xla_dump_to="") if flags.xla_dump_to else flags)
         executable.cold_from(again)
         return again
