@@ -173,10 +173,11 @@ def test_disabling_fusion_by_flag():
 def test_pipeline_pass_names():
     names = cpu_pipeline(FLAGS).pass_names()
     for expected in ("dce", "call-inliner", "dot_decomposer", "logistic-expander", "simplification", "algsimp",
-                     "constant_folding", "transpose-folding", "cse", "layout-assignment", "fusion", "cleanup"):
+                     "constant_folding", "transpose-folding", "cse", "layout-assignment", "fusion",
+                     "simplification_after_layout_assignment"):
         assert expected in names
     assert names.index("simplification") < names.index("cse") < names.index("layout-assignment") \
-        < names.index("fusion")
+        < names.index("fusion") < names.index("simplification_after_layout_assignment")
     mof = cpu_pipeline(Flags.parse(xla_flags="--xla_backend_extra_options=xla_cpu_use_multi_output_fusion"))
     assert "cpu-multi-output-fusion" in mof.pass_names()
     assert "cpu-multi-output-fusion" not in names

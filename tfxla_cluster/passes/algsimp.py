@@ -1239,19 +1239,23 @@ for _r in RULES:
 
 class AlgebraicSimplifier(HloPass):
     """XLA's AlgebraicSimplifier. ``layout_sensitive`` (after layout assignment) also turns reshapes and
-    transposes that keep the physical order into bitcasts; ``disabled_rules`` names rules to skip."""
+    transposes that keep the physical order into bitcasts; ``disabled_rules`` names rules to skip;
+    ``only_rules``, if given, the only rules to apply."""
 
     name = "algsimp"
 
-    def __init__(self, layout_sensitive: bool = False, disabled_rules: frozenset[str] = frozenset()) -> None:
+    def __init__(self, layout_sensitive: bool = False, disabled_rules: frozenset[str] = frozenset(),
+                 only_rules: frozenset[str] | None = None) -> None:
         self.layout_sensitive = layout_sensitive
         self.disabled_rules = disabled_rules
+        self.only_rules = only_rules
         self.stats: Counter[str] = Counter()
 
     def run_on_module(self, module: HloModule) -> bool:
         changed = False
         # The rules this simplifier applies, by opcode (in RULES_BY_OPCODE's order).
         rules = {op: [r for r in rs if r.name not in self.disabled_rules
+                      and (self.only_rules is None or r.name in self.only_rules)
                       and (self.layout_sensitive or not r.layout_sensitive_only)
                       and not (self.layout_sensitive and r.layout_insensitive_only)]
                  for op, rs in RULES_BY_OPCODE.items()}
@@ -1270,3 +1274,15 @@ class AlgebraicSimplifier(HloPass):
                     break
             g.finish()
         return changed
+
+
+class ReshapeDecomposer(AlgebraicSimplifier):
+    """XLA:CPU's "hlo normalization" between layout assignment and fusion (ReshapeDecomposer): with
+    every layout row-major, each reshape is a bitcast. A transpose that keeps the physical order becomes a
+    bitcast too, which XLA's layout assignment reaches as bitcast + a physically trivial copy. Nothing else
+    is simplified before fusion: TF 2.21 runs its after-layout algsimp only after fusion."""
+
+    name = "reshape-decomposer"
+
+    def __init__(self) -> None:
+        super().__init__(layout_sensitive=True, only_rules=frozenset({"reshape_is_bitcast", "transpose_is_bitcast"}))

@@ -9,7 +9,7 @@ included (TF hands XLA row-major buffers and wants row-major results back) — g
 A ``bitcast`` is the one instruction whose meaning depends on layouts (it reinterprets the physical
 buffer), so a bitcast whose layouts are about to change is first rewritten into the logical
 ``transpose -> reshape -> transpose`` it stands for. After this pass every ``reshape`` is a physical
-no-op, which the layout-sensitive simplifier then turns into a ``bitcast``.
+no-op, which ``ReshapeDecomposer`` (algsimp.py) then turns into a ``bitcast``.
 """
 from __future__ import annotations
 

@@ -12,12 +12,14 @@
                                           reshape-mover, constant_folding
     transpose-folding, cse                                 (step 6)
     layout-assignment                                      (CpuLayoutAssignment)
-    simplification-after-layout (fixed point): algsimp (layout-sensitive: reshape -> bitcast), dce
+    hlo_normalization: reshape-decomposer                  reshapes (and order-keeping transposes) -> bitcast
     fusion                                                 (RunHloPassesAfterLayoutAssn 2)
     cpu-multi-output-fusion, tuple-simplifier              only with the backend option
                                           xla_cpu_use_multi_output_fusion (then fusion may not duplicate),
                                           as in XLA:CPU, where it is off by default
-    cleanup (fixed point): algsimp (layout-sensitive), dce, cse
+    simplification_after_layout_assignment (fixed point): algsimp (layout-sensitive: reshape -> bitcast;
+                                          non-fusion computations only), dce, cse — TF 2.21 runs it after
+                                          fusion and no simplifier between layout assignment and fusion
     fusion-namer                                           names fusions like XLA's dumps
     small-while-loop-hoisting                              a small while becomes a call tagged
                                           xla_cpu_small_call (XLA runs it last, after copy insertion)
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 from tfxla_cluster import compile_profile
 from tfxla_cluster.hlo.ir import HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode
-from tfxla_cluster.passes.algsimp import AlgebraicSimplifier
+from tfxla_cluster.passes.algsimp import AlgebraicSimplifier, ReshapeDecomposer
 from tfxla_cluster.passes.buffer_assignment import BufferAssignment, assign_buffers
 from tfxla_cluster.passes.constant_folding import HloConstantFolding
 from tfxla_cluster.passes.control_flow import ConditionalSimplifier, SortSimplifier, TupleSimplifier
@@ -113,15 +115,13 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
         TransposeFolding(),
         HloCSE(),
         CpuLayoutAssignment(),
-        # no rule that needs two operands to be one instruction here: TF 2.21 runs no algsimp between CSE and
-        # fusion, so a select(P, A, A) or sqrt(A*A) whose two operands only CSE made one (tf2xla's per-read
-        # constants, x*c written twice) is fused as it is (fuzz seed 115001251; sqrt((a*1e20)*(a*1e20)) is inf)
-        FixedPoint("simplification-after-layout", [
-            AlgebraicSimplifier(layout_sensitive=True,
-                                disabled_rules=frozenset({"select_same_branches", "sqrt_of_square"})),
-            HloDCE()]),
+        # TF 2.21 runs no algsimp between layout assignment and fusion, only its "hlo normalization"
+        # (reshape -> bitcast): the after-layout algsimp+DCE+CSE fixed point comes after fusion, on
+        # non-fusion computations, so nothing CSE made one instruction is folded inside a fusion
+        # (select(P, A, A) of seed 115001251; sqrt((a*1e20)*(a*1e20)) stays inf as in TF)
+        Pipeline("hlo_normalization", [ReshapeDecomposer()]),
         *fusion,
-        FixedPoint("cleanup", [AlgebraicSimplifier(layout_sensitive=True), HloDCE(),
+        FixedPoint("simplification_after_layout_assignment", [AlgebraicSimplifier(layout_sensitive=True), HloDCE(),
                                HloCSE(layout_sensitive=True)]),
         FusionNamer(),
         SmallWhileLoopHoisting(small_while_threshold(flags)),
