@@ -747,13 +747,14 @@ class _BlasKernel:
         self.prog.call_kernel(self.kb, self.name, "conv-gemm", self.items, self.tasks, self.flops // 8)
 
 
-def _blas_kernel(prog, instr, items: int, flops: int, slots: tuple, et, sty) -> _BlasKernel:
+def _blas_kernel(prog, instr, items: int, flops: int, slots: tuple, et, sty, ranged: bool = False) -> _BlasKernel:
     """Open ``instr``'s kernel over ``items`` work items (split across tasks when ``flops`` pay for it), with
-    the pointers of ``slots`` and one BLAS thread inside each task (our tasks are the parallelism)."""
+    the pointers of ``slots`` and one BLAS thread inside each task (our tasks are the parallelism). The items'
+    range is the call's when the kernel is split or ``ranged``, else constant."""
     kb_ = prog.kernel(instr.name)
     b = kb_.builder
     tasks = prog.tasks_for(items, flops // 8)
-    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 else (t.i64(0), t.i64(items))
+    lo, hi = (kb_.lo, kb_.hi) if tasks > 1 or ranged else (t.i64(0), t.i64(items))
     mctx = kb_.kctx.mctx
     memset = mctx.function("llvm.memset.p0.i64", t.VOID, [t.PTR, t.I8, t.I64, t.I1])
     set_threads = mctx.function("tfxla_blas_threads_local", t.I32, [t.I32])
@@ -842,7 +843,12 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
     cb = -(-Og // ncb)
     items = G * nmb * ncb
     flops = 2 * M * K * Og * G
-    bk = _blas_kernel(prog, instr, items, flops, (lhs.slot, kref.slot, res.slot), et, sty)
+    # A 1×1 convolution reading its input in place, with no epilogue, takes its sizes from its table
+    # (``KernelBuilder.count``): those of other sizes share its function (DenseNet's 1×1 convolutions of 96 to
+    # 1,024 input features, 58 kernels, are one). Its items are BLAS calls: run-time sizes cost nothing there.
+    sized = plan.lhs_direct and epilogue is None and plan.mode == "rows"
+    bk = _blas_kernel(prog, instr, items, flops, (lhs.slot, kref.slot, res.slot), et, sty, ranged=sized)
+    size = bk.kb.count if sized else t.i64
     kb_, b, lo, hi, (lp, kp, cp), memset, gemm = bk.kb, bk.b, bk.lo, bk.hi, bk.ptrs, bk.memset, bk.gemm
     buf = None if plan.lhs_direct else kb_.kctx.alloca(sty, "patches", count=mb * kb)
     mctx = kb_.kctx.mctx
@@ -919,15 +925,16 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
             useful_blocks.linkage = "internal"
             useful_blocks.global_constant = True
             useful_blocks.initializer = ir.Constant(ir.ArrayType(t.I8, nmb), [int(x) for x in blocks])
+    ncb_, cb_, nmb_, mb_, kb_n, og_, k_ = map(size, (ncb, cb, nmb, mb, kb, Og, K))
     with for_range(b, lo, hi, "cb") as item:
-        cblk, item = b.urem(item, t.i64(ncb)), b.udiv(item, t.i64(ncb))
-        c0 = b.mul(cblk, t.i64(cb))
-        cols = b.sub(t.i64(Og), c0)
-        cols = b.select(b.icmp_signed(">", cols, t.i64(cb)), t.i64(cb), cols)
-        g, mblk = b.udiv(item, t.i64(nmb)), b.urem(item, t.i64(nmb))
-        m0 = b.mul(mblk, t.i64(mb))
-        rows = b.sub(t.i64(M), m0)
-        rows = b.select(b.icmp_signed(">", rows, t.i64(mb)), t.i64(mb), rows)
+        cblk, item = b.urem(item, ncb_), b.udiv(item, ncb_)
+        c0 = b.mul(cblk, cb_)
+        cols = b.sub(og_, c0)
+        cols = b.select(b.icmp_signed(">", cols, cb_), cb_, cols)
+        g, mblk = b.udiv(item, nmb_), b.urem(item, nmb_)
+        m0 = b.mul(mblk, mb_)
+        rows = b.sub(size(M), m0)
+        rows = b.select(b.icmp_signed(">", rows, mb_), mb_, rows)
         if useful_blocks is not None:
             flag = b.load(b.gep(useful_blocks, [t.i64(0), mblk], inbounds=True, source_etype=useful_blocks.value_type),
                           typ=t.I8)
@@ -941,14 +948,15 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
                                 b.mul(cols, t.i64(esize)), ir.Constant(t.I1, 0)])
             b.branch(after_bb)
             b.position_at_end(work_bb)
-        with for_range(b, 0, nkb, "ck") as kblk:
-            k0 = b.mul(kblk, t.i64(kb))
-            kn = b.sub(t.i64(K), k0)
-            kn = b.select(b.icmp_signed(">", kn, t.i64(kb)), t.i64(kb), kn)
+        with for_range(b, 0, size(nkb), "ck") as kblk:
+            k0 = b.mul(kblk, kb_n)
+            kn = b.sub(k_, k0)
+            kn = b.select(b.icmp_signed(">", kn, kb_n), kb_n, kn)
             if plan.lhs_direct:
                 # A 1×1 convolution over [batch, spatial…, feature]: the input is the GEMM's A as it is.
-                a_ptr = b.gep(lp, [b.add(b.mul(m0, t.i64(G * Cg)), b.mul(g, t.i64(Cg)))], source_etype=sty)
-                ta, lda = CBLAS_NO_TRANS, t.i64(G * Cg)
+                lda = size(G * Cg)
+                a_ptr = b.gep(lp, [b.add(b.mul(m0, lda), b.mul(g, size(Cg)))], source_etype=sty)
+                ta = CBLAS_NO_TRANS
             elif plan.mode == "rows":
                 # buf[r, j]: row r = m0 + r (batch, position), column j = k0 + j (window tap, feature)
                 w0 = b.udiv(k0, t.i64(kunit))
@@ -983,9 +991,9 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
                         dst = b.gep(buf, [b.add(b.mul(j, rows), b.mul(pi, t.i64(plan.B)))], source_etype=sty)
                         run_copy(dst, b.add(fbase, off), valid, plan.B)
                 a_ptr, ta, lda = buf, CBLAS_TRANS, rows
-            kbase = b.add(b.mul(g, t.i64(0 if plan.kmat_direct else K * Og)),
-                          b.mul(g, t.i64(Og)) if plan.kmat_direct else t.i64(0))
-            tb, ldb = CBLAS_NO_TRANS, t.i64(plan.kmat_ld)
+            kbase = b.add(b.mul(g, size(0 if plan.kmat_direct else K * Og)),
+                          b.mul(g, og_) if plan.kmat_direct else t.i64(0))
+            tb, ldb = CBLAS_NO_TRANS, size(plan.kmat_ld)
             if plan.kmat_taps:
                 # K block kblk is tap kblk; its filter block is the reversed tap's [out, in] matrix
                 toff = t.i64(0)
@@ -995,17 +1003,19 @@ def emit_blocked_conv(prog, instr, plan: BlockedPlan, lhs: BufferRef, rhs: Buffe
                 bptr = b.gep(kp, [b.add(toff, b.mul(c0, t.i64(Cg)))], source_etype=sty)
                 tb, ldb = CBLAS_TRANS, t.i64(Cg)
             else:
-                bptr = b.gep(kp, [b.add(b.add(kbase, b.mul(k0, t.i64(plan.kmat_ld))), c0)], source_etype=sty)
+                bptr = b.gep(kp, [b.add(b.add(kbase, b.mul(k0, ldb)), c0)], source_etype=sty)
             if plan.out_direct:
-                ldc, coff = plan.O, b.add(b.mul(m0, t.i64(plan.O)), b.mul(g, t.i64(Og)))
+                ldc = size(plan.O)
+                coff = b.add(b.mul(m0, ldc), b.mul(g, og_))
             else:
-                ldc, coff = Og, b.add(b.mul(g, t.i64(M * Og)), b.mul(m0, t.i64(Og)))
+                ldc = og_
+                coff = b.add(b.mul(g, size(M * Og)), b.mul(m0, ldc))
             coff = b.add(coff, c0)
             beta = b.select(b.icmp_signed("==", kblk, t.i64(0)), t.float_constant(sty, 0.0),
                             t.float_constant(sty, 1.0))
             b.call(gemm, [i32(CBLAS_ROW_MAJOR), i32(ta), i32(tb), rows, cols, kn,
                           t.float_constant(sty, 1.0), a_ptr, lda, bptr, ldb, beta,
-                          b.gep(cp, [coff], source_etype=sty), t.i64(ldc)])
+                          b.gep(cp, [coff], source_etype=sty), ldc])
         if epilogue is not None and plan.out_direct:
             # The item's rows × cols block of the [M, O] output is in L2 now: bias / scale / residual /
             # activation on it here saves a pass over the output through memory.

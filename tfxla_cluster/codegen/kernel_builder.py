@@ -122,6 +122,8 @@ class KernelBuilder:
         self._local = bool(getattr(prog, "local_tables", False))
         self._table_index: dict[int, int] = {}  # program slot index -> index in the kernel's table
         self._table: list[Slot | int] = []      # a local table's entries: buffers and counts (``count``)
+        # The loads of the counts (``count``), by table index: ``ProgramEmitter._fix_counts`` replaces them.
+        self.count_loads: dict[int, ir.LoadInstr] = {}
 
     @property
     def slot_order(self) -> list[Slot | int]:
@@ -140,7 +142,8 @@ class KernelBuilder:
         self._table.append(value)
         b = entry_builder(self.function)
         gep = b.gep(self.function.args[0], [t.i64(index)], inbounds=True, source_etype=t.PTR)
-        return b.load(gep, typ=t.I64, name=f"count{index}")
+        load = self.count_loads[index] = b.load(gep, typ=t.I64, name=f"count{index}")
+        return load
 
     def _index(self, slot: Slot) -> int:
         """Where the kernel's table holds ``slot`` (also its alias scope)."""

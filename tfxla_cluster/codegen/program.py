@@ -196,8 +196,10 @@ class ProgramEmitter:
         self._recording: _Recording | None = None
         self._key_memo: dict = {}
         self.reused_emissions = 0
-        # The counts (``KernelBuilder.count``: (table index, value) pairs) each kernel is called with, by name.
+        # The counts (``KernelBuilder.count``: (table index, value) pairs) each kernel is called with, by name,
+        # and the loads that read them in each kernel that has counts (``KernelBuilder.count_loads``).
         self._counts: dict[str, set[tuple]] = {}
+        self._count_loads: dict[str, dict[int, ir.LoadInstr]] = {}
         # Kernels by caller's key (``call_shared_kernel``): (function, positions of its buffers in the refs).
         self._shared: dict[tuple, tuple[ir.Function, tuple[int, ...]]] = {}
         # Kernels called only on a rare branch (``branch_on_flag``): listed apart from those every call runs.
@@ -277,6 +279,7 @@ class ProgramEmitter:
         self._recorded.clear()
         self._shared.clear()
         self._counts.clear()
+        self._count_loads.clear()
         self._scopes.clear()
         self._domain = None
 
@@ -430,8 +433,11 @@ class ProgramEmitter:
         times), under one fork-join. Returns the kernel's function (an identical earlier one's, see ``_unique``)."""
         new = kb.finish()
         fn = self._unique(new)
-        if fn is new and kb.settle_loops(kind, cost):
-            self._printed.pop(fn.name, None)   # marking changed its latches: ``_unique``'s text is stale
+        if fn is new:
+            if kb.count_loads:
+                self._count_loads[fn.name] = kb.count_loads
+            if kb.settle_loops(kind, cost):
+                self._printed.pop(fn.name, None)   # marking changed its latches: ``_unique``'s text is stale
         kb.kctx.release()
         self._dispatch(fn, instr_name, kind, work_items, tasks, cost, rows,
                        kb.slot_order if self.local_tables else None)
@@ -738,7 +744,7 @@ class ProgramEmitter:
                 continue
             (counts,) = sets
             fn = self.mctx.module.globals[name]
-            _constant_counts(fn, dict(counts))
+            _constant_counts(fn, self._count_loads[name], dict(counts))
             self._printed.pop(name, None)   # its text changed
 
     def _gather(self, b: ir.IRBuilder, table, slots) -> ir.Value:
@@ -889,21 +895,27 @@ def _dismantle(fn: ir.Function) -> None:
 _LOOP_ID_REF = re.compile(r"!llvm\.loop (![0-9]+)")
 
 
-def _constant_counts(fn: ir.Function, values: dict[int, int]) -> None:
-    """Replace ``fn``'s loads of its counts (``KernelBuilder.count``: ``count<table index>`` in its entry block)
-    by ``values`` (table index -> value), as instructions LLVM folds at once."""
+def _constant_counts(fn: ir.Function, loads: dict[int, ir.LoadInstr], values: dict[int, int]) -> None:
+    """Replace ``fn``'s loads of its counts (``loads``: ``KernelBuilder.count_loads``, by table index, in its entry
+    block) by ``values`` (table index -> value), as instructions LLVM folds at once (one pass over ``fn``)."""
     block = fn.blocks[0]
-    for load in [x for x in block.instructions if isinstance(x, ir.LoadInstr) and x.name.startswith("count")]:
+    constant = {}
+    for index, load in loads.items():
         b = ir.IRBuilder(block)
         b.position_before(load)
-        value = b.add(t.i64(values[int(load.name[len("count"):])]), t.i64(0))
+        constant[id(load)] = b.add(t.i64(values[index]), t.i64(0))
         block.instructions.remove(load)
-        for bb in fn.blocks:
-            for x in bb.instructions:
-                x.replace_usage(load, value)
-                if isinstance(x, ir.PhiInstr) and any(v is load for v, _ in x.incomings):
-                    x.incomings = [(value if v is load else v, blk) for v, blk in x.incomings]
+    for bb in fn.blocks:
+        for x in bb.instructions:
+            if isinstance(x, ir.PhiInstr):
+                if any(id(v) in constant for v, _ in x.incomings):
+                    x.incomings = [(constant.get(id(v), v), blk) for v, blk in x.incomings]
                     x._clear_string_cache()
+            elif any(id(v) in constant for v in x.operands):
+                x.operands = tuple(constant.get(id(v), v) for v in x.operands)
+                if isinstance(x, ir.GEPInstr):   # (prints its own copies of its operands)
+                    x.pointer, x.indices = x.operands[0], list(x.operands[1:])
+                x._clear_string_cache()
 
 
 def _loop_ids_as_hints(fn: ir.Function, body: str) -> str:

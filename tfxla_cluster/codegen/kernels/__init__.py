@@ -7,6 +7,7 @@ elemental loop kernel of ``loop.py``).
     sort.py     sort and custom-call "TopK": a stable merge sort of an index permutation per row
     scatter.py  scatter and select-and-scatter, applied in source order
     rng.py      rng-bit-generator (Philox, ThreeFry), bit-exact with the evaluator; rng-get-and-update-state
+    concat.py   an unfused concatenate as copies of contiguous runs (the elemental loop for other layouts)
 
 ``NO_NATIVE_KERNEL`` lists the opcodes native code does not implement: compiling one is an
 UnimplementedError naming the instruction (the launcher then runs the cluster on the evaluator). It is
@@ -14,7 +15,7 @@ empty: seedless ``rng`` is expanded before codegen (passes/rng_expander.py) and 
 elemental code (codegen/complex_ops.py).
 """
 from tfxla_cluster.codegen.kernel_builder import thunk
-from tfxla_cluster.codegen.kernels import loop, rng, scatter, sort  # noqa: F401  (each registers its opcodes)
+from tfxla_cluster.codegen.kernels import concat, loop, rng, scatter, sort  # noqa: F401  (each registers its opcodes)
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 
