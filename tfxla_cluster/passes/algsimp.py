@@ -820,6 +820,32 @@ def _slice_full(g, s):
     return None
 
 
+@rule("dynamic_slice_full", O.DYNAMIC_SLICE)
+def _dynamic_slice_full(g, s):
+    """A dynamic-slice of its operand's whole shape -> the operand (every start clamps to 0)."""
+    return _keep(s, s.operands[0])
+
+
+@rule("dynamic_update_slice_full", O.DYNAMIC_UPDATE_SLICE)
+def _dynamic_update_slice_full(g, s):
+    """dynamic-update-slice(A, U, ...) with U of A's whole shape -> U."""
+    return _keep(s, s.operands[1])
+
+
+@rule("map_inline", O.MAP)
+def _map_inline(g, m):
+    """HandleMap: a map whose computation returns a parameter -> that operand; whose root is one
+    elementwise instruction of parameters -> that instruction on the map's operands."""
+    root = m.to_apply.root
+    if root.opcode is O.PARAMETER:
+        return _keep(m, m.operands[root.parameter_number])
+    if not root.is_elementwise() or root.opcode is O.MAP or any(o.opcode is not O.PARAMETER for o in root.operands):
+        return None
+    new = root.clone([m.operands[o.parameter_number] for o in root.operands])
+    new.shape, new.metadata = m.shape, m.metadata
+    return g.add(new)
+
+
 @rule("slice_slice", O.SLICE)
 def _slice_slice(g, s):
     """slice(slice(A)) -> slice(A)."""
