@@ -30,11 +30,11 @@ from math import prod
 
 from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.attrs import ComparisonDirection
-from tfxla_cluster.hlo.ir import HloInstruction, HloModule
+from tfxla_cluster.hlo.ir import HloComputation, HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.passes.pass_ import HloPass
-from tfxla_cluster.passes.util import UseGraph, constant_instruction, non_fusion_computations
+from tfxla_cluster.passes.util import UseGraph, constant_instruction, new_instruction, non_fusion_computations
 
 
 def scatter_trip_count(scatter: HloInstruction) -> int:
@@ -67,6 +67,37 @@ class ScatterExpander(HloPass):
         return changed
 
 
+def _f32_combiner(module: HloModule, comp: HloComputation) -> HloComputation:
+    """FloatNormalization's f32 clone of a bf16 scalar computation: f32 parameters, every bf16 instruction
+    computed in f32, the result rounded to bf16 and widened back (``convert(convert(root))``)."""
+    clone = HloComputation(comp.name + ".clone")
+    mapping: dict[int, HloInstruction] = {}
+    for instr in comp.post_order():
+        new = instr.clone([mapping[id(o)] for o in instr.operands])
+        if new.shape.is_array and new.shape.element_type is PrimitiveType.BF16:
+            new.shape = Shape.array(PrimitiveType.F32, new.shape.dimensions)
+        mapping[id(instr)] = clone.add_instruction(new)
+    root = mapping[id(comp.root)]
+    narrow = clone.add_instruction(new_instruction(O.CONVERT, [root], Shape.array(PrimitiveType.BF16, ())))
+    clone.set_root(clone.add_instruction(new_instruction(O.CONVERT, [narrow], root.shape)))
+    module.add_computation(clone)
+    return clone
+
+
+def _combine(g: UseGraph, scatter: HloInstruction, current: HloInstruction, window: HloInstruction) -> HloInstruction:
+    """map(current, window) by the combiner; a bf16 scatter maps in f32 by the f32 clone of its combiner,
+    as TF's FloatNormalization leaves it (its root is no parameter's op: algsimp keeps the map)."""
+    dims = tuple(range(window.shape.rank))
+    if window.shape.element_type is not PrimitiveType.BF16:
+        return g.make(O.MAP, [current, window], window.shape, like=scatter, dimensions=dims,
+                      called_computations=[scatter.to_apply])
+    wide = Shape.array(PrimitiveType.F32, window.shape.dimensions)
+    args = [g.make(O.CONVERT, [x], wide, like=scatter) for x in (current, window)]
+    combiner = _f32_combiner(g.comp.parent, scatter.to_apply)
+    mapped = g.make(O.MAP, args, wide, like=scatter, dimensions=dims, called_computations=[combiner])
+    return g.make(O.CONVERT, [mapped], window.shape, like=scatter)
+
+
 def _expand(g: UseGraph, scatter: HloInstruction) -> HloInstruction:
     operand, indices, updates = scatter.operands
     if updates.shape.num_elements == 0:
@@ -95,8 +126,7 @@ def _expand(g: UseGraph, scatter: HloInstruction) -> HloInstruction:
     window_shape = Shape.array(elem, sizes)
     window = g.make(O.RESHAPE, [updates], window_shape, like=scatter)
     current = g.make(O.DYNAMIC_SLICE, [operand, *starts], window_shape, like=scatter, dynamic_slice_sizes=sizes)
-    combined = g.make(O.MAP, [current, window], window_shape, like=scatter, dimensions=tuple(range(rank)),
-                      called_computations=[scatter.to_apply])
+    combined = _combine(g, scatter, current, window)
     valid = None
     pred = Shape.array(PrimitiveType.PRED, ())
     for d, start in enumerate(starts):
