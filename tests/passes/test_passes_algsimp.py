@@ -261,6 +261,12 @@ CASES = [
         ROOT s = f32[2,3] dynamic-slice(p, i, i), dynamic_slice_sizes={2,3}"""), "CHECK: ROOT %p"),
     ("dynamic_update_slice_full", M("p: f32[2,3]; u: f32[2,3]; i: s32[]", """
         ROOT s = f32[2,3] dynamic-update-slice(p, u, i, i)"""), "CHECK: ROOT %u"),
+    ("dynamic_update_slice_of_broadcast_to_pad", M("u: f32[1,3]", """
+        z = f32[] constant(0)
+        b = f32[3,3] broadcast(z), dimensions={}
+        i = s32[] constant(2)
+        j = s32[] constant(5)
+        ROOT s = f32[3,3] dynamic-update-slice(b, u, i, j)"""), "CHECK: ROOT {{.*}} pad(%u, %z), padding=2_0x0_0"),
     # the combine of an expanded one-index scatter (XLA's HandleMap)
     ("map_inline", M("p: f32[2,3]; q: f32[2,3]", """
         ROOT m = f32[2,3] map(p, q), dimensions={0,1}, to_apply=add"""), "CHECK: ROOT {{.*}} f32[2,3]{1,0} add(%p, %q)"),

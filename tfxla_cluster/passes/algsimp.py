@@ -832,6 +832,23 @@ def _dynamic_update_slice_full(g, s):
     return _keep(s, s.operands[1])
 
 
+@rule("dynamic_update_slice_of_broadcast_to_pad", O.DYNAMIC_UPDATE_SLICE)
+def _dynamic_update_slice_pad(g, s):
+    """dynamic-update-slice(broadcast(scalar), U, constant starts) -> pad(U, scalar), the starts clamped
+    into the operand as the slice clamps them (TF's dump of a one-id segment sum ends in this pad)."""
+    b, update, starts = s.operands[0], s.operands[1], s.operands[2:]
+    if b.opcode is not O.BROADCAST or b.operands[0].shape.rank != 0:
+        return None
+    lits = [known_literal(i) if i.opcode is O.CONSTANT else None for i in starts]
+    if any(lit is None for lit in lits):
+        return None
+    pads = []
+    for lit, n, u in zip(lits, s.shape.dimensions, update.shape.dimensions):
+        low = min(max(int(lit.reshape(-1)[0]), 0), n - u)
+        pads.append((low, n - u - low))
+    return g.make(O.PAD, [update, b.operands[0]], s.shape, like=s, padding_config=A.PaddingConfig.of(pads))
+
+
 @rule("map_inline", O.MAP)
 def _map_inline(g, m):
     """HandleMap: a map whose computation returns a parameter -> that operand; whose root is one
