@@ -73,10 +73,14 @@ def _f32_combiner(module: HloModule, comp: HloComputation) -> HloComputation:
     clone = HloComputation(comp.name + ".clone")
     mapping: dict[int, HloInstruction] = {}
     for instr in comp.post_order():
-        new = instr.clone([mapping[id(o)] for o in instr.operands])
+        new = clone.add_instruction(instr.clone([mapping[id(o)] for o in instr.operands]))
         if new.shape.is_array and new.shape.element_type is PrimitiveType.BF16:
-            new.shape = Shape.array(PrimitiveType.F32, new.shape.dimensions)
-        mapping[id(instr)] = clone.add_instruction(new)
+            wide = Shape.array(PrimitiveType.F32, new.shape.dimensions)
+            if new.opcode is O.CONSTANT:   # (its literal stays bf16: widened by a convert)
+                new = clone.add_instruction(new_instruction(O.CONVERT, [new], wide))
+            else:
+                new.shape = wide
+        mapping[id(instr)] = new
     root = mapping[id(comp.root)]
     narrow = clone.add_instruction(new_instruction(O.CONVERT, [root], Shape.array(PrimitiveType.BF16, ())))
     clone.set_root(clone.add_instruction(new_instruction(O.CONVERT, [narrow], root.shape)))
