@@ -10,8 +10,8 @@
                                                            expanders (RunHloPassesThroughLayoutAssn 2-4)
     simplification (fixed point, <= 25):  algsimp, simplify-sorts, simplify-conditional, tuple-simplifier,
                                           simplify-while-loops, dce, reshape-mover, constant_folding
-    scatter_expander                      one-index scatters (kEliminateSimpleScatters); only when it expanded
-    post_scatter_expansion_simplification one: the simplification fixed point again
+    scatter_expander                      one-index scatters (kEliminateSimpleScatters), then, only if it
+    post_scatter_expansion_simplification expanded one, the simplification fixed point again
     transpose-folding, cse                                 (step 6)
     layout-assignment                                      (CpuLayoutAssignment)
     simplification-after-layout (fixed point): algsimp (layout-sensitive: reshape -> bitcast), dce
@@ -57,8 +57,8 @@ from tfxla_cluster.passes.reshape_mover import ReshapeMover
 from tfxla_cluster.passes.rng_expander import RngBitGeneratorExpander, RngExpander
 from tfxla_cluster.passes.scatter_expander import ScatterExpander
 from tfxla_cluster.passes.small_while_loop_hoisting import SmallWhileLoopHoisting
-from tfxla_cluster.passes.while_loop_simplifier import WhileLoopSimplifier
 from tfxla_cluster.passes.small_while_loop_hoisting import threshold as small_while_threshold
+from tfxla_cluster.passes.while_loop_simplifier import WhileLoopSimplifier
 from tfxla_cluster.passes.pass_ import FixedPoint, IfChanged, PassContext, Pipeline
 
 
