@@ -257,6 +257,21 @@ CASES = [
         ROOT b = f32[3,1,5] broadcast(p), dimensions={0,1}"""),
      "CHECK: f32[3]{0} reshape(%p)\nCHECK: ROOT {{.*}} broadcast(%reshape{{.*}}), dimensions={0}"),
     ("slice_full", M("p: f32[2,3]", "ROOT s = f32[2,3] slice(p), slice={[0:2], [0:3]}"), "CHECK: ROOT %p"),
+    ("dynamic_slice_full", M("p: f32[2,3]; i: s32[]", """
+        ROOT s = f32[2,3] dynamic-slice(p, i, i), dynamic_slice_sizes={2,3}"""), "CHECK: ROOT %p"),
+    ("dynamic_update_slice_full", M("p: f32[2,3]; u: f32[2,3]; i: s32[]", """
+        ROOT s = f32[2,3] dynamic-update-slice(p, u, i, i)"""), "CHECK: ROOT %u"),
+    ("dynamic_update_slice_of_broadcast_to_pad", M("u: f32[1,3]", """
+        z = f32[] constant(0)
+        b = f32[3,3] broadcast(z), dimensions={}
+        i = s32[] constant(2)
+        j = s32[] constant(5)
+        ROOT s = f32[3,3] dynamic-update-slice(b, u, i, j)"""), "CHECK: ROOT {{.*}} pad(%u, %z), padding=2_0x0_0"),
+    # the combine of an expanded one-index scatter (XLA's HandleMap)
+    ("map_inline", M("p: f32[2,3]; q: f32[2,3]", """
+        ROOT m = f32[2,3] map(p, q), dimensions={0,1}, to_apply=add"""), "CHECK: ROOT {{.*}} f32[2,3]{1,0} add(%p, %q)"),
+    ("map_inline", M("p: f32[2,3]; q: f32[2,3]", """
+        ROOT m = f32[2,3] map(p, q), dimensions={0,1}, to_apply=second"""), "CHECK: ROOT %q"),
     ("slice_slice", M("p: f32[20]", """
         s1 = f32[8] slice(p), slice={[2:18:2]}
         ROOT s2 = f32[3] slice(s1), slice={[1:7:2]}"""), "CHECK: ROOT {{.*}} f32[3]{0} slice(%p), slice={[4:13:4]}"),
@@ -369,9 +384,19 @@ ADD = """%add (x: f32[], y: f32[]) -> f32[] {
 """
 
 
+SECOND = """%second (x: f32[], y: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  ROOT %y = f32[] parameter(1)
+}
+
+"""
+
+
 def parse(text: str):
-    if "to_apply=add" in text:
-        text = text.replace("HloModule m\n\n", "HloModule m\n\n" + ADD).replace("to_apply=add", "to_apply=%add")
+    for name, comp in (("add", ADD), ("second", SECOND)):
+        if f"to_apply={name}" in text:
+            text = text.replace("HloModule m\n\n", "HloModule m\n\n" + comp).replace(f"to_apply={name}",
+                                                                                      f"to_apply=%{name}")
     module = parse_module(text)
     verify_module(module)
     return module

@@ -7,6 +7,8 @@
     expanders.py           CallInliner, LogisticExpander, DotDecomposer, TransposeFolding, TopkRewriter
     rng_expander.py        RngExpander (stateful rng), RngBitGeneratorExpander (Philox as HLO arithmetic)
     reshape_mover.py       ReshapeMover (sinks reshapes/transposes below elementwise ops)
+    scatter_expander.py    ScatterExpander (one-index scatters, as XLA:CPU's kEliminateSimpleScatters)
+    while_loop_simplifier.py WhileLoopSimplifier (loops of 0 or 1 trips removed / inlined)
     control_flow.py        ConditionalSimplifier, SortSimplifier, TupleSimplifier
     layout_assignment.py   CpuLayoutAssignment (row-major everywhere)
     fusion.py              CpuInstructionFusion with FusionDecision reasons (fusion_ir.py edits fusions)
@@ -30,7 +32,9 @@ from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
 from tfxla_cluster.passes.multi_output_fusion import CpuMultiOutputFusion
 from tfxla_cluster.passes.reshape_mover import ReshapeMover
 from tfxla_cluster.passes.rng_expander import RngBitGeneratorExpander, RngExpander
-from tfxla_cluster.passes.pass_ import FixedPoint, HloPass, PassContext, PassRecord, Pipeline
+from tfxla_cluster.passes.scatter_expander import ScatterExpander
+from tfxla_cluster.passes.while_loop_simplifier import WhileLoopSimplifier
+from tfxla_cluster.passes.pass_ import FixedPoint, HloPass, IfChanged, PassContext, PassRecord, Pipeline
 from tfxla_cluster.passes.pipeline import OptimizeReport, cpu_pipeline, optimize, optimize_with_report
 
 __all__ = [
@@ -38,5 +42,5 @@ __all__ = [
     "HloConstantFolding", "ConditionalSimplifier", "SortSimplifier", "TupleSimplifier", "HloCSE", "HloDCE", "CallInliner",
     "DotDecomposer", "LogisticExpander", "TopkRewriter", "TransposeFolding", "CpuInstructionFusion", "FusionDecision",
     "FusionRecord", "FusionNamer", "CpuLayoutAssignment", "CpuMultiOutputFusion", "FixedPoint", "HloPass",
-    "PassContext", "PassRecord", "ReshapeMover", "RngBitGeneratorExpander", "RngExpander", "Pipeline", "OptimizeReport", "cpu_pipeline", "optimize", "optimize_with_report",
+    "IfChanged", "PassContext", "PassRecord", "ReshapeMover", "ScatterExpander", "WhileLoopSimplifier", "RngBitGeneratorExpander", "RngExpander", "Pipeline", "OptimizeReport", "cpu_pipeline", "optimize", "optimize_with_report",
 ]

@@ -820,6 +820,49 @@ def _slice_full(g, s):
     return None
 
 
+@rule("dynamic_slice_full", O.DYNAMIC_SLICE)
+def _dynamic_slice_full(g, s):
+    """A dynamic-slice of its operand's whole shape -> the operand (every start clamps to 0)."""
+    return _keep(s, s.operands[0])
+
+
+@rule("dynamic_update_slice_full", O.DYNAMIC_UPDATE_SLICE)
+def _dynamic_update_slice_full(g, s):
+    """dynamic-update-slice(A, U, ...) with U of A's whole shape -> U."""
+    return _keep(s, s.operands[1])
+
+
+@rule("dynamic_update_slice_of_broadcast_to_pad", O.DYNAMIC_UPDATE_SLICE)
+def _dynamic_update_slice_pad(g, s):
+    """dynamic-update-slice(broadcast(scalar), U, constant starts) -> pad(U, scalar), the starts clamped
+    into the operand as the slice clamps them (TF's dump of a one-id segment sum ends in this pad)."""
+    b, update, starts = s.operands[0], s.operands[1], s.operands[2:]
+    if b.opcode is not O.BROADCAST or b.operands[0].shape.rank != 0:
+        return None
+    lits = [known_literal(i) if i.opcode is O.CONSTANT else None for i in starts]
+    if any(lit is None for lit in lits):
+        return None
+    pads = []
+    for lit, n, u in zip(lits, s.shape.dimensions, update.shape.dimensions):
+        low = min(max(int(lit.reshape(-1)[0]), 0), n - u)
+        pads.append((low, n - u - low))
+    return g.make(O.PAD, [update, b.operands[0]], s.shape, like=s, padding_config=A.PaddingConfig.of(pads))
+
+
+@rule("map_inline", O.MAP)
+def _map_inline(g, m):
+    """HandleMap: a map whose computation returns a parameter -> that operand; whose root is one
+    elementwise instruction of parameters -> that instruction on the map's operands."""
+    root = m.to_apply.root
+    if root.opcode is O.PARAMETER:
+        return _keep(m, m.operands[root.parameter_number])
+    if not root.is_elementwise() or root.opcode is O.MAP or any(o.opcode is not O.PARAMETER for o in root.operands):
+        return None
+    new = root.clone([m.operands[o.parameter_number] for o in root.operands])
+    new.shape, new.metadata = m.shape, m.metadata
+    return g.add(new)
+
+
 @rule("slice_slice", O.SLICE)
 def _slice_slice(g, s):
     """slice(slice(A)) -> slice(A)."""

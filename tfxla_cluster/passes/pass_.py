@@ -242,6 +242,19 @@ class FixedPoint(Pipeline):
         return self._verified_at_end(module, ctx, _prefix, changed_any)
 
 
+class IfChanged(Pipeline):
+    """Runs its first pass, and the others only if that pass changed the module. For a pass that XLA
+    sandwiches between two identical simplification fixed points (``scatter_expander``): after a pass
+    that changed nothing, the second fixed point would change nothing either, and costs compile time."""
+
+    def _run_once(self, module: HloModule, ctx: PassContext, prefix: str, clean: set[int] | None = None) -> bool:
+        first, rest = Pipeline(self.name, self.passes[:1]), Pipeline(self.name, self.passes[1:])
+        if not first._run_once(module, ctx, prefix):
+            return False
+        rest._run_once(module, ctx, prefix)
+        return True
+
+
 def _skeleton(module: HloModule) -> tuple:
     """The module's computation and instruction names and opcodes, in order (what its text starts from)."""
     return tuple((comp.name, tuple([(i.name, i.opcode) for i in comp.instructions]))

@@ -8,8 +8,10 @@
     rng-expander, rng-bit-generator-expander,
     topk-decomposer, topk-rewriter (only when the backend lists the "TopK" runtime routine)
                                                            expanders (RunHloPassesThroughLayoutAssn 2-4)
-    simplification (fixed point, <= 25):  algsimp, simplify-sorts, simplify-conditional, tuple-simplifier, dce,
-                                          reshape-mover, constant_folding
+    simplification (fixed point, <= 25):  algsimp, simplify-sorts, simplify-conditional, tuple-simplifier,
+                                          simplify-while-loops, dce, reshape-mover, constant_folding
+    scatter_expander                      one-index scatters (kEliminateSimpleScatters), then, only if it
+    post_scatter_expansion_simplification expanded one, the simplification fixed point again
     transpose-folding, cse                                 (step 6)
     layout-assignment                                      (CpuLayoutAssignment)
     hlo_normalization: reshape-decomposer                  reshapes (and order-keeping transposes) -> bitcast
@@ -55,9 +57,11 @@ from tfxla_cluster.passes.layout_assignment import CpuLayoutAssignment
 from tfxla_cluster.passes.multi_output_fusion import CpuMultiOutputFusion
 from tfxla_cluster.passes.reshape_mover import ReshapeMover
 from tfxla_cluster.passes.rng_expander import RngBitGeneratorExpander, RngExpander
+from tfxla_cluster.passes.scatter_expander import ScatterExpander
 from tfxla_cluster.passes.small_while_loop_hoisting import SmallWhileLoopHoisting
 from tfxla_cluster.passes.small_while_loop_hoisting import threshold as small_while_threshold
-from tfxla_cluster.passes.pass_ import FixedPoint, PassContext, Pipeline
+from tfxla_cluster.passes.while_loop_simplifier import WhileLoopSimplifier
+from tfxla_cluster.passes.pass_ import FixedPoint, IfChanged, PassContext, Pipeline
 
 
 # Opcodes that never reach codegen, each with the pass of ``cpu_pipeline`` that rewrites it away (codegen
@@ -75,6 +79,20 @@ def use_multi_output_fusion(flags) -> bool:
     except (KeyError, TypeError):
         return False
     return "xla_cpu_use_multi_output_fusion" in extra
+
+
+def simplification(name: str) -> FixedPoint:
+    """CreateSimplificationPipeline: the fixed point cpu_compiler.cc runs before and after scatter expansion."""
+    return FixedPoint(name, [
+        AlgebraicSimplifier(),
+        SortSimplifier(),
+        ConditionalSimplifier(),
+        TupleSimplifier(),
+        WhileLoopSimplifier(),
+        HloDCE(),
+        ReshapeMover(),
+        HloConstantFolding(),
+    ])
 
 
 def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
@@ -103,15 +121,11 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
         RngBitGeneratorExpander(),
         TopkDecomposer(),
         *topk,
-        FixedPoint("simplification", [
-            AlgebraicSimplifier(),
-            SortSimplifier(),
-            ConditionalSimplifier(),
-            TupleSimplifier(),
-            HloDCE(),
-            ReshapeMover(),
-            HloConstantFolding(),
-        ]),
+        simplification("simplification"),
+        # XLA: "Scatter expander is sandwiched between two simplification pipelines to enable constant
+        # folding with the original scatter instructions ... but then to also ensure that the resulting
+        # while loops are simplified." (only when it expanded one: see IfChanged)
+        IfChanged("scatter-expansion", [ScatterExpander(), simplification("post_scatter_expansion_simplification")]),
         TransposeFolding(),
         HloCSE(),
         CpuLayoutAssignment(),
