@@ -463,6 +463,21 @@ def read_variable(handle: Any, dtype: Any) -> Any:
     return resource_variable_ops.read_variable_op(handle, dtype)
 
 
+def inferred_output_shapes(meta_graph: Any) -> dict[str, list[tuple[int, ...] | None]]:
+    """Grappler's static shape inference (``GraphProperties``, through a grappler ``Item``) on
+    ``meta_graph``: node name -> the shape of each output, None where a rank or dimension is unknown."""
+    from tensorflow.python.grappler import item as gitem
+
+    out: dict[str, list[tuple[int, ...] | None]] = {}
+    for name, props in gitem.Item(meta_graph).GetOpProperties().items():
+        shapes: list[tuple[int, ...] | None] = []
+        for p in props:
+            dims = tuple(d.size for d in p.shape.dim)
+            shapes.append(None if p.shape.unknown_rank or any(d < 0 for d in dims) else dims)
+        out[name] = shapes
+    return out
+
+
 def optimize_graph(config: Any, meta_graph: Any) -> Any:
     """Grappler's meta optimizer on ``meta_graph`` (``tf_optimizer.OptimizeGraph``); raises TF's errors.
 

@@ -36,17 +36,18 @@ same decision to TF's optimizer through the ConfigProto.
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Callable, Sequence
 
 from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
-from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
+from tensorflow.core.protobuf import config_pb2, meta_graph_pb2, rewriter_config_pb2
 
 from tfxla_cluster import flags as flags_mod
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.graph.devices import canonical_device
 from tfxla_cluster.graph.function import OUTPUT_CONTROL_NODE, inline_calls
 from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OPS
-from tfxla_cluster.tf_compat import optimize_graph
+from tfxla_cluster.tf_compat import inferred_output_shapes, optimize_graph
 
 
 def default_fetch(graph_def: graph_pb2.GraphDef) -> list[str]:
@@ -102,8 +103,15 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
     keep = _present(keep, meta.graph_def)
     if keep:  # every node a collection names is one grappler must keep (its item's keep_ops)
         meta.collection_def["tfxla_keep_ops"].node_list.value.extend(keep)
+    config = config if config is not None else runtime_config(flags)
+    crash = _tile_rewrite_divides_by_zero(meta.graph_def)
+    if crash is not None:
+        warnings.warn(f"TF's grappler would crash the process on node {crash!r} (SIGFPE: ArithmeticOptimizer's "
+                      "ReplaceMulWithBroadcastByTile divides by its operand's zero dimension); running "
+                      "grappler without the arithmetic optimizer on this graph", RuntimeWarning, stacklevel=2)
+        config = _without_arithmetic_optimizer(config)
     try:
-        out = _optimize(config if config is not None else runtime_config(flags), meta, alongside)
+        out = _optimize(config, meta, alongside)
     except Exception as e:  # grappler reports through TF status exceptions: typed, first line, cause chained
         raise InvalidArgumentError(f"grappler failed: {str(e).splitlines()[0]}") from e
     if not out.HasField("versions"):
@@ -125,6 +133,75 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
 
 
 _STAND_IN = "FakeParam"
+
+# Ops grappler's arithmetic optimizer can turn into Mul(x, C) with a folded constant C (x / C -> x * 1/C).
+_TILE_REWRITE_OPS = frozenset({"Mul", "RealDiv", "Div"})
+
+
+def _tile_rewrite_divides_by_zero(graph_def: graph_pb2.GraphDef) -> str | None:
+    """The first node on which TF 2.21's grappler would die of SIGFPE, else None.
+
+    arithmetic_optimizer.cc ``ReplaceMulWithBroadcastByTile``: ``Mul(x, C)`` with C a float constant whose
+    elements are all 1 (vacuously so when C has none) and x not a Const becomes ``Tile(x, out / x)`` per
+    dimension — an integer division by a zero dimension of x, which aborts TF's own process (plain
+    ``tf.function`` of ``x / tf.zeros([0, 3])`` for x of shape [0, 1]). C is often made by grappler itself
+    (constant folding, division -> reciprocal multiply), so this is conservative: a float Mul/RealDiv/Div
+    whose first operand has a zero dimension, of the output's rank but not its shape, and whose second
+    operand folds to a constant (only Consts at its sources)."""
+    candidates = [n for n in graph_def.node
+                  if n.op in _TILE_REWRITE_OPS and n.attr["T"].type == types_pb2.DT_FLOAT and len(n.input) >= 2]
+    if not candidates or not any(_has_zero_dim(n) for n in graph_def.node):
+        return None
+    nodes = {n.name: n for n in graph_def.node}
+    meta = meta_graph_pb2.MetaGraphDef()
+    meta.graph_def.CopyFrom(graph_def)
+    meta.collection_def["train_op"].node_list.value.extend(n.name for n in candidates)
+    shapes = inferred_output_shapes(meta)
+
+    def shape_of(ref: str) -> tuple[int, ...] | None:
+        name, _, port = ref.partition(":")
+        found = shapes.get(name, [])
+        k = int(port) if port else 0
+        return found[k] if k < len(found) else None
+
+    def folds(ref: str) -> bool:
+        seen, stack = set(), [ref.lstrip("^").split(":")[0]]
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            node = nodes.get(name)
+            inputs = [i for i in node.input] if node is not None else []
+            if node is None or (not inputs and node.op != "Const"):
+                return False
+            stack.extend(i.lstrip("^").split(":")[0] for i in inputs)
+        return True
+
+    for n in candidates:
+        x, c, out = shape_of(n.input[0]), shape_of(n.input[1]), shape_of(n.name)
+        if x is None or c is None or out is None or 0 not in x:
+            continue
+        if len(x) == len(c) == len(out) and x != out and nodes.get(n.input[0].split(":")[0]) is not None \
+                and nodes[n.input[0].split(":")[0]].op != "Const" and folds(n.input[1]):
+            return n.name
+    return None
+
+
+def _has_zero_dim(node: node_def_pb2.NodeDef) -> bool:
+    """A shape with a zero dimension in the node's own attributes (argument stand-in, Const value)."""
+    if node.op == _STAND_IN:
+        return any(d.size == 0 for d in node.attr["shape"].shape.dim)
+    if node.op == "Const":
+        return any(d.size == 0 for d in node.attr["value"].tensor.tensor_shape.dim)
+    return False
+
+
+def _without_arithmetic_optimizer(config: config_pb2.ConfigProto) -> config_pb2.ConfigProto:
+    safe = config_pb2.ConfigProto()
+    safe.CopyFrom(config)
+    safe.graph_options.rewrite_options.arithmetic_optimization = rewriter_config_pb2.RewriterConfig.OFF
+    return safe
 
 
 def _optimize(config: config_pb2.ConfigProto, meta: meta_graph_pb2.MetaGraphDef,

@@ -135,8 +135,8 @@ def cpu_pipeline(flags=None, *, multi_output_fusion: bool | None = None,
         # (select(P, A, A) of seed 115001251; sqrt((a*1e20)*(a*1e20)) stays inf as in TF)
         Pipeline("hlo_normalization", [ReshapeDecomposer()]),
         *fusion,
-        FixedPoint("simplification_after_layout_assignment", [AlgebraicSimplifier(layout_sensitive=True), HloDCE(),
-                               HloCSE(layout_sensitive=True)]),
+        FixedPoint("simplification_after_layout_assignment", [
+            AlgebraicSimplifier(layout_sensitive=True), HloDCE(), HloCSE(layout_sensitive=True)]),
         FusionNamer(),
         SmallWhileLoopHoisting(small_while_threshold(flags)),
     ])
