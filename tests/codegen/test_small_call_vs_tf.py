@@ -58,3 +58,18 @@ def test_small_while_like_tf(op, dtype, shape, trips):
     want = tf.function(fn, jit_compile=True)(x).numpy()
     got = txc.function(fn, jit_compile=True)(x).numpy()
     assert got.tobytes() == want.tobytes(), (got.reshape(-1), want.reshape(-1))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_minus_inf_whole_constant_in_small_while_keeps_denormal(dtype):
+    """An unfused [1,1] max(x, -inf) in a 2-trip while: TF 2.21's one kernel lets LLVM fold it to x, so ±denormals
+    keep their bits (measured: f32 0x3/0x80000003, f64 0x3/0x8000000000000003); the -inf is a whole [1,1]
+    constant, not a broadcast scalar."""
+    d = np.finfo(dtype).smallest_subnormal * 3
+    x = np.array([[d, -d]], dtype).reshape(2, 1, 1)[:, 0]   # two [1,1] inputs, one call each
+
+    def fn(v):
+        return tf.while_loop(lambda i, y: i < 2, lambda i, y: (i + 1, tf.maximum(y, dtype(-np.inf))), (0, v))[1]
+    for v in x:
+        got = txc.function(fn, jit_compile=True)(v[None]).numpy()
+        assert got.tobytes() == v[None].tobytes()

@@ -59,7 +59,7 @@ from tfxla_cluster.hlo.eval_compute import TREE_WINDOW, simple_reducer
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
-from tfxla_cluster.hlo.structural import splat_value
+from tfxla_cluster.hlo.structural import known_literal, splat_value
 from tfxla_cluster.mxcsr import kept_denormals
 
 GENERATORS: dict = {}
@@ -341,7 +341,7 @@ def _log1p_of_negation_too(comp, instr) -> bool:
     return False
 
 
-def _minmax_identity_operand(op: O, lhs, rhs):
+def _minmax_identity_operand(op: O, lhs, rhs, whole_constants: bool = False):
     """The operand a fused float ``maximum``/``minimum`` is, as MLIR's arith folder makes it in XLA's loop
     fusion emitter: ``maximumf(x, x)``, ``maximumf(x, -inf)`` and ``minimumf(x, +inf)`` are ``x`` itself, bits
     kept (no x86 max to flush a denormal under DAZ; NaN stays). The constant is fused in (a scalar constant or
@@ -352,6 +352,10 @@ def _minmax_identity_operand(op: O, lhs, rhs):
     identity = -np.inf if op is O.MAXIMUM else np.inf
     for keep, other in ((lhs, rhs), (rhs, lhs)):
         v = splat_value(other)
+        if v is None and whole_constants:
+            # In a small call's one kernel LLVM also sees a whole-array constant's elements.
+            lit = known_literal(other)
+            v = lit.flat[0] if lit is not None and lit.size and (lit == lit.flat[0]).all() else None
         if v is not None and v == identity:
             return keep
     return None
@@ -370,8 +374,10 @@ def _binary(em, instr):
         lhs, rhs = rhs, lhs
     et = instr.operands[0].shape.element_type
     op = instr.opcode
-    if op in (O.MAXIMUM, O.MINIMUM) and em.comp is not None and et.is_float and not et.is_complex:
-        kept = _minmax_identity_operand(op, lhs, rhs)
+    # A small call's kernel holds its unfused ops too: LLVM sees their constants and folds alike (TF 2.21:
+    # [1,1] max(x, -inf) in a 2-trip while keeps a denormal).
+    if op in (O.MAXIMUM, O.MINIMUM) and (em.comp is not None or legacy) and et.is_float and not et.is_complex:
+        kept = _minmax_identity_operand(op, lhs, rhs, legacy)
         if kept is not None:
             return em.gen(kept)
     x, y = em.gen(lhs), em.gen(rhs)
