@@ -22,7 +22,8 @@ elements of a dilated input, multiplies 0 by the filter: ``0·inf = NaN`` reache
 overlaps the padding at an infinite tap. Only the transposed form (lhs dilation, unit strides, no filter
 dilation, one group: ``EigenTransposedConv2D``) adds products of real input elements alone. Eigen's
 contraction (whose float GEMM is oneDNN's ``sgemm``: tsl's eigen_contraction_kernel.h) sums each output in contraction order (window taps row-major, then input features) with
-fused multiply-adds from +0 (measured: ``1 + 2⁻²⁴`` survives only as an FMA would keep it; an
+fused multiply-adds from +0 — but for one patch (Eigen's own gemv, compiled without FMA in TF's wheel: rounded
+products added in that order; fuzz seed 148000851) — (measured: ``1 + 2⁻²⁴`` survives only as an FMA would keep it; an
 overflowing product followed by one of the other sign gives the first one's infinity, not NaN). F64
 convolutions, and those with a reversed window (never Eigen's; algsimp's ``conv_operand_swap`` makes them
 from a kernel larger than its input: the original taps then sum backwards), are XLA's elemental loop
@@ -340,6 +341,9 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     lane = kb.kctx.alloca(sty, "xlane", count=GEMV_LANES) if lanes or row_gemv else None
 
     elemental = not pads and not lanes and form is None
+    # One patch: Eigen's contraction is its own gemv (n = 1), built without FMA in TF's wheel: rounded
+    # products added in k order from +0 (measured: -1 + (1+2^-12)^2 gives 2^-11; fuzz seed 148000851).
+    eigen_gemv = pads and oshape.num_elements == oshape.dimensions[dn.output_feature_dimension]
     # XLA's elemental loop as LLVM optimises it: the (output, tap) products it adds rounded.
     rounded = conv_hoist.rounded_taps(instr) if elemental and conv_hoist.supported(instr) else None
     table = None
@@ -356,6 +360,8 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
         order); a tap outside the input multiplies 0 (``pads``) or leaves ``a``; a tap the elemental loop
         adds rounded (``rounded``, :mod:`conv_hoist`) adds its rounded product."""
         x, wv, valid = tap_operands(origin, k)
+        if pads and eigen_gemv:
+            return b.fadd(a, b.fmul(b.select(valid, x, zero), wv))
         if pads:
             return b.call(fma, [b.select(valid, x, zero), wv, a])
         fused = b.call(fma, [x, wv, a])
