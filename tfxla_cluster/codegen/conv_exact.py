@@ -22,9 +22,10 @@ elements of a dilated input, multiplies 0 by the filter: ``0·inf = NaN`` reache
 overlaps the padding at an infinite tap. Only the transposed form (lhs dilation, unit strides, no filter
 dilation, one group: ``EigenTransposedConv2D``) adds products of real input elements alone. Eigen's
 contraction (whose float GEMM is oneDNN's ``sgemm``: tsl's eigen_contraction_kernel.h) sums each output in contraction order (window taps row-major, then input features) with
-fused multiply-adds from +0 — but for one patch (Eigen's own gemv, compiled without FMA in TF's wheel: rounded
-products added in that order; fuzz seed 148000851) — (measured: ``1 + 2⁻²⁴`` survives only as an FMA would keep it; an
-overflowing product followed by one of the other sign gives the first one's infinity, not NaN). F64
+fused multiply-adds from +0 (measured: ``1 + 2⁻²⁴`` survives only as an FMA would keep it; an
+overflowing product followed by one of the other sign gives the first one's infinity, not NaN). An output of
+one patch is Eigen's own gemv instead, built without FMA in TF's wheel: rounded products added in the same
+order (``-inf·x`` then ``+inf`` is NaN; fuzz seed 148000851). F64
 convolutions, and those with a reversed window (never Eigen's; algsimp's ``conv_operand_swap`` makes them
 from a kernel larger than its input: the original taps then sum backwards), are XLA's elemental loop
 (elemental_ir_emitter.cc ``EmitConvolution``), which skips taps outside the input; for the reversed
