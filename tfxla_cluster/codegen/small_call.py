@@ -13,13 +13,14 @@ per fusion, called from the entry's loop; what differs in TF's results is emitte
   ±denormal's bits, for the loop lengths of ``_KEPT`` (measured in TF 2.21's results, fuzz seed 120000360);
   other lengths, and shapes with a longer innermost dimension, run x86 max/min, which flush under DAZ.
 
-A loop of a known single trip is no small call in TF's module (its WhileLoopSimplifier inlines the body, a
-pass ours lacks): ``legacy_trip_count`` makes such a call's rules the usual ones.
+A loop of a known trip count of 0 or 1 is no small call in TF's module: WhileLoopSimplifier
+(passes/while_loop_simplifier.py, with XLA's one trip-count analysis) removes or inlines it in the
+simplification fixed point, before SmallWhileLoopHoisting runs; a loop it keeps (side effects, an unknown
+count) is a small call here as in TF.
 """
 from __future__ import annotations
 
-from tfxla_cluster.hlo.attrs import ComparisonDirection, is_small_call
-from tfxla_cluster.hlo.opcode import HloOpcode as O
+from tfxla_cluster.hlo.attrs import is_small_call
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
 
@@ -48,46 +49,6 @@ def kept_minmax(et: T, shape: Shape) -> tuple[int, int] | None:
 
 
 def legacy_call(instr) -> bool:
-    """Whether the call ``instr`` is emitted by the legacy rules: a small call whose while does not run a
-    known single trip (or none)."""
-    if not is_small_call(instr):
-        return False
-    root = instr.to_apply.root
-    if root.opcode is not O.WHILE:
-        return True
-    trips = legacy_trip_count(root, instr.operands[0])
-    return trips is None or trips > 1
-
-
-def legacy_trip_count(w, init) -> int | None:
-    """The trip count of while ``w`` started on ``init`` when it is a counted loop: the condition is
-    ``gte(state, k) < c``, the body adds a positive constant to element k, ``init``'s element k is a
-    constant (TF's while lowering); None otherwise."""
-    cond = w.while_condition.root
-    if cond.opcode is not O.COMPARE or cond.comparison_direction is not ComparisonDirection.LT:
-        return None
-    ivar, limit = cond.operands
-    if ivar.opcode is not O.GET_TUPLE_ELEMENT or ivar.operands[0].opcode is not O.PARAMETER or \
-            limit.opcode is not O.CONSTANT:
-        return None
-    k = ivar.tuple_index
-    body = w.while_body.root
-    if body.opcode is not O.TUPLE or init.opcode is not O.TUPLE:
-        return None
-    step = body.operands[k]
-    start = init.operands[k]
-    if step.opcode is not O.ADD or start.opcode is not O.CONSTANT:
-        return None
-    a, b = step.operands
-    if b.opcode is O.GET_TUPLE_ELEMENT:
-        a, b = b, a
-    if a.opcode is not O.GET_TUPLE_ELEMENT or a.tuple_index != k or a.operands[0].opcode is not O.PARAMETER or \
-            b.opcode is not O.CONSTANT:
-        return None
-    try:
-        s, lo, hi = int(b.literal), int(start.literal), int(limit.literal)
-    except (TypeError, ValueError):
-        return None
-    if s <= 0:
-        return None
-    return max(0, -(-(hi - lo) // s))
+    """Whether the call ``instr`` is emitted by the legacy rules: every small call (a loop of 0 or 1 trips
+    never becomes one, see the module docstring)."""
+    return is_small_call(instr)
