@@ -411,13 +411,15 @@ class CodeStore(Protocol):
 
 
 def compile_module(module, options: CodegenOptions | None = None, engine: JitEngine | None = None, *,
-                   dumper=None, code_store: CodeStore | None = None) -> Executable:
+                   dumper=None, dump_from_env: bool = True, code_store: CodeStore | None = None) -> Executable:
     """Compile the entry computation of an (optimised) HloModule to native code.
 
     With ``code_store``, code it holds for the same IR is loaded instead of compiled (``origin``
     "persistent cache"), and newly compiled code is handed to it. With ``--xla_dump_to`` in XLA_FLAGS
-    (or a ``passes.dump.Dumper`` given as ``dumper``) the LLVM IR is dumped as XLA:CPU does:
-    ``module_NNNN.<name>.ir-no-opt.ll`` and ``.ir-with-opt.ll`` (the latter only when compiled here)."""
+    (or a ``passes.dump.Dumper`` given as ``dumper``: the one that dumped the module's HLO, so both share
+    XLA's module id) the LLVM IR is dumped as XLA:CPU does: ``module_NNNN.<name>.ir-no-opt.ll`` and
+    ``.ir-with-opt.ll`` (the latter only when compiled here). ``dump_from_env=False``: only ``dumper``
+    decides (a function's own flags said where, or not to, dump)."""
     options = options or CodegenOptions.from_flags()
     engine = engine or get_engine(options.opt_level, options.cpu_target)
     check_engine(engine, options)
@@ -428,7 +430,7 @@ def compile_module(module, options: CodegenOptions | None = None, engine: JitEng
     prog, text = emit_module(module, options)
     t1 = time.perf_counter()
     compile_profile.record("llvm-ir", t1 - t0)
-    if dumper is None:
+    if dumper is None and dump_from_env:
         dumper = _dumper_for(module)
     _dump(dumper, "ir-no-opt.ll", text)
     lib = code_store.load(text, engine, module.name) if code_store is not None else None

@@ -151,6 +151,7 @@ class OptimizeReport:
     pipeline: Pipeline
     history: list = field(default_factory=list)   # PassRecord per pass run
     dump_files: list[str] = field(default_factory=list)
+    dumper: Dumper | None = None   # the module's dumper: its LLVM IR is dumped under the same module id
 
     def fusion_decisions(self) -> list:
         return [d for f in find_passes(self.pipeline, CpuInstructionFusion) for d in f.decisions]
@@ -188,7 +189,7 @@ def optimize_with_report(module: HloModule, flags=None, *, function: str | None 
         fusion_log = "".join(f.decision_log() for f in find_passes(pipeline, CpuInstructionFusion))
         fusion_log += "".join(line + "\n" for m in find_passes(pipeline, CpuMultiOutputFusion) for line in m.decisions)
         dumper.after_optimizations(module, assignment, fusion_log, ctx.history)
-    return OptimizeReport(module, assignment, pipeline, ctx.history, dumper.files if dumper else [])
+    return OptimizeReport(module, assignment, pipeline, ctx.history, dumper.files if dumper else [], dumper)
 
 
 def optimize(module: HloModule, flags=None, *, function: str | None = None, cluster: str | None = None,

@@ -665,16 +665,17 @@ class CompilationCache:
         except (OSError, pickle.PicklingError) as e:
             log.warning("Could not write persistent cache entry for cluster %s: %s", executable.name, e)
 
-    def compile(self, module) -> Executable:
+    def compile(self, module, **dump) -> Executable:
         """Native code for ``module``: from the persistent layer when it has a valid entry, else compiled
-        (and stored there). The executable's ``origin`` says which."""
-        exe, origin = self._compile(module)
+        (and stored there). The executable's ``origin`` says which. ``dump``: ``compile_module``'s
+        ``dumper`` and ``dump_from_env``."""
+        exe, origin = self._compile(module, **dump)
         exe.origin = origin
         return exe
 
-    def _compile(self, module) -> tuple[Executable, str]:
+    def _compile(self, module, **dump) -> tuple[Executable, str]:
         store = _PersistentStore(self) if self.persistent is not None else None
-        exe = compile_module(module, self.options, self.engine, code_store=store)
+        exe = compile_module(module, self.options, self.engine, code_store=store, **dump)
         return exe, exe.origin
 
 

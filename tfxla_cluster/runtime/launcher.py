@@ -309,7 +309,9 @@ class Launcher:
                 # The passes rewrite the lowered module in place (no deep copy: it cost as much as a pass);
                 # its text, if ever asked for, comes from lowering the cluster again.
                 hlo_source = self._relower(inputs, shapes, consts)
-                executable = cache.compile(self._optimize(lowered.module))
+                report = self._optimize_with_report(lowered.module)
+                # the LLVM IR is dumped beside the HLO, under its module id, only where the flags say
+                executable = cache.compile(report.module, dumper=report.dumper, dump_from_env=False)
                 origin = executable.origin
                 optimized_source = self._optimized_again(hlo_source, executable)
                 if not trims:   # the entry has no room for the run-time cut of dynamic results
@@ -341,11 +343,16 @@ class Launcher:
         return CompiledCluster(key, run, inputs, self.backend, seconds, hlo_source, optimized_source,
                                executable, origin, param_specs, order, updates, bool(trims))
 
-    def _optimize(self, module, flags=None) -> Any:
-        from tfxla_cluster.passes.pipeline import optimize
+    def _optimize_with_report(self, module, flags=None) -> Any:
+        from tfxla_cluster.flags import Flags
+        from tfxla_cluster.passes.pipeline import optimize_with_report
 
         # the function's own flags (its XLA_FLAGS part too), else the environment's
-        return optimize(module, flags if flags is not None else self.flags, cluster=self.sig.name)[0]
+        flags = flags if flags is not None else (self.flags or Flags.from_env())
+        return optimize_with_report(module, flags, cluster=self.sig.name)
+
+    def _optimize(self, module, flags=None) -> Any:
+        return self._optimize_with_report(module, flags).module
 
     def _optimized_again(self, lower: Callable[[], Any], executable) -> Callable[[], Any]:
         """After a compile: the optimised module made again on need (its text, the cold code), so that the
