@@ -8,14 +8,20 @@ from typing import Callable
 
 import ml_dtypes
 import numpy as np
+import pytest
 
 from tfxla_cluster.codegen import CodegenOptions, compile_module
 from tfxla_cluster.codegen.conv_exact import SPECIAL_CHECK_KIND
+from tfxla_cluster.codegen.row_lanes import on_measured_target
 from tfxla_cluster.hlo.builder import HloBuilder
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.ir import HloModule
 from tfxla_cluster.hlo.parser import parse_module
 from tfxla_cluster.hlo.shape import Shape, primitive_type_from_dtype
+
+# Tests of TF's LLVM vectorisation choices (lanes, kept ±denormals), tabled on AVX-512 only (row_lanes.py)
+measured = pytest.mark.skipif(not on_measured_target(),
+                              reason="TF's vectorisation choices measured on AVX-512 targets only (row_lanes.py)")
 
 # NaN-propagating min/max, as the evaluator (XLA's default fast min/max is tested against TF's XLA in
 # tests/e2e/test_edge_semantics.py)

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import tfxla_cluster as txc
+from tests.codegen.cg_helpers import measured
 from tfxla_cluster.codegen.row_lanes import row_lanes
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
@@ -41,16 +42,6 @@ def _values(rng, dtype, shape, prod: bool, special: float) -> np.ndarray:
 
 def _same_bits(want: np.ndarray, got: np.ndarray) -> np.ndarray:
     return (want == got) & (np.signbit(want) == np.signbit(got)) | (np.isnan(want) & np.isnan(got))
-
-
-def _measured_target() -> bool:
-    from tfxla_cluster.codegen.context import CodegenOptions
-    from tfxla_cluster.codegen.row_lanes import MEASURED_TARGET
-    options = CodegenOptions.from_flags()
-    return (options.cpu_target.info.isa, options.prefer_vector_width) == MEASURED_TARGET
-
-
-measured = pytest.mark.skipif(not _measured_target(), reason="TF's lanes measured on AVX-512 targets only")
 
 
 @measured

@@ -25,8 +25,18 @@ from tfxla_cluster.hlo.shape import PrimitiveType as T
 
 # The target (vector ISA, xla_cpu_prefer_vector_width) the table was measured on. LLVM's costs are the target's:
 # with --xla_cpu_max_isa=AVX2 TF's lanes differ (e.g. f64 with 7-9 columns takes 4 lanes), so elsewhere the
-# reductions stay in order rather than guess.
+# reductions stay in order rather than guess. The other tables of LLVM's vectorisation choices (elemental.py's
+# kept ±denormal rows of max/min, reductions.py's row-vector and bf16 max/min lanes) were measured on it too:
+# on an AVX2 host (Zen 3, 2026-11-28) TF's XLA keeps or flushes a max/min's denormals per element within a
+# row for f32 rows of 3 and 5, and sums an f32 [N, 8, 8, 16] pool in 8 lanes over W (not modelled).
 MEASURED_TARGET = ("AVX-512", 256)
+
+
+def on_measured_target(options=None) -> bool:
+    """Whether ``options``' target (default: the flags' host target) is ``MEASURED_TARGET``."""
+    from tfxla_cluster.codegen.context import CodegenOptions
+    options = options or CodegenOptions.from_flags()
+    return (options.cpu_target.info.isa, options.prefer_vector_width) == MEASURED_TARGET
 # A trip count under SHORT_TRIPS is vectorised only when the lanes divide it (no scalar remainder loop);
 # from there on the rows past the last multiple of the lanes run scalar after the vector loop.
 SHORT_TRIPS = 16
