@@ -26,7 +26,7 @@ GraphDefs). Each stage records its time under its name in :mod:`tfxla_cluster.co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from tensorflow.core.framework import graph_pb2
 
@@ -179,7 +179,7 @@ def import_alongside() -> bool:
     return (env_switch("TFXLA_IMPORT_ALONGSIDE") or "").strip().lower() not in ("0", "false", "no", "off")
 
 
-def _import_compiler(ops=()) -> None:
+def _import_compiler(ops: Iterable[str] = ()) -> None:
     """Import what a process's first clustering and compile use next (the clustering pass, lowering's op
     families, the HLO passes, IR emission, the launch side: ~0.17 s of CPU in a new process), while TF's
     grappler runs on another core without the GIL (``run_grappler``'s ``alongside``). A graph from the
