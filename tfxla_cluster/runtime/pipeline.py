@@ -26,7 +26,7 @@ GraphDefs). Each stage records its time under its name in :mod:`tfxla_cluster.co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from tensorflow.core.framework import graph_pb2
 
@@ -160,19 +160,48 @@ def import_concrete(concrete, *, jit_compile: bool | None, flags, grappler: bool
 
 _compiler_imported = False
 
+# What a first compile imports besides the four roots of ``_import_compiler`` (each pulls in its own
+# dependencies): the launch side — the native launch op, compiles ahead, the native thread pool, the
+# progress bar — and the must-compile check of an error path. Measured (issue 17, small_cnn_infer with
+# the persistent cache off): without these, 6 modules were still imported on the critical path after grappler.
+_FIRST_CALL_MODULES = ("tfxla_cluster.runtime.native", "tfxla_cluster.runtime.ahead",
+                       "tfxla_cluster.codegen.native_pool", "tfxla_cluster.progress",
+                       "tfxla_cluster.jit.must_compile")
+# Op types whose convolutions may run as Winograd's (its emitter is imported at the first 3x3 convolution).
+_WINOGRAD_OPS = frozenset({"Conv2D", "_FusedConv2D", "Conv2DBackpropInput"})
 
-def _import_compiler() -> None:
+
+def import_alongside() -> bool:
+    """``TFXLA_IMPORT_ALONGSIDE`` (default on): 0/false/no/off leaves the compiler's modules to be imported
+    where first used (A/B timing of :func:`_import_compiler`)."""
+    from tfxla_cluster.flags import env_switch
+
+    return (env_switch("TFXLA_IMPORT_ALONGSIDE") or "").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _import_compiler(ops: Iterable[str] = ()) -> None:
     """Import what a process's first clustering and compile use next (the clustering pass, lowering's op
-    families, the HLO passes, IR emission: ~0.1 s of CPU in a new process), while TF's grappler runs on
-    another core without the GIL (``run_grappler``'s ``alongside``). A graph from the persistent cache skips
-    grappler and so this: a process whose clusters all come from the cache imports none of it."""
+    families, the HLO passes, IR emission, the launch side: ~0.17 s of CPU in a new process), while TF's
+    grappler runs on another core without the GIL (``run_grappler``'s ``alongside``). A graph from the
+    persistent cache skips grappler and so this: a process whose clusters all come from the cache imports
+    none of it. ``ops``: the graph's op types (Winograd's emitter is imported only for a convolution).
+
+    Only this window hides imports: Python runs module code under the GIL, so importing on a thread while
+    TF traces (Python too) made trace + import slower, not faster (issue 17: 0.47 s vs 0.39-0.43 s for
+    small_cnn_infer). The imports run on the calling thread, so no module is imported by two threads at once."""
     global _compiler_imported
+    import importlib
+
     from tfxla_cluster.codegen import program  # noqa: F401
     from tfxla_cluster.jit import mark_for_compilation  # noqa: F401
     from tfxla_cluster.passes import pipeline  # noqa: F401
     from tfxla_cluster.tf2hlo.registry import lowered_ops
 
     lowered_ops()
+    for name in _FIRST_CALL_MODULES:
+        importlib.import_module(name)
+    if _WINOGRAD_OPS.intersection(ops):
+        importlib.import_module("tfxla_cluster.codegen.winograd")
     _compiler_imported = True
 
 
@@ -187,16 +216,7 @@ def _alongside_grappler(graph_def: graph_pb2.GraphDef, flags, jit_on: bool) -> N
     compiler; when CPU nodes auto-cluster, ask TF for the XLA kernels of the ops the graph (and the functions
     it inlines) holds that no earlier clustering asked about — MarkForCompilation reads them next (the same
     answers, now off the critical path)."""
-    if not _compiler_imported:
-        _import_compiler()
-    from tfxla_cluster.tf_compat import session_cpu_global_jit
-
-    # Without cpu_global_jit (flag or session) CPU nodes are candidates only when asked for by attribute:
-    # clustering reads no kernels for the rest.
-    if not jit_on or not (flags.tf_xla_cpu_global_jit or session_cpu_global_jit()):
-        return
     from tfxla_cluster.graph.function import CALL_OPS
-    from tfxla_cluster.tfops import xla_kernels
 
     functions = {f.signature.name for f in graph_def.library.function}
     skip = functions | {ARG_OP, RETVAL_OP, *CALL_OPS}
@@ -204,6 +224,16 @@ def _alongside_grappler(graph_def: graph_pb2.GraphDef, flags, jit_on: bool) -> N
     if any(n.op in functions or n.op in CALL_OPS for n in graph_def.node):
         for f in graph_def.library.function:
             ops.update(dict.fromkeys(n.op for n in f.node_def if n.op not in skip))
+    if not _compiler_imported and import_alongside():
+        _import_compiler(ops)
+    from tfxla_cluster.tf_compat import session_cpu_global_jit
+
+    # Without cpu_global_jit (flag or session) CPU nodes are candidates only when asked for by attribute:
+    # clustering reads no kernels for the rest.
+    if not jit_on or not (flags.tf_xla_cpu_global_jit or session_cpu_global_jit()):
+        return
+    from tfxla_cluster.tfops import xla_kernels
+
     xla_kernels.prefetch([*ops, *(_REMAPPED[op] for op in ops if op in _REMAPPED)])
 
 
