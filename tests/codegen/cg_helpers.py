@@ -12,15 +12,16 @@ import pytest
 
 from tfxla_cluster.codegen import CodegenOptions, compile_module
 from tfxla_cluster.codegen.conv_exact import SPECIAL_CHECK_KIND
-from tfxla_cluster.codegen.row_lanes import on_measured_target
+from tfxla_cluster.codegen.row_lanes import AVX512, host_target
 from tfxla_cluster.hlo.builder import HloBuilder
 from tfxla_cluster.hlo.evaluator import evaluate
 from tfxla_cluster.hlo.ir import HloModule
 from tfxla_cluster.hlo.parser import parse_module
 from tfxla_cluster.hlo.shape import Shape, primitive_type_from_dtype
 
-# Tests of TF's LLVM vectorisation choices (lanes, kept ±denormals), tabled on AVX-512 only (row_lanes.py)
-measured = pytest.mark.skipif(not on_measured_target(),
+# Tests of TF's LLVM vectorisation choices tabled on AVX-512 only (kept ±denormals, pool and bf16 lanes:
+# row_lanes.py)
+measured = pytest.mark.skipif(host_target() != AVX512,
                               reason="TF's vectorisation choices measured on AVX-512 targets only (row_lanes.py)")
 
 # NaN-propagating min/max, as the evaluator (XLA's default fast min/max is tested against TF's XLA in

@@ -12,17 +12,16 @@ import pytest
 import tensorflow as tf
 
 import tfxla_cluster as txc
-from tests.codegen.cg_helpers import measured
-from tfxla_cluster.codegen.row_lanes import row_lanes
+from tfxla_cluster.codegen.row_lanes import AVX2, MEASURED_TARGETS, host_target, row_lanes
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
-# One shape per branch of the rule (lanes 2, 4 and 8, a scalar remainder, 7-8 columns) and some that stay in
-# order (odd short row counts, one column, 9 columns).
+# One shape per branch of the rule on either measured target (lanes 2, 4 and 8, a scalar remainder, 7-8
+# columns, AVX2's 9-32 columns) and some that stay in order (odd short row counts, one column).
 SHAPES = {
     np.float64: [(2, 7), (4, 3), (8, 6), (8, 7), (12, 5), (12, 8), (17, 3), (18, 8), (31, 6), (32, 2), (6, 4),
-                 (9, 4), (2, 9), (5, 1)],
+                 (9, 4), (2, 9), (5, 1), (8, 12), (20, 17), (4, 32)],
     np.float32: [(2, 5), (4, 8), (8, 3), (16, 6), (20, 3), (20, 7), (28, 2), (29, 5), (19, 4), (32, 8), (12, 4),
-                 (5, 5), (8, 9)],
+                 (5, 5), (8, 9), (20, 8), (30, 8), (23, 11), (16, 24), (2, 32)],
 }
 
 
@@ -42,6 +41,10 @@ def _values(rng, dtype, shape, prod: bool, special: float) -> np.ndarray:
 
 def _same_bits(want: np.ndarray, got: np.ndarray) -> np.ndarray:
     return (want == got) & (np.signbit(want) == np.signbit(got)) | (np.isnan(want) & np.isnan(got))
+
+
+measured = pytest.mark.skipif(host_target() not in MEASURED_TARGETS,
+                              reason=f"TF's lanes measured on {MEASURED_TARGETS} only, this target is {host_target()}")
 
 
 @measured
@@ -97,7 +100,7 @@ def test_the_seed_104000315_product_is_nan():
 
 
 def test_lane_rule_table():
-    """The measured table's corners (TF 2.21's LLVM cost model; see row_lanes's docstring)."""
+    """The measured AVX-512 table's corners (TF 2.21's LLVM cost model; see row_lanes's docstring)."""
     f64 = [row_lanes(T.F64, r, 3) for r in range(1, 20)]
     assert f64 == [0, 2, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 4, 4, 4]
     assert [row_lanes(T.F64, r, 7) for r in (2, 4, 6, 8, 12, 16, 17)] == [2, 4, 0, 2, 2, 2, 2]
@@ -106,3 +109,17 @@ def test_lane_rule_table():
     assert [row_lanes(T.F32, r, 2) for r in (20, 27, 28, 31)] == [4, 8, 8, 8]
     assert [row_lanes(T.F32, r, 8) for r in (8, 16, 32)] == [8, 4, 4]
     assert row_lanes(T.F32, 8, 1) == row_lanes(T.F64, 8, 9) == row_lanes(T.F16, 8, 4) == 0
+
+
+def test_lane_rule_table_avx2():
+    """The measured AVX2 (Zen 3) table's corners: f64 takes 4 lanes with any 2-32 columns, f32 keeps 8 lanes
+    with 8 columns, 9-32 columns are vectorised too."""
+    assert [row_lanes(T.F64, r, 3, AVX2) for r in range(1, 20)] == [0, 2, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0,
+                                                                     4, 4, 4, 4]
+    assert [row_lanes(T.F64, r, 7, AVX2) for r in (2, 4, 6, 8, 12, 16, 17)] == [2, 4, 0, 4, 4, 4, 4]
+    assert [row_lanes(T.F32, r, 4, AVX2) for r in (2, 4, 8, 12, 16, 19, 20, 23, 24, 28, 32)] == [2, 4, 8, 0, 8, 8, 4,
+                                                                                               4, 8, 4, 8]
+    assert [row_lanes(T.F32, r, 2, AVX2) for r in (20, 27, 28, 31)] == [4, 8, 4, 4]
+    assert [row_lanes(T.F32, r, 8, AVX2) for r in (8, 16, 20, 28, 32)] == [8, 8, 8, 8, 8]
+    assert [row_lanes(T.F32, 20, c, AVX2) for c in (1, 7, 9, 32, 33)] == [0, 4, 4, 4, 0]
+    assert row_lanes(T.F64, 8, 32, AVX2) == 4 and row_lanes(T.F64, 8, 33, AVX2) == 0

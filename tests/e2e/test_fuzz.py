@@ -14,8 +14,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 import fuzz  # tools/ is on sys.path (setup.cfg pythonpath)
 
-from tfxla_cluster.codegen.row_lanes import on_measured_target
-
 REGRESSIONS = sorted((ROOT / "tests" / "data" / "fuzz_regressions").glob("*.json"))
 
 
@@ -26,9 +24,6 @@ def _report(fails, prog) -> str:
 @pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.stem)
 def test_regression(path):
     spec = json.loads(path.read_text(encoding="utf-8"))
-    if spec.get("measured_target") and not on_measured_target():
-        # its fix follows TF's LLVM vectorisation choices, tabled on one target (codegen/row_lanes.py)
-        pytest.skip("TF's vectorisation choices measured on AVX-512 targets only (row_lanes.py)")
     prog = fuzz.Program.from_json(spec["program"])
     # "runners": a case whose auto-clustered result is TF's own auto-clustering's, not TF's XLA's, is
     # replayed under jit only (checking auto would start a TF child process: tools/fuzz.py's tf_auto)

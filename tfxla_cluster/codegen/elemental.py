@@ -50,7 +50,7 @@ from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum
 from tfxla_cluster.codegen.gemm import dot_dims, group_origin
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
-from tfxla_cluster.codegen.row_lanes import MEASURED_TARGET, row_lanes
+from tfxla_cluster.codegen.row_lanes import AVX512, MEASURED_TARGETS, row_lanes
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
 from tfxla_cluster.codegen.small_call import kept_minmax
 from tfxla_cluster.errors import UnimplementedError
@@ -707,17 +707,19 @@ def _bf16_splat_flushed(em, instr) -> bool:
     stay scalar in the loop (rows of 2+ elements its vectoriser does not take), x86 codegen holds the bfloat in
     an f32 register across the blocks and narrows it at each store with VCVTNEPS2BF16, which always flushes;
     vector stores of the splat, a rank-1 loop (vectorised) or a nest folded into one block copy the bits.
-    Measured against TF 2.21 (``MEASURED_TARGET``) on [R, W] (the last two non-degenerate dims; outer dims
-    alike): kept for R = 2 with W <= 4, R = 4, 8, 16 with W <= 8; flushed for other R <= 16 and for W >= 9.
-    Rows past 16 with W <= 8 are not modelled (kept): LLVM's cost model keeps the first rows by a multiple of
-    its vector width, e.g. 16 of 17-19 with W = 2, and flushes the rest, with no simple rule in R and W."""
+    Measured against TF 2.21 on an AVX-512 host with AVX512_BF16 (``row_lanes.AVX512``) on [R, W] (the last two
+    non-degenerate dims; outer dims alike): kept for R = 2 with W <= 4, R = 4, 8, 16 with W <= 8; flushed for
+    other R <= 16 and for W >= 9. Rows past 16 with W <= 8 are not modelled (kept): LLVM's cost model keeps
+    the first rows by a multiple of its vector width, e.g. 16 of 17-19 with W = 2, and flushes the rest, with
+    no simple rule in R and W. Without VCVTNEPS2BF16 (an AVX2 host, Zen 3) LLVM narrows with integer
+    rounding: every shape keeps the bits (measured: tests/e2e/test_bf16_splat_denormal.py)."""
     operand = instr.operands[0]
     if instr.shape.element_type is not T.BF16 or not instr.shape.is_default_layout:
         return False
     whole = em.comp.root is instr and operand.opcode is O.PARAMETER if em.comp is not None \
         else id(operand) in em.overrides
     options = em.kctx.options
-    if not whole or (options.cpu_target.info.isa, options.prefer_vector_width) != MEASURED_TARGET:
+    if not whole or (options.cpu_target.info.isa, options.prefer_vector_width) != AVX512:
         return False
     dims = [n for n in instr.shape.dimensions if n != 1]
     if len(dims) < 2:
@@ -1202,13 +1204,14 @@ def _row_lanes(em, instr) -> tuple | None:
     if instr.shape.num_elements != 1 or not (x.opcode is O.PARAMETER or em.comp is None and id(x) in em.overrides):
         return None
     options = em.kctx.options
-    if (options.cpu_target.info.isa, options.prefer_vector_width) != MEASURED_TARGET:
+    target = (options.cpu_target.info.isa, options.prefer_vector_width)
+    if target not in MEASURED_TARGETS:
         return None
     dims = [d for d in major_to_minor(x.shape) if x.shape.dimensions[d] != 1]
     if len(dims) != 2:
         return None
     rows, cols = (x.shape.dimensions[d] for d in dims)
-    lanes = row_lanes(instr.shape.element_type, rows, cols)
+    lanes = row_lanes(instr.shape.element_type, rows, cols, target)
     return (*dims, rows, cols, lanes) if lanes else None
 
 
