@@ -1,11 +1,13 @@
 """GEMM kernels (codegen/gemm.py) split over threads by row blocks and, when rows are too few (a dense
 layer at batch 2), by column blocks too, and by column blocks only when wider than tall (each thread packs
-half of B): results against numpy for plain and transposed operands."""
+half of B) — where the host's OpenBLAS keeps every sum so (``split_rule``): results against numpy for
+plain and transposed operands."""
 import numpy as np
 import pytest
 
 from tests.codegen.cg_helpers import module_of, random_array
 from tfxla_cluster.codegen import CodegenOptions, compile_module
+from tfxla_cluster.codegen.gemm import split_rule
 from tfxla_cluster.codegen.native_runtime import blas_available
 
 RNG = np.random.default_rng(7)
@@ -26,8 +28,15 @@ def test_few_rows_split_by_columns(m, tb):
             [gemm] = [kk for kk in exe.kernels if kk.kind == "gemm"]
             # work items: row blocks (of at least 16 rows) × column blocks (of at least 64 columns); n > m
             # here, so a split over threads is by columns only (as many items as threads either way)
+            # — when this host's OpenBLAS keeps the sums of column blocks of m rows (``split_rule``);
+            # else by rows only, at its row alignment
+            rule = split_rule(True)
             rows = max(1, min(threads, -(-m // 16)))
-            assert gemm.work_items == rows * max(1, min(threads // rows, n // 64) if rows < threads else 1)
+            if rule.cols_keep_sums([m]):
+                assert gemm.work_items == rows * max(1, min(threads // rows, n // 64) if rows < threads else 1)
+            else:
+                size = min(m, -(-(-(-m // rows)) // rule.rows) * rule.rows)   # rows / block, aligned
+                assert gemm.work_items == -(-m // size)
 
 
 def test_batched_gemm_has_more_ranges_than_threads():

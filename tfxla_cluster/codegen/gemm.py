@@ -217,10 +217,46 @@ def _flat(b, dims, sizes):
 
 ROW_BLOCK = 16  # smallest row block worth a GEMM call of its own
 COL_BLOCK = 64  # smallest column block worth a GEMM call of its own (when rows are too few to split)
-# Block boundaries fall on multiples of this many rows / columns: OpenBLAS's SkylakeX/Haswell sgemm
-# micro-tiles are 16×4 / 8×4 (no edge tiles inside a block), and 16 floats are one cache line (threads
-# writing neighbouring column blocks of a row-major C never share a line).
+# Block boundaries of the IR GEMM fall on multiples of this many rows / columns (OpenBLAS: ``split_rule``):
+# 16 floats are one cache line (threads writing neighbouring column blocks of a row-major C never share one).
 BLOCK_ALIGN = 16
+
+
+@dataclass(frozen=True)
+class SplitRule:
+    """Blocks of a GEMM that keep every element's sum as one call over the whole product gives."""
+
+    rows: int                           # row blocks start at multiples of this
+    cols: int | None                    # column blocks at multiples of this; None: no column split does
+    col_rows: tuple[int, int] = (1, 1 << 62)   # column splits only for calls of this many rows (inclusive)
+
+    def cols_keep_sums(self, rows: list[int]) -> bool:
+        """Whether column blocks of calls of these row counts keep the whole call's sums."""
+        return bool(self.cols) and all(self.col_rows[0] <= r <= self.col_rows[1] for r in rows)
+
+
+# Per OpenBLAS kernel family (``blas_core``), measured with numpy's OpenBLAS 0.3.31 (slices of random
+# f32/f64 products, every transpose, K up to 1000, against the whole product). SkylakeX's 16×4 sgemm
+# tiles (AVX-512; the families that include its kernels): 16 both ways. Haswell's kernels (AVX2 CPUs,
+# AMD Zen too): row blocks at multiples of 24 keep every sum (12 does not always); a column block's
+# last full 8 columns (OpenBLAS's m side of a row-major call) sum in another order than the same
+# columns of a wider call in the 8- and 12-row tiles (every alignment tried, 16-128), and a one-row
+# call is a gemv whose sums depend on its width: column splits only for calls of 2-7 rows.
+_SPLIT_RULES = {"SkylakeX": SplitRule(16, 16), "Cooperlake": SplitRule(16, 16),
+                "SapphireRapids": SplitRule(16, 16),
+                "Haswell": SplitRule(24, 16, (2, 7)), "Zen": SplitRule(24, 16, (2, 7))}
+_UNMEASURED_RULE = SplitRule(48, None)   # another family: rows at multiples of both, no column splits
+
+
+def split_rule(use_blas: bool) -> SplitRule:
+    """The blocks that keep a whole call's sums: OpenBLAS's by its kernel family (``_SPLIT_RULES``); the IR
+    GEMM sums every element in k order whatever the block, so BLOCK_ALIGN both ways."""
+    if not use_blas:
+        return SplitRule(BLOCK_ALIGN, BLOCK_ALIGN)
+    from tfxla_cluster.codegen.native_runtime import blas_core
+    return _SPLIT_RULES.get(blas_core(), _UNMEASURED_RULE)
+
+
 # Ranges per thread of a batched GEMM: the pool hands ranges out one at a time, so when another process
 # holds a core the free thread takes the slow one's share (with one range per thread it would wait).
 GEMM_OVERSPLIT = 2
@@ -253,10 +289,10 @@ STRATEGIES = ("serial", "batch", "rows", "cols", "blas")
 FORCE_STRATEGY: str | None = None
 
 
-def _blocks(n: int, parts: int) -> tuple[int, int]:
-    """(count, size) of at most ``parts`` blocks covering ``n``, sizes a multiple of BLOCK_ALIGN."""
+def _blocks(n: int, parts: int, align: int) -> tuple[int, int]:
+    """(count, size) of at most ``parts`` blocks covering ``n``, sizes a multiple of ``align``."""
     size = -(-n // max(parts, 1))
-    size = min(n, -(-size // BLOCK_ALIGN) * BLOCK_ALIGN)
+    size = min(n, -(-size // align) * align)
     return -(-n // size), size
 
 
@@ -271,9 +307,9 @@ def plan_gemm(B: int, M: int, N: int, K: int, threads: int, min_cost: int, use_b
       ranges per thread claimed one at a time;
     - cols: one product wider than tall (N > M: BERT's FFN1, qkv at short sequences, the MLP's dense
       layers): each thread packs all of A and its part of B (packing MK + KN/t each, less than the rows
-      split's MK/t + KN);
+      split's MK/t + KN) — where column blocks keep the whole call's sums (``split_rule``);
     - rows: the other single products; plus column blocks when rows are too few for every thread (a
-      dense layer at batch 2 is a matrix-vector product bound by reading the weights).
+      dense layer at batch 2 is a matrix-vector product bound by reading the weights), same proviso.
 
     Never "blas" (one call on OpenBLAS's own threads): measured as fast as ours on an idle machine (MLP
     256×512×512: 300 vs 277 GFLOP/s), but when another process holds a core its threads wait for each
@@ -289,12 +325,16 @@ def plan_gemm(B: int, M: int, N: int, K: int, threads: int, min_cost: int, use_b
         return GemmPlan("blas", 1, 1, M, N, 1, threads)
     if B >= threads or strategy == "batch":
         return GemmPlan("batch", 1, 1, M, N, max(1, min(B, threads * GEMM_OVERSPLIT)))
+    rule = split_rule(use_blas)
+    if strategy in (None, "cols") and not rule.cols_keep_sums([M]):
+        strategy = "rows"   # this BLAS's column blocks of M rows would change sums
     if strategy is None:
         strategy = "cols" if use_blas and N > M and N // COL_BLOCK >= threads else "rows"
-    nblk, row_block = (1, M) if strategy == "cols" and use_blas else _blocks(M, min(threads, -(-M // ROW_BLOCK)))
+    nblk, row_block = (1, M) if strategy == "cols" and use_blas else \
+        _blocks(M, min(threads, -(-M // ROW_BLOCK)), rule.rows)
     ncb, col_block = 1, N
-    if use_blas and B * nblk < threads:
-        ncb, col_block = _blocks(N, max(1, min(threads // (B * nblk), N // COL_BLOCK)))
+    if use_blas and B * nblk < threads and rule.cols_keep_sums([row_block, M - (nblk - 1) * row_block]):
+        ncb, col_block = _blocks(N, max(1, min(threads // (B * nblk), N // COL_BLOCK)), rule.cols)
     work = B * nblk * ncb
     tasks = max(1, min(threads, work, flops // per_task)) if strategy is None else min(threads, work)
     return GemmPlan(strategy, nblk, ncb, row_block, col_block, max(tasks, 1))

@@ -66,7 +66,8 @@ def _find_openblas() -> dict[str, int]:
     names = {"s": ["scipy_cblas_sgemm64_", "cblas_sgemm64_"], "d": ["scipy_cblas_dgemm64_", "cblas_dgemm64_"],
              "threads": ["openblas_set_num_threads_local"],
              "global_threads": ["scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
-                                "openblas_set_num_threads"]}
+                                "openblas_set_num_threads"],
+             "corename": ["scipy_openblas_get_corename64_", "openblas_get_corename64_", "openblas_get_corename"]}
     for path in candidates:
         try:
             lib = ctypes.CDLL(path)
@@ -89,6 +90,16 @@ def _find_openblas() -> dict[str, int]:
 def blas_available() -> bool:
     ensure_registered()
     return bool(_blas)
+
+
+def blas_core() -> str:
+    """The kernel family OpenBLAS chose for this CPU (``openblas_get_corename``: ``Haswell`` on AVX2 CPUs,
+    Zen included; ``SkylakeX``/``Cooperlake``/``SapphireRapids`` on AVX-512 ones); "" without BLAS."""
+    ensure_registered()
+    addr = _blas.get("corename")
+    if not addr:
+        return ""
+    return (ctypes.CFUNCTYPE(ctypes.c_char_p)(addr)() or b"").decode(errors="replace")
 
 
 # ---------------------------------------------------------------- thread pool
