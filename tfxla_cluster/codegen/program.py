@@ -828,14 +828,16 @@ class ProgramEmitter:
         b = new_function_body(fn)
         spec_gep = b.gep(table, [t.i64(self._spec_slot.index)], inbounds=True, source_etype=t.PTR)
         spec = b.load(spec_gep, typ=t.PTR, name="spec")
+        # Every word is moved as a pointer (the tables' type); a spec word or count is its integer value.
         with for_range(b, 0, n, "e") as i:
-            e = b.load(b.gep(spec, [b.add(offset, i)], inbounds=True, source_etype=t.I64), typ=t.I64)
+            word = b.load(b.gep(spec, [b.add(offset, i)], inbounds=True, source_etype=t.PTR), typ=t.PTR)
+            e = b.ptrtoint(word, t.I64)
             is_buffer = b.icmp_signed(">=", e, t.i64(0))
             # (the load reads entry 0 for a count: always in the table)
             at = b.select(is_buffer, e, t.i64(0))
-            address = b.load(b.gep(table, [at], inbounds=True, source_etype=t.I64), typ=t.I64)
-            value = b.select(is_buffer, address, b.sub(t.i64(-1), e))
-            b.store(value, b.gep(dst, [i], inbounds=True, source_etype=t.I64))
+            address = b.load(b.gep(table, [at], inbounds=True, source_etype=t.PTR), typ=t.PTR)
+            value = b.select(is_buffer, address, b.inttoptr(b.sub(t.i64(-1), e), t.PTR))
+            b.store(value, b.gep(dst, [i], inbounds=True, source_etype=t.PTR))
         b.ret_void()
         return fn
 
