@@ -22,12 +22,12 @@ HLO = """HloModule m
 ENTRY main {
   p0 = f32[3,5]{1,0} parameter(0)
   p1 = f32[3,7]{1,0} parameter(1)
+  c0 = f32[3,12]{1,0} concatenate(p0, p1), dimensions={1}
   p2 = f32[4,2]{1,0} parameter(2)
   p3 = f32[4,9]{1,0} parameter(3)
+  c1 = f32[4,11]{1,0} concatenate(p2, p3), dimensions={1}
   p4 = f32[2,6]{1,0} parameter(4)
   p5 = f32[2,1]{1,0} parameter(5)
-  c0 = f32[3,12]{1,0} concatenate(p0, p1), dimensions={1}
-  c1 = f32[4,11]{1,0} concatenate(p2, p3), dimensions={1}
   c2 = f32[2,7]{1,0} concatenate(p4, p5), dimensions={1}
   n0 = f32[3,12]{1,0} negate(c0)
   ROOT r = (f32[3,12]{1,0}, f32[4,11]{1,0}, f32[2,7]{1,0}, f32[3,12]{1,0}) tuple(c0, c1, c2, n0)
