@@ -101,11 +101,11 @@ def test_mid_size_module_is_split_for_idle_threads_with_the_same_results(monkeyp
     parts = {}
     for threads in ("1", "2"):
         monkeypatch.setenv("TFXLA_COMPILE_THREADS", threads)
-        exe = _compile(CodegenOptions(parallel_min_cost=1, threads=2), CHAIN * 4)
+        exe = _compile(CodegenOptions(parallel_min_cost=1, threads=2), CHAIN * 8)
         assert len(exe.ir) >= 2 * split.MIN_PART_IR_SIZE
         parts[threads] = exe
     assert parts["1"].library.stats.parts == 1 and parts["2"].library.stats.parts == 2
-    want = _tf_chain(*inputs, CHAIN * 4)
+    want = _tf_chain(*inputs, CHAIN * 8)
     for exe in parts.values():
         np.testing.assert_array_equal(exe(*inputs)[0], want)
 

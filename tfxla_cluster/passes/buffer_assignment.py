@@ -132,11 +132,33 @@ def _elementwise_only_path(fusion: HloInstruction, number: int) -> bool:
     return True
 
 
+def dynamic_update_slice_buffer(user: HloInstruction) -> int | None:
+    """The operand whose buffer ``user`` may update in place, if it is a dynamic-update-slice or a loop
+    fusion whose root is one on a fused parameter (XLA's in-place input/output pair of the DUS,
+    ``CanEmitFusedDynamicUpdateSliceInPlace``): only the update's region is then written. In a fusion the
+    parameter must have the DUS as its only user, so computing the update never reads bytes already written."""
+    if user.opcode is O.DYNAMIC_UPDATE_SLICE:
+        return 0
+    if user.opcode is not O.FUSION or user.fusion_kind is not FusionKind.LOOP:
+        return None
+    root = user.fused_computation.root
+    if root.opcode is not O.DYNAMIC_UPDATE_SLICE or root.operands[0].opcode is not O.PARAMETER:
+        return None
+    param = root.operands[0]
+    users = user.fused_computation.users().get(param, ())
+    if len(users) != 1 or root.operands.count(param) != 1:
+        return None
+    return param.parameter_number
+
+
 def can_share_operand_buffer(user: HloInstruction, operand_number: int) -> bool:
-    """CanShareOperandBufferWithUser for our ops: elementwise users and elementwise-on-operand loop fusions."""
+    """CanShareOperandBufferWithUser for our ops: elementwise users and elementwise-on-operand loop fusions,
+    and the updated operand of a dynamic-update-slice (``dynamic_update_slice_buffer``)."""
     operand = user.operands[operand_number]
     if not (user.shape.is_array and operand.shape.is_array) or user.shape != operand.shape:
         return False
+    if dynamic_update_slice_buffer(user) == operand_number:
+        return True
     if user.opcode is O.FUSION:
         return user.fusion_kind is FusionKind.LOOP and _elementwise_only_path(user, operand_number)
     return user.is_elementwise()

@@ -36,6 +36,7 @@ from tfxla_cluster.codegen.conv_exact import emit_guarded
 from tfxla_cluster.codegen.dot_exact import emit_guarded_dot
 from tfxla_cluster.codegen.gemm import Source, conv_gemm_eligible, emit_conv_gemm, emit_dot_gemm, gemm_eligible
 from tfxla_cluster.codegen.elemental import FusedEmitter
+from tfxla_cluster.codegen.elemental import _start_index as start_index
 from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess, array_operands, flatten, thunk
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, emit_streaming_flat_loop, for_range, \
     inner_chunks_for, streams, work_items
@@ -47,6 +48,7 @@ from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import Shape
 from tfxla_cluster.passes.algsimp import swap_conv_operands, swapped_dimension_numbers
+from tfxla_cluster.passes.buffer_assignment import dynamic_update_slice_buffer
 
 _FLAT_OK = (ops.ELEMENTWISE | {O.PARAMETER, O.CONSTANT, O.BROADCAST, O.BITCAST, O.RESHAPE, O.TUPLE,
                                O.OPTIMIZATION_BARRIER}) - {O.MAP}
@@ -126,6 +128,8 @@ _NON_ELEMENTAL_ROOTS = {O.SCATTER, O.SORT, O.SELECT_AND_SCATTER, O.RNG_BIT_GENER
 def emit_loop_thunk(prog, instr, operands, out) -> None:
     operands = array_operands(instr, operands)
     deferred = _deferred(prog).pop(id(instr), None)
+    if deferred is None and _emit_dynamic_update_slice(prog, instr, operands, out):
+        return
     if instr.opcode is not O.FUSION:   # a lone instruction's code may depend on its operands' producers
         return _emit_loop(prog, instr, operands, out, deferred)
     # A fusion's kernels depend only on its fused computation, its buffers and the contraction deferred to
@@ -136,6 +140,42 @@ def emit_loop_thunk(prog, instr, operands, out) -> None:
         key += [instr.operands.index(conv), _emitted_key(prog, conv), repr(plan)]
         refs += [*conv_operands, *leaves(conv_out)]
     prog.reuse(tuple(key), refs, lambda: _emit_loop(prog, instr, operands, out, deferred))
+
+
+def _emit_dynamic_update_slice(prog, instr, operands: list[BufferRef], out) -> bool:
+    """A dynamic-update-slice (or a loop fusion with one at its root) in place, as XLA emits it
+    (``EmitDynamicUpdateSliceInPlace``): the updated operand's buffer becomes the result (shared by the
+    program's in-place rule, ``buffer_assignment.dynamic_update_slice_buffer``, or else copied into it first)
+    and one kernel writes only the update's region, its start indices clamped into [0, dim - update dim].
+    Not run through ``ProgramEmitter.reuse`` (the copy is entry code). False if it does not apply."""
+    k = dynamic_update_slice_buffer(instr)
+    if k is None or not isinstance(out, BufferRef) or operands[k].shape != out.shape:
+        return False
+    fused = instr.opcode is O.FUSION
+    root = instr.fused_computation.root if fused else instr
+    update = root.operands[1]
+    if operands[k].slot is not out.slot:
+        prog.copy(operands[k], out)
+    if update.shape.num_elements == 0:
+        return True
+    kb = KernelBuilder(prog, instr.name)
+    params = [kb.read(r) if j != k else None for j, r in enumerate(operands)]
+    if fused:
+        em = FusedEmitter(kb.kctx, instr.fused_computation, params)
+    else:
+        em = FusedEmitter(kb.kctx, None, [], {id(o): params[j] for j, o in enumerate(instr.operands)})
+    dims = out.shape.dimensions
+    starts = [start_index(em, em.gen(o), o, dims[d] - update.shape.dimensions[d])
+              for d, o in enumerate(root.operands[2:])]
+    ugen, result = em.gen(update), kb.array(out)
+
+    def body(index: Index) -> None:
+        at = [kb.builder.add(s, i) for s, i in zip(starts, index.get_dims(kb.builder))]
+        result.store(Index(at, out.shape), ugen(index))
+    n = update.shape.num_elements
+    emit_loop_nest(kb.kctx, update.shape, body, kb.lo, kb.hi, flat=True, name="u")
+    prog.call_kernel(kb, instr.name, "dynamic-update-slice", n, prog.tasks_for(n, n))
+    return True
 
 
 def _emit_loop(prog, instr, operands: list[BufferRef], out, deferred) -> None:
