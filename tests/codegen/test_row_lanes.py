@@ -12,16 +12,16 @@ import pytest
 import tensorflow as tf
 
 import tfxla_cluster as txc
-from tfxla_cluster.codegen.row_lanes import row_lanes
+from tfxla_cluster.codegen.row_lanes import AVX2, AVX512, MEASURED_TARGETS, row_lanes
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
 # One shape per branch of the rule (lanes 2, 4 and 8, a scalar remainder, 7-8 columns) and some that stay in
 # order (odd short row counts, one column, 9 columns).
 SHAPES = {
     np.float64: [(2, 7), (4, 3), (8, 6), (8, 7), (12, 5), (12, 8), (17, 3), (18, 8), (31, 6), (32, 2), (6, 4),
-                 (9, 4), (2, 9), (5, 1)],
+                 (9, 4), (2, 9), (5, 1), (16, 11)],
     np.float32: [(2, 5), (4, 8), (8, 3), (16, 6), (20, 3), (20, 7), (28, 2), (29, 5), (19, 4), (32, 8), (12, 4),
-                 (5, 5), (8, 9)],
+                 (5, 5), (8, 9), (21, 8)],
 }
 
 
@@ -45,12 +45,11 @@ def _same_bits(want: np.ndarray, got: np.ndarray) -> np.ndarray:
 
 def _measured_target() -> bool:
     from tfxla_cluster.codegen.context import CodegenOptions
-    from tfxla_cluster.codegen.row_lanes import MEASURED_TARGET
     options = CodegenOptions.from_flags()
-    return (options.cpu_target.info.isa, options.prefer_vector_width) == MEASURED_TARGET
+    return (options.cpu_target.info.isa, options.prefer_vector_width) in MEASURED_TARGETS
 
 
-measured = pytest.mark.skipif(not _measured_target(), reason="TF's lanes measured on AVX-512 targets only")
+measured = pytest.mark.skipif(not _measured_target(), reason="TF's lanes measured on AVX-512 and AVX2 targets only")
 
 
 @measured
@@ -106,12 +105,19 @@ def test_the_seed_104000315_product_is_nan():
 
 
 def test_lane_rule_table():
-    """The measured table's corners (TF 2.21's LLVM cost model; see row_lanes's docstring)."""
-    f64 = [row_lanes(T.F64, r, 3) for r in range(1, 20)]
+    """The measured tables' corners (TF 2.21's LLVM cost model; see row_lanes's docstring)."""
+    f64 = [row_lanes(T.F64, r, 3, AVX512) for r in range(1, 20)]
     assert f64 == [0, 2, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 4, 4, 4]
-    assert [row_lanes(T.F64, r, 7) for r in (2, 4, 6, 8, 12, 16, 17)] == [2, 4, 0, 2, 2, 2, 2]
-    assert [row_lanes(T.F32, r, 4) for r in (2, 4, 8, 12, 16, 19, 20, 23, 24, 28, 32)] == [2, 4, 8, 0, 8, 8, 4, 4,
-                                                                                          8, 4, 8]
-    assert [row_lanes(T.F32, r, 2) for r in (20, 27, 28, 31)] == [4, 8, 8, 8]
-    assert [row_lanes(T.F32, r, 8) for r in (8, 16, 32)] == [8, 4, 4]
-    assert row_lanes(T.F32, 8, 1) == row_lanes(T.F64, 8, 9) == row_lanes(T.F16, 8, 4) == 0
+    assert [row_lanes(T.F64, r, 3, AVX2) for r in range(1, 20)] == f64
+    assert [row_lanes(T.F64, r, 7, AVX512) for r in (2, 4, 6, 8, 12, 16, 17)] == [2, 4, 0, 2, 2, 2, 2]
+    assert [row_lanes(T.F64, r, 7, AVX2) for r in (2, 4, 6, 8, 12, 16, 17)] == [2, 4, 0, 4, 4, 4, 4]
+    assert [row_lanes(T.F32, r, 4, AVX512) for r in (2, 4, 8, 12, 16, 19, 20, 23, 24, 28, 32)] == \
+        [2, 4, 8, 0, 8, 8, 4, 4, 8, 4, 8]
+    assert [row_lanes(T.F32, r, 2, AVX512) for r in (20, 27, 28, 31)] == [4, 8, 8, 8]
+    assert [row_lanes(T.F32, r, 2, AVX2) for r in (20, 27, 28, 31)] == [4, 8, 4, 4]
+    assert [row_lanes(T.F32, r, 8, AVX512) for r in (8, 16, 32)] == [8, 4, 4]
+    assert [row_lanes(T.F32, r, 8, AVX2) for r in (8, 16, 20, 29, 32)] == [8, 8, 8, 8, 8]
+    assert [row_lanes(T.F32, r, 7, AVX2) for r in (16, 20, 24, 28)] == [8, 4, 8, 4]
+    assert row_lanes(T.F32, 8, 1, AVX512) == row_lanes(T.F64, 8, 9, AVX512) == row_lanes(T.F16, 8, 4, AVX512) == 0
+    assert row_lanes(T.F64, 8, 12, AVX2) == 4 and row_lanes(T.F64, 8, 13, AVX2) == 0
+    assert row_lanes(T.F64, 8, 3, ("AVX", 256)) == row_lanes(T.F64, 8, 3, ("AVX2", 128)) == 0   # not measured

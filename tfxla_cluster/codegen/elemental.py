@@ -1197,18 +1197,17 @@ def _reduce(em, instr):
 def _row_lanes(em, instr) -> tuple | None:
     """(row dim, column dim, rows, columns, lanes) where TF's XLA computes an in-order float sum or product in
     vector lanes (``row_lanes``: a result of one element, two non-degenerate reduced dims, its input a buffer
-    of the kernel, on the target it was measured for), else None."""
+    of the kernel, on a target it was measured for), else None."""
     x = instr.operands[0]
     if instr.shape.num_elements != 1 or not (x.opcode is O.PARAMETER or em.comp is None and id(x) in em.overrides):
         return None
     options = em.kctx.options
-    if (options.cpu_target.info.isa, options.prefer_vector_width) != MEASURED_TARGET:
-        return None
     dims = [d for d in major_to_minor(x.shape) if x.shape.dimensions[d] != 1]
     if len(dims) != 2:
         return None
     rows, cols = (x.shape.dimensions[d] for d in dims)
-    lanes = row_lanes(instr.shape.element_type, rows, cols)
+    lanes = row_lanes(instr.shape.element_type, rows, cols,
+                      (options.cpu_target.info.isa, options.prefer_vector_width))
     return (*dims, rows, cols, lanes) if lanes else None
 
 
