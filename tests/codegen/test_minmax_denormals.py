@@ -90,3 +90,33 @@ def test_max_min_scalar_argument_over_short_rows(dtype, shape):
     _assert_bits(lambda v, a: tf.minimum(v, a), x, s)
     _assert_bits(lambda v, a: tf.maximum(a, v), x, s)
     _assert_bits(lambda v, a: tf.minimum(tf.reverse(v, [0]), a), x, s)
+
+
+_SELECT_VALUES = [1 / 8, -1 / 8, 0.0, -0.0, np.nan, 1.5, -1.5]   # ×tiny for the first two: ±denormals
+
+
+def _cond(pred, then, other):
+    return lambda x: tf.cond(pred(x), lambda: then(x), lambda: other(x))
+
+
+_gt = lambda x: tf.reduce_any(x > 0)                      # noqa: E731
+_nonzero = lambda x: tf.reduce_all(tf.cast(x, tf.bool))   # noqa: E731
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("name,fn", [
+    ("x!=0 ? x*x : relu", _cond(_nonzero, tf.square, tf.nn.relu)),          # relu is x there (seed 129001341)
+    ("x>0 ? relu : -x", _cond(_gt, tf.nn.relu, tf.negative)),                # vmaxss(x, -x) (seed 156001380)
+    ("where(x>0, relu, -x)", lambda x: tf.where(x > 0, tf.nn.relu(x), -x)),
+    ("where(x!=0, x*x, relu)", lambda x: tf.where(x != 0, x * x, tf.nn.relu(x))),
+    ("x!=0 ? relu : x*x", _cond(_nonzero, tf.nn.relu, tf.square)),          # plain selects
+    ("x>0 ? -x : relu", _cond(_gt, tf.negative, tf.nn.relu)),
+    ("x<0 ? -x : relu", _cond(lambda x: tf.reduce_any(x < 0), tf.negative, tf.nn.relu)),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_select_arm_that_llvm_knows_the_predicate_in(dtype, name, fn):
+    """A cond of a scalar (or a tf.where) is one loop fusion's select; TF's LLVM simplifies an arm knowing the
+    predicate, which decides a ±denormal's bits under DAZ (elemental ``_select_arms_llvm_knows``)."""
+    tiny = np.finfo(dtype).tiny
+    for v in _SELECT_VALUES:
+        x = dtype(v * tiny if abs(v) < 1 else v)
+        _assert_bits(fn, x if "where" not in name else np.full(5, x, dtype))

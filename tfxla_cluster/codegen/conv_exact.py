@@ -75,6 +75,7 @@ convolutions are expanded by its ``ConvolutionGroupConverter`` as XLA does.
 """
 from __future__ import annotations
 
+import functools
 from math import prod
 
 import numpy as np
@@ -87,6 +88,7 @@ from tfxla_cluster.codegen.eigen_blocking import F32_PATCHES, add_shards, emit_e
 from tfxla_cluster.codegen.gemm import group_origin, input_position
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, if_then, strides, work_items
 from tfxla_cluster.codegen.scalar_ops import ScalarOps
+from tfxla_cluster.codegen.target import host_features
 from tfxla_cluster.cpu_topology import eigen_threads
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
@@ -302,6 +304,30 @@ def gemv_lanes(instr) -> list[tuple[list[tuple[int, int]], int]] | None:
     return [([(0, depth)], patches)] if depth <= GEMV_MAX_DEPTH else None
 
 
+@functools.lru_cache(maxsize=1)
+def _avx2_host() -> bool:
+    """An AVX2+FMA host without AVX-512, where TF's Eigen/oneDNN contraction runs its AVX2 kernels."""
+    f = host_features()
+    return bool(f.get("avx2") and f.get("fma") and not f.get("avx512f"))
+
+
+def pair_sums(instr) -> bool:
+    """Whether TF's XLA sums each output of ``instr`` in two FMA accumulators, k even and k odd, over the
+    first even part of the depth, then ``C0 + C1``, then the odd last k fused into that: an Eigen-patches
+    F32 convolution (:func:`xla_multiplies_padding`, one group) with 2-8 output features and more than one
+    patch, on an AVX2 host without AVX-512 (TF's contraction kernels dispatch on the host CPU, not on our
+    codegen target). Measured on Zen 3 against TF 2.21 (``1·1`` at k and ``-(1+2⁻¹²)²`` at k' keep the
+    FMA's 2⁻²⁴ only for k ≡ k' mod 2 or k' the odd last one; ``inf`` then an overflowing product of the
+    other sign one k later gives NaN): 3×3 filters, depths 27-576, images 3×5 to 16×16; 9 or more output
+    features are one FMA chain, one feature oneDNN's gemv_t (:func:`gemv_lanes`). Fuzz seeds 160000501,
+    163000544, 164000532 (AVX-512 hosts sum one chain here)."""
+    dn = instr.convolution_dimension_numbers
+    kout = instr.operands[1].shape.dimensions[dn.kernel_output_feature_dimension]
+    patches = instr.shape.num_elements // max(instr.shape.dimensions[dn.output_feature_dimension], 1)
+    return (2 <= kout <= 8 and patches > 1 and instr.feature_group_count == 1 and instr.batch_group_count == 1
+            and xla_multiplies_padding(instr) and _avx2_host())
+
+
 def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None,
                     lhs_reversed: tuple[int, ...] = ()) -> None:
     """``out`` := the convolution as XLA:CPU computes it (see the module docstring): per output element,
@@ -319,6 +345,7 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     in_sp = [lshape.dimensions[d] for d in dn.input_spatial_dimensions]
     pads = xla_multiplies_padding(instr)
     lanes = gemv_lanes(instr)
+    pairs = pair_sums(instr)
     form = xla_dot_form(instr)
     row_gemv = form == "row_gemv"
     eigen_dot = xla_dot_dims(instr) if form == "eigen" else None
@@ -339,6 +366,7 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     tasks = prog.tasks_for(work, cost)
     lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(work))
     acc = kb.kctx.alloca(sty, "xacc")
+    acc2 = kb.kctx.alloca(sty, "xacc2") if pairs else None
     lane = kb.kctx.alloca(sty, "xlane", count=GEMV_LANES) if lanes or row_gemv else None
 
     elemental = not pads and not lanes and form is None
@@ -493,6 +521,16 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
             M, K, N = eigen_dot
             b.store(emit_eigen_sum(kb.kctx, M, N, K, patch_index(od), origin[0],
                                    lambda k: b.fmul(*tap_operands(origin, k)[:2])), acc)
+        elif pairs:
+            # two FMA accumulators by k mod 2 (acc, acc2), summed, then the odd last k fused (pair_sums)
+            b.store(zero, acc2)
+            with for_range(b, t.i64(0), t.i64(depth // 2), "xpair", reduction=True) as j:
+                k0 = b.mul(j, t.i64(2))
+                b.store(tap(origin, k0, b.load(acc, typ=sty)), acc)
+                b.store(tap(origin, b.add(k0, t.i64(1)), b.load(acc2, typ=sty)), acc2)
+            b.store(b.fadd(b.load(acc, typ=sty), b.load(acc2, typ=sty)), acc)
+            if depth % 2:
+                b.store(tap(origin, t.i64(depth - 1), b.load(acc, typ=sty)), acc)
         elif not lanes:
             with for_range(b, t.i64(0), t.i64(depth), "xtap", reduction=True) as k:
                 b.store(tap(origin, k, b.load(acc, typ=sty)), acc)
