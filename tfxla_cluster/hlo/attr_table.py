@@ -9,7 +9,6 @@ Subclass attributes come before called computations, as in ``HloInstruction::Pri
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from tfxla_cluster.errors import InvalidArgumentError
@@ -27,10 +26,16 @@ class AttrError(InvalidArgumentError):
 
 
 # ---------------------------------------------------------------- value kinds: (format, parse)
-@dataclass(frozen=True)
+# The entry classes below are plain slotted classes, not dataclasses: they are built once, compared never,
+# and a frozen dataclass costs ~0.6 ms of CPU to create at import (issue 17: this module is on a process's
+# first compile, through CSE's attribute keys).
 class Kind:
-    fmt: Callable[[Any], str]
-    parse: Callable[[str], Any]
+    """How a value kind prints (``fmt``) and parses (``parse``)."""
+
+    __slots__ = ("fmt", "parse")
+
+    def __init__(self, fmt: Callable[[Any], str], parse: Callable[[str], Any]) -> None:
+        self.fmt, self.parse = fmt, parse
 
 
 def _parse_ints(text: str) -> tuple[int, ...]:
@@ -129,11 +134,13 @@ def _bad(what: str):
 
 
 # ---------------------------------------------------------------- entries
-@dataclass(frozen=True)
 class ParseContext:
     """What entries need from the parser: computations by name and the element type of operand 0."""
 
-    computation: Callable[[str], Any]
+    __slots__ = ("computation",)
+
+    def __init__(self, computation: Callable[[str], Any]) -> None:
+        self.computation = computation
 
 
 def _take(attrs: dict, name: str, kind: Kind):
@@ -146,15 +153,13 @@ def _take(attrs: dict, name: str, kind: Kind):
         raise AttrError(f"error parsing attribute {name}: {e}", name) from None
 
 
-@dataclass(frozen=True)
 class Field:
     """``name=value`` stored in instruction field ``field``; omitted from print when equal to ``default``."""
 
-    name: str
-    kind: Kind
-    field: str
-    required: bool = True
-    default: Any = None
+    __slots__ = ("name", "kind", "field", "required", "default")
+
+    def __init__(self, name: str, kind: Kind, field: str, required: bool = True, default: Any = None) -> None:
+        self.name, self.kind, self.field, self.required, self.default = name, kind, field, required, default
 
     def print(self, instr) -> list[str]:
         value = getattr(instr, self.field)
@@ -169,12 +174,13 @@ class Field:
             raise AttrError(f"attribute {self.name} is expected but not seen", self.name)
 
 
-@dataclass(frozen=True)
 class Comp:
     """A called computation at ``index`` of ``called_computations`` (``to_apply=%c``)."""
 
-    name: str
-    index: int = 0
+    __slots__ = ("name", "index")
+
+    def __init__(self, name: str, index: int = 0) -> None:
+        self.name, self.index = name, index
 
     def print(self, instr) -> list[str]:
         return [f"{self.name}=%{instr.called_computations[self.index].name}"]
@@ -195,12 +201,13 @@ def _comp_list(text: str, ctx: ParseContext) -> list:
     return [ctx.computation(t.strip().lstrip("%")) for t in body[1:-1].split(",") if t.strip()]
 
 
-@dataclass(frozen=True)
 class CompList:
     """All called computations as ``name={%a, %b}`` (custom-call's called_computations)."""
 
-    name: str
-    required: bool = False
+    __slots__ = ("name", "required")
+
+    def __init__(self, name: str, required: bool = False) -> None:
+        self.name, self.required = name, required
 
     def print(self, instr) -> list[str]:
         if not instr.called_computations:
