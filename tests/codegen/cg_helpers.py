@@ -21,8 +21,8 @@ from tfxla_cluster.hlo.shape import Shape, primitive_type_from_dtype
 
 # Tests of TF's LLVM vectorisation choices tabled on AVX-512 only (kept ±denormals, pool and bf16 lanes:
 # row_lanes.py)
-measured = pytest.mark.skipif(host_target() != AVX512,
-                              reason="TF's vectorisation choices measured on AVX-512 targets only (row_lanes.py)")
+avx512_measured = pytest.mark.skipif(host_target() != AVX512,
+                                     reason="TF's vectorisation choices measured on AVX-512 targets only (row_lanes.py)")
 
 # NaN-propagating min/max, as the evaluator (XLA's default fast min/max is tested against TF's XLA in
 # tests/e2e/test_edge_semantics.py)

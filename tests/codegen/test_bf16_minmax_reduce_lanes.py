@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import tfxla_cluster as txc
-from tests.codegen.cg_helpers import measured
+from tests.codegen.cg_helpers import avx512_measured
 
 DEN = 5.877471754111438e-39   # a bf16 denormal
 VALUES = [0.0, -0.0, DEN, -DEN, 1.0, -1.0, -2.28125, np.inf, -np.inf, np.nan]
@@ -56,7 +56,7 @@ def test_rows_every_width(rows, op):
     _assert_grid([(rows, w) for w in range(1, 41)], [0] * 40, op=op, seed=rows)
 
 
-@measured
+@avx512_measured
 def test_pool_layout_and_row_reductions():
     shapes = [(1, 2, w, 1) for w in range(1, 41)] + [(w, 2) for w in (1, 2, 3, 8, 9, 16, 17, 20, 36)]
     _assert_grid(shapes, [1] * len(shapes))

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import tfxla_cluster as txc
-from tests.codegen.cg_helpers import measured
+from tests.codegen.cg_helpers import avx512_measured
 
 DEN = np.float32(2.938735877055719e-39)
 
@@ -64,7 +64,7 @@ def test_max_min_of_one_value_is_that_value(dtype, n):
     _assert_bits(lambda v: tf.minimum(v * 1.0, v), x)
 
 
-@measured
+@avx512_measured
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("shape", [(5, 3, 3), (7, 5), (40, 3), (9, 7), (6, 13), (3, 17), (2, 2, 6)])
 def test_max_min_constant_in_short_rows(dtype, shape):
@@ -76,7 +76,7 @@ def test_max_min_constant_in_short_rows(dtype, shape):
     _assert_bits(lambda v: tf.clip_by_value(tf.reverse(v, [v.shape.rank - 1]), -1.0, 0.0), x)
 
 
-@measured
+@avx512_measured
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("shape", [(40, 3), (17, 5), (47, 2), (52, 4), (44, 3), (16, 8), (12, 6), (8, 2), (19, 7),
                                    (60, 7), (36, 6), (40, 16), (40, 1)])

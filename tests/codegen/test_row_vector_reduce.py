@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import tfxla_cluster as txc
-from tests.codegen.cg_helpers import CHECKED, check, measured
+from tests.codegen.cg_helpers import CHECKED, avx512_measured, check
 from tfxla_cluster.codegen import CodegenOptions
 from tfxla_cluster.codegen.executable import emit_module
 from tfxla_cluster.hlo.parser import parse_module
@@ -49,7 +49,7 @@ def _input(shape, dtype):
 
 # (shape, axes) where TF's XLA emits the reduce itself (no YNNPACK): f32 rows of 16, any f64
 # (the f32 case: AVX-512 only; TF sums it in 8 lanes over W on AVX2, not modelled: row_lanes.py)
-TF_CASES = [pytest.param((2, 8, 8, 16), (1, 2), "float32", marks=measured), ((3, 5, 6, 24), (1, 2), "float64"),
+TF_CASES = [pytest.param((2, 8, 8, 16), (1, 2), "float32", marks=avx512_measured), ((3, 5, 6, 24), (1, 2), "float64"),
             ((2, 7, 7, 64), (1, 2), "float64"), ((4, 9, 40), (1,), "float64"), ((2, 8, 8, 16), (1, 2), "bfloat16"),
             ((2, 6, 6, 32), (1, 2), "float16"), ((3, 6, 5, 40), (1, 2), "int32"), ((2, 3, 4, 5, 24), (1, 3), "float64")]
 

@@ -50,7 +50,7 @@ from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum
 from tfxla_cluster.codegen.gemm import dot_dims, group_origin
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
-from tfxla_cluster.codegen.row_lanes import AVX512, MEASURED_TARGETS, row_lanes
+from tfxla_cluster.codegen.row_lanes import AVX512, MEASURED_TARGETS, host_target, row_lanes
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
 from tfxla_cluster.codegen.small_call import kept_minmax
 from tfxla_cluster.errors import UnimplementedError
@@ -769,7 +769,7 @@ def _bf16_splat_flushed(em, instr) -> bool:
     whole = em.comp.root is instr and operand.opcode is O.PARAMETER if em.comp is not None \
         else id(operand) in em.overrides
     options = em.kctx.options
-    if not whole or (options.cpu_target.info.isa, options.prefer_vector_width) != AVX512:
+    if not whole or host_target(options) != AVX512:
         return False
     dims = [n for n in instr.shape.dimensions if n != 1]
     if len(dims) < 2:
@@ -1254,7 +1254,7 @@ def _row_lanes(em, instr) -> tuple | None:
     if instr.shape.num_elements != 1 or not (x.opcode is O.PARAMETER or em.comp is None and id(x) in em.overrides):
         return None
     options = em.kctx.options
-    target = (options.cpu_target.info.isa, options.prefer_vector_width)
+    target = host_target(options)
     if target not in MEASURED_TARGETS:
         return None
     dims = [d for d in major_to_minor(x.shape) if x.shape.dimensions[d] != 1]
