@@ -9,7 +9,11 @@ What must hold, checked against TF's live run of the same functions (never our o
 * ``jit_compile=True`` compiles every function (TF's XLA compiles them all);
 * where ours compiles, outputs and the variables after two calls are within TF's XLA tolerance: the
   error against TF's XLA is at most twice TF's own XLA-vs-eager error (``tools/zoo.py``'s
-  ``relative_to_xla``; 2 allows ours on the far side of eager from XLA).
+  ``relative_to_xla``; 2 allows ours on the far side of eager from XLA). Ours auto-clustering is held to
+  TF's own auto-clustering instead (its error against TF auto at most twice TF auto's against eager):
+  both run the unclustered ops on TF's kernels, which with oneDNN on differ from TF's XLA by more than
+  TF's XLA-vs-eager error (gru_train on AVX2 with oneDNN on: TF auto is 3.1x from TF's XLA, ours auto
+  equals it bit for bit).
 
 Known product gaps are strict xfails whose failure must be exactly the known kind (any other failure,
 and a fix, fail the test).
@@ -122,8 +126,13 @@ def test_results_within_tf_xla_tolerance(rows: dict[str, dict[str, Any]], name: 
         assert variant in row["failed"], row  # a compile failure; test_jit_compile_works reports it
         pytest.skip(f"{variant} did not run: {row['errors']}")
     ours = float(row["relative"][variant])
+    reference = "TF's XLA"
+    if variant == "ours_auto":
+        assert row["auto_vs_tf_auto"] is not None, row["errors"]  # TF auto's results come from the recording child
+        ours, reference = float(row["auto_vs_tf_auto"]), "TF's auto-clustering"
     if ours > zoo.WITHIN_XLA_TOLERANCE and (name, variant) in KNOWN_NUMERICS:
         raise KnownGap(f"{ours:.3g}")
     assert ours <= zoo.WITHIN_XLA_TOLERANCE, (
-        f"{name} {variant}: error vs TF's XLA is {ours:.3g}x TF's own XLA-vs-eager error (TF graph mode: "
-        f"{row['relative'].get('tf_graph')}x; worst array {row['worst_array'].get(variant)})")
+        f"{name} {variant}: error vs {reference} is {ours:.3g}x its own error against eager (vs TF's XLA: "
+        f"{row['relative'][variant]:.3g}x; TF graph mode: {row['relative'].get('tf_graph')}x, TF auto: "
+        f"{row['relative'].get('tf_auto')}x; worst array {row['worst_array'].get(variant)})")
