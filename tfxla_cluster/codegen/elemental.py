@@ -267,7 +267,7 @@ def _unary(em, instr):
     op = instr.opcode
     if op is O.LOG1P and et.is_float and _log1p_of_negation_too(em.comp, instr):
         return lambda index: em.ops.log1p_paired(et, x(index))
-    folded = _exp_of_nan_select(instr)
+    folded = _exp_of_nan_select(em.comp, instr)
     if folded is not None:
         value = t.constant(et, folded)
         return lambda index: value
@@ -281,22 +281,24 @@ def _unary(em, instr):
     return lambda index: em.ops.unary(op, et, x(index))
 
 
-def _exp_of_nan_select(instr) -> np.ndarray | None:
-    """What TF's XLA computes for an f32/f16 ``exp(select(p, a, b))`` whose arms are splat constants, one a
-    NaN and the other a finite ``c``: ``exp(c)`` in every element, whatever ``p`` (else None).
+def _exp_of_nan_select(comp, instr) -> np.ndarray | None:
+    """What TF's XLA computes for an f32/f16 ``exp(v)`` where ``v`` is a select whose arms are splat constants,
+    one a NaN and the other a finite ``c`` — or such a select taken through ops LLVM folds into its arms
+    (``_select_arms``): ``exp(c')`` in every element, whatever the predicate (else None).
 
-    XLA:CPU emits that exp as ``llvm.exp`` of the select; LLVM folds the exp into both arms, and folds
-    ``exp(NaN)`` to poison, so the select becomes its other arm — the host's double exp of ``c`` rounded to
-    the element type, not flushed. Measured against TF's XLA (one_hot with a NaN on/off value, where/fill):
-    f32 and f16, c from -110 to 100, either arm NaN, a scalar predicate too; bf16 (computed in f32 after a
-    convert) and f64 (XLA's own exp) keep the NaN, as does an infinite ``c`` (fuzz seed 124001112)."""
+    XLA:CPU emits that exp as ``llvm.exp`` of the select; LLVM folds the ops and the exp into both arms, and
+    folds ``exp(NaN)`` to poison, so the select becomes its other arm — the host's double exp of ``c'``
+    rounded to the element type, not flushed. Measured against TF's XLA (one_hot with a NaN on/off value,
+    where/fill): f32 and f16, c from -110 to 100, either arm NaN, a scalar predicate too; bf16 (computed in
+    f32 after a convert) and f64 (XLA's own exp) keep the NaN, as does an infinite ``c`` (fuzz seed 124001112),
+    an arm taken through an op LLVM does not fold (sign, sqrt, a convert, a product with a non-constant) and a
+    select (or folded op) with a second user. log_sigmoid is ``-softplus(-x)``: the exp is of a negated select
+    whose other users are compares LLVM decides for both arms alike (fuzz seed 152001046)."""
     if instr.opcode is not O.EXP or instr.shape.element_type not in (T.F32, T.F16):
         return None
-    select = instr.operands[0]
-    if select.opcode is not O.SELECT:
-        return None
-    arms = [splat_value(o) for o in select.operands[1:]]
-    if any(a is None for a in arms) or [bool(np.isnan(a)) for a in arms].count(True) != 1:
+    users = comp.users() if comp is not None else None
+    arms = _select_arms(instr.operands[0], instr, users, [])
+    if arms is None or [bool(np.isnan(a)) for a in arms].count(True) != 1:
         return None
     c = float(next(a for a in arms if not np.isnan(a)))
     if not math.isfinite(c):
@@ -305,6 +307,119 @@ def _exp_of_nan_select(instr) -> np.ndarray | None:
     # whose FTZ would flush it in this conversion
     with kept_denormals(), np.errstate(over="ignore", under="ignore"):
         return np.asarray(math.exp(c) if c < 709.0 else math.inf).astype(instr.shape.element_type.dtype)
+
+
+# Ops LLVM's InstCombine folds into a select of two constants, measured through an exp against TF's XLA
+# (f32): negate, abs, floor, ceil, round, max/min (relu, clip), +, -, ×, ÷ with a splat constant or with the
+# same select (x·x + x). Not folded: sign, sqrt, converts (f16 folded or not by the predicate's type).
+_FOLDED_INTO_ARMS = frozenset({O.NEGATE, O.ABS, O.FLOOR, O.CEIL, O.ROUND_NEAREST_EVEN, O.ROUND_NEAREST_AFZ,
+                               O.MAXIMUM, O.MINIMUM, O.ADD, O.SUBTRACT, O.MULTIPLY, O.DIVIDE, O.CLAMP})
+
+
+def _select_arms(v, user, users, selects: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """``v``'s two values as LLVM folds it into the arms of one f32/f16 select of splat constants (the
+    select's own arms, or those taken through ``_FOLDED_INTO_ARMS`` ops whose other operands are splat
+    constants or the same select), when ``user`` is its one user that counts (``_only_user``); None
+    otherwise. ``selects`` collects the select seen (there must be one)."""
+    from tfxla_cluster.hlo import eval_elementwise as ew
+
+    if v.shape.element_type not in (T.F32, T.F16) or users is None:
+        return None
+    if v.opcode is O.SELECT:
+        if selects and selects[0] is not v:
+            return None
+        arms = [splat_value(o) for o in v.operands[1:]]
+        if any(a is None for a in arms):
+            return None
+        selects.append(v)
+        result = arms[0], arms[1]
+    elif v.opcode in _FOLDED_INTO_ARMS:
+        per_operand = []
+        for o in v.operands:
+            const = splat_value(o)
+            if const is not None:
+                per_operand.append((const, const))
+                continue
+            inner = _select_arms(o, v, users, selects)
+            if inner is None:
+                return None
+            per_operand.append(inner)
+        if not selects:
+            return None   # constants only: HLO's constant folding, not LLVM's
+        if v.opcode is O.CLAMP:   # clamp(lo, x, hi) = min(max(x, lo), hi), NaN-propagating as XLA's
+            fmax, fmin = ew.BINARY[O.MAXIMUM], ew.BINARY[O.MINIMUM]
+            fn = lambda lo, x, hi: fmin(fmax(x, lo), hi)  # noqa: E731
+        else:
+            fn = ew.UNARY[v.opcode] if len(per_operand) == 1 else ew.BINARY[v.opcode]
+        with kept_denormals(), np.errstate(all="ignore"):
+            result = fn(*(a for a, _ in per_operand)), fn(*(b for _, b in per_operand))
+    else:
+        return None
+    return result if _only_user(v, user, result, users) else None
+
+
+def _only_user(v, user, arms, users) -> bool:
+    """Whether ``user`` is ``v``'s only user once LLVM has simplified the others (InstCombine folds an op into
+    a select only when the select has no other use): a compare with a splat constant that gives the same for
+    both arms is a constant (InstSimplify threads it over the select), and a select on such a constant uses
+    only the operand it picks (whose users then count for ``v``)."""
+    from tfxla_cluster.hlo import eval_elementwise as ew
+
+    def others(value, seen: set) -> bool:
+        """Whether ``value`` (``v`` or a select that picks it) has a user besides ``user`` that stays."""
+        if id(value) in seen:
+            return False
+        seen.add(id(value))
+        if value.parent is not None and value.parent.root is value:
+            return True   # stored
+        for u in users.get(value, ()):
+            if u is user:
+                continue
+            if u.opcode is O.COMPARE and value is v:
+                other = u.operands[1] if u.operands[0] is v else u.operands[0]
+                const = splat_value(other)
+                if const is None or other is v:
+                    return True
+                a, b = ((x, const) if u.operands[0] is v else (const, x) for x in arms)
+                ra = ew.compare(*a, u.comparison_direction, u.comparison_type)
+                rb = ew.compare(*b, u.comparison_direction, u.comparison_type)
+                if bool(ra) != bool(rb):
+                    return True
+                for w in users.get(u, ()):   # selects on the constant compare
+                    if w.opcode is not O.SELECT or w.operands[0] is not u:
+                        return True
+                    picked = w.operands[1] if bool(ra) else w.operands[2]
+                    if picked is value and others(w, seen):
+                        return True
+                continue
+            if u.opcode is O.SELECT and u.operands[0] is not value and _decided(u, v, arms, users):
+                picked = _decided(u, v, arms, users)
+                if picked[0] is value and others(u, seen):
+                    return True
+                continue
+            return True
+        return False
+
+    return not others(v, set())
+
+
+def _decided(select, v, arms, users):
+    """(the operand it picks,) when ``select``'s predicate is a compare of ``v`` with a splat constant that gives
+    the same for both of ``v``'s arms; else None."""
+    from tfxla_cluster.hlo import eval_elementwise as ew
+
+    cmp = select.operands[0]
+    if cmp.opcode is not O.COMPARE or v not in cmp.operands:
+        return None
+    other = cmp.operands[1] if cmp.operands[0] is v else cmp.operands[0]
+    const = splat_value(other)
+    if const is None or other is v:
+        return None
+    results = {bool(ew.compare(*((x, const) if cmp.operands[0] is v else (const, x)), cmp.comparison_direction,
+                                cmp.comparison_type)) for x in arms}
+    if len(results) != 1:
+        return None
+    return (select.operands[1] if results.pop() else select.operands[2],)
 
 
 def _glibc_logf_tail(comp, instr) -> int | None:
