@@ -308,3 +308,11 @@ def test_target_flags_reach_the_options_and_the_cache_key():
     assert opts.cpu_target == tg.CpuTarget("haswell", "") and opts.key() != CodegenOptions.from_flags(
         Flags.parse("", "", "")).key()
     assert CodegenOptions.from_flags(Flags.parse("", "", "--tfxla_cpu_target=host")).target is None
+
+
+@pytest.mark.parametrize("cpu,bf16", [("cooperlake", True), ("znver4", True), ("skylake-avx512", False),
+                                      ("znver3", False), ("haswell", False)])
+def test_bf16_probe_sees_vcvtneps2bf16(cpu, bf16):
+    """The bf16 splat rule (elemental ``_bf16_splat_flushed``) holds only where f32 → bf16 is AVX512_BF16's
+    VCVTNEPS2BF16: an AVX-512 CPU without it (Skylake-X) narrows with integer rounding, as AVX2 does."""
+    assert tg.target_info(tg.CpuTarget(cpu, "", named=True)).bf16 is bf16

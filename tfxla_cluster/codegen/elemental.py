@@ -876,15 +876,15 @@ def _bf16_splat_flushed(em, instr) -> bool:
     non-degenerate dims; outer dims alike): kept for R = 2 with W <= 4, R = 4, 8, 16 with W <= 8; flushed for
     other R <= 16 and for W >= 9. Rows past 16 with W <= 8 are not modelled (kept): LLVM's cost model keeps
     the first rows by a multiple of its vector width, e.g. 16 of 17-19 with W = 2, and flushes the rest, with
-    no simple rule in R and W. Without VCVTNEPS2BF16 (an AVX2 host, Zen 3) LLVM narrows with integer
-    rounding: every shape keeps the bits (measured: tests/e2e/test_bf16_splat_denormal.py)."""
+    no simple rule in R and W. Without VCVTNEPS2BF16 (an AVX2 host, Zen 3, or AVX-512 without BF16: the
+    target probe's ``bf16``) LLVM narrows with integer rounding: every shape keeps the bits (measured: tests/e2e/test_bf16_splat_denormal.py)."""
     operand = instr.operands[0]
     if instr.shape.element_type is not T.BF16 or not instr.shape.is_default_layout:
         return False
     whole = em.comp.root is instr and operand.opcode is O.PARAMETER if em.comp is not None \
         else id(operand) in em.overrides
     options = em.kctx.options
-    if not whole or host_target(options) != AVX512:
+    if not whole or host_target(options) != AVX512 or not options.cpu_target.info.bf16:
         return False
     dims = [n for n in instr.shape.dimensions if n != 1]
     if len(dims) < 2:

@@ -77,6 +77,7 @@ class TargetInfo:
     fma: bool         # fused multiply-add instructions
     scalef: bool      # a vector llvm.ldexp is one instruction (AVX-512's vscalefps), not a libm call
     fp16: bool = False  # native half arithmetic (AVX512-FP16): f16 ops are not promoted to f32 one by one
+    bf16: bool = False  # f32 → bf16 in one instruction (AVX512_BF16's VCVTNEPS2BF16, which flushes denormals)
 
 
 @dataclass(frozen=True)
@@ -242,6 +243,12 @@ define void @probe_fp16(ptr %p) #0 {
   store <8 x half> %b, ptr %p
   ret void
 }
+define void @probe_bf16(ptr %p, ptr %q) #0 {
+  %a = load <8 x float>, ptr %p
+  %b = fptrunc <8 x float> %a to <8 x bfloat>
+  store <8 x bfloat> %b, ptr %q
+  ret void
+}
 declare <4 x float> @llvm.floor.v4f32(<4 x float>)
 declare <4 x float> @llvm.fma.v4f32(<4 x float>, <4 x float>, <4 x float>)
 declare <8 x float> @llvm.ldexp.v8f32.v8i32(<8 x float>, <8 x i32>)
@@ -286,12 +293,12 @@ def _info_from_asm(asm: str) -> TargetInfo:
     else:
         isa = "SSE2"
     return TargetInfo(isa=isa, fma="vfmadd" in f["probe_fma"], scalef="vscalef" in f["probe_ldexp"],
-                      fp16="vaddph" in f["probe_fp16"])
+                      fp16="vaddph" in f["probe_fp16"], bf16="vcvtneps2bf16" in f["probe_bf16"])
 
 
 @functools.lru_cache(maxsize=None)
 def target_info(target: CpuTarget) -> TargetInfo:
-    """The target's vector ISA, FMA, scalef and FP16, as LLVM compiles the probe for it."""
+    """The target's vector ISA, FMA, scalef, FP16 and BF16, as LLVM compiles the probe for it."""
     if not target.named:
         llvm = _llvm()
         with _llvm_lock:
