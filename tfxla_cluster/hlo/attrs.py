@@ -36,7 +36,8 @@ class _Value:
         super().__init_subclass__()
         names = cls.__slots__
         # attrgetter of one name gives the value, not a 1-tuple (and is no descriptor, as a lambda would be).
-        cls._fields = attrgetter(*names) if len(names) > 1 else staticmethod(lambda obj, _n=names[0]: (getattr(obj, _n),))
+        cls._fields = (attrgetter(*names) if len(names) > 1
+                       else staticmethod(lambda obj, _n=names[0]: (getattr(obj, _n),)))
         cls.__match_args__ = names
 
     def __eq__(self, other: object) -> bool:
@@ -331,6 +332,18 @@ class ConvolutionDimensionNumbers(_Value):
                                            tuple(range(num_spatial)), 0, num_spatial + 1, sp)
 
 
+def _index_dims_attrs(dnums, always: int) -> list[str]:
+    """Gather/Scatter DimensionNumbersToString: the first ``always`` fields, the batching ones when present
+    (the fields after ``index_vector_dim``), then ``index_vector_dim``."""
+    out = []
+    for k, name in enumerate(dnums.__slots__):
+        value = getattr(dnums, name)
+        if name != "index_vector_dim" and (k < always or value):
+            out.append(f"{name}={ints_text(value)}")
+    out.append(f"index_vector_dim={dnums.index_vector_dim}")
+    return out
+
+
 class GatherDimensionNumbers(_Value):
     __slots__ = ("offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
                  "operand_batching_dims", "start_indices_batching_dims")
@@ -347,15 +360,7 @@ class GatherDimensionNumbers(_Value):
         self.start_indices_batching_dims = start_indices_batching_dims
 
     def to_attrs(self) -> list[str]:
-        out = ["offset_dims=" + ints_text(self.offset_dims),
-               "collapsed_slice_dims=" + ints_text(self.collapsed_slice_dims),
-               "start_index_map=" + ints_text(self.start_index_map)]
-        if self.operand_batching_dims:
-            out.append("operand_batching_dims=" + ints_text(self.operand_batching_dims))
-        if self.start_indices_batching_dims:
-            out.append("start_indices_batching_dims=" + ints_text(self.start_indices_batching_dims))
-        out.append(f"index_vector_dim={self.index_vector_dim}")
-        return out
+        return _index_dims_attrs(self, 3)
 
 
 class ScatterDimensionNumbers(_Value):
@@ -374,15 +379,7 @@ class ScatterDimensionNumbers(_Value):
         self.scatter_indices_batching_dims = scatter_indices_batching_dims
 
     def to_attrs(self) -> list[str]:
-        out = ["update_window_dims=" + ints_text(self.update_window_dims),
-               "inserted_window_dims=" + ints_text(self.inserted_window_dims),
-               "scatter_dims_to_operand_dims=" + ints_text(self.scatter_dims_to_operand_dims)]
-        if self.input_batching_dims:
-            out.append("input_batching_dims=" + ints_text(self.input_batching_dims))
-        if self.scatter_indices_batching_dims:
-            out.append("scatter_indices_batching_dims=" + ints_text(self.scatter_indices_batching_dims))
-        out.append(f"index_vector_dim={self.index_vector_dim}")
-        return out
+        return _index_dims_attrs(self, 3)
 
 
 # ---------------------------------------------------------------- metadata
