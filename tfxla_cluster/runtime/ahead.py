@@ -18,10 +18,10 @@ Guarantees:
   and shapes, on a thread with TF's kernel threads' FTZ/DAZ state: the same HLO, IR and object code. A
   launch whose signature differs from its job's compiles at the launch, as without this module.
 - nothing a job does is observable before its launch takes it: its log records, compile-profile records
-  (but those of a job a waiting launch compiled: below) and events and its persistent-cache writes (:func:`deferred_while_ahead`) are kept with the job and
-  replayed by the launch that takes it, on the launch's thread; the compile cache's rules (lazy
-  compilation, megamorphic clusters, statistics, the "Compiled cluster" log) all run at the launch as
-  before. A job nobody takes leaves nothing behind but the CPU time it used.
+  (but those of a job a waiting launch compiled: below) and events and its persistent-cache writes
+  (:func:`deferred_while_ahead`) are kept with the job and replayed by the launch that takes it, on the
+  launch's thread; the compile cache's rules (lazy compilation, megamorphic clusters, statistics, the
+  "Compiled cluster" log) all run at the launch as before. A job nobody takes leaves nothing behind but the CPU time it used.
 - a job whose compile raised is dropped and its launch compiles the cluster again: an error surfaces where
   and as it does without this module (auto-clustering's fallback included).
 - the profile still sums to the first call's wall time: a taken job's stage times are scaled to the time

@@ -475,8 +475,8 @@ class Function:
         """Where this function's first calls spent their time: TF's tracing, import, grappler, clustering,
         encapsulation, TF's import of the rewritten graph, then per cluster lowering, each HLO pass,
         LLVM IR emission, LLVM optimisation, machine code, loading and the first run, TF's runtime around
-        the launches and the collection after the call (see :mod:`tfxla_cluster.compile_profile`). ``print(f.compile_stats().table())`` shows it; every
-        traced signature and cluster adds to it."""
+        the launches and the collection after the call (see :mod:`tfxla_cluster.compile_profile`).
+        ``print(f.compile_stats().table())`` shows it; every traced signature and cluster adds to it."""
         return self._profile
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -293,10 +293,10 @@ def _status_of(e: BaseException) -> tuple[int, str]:
 def _serve(launcher, cid: int, ctx: int, status: int) -> None:
     # The whole launch is profiled (a first launch's "run" includes reading the inputs and writing the outputs).
     with launcher.launch_context():
-        _serve_inputs(launcher, cid, ctx, status)
+        _serve_launch(launcher, cid, ctx, status)
 
 
-def _serve_inputs(launcher, cid: int, ctx: int, status: int) -> None:
+def _serve_launch(launcher, cid: int, ctx: int, status: int) -> None:
     from tfxla_cluster.errors import InternalError
 
     tf = _state["tf"]
