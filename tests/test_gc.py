@@ -6,7 +6,7 @@ import gc
 import threading
 
 from tests.codegen.cg_helpers import run_threads
-from tfxla_cluster._gc import gc_paused
+from tfxla_cluster._gc import collect_before_resume, gc_paused
 
 
 def test_nested_and_concurrent_pauses_restore_the_collector():
@@ -34,3 +34,18 @@ def test_a_disabled_collector_stays_disabled():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_the_last_pause_collects_before_it_resumes_and_a_nested_one_does_not():
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    with gc_paused():
+        Cycle()
+        with gc_paused():
+            assert collect_before_resume() == 0.0   # not the last pause: the collector stays off
+        assert gc.get_count()[0] > 0
+        assert collect_before_resume() > 0.0
+        assert gc.get_count()[0] < 5 and not gc.isenabled()
+    assert gc.isenabled()

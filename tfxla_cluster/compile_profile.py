@@ -28,9 +28,14 @@ Stage names, in pipeline order (``STAGE_ORDER``):
     load           loading the object code (also: a persistent-cache hit)
     code-reuse     the LLVM IR equals IR compiled before (a repeated block): its code is reused
     compile-other  the rest of a cluster's compile (HLO text, cache bookkeeping)
-    run            the cluster's first run (its launch minus its compile)
-    other          the rest of a first call (TF instantiating the rewritten function, Python imports in
-                   a cold process, argument handling)
+    run            the cluster's first run (its launch minus its compile, the native launch's copies of
+                   its inputs and outputs included)
+    tf-run         TF's runtime on the rewritten function's first run, outside the launches: instantiating
+                   it (TF's graph passes, placement, the executor), its ops outside clusters, and handing
+                   each first launch to Python (while compiles ahead of their launch go on meanwhile)
+    gc             Python's cyclic collector going through what the first call allocated (paused during it,
+                   ``_gc``): the collection the next allocation would start, done and timed at its end
+    other          the rest of a first call (Python imports in a cold process, argument handling)
 
 Besides times, a profile counts *events* (``note("persistent-cache hit")``): how each compile was answered
 — ``persistent-cache hit`` / ``miss`` / ``corrupt`` (an entry ignored with a warning), ``code-reuse``, and
@@ -49,7 +54,7 @@ from typing import Iterator, NamedTuple
 
 STAGE_ORDER = ("trace", "import", "grappler", "clustering", "encapsulation", "tf-import", "lowering",
                "hlo-pass", "buffer-assignment", "llvm-ir", "llvm-parse", "llvm-opt", "machine-code", "load",
-               "code-reuse", "compile-other", "run", "other")
+               "code-reuse", "compile-other", "run", "tf-run", "gc", "other")
 HLO_PASS = "hlo-pass"
 _ALL = object()
 
@@ -75,14 +80,23 @@ class CompileProfile:
         self._lock = threading.Lock()
         self.records: list[StageTime] = []
         self.events: dict[str, int] = {}
+        self._by_thread: dict[int, float] = {}   # thread ident -> seconds it recorded (see thread_seconds)
 
     def add_event(self, event: str, n: int = 1) -> None:
         with self._lock:
             self.events[event] = self.events.get(event, 0) + n
 
     def add(self, stage_name: str, seconds: float, cluster: str | None = None) -> None:
+        ident = threading.get_ident()
         with self._lock:
             self.records.append(StageTime(stage_name, cluster, seconds))
+            self._by_thread[ident] = self._by_thread.get(ident, 0.0) + seconds
+
+    def thread_seconds(self) -> float:
+        """Seconds this thread has recorded here, whatever the cluster: a launch's own share of the profile
+        when other threads record concurrently (and its wait compiled another cluster, runtime.ahead)."""
+        with self._lock:
+            return self._by_thread.get(threading.get_ident(), 0.0)
 
     def extend(self, other: "CompileProfile", prefix: str = "") -> None:
         """Add ``other``'s records, their cluster names prefixed (e.g. with the function's name)."""
@@ -194,11 +208,12 @@ def collecting(profile: CompileProfile | None, cluster: str | None = None) -> It
         _local.top = saved
 
 
-def record(stage_name: str, seconds: float) -> None:
-    """Add a time measured elsewhere to the active profile (nothing when none is active)."""
+def record(stage_name: str, seconds: float, cluster: object = _ALL) -> None:
+    """Add a time measured elsewhere to the active profile (nothing when none is active), under its
+    cluster or the ``cluster`` given."""
     top = getattr(_local, "top", None)
     if top is not None:
-        top[0].add(stage_name, seconds, top[1])
+        top[0].add(stage_name, seconds, top[1] if cluster is _ALL else cluster)
 
 
 def note(event: str) -> None:

@@ -886,7 +886,7 @@ PROFILE_GROUPS = (("TF trace", ("trace",)), ("import+grappler", ("import", "grap
                   ("clustering", ("clustering", "encapsulation", "tf-import")), ("lowering", ("lowering",)),
                   ("HLO passes", ("hlo-pass", "buffer-assignment")), ("LLVM IR", ("llvm-ir",)),
                   ("LLVM opt", ("llvm-parse", "llvm-opt")), ("machine code", ("machine-code", "load", "code-reuse")),
-                  ("run", ("run",)), ("other", ("compile-other", "other")))
+                  ("run", ("run",)), ("TF run", ("tf-run",)), ("gc", ("gc",)), ("other", ("compile-other", "other")))
 
 
 def profile_lines(rows: list[dict[str, Any]], variant: str = "ours_auto") -> list[str]:

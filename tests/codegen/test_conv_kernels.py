@@ -2,7 +2,6 @@
 and both backprops (strided, dilated, SAME/VALID, channel counts that leave partial vector blocks),
 Conv2D and both backprops, NCHW against TF's NHWC; and the HLO-level kernel choice (the channel-wise
 kernel for depthwise convolutions, never a GEMM per channel), checked against the evaluator."""
-import dataclasses
 
 import numpy as np
 import pytest
@@ -155,7 +154,7 @@ def test_filter_backprop_taps_are_grouped_and_match_evaluator(conv):
 
 
 def _reversed(window):
-    return Window(tuple(dataclasses.replace(d, window_reversal=True) for d in window.dimensions))
+    return Window(tuple(d.replace(window_reversal=True) for d in window.dimensions))
 
 
 HLO_BLOCKED = [  # dim labels, lhs, rhs, window, feature groups, expected kernels

@@ -2,7 +2,6 @@
 enough tiles per filter element, against the evaluator (odd sizes: partial tiles, vector tails, padding
 on one side, the input backprop's reversed [kh, kw, out, in] filter) and against real TF (forward with a
 fused bias + Relu epilogue, and the input backprop)."""
-import dataclasses
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ WINOGRAD = ["conv-winograd-filter", "conv-winograd"]
 
 
 def _reversed(window):
-    return Window(tuple(dataclasses.replace(d, window_reversal=True) for d in window.dimensions))
+    return Window(tuple(d.replace(window_reversal=True) for d in window.dimensions))
 
 
 HLO = [  # dim labels, lhs, rhs, window, expected kernels

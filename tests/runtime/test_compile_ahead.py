@@ -202,6 +202,25 @@ def test_profile_sums_to_the_first_calls_wall_time_and_names_each_clusters_stage
         assert "3 cluster(s) compiled ahead of their launch" in prof.events_line()
 
 
+def test_a_job_a_waiting_launch_compiled_is_its_time_under_its_own_cluster():
+    """A launch that compiled another cluster's job while it waited records that job's stages then, in full,
+    under the job's cluster; the job's own launch later replays its events only (no stage twice)."""
+    from tfxla_cluster import compile_profile as cp
+
+    job = ahead_job.Job(launcher=None, arrays=[], signature=None, seconds=0.5)
+    job.profile.add("lowering", 0.25, "cluster_1")
+    job.profile.add("llvm-opt", 0.125, "cluster_1")
+    job.profile.add_event("code-reuse")
+    prof = cp.CompileProfile()
+    with cp.collecting(prof, "cluster_0"):
+        job.attribute()
+    assert prof.totals("cluster_1") == {"lowering": 0.25, "llvm-opt": 0.125} and prof.totals("cluster_0") == {}
+    assert prof.thread_seconds() == 0.375
+    with cp.collecting(prof, "cluster_1"):
+        job.replay(waited=0.5)
+    assert prof.total == 0.375 and prof.events == {"code-reuse": 1, "compiled ahead": 1}
+
+
 def test_launches_on_several_threads_take_their_jobs_once():
     """TF may launch clusters concurrently: launches from several threads each get their cluster's entry."""
     x, w = _inputs()

@@ -29,6 +29,17 @@ def test_stage_and_record_go_to_the_active_profile_only():
     assert prof.clusters() == ["cluster_0"]
 
 
+def test_thread_seconds_are_what_this_thread_recorded():
+    prof = cp.CompileProfile()
+    t = threading.Thread(target=lambda: prof.add("run", 4.0, "c"))
+    t.start()
+    t.join()
+    with cp.collecting(prof, "c"):
+        cp.record("lowering", 0.5)
+        cp.record("llvm-opt", 0.25, "d")   # another cluster's stage, recorded by this thread
+    assert prof.thread_seconds() == 0.75 and prof.totals("d") == {"llvm-opt": 0.25} and prof.total == 4.75
+
+
 def test_other_threads_do_not_see_this_threads_profile():
     prof, seen = cp.CompileProfile(), []
     with cp.collecting(prof, "c"):
@@ -133,6 +144,8 @@ def test_native_launch_nodes_profile_each_clusters_compile():
         assert {"lowering", "llvm-ir", "run"} <= set(stages), (name, stages)
         # LLVM compiled it, or reused the code of identical IR compiled earlier in this process.
         assert {"llvm-opt", "machine-code"} <= set(stages) or "code-reuse" in stages, (name, stages)
+    # TF's runtime around the launches and the collection after the first call are stages of their own.
+    assert {"tf-run", "gc"} <= set(prof.totals(None)), prof.totals(None)
 
 
 def test_a_persistent_cache_hit_shows_in_the_profile_summary(tmp_path):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
 
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.hlo.shape import PrimitiveType
@@ -19,6 +20,41 @@ from tfxla_cluster.hlo.shape import PrimitiveType
 def ints_text(values) -> str:
     """``{1,0}`` — XLA's braced int list (no spaces)."""
     return "{" + ",".join(str(int(v)) for v in values) + "}"
+
+
+# ---------------------------------------------------------------- value types
+class _Value:
+    """Base of the attribute values below: equal and hashed by their fields (``__slots__``, in order) and
+    repr'd as the frozen dataclasses they were. Plain slotted classes: a frozen dataclass costs ~0.9 ms of
+    CPU to create at import, and this module is on a process's first compile (issue 17). Immutable by
+    convention (they are hash keys, e.g. of CSE): :meth:`replace` makes a changed copy."""
+
+    __slots__ = ()
+    _fields: Any = None   # attrgetter of every field: the tuple equality and hashing compare
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        names = cls.__slots__
+        # attrgetter of one name gives the value, not a 1-tuple (and is no descriptor, as a lambda would be).
+        cls._fields = (attrgetter(*names) if len(names) > 1
+                       else staticmethod(lambda obj, _n=names[0]: (getattr(obj, _n),)))
+        cls.__match_args__ = names
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._fields(self) == self._fields(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__qualname__}(" + ", ".join(
+            f"{n}={v!r}" for n, v in zip(self.__slots__, self._fields(self))) + ")"
+
+    def replace(self, **changes: Any) -> Any:
+        """A copy with ``changes`` (``dataclasses.replace``)."""
+        return type(self)(**{n: changes.pop(n, v) for n, v in zip(self.__slots__, self._fields(self))}, **changes)
 
 
 # ---------------------------------------------------------------- enums
@@ -72,11 +108,11 @@ class Precision(enum.Enum):
 
 
 # ---------------------------------------------------------------- slices and padding
-@dataclass(frozen=True, slots=True)
-class SliceRange:
-    start: int
-    limit: int
-    stride: int = 1
+class SliceRange(_Value):
+    __slots__ = ("start", "limit", "stride")
+
+    def __init__(self, start: int, limit: int, stride: int = 1) -> None:
+        self.start, self.limit, self.stride = start, limit, stride
 
     def to_text(self, with_stride: bool = True) -> str:
         return f"[{self.start}:{self.limit}:{self.stride}]" if with_stride else f"[{self.start}:{self.limit}]"
@@ -88,16 +124,18 @@ def slices_text(slices) -> str:
     return "{" + ", ".join(s.to_text(strided) for s in slices) + "}"
 
 
-@dataclass(frozen=True, slots=True)
-class PaddingDimension:
-    low: int = 0
-    high: int = 0
-    interior: int = 0
+class PaddingDimension(_Value):
+    __slots__ = ("low", "high", "interior")
+
+    def __init__(self, low: int = 0, high: int = 0, interior: int = 0) -> None:
+        self.low, self.high, self.interior = low, high, interior
 
 
-@dataclass(frozen=True, slots=True)
-class PaddingConfig:
-    dimensions: tuple[PaddingDimension, ...]
+class PaddingConfig(_Value):
+    __slots__ = ("dimensions",)
+
+    def __init__(self, dimensions: tuple[PaddingDimension, ...]) -> None:
+        self.dimensions = dimensions
 
     @staticmethod
     def of(pairs) -> "PaddingConfig":
@@ -122,20 +160,26 @@ class PaddingConfig:
 
 
 # ---------------------------------------------------------------- windows
-@dataclass(frozen=True, slots=True)
-class WindowDimension:
-    size: int
-    stride: int = 1
-    padding_low: int = 0
-    padding_high: int = 0
-    window_dilation: int = 1
-    base_dilation: int = 1
-    window_reversal: bool = False
+class WindowDimension(_Value):
+    __slots__ = ("size", "stride", "padding_low", "padding_high", "window_dilation", "base_dilation",
+                 "window_reversal")
+
+    def __init__(self, size: int, stride: int = 1, padding_low: int = 0, padding_high: int = 0,
+                 window_dilation: int = 1, base_dilation: int = 1, window_reversal: bool = False) -> None:
+        self.size = size
+        self.stride = stride
+        self.padding_low = padding_low
+        self.padding_high = padding_high
+        self.window_dilation = window_dilation
+        self.base_dilation = base_dilation
+        self.window_reversal = window_reversal
 
 
-@dataclass(frozen=True, slots=True)
-class Window:
-    dimensions: tuple[WindowDimension, ...]
+class Window(_Value):
+    __slots__ = ("dimensions",)
+
+    def __init__(self, dimensions: tuple[WindowDimension, ...]) -> None:
+        self.dimensions = dimensions
 
     @staticmethod
     def make(sizes, strides=None, padding=None, lhs_dilation=None, rhs_dilation=None) -> "Window":
@@ -199,12 +243,17 @@ class Window:
 
 
 # ---------------------------------------------------------------- dimension numbers
-@dataclass(frozen=True, slots=True)
-class DotDimensionNumbers:
-    lhs_contracting_dimensions: tuple[int, ...] = ()
-    rhs_contracting_dimensions: tuple[int, ...] = ()
-    lhs_batch_dimensions: tuple[int, ...] = ()
-    rhs_batch_dimensions: tuple[int, ...] = ()
+class DotDimensionNumbers(_Value):
+    __slots__ = ("lhs_contracting_dimensions", "rhs_contracting_dimensions", "lhs_batch_dimensions",
+                 "rhs_batch_dimensions")
+
+    def __init__(self, lhs_contracting_dimensions: tuple[int, ...] = (),
+                 rhs_contracting_dimensions: tuple[int, ...] = (), lhs_batch_dimensions: tuple[int, ...] = (),
+                 rhs_batch_dimensions: tuple[int, ...] = ()) -> None:
+        self.lhs_contracting_dimensions = lhs_contracting_dimensions
+        self.rhs_contracting_dimensions = rhs_contracting_dimensions
+        self.lhs_batch_dimensions = lhs_batch_dimensions
+        self.rhs_batch_dimensions = rhs_batch_dimensions
 
     def to_attrs(self) -> list[str]:
         """DotDimensionNumbersToString: batch dims only when present, contracting dims always."""
@@ -218,17 +267,25 @@ class DotDimensionNumbers:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class ConvolutionDimensionNumbers:
-    input_batch_dimension: int
-    input_feature_dimension: int
-    input_spatial_dimensions: tuple[int, ...]
-    kernel_input_feature_dimension: int
-    kernel_output_feature_dimension: int
-    kernel_spatial_dimensions: tuple[int, ...]
-    output_batch_dimension: int
-    output_feature_dimension: int
-    output_spatial_dimensions: tuple[int, ...]
+class ConvolutionDimensionNumbers(_Value):
+    __slots__ = ("input_batch_dimension", "input_feature_dimension", "input_spatial_dimensions",
+                 "kernel_input_feature_dimension", "kernel_output_feature_dimension", "kernel_spatial_dimensions",
+                 "output_batch_dimension", "output_feature_dimension", "output_spatial_dimensions")
+
+    def __init__(self, input_batch_dimension: int, input_feature_dimension: int,
+                 input_spatial_dimensions: tuple[int, ...], kernel_input_feature_dimension: int,
+                 kernel_output_feature_dimension: int, kernel_spatial_dimensions: tuple[int, ...],
+                 output_batch_dimension: int, output_feature_dimension: int,
+                 output_spatial_dimensions: tuple[int, ...]) -> None:
+        self.input_batch_dimension = input_batch_dimension
+        self.input_feature_dimension = input_feature_dimension
+        self.input_spatial_dimensions = input_spatial_dimensions
+        self.kernel_input_feature_dimension = kernel_input_feature_dimension
+        self.kernel_output_feature_dimension = kernel_output_feature_dimension
+        self.kernel_spatial_dimensions = kernel_spatial_dimensions
+        self.output_batch_dimension = output_batch_dimension
+        self.output_feature_dimension = output_feature_dimension
+        self.output_spatial_dimensions = output_spatial_dimensions
 
     def to_text(self) -> str:
         """ConvolutionDimensionNumbersToString: e.g. ``b01f_01io->b01f``."""
@@ -275,46 +332,54 @@ class ConvolutionDimensionNumbers:
                                            tuple(range(num_spatial)), 0, num_spatial + 1, sp)
 
 
-@dataclass(frozen=True, slots=True)
-class GatherDimensionNumbers:
-    offset_dims: tuple[int, ...]
-    collapsed_slice_dims: tuple[int, ...]
-    start_index_map: tuple[int, ...]
-    index_vector_dim: int
-    operand_batching_dims: tuple[int, ...] = ()
-    start_indices_batching_dims: tuple[int, ...] = ()
+def _index_dims_attrs(dnums, always: int) -> list[str]:
+    """Gather/Scatter DimensionNumbersToString: the first ``always`` fields, the batching ones when present
+    (the fields after ``index_vector_dim``), then ``index_vector_dim``."""
+    out = []
+    for k, name in enumerate(dnums.__slots__):
+        value = getattr(dnums, name)
+        if name != "index_vector_dim" and (k < always or value):
+            out.append(f"{name}={ints_text(value)}")
+    out.append(f"index_vector_dim={dnums.index_vector_dim}")
+    return out
+
+
+class GatherDimensionNumbers(_Value):
+    __slots__ = ("offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
+                 "operand_batching_dims", "start_indices_batching_dims")
+
+    def __init__(self, offset_dims: tuple[int, ...], collapsed_slice_dims: tuple[int, ...],
+                 start_index_map: tuple[int, ...], index_vector_dim: int,
+                 operand_batching_dims: tuple[int, ...] = (),
+                 start_indices_batching_dims: tuple[int, ...] = ()) -> None:
+        self.offset_dims = offset_dims
+        self.collapsed_slice_dims = collapsed_slice_dims
+        self.start_index_map = start_index_map
+        self.index_vector_dim = index_vector_dim
+        self.operand_batching_dims = operand_batching_dims
+        self.start_indices_batching_dims = start_indices_batching_dims
 
     def to_attrs(self) -> list[str]:
-        out = ["offset_dims=" + ints_text(self.offset_dims),
-               "collapsed_slice_dims=" + ints_text(self.collapsed_slice_dims),
-               "start_index_map=" + ints_text(self.start_index_map)]
-        if self.operand_batching_dims:
-            out.append("operand_batching_dims=" + ints_text(self.operand_batching_dims))
-        if self.start_indices_batching_dims:
-            out.append("start_indices_batching_dims=" + ints_text(self.start_indices_batching_dims))
-        out.append(f"index_vector_dim={self.index_vector_dim}")
-        return out
+        return _index_dims_attrs(self, 3)
 
 
-@dataclass(frozen=True, slots=True)
-class ScatterDimensionNumbers:
-    update_window_dims: tuple[int, ...]
-    inserted_window_dims: tuple[int, ...]
-    scatter_dims_to_operand_dims: tuple[int, ...]
-    index_vector_dim: int
-    input_batching_dims: tuple[int, ...] = ()
-    scatter_indices_batching_dims: tuple[int, ...] = ()
+class ScatterDimensionNumbers(_Value):
+    __slots__ = ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "index_vector_dim",
+                 "input_batching_dims", "scatter_indices_batching_dims")
+
+    def __init__(self, update_window_dims: tuple[int, ...], inserted_window_dims: tuple[int, ...],
+                 scatter_dims_to_operand_dims: tuple[int, ...], index_vector_dim: int,
+                 input_batching_dims: tuple[int, ...] = (),
+                 scatter_indices_batching_dims: tuple[int, ...] = ()) -> None:
+        self.update_window_dims = update_window_dims
+        self.inserted_window_dims = inserted_window_dims
+        self.scatter_dims_to_operand_dims = scatter_dims_to_operand_dims
+        self.index_vector_dim = index_vector_dim
+        self.input_batching_dims = input_batching_dims
+        self.scatter_indices_batching_dims = scatter_indices_batching_dims
 
     def to_attrs(self) -> list[str]:
-        out = ["update_window_dims=" + ints_text(self.update_window_dims),
-               "inserted_window_dims=" + ints_text(self.inserted_window_dims),
-               "scatter_dims_to_operand_dims=" + ints_text(self.scatter_dims_to_operand_dims)]
-        if self.input_batching_dims:
-            out.append("input_batching_dims=" + ints_text(self.input_batching_dims))
-        if self.scatter_indices_batching_dims:
-            out.append("scatter_indices_batching_dims=" + ints_text(self.scatter_indices_batching_dims))
-        out.append(f"index_vector_dim={self.index_vector_dim}")
-        return out
+        return _index_dims_attrs(self, 3)
 
 
 # ---------------------------------------------------------------- metadata
@@ -337,15 +402,18 @@ def c_escape(s: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True, slots=True)
-class OpMetadata:
+class OpMetadata(_Value):
     """OpMetadata as printed by xla/hlo/ir/hlo_op_metadata.cc; ``extra`` keeps other fields verbatim."""
 
-    op_type: str = ""
-    op_name: str = ""
-    source_file: str = ""
-    source_line: int = 0
-    extra: tuple[tuple[str, str], ...] = field(default=())
+    __slots__ = ("op_type", "op_name", "source_file", "source_line", "extra")
+
+    def __init__(self, op_type: str = "", op_name: str = "", source_file: str = "", source_line: int = 0,
+                 extra: tuple[tuple[str, str], ...] = ()) -> None:
+        self.op_type = op_type
+        self.op_name = op_name
+        self.source_file = source_file
+        self.source_line = source_line
+        self.extra = extra
 
     def is_empty(self) -> bool:
         return not (self.op_type or self.op_name or self.source_file or self.source_line or self.extra)

@@ -18,15 +18,17 @@ Guarantees:
   and shapes, on a thread with TF's kernel threads' FTZ/DAZ state: the same HLO, IR and object code. A
   launch whose signature differs from its job's compiles at the launch, as without this module.
 - nothing a job does is observable before its launch takes it: its log records, compile-profile records
-  and events and its persistent-cache writes (:func:`deferred_while_ahead`) are kept with the job and
-  replayed by the launch that takes it, on the launch's thread; the compile cache's rules (lazy
-  compilation, megamorphic clusters, statistics, the "Compiled cluster" log) all run at the launch as
-  before. A job nobody takes leaves nothing behind but the CPU time it used.
+  (but those of a job a waiting launch compiled: below) and events and its persistent-cache writes
+  (:func:`deferred_while_ahead`) are kept with the job and replayed by the launch that takes it, on the
+  launch's thread; the compile cache's rules (lazy compilation, megamorphic clusters, statistics, the
+  "Compiled cluster" log) all run at the launch as before. A job nobody takes leaves nothing behind but the CPU time it used.
 - a job whose compile raised is dropped and its launch compiles the cluster again: an error surfaces where
   and as it does without this module (auto-clustering's fallback included).
 - the profile still sums to the first call's wall time: a taken job's stage times are scaled to the time
   its launch waited for it (a job done before its launch costs the call nothing), as a split module's
-  parts are scaled to their wall time; the profile counts "compiled ahead" events.
+  parts are scaled to their wall time; a job a waiting launch compiled itself is that launch's time, its
+  stages recorded then under its own cluster (and not again at its launch); the profile counts
+  "compiled ahead" events.
 - thread-safe: TF may launch several clusters at once on its threads; a launch never waits for a job that
   has not started, and a job never waits for a launch.
 """
@@ -125,16 +127,21 @@ class AheadCompiler:
                 job.state = DROPPED
                 return None
         # Waiting, this thread compiles the next job not started: with the workers, the compiles keep two
-        # threads busy (one in LLVM, without the GIL, while the other runs Python stages).
+        # threads busy (one in LLVM, without the GIL, while the other runs Python stages). That compile is
+        # this launch's time: its stages go to the profile now, under its own cluster, and the rest of the
+        # wait to this job's.
+        helped = 0.0
         while not job.done.is_set():
             other = self._next()
             if other is None:
                 job.done.wait()
                 break
             self._run(other)
+            other.attribute()
+            helped += other.seconds
         if job.failed or job.result is None:
             return None
-        job.replay(time.perf_counter() - t0)
+        job.replay(time.perf_counter() - t0 - helped)
         compiled = job.result
         compiled.ahead_wait = time.perf_counter() - t0
         return compiled

@@ -37,6 +37,7 @@ class Job:
     result: "CompiledCluster | None" = None
     failed: bool = False
     seconds: float = 0.0              # the compile's wall time
+    attributed: bool = False          # its stage times are in a profile already (attribute)
     profile: compile_profile.CompileProfile = field(default_factory=compile_profile.CompileProfile)
     logs: list[logging.LogRecord] = field(default_factory=list)
     deferred: list[Callable[[], Any]] = field(default_factory=list)
@@ -59,6 +60,14 @@ class Job:
             self.seconds = time.perf_counter() - t0
             _local.job = saved
 
+    def attribute(self) -> None:
+        """On a launch's thread that compiled this job while it waited for its own: the job's stage times go
+        to that launch's profile now, in full and under this job's cluster (they were on its critical path);
+        :meth:`replay` then leaves them out."""
+        self.attributed = True
+        for r in self.profile.records:
+            compile_profile.record(r.stage, r.seconds, r.cluster)
+
     def replay(self, waited: float) -> None:
         """On the launch's thread: the job's log records, persistent-cache writes, and its profile scaled
         to the ``waited`` seconds the launch spent on it."""
@@ -69,9 +78,10 @@ class Job:
                 logger.handle(record)
         for write in self.deferred:
             write()
-        scale = min(1.0, waited / self.seconds) if self.seconds > 0 else 0.0
-        for r in self.profile.records:
-            compile_profile.record(r.stage, r.seconds * scale)
+        if not self.attributed:
+            scale = min(1.0, max(0.0, waited) / self.seconds) if self.seconds > 0 else 0.0
+            for r in self.profile.records:
+                compile_profile.record(r.stage, r.seconds * scale)
         for event, n in self.profile.events.items():
             for _ in range(n):
                 compile_profile.note(event)

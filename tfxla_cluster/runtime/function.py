@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from tfxla_cluster import compile_profile, tf_compat
-from tfxla_cluster._gc import gc_paused
+from tfxla_cluster._gc import collect_before_resume, gc_paused
 from tfxla_cluster.errors import InvalidArgumentError
 from tfxla_cluster.graph.opdefs import ARG_OP, RETVAL_OP
 from tfxla_cluster.runtime import arguments
@@ -92,14 +92,16 @@ class CompiledGraph:
             yield
             return
         self._profiled.add(name)
-        # What the launch spent compiling: a compile done ahead (runtime.ahead) costs it only its wait.
-        mark, compiled_before = len(profile.records), launcher.stats.launch_compile_seconds
+        # What the launch spent compiling: a compile done ahead (runtime.ahead) costs it only its wait. What
+        # this thread recorded meanwhile is the compile's stages (another cluster's, compiled while it waited,
+        # included): other threads' launches record into the same profile concurrently.
+        own, compiled_before = profile.thread_seconds(), launcher.stats.launch_compile_seconds
         t0 = time.perf_counter()
         with compile_profile.collecting(profile, name):
             yield
         elapsed = time.perf_counter() - t0
         compile_s = launcher.stats.launch_compile_seconds - compiled_before
-        profile.add("compile-other", max(0.0, compile_s - compile_profile.seconds_since(mark, profile, name)), name)
+        profile.add("compile-other", max(0.0, compile_s - (profile.thread_seconds() - own)), name)
         profile.add("run", max(0.0, elapsed - compile_s), name)
 
     def __call__(self, flat_inputs: list) -> Any:
@@ -149,8 +151,10 @@ class CompiledGraph:
             # fail, formatting every tensor) a structured bind first. The flat call is what that falls
             # back to.
             call_flat = tf_compat.call_flat(self._fn)
-            if not self._ahead_planned and tf.executing_eagerly():
+            first_run = not self._ahead_planned and tf.executing_eagerly()
+            if first_run:
                 self._start_ahead()
+                mark, t0 = (len(self.profile.records), time.perf_counter()) if self.profile is not None else (0, 0.0)
             try:
                 if self._first_call and len(self.launchers) > 1:
                     outputs = self._first_call_with_progress(call_flat, args)
@@ -164,6 +168,11 @@ class CompiledGraph:
                 if original is None:
                     raise
                 raise original from None
+            finally:
+                if first_run and self.profile is not None:
+                    # TF's runtime outside the launches (which record their own time, on TF's threads).
+                    self.profile.add("tf-run", max(0.0, time.perf_counter() - t0
+                                                   - compile_profile.seconds_since(mark, self.profile)))
             outputs = list(outputs or [])[:self._num_outputs]  # control outputs come back as None
         return outputs
 
@@ -465,9 +474,9 @@ class Function:
     def compile_stats(self) -> "compile_profile.CompileProfile":
         """Where this function's first calls spent their time: TF's tracing, import, grappler, clustering,
         encapsulation, TF's import of the rewritten graph, then per cluster lowering, each HLO pass,
-        LLVM IR emission, LLVM optimisation, machine code, loading and the first run (see
-        :mod:`tfxla_cluster.compile_profile`). ``print(f.compile_stats().table())`` shows it; every
-        traced signature and cluster adds to it."""
+        LLVM IR emission, LLVM optimisation, machine code, loading and the first run, TF's runtime around
+        the launches and the collection after the call (see :mod:`tfxla_cluster.compile_profile`).
+        ``print(f.compile_stats().table())`` shows it; every traced signature and cluster adds to it."""
         return self._profile
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -496,7 +505,10 @@ class Function:
         # generation, and one full collection walked TF's and the model's ~0.4M objects (0.25 s).
         with gc_paused():
             result = self._call_slow(args, kwargs, specs)
-        if len(self._compiled) > known:
+            first = len(self._compiled) > known
+            if first:
+                profile.add("gc", collect_before_resume())
+        if first:
             # A first call: what no stage recorded (Python imports of a cold process, argument handling).
             profile.add("other", max(0.0, time.perf_counter() - t0 - compile_profile.seconds_since(mark, profile)))
         return result

@@ -27,7 +27,6 @@ reading the filter backwards (conv_exact.py ``lhs_reversed``).
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 from tfxla_cluster.codegen.buffers import BufferRef, leaves
 from tfxla_cluster.codegen.conv import BlockedPlan, ChannelwisePlan, blocked_plan, channelwise_plan, \
@@ -607,7 +606,7 @@ def _fold_reverse(prog, rev, operand: BufferRef) -> bool:
     if not set(rev.dimensions) <= set(ksp):
         return False
     window = conv.window
-    flipped = A.Window(tuple(dataclasses.replace(w, window_reversal=not w.window_reversal) if ksp[i] in rev.dimensions
+    flipped = A.Window(tuple(w.replace(window_reversal=not w.window_reversal) if ksp[i] in rev.dimensions
                              else w for i, w in enumerate(window.dimensions)))
     view = copy.copy(conv)
     view.window = flipped
