@@ -120,3 +120,17 @@ def test_select_arm_that_llvm_knows_the_predicate_in(dtype, name, fn):
     for v in _SELECT_VALUES:
         x = dtype(v * tiny if abs(v) < 1 else v)
         _assert_bits(fn, x if "where" not in name else np.full(5, x, dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", [(1,), (5,), (8,), (15,), (16,), (40,), (3, 5), (7, 3)])
+def test_max_min_of_a_negation_keeps_denormals(dtype, shape):
+    """relu(-x), min(-x, 0), max(0, -x), relu(-|x|): LLVM folds the negation into XLA's compare, so no x86
+    max/min is left to flush a ±denormal under DAZ, where relu(x) of the same short loop flushes (fuzz seed
+    176000602: relu of an ascending sort, which XLA sorts negated)."""
+    x = _denormals(shape, dtype, sum(shape))
+    _assert_bits(lambda v: tf.nn.relu(-v), x)
+    _assert_bits(lambda v: tf.minimum(-v, 0.0), x)
+    _assert_bits(lambda v: tf.maximum(tf.zeros_like(v), -v), x)
+    _assert_bits(lambda v: tf.nn.relu(-tf.abs(v)), x)
+    _assert_bits(lambda v: tf.nn.relu(tf.sort(v)), x.ravel())

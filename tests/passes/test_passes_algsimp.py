@@ -284,6 +284,10 @@ CASES = [
         ROOT c = f32[2,5] concatenate(p, b), dimensions={1}"""), "CHECK: ROOT {{.*}} pad(%p, %s), padding=0_0x0_2"),
     ("pad_noop", M("p: f32[2,3]; s: f32[]", "ROOT x = f32[2,3] pad(p, s), padding=0_0x0_0"), "CHECK: ROOT %p"),
     ("reverse_noop", M("p: f32[1,3]", "ROOT r = f32[1,3] reverse(p), dimensions={0}"), "CHECK: ROOT %p"),
+    ("sort_trivial", M("p: f32[4,1]", "ROOT s = f32[4,1] sort(p), dimensions={1}, to_apply=less"), "CHECK: ROOT %p"),
+    ("sort_trivial", M("p: f32[1,3]; q: s32[1,3]", """
+        ROOT s = (f32[1,3], s32[1,3]) sort(p, q), dimensions={0}, to_apply=kv_less"""),
+     "CHECK: ROOT {{.*}} tuple(%p, %q)"),
     ("reduce_to_reshape", M("p: f32[4,1]", """
         z = f32[] constant(0)
         ROOT r = f32[4] reduce(p, z), dimensions={1}, to_apply=add"""), "CHECK: ROOT {{.*}} f32[4]{0} reshape(%p)"),
@@ -392,8 +396,28 @@ SECOND = """%second (x: f32[], y: f32[]) -> f32[] {
 """
 
 
+LESS = """%less (x: f32[], y: f32[]) -> pred[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %lt = pred[] compare(%x, %y), direction=LT
+}
+
+"""
+
+
+KV_LESS = """%kv_less (x: f32[], y: f32[], i: s32[], j: s32[]) -> pred[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  %i = s32[] parameter(2)
+  %j = s32[] parameter(3)
+  ROOT %lt = pred[] compare(%x, %y), direction=LT
+}
+
+"""
+
+
 def parse(text: str):
-    for name, comp in (("add", ADD), ("second", SECOND)):
+    for name, comp in (("add", ADD), ("second", SECOND), ("kv_less", KV_LESS), ("less", LESS)):
         if f"to_apply={name}" in text:
             text = text.replace("HloModule m\n\n", "HloModule m\n\n" + comp).replace(f"to_apply={name}",
                                                                                       f"to_apply=%{name}")

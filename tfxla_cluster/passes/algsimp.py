@@ -950,6 +950,18 @@ def _reverse_noop(g, r):
     return _keep(r, r.operands[0]) if all(dims[d] == 1 for d in r.dimensions) else None
 
 
+@rule("sort_trivial", O.SORT)
+def _sort_trivial(g, sort):
+    """A sort along a dimension of at most one element (or of an empty array) -> its operand; a key/value
+    sort's -> the tuple of its operands (XLA's HandleSort)."""
+    x = sort.operands[0]
+    if x.shape.num_elements and x.shape.dimensions[sort.dimensions[0]] > 1:
+        return None
+    if len(sort.operands) == 1:
+        return _keep(sort, x)
+    return g.make(O.TUPLE, list(sort.operands), sort.shape, like=sort)
+
+
 @rule("reduce_to_reshape", O.REDUCE)
 def _reduce_reshape(g, r):
     """A single-operand reduce that keeps the element count (size-1 dims) -> reshape; an empty
