@@ -305,7 +305,7 @@ def gemv_lanes(instr) -> list[tuple[list[tuple[int, int]], int]] | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _avx2_host() -> bool:
+def avx2_host() -> bool:
     """An AVX2+FMA host without AVX-512, where TF's Eigen/oneDNN contraction runs its AVX2 kernels."""
     f = host_features()
     return bool(f.get("avx2") and f.get("fma") and not f.get("avx512f"))
@@ -325,7 +325,7 @@ def pair_sums(instr) -> bool:
     kout = instr.operands[1].shape.dimensions[dn.kernel_output_feature_dimension]
     patches = instr.shape.num_elements // max(instr.shape.dimensions[dn.output_feature_dimension], 1)
     return (2 <= kout <= 8 and patches > 1 and instr.feature_group_count == 1 and instr.batch_group_count == 1
-            and xla_multiplies_padding(instr) and _avx2_host())
+            and xla_multiplies_padding(instr) and avx2_host())
 
 
 def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None,
