@@ -3,8 +3,8 @@
 and ``max·(-2)`` at q of every output (the input is ``max`` everywhere, the filter 0 elsewhere); TF's
 accumulators show as +inf / -inf (q fused after p / p after q) or NaN (apart). Patch counts whose last
 block of 6 rows holds 1 or 2 patches (those sum every product apart), and others (two accumulators by
-k mod 2); fuzz seed 165001020 in tests/data/fuzz_regressions. Skipped on AVX-512 hosts (one FMA chain
-there, tested elsewhere)."""
+k mod 2), depthwise ones; fuzz seeds 165001020, 164000909, 165000547, 167001146 in
+tests/data/fuzz_regressions. Skipped on AVX-512 hosts (one FMA chain there, tested elsewhere)."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,13 +21,14 @@ pytestmark = pytest.mark.skipif(not avx2_host(), reason="TF's convolution order 
 CASES = [((1, 2, 3, 1), (2, 2, 1, 2), 2, "SAME"), ((1, 2, 8, 1), (2, 2, 1, 2), 1, "VALID"),
          ((1, 1, 12, 1), (1, 5, 1, 3), 1, "VALID"), ((1, 2, 10, 1), (2, 2, 1, 2), 1, "VALID"),
          ((1, 9, 9, 3), (3, 3, 3, 4), 1, "VALID")]
+# depthwise (input NHWC, filter HW C multiplier): 2 patches of 3 taps with multiplier 4 (fuzz seed
+# 164000909), 4 patches of 4 taps with multiplier 2, 8 patches of 3 taps (fuzz seed 167001146)
+DEPTHWISE = [((1, 1, 2, 2), (1, 3, 2, 4), 1, "SAME"), ((1, 4, 4, 2), (1, 4, 2, 2), 1, "VALID"),
+             ((2, 2, 2, 2), (3, 1, 2, 2), 1, "SAME")]
 
 
-@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16], ids=str)
-@pytest.mark.parametrize("case", CASES, ids=str)
-def test_conv_accumulators_as_tf(case, dtype):
-    xs, ws, stride, pad = case
-    conv = lambda x, w: tf.nn.conv2d(x, w, stride, pad)  # noqa: E731
+def _probe_all(conv, xs, ws, dtype):
+    """TF's XLA and ours on every (p, q) probe over the filter's (taps, input features)."""
     want_fn, got_fn = tf.function(conv, jit_compile=True), txc.function(conv, jit_compile=True)
     x = tf.constant(np.full(xs, float(dtype.max)), dtype)
     K = int(np.prod(ws[:3]))
@@ -39,3 +40,17 @@ def test_conv_accumulators_as_tf(case, dtype):
             want = tf.cast(want_fn(x, w), tf.float64).numpy()
             got = tf.cast(got_fn(x, w), tf.float64).numpy()
             np.testing.assert_array_equal(got, want, err_msg=f"taps {p}, {q}")
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16], ids=str)
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_conv_accumulators_as_tf(case, dtype):
+    xs, ws, stride, pad = case
+    _probe_all(lambda x, w: tf.nn.conv2d(x, w, stride, pad), xs, ws, dtype)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16], ids=str)
+@pytest.mark.parametrize("case", DEPTHWISE, ids=str)
+def test_depthwise_accumulators_as_tf(case, dtype):
+    xs, ws, stride, pad = case
+    _probe_all(lambda x, w: tf.nn.depthwise_conv2d(x, w, [1, stride, stride, 1], pad), xs, ws, dtype)

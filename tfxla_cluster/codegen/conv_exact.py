@@ -314,18 +314,21 @@ def avx2_host() -> bool:
 def pair_sums(instr) -> bool:
     """Whether TF's XLA sums each output of ``instr`` in two FMA accumulators, k even and k odd, over the
     first even part of the depth, then ``C0 + C1``, then the odd last k fused into that: an Eigen-patches
-    F32 convolution (:func:`xla_multiplies_padding`, one group) with 2-8 output features and more than one
+    F32 convolution (:func:`xla_multiplies_padding`) with 2-8 output features per group and more than one
     patch, on an AVX2 host without AVX-512 (TF's contraction kernels dispatch on the host CPU, not on our
     codegen target). Measured on Zen 3 against TF 2.21 (``1·1`` at k and ``-(1+2⁻¹²)²`` at k' keep the
     FMA's 2⁻²⁴ only for k ≡ k' mod 2 or k' the odd last one; ``inf`` then an overflowing product of the
     other sign one k later gives NaN): 3×3 filters, depths 27-576, images 3×5 to 16×16; 9 or more output
-    features are one FMA chain, one feature oneDNN's gemv_t (:func:`gemv_lanes`). A last block of 1 or 2 patches
-    sums its products apart (:func:`pair_apart_rows`). Fuzz seeds 160000501,
+    features are one FMA chain, one feature oneDNN's gemv_t (:func:`gemv_lanes`). A last block of 1 or 2
+    patches sums its products apart (:func:`pair_apart_rows`). Grouped ones (depthwise) sum each group's
+    depth alike when it has 2-8 output features (measured: multipliers 2 and 4 over 2 and 4 patches,
+    depths 3 and 4, and their last patches apart; fuzz seeds 164000909, 165000547, 167001146; groups of
+    several input features not measured). Fuzz seeds 160000501, 165001020,
     163000544, 164000532 (AVX-512 hosts sum one chain here)."""
     dn = instr.convolution_dimension_numbers
     kout = instr.operands[1].shape.dimensions[dn.kernel_output_feature_dimension]
     patches = instr.shape.num_elements // max(instr.shape.dimensions[dn.output_feature_dimension], 1)
-    return (2 <= kout <= 8 and patches > 1 and instr.feature_group_count == 1 and instr.batch_group_count == 1
+    return (2 <= kout // instr.feature_group_count <= 8 and patches > 1 and instr.batch_group_count == 1
             and xla_multiplies_padding(instr) and avx2_host())
 
 
@@ -340,9 +343,10 @@ def pair_apart_rows(instr) -> int:
     rather than in the two accumulators: the patches after the last multiple of :data:`PAIR_ROW_BLOCK`
     when they are 1 or 2 (measured on Zen 3 like :func:`pair_sums`, ``max·2`` at tap p and ``max·(-2)`` at
     q of every output: 2 features over 2-9, 14 and 17 patches at depth 4, 3 over 2 and 7 patches at
-    depth 5, 4 over 35 and 42 patches at depth 27: patches 6 of 7, 6-7 of 8, 12-13 of 14 and both of 2 give
-    NaN for every p ≠ q; the same trailing row as the AVX2 dots of ``dot_exact.avx2_sum_form``; fuzz seed
-    165001020). Emulated as rounded products added in k order (their NaN and infinities are XLA's)."""
+    depth 5, 4 over 35, 42 and 49 patches at depth 27, a depthwise multiplier 2 over 4 and 8 patches and
+    4 over 2: patches 6 of 7, 6-7 of 8, 12-13 of 14, 48 of 49 and both of 2 give NaN for every p ≠ q; the
+    same trailing row as the AVX2 dots of ``dot_exact.avx2_sum_form``; fuzz seeds 165001020,
+    167001146). Emulated as rounded products added in k order (their NaN and infinities are XLA's)."""
     if not pair_sums(instr):
         return 0
     dn = instr.convolution_dimension_numbers
