@@ -3,7 +3,7 @@
 and ``max·(-2)`` at q of every output (the input is ``max`` everywhere, the filter 0 elsewhere); TF's
 accumulators show as +inf / -inf (q fused after p / p after q) or NaN (apart). Patch counts whose last
 block of 6 rows holds 1 or 2 patches (those sum every product apart), and others (two accumulators by
-k mod 2), depthwise ones; fuzz seeds 165001020, 164000909, 165000547, 167001146 in
+k mod 2), depthwise ones; fuzz seeds 165001020, 164000909, 165000547, 167001146, 171000637 in
 tests/data/fuzz_regressions. Skipped on AVX-512 hosts (one FMA chain there, tested elsewhere)."""
 from __future__ import annotations
 
@@ -24,7 +24,10 @@ CASES = [((1, 2, 3, 1), (2, 2, 1, 2), 2, "SAME"), ((1, 2, 8, 1), (2, 2, 1, 2), 1
 # depthwise (input NHWC, filter HW C multiplier): 2 patches of 3 taps with multiplier 4 (fuzz seed
 # 164000909), 4 patches of 4 taps with multiplier 2, 8 patches of 3 taps (fuzz seed 167001146)
 DEPTHWISE = [((1, 1, 2, 2), (1, 3, 2, 4), 1, "SAME"), ((1, 4, 4, 2), (1, 4, 2, 2), 1, "VALID"),
-             ((2, 2, 2, 2), (3, 1, 2, 2), 1, "SAME")]
+             ((2, 2, 2, 2), (3, 1, 2, 2), 1, "SAME"),
+             # multiplier 1: depth 2 one FMA chain (fuzz seed 171000637), depth 3 gemv_t's (apart)
+             ((2, 3, 2, 3), (1, 2, 3, 1), 1, "VALID"), ((1, 2, 6, 2), (2, 1, 2, 1), 1, "VALID"),
+             ((1, 2, 6, 2), (1, 3, 2, 1), 1, "VALID")]
 
 
 def _probe_all(conv, xs, ws, dtype):
