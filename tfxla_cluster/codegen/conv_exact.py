@@ -299,13 +299,17 @@ def gemv_lanes(instr) -> list[tuple[list[tuple[int, int]], int]] | None:
     if not (xla_multiplies_padding(instr) and instr.batch_group_count == 1
             and kout == instr.feature_group_count and patches > 1 and depth > 0):
         return None
+    if depth <= 2 and avx2_host():
+        # one FMA chain in k order (measured on Zen 3: depthwise 2×1 filters of multiplier 1, VALID; depth 3
+        # is gemv_t's, every product apart; fuzz seed 171000637); AVX-512 hosts not measured
+        return None
     if len(instr.window.dimensions) == 2:
         return split(1, patches, depth, eigen_threads(), F32_PATCHES)
     return [([(0, depth)], patches)] if depth <= GEMV_MAX_DEPTH else None
 
 
 @functools.lru_cache(maxsize=1)
-def _avx2_host() -> bool:
+def avx2_host() -> bool:
     """An AVX2+FMA host without AVX-512, where TF's Eigen/oneDNN contraction runs its AVX2 kernels."""
     f = host_features()
     return bool(f.get("avx2") and f.get("fma") and not f.get("avx512f"))
@@ -314,18 +318,45 @@ def _avx2_host() -> bool:
 def pair_sums(instr) -> bool:
     """Whether TF's XLA sums each output of ``instr`` in two FMA accumulators, k even and k odd, over the
     first even part of the depth, then ``C0 + C1``, then the odd last k fused into that: an Eigen-patches
-    F32 convolution (:func:`xla_multiplies_padding`, one group) with 2-8 output features and more than one
+    F32 convolution (:func:`xla_multiplies_padding`) with 2-8 output features per group and more than one
     patch, on an AVX2 host without AVX-512 (TF's contraction kernels dispatch on the host CPU, not on our
     codegen target). Measured on Zen 3 against TF 2.21 (``1·1`` at k and ``-(1+2⁻¹²)²`` at k' keep the
     FMA's 2⁻²⁴ only for k ≡ k' mod 2 or k' the odd last one; ``inf`` then an overflowing product of the
     other sign one k later gives NaN): 3×3 filters, depths 27-576, images 3×5 to 16×16; 9 or more output
-    features are one FMA chain, one feature oneDNN's gemv_t (:func:`gemv_lanes`). Fuzz seeds 160000501,
+    features are one FMA chain, one feature oneDNN's gemv_t (:func:`gemv_lanes`). A last block of 1 or 2
+    patches sums its products apart (:func:`pair_apart_rows`). Grouped ones (depthwise) sum each group's
+    depth alike when it has 2-8 output features (measured: multipliers 2 and 4 over 2 and 4 patches,
+    depths 3 and 4, and their last patches apart; fuzz seeds 164000909, 165000547, 167001146; groups of
+    several input features not measured). Fuzz seeds 160000501, 165001020,
     163000544, 164000532 (AVX-512 hosts sum one chain here)."""
     dn = instr.convolution_dimension_numbers
     kout = instr.operands[1].shape.dimensions[dn.kernel_output_feature_dimension]
     patches = instr.shape.num_elements // max(instr.shape.dimensions[dn.output_feature_dimension], 1)
-    return (2 <= kout <= 8 and patches > 1 and instr.feature_group_count == 1 and instr.batch_group_count == 1
-            and xla_multiplies_padding(instr) and _avx2_host())
+    return (2 <= kout // instr.feature_group_count <= 8 and patches > 1 and instr.batch_group_count == 1
+            and xla_multiplies_padding(instr) and avx2_host())
+
+
+# oneDNN's AVX2 sgemm (under Eigen's contraction) takes the patches in blocks of this many rows; a last
+# block of at most PAIR_APART_ROWS rows keeps every product apart (pair_apart_rows).
+PAIR_ROW_BLOCK = 6
+PAIR_APART_ROWS = 2
+
+
+def pair_apart_rows(instr) -> int:
+    """How many last patches of a :func:`pair_sums` convolution TF's XLA sums with every product apart
+    rather than in the two accumulators: the patches after the last multiple of :data:`PAIR_ROW_BLOCK`
+    when they are 1 or 2 (measured on Zen 3 like :func:`pair_sums`, ``max·2`` at tap p and ``max·(-2)`` at
+    q of every output: 2 features over 2-9, 14 and 17 patches at depth 4, 3 over 2 and 7 patches at
+    depth 5, 4 over 35, 42 and 49 patches at depth 27, a depthwise multiplier 2 over 4 and 8 patches and
+    4 over 2: patches 6 of 7, 6-7 of 8, 12-13 of 14, 48 of 49 and both of 2 give NaN for every p ≠ q; the
+    same trailing row as the AVX2 dots of ``dot_exact.avx2_sum_form``; fuzz seeds 165001020,
+    167001146). Emulated as rounded products added in k order (their NaN and infinities are XLA's)."""
+    if not pair_sums(instr):
+        return 0
+    dn = instr.convolution_dimension_numbers
+    patches = instr.shape.num_elements // instr.shape.dimensions[dn.output_feature_dimension]
+    rest = patches % PAIR_ROW_BLOCK
+    return rest if rest <= PAIR_APART_ROWS else 0
 
 
 def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None,
@@ -522,15 +553,28 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
             b.store(emit_eigen_sum(kb.kctx, M, N, K, patch_index(od), origin[0],
                                    lambda k: b.fmul(*tap_operands(origin, k)[:2])), acc)
         elif pairs:
-            # two FMA accumulators by k mod 2 (acc, acc2), summed, then the odd last k fused (pair_sums)
-            b.store(zero, acc2)
-            with for_range(b, t.i64(0), t.i64(depth // 2), "xpair", reduction=True) as j:
-                k0 = b.mul(j, t.i64(2))
-                b.store(tap(origin, k0, b.load(acc, typ=sty)), acc)
-                b.store(tap(origin, b.add(k0, t.i64(1)), b.load(acc2, typ=sty)), acc2)
-            b.store(b.fadd(b.load(acc, typ=sty), b.load(acc2, typ=sty)), acc)
-            if depth % 2:
-                b.store(tap(origin, t.i64(depth - 1), b.load(acc, typ=sty)), acc)
+            # two FMA accumulators by k mod 2 (acc, acc2), summed, then the odd last k fused (pair_sums);
+            # the last patches apart (pair_apart_rows): rounded products in k order
+            def pair_sum():
+                b.store(zero, acc2)
+                with for_range(b, t.i64(0), t.i64(depth // 2), "xpair", reduction=True) as j:
+                    k0 = b.mul(j, t.i64(2))
+                    b.store(tap(origin, k0, b.load(acc, typ=sty)), acc)
+                    b.store(tap(origin, b.add(k0, t.i64(1)), b.load(acc2, typ=sty)), acc2)
+                b.store(b.fadd(b.load(acc, typ=sty), b.load(acc2, typ=sty)), acc)
+                if depth % 2:
+                    b.store(tap(origin, t.i64(depth - 1), b.load(acc, typ=sty)), acc)
+            apart = pair_apart_rows(instr)
+            if not apart:
+                pair_sum()
+            else:
+                with b.if_else(b.icmp_unsigned(">=", patch_index(od), t.i64(patches - apart))) as (then, otherwise):
+                    with then:
+                        with for_range(b, t.i64(0), t.i64(depth), "xapart", reduction=True) as k:
+                            x, wv, valid = tap_operands(origin, k)
+                            b.store(b.fadd(b.load(acc, typ=sty), b.fmul(b.select(valid, x, zero), wv)), acc)
+                    with otherwise:
+                        pair_sum()
         elif not lanes:
             with for_range(b, t.i64(0), t.i64(depth), "xtap", reduction=True) as k:
                 b.store(tap(origin, k, b.load(acc, typ=sty)), acc)

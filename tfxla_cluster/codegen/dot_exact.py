@@ -1,4 +1,5 @@
-"""F64 dots on special values (huge, inf, NaN): TF's XLA's Eigen GEMM arithmetic, chosen per call.
+"""Dots on special values (huge, inf, NaN): TF's XLA's library arithmetic (F64 Eigen GEMM; F32/BF16 oneDNN or
+YNNPACK on an AVX2 host), chosen per call.
 
 Stage: codegen (``kernels/loop.py`` has ``gemm.py``'s ``emit_dot_gemm`` hand its GEMM kernel to
 :func:`emit_guarded_dot`; ``elemental.py``'s loop form of a dot asks :func:`eigen_dot` whether to fuse
@@ -10,7 +11,7 @@ as in XLA (FMA contraction gives the first one's infinity). Below that bound no 
 of < 2³¹ terms can overflow, so FMAs and summation order only round, and the fast GEMM runs unchanged.
 The loop form (small dots) sums these dots in the same order (:func:`emit_eigen_sum`): no check.
 
-How XLA:CPU (TF 2.21, this machine: AMD EPYC Zen 4) computes a dot, measured with
+How XLA:CPU (TF 2.21; AMD EPYC Zen 4, AVX-512, unless said) computes a dot, measured with
 ``tf.function(jit_compile=True)`` by putting ``max·(-5.4)`` at k = p and ``(-4.2)·(-max)`` at k = q of
 one output (FMA in one accumulator gives the first infinity, separate rounding or two accumulators NaN),
 in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit batch dimensions:
@@ -43,14 +44,29 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
     multiple of 64 and K a multiple of 4 (8³, 16³, 100³, 200×300×100). Not emulated (the choice would
     need YNNPACK's cost model): F32 dots keep the fast kernels' single FMA chain or OpenBLAS's order.
     F16/BF16 dots were not measured.
+* F32 and BF16 library dots on an AVX2+FMA host without AVX-512 (this machine: AMD EPYC Zen 3; TF's
+  oneDNN ``sgemm`` runs small M (perf: ``dnnl::...gemm_info_t<float>``), YNNPACK the rest (perf:
+  ``ynn::dot_fp32_8x8x1_1x8x1_fma3`` for 64×5×3)), measured with tf.function(jit_compile=True) by
+  ``max·2`` at k = p and ``max·(-2)`` at k = q of every output (+inf: q fused into an accumulator holding
+  p's infinity; -inf: the reverse; NaN: apart or rounded), for all p ≠ q, N = 2..5, B = 0 (a matmul), 2,
+  3, 7, BF16 alike (:func:`avx2_sum_form`): M = 4..7 with K ≤ 7 sum each output in two FMA accumulators,
+  k even and k odd over the first even part of k, then ``C0 + C1``, then the odd last k fused into it
+  (``"pairs"``; at M = 7 the last row ``"rounded"``); M = 4..6 with K ≥ 8 and M = 17 (K = 4..64) keep
+  every product apart (``"rounded"``: emulated as rounded products added in k order, so the NaN of two
+  opposite overflows and the infinity of one are XLA's; a finite sum's rounding may differ); M = 7 with
+  K ≥ 8 and M = 8, 16, 40, 64 one FMA chain in k order, as ours. Not measured: M = 9..15 and 18..63,
+  N > 5 (N = 8 and M = 4, 5 rounded, N ≥ 9 one chain in a first sweep), transposed operands, F16 (its
+  products never overflow in F32): one FMA chain there. AVX-512 hosts: YNNPACK's order above (not emulated).
 * The final ``C = acc + C`` of Eigen and YNNPACK starts from a zeroed C: a dot whose products are all
   -0 gives +0 everywhere, as here.
 """
 from __future__ import annotations
 
+from llvmlite import ir
+
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
-from tfxla_cluster.codegen.conv_exact import guard_special
+from tfxla_cluster.codegen.conv_exact import avx2_host, guard_special
 from tfxla_cluster.codegen.eigen_blocking import emit_eigen_sum
 from tfxla_cluster.codegen.gemm import dot_dims, split
 from tfxla_cluster.codegen.loops import for_range
@@ -68,6 +84,72 @@ def eigen_dot(instr) -> bool:
     return not ((d.M <= 3 or d.K <= 3) and (d.K <= 3 or d.N <= 3))   # kNaiveLlvmIr
 
 
+def avx2_sum_form(M: int, K: int, N: int) -> tuple[str, str] | None:
+    """How TF's XLA sums an output of an F32/BF16 library dot of M × K × N (per batch) on an AVX2 host:
+    (the form of rows 0..M-2, the form of the last row), a form being ``"pairs"`` or ``"rounded"`` (the
+    module docstring's measurements); None: one FMA chain in k order (measured, or not measured)."""
+    if not 2 <= N <= 5 or K < 4:
+        return None
+    if 4 <= M <= 7 and K <= 7:
+        return ("pairs", "rounded") if M == 7 else ("pairs", "pairs")
+    if 4 <= M <= 6 or M == 17:
+        return ("rounded", "rounded")
+    return None
+
+
+def sum_form(instr) -> tuple[str, str] | None:
+    """:func:`avx2_sum_form` of the dot ``instr`` when TF's XLA on this host runs it as a library call
+    whose order that measures: F32 or BF16 (operands and result), an AVX2 host without AVX-512 (TF's
+    kernels dispatch on the host CPU), the canonical operand order ([B.., M, K] × [B.., K, N], batch
+    dimensions leading, as ``tf.matmul`` gives it). None: one FMA chain, as the fast kernels."""
+    ets = {instr.shape.element_type, *(o.shape.element_type for o in instr.operands)}
+    if not ets <= {T.F32, T.BF16} or len(ets) != 1 or not avx2_host():
+        return None
+    d = dot_dims(instr)
+    nb = len(d.lb)
+    if d.lb != list(range(nb)) or d.rb != list(range(nb)) or len(d.lc) != 1 or len(d.rc) != 1 \
+            or d.lc != [instr.operands[0].shape.rank - 1] or d.rc != [nb] or d.M == 1:
+        return None
+    return avx2_sum_form(d.M, d.K, d.N)
+
+
+def emit_form_sum(kctx, forms: tuple[str, str], K: int, M: int, m, operands) -> ir.Value:
+    """The F32 sum over k < ``K`` of ``operands(k)`` (an i64 k to the F32 factors (x, y)) for row ``m`` of
+    an M-row dot, in the form of :func:`avx2_sum_form` (``forms``: rows before the last, the last row)."""
+    b = kctx.builder
+    sty = t.storage_type(T.F32)
+    zero = t.float_constant(sty, 0.0)
+    fma = kctx.mctx.function("llvm.fma.f32", sty, [sty, sty, sty])
+
+    def fused(k, acc):
+        with kctx.scope():   # generated values stay in their loop
+            return b.call(fma, [*operands(k), acc])
+
+    def rounded(k, acc):
+        with kctx.scope():
+            x, y = operands(k)
+            return b.fadd(acc, b.fmul(x, y))
+
+    def emit(form):
+        accs = [kctx.alloca(sty, f"yacc{j}") for j in range(2)]
+        for a in accs:
+            b.store(zero, a)
+        if form == "rounded":
+            with for_range(b, t.i64(0), t.i64(K), "yk", reduction=True) as k:
+                b.store(rounded(k, b.load(accs[0], typ=sty)), accs[0])
+            return b.load(accs[0], typ=sty)
+        with for_range(b, t.i64(0), t.i64(K // 2), "yk", reduction=True) as j:
+            k0 = b.mul(j, t.i64(2))
+            b.store(fused(k0, b.load(accs[0], typ=sty)), accs[0])
+            b.store(fused(b.add(k0, t.i64(1)), b.load(accs[1], typ=sty)), accs[1])
+        s = b.fadd(b.load(accs[0], typ=sty), b.load(accs[1], typ=sty))
+        return fused(t.i64(K - 1), s) if K % 2 else s
+    main = emit(forms[0])
+    if forms[1] == forms[0]:
+        return main
+    return b.select(b.icmp_unsigned("==", m, t.i64(M - 1)), emit(forms[1]), main)
+
+
 def _always(instr, refs) -> bool:
     """F64 dots are always checked: reading both operands is O(MK + KN) next to the GEMM's O(MKN)."""
     return True
@@ -75,22 +157,27 @@ def _always(instr, refs) -> bool:
 
 def emit_guarded_dot(prog, instr, B: int, M: int, N: int, K: int, a_ref: BufferRef, ta: str,
                      b_ref: BufferRef, tb: str, c_ref: BufferRef, epilogue, fast) -> None:
-    """``fast()`` (the GEMM kernel's emission), or, for an :func:`eigen_dot` whose operands hold a
-    special value, :func:`emit_exact_dot` over the same operand matrices (``gemm_kernel``'s arguments)."""
-    if not eigen_dot(instr) or B * M * N * K == 0:
+    """``fast()`` (the GEMM kernel's emission), or, for an :func:`eigen_dot` or a :func:`sum_form` one whose
+    operands hold a special value, :func:`emit_exact_dot` over the same operand matrices
+    (``gemm_kernel``'s arguments)."""
+    forms = sum_form(instr)
+    if not (eigen_dot(instr) or forms) or B * M * N * K == 0:
         return fast()
     guard_special(prog, instr, [a_ref, b_ref],
-                  lambda: emit_exact_dot(prog, instr.name, B, M, N, K, a_ref, ta, b_ref, tb, c_ref, epilogue),
+                  lambda: emit_exact_dot(prog, instr.name, B, M, N, K, a_ref, ta, b_ref, tb, c_ref, epilogue,
+                                         forms),
                   fast, pays=_always)
 
 
 def emit_exact_dot(prog, name: str, B: int, M: int, N: int, K: int, a_ref: BufferRef, ta: str,
-                   b_ref: BufferRef, tb: str, c_ref: BufferRef, epilogue=None) -> None:
-    """C[b] = A[b]·B[b] as Eigen's F64 GEMM in TF's binary (:func:`emit_eigen_sum`). Operands and
-    ``epilogue`` as ``gemm.gemm_kernel``'s. A scalar loop: it runs only on special values."""
+                   b_ref: BufferRef, tb: str, c_ref: BufferRef, epilogue=None,
+                   forms: tuple[str, str] | None = None) -> None:
+    """C[b] = A[b]·B[b] as Eigen's F64 GEMM in TF's binary (:func:`emit_eigen_sum`), or with ``forms``
+    as TF's F32 library dot on an AVX2 host (:func:`emit_form_sum`). Operands and ``epilogue`` as
+    ``gemm.gemm_kernel``'s (F32 buffers with ``forms``). A scalar loop: it runs only on special values."""
     kb = prog.kernel(name + "_exact")
     b = kb.builder
-    sty = t.storage_type(T.F64)
+    sty = t.storage_type(T.F32 if forms else T.F64)
     work = B * M * N
     cost = 2 * work * K
     tasks = prog.tasks_for(work, cost)
@@ -102,11 +189,13 @@ def emit_exact_dot(prog, name: str, B: int, M: int, N: int, K: int, a_ref: Buffe
         b_col = b.add(b.mul(bi, t.i64(K * N)), n if tb == "N" else b.mul(n, t.i64(K)))
         a_step, b_step = t.i64(1 if ta == "N" else M), t.i64(N if tb == "N" else 1)
 
-        def product(k):
+        def factors(k):
             x = b.load(b.gep(pa, [b.add(a_row, b.mul(k, a_step))], source_etype=sty), typ=sty)
             y = b.load(b.gep(pb, [b.add(b_col, b.mul(k, b_step))], source_etype=sty), typ=sty)
-            return b.fmul(x, y)
-        b.store(emit_eigen_sum(kb.kctx, M, N, K, m, n, product), b.gep(pc, [i], source_etype=sty))
+            return x, y
+        y = emit_form_sum(kb.kctx, forms, K, M, m, factors) if forms else \
+            emit_eigen_sum(kb.kctx, M, N, K, m, n, lambda k: b.fmul(*factors(k)))
+        b.store(y, b.gep(pc, [i], source_etype=sty))
         if epilogue is not None:
             epilogue(kb, bi, m, n, i)
     prog.call_kernel(kb, name, "dot-exact", work, tasks, cost)

@@ -46,7 +46,7 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import complex_ops, irtypes as t
 from tfxla_cluster.codegen.context import KernelContext
-from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum
+from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum, emit_form_sum, sum_form
 from tfxla_cluster.codegen.gemm import dot_dims, group_origin
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
@@ -1661,6 +1661,7 @@ def _dot(em, instr):
     acc_ty = _accumulate_type(out_et)
     kshape = Shape(T.S32, tuple(lhs.shape.dimensions[d] for d in lc))
     separate = eigen_dot(instr)
+    forms = sum_form(instr)
     b = em.b
 
     def g(index):
@@ -1689,6 +1690,11 @@ def _dot(em, instr):
             n = linearize(b, od[nb + nl:], Shape(T.S32, tuple(rhs.shape.dimensions[x] for x in rf)))
             return emit_eigen_sum(em.kctx, d.M, d.N, d.K, m, n,
                                   lambda k: b.fmul(*operands(delinearize(b, k, kshape))))
+        if forms and not em.kctx.options.fast_math:   # TF's AVX2 library order (dot_exact.sum_form)
+            d = dot_dims(instr)
+            m = linearize(b, od[nb:nb + nl], Shape(T.S32, tuple(lhs.shape.dimensions[x] for x in lf)))
+            return _from_acc(em, out_et, emit_form_sum(em.kctx, forms, d.K, d.M, m,
+                                                       lambda k: operands(delinearize(b, k, kshape))))
         acc = _Accumulator(em, [acc_ty], [zero])
 
         def body(kv):
