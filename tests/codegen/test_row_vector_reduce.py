@@ -151,3 +151,14 @@ def test_batch_norm_gradient_equal_tf_xla():
     got = txc.function(grad, jit_compile=True)(dy, x, scale)
     for w, g in zip(want, got):
         assert g.numpy().tobytes() == w.numpy().tobytes()
+
+
+@pytest.mark.parametrize("shape", [(2, 8, 8, 16), (2, 16, 5, 8), (2, 20, 3, 8)], ids=str)
+def test_sum_plus_product_per_element_equal_tf_xla(shape):
+    """A product's last lane step contracts into its consumer's add (an FMA) as in TF's XLA."""
+    x = tf.constant(np.exp(RNG.randn(*shape) * 0.2).astype(np.float32))
+
+    def fn(a):
+        return tf.reduce_sum(a, (1, 2)) + tf.reduce_prod(a, (1, 2))
+    want = tf.function(fn, jit_compile=True)(x).numpy()
+    assert txc.function(fn, jit_compile=True)(x).numpy().tobytes() == want.tobytes()

@@ -1233,7 +1233,7 @@ def _reduce(em, instr):
                 init = em.ops.call_intrinsic("arithmetic.fence", init)
             if lanes:
                 res = _row_lane_fold(em, simple, et, cty, init, load, lambda rvals: full_index(od, rvals), in_shape,
-                                     *lanes)
+                                     *lanes, looped=instr.shape.num_elements != 1)
                 return em.ops.from_compute(et, res)
             acc = _Accumulator(em, [cty], [init])
 
@@ -1276,19 +1276,24 @@ def _row_lanes(em, instr) -> tuple | None:
     return row_lane_order(instr, em.kctx.options, x.opcode is O.PARAMETER or em.comp is None and id(x) in em.overrides)
 
 
+# Per element, reduces of up to this many elements sum their lanes straight-line (bigger ones in loops).
+LANE_STRAIGHT_MAX = 256
+
+
 def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, outer: tuple, rdim: int, cdim: int,
-                   rows: int, cols: int, lanes: int):
+                   rows: int, cols: int, lanes: int, looped: bool = False):
     """TF's XLA's vectorised order for x[..., rows, cols] (``row_lanes``): for each position of the ``outer``
     reduced dims (loops, in order), lane j (the running value in lane 0, the identity in the others) combines
     rows j, j+lanes, ... each in column order; the lanes meet halves first; then the remaining rows in order.
     Straight-line and unreassociated, so LLVM keeps this order (it may still pack the lanes into vectors);
-    each step flushes as TF's does under FTZ/DAZ."""
+    each step flushes as TF's does under FTZ/DAZ. ``looped``: to more than one element (big ones' lanes in
+    loops, ``LANE_STRAIGHT_MAX``)."""
     if outer:
         acc = _Accumulator(em, [cty], [init])
 
         def body(rvals):
             acc.set([_row_lane_fold(em, op, et, cty, acc.get()[0], load, lambda rc: full_index({**rvals, **rc}),
-                                    shape, (), rdim, cdim, rows, cols, lanes)])
+                                    shape, (), rdim, cdim, rows, cols, lanes, True)])
         _reduce_loops(em, shape, outer, body)
         return acc.get()[0]
 
@@ -1302,9 +1307,11 @@ def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, 
         # backend may contract the wrong one (measured: reduce_sum(a * b) per element).
         ident = em.ops.call_intrinsic("arithmetic.fence", ident)
     acc = [init] + [ident] * (lanes - 1)
-    if body:
+    if body and looped and rows * cols > LANE_STRAIGHT_MAX:
         # Loops over the blocks of `lanes` rows and their columns, not unrolled: each lane still combines its
-        # rows in column order (straight-line, a [32, 24] reduce per element took seconds to compile).
+        # rows in column order (straight-line, a [32, 24] reduce per element took seconds to compile). Smaller
+        # ones, and any to one element, straight-line: a product's last step then contracts into its consumer's
+        # add as in TF's XLA (measured: reduce_sum + reduce_prod of [2, 8, 8, 16] over (1, 2) differs in loops).
         lane_acc = _Accumulator(em, [cty] * lanes, acc)
         off = (("llvm.loop.unroll.disable",),)
         with for_range(em.b, 0, body // lanes, "lane_rows", hints=off) as q:
@@ -1317,6 +1324,10 @@ def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, 
                         vals[j] = _simple_combine(em, op, et, vals[j], v, False)
                     lane_acc.set(vals)
         acc = lane_acc.get()
+    else:
+        for r in range(body):
+            for c in range(cols):
+                acc[r % lanes] = _simple_combine(em, op, et, acc[r % lanes], x(r, c), False)
     while len(acc) > 1:
         half = len(acc) // 2
         acc = [_simple_combine(em, op, et, acc[j], acc[j + half], False) for j in range(half)]
