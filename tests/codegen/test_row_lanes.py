@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import tfxla_cluster as txc
-from tfxla_cluster.codegen.row_lanes import AVX2, MEASURED_TARGETS, host_target, row_lanes
+from tfxla_cluster.codegen.row_lanes import AVX2, AVX512, MEASURED_TARGETS, host_target, row_lanes
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
 # One shape per branch of the rule on either measured target (lanes 2, 4 and 8, a scalar remainder, 7-8
@@ -123,3 +123,13 @@ def test_lane_rule_table_avx2():
     assert [row_lanes(T.F32, r, 8, AVX2) for r in (8, 16, 20, 28, 32)] == [8, 8, 8, 8, 8]
     assert [row_lanes(T.F32, 20, c, AVX2) for c in (1, 7, 9, 32, 33)] == [0, 4, 4, 4, 0]
     assert row_lanes(T.F64, 8, 32, AVX2) == 4 and row_lanes(T.F64, 8, 33, AVX2) == 0
+
+
+def test_lane_rule_table_per_element():
+    """To each element of a larger result (measured on AVX2, Zen 3: a sweep of [N, R, C, K] summed over
+    (1, 2) and (0, 1, 2)): as to one element, except that f32 with 8 columns takes no exception; AVX-512 keeps
+    such reduces in order."""
+    assert [row_lanes(T.F32, r, 8, AVX2, per_element=True) for r in (8, 16, 20, 28, 32)] == [8, 8, 4, 4, 8]
+    assert [row_lanes(T.F32, r, 5, AVX2, per_element=True) for r in (2, 3, 4, 12, 16, 17, 20)] == [2, 0, 4, 0, 8, 8, 4]
+    assert [row_lanes(T.F64, r, 8, AVX2, per_element=True) for r in (2, 4, 5, 8, 16, 20)] == [2, 4, 0, 4, 4, 4]
+    assert row_lanes(T.F32, 8, 8, AVX512, per_element=True) == row_lanes(T.F64, 8, 8, AVX512, per_element=True) == 0

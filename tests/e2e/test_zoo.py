@@ -26,7 +26,6 @@ import pytest
 
 import zoo  # tools/ is on sys.path (setup.cfg pythonpath)
 
-from tfxla_cluster.codegen.row_lanes import AVX512, host_target
 
 pytestmark = pytest.mark.tfsweep  # 6 model functions, two TF child processes: ~1-2 minutes on 2 cores
 
@@ -45,12 +44,6 @@ KNOWN_PARTITION: dict[str, tuple[str, str]] = {}
 KNOWN_JIT: dict[str, str] = {}
 #: (function, variant) -> why ours is further from TF's XLA than TF's tolerance allows.
 KNOWN_NUMERICS: dict[tuple[str, str], str] = {}
-if host_target() != AVX512:
-    # Measured on Zen 3 (AVX2), 2026-11-28: 2.17x, worst the first batch norm's Adam state; against an f64
-    # run ours errs 2.3e-5, TF's XLA 1.0e-5 on bn_gamma_velocity. TF's LLVM vectorises the f32 reduces of
-    # [N, H, 8, C] over W in 8 lanes on AVX2 (an 8-lane partial sum, more accurate than in order; the
-    # f32 pool case of tests/codegen/test_row_vector_reduce.py); ours sums them in order (AVX-512's order).
-    KNOWN_NUMERICS[("small_cnn_train", "ours_jit")] = "AVX2: TF's 8-lane W reduces not modelled"
 
 
 @pytest.fixture(scope="module")

@@ -24,9 +24,10 @@ Which order a reduce takes (``_reduce``; the order decides bits where a sum over
   generic                    variadic, or a reducer that is not simple   one loop, in layout order
   in order                   ``in_order_reduce``: float add/mul, every   one loop, unreassociated (XLA's
                              reduced dim ≤ TREE_WINDOW, ≤ 2048 elements  TreeReductionRewriter leaves it)
-  row lanes                  in order, and ``_row_lanes`` (a [R, C]      TF's LLVM vector lanes
-                             kernel parameter to one element, measured   (``row_lanes``)
-                             target)
+  row lanes                  in order, and ``row_lane_order`` (a [R, C]  TF's LLVM vector lanes
+                             kernel parameter to one element, or any     (``row_lanes``)
+                             reduce to a larger result over [..., R, C]
+                             on AVX2; measured targets)
   cascade                    float add/mul over > 2048 elements          blocks of 1024, pairwise
   reassociable               everything else simple (ints, max/min, …)   vectorised; order-free results
   =========================  ==========================================  ===================================
@@ -1361,7 +1362,8 @@ def _reduce(em, instr):
                 # cannot fold it either (and would then contract x0*x0 into the second add).
                 init = em.ops.call_intrinsic("arithmetic.fence", init)
             if lanes:
-                res = _row_lane_fold(em, simple, et, cty, init, load, lambda rvals: full_index(od, rvals), *lanes)
+                res = _row_lane_fold(em, simple, et, cty, init, load, lambda rvals: full_index(od, rvals), in_shape,
+                                     *lanes, looped=instr.shape.num_elements != 1)
                 return em.ops.from_compute(et, res)
             acc = _Accumulator(em, [cty], [init])
 
@@ -1376,38 +1378,86 @@ def _reduce(em, instr):
     return g_simple
 
 
-def _row_lanes(em, instr) -> tuple | None:
-    """(row dim, column dim, rows, columns, lanes) where TF's XLA computes an in-order float sum or product in
-    vector lanes (``row_lanes``: a result of one element, two non-degenerate reduced dims, its input a buffer
-    of the kernel, on a target it was measured for), else None."""
-    x = instr.operands[0]
-    if instr.shape.num_elements != 1 or not (x.opcode is O.PARAMETER or em.comp is None and id(x) in em.overrides):
+def row_lane_order(instr, options, input_is_buffer: bool = True) -> tuple | None:
+    """(outer dims, row dim, column dim, rows, columns, lanes) where TF's XLA computes an in-order float sum or
+    product in vector lanes (``row_lanes``), else None: over its last two non-degenerate reduced dims [R, C]
+    (layout order), the outer reduced dims in order around them. To one element: exactly two such dims and
+    its input a buffer of the kernel (``input_is_buffer``); to more (``row_lanes``' per_element): any input,
+    two or more such dims. Only on the targets it was measured on."""
+    if not in_order_reduce(instr):
         return None
-    options = em.kctx.options
+    x = instr.operands[0]
+    dims = [d for d in major_to_minor(x.shape) if d in instr.dimensions and x.shape.dimensions[d] != 1]
+    per_element = instr.shape.num_elements != 1
+    if len(dims) < 2 or not per_element and (len(dims) != 2 or not input_is_buffer):
+        return None
     target = host_target(options)
     if target not in MEASURED_TARGETS:
         return None
-    dims = [d for d in major_to_minor(x.shape) if x.shape.dimensions[d] != 1]
-    if len(dims) != 2:
-        return None
-    rows, cols = (x.shape.dimensions[d] for d in dims)
-    lanes = row_lanes(instr.shape.element_type, rows, cols, target)
-    return (*dims, rows, cols, lanes) if lanes else None
+    rows, cols = (x.shape.dimensions[d] for d in dims[-2:])
+    lanes = row_lanes(instr.shape.element_type, rows, cols, target, per_element)
+    return (tuple(dims[:-2]), *dims[-2:], rows, cols, lanes) if lanes else None
 
 
-def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, rdim: int, cdim: int, rows: int, cols: int,
-                   lanes: int):
-    """TF's XLA's vectorised order for x[rows, cols] (``row_lanes``): lane j (init in lane 0, the identity in
-    the others) combines rows j, j+lanes, ... each in column order; the lanes meet halves first; then the
-    remaining rows in order. Straight-line and unreassociated, so LLVM keeps this order (it may still pack
-    the lanes into vectors); each step flushes as TF's does under FTZ/DAZ."""
+def _row_lanes(em, instr) -> tuple | None:
+    """``row_lane_order`` of a reduce in ``em``'s computation (its input a buffer: a parameter of the fusion,
+    or an operand of an unfused reduce)."""
+    x = instr.operands[0]
+    return row_lane_order(instr, em.kctx.options, x.opcode is O.PARAMETER or em.comp is None and id(x) in em.overrides)
+
+
+# Per element, reduces of up to this many elements sum their lanes straight-line (bigger ones in loops).
+LANE_STRAIGHT_MAX = 256
+
+
+def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, outer: tuple, rdim: int, cdim: int,
+                   rows: int, cols: int, lanes: int, looped: bool = False):
+    """TF's XLA's vectorised order for x[..., rows, cols] (``row_lanes``): for each position of the ``outer``
+    reduced dims (loops, in order), lane j (the running value in lane 0, the identity in the others) combines
+    rows j, j+lanes, ... each in column order; the lanes meet halves first; then the remaining rows in order.
+    Straight-line and unreassociated, so LLVM keeps this order (it may still pack the lanes into vectors);
+    each step flushes as TF's does under FTZ/DAZ. ``looped``: to more than one element (big ones' lanes in
+    loops, ``LANE_STRAIGHT_MAX``)."""
+    if outer:
+        acc = _Accumulator(em, [cty], [init])
+
+        def body(rvals):
+            acc.set([_row_lane_fold(em, op, et, cty, acc.get()[0], load, lambda rc: full_index({**rvals, **rc}),
+                                    shape, (), rdim, cdim, rows, cols, lanes, True)])
+        _reduce_loops(em, shape, outer, body)
+        return acc.get()[0]
+
     def x(r, c):
         return load(full_index({rdim: t.i64(r), cdim: t.i64(c)}))
     body = rows - rows % lanes
-    acc = [init] + [_identity(op, et, cty)] * (lanes - 1)
-    for r in range(body):
-        for c in range(cols):
-            acc[r % lanes] = _simple_combine(em, op, et, acc[r % lanes], x(r, c), False)
+    ident = _identity(op, et, cty)
+    if op is O.ADD:
+        # TF's vector lanes start from -0 in an FMA (x*y + -0, the product rounded once) and contract the next
+        # product into the next add; folded away here, -0 + x0*y0 would leave two products in one add, and the
+        # backend may contract the wrong one (measured: reduce_sum(a * b) per element).
+        ident = em.ops.call_intrinsic("arithmetic.fence", ident)
+    acc = [init] + [ident] * (lanes - 1)
+    if body and looped and rows * cols > LANE_STRAIGHT_MAX:
+        # Loops over the blocks of `lanes` rows and their columns, not unrolled: each lane still combines its
+        # rows in column order (straight-line, a [32, 24] reduce per element took seconds to compile). Smaller
+        # ones, and any to one element, straight-line: a product's last step then contracts into its consumer's
+        # add as in TF's XLA (measured: reduce_sum + reduce_prod of [2, 8, 8, 16] over (1, 2) differs in loops).
+        lane_acc = _Accumulator(em, [cty] * lanes, acc)
+        off = (("llvm.loop.unroll.disable",),)
+        with for_range(em.b, 0, body // lanes, "lane_rows", hints=off) as q:
+            r0 = em.b.mul(q, t.i64(lanes))
+            with for_range(em.b, 0, cols, "lane_cols", hints=off) as c:
+                with em.kctx.scope():
+                    vals = lane_acc.get()
+                    for j in range(lanes):
+                        v = load(full_index({rdim: em.b.add(r0, t.i64(j)), cdim: c}))
+                        vals[j] = _simple_combine(em, op, et, vals[j], v, False)
+                    lane_acc.set(vals)
+        acc = lane_acc.get()
+    else:
+        for r in range(body):
+            for c in range(cols):
+                acc[r % lanes] = _simple_combine(em, op, et, acc[r % lanes], x(r, c), False)
     while len(acc) > 1:
         half = len(acc) // 2
         acc = [_simple_combine(em, op, et, acc[j], acc[j + half], False) for j in range(half)]

@@ -24,7 +24,7 @@ from llvmlite import ir
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.gemm import split
 from tfxla_cluster.codegen.elemental import CASCADE_BLOCK, Cascade, FusedEmitter, _identity, _simple_combine, \
-    in_order_reduce
+    in_order_reduce, row_lane_order
 from tfxla_cluster.codegen.kernel_builder import KernelBuilder
 from tfxla_cluster.codegen.loops import Index, for_range, major_to_minor, scalar_index
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE
@@ -37,10 +37,11 @@ from tfxla_cluster.hlo.shape import Shape
 COLUMN_BLOCK = 512  # kept elements per block: the block of accumulators stays in L1
 
 
-def is_column_reduce(root, out_shape: Shape) -> bool:
+def is_column_reduce(root, out_shape: Shape, options) -> bool:
     """A simple single-input reduce whose reduced dims are all physically outside its kept dims (e.g.
-    a sum over the batch of [N, M]): per-element inner loops would stride through memory."""
-    if root.opcode is not O.REDUCE or len(root.operands) != 2:
+    a sum over the batch of [N, M]): per-element inner loops would stride through memory. (Not one that TF's
+    XLA sums in vector lanes on ``options``' target: ``elemental.row_lane_order``.)"""
+    if root.opcode is not O.REDUCE or len(root.operands) != 2 or row_lane_order(root, options):
         return False
     op = simple_reducer(root.to_apply)
     et = root.shape.element_type
@@ -184,12 +185,13 @@ ROW_VECTOR_BLOCK_BITS = 1024
 ROW_VECTOR_BLOCKED_BITS = 256 * 32
 
 
-def row_vector_reduces(candidates, out_shape: Shape) -> list:
+def row_vector_reduces(candidates, out_shape: Shape, options) -> list:
     """The reduces among ``candidates`` (instructions a loop kernel over ``out_shape`` evaluates at its own
     index, in rows: ``loops.emit_loop_nest``) that run as row-vector reductions: single-input, integer (any
     order gives the same bits) or in-order float add/mul (``elemental.in_order_reduce``: the per-element
-    order is kept), with the loop's dimensions and layout, whose input's minor dim is kept as the result
-    row's minor dim, and whose rows are at least ROW_VECTOR_MIN_BYTES long."""
+    order is kept) that TF's XLA does not sum in vector lanes on ``options``' target
+    (``elemental.row_lane_order``), with the loop's dimensions and layout, whose input's minor dim is kept as
+    the result row's minor dim, and whose rows are at least ROW_VECTOR_MIN_BYTES long."""
     order = major_to_minor(out_shape)
     if out_shape.rank == 0:
         return []
@@ -204,7 +206,7 @@ def row_vector_reduces(candidates, out_shape: Shape) -> list:
         if n * et.bit_width < 8 * ROW_VECTOR_MIN_BYTES or n * max(et.bit_width, 32) > 8 * ROW_VECTOR_MAX_BYTES:
             continue   # (f16 and bf16 accumulate in f32)
         integer = not et.is_float and et is not T.PRED and simple_reducer(r.to_apply) in REASSOCIABLE
-        if not (integer or in_order_reduce(r)):
+        if not (integer or in_order_reduce(r) and not row_lane_order(r, options)):
             continue
         in_shape = r.operands[0].shape
         keep = [d for d in range(in_shape.rank) if d not in r.dimensions]

@@ -27,6 +27,16 @@ is no such loop in TF's XLA (its TreeReductionRewriter splits the reduce first).
 It is applied only where it was measured: the reduce's input is a parameter of its kernel (a fused
 producer changes LLVM's costs), its two non-degenerate reduced dimensions are [R, C] in layout order, its
 result is one element, and the target is one of ``MEASURED_TARGETS`` (elsewhere in order rather than guess).
+
+A reduce to more than one element (``per_element``: a pool [N, H, W, C] -> [N, C], a batch norm's sums over
+[N, H, W]) is the same loop inside XLA's output loops: the innermost reduced dim C (no loop metadata) is
+fully unrolled and the next one out, R, vectorised; reduced dims further out (``unroll.disable``) run in
+order around it, each pass starting lane 0 from the running value and the others from the identity, and
+ending in the halves-first fold. Measured on AVX2 only (``PER_ELEMENT_TARGETS``; AVX-512 keeps such a
+reduce in order, tests/codegen/test_row_vector_reduce.py): f32 and f64 sums and products over 2-4 reduced
+dims, R in 1..32, C in 1..32, 1-64 kept channels, the reduce's input a parameter or a fused product
+(``tf.nn.moments``, FusedBatchNormGradV3): the same lanes as one element, except that f32 with 8 columns
+takes no exception (20 rows: 4 lanes). (f32 [32, 32] per element is a YNNPACK fusion in TF's XLA.)
 """
 from __future__ import annotations
 
@@ -36,10 +46,11 @@ AVX512 = ("AVX-512", 256)
 AVX2 = ("AVX2", 256)
 # The targets (vector ISA, xla_cpu_prefer_vector_width) the rule was measured on.
 MEASURED_TARGETS = (AVX512, AVX2)
+# The targets its per-element form (a reduce to more than one element) was measured on.
+PER_ELEMENT_TARGETS = (AVX2,)
 # The other tables of LLVM's vectorisation choices (elemental.py's kept ±denormal rows of max/min,
-# reductions.py's row-vector and bf16 max/min lanes) were measured on AVX512 only: on an AVX2 host (Zen 3,
-# 2026-11-28) TF's XLA keeps or flushes a max/min's ±denormals per element within a row for f32 rows of 3
-# and 5, and sums an f32 [N, 8, 8, 16] pool in 8 lanes over W (not modelled).
+# reductions.py's bf16 max/min lanes) were measured on AVX512 only: on an AVX2 host (Zen 3, 2026-11-28) TF's
+# XLA keeps or flushes a max/min's ±denormals per element within a row for f32 rows of 3 and 5.
 
 
 def host_target(options=None) -> tuple[str, int]:
@@ -55,16 +66,19 @@ SHORT_TRIPS = 16
 MAX_COLS = {AVX512: 8, AVX2: 32}
 
 
-def row_lanes(et: T, rows: int, cols: int, target: tuple[str, int] = AVX512) -> int:
+def row_lanes(et: T, rows: int, cols: int, target: tuple[str, int] = AVX512, per_element: bool = False) -> int:
     """Lanes (VF·IC) TF's XLA sums or multiplies the rows of an [rows, cols] float reduction to one element
-    in on ``target`` (one of ``MEASURED_TARGETS``), or 0 (in order). Measured, both ops alike:
+    in on ``target`` (one of ``MEASURED_TARGETS``; ``per_element``: to each element of a larger result, one
+    of ``PER_ELEMENT_TARGETS``), or 0 (in order). Measured, both ops alike:
 
     - f64: 2 rows -> 2; 4 -> 4; 8 and 12 -> 4 (AVX-512: 2 with 7-8 columns); other rows under 16 -> 0;
       from 16 on 4 (AVX-512: 2 with 7-8 columns).
     - f32: 2 -> 2; 4 -> 4; 8 -> 8; other rows under 16 -> 0; from 16 on 8, or 4 where 8 would leave 4-7
       rows to the scalar remainder. AVX-512: from 28 rows on with 2 columns 8 anyway, and 4 with 7-8
-      columns; AVX2: 8 anyway with 8 columns.
+      columns; AVX2: 8 anyway with 8 columns (to one element only).
     - one column, or more than ``MAX_COLS``: 0."""
+    if per_element and target not in PER_ELEMENT_TARGETS:
+        return 0
     if et not in (T.F32, T.F64) or rows < 2 or not 2 <= cols <= MAX_COLS[target]:
         return 0
     avx512 = target == AVX512
@@ -78,4 +92,4 @@ def row_lanes(et: T, rows: int, cols: int, target: tuple[str, int] = AVX512) -> 
         return 2 if avx512 and cols >= 7 else 4
     if avx512 and cols >= 7:
         return 4
-    return 8 if rows % 8 < 4 or (avx512 and cols == 2 and rows >= 28) or (not avx512 and cols == 8) else 4
+    return 8 if rows % 8 < 4 or (avx512 and cols == 2 and rows >= 28) or (not avx512 and cols == 8 and not per_element) else 4

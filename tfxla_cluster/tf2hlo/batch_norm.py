@@ -132,7 +132,8 @@ def _fused_batch_norm_grad(ctx, node):
         # dx = scale·inv/N · (N·dy - Σdy - (x-μ)·Σ(dy·(x-μ)) / (var+ε))
         sum_dy_xc = st.sum(b.multiply(dyu, centered))
         t = b.subtract(xl.mul(b, dyu, float(st.n)), st.bcast(offset_bp))
-        t = b.subtract(t, b.multiply(centered, st.bcast(b.divide(sum_dy_xc, xl.add(b, var, eps)))))
+        # as XLA's BatchNormExpander: the product (x-μ)·Σ(dy·(x-μ)) divided per element, not x-μ times a quotient
+        t = b.subtract(t, b.divide(b.multiply(st.bcast(sum_dy_xc), centered), st.bcast(xl.add(b, var, eps))))
         coef = xl.div(b, b.multiply(scale, inv), float(max(st.n, 1)))
         dx = b.multiply(st.bcast(coef), t)
     else:

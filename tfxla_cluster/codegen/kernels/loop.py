@@ -215,7 +215,7 @@ def _emit_loop(prog, instr, operands: list[BufferRef], out, deferred) -> None:
         return
     arrays = [kb.array(r) for r in outs]
     kind = "loop" if not fused else f"fusion:{instr.fusion_kind.value}"
-    if len(outs) == 1 and is_column_reduce(root, outs[0].shape):
+    if len(outs) == 1 and is_column_reduce(root, outs[0].shape, prog.options):
         return emit_column_reduce(prog, kb, em, instr.name, kind, root, arrays[0], _cost(instrs, operands, out))
     same_dims = len({r.shape.dimensions for r in outs}) == 1
     # Rank-1 results (e.g. row reductions) split element-wise: rows of rank 1 would be one item.
@@ -229,7 +229,7 @@ def _emit_loop(prog, instr, operands: list[BufferRef], out, deferred) -> None:
             at_index = [r for r in comp.instructions if _elementwise_to_root(comp, r, any_type=True, users=users)]
         else:
             at_index = [root]
-        rvs = [RowVectorReduce(kb, em, r) for r in row_vector_reduces(at_index, outs[0].shape)
+        rvs = [RowVectorReduce(kb, em, r) for r in row_vector_reduces(at_index, outs[0].shape, prog.options)
                if id(r) not in em.overrides]
         for rv in rvs:
             em.overrides[id(rv.r)] = rv.gen
