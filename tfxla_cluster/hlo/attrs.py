@@ -35,6 +35,8 @@ class _Value:
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
         names = cls.__slots__
+        if not names:
+            return   # an intermediate base (its subclasses name the fields)
         # attrgetter of one name gives the value, not a 1-tuple (and is no descriptor, as a lambda would be).
         cls._fields = (attrgetter(*names) if len(names) > 1
                        else staticmethod(lambda obj, _n=names[0]: (getattr(obj, _n),)))
@@ -344,42 +346,40 @@ def _index_dims_attrs(dnums, always: int) -> list[str]:
     return out
 
 
-class GatherDimensionNumbers(_Value):
+class _IndexDimensionNumbers(_Value):
+    """Gather's and scatter's dimension numbers: three index lists, ``index_vector_dim``, then the two
+    batching-dimension lists (default empty), by position or by name; printed by one rule."""
+
+    __slots__ = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        names = self.__slots__
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__} takes at most {len(names)} fields, got {len(args)}")
+        values = dict(zip(names, args))
+        for name, value in kwargs.items():
+            if name not in names or name in values:
+                raise TypeError(f"{type(self).__name__}: {'unknown' if name not in names else 'repeated'} "
+                                f"field {name!r}")
+            values[name] = value
+        missing = [n for n in names[:4] if n not in values]
+        if missing:
+            raise TypeError(f"{type(self).__name__}: missing {', '.join(missing)}")
+        for name in names:
+            setattr(self, name, values.get(name, ()))
+
+    def to_attrs(self) -> list[str]:
+        return _index_dims_attrs(self, 3)
+
+
+class GatherDimensionNumbers(_IndexDimensionNumbers):
     __slots__ = ("offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
                  "operand_batching_dims", "start_indices_batching_dims")
 
-    def __init__(self, offset_dims: tuple[int, ...], collapsed_slice_dims: tuple[int, ...],
-                 start_index_map: tuple[int, ...], index_vector_dim: int,
-                 operand_batching_dims: tuple[int, ...] = (),
-                 start_indices_batching_dims: tuple[int, ...] = ()) -> None:
-        self.offset_dims = offset_dims
-        self.collapsed_slice_dims = collapsed_slice_dims
-        self.start_index_map = start_index_map
-        self.index_vector_dim = index_vector_dim
-        self.operand_batching_dims = operand_batching_dims
-        self.start_indices_batching_dims = start_indices_batching_dims
 
-    def to_attrs(self) -> list[str]:
-        return _index_dims_attrs(self, 3)
-
-
-class ScatterDimensionNumbers(_Value):
+class ScatterDimensionNumbers(_IndexDimensionNumbers):
     __slots__ = ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "index_vector_dim",
                  "input_batching_dims", "scatter_indices_batching_dims")
-
-    def __init__(self, update_window_dims: tuple[int, ...], inserted_window_dims: tuple[int, ...],
-                 scatter_dims_to_operand_dims: tuple[int, ...], index_vector_dim: int,
-                 input_batching_dims: tuple[int, ...] = (),
-                 scatter_indices_batching_dims: tuple[int, ...] = ()) -> None:
-        self.update_window_dims = update_window_dims
-        self.inserted_window_dims = inserted_window_dims
-        self.scatter_dims_to_operand_dims = scatter_dims_to_operand_dims
-        self.index_vector_dim = index_vector_dim
-        self.input_batching_dims = input_batching_dims
-        self.scatter_indices_batching_dims = scatter_indices_batching_dims
-
-    def to_attrs(self) -> list[str]:
-        return _index_dims_attrs(self, 3)
 
 
 # ---------------------------------------------------------------- metadata
