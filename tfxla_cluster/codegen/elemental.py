@@ -138,14 +138,18 @@ class FusedEmitter:
             return v
         return g
 
+    def users(self) -> dict:
+        """The computation's users map (``HloComputation.users``), made once per emitter."""
+        if self._users is None:
+            self._users = self.comp.users()
+        return self._users
+
     # ---- XLA's emission order
     def _separate(self, instr) -> bool:
         """Whether XLA's computation partitioner gives ``instr`` a subgraph of its own (emitted where a user
         needs it): it has several users, not all elementwise (a reverse or broadcast reads it at another
         index)."""
-        if self._users is None:
-            self._users = self.comp.users()
-        users = self._users.get(instr, ())
+        users = self.users().get(instr, ())
         return len(users) > 1 and any(u.opcode not in ops.ELEMENTWISE for u in users)
 
     def _xla_order(self, root) -> list:
@@ -268,7 +272,7 @@ def _unary(em, instr):
     op = instr.opcode
     if op is O.LOG1P and et.is_float and _log1p_of_negation_too(em.comp, instr):
         return lambda index: em.ops.log1p_paired(et, x(index))
-    folded = _exp_of_nan_select(em.comp, instr)
+    folded = _exp_of_nan_select(em, instr)
     if folded is not None:
         value = t.constant(et, folded)
         return lambda index: value
@@ -282,7 +286,7 @@ def _unary(em, instr):
     return lambda index: em.ops.unary(op, et, x(index))
 
 
-def _exp_of_nan_select(comp, instr) -> np.ndarray | None:
+def _exp_of_nan_select(em, instr) -> np.ndarray | None:
     """What TF's XLA computes for an f32/f16 ``exp(v)`` where ``v`` is a select whose arms are splat constants,
     one a NaN and the other a finite ``c`` — or such a select taken through ops LLVM folds into its arms
     (``_select_arms``): ``exp(c')`` in every element, whatever the predicate (else None).
@@ -297,7 +301,8 @@ def _exp_of_nan_select(comp, instr) -> np.ndarray | None:
     whose other users are compares LLVM decides for both arms alike (fuzz seed 152001046)."""
     if instr.opcode is not O.EXP or instr.shape.element_type not in (T.F32, T.F16):
         return None
-    users = comp.users() if comp is not None else None
+    # the users map only once a select of two constants is found (em.users: made once per emitter)
+    users = em.users if em.comp is not None else None
     arms = _select_arms(instr.operands[0], instr, users, [])
     if arms is None or [bool(np.isnan(a)) for a in arms].count(True) != 1:
         return None
@@ -363,8 +368,8 @@ def _only_user(v, user, arms, users) -> bool:
     """Whether ``user`` is ``v``'s only user once LLVM has simplified the others (InstCombine folds an op into
     a select only when the select has no other use): a compare with a splat constant that gives the same for
     both arms is a constant (InstSimplify threads it over the select), and a select on such a constant uses
-    only the operand it picks (whose users then count for ``v``)."""
-    from tfxla_cluster.hlo import eval_elementwise as ew
+    only the operand it picks (whose users then count for ``v``). ``users()``: the computation's users map."""
+    users_of = users()
 
     def others(value, seen: set) -> bool:
         """Whether ``value`` (``v`` or a select that picks it) has a user besides ``user`` that stays."""
@@ -373,29 +378,23 @@ def _only_user(v, user, arms, users) -> bool:
         seen.add(id(value))
         if value.parent is not None and value.parent.root is value:
             return True   # stored
-        for u in users.get(value, ()):
+        for u in users_of.get(value, ()):
             if u is user:
                 continue
             if u.opcode is O.COMPARE and value is v:
-                other = u.operands[1] if u.operands[0] is v else u.operands[0]
-                const = splat_value(other)
-                if const is None or other is v:
+                decided = _decided_compare(u, v, arms)
+                if decided is None:
                     return True
-                a, b = ((x, const) if u.operands[0] is v else (const, x) for x in arms)
-                ra = ew.compare(*a, u.comparison_direction, u.comparison_type)
-                rb = ew.compare(*b, u.comparison_direction, u.comparison_type)
-                if bool(ra) != bool(rb):
-                    return True
-                for w in users.get(u, ()):   # selects on the constant compare
+                for w in users_of.get(u, ()):   # selects on the constant compare
                     if w.opcode is not O.SELECT or w.operands[0] is not u:
                         return True
-                    picked = w.operands[1] if bool(ra) else w.operands[2]
-                    if picked is value and others(w, seen):
+                    if w.operands[1 if decided else 2] is value and others(w, seen):
                         return True
                 continue
-            if u.opcode is O.SELECT and u.operands[0] is not value and _decided(u, v, arms, users):
-                picked = _decided(u, v, arms, users)
-                if picked[0] is value and others(u, seen):
+            decided = _decided_compare(u.operands[0], v, arms) if u.opcode is O.SELECT and \
+                u.operands[0] is not value else None
+            if decided is not None:
+                if u.operands[1 if decided else 2] is value and others(u, seen):
                     return True
                 continue
             return True
@@ -404,12 +403,11 @@ def _only_user(v, user, arms, users) -> bool:
     return not others(v, set())
 
 
-def _decided(select, v, arms, users):
-    """(the operand it picks,) when ``select``'s predicate is a compare of ``v`` with a splat constant that gives
-    the same for both of ``v``'s arms; else None."""
+def _decided_compare(cmp, v, arms) -> bool | None:
+    """The one result of ``cmp`` when it compares ``v`` with a splat constant and gives the same for both of
+    ``v``'s arms; else None."""
     from tfxla_cluster.hlo import eval_elementwise as ew
 
-    cmp = select.operands[0]
     if cmp.opcode is not O.COMPARE or v not in cmp.operands:
         return None
     other = cmp.operands[1] if cmp.operands[0] is v else cmp.operands[0]
@@ -418,9 +416,7 @@ def _decided(select, v, arms, users):
         return None
     results = {bool(ew.compare(*((x, const) if cmp.operands[0] is v else (const, x)), cmp.comparison_direction,
                                 cmp.comparison_type)) for x in arms}
-    if len(results) != 1:
-        return None
-    return (select.operands[1] if results.pop() else select.operands[2],)
+    return results.pop() if len(results) == 1 else None
 
 
 def _glibc_logf_tail(comp, instr) -> int | None:
@@ -671,9 +667,8 @@ def _load_order(em, shape: Shape, operand, user) -> tuple[int, bool]:
         same += [re, im, re.operands[0]]
     if em.comp is None:
         return depth, False
-    em._separate(operand)   # (fills em._users)
     skip = {id(x) for x in same} | {id(user)}
-    reused = any(id(u) not in skip for x in same for u in em._users.get(x, ()))
+    reused = any(id(u) not in skip for x in same for u in em.users().get(x, ()))
     return depth, reused or any(em._separate(x) for x in same)
 
 
