@@ -822,6 +822,10 @@ class ProgramEmitter:
         fn = ir.Function(self.mctx.module, ir.FunctionType(t.VOID, [t.PTR, t.PTR, t.I64, t.I64]), FILL_TABLE)
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
+        # Not inlined: LLVM would fully unroll each call's constant count and SLP-vectorise the copies, which
+        # doubled the optimisation time of a small cluster's module (EfficientNet-B0's 17 auto clusters:
+        # 1.74 -> 1.04 s of optimisation, 0.95 -> 0.80 s of machine code) to save a call per kernel launch.
+        fn.attributes.add("noinline")
         dst, table, offset, n = fn.args
         dst.add_attribute("noalias")
         dst.name, table.name, offset.name, n.name = "dst", "table", "offset", "n"
