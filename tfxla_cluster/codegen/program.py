@@ -833,7 +833,8 @@ class ProgramEmitter:
         spec_gep = b.gep(table, [t.i64(self._spec_slot.index)], inbounds=True, source_etype=t.PTR)
         spec = b.load(spec_gep, typ=t.PTR, name="spec")
         # Every word is moved as a pointer (the tables' type); a spec word or count is its integer value.
-        with for_range(b, 0, n, "e") as i:
+        # A few dozen words: neither vectorised nor unrolled (LLVM's vector gathers cost ~10 ms to compile).
+        with for_range(b, 0, n, "e", hints=(("llvm.loop.vectorize.enable", False), ("llvm.loop.unroll.disable",))) as i:
             word = b.load(b.gep(spec, [b.add(offset, i)], inbounds=True, source_etype=t.PTR), typ=t.PTR)
             e = b.ptrtoint(word, t.I64)
             is_buffer = b.icmp_signed(">=", e, t.i64(0))
