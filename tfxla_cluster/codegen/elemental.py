@@ -1609,6 +1609,10 @@ def _reduce_window(em, instr):
     def g(index):
         od = index.get_dims(b)
         init_vals = [ig(scalar_index(o.shape)) for ig, o in inits]
+        if k == 1 and et.is_float and not et.is_complex:
+            # XLA:CPU's reduce-window kernel reads its init from a buffer, so LLVM cannot fold the first step
+            # (1 * x of a cumprod: a denormal x flushes to 0 under DAZ); a constant init here would fold.
+            init_vals = [em.ops.call_intrinsic("arithmetic.fence", init_vals[0])]
         acc = _Accumulator(em, [v.type for v in init_vals], init_vals)
         wshape = Shape(T.S32, tuple(w.size for w in window))
 
