@@ -1,4 +1,5 @@
-"""A reduce-window's init is not folded into its first step (XLA:CPU's kernel reads the init from a buffer).
+"""A reduce-window's init is not folded into its first step (XLA:CPU's kernel reads the init from a buffer),
+and its float sums run in XLA:CPU's vector lanes over the window's rows.
 
 ``tf.math.cumprod`` is a reduce-window of ``multiply`` with init 1 over a padded window. In TF's XLA the
 first step ``1 * x`` runs, so a denormal ``x`` flushes to 0 under DAZ; with the init as an LLVM constant,
@@ -6,11 +7,14 @@ LLVM folds ``1 * x`` to ``x`` and the denormal survived wherever the window held
 seed 186000584). Expectations: TF's XLA on this machine, bit for bit."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import tfxla_cluster
+from tfxla_cluster.codegen.row_lanes import PER_ELEMENT_TARGETS, host_target
 
 DENORMALS = {np.float32: np.float32(1e-40), np.float64: np.float64(5.562684646268003e-309)}
 
@@ -39,3 +43,37 @@ def test_pools_of_denormals_equal_tf() -> None:
             want = tf.function(fn, jit_compile=True)(x).numpy()
             got = tfxla_cluster.function(fn, jit_compile=True)(x).numpy()
             assert got.tobytes() == want.tobytes(), (pool.__name__, k, got, want)
+
+
+# XLA:CPU's reduce-window sums a [R, C] window in ``row_lanes`` (per element) vector lanes over its rows
+# (``elemental._window_lanes``); measured on AVX2 only, in window order elsewhere.
+on_per_element_target = pytest.mark.skipif(host_target() not in PER_ELEMENT_TARGETS,
+                                           reason="window lanes measured on AVX2 hosts only")
+
+
+@on_per_element_target
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_avg_pool_lane_order_equals_tf(dtype) -> None:
+    rng = np.random.default_rng(7)
+    for (kh, kw), channels, stride in itertools.product([(2, 2), (4, 3), (3, 2), (8, 2), (2, 8), (1, 4)], (1, 16),
+                                                        (1, 2)):
+        h = max(kh, kw) + 3
+        # magnitudes 2^-20..2^20: every reassociation of a window's sum rounds differently
+        x = (rng.standard_normal((2, h, h, channels)) * 2.0 ** rng.integers(-20, 20, (2, h, h, channels))).astype(dtype)
+
+        def fn(v):
+            return tf.nn.avg_pool2d(v, (kh, kw), stride, "VALID")
+        want = tf.function(fn, jit_compile=True)(x).numpy()
+        got = tfxla_cluster.function(fn, jit_compile=True)(x).numpy()
+        assert got.tobytes() == want.tobytes(), ((kh, kw), channels, stride, int((got != want).sum()))
+
+
+def test_f64_avg_pool_overflows_in_lanes_as_tf() -> None:
+    big = np.finfo(np.float64).max
+    x = np.array([0, 0, 0, 0, 0, big, 0, 0, -big, 0, 0, -big], np.float64).reshape(1, 2, 2, 3)
+
+    def fn(v):
+        return tf.nn.avg_pool2d(v, 2, 2, "VALID")
+    want = tf.function(fn, jit_compile=True)(x).numpy()
+    got = tfxla_cluster.function(fn, jit_compile=True)(x).numpy()
+    assert got.tobytes() == want.tobytes(), (got, want)

@@ -1605,6 +1605,9 @@ def _reduce_window(em, instr):
     # the bits: an f64 1x3 SAME max_pool along rows of 5 with one channel keeps some; f32 and rows of 4 flush.
     # Measured against TF 2.21's XLA, f32/f64/bf16 max_pool.)
     flush = k == 1 and simple_reducer(comp) in (O.MAXIMUM, O.MINIMUM)
+    lanes = _window_lanes(em, instr)
+    if lanes is not None:
+        return _window_lane_generator(em, instr, inputs[0], inits[0][0], lanes)
 
     def g(index):
         od = index.get_dims(b)
@@ -1648,6 +1651,57 @@ def _reduce_window(em, instr):
         if flush:
             res = [em.ops.flush_denormal(et, res[0])]
         return res[0] if k == 1 else tuple(res)
+    return g
+
+
+def _window_lanes(em, instr) -> tuple[int, int, int] | None:
+    """(row dim, column dim, lanes) of a float sum or product reduce-window that TF's XLA computes in vector
+    lanes, else None (in window order). XLA:CPU's reduce-window kernel is a loop nest over the window like a
+    reduce's (``row_lanes``): LLVM fully unrolls the window's minor loop and vectorises the next one out, so a
+    window of [R, C] positions (its other dims 1) sums its rows in ``row_lanes(..., per_element=True)``
+    lanes; an f64 [2, 2] avg_pool is ``(init + x00 + x01) + (x10 + x11)`` (fuzz seed 185001291: max - max - max
+    overflows there). Measured on AVX2 for windows without padding or dilation (pooling, VALID); others stay
+    in order (a bounds check in the loop changes LLVM's choice)."""
+    if len(instr.operands) != 2 or simple_reducer(instr.to_apply) not in (O.ADD, O.MULTIPLY):
+        return None
+    et = instr.shape.element_type
+    window = instr.window.dimensions
+    if et not in (T.F32, T.F64) or any(w.padding_low or w.padding_high or w.window_dilation != 1
+                                       or w.base_dilation != 1 for w in window):
+        return None
+    in_shape = instr.operands[0].shape
+    dims = [d for d in major_to_minor(in_shape) if window[d].size != 1]
+    if len(dims) != 2:
+        return None
+    rdim, cdim = dims
+    lanes = row_lanes(et, window[rdim].size, window[cdim].size, host_target(em.kctx.options), per_element=True)
+    return (rdim, cdim, lanes) if lanes else None
+
+
+def _window_lane_generator(em, instr, x, init_gen, lanes: tuple[int, int, int]):
+    """``_reduce_window``'s generator in ``_window_lanes``' order (``_row_lane_fold`` over the window)."""
+    rdim, cdim, n = lanes
+    et = instr.shape.element_type
+    op = simple_reducer(instr.to_apply)
+    window = instr.window.dimensions
+    in_shape = instr.operands[0].shape
+    cty = t.compute_float_type(et)
+    b = em.b
+
+    def g(index):
+        od = index.get_dims(b)
+        # (the init read from a buffer, as _reduce_window's)
+        init = em.ops.call_intrinsic("arithmetic.fence", em.ops.to_compute(et, init_gen(scalar_index(instr.operands[1].shape))))
+
+        def full_index(rc):
+            idx = []
+            for d, w in enumerate(window):
+                p = b.mul(od[d], t.i64(w.stride)) if w.stride != 1 else od[d]
+                idx.append(b.add(p, rc[d]) if d in rc else p)
+            return Index(idx, in_shape)
+        res = _row_lane_fold(em, op, et, cty, init, lambda fi: em.ops.to_compute(et, x(fi)), full_index, in_shape,
+                             (), rdim, cdim, window[rdim].size, window[cdim].size, n, looped=True)
+        return em.ops.from_compute(et, res)
     return g
 
 
