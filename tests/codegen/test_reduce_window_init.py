@@ -16,14 +16,15 @@ import tensorflow as tf
 import tfxla_cluster
 from tfxla_cluster.codegen.row_lanes import PER_ELEMENT_TARGETS, host_target
 
-DENORMALS = {np.float32: np.float32(1e-40), np.float64: np.float64(5.562684646268003e-309)}
+DENORMALS = {np.float32: 1e-40, np.float64: 5.562684646268003e-309, tf.bfloat16.as_numpy_dtype: 5.9e-39,
+             np.float16: 3e-6}
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", list(DENORMALS), ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("op", [tf.math.cumprod, tf.math.cumsum], ids=lambda f: f.__name__)
 def test_scan_of_denormals_equals_tf(dtype, op) -> None:
     for n in (1, 2, 3):
-        x = np.full([n], DENORMALS[dtype], dtype)
+        x = np.full([n], DENORMALS[dtype], np.float64).astype(dtype)
         x[-1] = -x[-1]
         for reverse in (False, True):
             for exclusive in (False, True):

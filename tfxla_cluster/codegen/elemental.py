@@ -1615,7 +1615,9 @@ def _reduce_window(em, instr):
         if k == 1 and et.is_float and not et.is_complex:
             # XLA:CPU's reduce-window kernel reads its init from a buffer, so LLVM cannot fold the first step
             # (1 * x of a cumprod: a denormal x flushes to 0 under DAZ); a constant init here would fold.
-            init_vals = [em.ops.call_intrinsic("arithmetic.fence", init_vals[0])]
+            # (through the compute type: bf16 values are i16 here, and a fence takes floats only)
+            fenced = em.ops.call_intrinsic("arithmetic.fence", em.ops.to_compute(et, init_vals[0]))
+            init_vals = [em.ops.from_compute(et, fenced)]
         acc = _Accumulator(em, [v.type for v in init_vals], init_vals)
         wshape = Shape(T.S32, tuple(w.size for w in window))
 
