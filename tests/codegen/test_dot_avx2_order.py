@@ -1,8 +1,8 @@
 """F32/BF16 dots on an AVX2 host against TF's XLA (codegen/dot_exact.py ``sum_form``): for every pair of
 contraction indices p ≠ q, ``max·2`` at p and ``max·(-2)`` at q in every output; TF's accumulators show
 as +inf / -inf (q fused after p / p after q) or NaN (apart, or rounded products). Shapes of each measured
-form (two accumulators by k mod 2 with the odd last k fused after, the last row rounded at M = 7, rounded
-products, one chain), batched and not, through our loop form and our GEMM's guarded exact kernel; fuzz seeds
+form (two accumulators by k mod 2 with the odd last k fused after or rounded apart, the last row rounded at
+M = 7, rounded products, one chain), batched and not, through our loop form and our GEMM's guarded exact kernel; fuzz seeds
 161001153 and 163000509 in tests/data/fuzz_regressions. On AVX-512 hosts TF's order is another one
 (YNNPACK's, not emulated): skipped there."""
 from __future__ import annotations
@@ -16,10 +16,15 @@ from tfxla_cluster.codegen.conv_exact import avx2_host
 
 pytestmark = pytest.mark.skipif(not avx2_host(), reason="TF's F32 dot order measured on an AVX2 host only")
 
-# (B, M, K, N): B = 0 is a plain matmul. pairs (4-7 rows, K ≤ 7; row 6 rounded at M = 7), rounded
+# (B, M, K, N): B = 0 is a plain matmul. pairs (3-7 rows, K ≤ 7, N ≤ 7; row 6 rounded at M = 7), rounded
 # (M 4-6 with K ≥ 8, M = 17), one chain (M = 7 with K ≥ 8, M = 64); the last two reach our GEMM.
 SHAPES = [(3, 5, 5, 3), (0, 4, 4, 2), (2, 7, 7, 5), (0, 5, 8, 3), (3, 17, 5, 2), (0, 7, 9, 3),
-          (7, 17, 17, 5), (2, 64, 7, 5)]
+          (7, 17, 17, 5), (2, 64, 7, 5),
+          # 2 and 3 rows (rounded, pairs), 9-12 and 41 rows (rounded), 6 and 7 columns (pairs), 8 columns
+          # (rounded at 4-6 rows, one chain at 7), 9 columns (one chain), 81 or more rows (pairs, the odd last
+          # k rounded apart; even depths plain pairs)
+          (0, 2, 6, 5), (2, 3, 5, 4), (0, 9, 5, 3), (0, 41, 4, 2), (0, 4, 5, 6), (2, 6, 7, 7), (0, 4, 5, 8),
+          (0, 7, 5, 8), (0, 12, 5, 9), (0, 81, 5, 3), (2, 90, 6, 4)]
 
 
 def _probes(B, M, K, N, dtype):

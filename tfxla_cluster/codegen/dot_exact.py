@@ -19,7 +19,8 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
 * Matrix-vector (B = 1 and M = 1 or N = 1; B > 1 and M = 1) and tiny dots (an operand matrix with a
   dimension ≤ 3 on both sides: (M ≤ 3 or K ≤ 3) and (K ≤ 3 or N ≤ 3)) are LLVM IR loops
   (dot_op_emitter.cc kTiledLlvmIrGemv / kNaiveLlvmIr): one FMA chain from +0 in k order, any dtype,
-  as the fast kernels here.
+  as the fast kernels here (as measured with K < 8; on the AVX2 host a row-major gemv of K ≥ 9 sums in
+  lanes k mod 8, and a column-major one's last columns otherwise: see below, not emulated).
 * Every other dot is a library call (B > 1: per batch; N = 1 with B > 1 too).
   - F64: Eigen's contraction (perf: ``gebp_kernel<double, double, long, ..., 8, 4>``). TF's binary is
     built without FMA (it prints "rebuild TensorFlow with ... FMA"), so gebp multiplies and adds
@@ -48,15 +49,26 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
   oneDNN ``sgemm`` runs small M (perf: ``dnnl::...gemm_info_t<float>``), YNNPACK the rest (perf:
   ``ynn::dot_fp32_8x8x1_1x8x1_fma3`` for 64×5×3)), measured with tf.function(jit_compile=True) by
   ``max·2`` at k = p and ``max·(-2)`` at k = q of every output (+inf: q fused into an accumulator holding
-  p's infinity; -inf: the reverse; NaN: apart or rounded), for all p ≠ q, N = 2..5, B = 0 (a matmul), 2,
-  3, 7, BF16 alike (:func:`avx2_sum_form`): M = 4..7 with K ≤ 7 sum each output in two FMA accumulators,
-  k even and k odd over the first even part of k, then ``C0 + C1``, then the odd last k fused into it
-  (``"pairs"``; at M = 7 the last row ``"rounded"``); M = 4..6 with K ≥ 8 and M = 17 (K = 4..64) keep
-  every product apart (``"rounded"``: emulated as rounded products added in k order, so the NaN of two
-  opposite overflows and the infinity of one are XLA's; a finite sum's rounding may differ); M = 7 with
-  K ≥ 8 and M = 8, 16, 40, 64 one FMA chain in k order, as ours. Not measured: M = 9..15 and 18..63,
-  N > 5 (N = 8 and M = 4, 5 rounded, N ≥ 9 one chain in a first sweep), transposed operands, F16 (its
-  products never overflow in F32): one FMA chain there. AVX-512 hosts: YNNPACK's order above (not emulated).
+  p's infinity; -inf: the reverse; NaN: apart or rounded), for all p ≠ q, B = 0 (a matmul), 2, 3, 7, BF16
+  alike (:func:`avx2_sum_form`; a grid of (0, 1), (0, 2), (1, 2) probes over M = 2..24, 31-33, 40, 48,
+  63, 64, K = 4..9, 12, 16, N = 2..9, 12, 16, and M = 2..130, 160-2000 at a few (K, N); full probes on
+  a shape of each class): N ≥ 9 one FMA chain in k order, as ours. For N = 2..8 the form is the call's:
+  - ``"pairs"``: two FMA accumulators, k even and k odd over the first even part of k, then ``C0 + C1``,
+    then the odd last k fused into it: M = 3..7 with K ≤ 7 and N ≤ 7 (at M = 7 the last row
+    ``"rounded"``); ``"pairs_apart"``: the same with the odd last k's product rounded and added: M ≥ 81.
+  - ``"rounded"`` (every product apart; emulated as rounded products added in k order, so the NaN of two
+    opposite overflows and the infinity of one are XLA's; a finite sum's rounding may differ): M = 2,
+    M = 3..6 with K ≥ 8 or N = 8, M = 9..12, 17, 18, 41, 42.
+  - one FMA chain: M = 7 with K ≥ 8 or N = 8, M = 8, 13..16, 19..40, 43..80.
+  Not emulated (one FMA chain there): transposed operands, whose forms differ (pairs at 5×5×3 with the lhs
+  transposed, at 5×8×3 with the rhs transposed, at 17×5×2 with both, where the plain dots are pairs,
+  rounded, rounded); the gemv-shaped dots, XLA's own loops, which differ from our fast kernels: N = 1
+  (XLA's row-major tiled gemv: lanes k mod 8, the tail one chain; ``conv_exact``'s ``row_gemv_sum`` has
+  that order for 1×1 convolutions) and M = 1 (one FMA chain per output but for the columns past the last
+  multiple of the gemv's tile, 8 at N = 9, 32 at N = 33, in another order); the fast GEMM's finite sums
+  (the forms run on special values only, and always in the loop form of small dots). F16 dots compute in
+  F32 (no probe overflows): they matched TF's XLA bit for bit on random operands (5×5×3 to 64×7×5).
+  AVX-512 hosts: YNNPACK's order above (not emulated).
 * The final ``C = acc + C`` of Eigen and YNNPACK starts from a zeroed C: a dot whose products are all
   -0 gives +0 everywhere, as here.
 """
@@ -84,17 +96,26 @@ def eigen_dot(instr) -> bool:
     return not ((d.M <= 3 or d.K <= 3) and (d.K <= 3 or d.N <= 3))   # kNaiveLlvmIr
 
 
+# Row counts whose AVX2 library dots (N ≤ 8) keep every product apart, and the row count from which they sum
+# in two accumulators by k mod 2 (measured; avx2_sum_form).
+AVX2_ROUNDED_ROWS = frozenset({2, 9, 10, 11, 12, 17, 18, 41, 42})
+AVX2_PAIR_ROWS_FROM = 81
+
+
 def avx2_sum_form(M: int, K: int, N: int) -> tuple[str, str] | None:
     """How TF's XLA sums an output of an F32/BF16 library dot of M × K × N (per batch) on an AVX2 host:
-    (the form of rows 0..M-2, the form of the last row), a form being ``"pairs"`` or ``"rounded"`` (the
-    module docstring's measurements); None: one FMA chain in k order (measured, or not measured)."""
-    if not 2 <= N <= 5 or K < 4:
-        return None
-    if 4 <= M <= 7 and K <= 7:
-        return ("pairs", "rounded") if M == 7 else ("pairs", "pairs")
-    if 4 <= M <= 6 or M == 17:
+    (the form of rows 0..M-2, the form of the last row), a form being ``"pairs"``, ``"pairs_apart"`` or
+    ``"rounded"`` (the module docstring's measurements); None: one FMA chain in k order (measured, or not
+    measured)."""
+    if K < 4 or not 2 <= N <= 8 or (M <= 3 and N <= 3):
+        return None   # a tiny dot or a gemv (XLA's own loops), or N ≥ 9: one chain
+    if M <= 7 and M != 2:
+        if M == 7:
+            return ("pairs", "rounded") if K <= 7 and N <= 7 else None
+        return ("pairs", "pairs") if K <= 7 and N <= 7 else ("rounded", "rounded")
+    if M in AVX2_ROUNDED_ROWS:
         return ("rounded", "rounded")
-    return None
+    return ("pairs_apart", "pairs_apart") if M >= AVX2_PAIR_ROWS_FROM else None
 
 
 def sum_form(instr) -> tuple[str, str] | None:
@@ -143,7 +164,9 @@ def emit_form_sum(kctx, forms: tuple[str, str], K: int, M: int, m, operands) -> 
             b.store(fused(k0, b.load(accs[0], typ=sty)), accs[0])
             b.store(fused(b.add(k0, t.i64(1)), b.load(accs[1], typ=sty)), accs[1])
         s = b.fadd(b.load(accs[0], typ=sty), b.load(accs[1], typ=sty))
-        return fused(t.i64(K - 1), s) if K % 2 else s
+        if not K % 2:
+            return s
+        return rounded(t.i64(K - 1), s) if form == "pairs_apart" else fused(t.i64(K - 1), s)
     main = emit(forms[0])
     if forms[1] == forms[0]:
         return main
