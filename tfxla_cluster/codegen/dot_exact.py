@@ -60,11 +60,17 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
     opposite overflows and the infinity of one are XLA's; a finite sum's rounding may differ): M = 2,
     M = 3..6 with K ≥ 8 or N = 8, M = 9..12, 17, 18, 41, 42.
   - one FMA chain: M = 7 with K ≥ 8 or N = 8, M = 8, 13..16, 19..40, 43..80.
-  Not emulated (one FMA chain there): transposed operands, whose forms differ (pairs at 5×5×3 with the lhs
-  transposed, at 5×8×3 with the rhs transposed, at 17×5×2 with both, where the plain dots are pairs,
-  rounded, rounded); the gemv-shaped dots, XLA's own loops, which differ from our fast kernels: N = 1
-  (XLA's row-major tiled gemv: lanes k mod 8, the tail one chain; ``conv_exact``'s ``row_gemv_sum`` has
-  that order for 1×1 convolutions) and M = 1 (one FMA chain per output but for the columns past the last
+  Transposed operands (``tf.matmul``'s ``transpose_a``/``transpose_b``; grid as above for M = 2..20, 41,
+  42, 64, 81, 100, K = 4, 5, 7, 8, 9, N = 2, 3, 5, 6, 8, 9, then N to 33, K to 257, M to 201): the lhs
+  transposed (either rhs) sums ``"pairs"`` for N ≤ 8 and one chain for N = 9..16, but for the last
+  M mod 6 rows when 1 or 2 (``"rounded"``; the convolutions' ``pair_apart_rows``) or 3 (``"pairs"``, from
+  9 columns); measured to K = 64, N = 16 and M = 51 (deeper its blocks, wider its columns, and from 81
+  rows oneDNN's split of the rows between threads differ: not emulated). The rhs transposed alone: pairs
+  for N ≤ 8 from 4 rows, ``"pairs_apart"`` when K is odd and M ≥ 8, K ≥ 8 or N = 8 (to K = 257), the last
+  row ``"rounded"`` at M = 7 with K, N ≤ 7; 2 and 3 rows irregular (not emulated); N = 4 and 7 inferred.
+  Not emulated (one FMA chain there): the gemv-shaped dots, XLA's own loops, which differ from our fast
+  kernels: N = 1 (XLA's row-major tiled gemv: lanes k mod 8, the tail one chain; ``conv_exact``'s
+  ``row_gemv_sum`` has that order for 1×1 convolutions) and M = 1 (one FMA chain per output but for the columns past the last
   multiple of the gemv's tile, 8 at N = 9, 32 at N = 33, in another order); the fast GEMM's finite sums
   (the forms run on special values only, and always in the loop form of small dots). F16 dots compute in
   F32 (no probe overflows): they matched TF's XLA bit for bit on random operands (5×5×3 to 64×7×5).
@@ -78,7 +84,7 @@ from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
-from tfxla_cluster.codegen.conv_exact import avx2_host, guard_special
+from tfxla_cluster.codegen.conv_exact import PAIR_APART_ROWS, PAIR_ROW_BLOCK, avx2_host, guard_special
 from tfxla_cluster.codegen.eigen_blocking import emit_eigen_sum
 from tfxla_cluster.codegen.gemm import dot_dims, split
 from tfxla_cluster.codegen.loops import for_range
@@ -100,43 +106,73 @@ def eigen_dot(instr) -> bool:
 # in two accumulators by k mod 2 (measured; avx2_sum_form).
 AVX2_ROUNDED_ROWS = frozenset({2, 9, 10, 11, 12, 17, 18, 41, 42})
 AVX2_PAIR_ROWS_FROM = 81
+# The deepest and widest lhs-transposed dots whose forms were measured.
+AVX2_TRANSPOSED_MAX_K, AVX2_TRANSPOSED_MAX_N = 64, 16
 
 
-def avx2_sum_form(M: int, K: int, N: int) -> tuple[str, str] | None:
-    """How TF's XLA sums an output of an F32/BF16 library dot of M × K × N (per batch) on an AVX2 host:
-    (the form of rows 0..M-2, the form of the last row), a form being ``"pairs"``, ``"pairs_apart"`` or
-    ``"rounded"`` (the module docstring's measurements); None: one FMA chain in k order (measured, or not
-    measured)."""
-    if K < 4 or not 2 <= N <= 8 or (M <= 3 and N <= 3):
-        return None   # a tiny dot or a gemv (XLA's own loops), or N ≥ 9: one chain
+Forms = tuple[str, str, int]
+
+
+def avx2_sum_form(M: int, K: int, N: int, ta: bool = False, tb: bool = False) -> Forms | None:
+    """How TF's XLA sums an output of an F32/BF16 library dot of M × K × N (per batch) on an AVX2 host,
+    ``ta``/``tb``: the lhs/rhs transposed (contracted along its first matrix dimension): (the form of the
+    first rows, the form of the last ``rows``, ``rows``), a form being ``"pairs"``, ``"pairs_apart"``,
+    ``"rounded"`` or ``"chain"`` (the module docstring's measurements); None: one FMA chain in k order
+    everywhere (measured, or not measured)."""
+    if K < 4 or N < 2 or (M <= 3 and N <= 3):
+        return None   # a tiny dot or a gemv: XLA's own loops
+    if ta:
+        # the last rows of oneDNN's 6-row blocks apart when 1 or 2, as the convolutions' (pair_apart_rows);
+        # from 9 columns the blocks are one chain and a last block of 3 rows pairs. Measured to K = 64, N = 16
+        # and M = 51 (deeper: other blocks; wider: columns of either form; from 81 rows oneDNN splits the
+        # rows between threads, each part with its own last block: M = 85 is 43 + 42)
+        if K > AVX2_TRANSPOSED_MAX_K or N > AVX2_TRANSPOSED_MAX_N or M >= AVX2_PAIR_ROWS_FROM:
+            return None
+        rest = M % PAIR_ROW_BLOCK
+        main = "pairs" if N <= 8 else "chain"
+        if 0 < rest <= PAIR_APART_ROWS:
+            return (main, "rounded", rest)
+        if N > 8:
+            return ("chain", "pairs", rest) if rest == PAIR_APART_ROWS + 1 else None
+        return ("pairs", "pairs", 0)
+    if N > 8:
+        return None   # one chain
+    if tb:
+        if M <= 3:
+            return None   # irregular (apart or pairs by K and N): not emulated
+        odd = "pairs_apart" if K % 2 and (M >= 8 or K >= 8 or N == 8) else "pairs"
+        return (odd, "rounded", 1) if M == 7 and K <= 7 and N <= 7 else (odd, odd, 0)
     if M <= 7 and M != 2:
         if M == 7:
-            return ("pairs", "rounded") if K <= 7 and N <= 7 else None
-        return ("pairs", "pairs") if K <= 7 and N <= 7 else ("rounded", "rounded")
+            return ("pairs", "rounded", 1) if K <= 7 and N <= 7 else None
+        form = "pairs" if K <= 7 and N <= 7 else "rounded"
+        return (form, form, 0)
     if M in AVX2_ROUNDED_ROWS:
-        return ("rounded", "rounded")
-    return ("pairs_apart", "pairs_apart") if M >= AVX2_PAIR_ROWS_FROM else None
+        return ("rounded", "rounded", 0)
+    return ("pairs_apart", "pairs_apart", 0) if M >= AVX2_PAIR_ROWS_FROM else None
 
 
-def sum_form(instr) -> tuple[str, str] | None:
+def sum_form(instr) -> Forms | None:
     """:func:`avx2_sum_form` of the dot ``instr`` when TF's XLA on this host runs it as a library call
     whose order that measures: F32 or BF16 (operands and result), an AVX2 host without AVX-512 (TF's
-    kernels dispatch on the host CPU), the canonical operand order ([B.., M, K] × [B.., K, N], batch
-    dimensions leading, as ``tf.matmul`` gives it). None: one FMA chain, as the fast kernels."""
+    kernels dispatch on the host CPU), batch dimensions leading and one contracting dimension each
+    ([B.., M, K] or [B.., K, M] × [B.., K, N] or [B.., N, K], as ``tf.matmul`` gives it with or without
+    its transposes). None: one FMA chain, as the fast kernels."""
     ets = {instr.shape.element_type, *(o.shape.element_type for o in instr.operands)}
     if not ets <= {T.F32, T.BF16} or len(ets) != 1 or not avx2_host():
         return None
     d = dot_dims(instr)
     nb = len(d.lb)
     if d.lb != list(range(nb)) or d.rb != list(range(nb)) or len(d.lc) != 1 or len(d.rc) != 1 \
-            or d.lc != [instr.operands[0].shape.rank - 1] or d.rc != [nb] or d.M == 1:
+            or any(o.shape.rank != nb + 2 for o in instr.operands) or d.M == 1:
         return None
-    return avx2_sum_form(d.M, d.K, d.N)
+    return avx2_sum_form(d.M, d.K, d.N, ta=d.lc == [nb], tb=d.rc == [nb + 1])
 
 
-def emit_form_sum(kctx, forms: tuple[str, str], K: int, M: int, m, operands) -> ir.Value:
+def emit_form_sum(kctx, forms: Forms, K: int, M: int, m, operands) -> ir.Value:
     """The F32 sum over k < ``K`` of ``operands(k)`` (an i64 k to the F32 factors (x, y)) for row ``m`` of
-    an M-row dot, in the form of :func:`avx2_sum_form` (``forms``: rows before the last, the last row)."""
+    an M-row dot, in the form of :func:`avx2_sum_form` (``forms``: the first rows', the last rows', how
+    many last rows)."""
     b = kctx.builder
     sty = t.storage_type(T.F32)
     zero = t.float_constant(sty, 0.0)
@@ -155,6 +191,10 @@ def emit_form_sum(kctx, forms: tuple[str, str], K: int, M: int, m, operands) -> 
         accs = [kctx.alloca(sty, f"yacc{j}") for j in range(2)]
         for a in accs:
             b.store(zero, a)
+        if form == "chain":
+            with for_range(b, t.i64(0), t.i64(K), "yk", reduction=True) as k:
+                b.store(fused(k, b.load(accs[0], typ=sty)), accs[0])
+            return b.load(accs[0], typ=sty)
         if form == "rounded":
             with for_range(b, t.i64(0), t.i64(K), "yk", reduction=True) as k:
                 b.store(rounded(k, b.load(accs[0], typ=sty)), accs[0])
@@ -168,9 +208,9 @@ def emit_form_sum(kctx, forms: tuple[str, str], K: int, M: int, m, operands) -> 
             return s
         return rounded(t.i64(K - 1), s) if form == "pairs_apart" else fused(t.i64(K - 1), s)
     main = emit(forms[0])
-    if forms[1] == forms[0]:
+    if forms[1] == forms[0] or not forms[2]:
         return main
-    return b.select(b.icmp_unsigned("==", m, t.i64(M - 1)), emit(forms[1]), main)
+    return b.select(b.icmp_unsigned(">=", m, t.i64(M - forms[2])), emit(forms[1]), main)
 
 
 def _always(instr, refs) -> bool:
@@ -194,7 +234,7 @@ def emit_guarded_dot(prog, instr, B: int, M: int, N: int, K: int, a_ref: BufferR
 
 def emit_exact_dot(prog, name: str, B: int, M: int, N: int, K: int, a_ref: BufferRef, ta: str,
                    b_ref: BufferRef, tb: str, c_ref: BufferRef, epilogue=None,
-                   forms: tuple[str, str] | None = None) -> None:
+                   forms: Forms | None = None) -> None:
     """C[b] = A[b]·B[b] as Eigen's F64 GEMM in TF's binary (:func:`emit_eigen_sum`), or with ``forms``
     as TF's F32 library dot on an AVX2 host (:func:`emit_form_sum`). Operands and ``epilogue`` as
     ``gemm.gemm_kernel``'s (F32 buffers with ``forms``). A scalar loop: it runs only on special values."""
