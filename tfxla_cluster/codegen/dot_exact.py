@@ -55,7 +55,9 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
   a shape of each class): N ≥ 9 one FMA chain in k order, as ours. For N = 2..8 the form is the call's:
   - ``"pairs"``: two FMA accumulators, k even and k odd over the first even part of k, then ``C0 + C1``,
     then the odd last k fused into it: M = 3..7 with K ≤ 7 and N ≤ 7 (at M = 7 the last row
-    ``"rounded"``); ``"pairs_apart"``: the same with the odd last k's product rounded and added: M ≥ 81.
+    ``"rounded"``); ``"pairs_apart"``: the same with the odd last k's product rounded and added: M ≥ 81 (to K = 1001;
+    not emulated: one FMA chain here, as emulating it cost 2.4× at 100×9×8 (the loop form, 63-108 µs →
+    152-160 µs) and 1.5× at 20000×512×8 (the GEMM's check, 8.5-13.6 ms → 19-20 ms), medians, load 2-3.5).
   - ``"rounded"`` (every product apart; emulated as rounded products added in k order, so the NaN of two
     opposite overflows and the infinity of one are XLA's; a finite sum's rounding may differ): M = 2,
     M = 3..6 with K ≥ 8 or N = 8, M = 9..12, 17, 18, 41, 42.
@@ -72,7 +74,9 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
   kernels: N = 1 (XLA's row-major tiled gemv: lanes k mod 8, the tail one chain; ``conv_exact``'s
   ``row_gemv_sum`` has that order for 1×1 convolutions) and M = 1 (one FMA chain per output but for the columns past the last
   multiple of the gemv's tile, 8 at N = 9, 32 at N = 33, in another order); the fast GEMM's finite sums
-  (the forms run on special values only, and always in the loop form of small dots). F16 dots compute in
+  (the forms run on special values only, and always in the loop form of small dots; a GEMM's operands are
+  checked for them up to ``FORM_CHECK_MAX_ELEMENTS``, beyond which the check would double a skinny dot's
+  time). F16 dots compute in
   F32 (no probe overflows): they matched TF's XLA bit for bit on random operands (5×5×3 to 64×7×5).
   AVX-512 hosts: YNNPACK's order above (not emulated).
 * The final ``C = acc + C`` of Eigen and YNNPACK starts from a zeroed C: a dot whose products are all
@@ -103,7 +107,7 @@ def eigen_dot(instr) -> bool:
 
 
 # Row counts whose AVX2 library dots (N ≤ 8) keep every product apart, and the row count from which they sum
-# in two accumulators by k mod 2 (measured; avx2_sum_form).
+# in two accumulators by k mod 2, the odd last k apart (measured, not emulated; avx2_sum_form).
 AVX2_ROUNDED_ROWS = frozenset({2, 9, 10, 11, 12, 17, 18, 41, 42})
 AVX2_PAIR_ROWS_FROM = 81
 # The deepest and widest lhs-transposed dots whose forms were measured.
@@ -138,8 +142,8 @@ def avx2_sum_form(M: int, K: int, N: int, ta: bool = False, tb: bool = False) ->
     if N > 8:
         return None   # one chain
     if tb:
-        if M <= 3:
-            return None   # irregular (apart or pairs by K and N): not emulated
+        if M <= 3 or M >= AVX2_PAIR_ROWS_FROM:
+            return None   # irregular (apart or pairs by K and N); many rows: as the plain dots' (not emulated)
         odd = "pairs_apart" if K % 2 and (M >= 8 or K >= 8 or N == 8) else "pairs"
         return (odd, "rounded", 1) if M == 7 and K <= 7 and N <= 7 else (odd, odd, 0)
     if M <= 7 and M != 2:
@@ -149,7 +153,9 @@ def avx2_sum_form(M: int, K: int, N: int, ta: bool = False, tb: bool = False) ->
         return (form, form, 0)
     if M in AVX2_ROUNDED_ROWS:
         return ("rounded", "rounded", 0)
-    return ("pairs_apart", "pairs_apart", 0) if M >= AVX2_PAIR_ROWS_FROM else None
+    # M ≥ AVX2_PAIR_ROWS_FROM: "pairs_apart" in TF, not emulated (the loop form and the GEMM's check cost
+    # 1.5-2.4× on these skinny dots, measured: module docstring)
+    return None
 
 
 def sum_form(instr) -> Forms | None:
@@ -218,6 +224,18 @@ def _always(instr, refs) -> bool:
     return True
 
 
+# The operand elements up to which an F32 form dot (N ≤ 16) is checked: a skinny GEMM is memory bound, and
+# reading its operands once more costs about as much as the GEMM once they leave the caches (measured:
+# 12×100000×4, 0.52-0.72 ms → 1.30-1.44 ms with the check).
+FORM_CHECK_MAX_ELEMENTS = 1 << 16
+
+
+def _form_check_pays(instr, refs) -> bool:
+    """Whether an F32/BF16 dot of :func:`sum_form` is checked: its operands fit in L2 (a larger one keeps
+    the fast GEMM's FMA chain on special values too)."""
+    return sum(r.shape.num_elements for r in refs) <= FORM_CHECK_MAX_ELEMENTS
+
+
 def emit_guarded_dot(prog, instr, B: int, M: int, N: int, K: int, a_ref: BufferRef, ta: str,
                      b_ref: BufferRef, tb: str, c_ref: BufferRef, epilogue, fast) -> None:
     """``fast()`` (the GEMM kernel's emission), or, for an :func:`eigen_dot` or a :func:`sum_form` one whose
@@ -229,7 +247,7 @@ def emit_guarded_dot(prog, instr, B: int, M: int, N: int, K: int, a_ref: BufferR
     guard_special(prog, instr, [a_ref, b_ref],
                   lambda: emit_exact_dot(prog, instr.name, B, M, N, K, a_ref, ta, b_ref, tb, c_ref, epilogue,
                                          forms),
-                  fast, pays=_always)
+                  fast, pays=_form_check_pays if forms else _always)
 
 
 def emit_exact_dot(prog, name: str, B: int, M: int, N: int, K: int, a_ref: BufferRef, ta: str,
