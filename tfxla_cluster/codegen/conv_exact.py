@@ -25,7 +25,9 @@ contraction (whose float GEMM is oneDNN's ``sgemm``: tsl's eigen_contraction_ker
 fused multiply-adds from +0 (measured: ``1 + 2⁻²⁴`` survives only as an FMA would keep it; an
 overflowing product followed by one of the other sign gives the first one's infinity, not NaN). An output of
 one patch is Eigen's own gemv instead, built without FMA in TF's wheel: rounded products added in the same
-order (``-inf·x`` then ``+inf`` is NaN; fuzz seed 148000851). F64
+order, per column block of 16 k from a depth of 128 (:func:`gemv_block`; ``-inf·x`` then ``+inf`` is NaN; fuzz
+seeds 148000851, 172001338). That order differs from the fast kernels' FMAs by rounding on any input, so a
+one-patch convolution always runs it (:func:`emit_guarded`), vectorised over the output features. F64
 convolutions, and those with a reversed window (never Eigen's; algsimp's ``conv_operand_swap`` makes them
 from a kernel larger than its input: the original taps then sum backwards), are XLA's elemental loop
 (elemental_ir_emitter.cc ``EmitConvolution``), which skips taps outside the input; for the reversed
@@ -273,6 +275,10 @@ def emit_guarded(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, ep
     ``lhs_reversed``: ``lhs`` holds the input with those dimensions unreversed (a folded ``reverse``)."""
     if not guarded(instr):
         return fast()
+    if gemv_block(instr) is not None:
+        # one patch: Eigen's gemv order on every input, not only special values (rounded products differ
+        # from the fast kernels' FMAs by an ulp; fuzz seed 172001338); vectorised over the output features
+        return emit_exact_conv(prog, instr, lhs, rhs, out, epilogue, lhs_reversed)
     # A reversed window is algsimp's operand swap: its input is the original filter, whose huge values
     # overflow in XLA's elemental order as the original input's do (both operands are checked).
     check_input = check_input or any(w.window_reversal for w in instr.window.dimensions)
@@ -359,6 +365,58 @@ def pair_apart_rows(instr) -> int:
     return rest if rest <= PAIR_APART_ROWS else 0
 
 
+# Eigen's column-major gemv (GeneralMatrixVector.h) sums a depth of at least this many in column blocks
+# of GEMV_BLOCK (GEMV_BLOCK_WIDE when the filter's rows span ≥ GEMV_WIDE_BYTES); below it, one block.
+GEMV_BLOCKED_DEPTH = 128
+GEMV_BLOCK, GEMV_BLOCK_WIDE, GEMV_WIDE_BYTES = 16, 4, 32000
+# The one-patch kernel's vector width (F32 output features per AVX register) and its vectors per work item.
+GEMV_VECTOR, GEMV_UNROLL = 8, 4
+
+
+def gemv_block(instr) -> int | None:
+    """The column block of Eigen's gemv when TF's XLA runs the Eigen-patches convolution ``instr``
+    (:func:`xla_multiplies_padding`) with a single patch (Eigen's contraction with n = 1 is its own
+    ``general_matrix_vector_product``, built without FMA in TF's wheel): each output feature sums, per block
+    of that many k in order, the rounded products from +0 and adds the block's sum to the output (from +0).
+    The depth of the output's group when it is under :data:`GEMV_BLOCKED_DEPTH`, else :data:`GEMV_BLOCK`,
+    or :data:`GEMV_BLOCK_WIDE` when the group's output features span ≥ 32000 bytes in F32 (the gemv's
+    ``lhsStride``). Measured on Zen 3 against TF 2.21 (random operands of wide exponents, bit for bit):
+    depths 4-1568 with 3-100 features, 128 and 256 with 7999-9000 features, F16/BF16, depthwise
+    multipliers 2-4 (depths 4-144). None: not a one-patch Eigen convolution."""
+    if not xla_multiplies_padding(instr) or instr.batch_group_count != 1:
+        return None
+    dn = instr.convolution_dimension_numbers
+    F = instr.shape.dimensions[dn.output_feature_dimension]
+    if instr.shape.num_elements != F or F == 0:
+        return None
+    kin = instr.operands[1].shape.dimensions[dn.kernel_input_feature_dimension]
+    depth = kin * prod(w.size for w in instr.window.dimensions)
+    if depth < GEMV_BLOCKED_DEPTH:
+        return max(depth, 1)
+    return GEMV_BLOCK if 4 * (F // instr.feature_group_count) < GEMV_WIDE_BYTES else GEMV_BLOCK_WIDE
+
+
+def _gemv_vectors(instr) -> bool:
+    """Whether :func:`emit_exact_conv` sums a one-patch convolution (:func:`gemv_block`) over
+    :data:`GEMV_VECTOR` output features at a time: F32 throughout, one group, and a filter whose rows (one k,
+    every output feature) lie one after another in k order (HWIO's row-major layout), so a row's features
+    are one vector load."""
+    if instr.feature_group_count != 1 or any(x.shape.element_type is not T.F32 for x in (instr, *instr.operands)):
+        return False
+    dn = instr.convolution_dimension_numbers
+    rshape = instr.operands[1].shape
+    rs = strides(rshape)
+    F = rshape.dimensions[dn.kernel_output_feature_dimension]
+    step = F * rshape.dimensions[dn.kernel_input_feature_dimension]
+    if F < GEMV_VECTOR or rs[dn.kernel_output_feature_dimension] != 1 or rs[dn.kernel_input_feature_dimension] != F:
+        return False
+    for d, w in reversed(list(zip(dn.kernel_spatial_dimensions, instr.window.dimensions))):
+        if w.size > 1 and rs[d] != step:
+            return False
+        step *= w.size
+    return True
+
+
 def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef, epilogue=None,
                     lhs_reversed: tuple[int, ...] = ()) -> None:
     """``out`` := the convolution as XLA:CPU computes it (see the module docstring): per output element,
@@ -397,13 +455,14 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
     tasks = prog.tasks_for(work, cost)
     lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(work))
     acc = kb.kctx.alloca(sty, "xacc")
-    acc2 = kb.kctx.alloca(sty, "xacc2") if pairs else None
+    block = gemv_block(instr)
+    acc2 = kb.kctx.alloca(sty, "xacc2") if pairs or block else None
     lane = kb.kctx.alloca(sty, "xlane", count=GEMV_LANES) if lanes or row_gemv else None
 
     elemental = not pads and not lanes and form is None
     # One patch: Eigen's contraction is its own gemv (n = 1), built without FMA in TF's wheel: rounded
-    # products added in k order from +0 (measured: -1 + (1+2^-12)^2 gives 2^-11; fuzz seed 148000851).
-    eigen_gemv = pads and oshape.num_elements == oshape.dimensions[dn.output_feature_dimension]
+    # products added in k order from +0 per column block (gemv_block; fuzz seeds 148000851, 172001338).
+    eigen_gemv = block is not None
     # XLA's elemental loop as LLVM optimises it: the (output, tap) products it adds rounded.
     rounded = conv_hoist.rounded_taps(instr) if elemental and conv_hoist.supported(instr) else None
     table = None
@@ -453,6 +512,25 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
         # Out-of-range taps read element 0 (any index is then in bounds) and use 0 or nothing.
         li = [b.select(valid, x, t.i64(0)) for x in li]
         return load(la, li, lshape), load(ra, ri, rshape), valid
+
+    def gemv_blocks(add, v_zero):
+        """The one-patch sum (:func:`gemv_block`): per block of k, ``add(k, c)`` from ``v_zero`` in k order,
+        each block's sum added to the result (from ``v_zero``), which is returned."""
+        res = kb.kctx.alloca(v_zero.type, "xgres")
+        part = kb.kctx.alloca(v_zero.type, "xgpart")
+        b.store(v_zero, res)
+
+        def one(k0, n):
+            b.store(v_zero, part)
+            with for_range(b, k0, b.add(k0, t.i64(n)), "xgk", reduction=True) as k:
+                b.store(add(k, b.load(part, typ=v_zero.type)), part)
+            b.store(b.fadd(b.load(res, typ=v_zero.type), b.load(part, typ=v_zero.type)), res)
+        if depth // block:
+            with for_range(b, t.i64(0), t.i64(depth // block), "xgb") as j:
+                one(b.mul(j, t.i64(block)), block)
+        if depth % block:
+            one(t.i64(depth - depth % block), depth % block)
+        return b.load(res, typ=v_zero.type)
 
     def lane_ptr(i):
         return b.gep(lane, [i if isinstance(i, ir.Value) else t.i64(i)], source_etype=sty)
@@ -575,6 +653,8 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
                             b.store(b.fadd(b.load(acc, typ=sty), b.fmul(b.select(valid, x, zero), wv)), acc)
                     with otherwise:
                         pair_sum()
+        elif eigen_gemv:
+            b.store(gemv_blocks(lambda k, c: tap(origin, k, c), zero), acc)
         elif not lanes:
             with for_range(b, t.i64(0), t.i64(depth), "xtap", reduction=True) as k:
                 b.store(tap(origin, k, b.load(acc, typ=sty)), acc)
@@ -602,5 +682,51 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
         if epilogue is not None:
             epilogue.store(kb, od, None)
 
-    emit_loop_nest(kb.kctx, oshape, body, lo, hi, False, name="xo")
-    prog.call_kernel(kb, instr.name, "conv-exact", work, tasks, cost)
+    if not (eigen_gemv and _gemv_vectors(instr)):
+        emit_loop_nest(kb.kctx, oshape, body, lo, hi, False, name="xo")
+        return prog.call_kernel(kb, instr.name, "conv-exact", work, tasks, cost)
+    # One patch, F32, HWIO filter: GEMV_VECTOR·GEMV_UNROLL output features per work item (a vector of that
+    # width: whole cache lines of each filter row, independent chains), the last item's rest in vectors
+    # of GEMV_VECTOR, then one at a time; the order per output feature is the scalar one's.
+    F = oshape.dimensions[dn.output_feature_dimension]
+    W = GEMV_VECTOR * GEMV_UNROLL
+    items = -(-F // W)
+    tasks = prog.tasks_for(items, cost)
+    lo, hi = (kb.lo, kb.hi) if tasks > 1 else (t.i64(0), t.i64(items))
+    pw = kb.ptr(rhs.slot)
+
+    def out_dims(f):
+        od = [t.i64(0)] * oshape.rank
+        od[dn.output_feature_dimension] = f
+        return od
+
+    def features(f0, width: int) -> None:
+        """Outputs [f0, f0 + width) as one <width x float> sum."""
+        vty = ir.VectorType(sty, width)
+        origin = group_origin(b, instr, lshape, out_dims(f0))
+
+        def add(k, c):
+            with kb.kctx.scope():
+                x, _, valid = tap_operands(origin, k)
+                xv = b.insert_element(ir.Constant(vty, ir.Undefined), b.select(valid, x, zero), ir.Constant(t.I32, 0))
+                xv = b.shuffle_vector(xv, ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(t.I32, width),
+                                                                                     [0] * width))
+                wp = b.gep(pw, [b.add(b.mul(k, t.i64(F)), f0)], source_etype=sty)
+                return b.fadd(c, b.fmul(xv, b.load(wp, typ=vty, align=4)))
+        y = gemv_blocks(add, ir.Constant(vty, [0.0] * width))
+        for i in range(width):
+            od = out_dims(b.add(f0, t.i64(i)))
+            oa.store(Index(od, oshape), b.extract_element(y, ir.Constant(t.I32, i)))
+            if epilogue is not None:
+                epilogue.store(kb, od, None)
+    with for_range(b, lo, hi, "xgv") as item:
+        with b.if_else(b.icmp_unsigned("<", item, t.i64(F // W))) as (then, otherwise):
+            with then:
+                features(b.mul(item, t.i64(W)), W)
+            with otherwise:
+                rest = F - F % W
+                for j in range(F % W // GEMV_VECTOR):
+                    features(t.i64(rest + j * GEMV_VECTOR), GEMV_VECTOR)
+                with for_range(b, t.i64(F - F % GEMV_VECTOR), t.i64(F), "xgf") as f:
+                    body(Index(out_dims(f), oshape))
+    prog.call_kernel(kb, instr.name, "conv-exact", items, tasks, cost)
