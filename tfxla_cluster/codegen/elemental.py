@@ -1203,9 +1203,9 @@ def _gather(em, instr):
 
 
 # ---------------------------------------------------------------- reductions
-def _reduce_loops(em, shape: Shape, dims, body, prefix="r", starts=None):
+def _reduce_loops(em, shape: Shape, dims, body, prefix="r", starts=None, hints: tuple = ()):
     """Nested loops over ``dims`` of ``shape`` in physical order; body(dict dim -> index value). ``starts``
-    (dim -> first index) starts some loops later than 0."""
+    (dim -> first index) starts some loops later than 0; ``hints``: each loop's ``loop_hints``."""
     b = em.b
     order = [d for d in major_to_minor(shape) if d in dims]
     vals = {}
@@ -1216,7 +1216,7 @@ def _reduce_loops(em, shape: Shape, dims, body, prefix="r", starts=None):
             return
         d = order[k]
         start = (starts or {}).get(d, 0)
-        with for_range(b, start, shape.dimensions[d], f"{prefix}{d}", reduction=True) as i:
+        with for_range(b, start, shape.dimensions[d], f"{prefix}{d}", reduction=True, hints=hints) as i:
             vals[d] = i
             with em.kctx.scope():
                 rec(k + 1)
@@ -1415,7 +1415,9 @@ def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, 
         def body(rvals):
             acc.set([_row_lane_fold(em, op, et, cty, acc.get()[0], load, lambda rc: full_index({**rvals, **rc}),
                                     shape, (), rdim, cdim, rows, cols, lanes, True)])
-        _reduce_loops(em, shape, outer, body)
+        # Not unrolled (XLA's outer reduced loops are unroll.disable): fully unrolled, the last pass's fold
+        # would share a block with the consumer, and a product's last step contract into its add (TF's does not).
+        _reduce_loops(em, shape, outer, body, hints=(("llvm.loop.unroll.disable",),))
         return acc.get()[0]
 
     def x(r, c):
