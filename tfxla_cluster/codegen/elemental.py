@@ -1433,7 +1433,9 @@ def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, 
     if body and looped:
         # Loops over the blocks of `lanes` rows and their columns, not unrolled: each lane still combines its
         # rows in column order (straight-line, a [32, 24] reduce per element took seconds to compile, and
-        # lanes of 64 elements doubled BERT-tiny's LLVM time).
+        # straight-line up to 256 elements, BERT-tiny's training step's LLVM optimisation + machine code took
+        # 2.9 s against 1.6 s looped, at load 4; looped, the steady state is still TF's or better: a mean of
+        # [8, 8, 8, 256] over (1, 2) 0.35 ms, 0.22 straight-line, TF's 0.43).
         lane_acc = _Accumulator(em, [cty] * lanes, acc)
         off = (("llvm.loop.unroll.disable",),)
         with for_range(em.b, 0, body // lanes, "lane_rows", hints=off) as q:
