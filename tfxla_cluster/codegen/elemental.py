@@ -322,6 +322,11 @@ _FOLDED_INTO_ARMS = frozenset({O.NEGATE, O.ABS, O.FLOOR, O.CEIL, O.ROUND_NEAREST
                                O.MAXIMUM, O.MINIMUM, O.ADD, O.SUBTRACT, O.MULTIPLY, O.DIVIDE, O.CLAMP})
 
 
+# Ops that only change which element the loop reads: in the fusion's IR the select is computed at another index,
+# so LLVM sees the same select of two constants under the exp (fuzz seed 182000908: a reversed one_hot).
+_INDEX_ONLY = frozenset({O.REVERSE, O.TRANSPOSE, O.RESHAPE, O.BITCAST, O.SLICE, O.COPY, O.BROADCAST})
+
+
 def _select_arms(v, user, users, selects: list) -> tuple[np.ndarray, np.ndarray] | None:
     """``v``'s two values as LLVM folds it into the arms of one f32/f16 select of splat constants (the
     select's own arms, or those taken through ``_FOLDED_INTO_ARMS`` ops whose other operands are splat
@@ -359,6 +364,10 @@ def _select_arms(v, user, users, selects: list) -> tuple[np.ndarray, np.ndarray]
             fn = ew.UNARY[v.opcode] if len(per_operand) == 1 else ew.BINARY[v.opcode]
         with kept_denormals(), np.errstate(all="ignore"):
             result = fn(*(a for a, _ in per_operand)), fn(*(b for _, b in per_operand))
+    elif v.opcode in _INDEX_ONLY:
+        result = _select_arms(v.operands[0], v, users, selects)
+        if result is None:
+            return None
     else:
         return None
     return result if _only_user(v, user, result, users) else None
