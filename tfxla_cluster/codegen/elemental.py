@@ -51,7 +51,7 @@ from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum, emit_form
 from tfxla_cluster.codegen.gemm import dot_dims, group_origin
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
-from tfxla_cluster.codegen.row_lanes import AVX512, MEASURED_TARGETS, host_target, row_lanes
+from tfxla_cluster.codegen.row_lanes import AVX2, AVX512, MEASURED_TARGETS, host_target, row_lanes
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
 from tfxla_cluster.codegen.small_call import kept_minmax
 from tfxla_cluster.errors import UnimplementedError
@@ -322,6 +322,11 @@ _FOLDED_INTO_ARMS = frozenset({O.NEGATE, O.ABS, O.FLOOR, O.CEIL, O.ROUND_NEAREST
                                O.MAXIMUM, O.MINIMUM, O.ADD, O.SUBTRACT, O.MULTIPLY, O.DIVIDE, O.CLAMP})
 
 
+# Ops that only change which element the loop reads: in the fusion's IR the select is computed at another index,
+# so LLVM sees the same select of two constants under the exp (fuzz seed 182000908: a reversed one_hot).
+_INDEX_ONLY = frozenset({O.REVERSE, O.TRANSPOSE, O.RESHAPE, O.BITCAST, O.SLICE, O.COPY, O.BROADCAST})
+
+
 def _select_arms(v, user, users, selects: list) -> tuple[np.ndarray, np.ndarray] | None:
     """``v``'s two values as LLVM folds it into the arms of one f32/f16 select of splat constants (the
     select's own arms, or those taken through ``_FOLDED_INTO_ARMS`` ops whose other operands are splat
@@ -359,6 +364,10 @@ def _select_arms(v, user, users, selects: list) -> tuple[np.ndarray, np.ndarray]
             fn = ew.UNARY[v.opcode] if len(per_operand) == 1 else ew.BINARY[v.opcode]
         with kept_denormals(), np.errstate(all="ignore"):
             result = fn(*(a for a, _ in per_operand)), fn(*(b for _, b in per_operand))
+    elif v.opcode in _INDEX_ONLY:
+        result = _select_arms(v.operands[0], v, users, selects)
+        if result is None:
+            return None
     else:
         return None
     return result if _only_user(v, user, result, users) else None
@@ -1594,6 +1603,38 @@ def _window_in_bounds(w, out_count: int, in_count: int, size: int) -> bool:
     return w.padding_low <= 0 and hi <= in_count - 1 and w.base_dilation == 1
 
 
+# Channels C → how many leading channels TF's XLA vectorises in the max pool of ``_pool_last_step_kept``
+# (LLVM's interleave groups over the channels; none of 1 or of 9 and more).
+_POOL_KEPT_CHANNELS = {2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 6, 8: 8}
+
+
+def _pool_last_step_kept(instr) -> int:
+    """On an AVX2 target: how many leading channels of an f32/f64 max pool [N, H, W, C] TF's XLA returns with the last window
+    step's ±denormal bits kept (0: none). For a window of 2 along W with SAME padding (0, 1), stride 1, that is
+    the only window dimension with more than one position in bounds, LLVM vectorises the outputs w < W - 1
+    across the leading channels: the first step is an x86 max (under DAZ: ±0), the peeled last one a compare
+    and a blend of interleaved vectors, which keeps x[w + 1]'s bits when ``acc < x[w + 1]`` (fuzz seed
+    183001446). Measured on AVX2 against TF 2.21's XLA: W of 3 (f32, f64) and 5 (f32, C ≥ 3), C of 1-9, N of
+    1-4, H of 1-2 (kh 1, 2, 3); W of 2, 4 and 6-12, f64 W of 5 and 7, VALID padding and H windows of two
+    positions flush every output."""
+    et = instr.shape.element_type
+    window = instr.window.dimensions
+    dims = instr.operands[0].shape.dimensions
+    if len(instr.operands) != 2 or et not in (T.F32, T.F64) or len(dims) != 4 or \
+            simple_reducer(instr.to_apply) is not O.MAXIMUM or instr.shape.dimensions != dims:
+        return 0
+    n, h, w, c = dims
+    if any(d.stride != 1 or d.window_dilation != 1 or d.base_dilation != 1 for d in window) or \
+            window[0].size != 1 or window[3].size != 1 or window[2].size != 2 or \
+            (window[2].padding_low, window[2].padding_high) != (0, 1):
+        return 0
+    if window[1].size != 1 and h != 1:   # every output's H window: one position in bounds
+        return 0
+    if not ((w == 3) or (et is T.F32 and w == 5 and c >= 3)):
+        return 0
+    return _POOL_KEPT_CHANNELS.get(c, 0)
+
+
 @generates(O.REDUCE_WINDOW)
 def _reduce_window(em, instr):
     k = len(instr.operands) // 2
@@ -1613,6 +1654,8 @@ def _reduce_window(em, instr):
     lanes = _window_lanes(em, instr)
     if lanes is not None:
         return _window_lane_generator(em, instr, inputs[0], inits[0][0], lanes)
+    kept_channels = _pool_last_step_kept(instr) \
+        if flush and not em.scalar_body and host_target(em.kctx.options) == AVX2 else 0
 
     def g(index):
         od = index.get_dims(b)
@@ -1625,6 +1668,7 @@ def _reduce_window(em, instr):
             init_vals = [em.ops.from_compute(et, fenced)]
         acc = _Accumulator(em, [v.type for v in init_vals], init_vals)
         wshape = Shape(T.S32, tuple(w.size for w in window))
+        blend_step = False
 
         def body(wvals):
             valid = ir.Constant(t.I1, 1)
@@ -1643,7 +1687,10 @@ def _reduce_window(em, instr):
                 idx.append(p)
             with if_then(em.kctx, valid):
                 fi = Index(idx, in_shape)
-                new = em.call(comp, acc.get() + [x(fi) for x in inputs])
+                if blend_step:   # the peeled step of _pool_last_step_kept: a compare and a blend
+                    new = em.ops.minmax_keeping_bits(O.MAXIMUM, et, acc.get()[0], inputs[0](fi))
+                else:
+                    new = em.call(comp, acc.get() + [x(fi) for x in inputs])
                 acc.set(list(new) if isinstance(new, tuple) else [new])
         if wshape.num_elements:
             peel = window_peel_dimension(window, in_shape.dimensions, instr.shape.dimensions)
@@ -1653,9 +1700,16 @@ def _reduce_window(em, instr):
                 last = window[peel].size - 1
                 head = Shape(T.S32, tuple(last if d == peel else w.size for d, w in enumerate(window)))
                 _reduce_loops(em, head, set(range(len(window))), body, prefix="w")
+                if kept_channels:   # the head's x86 max flushes; the peeled step blends
+                    acc.set([em.ops.flush_denormal(et, acc.get()[0])])
+                    blend_step = True
                 _reduce_loops(em, wshape, set(range(len(window))), body, prefix="w", starts={peel: last})
+                blend_step = False
         res = acc.get()
-        if flush:
+        if flush and kept_channels:
+            kept = b.icmp_signed("<", od[3], t.i64(kept_channels))
+            res = [b.select(kept, res[0], em.ops.flush_denormal(et, res[0]))]
+        elif flush:
             res = [em.ops.flush_denormal(et, res[0])]
         return res[0] if k == 1 else tuple(res)
     return g

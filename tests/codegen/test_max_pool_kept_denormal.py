@@ -1,0 +1,50 @@
+"""An f32/f64 max pool whose window is 2 along W (SAME padding 0_1, stride 1) on an AVX2 host: TF's XLA keeps
+the last window step's ±denormal bits in the outputs w < W - 1 of the leading channels LLVM vectorises (a
+compare and a blend of interleaved vectors), and returns every other ±denormal result as ±0 (x86 max under
+DAZ): elemental ``_pool_last_step_kept`` (fuzz seed 183001446). Expectations from TF's XLA on this host."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+from tfxla_cluster.codegen.conv_exact import avx2_host
+
+pytestmark = pytest.mark.skipif(not avx2_host(), reason="TF's max pool vectorisation measured on an AVX2 host only")
+
+
+def _alternating(shape, dtype, first_denormal: bool) -> np.ndarray:
+    """-max and -denormal alternating along W: every window's last step decides the result."""
+    tiny, big = np.finfo(dtype).tiny, np.finfo(dtype).max
+    x = np.empty(shape, dtype)
+    x[:, :, 0::2, :], x[:, :, 1::2, :] = (-tiny / 4, -big) if first_denormal else (-big, -tiny / 4)
+    return x
+
+
+def _assert_bits(fn, x) -> None:
+    want = tf.function(fn, jit_compile=True)(x).numpy()
+    got = txc.function(fn, jit_compile=True)(x).numpy()
+    assert want.tobytes() == got.tobytes(), f"TF's XLA {want.ravel().tolist()} ours {got.ravel().tolist()}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("w", [2, 3, 4, 5, 7])
+@pytest.mark.parametrize("c", [1, 2, 3, 4, 5, 6, 7, 8, 9])
+def test_max_pool_window_of_two_along_w(dtype, w, c):
+    for first in (False, True):
+        x = _alternating((2, 1, w, c), dtype, first)
+        _assert_bits(lambda v: tf.nn.max_pool2d(v, [1, 2], 1, "SAME"), x)
+
+
+@pytest.mark.parametrize("ksize,h,padding", [((3, 2), 1, "SAME"), ((2, 2), 1, "SAME"), ((1, 2), 2, "SAME"),
+                                             ((2, 2), 2, "SAME"), ((3, 2), 3, "SAME"), ((1, 3), 1, "SAME"),
+                                             ((1, 2), 2, "VALID"), ((2, 2), 2, "VALID"), ((3, 2), 3, "VALID")])
+def test_max_pool_other_windows(ksize, h, padding):
+    """An H window of one in-bounds position keeps as a window of 1 along H does; more positions along H, or
+    VALID padding, flush every output."""
+    rng = np.random.default_rng(sum(ksize) + h)
+    tiny = np.finfo(np.float32).tiny
+    for _ in range(3):
+        x = rng.choice([-tiny / 4, tiny / 2, -3.4e38, 0.0, -0.0], size=(2, h, 3, 4)).astype(np.float32)
+        _assert_bits(lambda v: tf.nn.max_pool2d(v, list(ksize), 1, padding), x)
