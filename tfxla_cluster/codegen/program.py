@@ -825,9 +825,9 @@ class ProgramEmitter:
         # Not inlined: LLVM would fully unroll each call's constant count and SLP-vectorise the copies, which
         # doubled the optimisation time of a small cluster's module (EfficientNet-B0's 17 auto clusters:
         # 1.74 -> 1.04 s of optimisation, 0.95 -> 0.80 s of machine code) to save a call per kernel launch.
-        # Not optimised either (optnone: fast instruction selection, no passes): it moves a few dozen words
-        # per kernel launch, and its ~6 ms of LLVM time was paid by every module (ResNet-50's 49 auto
-        # clusters: 1.05 -> 0.92 s of LLVM CPU).
+        # Not optimised either (optnone: no passes, fast instruction selection; its loop was vectorised into
+        # gathers): it moves a few dozen words per kernel launch, and its ~6-12 ms of LLVM time was paid by
+        # every module (ResNet-50's 49 auto clusters: 1.05 -> 0.92 s of LLVM CPU).
         fn.attributes.add("noinline")
         fn.attributes.add("optnone")
         dst, table, offset, n = fn.args
@@ -837,8 +837,7 @@ class ProgramEmitter:
         spec_gep = b.gep(table, [t.i64(self._spec_slot.index)], inbounds=True, source_etype=t.PTR)
         spec = b.load(spec_gep, typ=t.PTR, name="spec")
         # Every word is moved as a pointer (the tables' type); a spec word or count is its integer value.
-        # A few dozen words: neither vectorised nor unrolled (LLVM's vector gathers cost ~10 ms to compile).
-        with for_range(b, 0, n, "e", hints=(("llvm.loop.vectorize.enable", False), ("llvm.loop.unroll.disable",))) as i:
+        with for_range(b, 0, n, "e") as i:
             word = b.load(b.gep(spec, [b.add(offset, i)], inbounds=True, source_etype=t.PTR), typ=t.PTR)
             e = b.ptrtoint(word, t.I64)
             is_buffer = b.icmp_signed(">=", e, t.i64(0))
