@@ -1716,14 +1716,14 @@ def _reduce_window(em, instr):
 
 
 def _window_lanes(em, instr) -> tuple[int, int, int] | None:
-    """(row dim, column dim, lanes) of a float sum or product reduce-window that TF's XLA computes in vector
+    """(row dim, column dim, lanes) of a float sum reduce-window that TF's XLA computes in vector
     lanes, else None (in window order). XLA:CPU's reduce-window kernel is a loop nest over the window like a
     reduce's (``row_lanes``): LLVM fully unrolls the window's minor loop and vectorises the next one out, so a
     window of [R, C] positions (its other dims 1) sums its rows in ``row_lanes(..., per_element=True)``
     lanes; an f64 [2, 2] avg_pool is ``(init + x00 + x01) + (x10 + x11)`` (fuzz seed 185001291: max - max - max
-    overflows there). Measured on AVX2 for windows without padding or dilation (pooling, VALID); others stay
-    in order (a bounds check in the loop changes LLVM's choice)."""
-    if len(instr.operands) != 2 or simple_reducer(instr.to_apply) not in (O.ADD, O.MULTIPLY):
+    overflows there). Measured on AVX2 for sums over windows without padding or dilation (avg_pool, VALID); others
+    stay in order (a bounds check in the loop changes LLVM's choice; products over 2-D windows not measured)."""
+    if len(instr.operands) != 2 or simple_reducer(instr.to_apply) is not O.ADD:
         return None
     et = instr.shape.element_type
     window = instr.window.dimensions
