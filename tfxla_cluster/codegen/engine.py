@@ -62,7 +62,7 @@ import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
 from tfxla_cluster import compile_profile
-from tfxla_cluster.codegen import split
+from tfxla_cluster.codegen import kernel_share, split
 from tfxla_cluster.codegen.target import CpuTarget, default_target, initialize_llvm
 from tfxla_cluster.errors import InternalError
 
@@ -75,6 +75,11 @@ log = logging.getLogger("tfxla_cluster.codegen")
 LITE_PIPELINE_IR_SIZE = 64 * 1024
 # Names the pass-pipeline policy in ``JitEngine.key``: code cached under another policy is not reused.
 PIPELINE_VERSION = "pipe8"
+
+class MissingSharedKernels(RuntimeError):
+    """Object code calls a shared kernel that no live library of this process defines (a persistent cache
+    entry whose providers were not loaded first): the caller compiles the module instead."""
+
 
 def add_symbol(name: str, address: int) -> None:
     """Make ``name`` resolve to ``address`` in every library loaded afterwards (runtime calls)."""
@@ -114,6 +119,11 @@ class CodeLibrary:
     _ee: object = field(repr=False, default=None)
     _addresses: dict[str, int] = field(repr=False, default_factory=dict)
     _print_ir: Callable[[], str] | None = field(repr=False, default=None)
+    # Kernels shared across modules (``kernel_share.py``): the symbols this code calls in other libraries and
+    # those it exports for them; ``_providers`` keeps the libraries defining the imported ones alive.
+    imports: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ()
+    _providers: tuple = field(repr=False, default=())
 
     @property
     def optimized_ir(self) -> str:
@@ -169,6 +179,11 @@ class JitEngine:
         # IR digest and exports → the library compiled from it, while some user keeps it alive.
         self._by_ir: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._compiling: dict[tuple, threading.Event] = {}   # keys of ``_by_ir`` compiling on some thread
+        # Shared kernels (``kernel_share.py``): symbol → the library that defines it and registered its address
+        # in the process's symbol table, while that library lives.
+        self._providers: dict[str, weakref.ref] = {}
+        self.share_kernels = os.environ.get("TFXLA_SHARE_KERNELS", "1") != "0"
+        self.shared_imports = 0   # kernels declared instead of compiled, over every compile
 
     # ---- identity
     @property
@@ -245,7 +260,7 @@ class JitEngine:
             run(mpm, mod, pb)
 
     def compile(self, ir_text: str, exports, name: str = "module", max_parts: int = 1,
-                print_ir: bool = False) -> CodeLibrary:
+                print_ir: bool = False, share: bool = False) -> CodeLibrary:
         """IR text → loaded library exporting ``exports`` (function names).
 
         With ``max_parts`` > 1 a module is split into up to that many parts (``split.part_count``: by its
@@ -258,7 +273,12 @@ class JitEngine:
         repeat a block (ResNet's, DenseNet's, a transformer's layers) lower to the same IR. The
         result then shares that library's loaded code, under ``name`` and with zero compile times;
         ``reused`` counts these; IR another thread is compiling waits for that compile (clusters compiled
-        concurrently, runtime/ahead.py) and reuses it."""
+        concurrently, runtime/ahead.py) and reuses it.
+
+        ``share``: the module's kernels are shared with other modules of this engine (``kernel_share.py``):
+        one a live library already compiled is called there, not compiled again; one compiled here is
+        exported for later modules. A compile that prints its optimised IR (a dump) shares nothing, so the
+        dump shows every kernel."""
         exports = tuple(exports)
         t_key = time.perf_counter()
         # Not keyed by the part count: the code of every part count computes the same bits.
@@ -280,7 +300,8 @@ class JitEngine:
                     break
             compiling.wait()   # then reuse its library (or compile here if that compile failed)
         try:
-            return self._compile_new(ir_text, exports, name, parts, key, print_ir)
+            return self._compile_new(ir_text, exports, name, parts, key, print_ir,
+                                     share and self.share_kernels and not print_ir)
         finally:
             with self._lock:
                 del self._compiling[key]
@@ -293,14 +314,28 @@ class JitEngine:
         return max(1, compile_threads() - len(self._compiling))
 
     def _compile_new(self, ir_text: str, exports: tuple[str, ...], name: str, parts: int, key: tuple,
-                     print_ir: bool) -> CodeLibrary:
-        texts = split.split_module(ir_text, parts) if parts > 1 else [ir_text]
+                     print_ir: bool, share: bool = False) -> CodeLibrary:
+        shared = kernel_share.Shared(ir_text)
+        providers: tuple = ()
+        if share:
+            t0 = time.perf_counter()
+            # (the pipeline goes into the key too: a unit runs the code its own module would have compiled)
+            units = kernel_share.units_of(ir_text, f"{self.key}|{self.pipeline(len(ir_text))}")
+            with self._lock:   # (the providers are held from here on: their symbols stay theirs)
+                found = {u.symbol: lib for u in units if (lib := self._provider(u.symbol)) is not None}
+                providers = tuple({id(lib): lib for lib in found.values()}.values())
+                shared = kernel_share.rewrite(ir_text, units, set(found))
+                self.shared_imports += len(shared.imports)
+            compile_profile.record("kernel-share", time.perf_counter() - t0)
+        text = shared.text
+        texts = split.split_module(text, parts) if parts > 1 else [text]
         # A module's LLVM work runs without the engine's lock (private context, this thread's target
         # machine): compiles on other threads (TF's concurrent launch nodes, lazily compiled kernels) run
         # their LLVM at the same time. TFXLA_COMPILE_SERIAL=1 compiles one module at a time.
         with self._lock if compile_serially() else contextlib.nullcontext():
-            lib = self._compile_parts(texts, len(ir_text), exports, name, print_ir)
-        if not print_ir:   # the IR text is kept by its executable anyway
+            lib = self._compile_parts(texts, len(text), exports, name, print_ir, shared.imports, shared.provides,
+                                      providers)
+        if not print_ir:   # the IR text is kept by its executable anyway (the original: every kernel in it)
             lib._print_ir = functools.partial(self._optimized_text, ir_text, parts)
         with self._lock:
             self.compiles += 1
@@ -315,7 +350,8 @@ class JitEngine:
         return lib
 
     def _compile_parts(self, texts: list[str], ir_size: int, exports: tuple[str, ...], name: str,
-                       print_ir: bool = False) -> CodeLibrary:
+                       print_ir: bool = False, imports: tuple[str, ...] = (), provides: tuple[str, ...] = (),
+                       providers: tuple = ()) -> CodeLibrary:
         """The parts of one module (one, unless it was split), compiled concurrently and loaded into one
         execution engine.
 
@@ -347,7 +383,8 @@ class JitEngine:
                              spans=tuple(r[3] for r in results))
         with self._lock:
             return self._load(pack_objects([r[0] for r in results]), exports, name,
-                              _joined_parts([r[1] for r in results]) if print_ir else None, stats)
+                              _joined_parts([r[1] for r in results]) if print_ir else None, stats,
+                              imports, provides, providers)
 
     def _optimized_text(self, ir_text: str, parts: int) -> str:
         """The optimised IR of ``ir_text`` compiled in ``parts`` parts, optimised again."""
@@ -386,30 +423,56 @@ class JitEngine:
                 mod.close()
             ctx.close()
 
-    def load_object(self, obj: bytes, exports, name: str = "module") -> CodeLibrary:
-        """Load object code produced by ``compile`` with an engine of the same ``key``."""
+    def load_object(self, obj: bytes, exports, name: str = "module", imports=(), provides=()) -> CodeLibrary:
+        """Load object code produced by ``compile`` with an engine of the same ``key``; ``imports`` and
+        ``provides``: its library's shared kernels (``CodeLibrary.imports``/``provides``). Raises
+        :class:`MissingSharedKernels` when a kernel it imports has no live provider in this process."""
         with self._lock:
-            lib = self._load(obj, tuple(exports), name, "", CompileStats())
+            providers = []
+            for sym in imports:
+                lib = self._provider(sym)
+                if lib is None:
+                    raise MissingSharedKernels(f"{name} calls the shared kernel {sym}, which no loaded code defines")
+                if lib not in providers:
+                    providers.append(lib)
+            lib = self._load(obj, tuple(exports), name, "", CompileStats(), tuple(imports), tuple(provides),
+                             tuple(providers))
         compile_profile.record("load", lib.stats.load)
         return lib
 
+    def _provider(self, symbol: str) -> "CodeLibrary | None":
+        """The live library that registered ``symbol`` (a shared kernel), if any. With the lock held."""
+        ref = self._providers.get(symbol)
+        return ref() if ref is not None else None
+
     def _load(self, obj: bytes, exports: tuple[str, ...], name: str, optimized: str | None,
-              stats: CompileStats) -> CodeLibrary:
+              stats: CompileStats, imports: tuple[str, ...] = (), provides: tuple[str, ...] = (),
+              providers: tuple = ()) -> CodeLibrary:
+        """Load ``obj`` into a new execution engine (with the lock held: the process's symbol table is read
+        by the load and written after it)."""
         t0 = time.perf_counter()
         # A private execution engine per library: dropping the library frees its code. A split module's
-        # parts resolve their calls to each other inside it.
+        # parts resolve their calls to each other inside it, and their calls of shared kernels to the
+        # providers' addresses in the process's symbol table.
         ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self._new_target_machine())
         for part in unpack_objects(obj):
             ee.add_object_file(llvm.ObjectFileRef.from_data(part))
         ee.finalize_object()
         addresses = {}
-        for sym in exports:
+        for sym in (*exports, *provides):
             addr = ee.get_function_address(sym)
             if not addr:
                 raise InternalError(f"symbol {sym!r} not found after loading {name}")
             addresses[sym] = addr
         stats.load = time.perf_counter() - t0
-        return CodeLibrary(name, obj, optimized, exports, stats, ee, addresses)
+        lib = CodeLibrary(name, obj, optimized, exports, stats, ee, addresses, imports=imports, provides=provides,
+                          _providers=providers)
+        for sym in provides:
+            # A symbol whose provider is alive keeps it: its importers hold that library, not this one.
+            if self._provider(sym) is None:
+                add_symbol(sym, addresses[sym])
+                self._providers[sym] = weakref.ref(lib)
+        return lib
 
     def assembly(self, ir_text: str) -> str:
         """Optimised native assembly for ``ir_text`` (for inspection and tests)."""

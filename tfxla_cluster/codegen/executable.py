@@ -438,7 +438,7 @@ def compile_module(module, options: CodegenOptions | None = None, engine: JitEng
     if lib is None:
         origin = "compiled"
         lib = engine.compile(text, [ENTRY_NAME], name=module.name, max_parts=options.split_count,
-                             print_ir=dumper is not None)
+                             print_ir=dumper is not None, share=not options.bounds_checks)
         if dumper is not None:   # (optimized_ir is printed when first read)
             _dump(dumper, "ir-with-opt.ll", lib.optimized_ir)
         if code_store is not None:

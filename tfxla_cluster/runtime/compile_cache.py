@@ -76,7 +76,7 @@ from tfxla_cluster import compile_profile, cpu_topology
 from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.codegen import native_runtime
 from tfxla_cluster.codegen.context import CodegenOptions
-from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, without_module_id, get_engine
+from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, MissingSharedKernels, without_module_id, get_engine
 from tfxla_cluster.codegen.executable import ENTRY_NAME, Executable, ExecutableLayout, compile_module
 from tfxla_cluster.runtime.ahead_job import deferred_while_ahead
 from tfxla_cluster.tfops import xla_kernels
@@ -179,8 +179,14 @@ class PersistentCache:
             return self._corrupt(path, "its key does not match its file name")
         if header.get("ir_sha256") != ir_digest:
             return self._corrupt(path, "it was compiled from other IR than its key says")
+        shared = _shared_symbols(header)
+        if shared is None:
+            return self._corrupt(path, "its shared-kernel lists are not lists of names")
         try:
-            lib = engine.load_object(obj, exports, name=name)
+            lib = engine.load_object(obj, exports, name=name, imports=shared[0], provides=shared[1])
+        except MissingSharedKernels as e:   # a valid entry this process cannot link yet: compile instead
+            log.info("Not loading %s from the persistent cache: %s", name, e)
+            return None
         except Exception as e:  # LLVM refusing the object file: the entry is unusable, recompile
             return self._corrupt(path, f"LLVM could not load its object code: {e}")
         log.info("Loaded executable for %s from the persistent cache (%s)", name, path.name)
@@ -200,7 +206,8 @@ class PersistentCache:
         path = self.path_for(key)
         if path.is_file() and not _is_corrupt(path):
             return
-        self._write(path, library.object_code, {"key": key, "module": name, "ir_sha256": ir_digest})
+        self._write(path, library.object_code, {"key": key, "module": name, "ir_sha256": ir_digest,
+                                                "imports": list(library.imports), "provides": list(library.provides)})
 
     def load_cluster(self, key: str) -> "ClusterCode | None":
         """The :class:`ClusterCode` stored under cluster key ``key`` (None when absent, or corrupt: then with
@@ -640,10 +647,14 @@ class CompilationCache:
             return None
         native_runtime.ensure_registered()   # the runtime symbols the code calls, before it is linked
         try:
-            library = self.engine.load_object(code.object_code, [ENTRY_NAME], name=name)
+            library = self.engine.load_object(code.object_code, [ENTRY_NAME], name=name,
+                                              imports=code.imports, provides=code.provides)
             layout = dataclasses.replace(code.layout, name=name)
             exe = Executable(layout, self.options, library, ir_source, code_store=_PersistentStore(self),
                              engine=self.engine)
+        except MissingSharedKernels as e:   # a valid entry this process cannot link yet: compile instead
+            log.info("Not loading cluster %s from the persistent cache: %s", name, e)
+            return None
         except Exception as e:  # noqa: BLE001 - object code LLVM refuses, a layout of another shape: recompile
             PersistentCache._corrupt(self.persistent.path_for(key), f"its code does not load: {e}")
             return None
@@ -659,7 +670,7 @@ class CompilationCache:
         if key is None or self.persistent is None:
             return
         code = ClusterCode(inputs, param_specs, output_order, updates, executable.layout,
-                           executable.library.object_code)
+                           executable.library.object_code, executable.library.imports, executable.library.provides)
         try:
             self.persistent.store_cluster(key, code, executable.name)
         except (OSError, pickle.PicklingError) as e:
@@ -700,6 +711,18 @@ class _PersistentStore:
             log.warning("Could not write persistent cache entry for %s: %s", library.name, e)
 
 
+def _shared_symbols(header: dict) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(imports, provides) of an IR-keyed entry's header (empty for entries without shared kernels); None
+    when they are not lists of names."""
+    out = []
+    for field_name in ("imports", "provides"):
+        names = header.get(field_name, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            return None
+        out.append(tuple(names))
+    return out[0], out[1]
+
+
 def _digest(ir_text: str) -> str:
     """The digest an entry keeps of its IR: without the ``ModuleID`` line, as the key (clusters of other
     names share an entry; format 1 hashed the line too, so a second process numbering its clusters
@@ -720,6 +743,8 @@ class ClusterCode:
     updates: dict                 # resource input position -> result index
     layout: ExecutableLayout
     object_code: bytes
+    imports: tuple[str, ...] = ()   # shared kernels the code calls (``codegen/kernel_share.py``), loaded first
+    provides: tuple[str, ...] = ()  # shared kernels it defines for later modules
 
 
 #: Environment switches that cannot change generated code (where caches live, progress bars, logging).
