@@ -1274,6 +1274,9 @@ ENV_SWITCHES: Mapping[str, EnvSwitch] = types.MappingProxyType({s.name: s for s 
     EnvSwitch("TFXLA_COMPILE_AHEAD", "1", "0/false/no/off: a function's clusters compile at their launch, one after "
               "another (default: their compiles start on idle cores when the function first runs, "
               "runtime/ahead.py). The code does not depend on it."),
+    EnvSwitch("TFXLA_SHARE_KERNELS", "1", "0/false/no/off: every module compiles all its kernels (default: a kernel "
+              "a live module of the process compiled already is called there, codegen/kernel_share.py). Results "
+              "do not depend on it."),
     EnvSwitch("TFXLA_IMPORT_ALONGSIDE", "1", "0/false/no/off: a process's first compile imports the compiler's modules "
               "where it first uses them (default: while TF's grappler runs, runtime/pipeline.py). Results do "
               "not depend on it."),

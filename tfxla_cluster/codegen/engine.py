@@ -37,7 +37,11 @@ Guarantees:
 - a library's machine code stays mapped while the library or any callable it handed out is alive
   (callables keep a reference to their library; the execution engine is freed with the library);
 - ``engine.key`` names everything that changes the generated code (target, CPU, features, opt level,
-  LLVM and llvmlite versions) — caches must include it.
+  LLVM and llvmlite versions) — caches must include it;
+- with ``compile(..., share=True)`` a kernel that a live library of this engine compiled already is called
+  there (``kernel_share.py``): the library says what it imports and exports (``CodeLibrary.imports``,
+  ``provides``) and holds its providers; ``load_object`` of code that imports a kernel no live library
+  provides raises :class:`MissingSharedKernels` (the caller compiles instead).
 """
 from __future__ import annotations
 
@@ -182,7 +186,7 @@ class JitEngine:
         # Shared kernels (``kernel_share.py``): symbol → the library that defines it and registered its address
         # in the process's symbol table, while that library lives.
         self._providers: dict[str, weakref.ref] = {}
-        self.share_kernels = os.environ.get("TFXLA_SHARE_KERNELS", "1") != "0"
+        self.share_kernels = _share_kernels()
         self.shared_imports = 0   # kernels declared instead of compiled, over every compile
 
     # ---- identity
@@ -569,6 +573,11 @@ def _emit_object_unlocked(target_machine, mod) -> bytes:
 
 _pool_lock = threading.Lock()
 _compile_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _share_kernels() -> bool:
+    from tfxla_cluster.flags import env_switch
+    return env_switch("TFXLA_SHARE_KERNELS").strip().lower() not in ("0", "false", "no", "off")
 
 
 def compile_threads() -> int:

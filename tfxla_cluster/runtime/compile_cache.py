@@ -748,7 +748,8 @@ class ClusterCode:
 
 
 #: Environment switches that cannot change generated code (where caches live, progress bars, logging).
-_KEY_NEUTRAL_SWITCHES = frozenset({"TFXLA_COMPILE_CACHE", "TFXLA_COMPILE_THREADS", "TFXLA_COMPILE_SERIAL", "XDG_CACHE_HOME", "TFXLA_NATIVE_CACHE",
+_KEY_NEUTRAL_SWITCHES = frozenset({"TFXLA_COMPILE_CACHE", "TFXLA_COMPILE_THREADS", "TFXLA_COMPILE_SERIAL",
+                                   "TFXLA_SHARE_KERNELS",   # (entries list the shared kernels they import) "XDG_CACHE_HOME", "TFXLA_NATIVE_CACHE",
                                    "TFXLA_CLUSTER_PROGRESS", "TFXLA_CLUSTER_DEBUG", "TF_DUMP_GRAPH_PREFIX",
                                    "TF_CPP_VMODULE", "TF_CPP_MAX_VLOG_LEVEL", "TF_CPP_MIN_VLOG_LEVEL"})
 
