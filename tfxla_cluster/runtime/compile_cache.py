@@ -68,18 +68,23 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from tfxla_cluster import compile_profile, cpu_topology
 from tfxla_cluster._gc import gc_paused
-from tfxla_cluster.codegen import native_runtime
-from tfxla_cluster.codegen.context import CodegenOptions
-from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, MissingSharedKernels, without_module_id, get_engine
-from tfxla_cluster.codegen.executable import ENTRY_NAME, Executable, ExecutableLayout, compile_module
+from tfxla_cluster.codegen.context import ENTRY_NAME, CodegenOptions
 from tfxla_cluster.runtime.ahead_job import deferred_while_ahead
 from tfxla_cluster.tfops import xla_kernels
+
+# The code generator (LLVM's bindings, the engine, the executable) is imported where code is compiled or
+# loaded, not here: a first call keys and looks up its graph and clustering before grappler runs, and the
+# ~45 ms of those imports then go to the thread that imports the compiler while grappler runs
+# (``pipeline._import_compiler``).
+if TYPE_CHECKING:
+    from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine
+    from tfxla_cluster.codegen.executable import Executable, ExecutableLayout
 
 # The logger keeps the name it had when the cache lived in codegen/: users' logging configuration
 # and the compile-cause messages they filter on stay the same.
@@ -182,6 +187,7 @@ class PersistentCache:
         shared = _shared_symbols(header)
         if shared is None:
             return self._corrupt(path, "its shared-kernel lists are not lists of names")
+        from tfxla_cluster.codegen.engine import MissingSharedKernels
         try:
             lib = engine.load_object(obj, exports, name=name, imports=shared[0], provides=shared[1])
         except MissingSharedKernels as e:   # a valid entry this process cannot link yet: compile instead
@@ -509,6 +515,12 @@ class CompilationCache:
 
     def __init__(self, options: CodegenOptions | None = None, persistent: PersistentCache | None = None,
                  engine: JitEngine | None = None, version: str | None = None) -> None:
+        from tfxla_cluster.codegen import native_runtime
+        from tfxla_cluster.codegen.engine import get_engine
+
+        # (registered by the first cache: every compile and load of a launch goes through one, and the pool
+        # module is compiled at the first of them)
+        native_runtime.set_pool_store_factory(_native_pool_store)
         self.options = options or CodegenOptions.from_flags()
         self.engine = engine or get_engine(self.options.opt_level, self.options.cpu_target)
         self.persistent = persistent
@@ -532,6 +544,8 @@ class CompilationCache:
     def persistent_key(self, ir_text: str) -> str:
         """The entry name of the code for ``ir_text`` (its ``ModuleID`` comment line aside: clusters that
         lower to the same IR share one entry)."""
+        from tfxla_cluster.codegen.engine import without_module_id
+
         h = hashlib.sha256()
         for part in (without_module_id(ir_text), self.options.key(), self.engine.key, self.version,
                      str(FORMAT_VERSION)):
@@ -645,6 +659,10 @@ class CompilationCache:
         code = self.persistent.load_cluster(key)
         if code is None:
             return None
+        from tfxla_cluster.codegen import native_runtime
+        from tfxla_cluster.codegen.engine import MissingSharedKernels
+        from tfxla_cluster.codegen.executable import Executable
+
         native_runtime.ensure_registered()   # the runtime symbols the code calls, before it is linked
         try:
             library = self.engine.load_object(code.object_code, [ENTRY_NAME], name=name,
@@ -685,6 +703,8 @@ class CompilationCache:
         return exe
 
     def _compile(self, module, **dump) -> tuple[Executable, str]:
+        from tfxla_cluster.codegen.executable import compile_module
+
         store = _PersistentStore(self) if self.persistent is not None else None
         exe = compile_module(module, self.options, self.engine, code_store=store, **dump)
         return exe, exe.origin
@@ -727,6 +747,8 @@ def _digest(ir_text: str) -> str:
     """The digest an entry keeps of its IR: without the ``ModuleID`` line, as the key (clusters of other
     names share an entry; format 1 hashed the line too, so a second process numbering its clusters
     otherwise took a valid entry for a corrupt one)."""
+    from tfxla_cluster.codegen.engine import without_module_id
+
     return hashlib.sha256(without_module_id(ir_text).encode()).hexdigest()
 
 
@@ -1283,6 +1305,3 @@ def _native_pool_store() -> "_PersistentStore | None":
 
     cache = CompilationCache.from_flags(Flags.from_env())
     return _PersistentStore(cache) if cache.persistent is not None else None
-
-
-native_runtime.set_pool_store_factory(_native_pool_store)
