@@ -164,7 +164,7 @@ _compiler_imported = False
 # dependencies): the launch side — the native launch op, compiles ahead, the native thread pool, the
 # progress bar — and the must-compile check of an error path. Measured (issue 17, small_cnn_infer with
 # the persistent cache off): without these, 6 modules were still imported on the critical path after grappler.
-_FIRST_CALL_MODULES = ("tfxla_cluster.runtime.native", "tfxla_cluster.runtime.ahead",
+_FIRST_CALL_MODULES = ("tfxla_cluster.runtime.native", "tfxla_cluster.runtime.ahead", "tfxla_cluster.codegen.executable",
                        "tfxla_cluster.codegen.native_pool", "tfxla_cluster.progress",
                        "tfxla_cluster.jit.must_compile")
 # Op types whose convolutions may run as Winograd's (its emitter is imported at the first 3x3 convolution).
