@@ -114,8 +114,8 @@ def test_thunks_and_external_kernels(small_parts):
     text = compile_module(_module(), CodegenOptions(split_count=1)).ir
     parts = split.split_module(text, 3)
     assert len(parts) == 3
-    defined = [set(split._parse(p)[1]) for p in parts]
-    kernels = set(split._parse(text)[1]) - {"tfxla_entry"}
+    defined = [set(split.parse_functions(p)[1]) for p in parts]
+    kernels = set(split.parse_functions(text)[1]) - {"tfxla_entry"}
     assert set().union(*defined) >= kernels and sum(len(d & kernels) for d in defined) == len(kernels)
     # The entry calls the kernels of other parts through thunks on the same constant range.
     assert '.r0_' in parts[0] and 'declare void @"' in parts[0]

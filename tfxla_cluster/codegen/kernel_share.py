@@ -67,12 +67,12 @@ class Shared:
 def units_of(ir_text: str, salt: str) -> list[Unit]:
     """The shareable kernels of ``ir_text`` (see the module docstring); ``salt`` (the engine's key) goes into
     every digest."""
-    parsed = split._parse(ir_text)
+    parsed = split.parse_functions(ir_text)
     if parsed is None:
         return []
     (_, tail), fns = parsed
     candidates = {name for name, f in fns.items()
-                  if f.internal and not f.refs and split._is_range_kernel(f)}
+                  if f.internal and not f.refs and split.is_range_kernel(f)}
     if not candidates:
         return []
     spans: dict[str, set[tuple[str, str]]] = {}
@@ -89,7 +89,7 @@ def units_of(ir_text: str, salt: str) -> list[Unit]:
             if f.internal:   # referenced by another kernel or a row group: stays where it is
                 excluded.update(hits)
                 continue
-            m = split._RANGE_CALL.search(line)
+            m = split.RANGE_CALL.search(line)
             for name in hits:
                 if names.count(name) == 1 and m is not None and m.group(1) == name and \
                         line.lstrip().startswith("call void"):
@@ -131,7 +131,7 @@ def rewrite(ir_text: str, units: list[Unit], available: set[str]) -> Shared:
                 skipping = False
             continue
         if line.startswith("define "):
-            m = split._NAME.search(line)
+            m = split.NAME.search(line)
             name = m.group(1) or m.group(2) if m else None
             unit = by_kernel.get(name)
             if unit is not None and name in imported:
@@ -166,7 +166,7 @@ def _redirect(line: str, by_kernel: dict[str, Unit], imported: set[str]) -> str:
     """A line of the entry with its references to units pointed at their symbols: a range call becomes a call
     of the unit's thunk (``(ptr)``); an imported escaped unit's address becomes its provider's. (An escaped unit
     defined here keeps its internal address: split.py deals internal kernels to parts, exported ones not.)"""
-    m = split._RANGE_CALL.search(line)
+    m = split.RANGE_CALL.search(line)
     if m is not None and m.group(1) in by_kernel and by_kernel[m.group(1)].span is not None:
         unit = by_kernel[m.group(1)]
         line = line[:m.start()] + f'call void @"{unit.symbol}"(ptr {m.group(2)})' + line[m.end():]

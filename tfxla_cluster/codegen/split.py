@@ -41,11 +41,11 @@ MIN_PART_IR_SIZE = 16 * 1024
 #: 30-45% of the time of the other; at 0.25, 60-95%.
 ROOT_WEIGHT = 0.25
 
-_NAME = re.compile(r'@"([^"]+)"|@([A-Za-z_.$][A-Za-z0-9_.$]*)')
+NAME = re.compile(r'@"([^"]+)"|@([A-Za-z_.$][A-Za-z0-9_.$]*)')
 _QUOTED = re.compile(r'@"([^"]+)"')
 _LINKAGE = ("internal ", "private ")
 # A direct call of a kernel on a constant range, as llvmlite prints it.
-_RANGE_CALL = re.compile(r'call void @"([^"]+)"\(ptr (%"[^"]+"|%[A-Za-z0-9_.]+), i64 (-?\d+), i64 (-?\d+)\)')
+RANGE_CALL = re.compile(r'call void @"([^"]+)"\(ptr (%"[^"]+"|%[A-Za-z0-9_.]+), i64 (-?\d+), i64 (-?\d+)\)')
 
 
 @dataclass
@@ -74,7 +74,7 @@ def split_module(ir_text: str, parts: int) -> list[str]:
     cannot be split). Every function defined in the text is defined in exactly one part."""
     if parts <= 1:
         return [ir_text]
-    parsed = _parse(ir_text)
+    parsed = parse_functions(ir_text)
     if parsed is None:
         return [ir_text]
     shared, fns = parsed
@@ -121,7 +121,7 @@ def split_module(ir_text: str, parts: int) -> list[str]:
     ranges_of, other = _references(calls_elsewhere, part_of)
     for kernel in calls_elsewhere:
         ranges = ranges_of.get(kernel)
-        if kernel in other or not ranges or not _is_range_kernel(fns[kernel]):
+        if kernel in other or not ranges or not is_range_kernel(fns[kernel]):
             external.add(kernel)
         else:
             thunks[kernel] = ranges
@@ -155,7 +155,7 @@ def split_module(ir_text: str, parts: int) -> list[str]:
     return texts
 
 
-def _parse(ir_text: str) -> tuple[tuple[list[str], list[str]], dict[str, _Fn]] | None:
+def parse_functions(ir_text: str) -> tuple[tuple[list[str], list[str]], dict[str, _Fn]] | None:
     """(lines before the first define, the other non-define lines), functions by name; None if the text
     holds something splitting does not model."""
     head: list[str] = []
@@ -170,7 +170,7 @@ def _parse(ir_text: str) -> tuple[tuple[list[str], list[str]], dict[str, _Fn]] |
                 cur = None
             continue
         if line.startswith("define "):
-            m = _NAME.search(line)
+            m = NAME.search(line)
             if m is None:
                 return None
             name = m.group(1) or m.group(2)
@@ -185,7 +185,7 @@ def _parse(ir_text: str) -> tuple[tuple[list[str], list[str]], dict[str, _Fn]] |
         return None
     for f in fns.values():
         f.refs = {m.group(1) or m.group(2) for line in f.lines[1:] if "@" in line
-                  for m in _NAME.finditer(line)} & fns.keys()
+                  for m in NAME.finditer(line)} & fns.keys()
         f.refs.discard(f.name)
     # An internal function referencing an exported one (or itself recursively) is not modelled.
     if any(f.internal and any(not fns[r].internal for r in f.refs) for f in fns.values()):
@@ -213,7 +213,7 @@ def _references(calls_elsewhere: dict[str, list[_Fn]], part_of: dict[str, int]
                     counts[name] = counts.get(name, 0) + 1
             if not counts:
                 continue
-            m = _RANGE_CALL.search(line)
+            m = RANGE_CALL.search(line)
             call = m is not None and line.strip().startswith("call void")
             for name, count in counts.items():
                 if count == 1 and call and m.group(1) == name:
@@ -223,7 +223,7 @@ def _references(calls_elsewhere: dict[str, list[_Fn]], part_of: dict[str, int]
     return ranges, other
 
 
-def _is_range_kernel(fn: _Fn) -> bool:
+def is_range_kernel(fn: _Fn) -> bool:
     """``define internal void @"k"(ptr ..., i64 ..., i64 ...)``: what a thunk can call."""
     head = fn.lines[0]
     params = _params(head)
@@ -232,7 +232,7 @@ def _is_range_kernel(fn: _Fn) -> bool:
 
 
 def _params(define_line: str) -> list[str] | None:
-    m = _NAME.search(define_line)
+    m = NAME.search(define_line)
     if m is None or not define_line.startswith("(", m.end()):
         return None
     depth, i = 0, m.end()
@@ -261,7 +261,7 @@ def _thunk_call_sub(line: str, thunks: dict, part_of: dict[str, int], here: int)
     """``line`` with its call of a kernel in another part that has thunks replaced by the thunk's call."""
     if '@"' not in line:
         return line
-    m = _RANGE_CALL.search(line)
+    m = RANGE_CALL.search(line)
     if m is None or m.group(1) not in thunks or part_of[m.group(1)] == here:
         return line
     return line[:m.start()] + f'call void @"{_thunk_name(m.group(1), m.group(3), m.group(4))}"(ptr {m.group(2)})' + \
@@ -279,7 +279,7 @@ def _drop_linkage(define_line: str) -> str:
 def _declaration(define_line: str) -> str:
     """``define internal void @"k"(ptr noalias %"t", ...) attrs`` → ``declare void @"k"(ptr noalias %"t", ...)``."""
     head = _drop_linkage(define_line)[len("define "):]
-    m = _NAME.search(head)
+    m = NAME.search(head)
     depth = 0
     for j in range(m.end(), len(head)):
         if head[j] == "(":
