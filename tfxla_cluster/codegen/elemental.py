@@ -275,6 +275,9 @@ def _unary(em, instr):
     folded = _exp_of_nan_select(em, instr)
     if folded is not None:
         value = t.constant(et, folded)
+        if _poison_arm_made_nan(em, instr):
+            nan = t.constant(et, np.nan)   # SelectionDAG's NaN: +qNaN, whatever the select's NaN was
+            return lambda index: em.b.select(em.ops.isnan(x(index)), nan, value)
         return lambda index: value
     tail = _glibc_logf_tail(em.comp, instr)
     if tail is not None:
@@ -313,6 +316,42 @@ def _exp_of_nan_select(em, instr) -> np.ndarray | None:
     # whose FTZ would flush it in this conversion
     with kept_denormals(), np.errstate(over="ignore", under="ignore"):
         return np.asarray(math.exp(c) if c < 709.0 else math.inf).astype(instr.shape.element_type.dtype)
+
+
+# Arithmetic LLVM folds into the exp's select (FoldOpIntoSelect: one arm constant suffices) and leaves on the
+# poison arm, where SelectionDAG folds an fadd/fsub/fmul/fdiv of one undef operand to NaN.
+_POISON_TO_NAN = frozenset({O.ADD, O.SUBTRACT, O.MULTIPLY, O.DIVIDE})
+
+
+def _poison_arm_made_nan(em, instr) -> bool:
+    """Whether the NaN arm of an exp ``_exp_of_nan_select`` folds stays NaN in TF's XLA: the exp's only user
+    (through ops that only move elements) is an add, subtract, multiply or divide with a splat constant
+    (``exp(s) + 1``, ``1 - exp(s)``, a logistic's ``1 / (1 + exp(-s))``).
+
+    LLVM's O-pipeline folds the exp into the select's arms, but ``exp(NaN)`` does not constant-fold there
+    (ConstantFolding folds finite arguments only), so the NaN arm stays a call and each single-use op after it
+    with a constant operand is folded into the select too, cloned onto that arm. XLA then inlines its own exp,
+    which makes ``exp(NaN)`` poison after the last simplification of its users (TF's ir-with-opt of a sigmoid
+    of a NaN one_hot: ``select(p, fdiv(1, fadd(poison, 1)), 0.924)``); x86's SelectionDAG folds an fadd,
+    fsub, fmul or fdiv with one undef operand to +qNaN, and a select of undef to its other arm (a bare exp,
+    its negation). Measured against TF's XLA: f32 and f16 one_hots (axes 0, 1, -1) and tf.where selects,
+    NaN on and off values, c in {2.5, -1.5, 0, -30}, sigmoid, sigmoid(-x), exp(s)+1, 1-exp(s), exp(s)*2,
+    exp(s)/3 keep NaN; exp, -exp(s), exp(s)*exp(s), relu(exp(s)), softplus, log_sigmoid, exp(s)+x fold (fuzz
+    seed 194000630)."""
+    users_of = em.users()
+    v = instr
+    while True:
+        users = users_of.get(v, ())
+        if len(users) != 1 or v.parent is not None and v.parent.root is v:
+            return False
+        (u,) = users
+        if u.opcode in _INDEX_ONLY and u.operands[0] is v:
+            v = u
+            continue
+        if u.opcode not in _POISON_TO_NAN or u.shape.element_type is not instr.shape.element_type:
+            return False
+        other = [o for o in u.operands if o is not v]
+        return len(other) == 1 and splat_value(other[0]) is not None
 
 
 # Ops LLVM's InstCombine folds into a select of two constants, measured through an exp against TF's XLA
