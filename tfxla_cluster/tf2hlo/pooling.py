@@ -5,7 +5,8 @@ layout); SAME/VALID padding is computed as for convolutions.
 
 * MaxPool: ``reduce-window`` with ``maximum`` from -inf.
 * AvgPool: a ``reduce-window`` sum in the accumulation type divided by the window size (VALID) or by
-  the per-position count of real elements (SAME: a reduce-window over ones of the spatial shape).
+  the per-position count of real elements (SAME: a reduce-window over ones of the spatial shape, in the
+  form XLA's simplifier leaves tf2xla's pad(ones): see ``_counts``).
 * MaxPoolGrad: ``select-and-scatter`` (select ``GE``, scatter ``add``) of the gradient onto the
   original input.
 * AvgPoolGrad: the gradient divided by the counts, dilated by the strides and padded
