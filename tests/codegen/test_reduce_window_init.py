@@ -78,3 +78,39 @@ def test_f64_avg_pool_overflows_in_lanes_as_tf() -> None:
     want = tf.function(fn, jit_compile=True)(x).numpy()
     got = tfxla_cluster.function(fn, jit_compile=True)(x).numpy()
     assert got.tobytes() == want.tobytes(), (got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_same_avg_pool_divides_by_run_time_counts(dtype) -> None:
+    """tf2xla counts a SAME avg_pool's elements over pad(ones); padded in one spatial dim only, XLA's simplifier
+    sinks the pad into broadcast(pad(ones)), which constant folding leaves alone, so the sums are divided by the
+    counts at run time (not multiplied by constant reciprocals: 1/3 rounds)."""
+    rng = np.random.default_rng(3)
+    for (kh, kw), stride, channels in itertools.product([(1, 3), (3, 1), (1, 5), (5, 2)], (1, 2), (1, 3)):
+        x = (rng.standard_normal((2, 6, 6, channels)) * 2.0 ** rng.integers(-20, 20, (2, 6, 6, channels))).astype(dtype)
+
+        def fn(v):
+            return tf.nn.avg_pool2d(v, (kh, kw), stride, "SAME")
+        want = tf.function(fn, jit_compile=True)(x).numpy()
+        got = tfxla_cluster.function(fn, jit_compile=True)(x).numpy()
+        assert got.tobytes() == want.tobytes(), ((kh, kw), stride, channels, int((got != want).sum()))
+
+
+@on_per_element_target
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_same_avg_pool_padded_in_one_dim_lane_order_equals_tf(dtype) -> None:
+    """A window padded high in one dim only: its block of leading offsets in bounds for every output sums in
+    ``row_lanes`` lanes (in order where they give 0), then the other positions row-major where in bounds."""
+    rng = np.random.default_rng(11)
+    cases = [((2, 3), 2, (6, 6)), ((3, 2), 2, (6, 6)), ((2, 2), 2, (6, 3)), ((2, 4), 3, (2, 6)),
+             ((3, 3), 3, (5, 3)), ((2, 3), 3, (3, 5)), ((4, 3), 2, (8, 7)), ((3, 2), 3, (5, 6))]
+    for (kh, kw), stride, (h, w) in cases:
+        for channels in (1, 3):
+            x = (rng.standard_normal((2, h, w, channels)) * 2.0 ** rng.integers(-20, 20, (2, h, w, channels))
+                 ).astype(dtype)
+
+            def fn(v):
+                return tf.nn.avg_pool2d(v, (kh, kw), stride, "SAME")
+            want = tf.function(fn, jit_compile=True)(x).numpy()
+            got = tfxla_cluster.function(fn, jit_compile=True)(x).numpy()
+            assert got.tobytes() == want.tobytes(), ((kh, kw), stride, (h, w), channels, int((got != want).sum()))

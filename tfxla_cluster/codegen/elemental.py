@@ -51,7 +51,8 @@ from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum, emit_form
 from tfxla_cluster.codegen.gemm import dot_dims, group_origin
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
-from tfxla_cluster.codegen.row_lanes import AVX2, AVX512, MEASURED_TARGETS, host_target, row_lanes
+from tfxla_cluster.codegen.row_lanes import AVX2, AVX512, MEASURED_TARGETS, PER_ELEMENT_TARGETS, host_target, \
+    row_lanes
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
 from tfxla_cluster.codegen.small_call import kept_minmax
 from tfxla_cluster.errors import UnimplementedError
@@ -275,6 +276,9 @@ def _unary(em, instr):
     folded = _exp_of_nan_select(em, instr)
     if folded is not None:
         value = t.constant(et, folded)
+        if _poison_arm_made_nan(em, instr):
+            nan = t.constant(et, np.nan)   # SelectionDAG's NaN: +qNaN, whatever the select's NaN was
+            return lambda index: em.b.select(em.ops.isnan(x(index)), nan, value)
         return lambda index: value
     tail = _glibc_logf_tail(em.comp, instr)
     if tail is not None:
@@ -313,6 +317,42 @@ def _exp_of_nan_select(em, instr) -> np.ndarray | None:
     # whose FTZ would flush it in this conversion
     with kept_denormals(), np.errstate(over="ignore", under="ignore"):
         return np.asarray(math.exp(c) if c < 709.0 else math.inf).astype(instr.shape.element_type.dtype)
+
+
+# Arithmetic LLVM folds into the exp's select (FoldOpIntoSelect: one arm constant suffices) and leaves on the
+# poison arm, where SelectionDAG folds an fadd/fsub/fmul/fdiv of one undef operand to NaN.
+_POISON_TO_NAN = frozenset({O.ADD, O.SUBTRACT, O.MULTIPLY, O.DIVIDE})
+
+
+def _poison_arm_made_nan(em, instr) -> bool:
+    """Whether the NaN arm of an exp ``_exp_of_nan_select`` folds stays NaN in TF's XLA: the exp's only user
+    (through ops that only move elements) is an add, subtract, multiply or divide with a splat constant
+    (``exp(s) + 1``, ``1 - exp(s)``, a logistic's ``1 / (1 + exp(-s))``).
+
+    LLVM's O-pipeline folds the exp into the select's arms, but ``exp(NaN)`` does not constant-fold there
+    (ConstantFolding folds finite arguments only), so the NaN arm stays a call and each single-use op after it
+    with a constant operand is folded into the select too, cloned onto that arm. XLA then inlines its own exp,
+    which makes ``exp(NaN)`` poison after the last simplification of its users (TF's ir-with-opt of a sigmoid
+    of a NaN one_hot: ``select(p, fdiv(1, fadd(poison, 1)), 0.924)``); x86's SelectionDAG folds an fadd,
+    fsub, fmul or fdiv with one undef operand to +qNaN, and a select of undef to its other arm (a bare exp,
+    its negation). Measured against TF's XLA: f32 and f16 one_hots (axes 0, 1, -1) and tf.where selects,
+    NaN on and off values, c in {2.5, -1.5, 0, -30}, sigmoid, sigmoid(-x), exp(s)+1, 1-exp(s), exp(s)*2,
+    exp(s)/3 keep NaN; exp, -exp(s), exp(s)*exp(s), relu(exp(s)), softplus, log_sigmoid, exp(s)+x fold (fuzz
+    seed 194000630)."""
+    users_of = em.users()
+    v = instr
+    while True:
+        users = users_of.get(v, ())
+        if len(users) != 1 or v.parent is not None and v.parent.root is v:
+            return False
+        (u,) = users
+        if u.opcode in _INDEX_ONLY and u.operands[0] is v:
+            v = u
+            continue
+        if u.opcode not in _POISON_TO_NAN or u.shape.element_type is not instr.shape.element_type:
+            return False
+        other = [o for o in u.operands if o is not v]
+        return len(other) == 1 and splat_value(other[0]) is not None
 
 
 # Ops LLVM's InstCombine folds into a select of two constants, measured through an exp against TF's XLA
@@ -1715,33 +1755,55 @@ def _reduce_window(em, instr):
     return g
 
 
-def _window_lanes(em, instr) -> tuple[int, int, int] | None:
-    """(row dim, column dim, lanes) of a float sum reduce-window that TF's XLA computes in vector
-    lanes, else None (in window order). XLA:CPU's reduce-window kernel is a loop nest over the window like a
-    reduce's (``row_lanes``): LLVM fully unrolls the window's minor loop and vectorises the next one out, so a
-    window of [R, C] positions (its other dims 1) sums its rows in ``row_lanes(..., per_element=True)``
-    lanes; an f64 [2, 2] avg_pool is ``(init + x00 + x01) + (x10 + x11)`` (fuzz seed 185001291: max - max - max
-    overflows there). Measured on AVX2 for sums over windows without padding or dilation (avg_pool, VALID); others
-    stay in order (a bounds check in the loop changes LLVM's choice; products over 2-D windows not measured)."""
+def _window_lanes(em, instr) -> tuple[int, int, int, int, int] | None:
+    """(row dim, column dim, lanes, leading rows, leading columns) of a float sum reduce-window that TF's XLA
+    computes in vector lanes or out of window order, else None (in window order). XLA:CPU's reduce-window kernel
+    is a loop nest over the window like a reduce's (``row_lanes``): LLVM fully unrolls the window's minor loop
+    and vectorises the next one out, so a window of [R, C] positions (its other dims 1) sums its rows in
+    ``row_lanes(..., per_element=True)`` lanes; an f64 [2, 2] avg_pool is ``(init + x00 + x01) + (x10 + x11)``
+    (fuzz seed 185001291: max - max - max overflows there).
+
+    A window padded (high only) in one of the two dims: the leading rows and columns in bounds for every output
+    (``_leading_in_bounds``) form a block [R', C'] summed so (in order where ``row_lanes`` gives 0), then the
+    window's other positions in row-major order, each if in bounds (the conditional steps leave LLVM's vector
+    loop). Measured on AVX2 for avg_pool (f32, f64; windows 2-5 by 2-5, strides 2 and 3, 270 shapes padded in
+    one dim); padded in both dims, or low, a window stays in order, as do dilated windows and other targets
+    (unmeasured) and products over 2-D windows (not measured)."""
     if len(instr.operands) != 2 or simple_reducer(instr.to_apply) is not O.ADD:
         return None
     et = instr.shape.element_type
     window = instr.window.dimensions
-    if et not in (T.F32, T.F64) or any(w.padding_low or w.padding_high or w.window_dilation != 1
-                                       or w.base_dilation != 1 for w in window):
+    if et not in (T.F32, T.F64) or any(w.window_dilation != 1 or w.base_dilation != 1 for w in window):
         return None
     in_shape = instr.operands[0].shape
     dims = [d for d in major_to_minor(in_shape) if window[d].size != 1]
-    if len(dims) != 2:
-        return None
+    padded = [d for d, w in enumerate(window) if w.padding_low or w.padding_high]
+    if len(dims) != 2 or len(padded) > 1 or padded and (padded[0] not in dims or window[padded[0]].padding_low):
+        return None   # (padded low, no offset is in bounds for the first output: in order)
     rdim, cdim = dims
-    lanes = row_lanes(et, window[rdim].size, window[cdim].size, host_target(em.kctx.options), per_element=True)
-    return (rdim, cdim, lanes) if lanes else None
+    target = host_target(em.kctx.options)
+    if padded and target not in PER_ELEMENT_TARGETS:
+        return None
+    rows, cols = (_leading_in_bounds(window[d], in_shape.dimensions[d], instr.shape.dimensions[d])
+                  for d in (rdim, cdim))
+    lanes = row_lanes(et, rows, cols, target, per_element=True)
+    if not lanes and (not padded or rows < 2 or cols == window[cdim].size):
+        return None   # in window order anyway
+    return rdim, cdim, lanes, rows, cols
 
 
-def _window_lane_generator(em, instr, x, init_gen, lanes: tuple[int, int, int]):
-    """``_reduce_window``'s generator in ``_window_lanes``' order (``_row_lane_fold`` over the window)."""
-    rdim, cdim, n = lanes
+def _leading_in_bounds(w, n: int, outputs: int) -> int:
+    """How many leading window offsets along one dim read in bounds for every one of ``outputs`` positions."""
+    k = 0
+    while k < w.size and all(0 <= o * w.stride + k - w.padding_low < n for o in range(outputs)):
+        k += 1
+    return k
+
+
+def _window_lane_generator(em, instr, x, init_gen, lanes: tuple[int, int, int, int, int]):
+    """``_reduce_window``'s generator in ``_window_lanes``' order (``_row_lane_fold`` over the leading block,
+    then the window's other positions in row-major order where in bounds)."""
+    rdim, cdim, n, rows, cols = lanes
     et = instr.shape.element_type
     op = simple_reducer(instr.to_apply)
     window = instr.window.dimensions
@@ -1754,15 +1816,35 @@ def _window_lane_generator(em, instr, x, init_gen, lanes: tuple[int, int, int]):
         # (the init read from a buffer, as _reduce_window's)
         init = em.ops.call_intrinsic("arithmetic.fence", em.ops.to_compute(et, init_gen(scalar_index(instr.operands[1].shape))))
 
-        def full_index(rc):
+        def full_index(rc):   # (a padded dim pads high only: offsets count from the window's first position)
             idx = []
             for d, w in enumerate(window):
                 p = b.mul(od[d], t.i64(w.stride)) if w.stride != 1 else od[d]
                 idx.append(b.add(p, rc[d]) if d in rc else p)
             return Index(idx, in_shape)
-        res = _row_lane_fold(em, op, et, cty, init, lambda fi: em.ops.to_compute(et, x(fi)), full_index, in_shape,
-                             (), rdim, cdim, window[rdim].size, window[cdim].size, n, looped=True)
-        return em.ops.from_compute(et, res)
+
+        def load(fi):
+            return em.ops.to_compute(et, x(fi))
+        if n:
+            res = _row_lane_fold(em, op, et, cty, init, load, full_index, in_shape, (), rdim, cdim, rows, cols, n,
+                                 looped=True)
+        else:
+            res = init
+            for r in range(rows):
+                for c in range(cols):
+                    res = _simple_combine(em, op, et, res, load(full_index({rdim: t.i64(r), cdim: t.i64(c)})), False)
+        acc = _Accumulator(em, [cty], [res])
+        for r in range(window[rdim].size):
+            for c in range(window[cdim].size):
+                if r < rows and c < cols:
+                    continue
+                fi = full_index({rdim: t.i64(r), cdim: t.i64(c)})
+                dims = fi.get_dims(b)
+                ok = b.and_(b.icmp_unsigned("<", dims[rdim], t.i64(in_shape.dimensions[rdim])),
+                            b.icmp_unsigned("<", dims[cdim], t.i64(in_shape.dimensions[cdim])))
+                with if_then(em.kctx, ok):
+                    acc.set([_simple_combine(em, op, et, acc.get()[0], load(fi), False)])
+        return em.ops.from_compute(et, acc.get()[0])
     return g
 
 

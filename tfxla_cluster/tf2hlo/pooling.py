@@ -5,7 +5,8 @@ layout); SAME/VALID padding is computed as for convolutions.
 
 * MaxPool: ``reduce-window`` with ``maximum`` from -inf.
 * AvgPool: a ``reduce-window`` sum in the accumulation type divided by the window size (VALID) or by
-  the per-position count of real elements (SAME: a reduce-window over ones of the spatial shape).
+  the per-position count of real elements (SAME: a reduce-window over ones of the spatial shape, in the
+  form XLA's simplifier leaves tf2xla's pad(ones): see ``_counts``).
 * MaxPoolGrad: ``select-and-scatter`` (select ``GE``, scatter ``add``) of the gradient onto the
   original input.
 * AvgPoolGrad: the gradient divided by the counts, dilated by the strides and padded
@@ -71,10 +72,23 @@ def _counts(b, acc, dims, spatial, ksize, strides, padding, out_dims, name):
             size *= ksize[d]
         return xl.full(b, size, acc, out_dims)
     sp_dims = [dims[d] for d in spatial]
-    ones = xl.full(b, 1, acc, sp_dims)
     sk, ss = [ksize[d] for d in spatial], [strides[d] for d in spatial]
-    window = Window.make(sk, ss, _pads(sp_dims, sk, ss, padding))
-    counts = b.reduce_window(ones, xl.scalar(b, 0, acc), window, xl.reducer(b, O.ADD, acc, f"{name}-count"))
+    pads = _pads(sp_dims, sk, ss, padding)
+    zero = xl.scalar(b, 0, acc)
+    padded = [i for i, p in enumerate(pads) if p != (0, 0)]
+    if padded and len(padded) < len(pads):
+        # tf2xla counts over pad(ones) with a VALID window. XLA's simplifier sinks a pad of a broadcast that
+        # leaves some dims unpadded into broadcast(pad(ones over the padded dims)), which constant folding
+        # leaves alone (it folds no pad of a broadcast), so the counts are computed at run time and the sums
+        # divided by them; otherwise the pad folds into the window, the counts into a constant and the
+        # divide into a multiply by 1/count (measured against TF's XLA: a 1x3 SAME avg_pool divides).
+        inner = b.pad(xl.full(b, 1, acc, [sp_dims[i] for i in padded]), zero, [pads[i] for i in padded])
+        ones = b.broadcast(inner, [n + lo + hi for n, (lo, hi) in zip(sp_dims, pads)], padded)
+        window = Window.make(sk, ss, [(0, 0)] * len(pads))
+    else:
+        ones = xl.full(b, 1, acc, sp_dims)
+        window = Window.make(sk, ss, pads)
+    counts = b.reduce_window(ones, zero, window, xl.reducer(b, O.ADD, acc, f"{name}-count"))
     return b.broadcast(counts, out_dims, spatial)
 
 
