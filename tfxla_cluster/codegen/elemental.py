@@ -524,9 +524,10 @@ def _binary(em, instr):
         if kept is not None:
             dim, n = kept
             return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, n, dim=dim)
-        kept_rows = _scalar_arg_minmax_kept_rows(em, instr, lhs, rhs)
+        kept_rows = _scalar_arg_minmax_kept(em, instr, lhs, rhs)
         if kept_rows is not None:
-            return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, kept_rows, dim=0)
+            rows, cols = kept_rows
+            return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, rows, dim=0, cols=cols)
 
         def minmax(index):
             v = em.ops.binary(op, et, x(index), y(index))
@@ -564,26 +565,31 @@ def _bf16_minmax_kept(em, instr, operands) -> int | None:
     return None
 
 
-def _minmax_kept_below(em, op, et, x, y, index, kept: int, dim: int = -1):
+def _minmax_kept_below(em, op, et, x, y, index, kept: int, dim: int = -1, cols: int | None = None):
     """max/min of ``x``, ``y`` whose ±denormal result keeps its bits below index ``kept`` of dimension ``dim``
-    (the innermost by default) and is flushed to ±0 from there on (see ``_bf16_minmax_kept``)."""
-    if not kept:
+    (the innermost by default; ``cols``: and below that index of the innermost dimension) and is flushed to
+    ±0 elsewhere (see ``_bf16_minmax_kept``)."""
+    if not kept or cols == 0:
         return em.ops.flush_denormal(et, em.ops.binary(op, et, x, y))
     blended = em.ops.minmax_keeping_bits(op, et, x, y)
     b = em.b
-    at = index.get_dims(b)[dim]
-    return b.select(b.icmp_signed("<", at, t.i64(kept)), blended, em.ops.flush_denormal(et, blended))
+    dims = index.get_dims(b)
+    inside = b.icmp_signed("<", dims[dim], t.i64(kept))
+    if cols is not None and cols < index.shape.dimensions[-1]:
+        inside = b.and_(inside, b.icmp_signed("<", dims[-1], t.i64(cols)))
+    return b.select(inside, blended, em.ops.flush_denormal(et, blended))
 
 
-def _scalar_arg_minmax_kept_rows(em, instr, lhs, rhs) -> int | None:
-    """How many leading rows of an f32/f64 ``max``/``min(x, broadcast(s))`` over [N, 2..8] TF's XLA returns
-    with a ±denormal's bits kept, when ``s`` is a scalar that is no constant and the op is its fusion's whole
-    loop; None: not that loop. LLVM unrolls the short rows and vectorises across them, a compare and blend;
-    the rows its vector loops leave to a scalar remainder, and every row when N < 16, run ``vmaxss``, which
-    under DAZ returns ±0. Which rows, by N (TF 2.21, N of 1-70; f32 W of 2-8, f64 W of 2, 3, 5, 8): a multiple
-    of 4 (f64: also all of N = 8 or 12, and 18 of N = 18, 19 for W ≥ 7), f32 a multiple of 8 from the N of ``_F32_BY_8_FROM`` on.
-    Swapped (``max(broadcast(s), x)``), with a constant, or after a reverse or transpose, TF's flushes every
-    row (the short-row flush of ``_masked_loop``)."""
+def _scalar_arg_minmax_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
+    """(rows, columns): the leading rows of an f32/f64 ``max``/``min(x, broadcast(s))`` over [N, 2..8], and the
+    leading columns in them, that TF's XLA returns with a ±denormal's bits kept, when ``s`` is a scalar that is
+    no constant and the op is its fusion's whole loop; None: not that loop. LLVM unrolls the short rows and
+    vectorises across them (interleave groups of the row's columns): a group's compare and blend keeps the
+    bits, a group that becomes a vector ``vmaxps`` and the rows its vector loop leaves to a scalar remainder
+    (``vmaxss``) return ±0 under DAZ. Which rows and columns depends on the target's ISA
+    (``_avx2_scalar_arg_kept``, ``_avx512_scalar_arg_kept_rows``). Swapped (``max(broadcast(s), x)``), with a
+    constant, or after a reverse or transpose, TF's flushes every row (the short-row flush of
+    ``_masked_loop``)."""
     dims = instr.shape.dimensions
     if len(dims) != 2 or not 2 <= dims[1] <= 8 or instr.shape.minor_to_major != (1, 0) \
             or em.comp is None or not em.comp.is_fusion_computation or em.comp.root is not instr:
@@ -591,8 +597,17 @@ def _scalar_arg_minmax_kept_rows(em, instr, lhs, rhs) -> int | None:
     if lhs.opcode is not O.PARAMETER or rhs.opcode is not O.BROADCAST or rhs.operands[0].shape.dimensions \
             or rhs.operands[0].opcode is O.CONSTANT:
         return None
-    n, w = dims
-    if instr.shape.element_type is T.F64:
+    et = instr.shape.element_type
+    if host_target(em.kctx.options) == AVX2:
+        return _avx2_scalar_arg_kept(et, *dims)
+    return _avx512_scalar_arg_kept_rows(et, *dims), dims[1]
+
+
+def _avx512_scalar_arg_kept_rows(et: T, n: int, w: int) -> int:
+    """The kept rows of ``_scalar_arg_minmax_kept`` on an AVX-512 target (every column of them), by N (TF 2.21,
+    N of 1-70; f32 W of 2-8, f64 W of 2, 3, 5, 8): a multiple of 4 (f64: also all of N = 8 or 12, and 18 of
+    N = 18, 19 for W ≥ 7), f32 a multiple of 8 from the N of ``_F32_BY_8_FROM`` on; none for N < 16."""
+    if et is T.F64:
         if w >= 7 and n in (18, 19):
             return 18   # measured so (W of 7, 8)
         return n if n in (8, 12) else 0 if n < 16 else n - n % 4
@@ -601,9 +616,35 @@ def _scalar_arg_minmax_kept_rows(em, instr, lhs, rhs) -> int | None:
     return n - n % (8 if n >= _F32_BY_8_FROM.get(w, n + 1) else 4)
 
 
-# Row length → the N from which TF's f32 loop above leaves rows in multiples of 8 (below: of 4; rows of 7 and 8
-# in multiples of 4 up to N = 70 at least).
+# Row length → the N from which TF's f32 loop above leaves rows in multiples of 8 on AVX-512 (below: of 4;
+# rows of 7 and 8 in multiples of 4 up to N = 70 at least).
 _F32_BY_8_FROM = {2: 32, 3: 40, 4: 48, 5: 32, 6: 32}
+
+
+def _avx2_scalar_arg_kept(et: T, n: int, w: int) -> tuple[int, int]:
+    """The kept (rows, columns) of ``_scalar_arg_minmax_kept`` on an AVX2 target (TF 2.21 on Zen 3: N of 1-70,
+    W of 1-17, f32 and f64, max and min alike). LLVM's vector loop runs rows by VF lanes: f64 by 4 (all of
+    N = 8 or 12; none of other N < 16); f32 by 4 for N = 4 (not for rows of 2 or 4 columns) and from N = 16
+    on by 8, or by 4 where 8 would leave 4-7 rows to the scalar remainder and N is under the
+    ``_AVX2_F32_BY_8_FROM`` of the row length. In those rows the leading columns of ``_AVX2_KEPT_COLUMNS``
+    blend (the interleave groups LLVM's SLP vectoriser pairs into 256-bit selects) and the rest are
+    ``vmaxps``; other N flush every row."""
+    if et is T.F64:
+        lanes = 4
+        rows = n if n in (8, 12) else 0 if n < 16 else n - n % 4
+    elif n < 16:
+        lanes = 4
+        rows = 4 if n == 4 and w not in (2, 4) else 0
+    else:
+        lanes = 4 if n % 8 >= 4 and n < _AVX2_F32_BY_8_FROM[w] else 8
+        rows = n - n % lanes
+    return rows, _AVX2_KEPT_COLUMNS[et, lanes].get(w, w)
+
+
+# Row length → the N from which TF's f32 loop above runs by 8 lanes on AVX2 (below: by 4 where N % 8 >= 4).
+_AVX2_F32_BY_8_FROM = {2: 40, 3: 40, 4: 48, 5: 32, 6: 64, 7: 40, 8: 16}
+# (element type, lanes) → row length → the leading columns that keep a ±denormal on AVX2 (others: all).
+_AVX2_KEPT_COLUMNS = {(T.F32, 4): {3: 2, 5: 4, 6: 4, 7: 6}, (T.F32, 8): {5: 4, 7: 6}, (T.F64, 4): {5: 4, 7: 6}}
 
 
 def _compare_of_negation(lhs, rhs) -> bool:
