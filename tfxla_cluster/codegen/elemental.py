@@ -594,12 +594,17 @@ def _scalar_arg_minmax_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
     if len(dims) != 2 or not 2 <= dims[1] <= 8 or instr.shape.minor_to_major != (1, 0) \
             or em.comp is None or not em.comp.is_fusion_computation or em.comp.root is not instr:
         return None
-    if lhs.opcode is not O.PARAMETER or rhs.opcode is not O.BROADCAST or rhs.operands[0].shape.dimensions \
-            or rhs.operands[0].opcode is O.CONSTANT:
+    if rhs.opcode is not O.BROADCAST or rhs.operands[0].shape.dimensions or rhs.operands[0].opcode is O.CONSTANT:
         return None
     et = instr.shape.element_type
     if host_target(em.kctx.options) == AVX2:
-        return _avx2_scalar_arg_kept(et, *dims)
+        rows_reversed = lhs.opcode is O.REVERSE and tuple(lhs.dimensions) == (0,) \
+            and lhs.operands[0].opcode is O.PARAMETER
+        if lhs.opcode is O.PARAMETER or rows_reversed:
+            return _avx2_scalar_arg_kept(et, *dims, rows_reversed)
+        return None
+    if lhs.opcode is not O.PARAMETER:
+        return None
     return _avx512_scalar_arg_kept_rows(et, *dims), dims[1]
 
 
@@ -621,30 +626,39 @@ def _avx512_scalar_arg_kept_rows(et: T, n: int, w: int) -> int:
 _F32_BY_8_FROM = {2: 32, 3: 40, 4: 48, 5: 32, 6: 32}
 
 
-def _avx2_scalar_arg_kept(et: T, n: int, w: int) -> tuple[int, int]:
+def _avx2_scalar_arg_kept(et: T, n: int, w: int, rows_reversed: bool = False) -> tuple[int, int]:
     """The kept (rows, columns) of ``_scalar_arg_minmax_kept`` on an AVX2 target (TF 2.21 on Zen 3: N of 1-70,
-    W of 1-17, f32 and f64, max and min alike). LLVM's vector loop runs rows by VF lanes: f64 by 4 (all of
-    N = 8 or 12; none of other N < 16); f32 by 4 for N = 4 (not for rows of 2 or 4 columns) and from N = 16
-    on by 8, or by 4 where 8 would leave 4-7 rows to the scalar remainder and N is under the
-    ``_AVX2_F32_BY_8_FROM`` of the row length. In those rows the leading columns of ``_AVX2_KEPT_COLUMNS``
-    blend (the interleave groups LLVM's SLP vectoriser pairs into 256-bit selects) and the rest are
-    ``vmaxps``; other N flush every row."""
+    W of 1-17, f32 and f64, max and min alike, of ``x`` and of ``reverse(x, [0])``). LLVM's vector loop runs
+    rows by VF lanes: f64 by 4 (all of N = 8 or 12; none of other N < 16); f32 by 4 for N = 4 (not for rows
+    of 2 or 4 columns unless reversed) and from N = 16 on by 8, or by 4 where 8 would leave 4-7 rows to the
+    scalar remainder and N is under the ``_AVX2_F32_BY_8_FROM`` of the row length. In those rows the leading
+    columns of ``_AVX2_KEPT_COLUMNS`` blend (the interleave groups that stay 256-bit selects after LLVM's
+    SLP vectoriser) and the rest are ``vmaxps``. A reversed [2, W] keeps the columns of f32's 4 lanes in
+    both rows. Other rows flush."""
+    if rows_reversed and n == 2:
+        return 2, _AVX2_KEPT_COLUMNS[T.F32, 4, False][w - 2]
     if et is T.F64:
         lanes = 4
         rows = n if n in (8, 12) else 0 if n < 16 else n - n % 4
     elif n < 16:
         lanes = 4
-        rows = 4 if n == 4 and w not in (2, 4) else 0
+        rows = 4 if n == 4 and (rows_reversed or w not in (2, 4)) else 0
     else:
-        lanes = 4 if n % 8 >= 4 and n < _AVX2_F32_BY_8_FROM[w] else 8
+        lanes = 4 if n % 8 >= 4 and n < _AVX2_F32_BY_8_FROM[rows_reversed][w - 2] else 8
         rows = n - n % lanes
-    return rows, _AVX2_KEPT_COLUMNS[et, lanes].get(w, w)
+    return rows, _AVX2_KEPT_COLUMNS[et, lanes, rows_reversed][w - 2]
 
 
-# Row length → the N from which TF's f32 loop above runs by 8 lanes on AVX2 (below: by 4 where N % 8 >= 4).
-_AVX2_F32_BY_8_FROM = {2: 40, 3: 40, 4: 48, 5: 32, 6: 64, 7: 40, 8: 16}
-# (element type, lanes) → row length → the leading columns that keep a ±denormal on AVX2 (others: all).
-_AVX2_KEPT_COLUMNS = {(T.F32, 4): {3: 2, 5: 4, 6: 4, 7: 6}, (T.F32, 8): {5: 4, 7: 6}, (T.F64, 4): {5: 4, 7: 6}}
+# Reversed rows? → by row length W = 2..8: the N from which TF's f32 loop above runs by 8 lanes on AVX2 (below:
+# by 4 where N % 8 >= 4).
+_AVX2_F32_BY_8_FROM = {False: (40, 40, 48, 32, 64, 40, 16), True: (16, 32, 48, 24, 48, 24, 16)}
+# (element type, lanes, reversed rows?) → by row length W = 2..8: the leading columns that keep a ±denormal.
+_AVX2_KEPT_COLUMNS = {
+    (T.F32, 4, False): (2, 2, 4, 4, 4, 6, 8), (T.F32, 8, False): (2, 3, 4, 4, 6, 6, 8),
+    (T.F64, 4, False): (2, 3, 4, 4, 6, 6, 8),
+    (T.F32, 4, True): (0, 2, 4, 4, 4, 6, 8), (T.F32, 8, True): (0, 0, 0, 4, 0, 6, 0),
+    (T.F64, 4, True): (0, 0, 0, 4, 0, 6, 8),
+}
 
 
 def _compare_of_negation(lhs, rhs) -> bool:
