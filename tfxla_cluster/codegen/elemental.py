@@ -555,14 +555,25 @@ def _bf16_minmax_kept(em, instr, operands) -> int | None:
     runs scalar ``vmaxss``/``vminss``, which under DAZ return ±0; None: left as it is. Its loop emitter (a
     fusion with a broadcast operand) vectorises rows by 8 and runs the rest of a row scalar; a scalar
     broadcast operand or an innermost dimension of 1 is scalar throughout (TF 2.21's results, bf16 rows of
-    1-33; not modelled: rows of 8, 12 and 16 under a row broadcast also flush their first element)."""
+    1-33; not modelled: rows of 8, 12 and 16 under a row broadcast also flush their first element). On an AVX2
+    target, with no broadcast operand, every element keeps its bits (TF 2.21 on Zen 3: [N] and [N, W] of N, W
+    up to 40, rank-3 shapes; innermost dimensions of 1 flush)."""
     dims = instr.shape.dimensions
     if not dims or dims[-1] == 1 or any(o.opcode is O.BROADCAST and not o.operands[0].shape.dimensions
                                         for o in operands):
         return 0
+    if host_target(em.kctx.options) == AVX2 and not any(_broadcast_of(o) for o in operands):
+        return dims[-1]
     if em._loop_order:
         return dims[-1] - dims[-1] % 8
     return None
+
+
+def _broadcast_of(instr) -> bool:
+    """Whether ``instr`` is a broadcast, or a convert of one."""
+    while instr.opcode is O.CONVERT:
+        instr = instr.operands[0]
+    return instr.opcode is O.BROADCAST
 
 
 def _minmax_kept_below(em, op, et, x, y, index, kept: int, dim: int = -1, cols: int | None = None):
