@@ -1701,6 +1701,31 @@ def _pool_last_step_kept(instr) -> int:
     return _POOL_KEPT_CHANNELS.get(c, 0)
 
 
+def _pool_one_position_kept_rows(instr) -> int:
+    """On an AVX2 target: how many leading output rows (H) of an f32/f64 max pool [N, H, 1, 1] with a window of
+    one in-bounds position (1 along H with a stride of 2 or more; 1 along W, or 2 with SAME padding (0, 1) over
+    W = 1) TF's XLA returns with a ±denormal's bits kept (0: none). LLVM unrolls the output rows and
+    vectorises across the N images (N of 2; f32 also N of 4 over 3 or more rows), a compare and blend in the interleave
+    groups of ``_POOL_KEPT_CHANNELS`` (by output rows) and an x86 max, which flushes under DAZ, elsewhere
+    (fuzz seed 195001490; measured against TF 2.21's XLA: N of 1-5, H of 2-20, H strides 2 and 3, SAME and
+    VALID)."""
+    et = instr.shape.element_type
+    window = instr.window.dimensions
+    dims = instr.operands[0].shape.dimensions
+    if len(instr.operands) != 2 or et not in (T.F32, T.F64) or len(dims) != 4 or \
+            simple_reducer(instr.to_apply) is not O.MAXIMUM or dims[2:] != (1, 1):
+        return 0
+    if any(d.window_dilation != 1 or d.base_dilation != 1 for d in window) or window[0].size != 1 or \
+            window[0].stride != 1 or window[3].size != 1 or window[3].stride != 1 or window[1].size != 1 or \
+            window[1].stride < 2 or window[1].padding_low or window[1].padding_high or window[2].padding_low or \
+            not (window[2].size == 1 and not window[2].padding_high or window[2].size == 2 and window[2].padding_high == 1):
+        return 0
+    n, rows = instr.shape.dimensions[:2]
+    if not (n == 2 or n == 4 and et is T.F32 and rows > 2):
+        return 0
+    return _POOL_KEPT_CHANNELS.get(rows, 0)
+
+
 @generates(O.REDUCE_WINDOW)
 def _reduce_window(em, instr):
     k = len(instr.operands) // 2
@@ -1720,8 +1745,9 @@ def _reduce_window(em, instr):
     lanes = _window_lanes(em, instr)
     if lanes is not None:
         return _window_lane_generator(em, instr, inputs[0], inits[0][0], lanes)
-    kept_channels = _pool_last_step_kept(instr) \
-        if flush and not em.scalar_body and host_target(em.kctx.options) == AVX2 else 0
+    avx2_pool = flush and not em.scalar_body and host_target(em.kctx.options) == AVX2
+    kept_channels = _pool_last_step_kept(instr) if avx2_pool else 0
+    kept_rows = _pool_one_position_kept_rows(instr) if avx2_pool else 0
 
     def g(index):
         od = index.get_dims(b)
@@ -1753,7 +1779,7 @@ def _reduce_window(em, instr):
                 idx.append(p)
             with if_then(em.kctx, valid):
                 fi = Index(idx, in_shape)
-                if blend_step:   # the peeled step of _pool_last_step_kept: a compare and a blend
+                if blend_step or kept_rows:   # a compare and a blend (the peeled step of _pool_last_step_kept)
                     new = em.ops.minmax_keeping_bits(O.MAXIMUM, et, acc.get()[0], inputs[0](fi))
                 else:
                     new = em.call(comp, acc.get() + [x(fi) for x in inputs])
@@ -1774,6 +1800,9 @@ def _reduce_window(em, instr):
         res = acc.get()
         if flush and kept_channels:
             kept = b.icmp_signed("<", od[3], t.i64(kept_channels))
+            res = [b.select(kept, res[0], em.ops.flush_denormal(et, res[0]))]
+        elif flush and kept_rows:
+            kept = b.icmp_signed("<", od[1], t.i64(kept_rows))
             res = [b.select(kept, res[0], em.ops.flush_denormal(et, res[0]))]
         elif flush:
             res = [em.ops.flush_denormal(et, res[0])]
