@@ -511,7 +511,9 @@ def _binary(em, instr):
     if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and not em.scalar_body \
             and not any(_widened_bf16(o) for o in (lhs, rhs)):
         # TF's XLA returns an f32/f64 max/min's ±denormal as ±0 (its compare-and-select becomes an x86 max/min,
-        # which under DAZ returns the flushed operand; with a constant operand on every shape measured, while
+        # which under DAZ returns the flushed operand; with a constant operand on every shape measured on
+        # AVX-512 (not modelled: on AVX2 TF's keeps rows of [N, 2..8] with a constant much as with a scalar
+        # argument, ``_avx2_scalar_arg_kept``, but not the same rows), while
         # some of its interleaved vector loops over two reversed operands blend: not modelled). On a loop
         # shorter than one vector LLVM masks the lanes, a constant operand gets a poison lane, and the select is
         # no longer matched to vmaxps: a blend keeps the denormal's bits — ours on a flat loop under 16 elements
