@@ -115,6 +115,17 @@ def test_max_min_scalar_argument_columns_on_avx2(dtype, shape):
 
 
 @avx2_measured
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", [(4, 3), (4, 4), (8, 3), (8, 5), (20, 3), (20, 4), (24, 6), (36, 7), (44, 2)])
+def test_relu_and_min_with_a_constant_on_avx2(dtype, shape):
+    """AVX2: ``max(x, 0)`` / ``min(x, 0)`` over [N, 2..8] keep rows like a scalar argument's, except N = 4 and
+    f32 N = 8 (kept) and f32's 4-lane loops (flushed unless W = 4)."""
+    x = _denormals(shape, dtype, sum(shape) + 2)
+    _assert_bits(tf.nn.relu, x)
+    _assert_bits(lambda v: tf.minimum(v, 0.0), x)
+
+
+@avx2_measured
 @pytest.mark.parametrize("shape", [(15,), (2,), (1,), (5, 3), (3, 1), (2, 3, 4), (3, 5, 1), (17, 9)])
 def test_bf16_max_min_of_two_arguments_on_avx2(shape):
     """AVX2: a bf16 max/min of two unbroadcast operands keeps every ±denormal unless the innermost dimension is

@@ -512,8 +512,7 @@ def _binary(em, instr):
             and not any(_widened_bf16(o) for o in (lhs, rhs)):
         # TF's XLA returns an f32/f64 max/min's ±denormal as ±0 (its compare-and-select becomes an x86 max/min,
         # which under DAZ returns the flushed operand; with a constant operand on every shape measured on
-        # AVX-512 (not modelled: on AVX2 TF's keeps rows of [N, 2..8] with a constant much as with a scalar
-        # argument, ``_avx2_scalar_arg_kept``, but not the same rows), while
+        # AVX-512 (on AVX2 a constant over [N, 2..8] keeps rows: ``_avx2_scalar_arg_kept``), while
         # some of its interleaved vector loops over two reversed operands blend: not modelled). On a loop
         # shorter than one vector LLVM masks the lanes, a constant operand gets a poison lane, and the select is
         # no longer matched to vmaxps: a blend keeps the denormal's bits — ours on a flat loop under 16 elements
@@ -595,28 +594,29 @@ def _minmax_kept_below(em, op, et, x, y, index, kept: int, dim: int = -1, cols: 
 
 def _scalar_arg_minmax_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
     """(rows, columns): the leading rows of an f32/f64 ``max``/``min(x, broadcast(s))`` over [N, 2..8], and the
-    leading columns in them, that TF's XLA returns with a ±denormal's bits kept, when ``s`` is a scalar that is
-    no constant and the op is its fusion's whole loop; None: not that loop. LLVM unrolls the short rows and
+    leading columns in them, that TF's XLA returns with a ±denormal's bits kept, when ``s`` is a scalar (on
+    AVX-512: no constant) and the op is its fusion's whole loop; None: not that loop. LLVM unrolls the short rows and
     vectorises across them (interleave groups of the row's columns): a group's compare and blend keeps the
     bits, a group that becomes a vector ``vmaxps`` and the rows its vector loop leaves to a scalar remainder
     (``vmaxss``) return ±0 under DAZ. Which rows and columns depends on the target's ISA
     (``_avx2_scalar_arg_kept``, ``_avx512_scalar_arg_kept_rows``). Swapped (``max(broadcast(s), x)``), with a
-    constant, or after a reverse or transpose, TF's flushes every row (the short-row flush of
-    ``_masked_loop``)."""
+    constant (AVX-512), or after a reverse (AVX-512) or transpose, TF's flushes every row (the short-row flush
+    of ``_masked_loop``)."""
     dims = instr.shape.dimensions
     if len(dims) != 2 or not 2 <= dims[1] <= 8 or instr.shape.minor_to_major != (1, 0) \
             or em.comp is None or not em.comp.is_fusion_computation or em.comp.root is not instr:
         return None
-    if rhs.opcode is not O.BROADCAST or rhs.operands[0].shape.dimensions or rhs.operands[0].opcode is O.CONSTANT:
+    if rhs.opcode is not O.BROADCAST or rhs.operands[0].shape.dimensions:
         return None
     et = instr.shape.element_type
+    constant = rhs.operands[0].opcode is O.CONSTANT
     if host_target(em.kctx.options) == AVX2:
         rows_reversed = lhs.opcode is O.REVERSE and tuple(lhs.dimensions) == (0,) \
-            and lhs.operands[0].opcode is O.PARAMETER
+            and lhs.operands[0].opcode is O.PARAMETER and not constant
         if lhs.opcode is O.PARAMETER or rows_reversed:
-            return _avx2_scalar_arg_kept(et, *dims, rows_reversed)
+            return _avx2_scalar_arg_kept(et, *dims, rows_reversed, constant)
         return None
-    if lhs.opcode is not O.PARAMETER:
+    if lhs.opcode is not O.PARAMETER or constant:
         return None
     return _avx512_scalar_arg_kept_rows(et, *dims), dims[1]
 
@@ -639,7 +639,8 @@ def _avx512_scalar_arg_kept_rows(et: T, n: int, w: int) -> int:
 _F32_BY_8_FROM = {2: 32, 3: 40, 4: 48, 5: 32, 6: 32}
 
 
-def _avx2_scalar_arg_kept(et: T, n: int, w: int, rows_reversed: bool = False) -> tuple[int, int]:
+def _avx2_scalar_arg_kept(et: T, n: int, w: int, rows_reversed: bool = False,
+                          constant: bool = False) -> tuple[int, int]:
     """The kept (rows, columns) of ``_scalar_arg_minmax_kept`` on an AVX2 target (TF 2.21 on Zen 3: N of 1-70,
     W of 1-17, f32 and f64, max and min alike, of ``x`` and of ``reverse(x, [0])``). LLVM's vector loop runs
     rows by VF lanes: f64 by 4 (all of N = 8 or 12; none of other N < 16); f32 by 4 for N = 4 (not for rows
@@ -647,18 +648,23 @@ def _avx2_scalar_arg_kept(et: T, n: int, w: int, rows_reversed: bool = False) ->
     scalar remainder and N is under the ``_AVX2_F32_BY_8_FROM`` of the row length. In those rows the leading
     columns of ``_AVX2_KEPT_COLUMNS`` blend (the interleave groups that stay 256-bit selects after LLVM's
     SLP vectoriser) and the rest are ``vmaxps``. A reversed [2, W] keeps the columns of f32's 4 lanes in
-    both rows. Other rows flush."""
+    both rows. Other rows flush. With a ``constant`` scalar (relu: measured for N of 1-40) the same, except
+    that N = 4 runs by 4 lanes (f32: whatever W), f32 N = 8 by 8, and f32's 4 lanes keep rows of 4 only."""
     if rows_reversed and n == 2:
         return 2, _AVX2_KEPT_COLUMNS[T.F32, 4, False][w - 2]
     if et is T.F64:
         lanes = 4
-        rows = n if n in (8, 12) else 0 if n < 16 else n - n % 4
+        rows = n if n in (8, 12) or constant and n == 4 else 0 if n < 16 else n - n % 4
+    elif constant and n == 8:
+        lanes, rows = 8, 8
     elif n < 16:
         lanes = 4
-        rows = 4 if n == 4 and (rows_reversed or w not in (2, 4)) else 0
+        rows = 4 if n == 4 and (rows_reversed or constant or w not in (2, 4)) else 0
     else:
         lanes = 4 if n % 8 >= 4 and n < _AVX2_F32_BY_8_FROM[rows_reversed][w - 2] else 8
         rows = n - n % lanes
+    if constant and et is T.F32 and lanes == 4:
+        return rows, w if w == 4 else 0
     return rows, _AVX2_KEPT_COLUMNS[et, lanes, rows_reversed][w - 2]
 
 
