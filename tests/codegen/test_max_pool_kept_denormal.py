@@ -48,3 +48,18 @@ def test_max_pool_other_windows(ksize, h, padding):
     for _ in range(3):
         x = rng.choice([-tiny / 4, tiny / 2, -3.4e38, 0.0, -0.0], size=(2, h, 3, 4)).astype(np.float32)
         _assert_bits(lambda v: tf.nn.max_pool2d(v, list(ksize), 1, padding), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+@pytest.mark.parametrize("h,stride", [(4, 2), (5, 2), (7, 3), (11, 2), (16, 2), (19, 3)])
+def test_max_pool_of_one_window_position_over_images(dtype, n, h, stride):
+    """[N, H, 1, 1] with one in-bounds window position (1 along H, stride ≥ 2; 1 or 2 along W = 1): TF's XLA
+    vectorises across N = 2 (f32: and N = 4 over 3 or more output rows) and keeps the leading output rows'
+    ±denormals (elemental ``_pool_one_position_kept_rows``; fuzz seed 195001490)."""
+    rng = np.random.default_rng(n * 100 + h)
+    tiny = np.finfo(dtype).tiny
+    x = rng.choice([tiny / 2, -tiny / 4, 0.0, -np.finfo(dtype).max], size=(n, h, 1, 1)).astype(dtype)
+    for kw, padding in ((1, "SAME"), (2, "SAME"), (1, "VALID")):
+        _assert_bits(lambda v: tf.nn.max_pool2d(v, [1, kw], [stride, 1], padding), x)
+    _assert_bits(lambda v: tf.nn.max_pool2d(v, [1, 2], stride, "SAME"), x)

@@ -551,7 +551,8 @@ def _binary(em, instr):
     if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and not em.scalar_body \
             and not any(_widened_bf16(o) for o in (lhs, rhs)):
         # TF's XLA returns an f32/f64 max/min's ±denormal as ±0 (its compare-and-select becomes an x86 max/min,
-        # which under DAZ returns the flushed operand; with a constant operand on every shape measured, while
+        # which under DAZ returns the flushed operand; with a constant operand on every shape measured on
+        # AVX-512 (on AVX2 a constant over [N, 2..8] keeps rows: ``_avx2_scalar_arg_kept``), while
         # some of its interleaved vector loops over two reversed operands blend: not modelled). On a loop
         # shorter than one vector LLVM masks the lanes, a constant operand gets a poison lane, and the select is
         # no longer matched to vmaxps: a blend keeps the denormal's bits — ours on a flat loop under 16 elements
@@ -564,9 +565,10 @@ def _binary(em, instr):
         if kept is not None:
             dim, n = kept
             return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, n, dim=dim)
-        kept_rows = _scalar_arg_minmax_kept_rows(em, instr, lhs, rhs)
+        kept_rows = _scalar_arg_minmax_kept(em, instr, lhs, rhs)
         if kept_rows is not None:
-            return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, kept_rows, dim=0)
+            rows, cols = kept_rows
+            return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, rows, dim=0, cols=cols)
 
         def minmax(index):
             v = em.ops.binary(op, et, x(index), y(index))
@@ -594,45 +596,76 @@ def _bf16_minmax_kept(em, instr, operands) -> int | None:
     runs scalar ``vmaxss``/``vminss``, which under DAZ return ±0; None: left as it is. Its loop emitter (a
     fusion with a broadcast operand) vectorises rows by 8 and runs the rest of a row scalar; a scalar
     broadcast operand or an innermost dimension of 1 is scalar throughout (TF 2.21's results, bf16 rows of
-    1-33; not modelled: rows of 8, 12 and 16 under a row broadcast also flush their first element)."""
+    1-33; not modelled: rows of 8, 12 and 16 under a row broadcast also flush their first element). On an AVX2
+    target, with no broadcast operand, every element keeps its bits (TF 2.21 on Zen 3: [N] and [N, W] of N, W
+    up to 40, rank-3 shapes; innermost dimensions of 1 flush)."""
     dims = instr.shape.dimensions
     if not dims or dims[-1] == 1 or any(o.opcode is O.BROADCAST and not o.operands[0].shape.dimensions
                                         for o in operands):
         return 0
+    if host_target(em.kctx.options) == AVX2 and not any(_broadcast_of(o) for o in operands):
+        return dims[-1]
     if em._loop_order:
         return dims[-1] - dims[-1] % 8
     return None
 
 
-def _minmax_kept_below(em, op, et, x, y, index, kept: int, dim: int = -1):
+def _broadcast_of(instr) -> bool:
+    """Whether ``instr`` is a broadcast, or a convert of one."""
+    while instr.opcode is O.CONVERT:
+        instr = instr.operands[0]
+    return instr.opcode is O.BROADCAST
+
+
+def _minmax_kept_below(em, op, et, x, y, index, kept: int, dim: int = -1, cols: int | None = None):
     """max/min of ``x``, ``y`` whose ±denormal result keeps its bits below index ``kept`` of dimension ``dim``
-    (the innermost by default) and is flushed to ±0 from there on (see ``_bf16_minmax_kept``)."""
-    if not kept:
+    (the innermost by default; ``cols``: and below that index of the innermost dimension) and is flushed to
+    ±0 elsewhere (see ``_bf16_minmax_kept``)."""
+    if not kept or cols == 0:
         return em.ops.flush_denormal(et, em.ops.binary(op, et, x, y))
     blended = em.ops.minmax_keeping_bits(op, et, x, y)
     b = em.b
-    at = index.get_dims(b)[dim]
-    return b.select(b.icmp_signed("<", at, t.i64(kept)), blended, em.ops.flush_denormal(et, blended))
+    dims = index.get_dims(b)
+    inside = b.icmp_signed("<", dims[dim], t.i64(kept))
+    if cols is not None and cols < index.shape.dimensions[-1]:
+        inside = b.and_(inside, b.icmp_signed("<", dims[-1], t.i64(cols)))
+    return b.select(inside, blended, em.ops.flush_denormal(et, blended))
 
 
-def _scalar_arg_minmax_kept_rows(em, instr, lhs, rhs) -> int | None:
-    """How many leading rows of an f32/f64 ``max``/``min(x, broadcast(s))`` over [N, 2..8] TF's XLA returns
-    with a ±denormal's bits kept, when ``s`` is a scalar that is no constant and the op is its fusion's whole
-    loop; None: not that loop. LLVM unrolls the short rows and vectorises across them, a compare and blend;
-    the rows its vector loops leave to a scalar remainder, and every row when N < 16, run ``vmaxss``, which
-    under DAZ returns ±0. Which rows, by N (TF 2.21, N of 1-70; f32 W of 2-8, f64 W of 2, 3, 5, 8): a multiple
-    of 4 (f64: also all of N = 8 or 12, and 18 of N = 18, 19 for W ≥ 7), f32 a multiple of 8 from the N of ``_F32_BY_8_FROM`` on.
-    Swapped (``max(broadcast(s), x)``), with a constant, or after a reverse or transpose, TF's flushes every
-    row (the short-row flush of ``_masked_loop``)."""
+def _scalar_arg_minmax_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
+    """(rows, columns): the leading rows of an f32/f64 ``max``/``min(x, broadcast(s))`` over [N, 2..8], and the
+    leading columns in them, that TF's XLA returns with a ±denormal's bits kept, when ``s`` is a scalar (on
+    AVX-512: no constant) and the op is its fusion's whole loop; None: not that loop. LLVM unrolls the short rows and
+    vectorises across them (interleave groups of the row's columns): a group's compare and blend keeps the
+    bits, a group that becomes a vector ``vmaxps`` and the rows its vector loop leaves to a scalar remainder
+    (``vmaxss``) return ±0 under DAZ. Which rows and columns depends on the target's ISA
+    (``_avx2_scalar_arg_kept``, ``_avx512_scalar_arg_kept_rows``). Swapped (``max(broadcast(s), x)``), with a
+    constant (AVX-512), or after a reverse (AVX-512) or transpose, TF's flushes every row (the short-row flush
+    of ``_masked_loop``)."""
     dims = instr.shape.dimensions
     if len(dims) != 2 or not 2 <= dims[1] <= 8 or instr.shape.minor_to_major != (1, 0) \
             or em.comp is None or not em.comp.is_fusion_computation or em.comp.root is not instr:
         return None
-    if lhs.opcode is not O.PARAMETER or rhs.opcode is not O.BROADCAST or rhs.operands[0].shape.dimensions \
-            or rhs.operands[0].opcode is O.CONSTANT:
+    if rhs.opcode is not O.BROADCAST or rhs.operands[0].shape.dimensions:
         return None
-    n, w = dims
-    if instr.shape.element_type is T.F64:
+    et = instr.shape.element_type
+    constant = rhs.operands[0].opcode is O.CONSTANT
+    if host_target(em.kctx.options) == AVX2:
+        rows_reversed = lhs.opcode is O.REVERSE and tuple(lhs.dimensions) == (0,) \
+            and lhs.operands[0].opcode is O.PARAMETER and not constant
+        if lhs.opcode is O.PARAMETER or rows_reversed:
+            return _avx2_scalar_arg_kept(et, *dims, rows_reversed, constant)
+        return None
+    if lhs.opcode is not O.PARAMETER or constant:
+        return None
+    return _avx512_scalar_arg_kept_rows(et, *dims), dims[1]
+
+
+def _avx512_scalar_arg_kept_rows(et: T, n: int, w: int) -> int:
+    """The kept rows of ``_scalar_arg_minmax_kept`` on an AVX-512 target (every column of them), by N (TF 2.21,
+    N of 1-70; f32 W of 2-8, f64 W of 2, 3, 5, 8): a multiple of 4 (f64: also all of N = 8 or 12, and 18 of
+    N = 18, 19 for W ≥ 7), f32 a multiple of 8 from the N of ``_F32_BY_8_FROM`` on; none for N < 16."""
+    if et is T.F64:
         if w >= 7 and n in (18, 19):
             return 18   # measured so (W of 7, 8)
         return n if n in (8, 12) else 0 if n < 16 else n - n % 4
@@ -641,9 +674,50 @@ def _scalar_arg_minmax_kept_rows(em, instr, lhs, rhs) -> int | None:
     return n - n % (8 if n >= _F32_BY_8_FROM.get(w, n + 1) else 4)
 
 
-# Row length → the N from which TF's f32 loop above leaves rows in multiples of 8 (below: of 4; rows of 7 and 8
-# in multiples of 4 up to N = 70 at least).
+# Row length → the N from which TF's f32 loop above leaves rows in multiples of 8 on AVX-512 (below: of 4;
+# rows of 7 and 8 in multiples of 4 up to N = 70 at least).
 _F32_BY_8_FROM = {2: 32, 3: 40, 4: 48, 5: 32, 6: 32}
+
+
+def _avx2_scalar_arg_kept(et: T, n: int, w: int, rows_reversed: bool = False,
+                          constant: bool = False) -> tuple[int, int]:
+    """The kept (rows, columns) of ``_scalar_arg_minmax_kept`` on an AVX2 target (TF 2.21 on Zen 3: N of 1-70,
+    W of 1-17, f32 and f64, max and min alike, of ``x`` and of ``reverse(x, [0])``). LLVM's vector loop runs
+    rows by VF lanes: f64 by 4 (all of N = 8 or 12; none of other N < 16); f32 by 4 for N = 4 (not for rows
+    of 2 or 4 columns unless reversed) and from N = 16 on by 8, or by 4 where 8 would leave 4-7 rows to the
+    scalar remainder and N is under the ``_AVX2_F32_BY_8_FROM`` of the row length. In those rows the leading
+    columns of ``_AVX2_KEPT_COLUMNS`` blend (the interleave groups that stay 256-bit selects after LLVM's
+    SLP vectoriser) and the rest are ``vmaxps``. A reversed [2, W] keeps the columns of f32's 4 lanes in
+    both rows. Other rows flush. With a ``constant`` scalar (relu: measured for N of 1-40) the same, except
+    that N = 4 runs by 4 lanes (f32: whatever W), f32 N = 8 by 8, and f32's 4 lanes keep rows of 4 only."""
+    if rows_reversed and n == 2:
+        return 2, _AVX2_KEPT_COLUMNS[T.F32, 4, False][w - 2]
+    if et is T.F64:
+        lanes = 4
+        rows = n if n in (8, 12) or constant and n == 4 else 0 if n < 16 else n - n % 4
+    elif constant and n == 8:
+        lanes, rows = 8, 8
+    elif n < 16:
+        lanes = 4
+        rows = 4 if n == 4 and (rows_reversed or constant or w not in (2, 4)) else 0
+    else:
+        lanes = 4 if n % 8 >= 4 and n < _AVX2_F32_BY_8_FROM[rows_reversed][w - 2] else 8
+        rows = n - n % lanes
+    if constant and et is T.F32 and lanes == 4:
+        return rows, w if w == 4 else 0
+    return rows, _AVX2_KEPT_COLUMNS[et, lanes, rows_reversed][w - 2]
+
+
+# Reversed rows? → by row length W = 2..8: the N from which TF's f32 loop above runs by 8 lanes on AVX2 (below:
+# by 4 where N % 8 >= 4).
+_AVX2_F32_BY_8_FROM = {False: (40, 40, 48, 32, 64, 40, 16), True: (16, 32, 48, 24, 48, 24, 16)}
+# (element type, lanes, reversed rows?) → by row length W = 2..8: the leading columns that keep a ±denormal.
+_AVX2_KEPT_COLUMNS = {
+    (T.F32, 4, False): (2, 2, 4, 4, 4, 6, 8), (T.F32, 8, False): (2, 3, 4, 4, 6, 6, 8),
+    (T.F64, 4, False): (2, 3, 4, 4, 6, 6, 8),
+    (T.F32, 4, True): (0, 2, 4, 4, 4, 6, 8), (T.F32, 8, True): (0, 0, 0, 4, 0, 6, 0),
+    (T.F64, 4, True): (0, 0, 0, 4, 0, 6, 8),
+}
 
 
 def _compare_of_negation(lhs, rhs) -> bool:
@@ -1675,6 +1749,31 @@ def _pool_last_step_kept(instr) -> int:
     return _POOL_KEPT_CHANNELS.get(c, 0)
 
 
+def _pool_one_position_kept_rows(instr) -> int:
+    """On an AVX2 target: how many leading output rows (H) of an f32/f64 max pool [N, H, 1, 1] with a window of
+    one in-bounds position (1 along H with a stride of 2 or more; 1 along W, or 2 with SAME padding (0, 1) over
+    W = 1) TF's XLA returns with a ±denormal's bits kept (0: none). LLVM unrolls the output rows and
+    vectorises across the N images (N of 2; f32 also N of 4 over 3 or more rows), a compare and blend in the interleave
+    groups of ``_POOL_KEPT_CHANNELS`` (by output rows) and an x86 max, which flushes under DAZ, elsewhere
+    (fuzz seed 195001490; measured against TF 2.21's XLA: N of 1-5, H of 2-20, H strides 2 and 3, SAME and
+    VALID)."""
+    et = instr.shape.element_type
+    window = instr.window.dimensions
+    dims = instr.operands[0].shape.dimensions
+    if len(instr.operands) != 2 or et not in (T.F32, T.F64) or len(dims) != 4 or \
+            simple_reducer(instr.to_apply) is not O.MAXIMUM or dims[2:] != (1, 1):
+        return 0
+    if any(d.window_dilation != 1 or d.base_dilation != 1 for d in window) or window[0].size != 1 or \
+            window[0].stride != 1 or window[3].size != 1 or window[3].stride != 1 or window[1].size != 1 or \
+            window[1].stride < 2 or window[1].padding_low or window[1].padding_high or window[2].padding_low or \
+            not (window[2].size == 1 and not window[2].padding_high or window[2].size == 2 and window[2].padding_high == 1):
+        return 0
+    n, rows = instr.shape.dimensions[:2]
+    if not (n == 2 or n == 4 and et is T.F32 and rows > 2):
+        return 0
+    return _POOL_KEPT_CHANNELS.get(rows, 0)
+
+
 @generates(O.REDUCE_WINDOW)
 def _reduce_window(em, instr):
     k = len(instr.operands) // 2
@@ -1694,8 +1793,9 @@ def _reduce_window(em, instr):
     lanes = _window_lanes(em, instr)
     if lanes is not None:
         return _window_lane_generator(em, instr, inputs[0], inits[0][0], lanes)
-    kept_channels = _pool_last_step_kept(instr) \
-        if flush and not em.scalar_body and host_target(em.kctx.options) == AVX2 else 0
+    avx2_pool = flush and not em.scalar_body and host_target(em.kctx.options) == AVX2
+    kept_channels = _pool_last_step_kept(instr) if avx2_pool else 0
+    kept_rows = _pool_one_position_kept_rows(instr) if avx2_pool else 0
 
     def g(index):
         od = index.get_dims(b)
@@ -1727,7 +1827,7 @@ def _reduce_window(em, instr):
                 idx.append(p)
             with if_then(em.kctx, valid):
                 fi = Index(idx, in_shape)
-                if blend_step:   # the peeled step of _pool_last_step_kept: a compare and a blend
+                if blend_step or kept_rows:   # a compare and a blend (the peeled step of _pool_last_step_kept)
                     new = em.ops.minmax_keeping_bits(O.MAXIMUM, et, acc.get()[0], inputs[0](fi))
                 else:
                     new = em.call(comp, acc.get() + [x(fi) for x in inputs])
@@ -1748,6 +1848,9 @@ def _reduce_window(em, instr):
         res = acc.get()
         if flush and kept_channels:
             kept = b.icmp_signed("<", od[3], t.i64(kept_channels))
+            res = [b.select(kept, res[0], em.ops.flush_denormal(et, res[0]))]
+        elif flush and kept_rows:
+            kept = b.icmp_signed("<", od[1], t.i64(kept_rows))
             res = [b.select(kept, res[0], em.ops.flush_denormal(et, res[0]))]
         elif flush:
             res = [em.ops.flush_denormal(et, res[0])]

@@ -48,9 +48,10 @@ AVX2 = ("AVX2", 256)
 MEASURED_TARGETS = (AVX512, AVX2)
 # The targets its per-element form (a reduce to more than one element) was measured on.
 PER_ELEMENT_TARGETS = (AVX2,)
-# The other tables of LLVM's vectorisation choices (elemental.py's kept ±denormal rows of max/min,
-# reductions.py's bf16 max/min lanes) were measured on AVX512 only: on an AVX2 host (Zen 3, 2026-11-28) TF's
-# XLA keeps or flushes a max/min's ±denormals per element within a row for f32 rows of 3 and 5.
+# The other tables of LLVM's vectorisation choices: elemental.py's kept ±denormal rows of max/min with a scalar
+# argument have AVX-512 and AVX2 rows (``_avx2_scalar_arg_kept``: rows and leading columns); reductions.py's
+# bf16 max/min lanes were measured on AVX-512 only (on AVX2, 2 of test_bf16_minmax_reduce_lanes' 49 pool
+# layout shapes differ, e.g. a row of 36 keeps all 36).
 
 
 def host_target(options=None) -> tuple[str, int]:
