@@ -166,6 +166,18 @@ def test_importing_module_computes_what_it_computes_alone(engine):
     assert len(third.imports) == 2   # still provided: by the library the second one holds
 
 
+def test_engines_of_one_key_share_one_provider(engine):
+    """A kernel one engine provides is not provided again by another of the same key (the process's symbol table
+    is one: re-pointing the symbol would hand the first engine's importers code they do not hold)."""
+    first = engine.compile(_module("first"), ["tfxla_entry"], share=True)
+    other = JitEngine()
+    second = other.compile(_module("second", k="other"), ["tfxla_entry"], share=True)
+    assert sorted(second.imports) == sorted(first.provides)
+    del first
+    gc.collect()
+    np.testing.assert_array_equal(_run(second)[0], np.arange(16) + 1)
+
+
 def test_provider_freed_when_nobody_imports(engine):
     first = engine.compile(_module("first"), ["tfxla_entry"], share=True)
     provides = first.provides
@@ -182,15 +194,18 @@ def test_object_code_needing_a_provider(engine, tmp_path, caplog):
     cache = PersistentCache(tmp_path)
     cache.store("aa", "d1", provider, "first")
     cache.store("bb", "d2", importer, "second")
-    fresh = JitEngine()   # another process, as far as shared kernels go
+    obj, imports = importer.object_code, importer.imports
+    del provider, importer
+    gc.collect()   # nothing in the process defines the kernels now: as in a new process
+    fresh = JitEngine()
     with pytest.raises(MissingSharedKernels):
-        fresh.load_object(importer.object_code, ["tfxla_entry"], imports=importer.imports)
+        fresh.load_object(obj, ["tfxla_entry"], imports=imports)
     with caplog.at_level(logging.INFO, logger="tfxla_cluster"):
         assert cache.load("bb", "d2", fresh, "second") is None
     assert not any("corrupt" in r.getMessage() for r in caplog.records)   # a miss, not a corrupt entry
     loaded_provider = cache.load("aa", "d1", fresh, "first")
     loaded = cache.load("bb", "d2", fresh, "second")
-    assert loaded is not None and loaded.imports == importer.imports
+    assert loaded is not None and loaded.imports == imports
     np.testing.assert_array_equal(_run(loaded)[0], np.arange(16) + 1)
     del loaded_provider
     gc.collect()

@@ -80,6 +80,20 @@ LITE_PIPELINE_IR_SIZE = 64 * 1024
 # Names the pass-pipeline policy in ``JitEngine.key``: code cached under another policy is not reused.
 PIPELINE_VERSION = "pipe8"
 
+# Shared kernels (``kernel_share.py``): symbol → the library that defines it and registered its address in the
+# process's symbol table, while that library lives. One table for the process, as the symbol table is: engines
+# of the same key (a test's own, the process's) name a kernel alike, and one must not re-point a symbol that a
+# live provider of another engine registered.
+_PROVIDERS: dict[str, weakref.ref] = {}
+_PROVIDERS_LOCK = threading.RLock()
+
+
+def _provider(symbol: str) -> "CodeLibrary | None":
+    """The live library that registered ``symbol`` (a shared kernel), if any. With ``_PROVIDERS_LOCK`` held."""
+    ref = _PROVIDERS.get(symbol)
+    return ref() if ref is not None else None
+
+
 class MissingSharedKernels(RuntimeError):
     """Object code calls a shared kernel that no live library of this process defines (a persistent cache
     entry whose providers were not loaded first): the caller compiles the module instead."""
@@ -183,9 +197,6 @@ class JitEngine:
         # IR digest and exports → the library compiled from it, while some user keeps it alive.
         self._by_ir: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._compiling: dict[tuple, threading.Event] = {}   # keys of ``_by_ir`` compiling on some thread
-        # Shared kernels (``kernel_share.py``): symbol → the library that defines it and registered its address
-        # in the process's symbol table, while that library lives.
-        self._providers: dict[str, weakref.ref] = {}
         self.share_kernels = _share_kernels()
         self.shared_imports = 0   # kernels declared instead of compiled, over every compile
 
@@ -325,8 +336,8 @@ class JitEngine:
             t0 = time.perf_counter()
             # (the pipeline goes into the key too: a unit runs the code its own module would have compiled)
             units = kernel_share.units_of(ir_text, f"{self.key}|{self.pipeline(len(ir_text))}")
-            with self._lock:   # (the providers are held from here on: their symbols stay theirs)
-                found = {u.symbol: lib for u in units if (lib := self._provider(u.symbol)) is not None}
+            with _PROVIDERS_LOCK:   # (the providers are held from here on: their symbols stay theirs)
+                found = {u.symbol: lib for u in units if (lib := _provider(u.symbol)) is not None}
                 providers = tuple({id(lib): lib for lib in found.values()}.values())
                 shared = kernel_share.rewrite(ir_text, units, set(found))
                 self.shared_imports += len(shared.imports)
@@ -431,10 +442,10 @@ class JitEngine:
         """Load object code produced by ``compile`` with an engine of the same ``key``; ``imports`` and
         ``provides``: its library's shared kernels (``CodeLibrary.imports``/``provides``). Raises
         :class:`MissingSharedKernels` when a kernel it imports has no live provider in this process."""
-        with self._lock:
+        with self._lock, _PROVIDERS_LOCK:
             providers = []
             for sym in imports:
-                lib = self._provider(sym)
+                lib = _provider(sym)
                 if lib is None:
                     raise MissingSharedKernels(f"{name} calls the shared kernel {sym}, which no loaded code defines")
                 if lib not in providers:
@@ -443,11 +454,6 @@ class JitEngine:
                              tuple(providers))
         compile_profile.record("load", lib.stats.load)
         return lib
-
-    def _provider(self, symbol: str) -> "CodeLibrary | None":
-        """The live library that registered ``symbol`` (a shared kernel), if any. With the lock held."""
-        ref = self._providers.get(symbol)
-        return ref() if ref is not None else None
 
     def _load(self, obj: bytes, exports: tuple[str, ...], name: str, optimized: str | None,
               stats: CompileStats, imports: tuple[str, ...] = (), provides: tuple[str, ...] = (),
@@ -471,11 +477,12 @@ class JitEngine:
         stats.load = time.perf_counter() - t0
         lib = CodeLibrary(name, obj, optimized, exports, stats, ee, addresses, imports=imports, provides=provides,
                           _providers=providers)
-        for sym in provides:
-            # A symbol whose provider is alive keeps it: its importers hold that library, not this one.
-            if self._provider(sym) is None:
-                add_symbol(sym, addresses[sym])
-                self._providers[sym] = weakref.ref(lib)
+        with _PROVIDERS_LOCK:
+            for sym in provides:
+                # A symbol whose provider is alive keeps it: its importers hold that library, not this one.
+                if _provider(sym) is None:
+                    add_symbol(sym, addresses[sym])
+                    _PROVIDERS[sym] = weakref.ref(lib)
         return lib
 
     def assembly(self, ir_text: str) -> str:
