@@ -1,6 +1,8 @@
 """Native code generation for optimised HLO modules with llvmlite (XLA:CPU's legacy backend, in Python).
 
     engine.py      JitEngine: host target machine, LLVM new pass manager, object code, loaded libraries
+    split.py       one module's IR → parts compiled on several threads;  kernel_share.py  kernels compiled
+                   once per process and called from later modules
     context.py     CodegenOptions (part of every cache key) and the module/kernel emission contexts
     irtypes.py     element types ↔ LLVM types;  scalar_ops.py  value-level HLO semantics
     loops.py       loops, indices, buffer access (bounds-checked in debug mode)
