@@ -37,6 +37,13 @@ def _tf_chain(x, y, chain=CHAIN):
     return v.numpy()
 
 
+@pytest.fixture(autouse=True)
+def no_shared_kernels(monkeypatch):
+    """Splitting is about a module's own kernels: with kernels shared across the process (kernel_share.py), one
+    compiled by an earlier test would be imported and leave nothing to split."""
+    monkeypatch.setenv("TFXLA_SHARE_KERNELS", "0")
+
+
 @pytest.fixture(scope="module")
 def inputs():
     rng = np.random.default_rng(7)
