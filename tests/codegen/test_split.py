@@ -37,13 +37,6 @@ def _tf_chain(x, y, chain=CHAIN):
     return v.numpy()
 
 
-@pytest.fixture(autouse=True)
-def no_shared_kernels(monkeypatch):
-    """Splitting is about a module's own kernels: with kernels shared across the process (kernel_share.py), one
-    compiled by an earlier test would be imported and leave nothing to split."""
-    monkeypatch.setenv("TFXLA_SHARE_KERNELS", "0")
-
-
 @pytest.fixture(scope="module")
 def inputs():
     rng = np.random.default_rng(7)
@@ -56,7 +49,12 @@ def small_parts(monkeypatch):
 
 
 def _compile(options: CodegenOptions, chain=CHAIN):
-    return compile_module(_module(chain), options, JitEngine(options.opt_level, target=options.cpu_target))
+    eng = JitEngine(options.opt_level, target=options.cpu_target)
+    # Splitting is about a module's own kernels: shared across the process (kernel_share.py), the kernels of a
+    # module compiled just before would be imported and leave nothing to split. (Not through the environment:
+    # the process's engine, made on first use, reads it once.)
+    eng.share_kernels = False
+    return compile_module(_module(chain), options, eng)
 
 
 @pytest.mark.parametrize("pool", [False, True], ids=["direct-calls", "pool-kernels"])
