@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tfxla_cluster.codegen import split
 
@@ -61,7 +61,6 @@ class Shared:
     text: str
     imports: tuple[str, ...] = ()
     provides: tuple[str, ...] = ()
-    units: list[Unit] = field(default_factory=list)
 
 
 def units_of(ir_text: str, salt: str) -> list[Unit]:
@@ -148,8 +147,7 @@ def rewrite(ir_text: str, units: list[Unit], available: set[str]) -> Shared:
             extra.append(f'declare void @"{unit.symbol}"{params}')
         elif unit.span is not None:
             lo, hi = unit.span
-            extra += [f'define void @"{unit.symbol}"(ptr noalias %"table") {_THUNK_ATTRIBUTES}', "{", "entry:",
-                      f'  call void @"{unit.kernel}"(ptr %"table", i64 {lo}, i64 {hi})', "  ret void", "}"]
+            extra += split.range_thunk(unit.symbol, unit.kernel, lo, hi, _THUNK_ATTRIBUTES)
         else:
             extra += [f'define void @"{unit.symbol}"(ptr noalias %"table", i64 %"lo", i64 %"hi") {_THUNK_ATTRIBUTES}', "{",
                       "entry:", f'  call void @"{unit.kernel}"(ptr %"table", i64 %"lo", i64 %"hi")', "  ret void",
@@ -159,7 +157,7 @@ def rewrite(ir_text: str, units: list[Unit], available: set[str]) -> Shared:
     text = "\n".join(out[:at] + extra + out[at:])
     imports = tuple(u.symbol for u in units if u.kernel in imported)
     provides = tuple(u.symbol for u in units if u.kernel not in imported)
-    return Shared(text, imports, provides, units)
+    return Shared(text, imports, provides)
 
 
 def _redirect(line: str, by_kernel: dict[str, Unit], imported: set[str]) -> str:

@@ -145,7 +145,7 @@ def split_module(ir_text: str, parts: int) -> list[str]:
         for kernel, ranges in sorted(thunks.items()):
             for lo, hi in sorted(ranges):
                 if part_of[kernel] == k:
-                    body.extend(_thunk(kernel, lo, hi))
+                    body.extend(range_thunk(_thunk_name(kernel, lo, hi), kernel, lo, hi))
                 elif any(part_of[c.name] == k for c in calls_elsewhere[kernel]):
                     decls.append(f'declare void @"{_thunk_name(kernel, lo, hi)}"(ptr)')
         needed = {r for f in fns.values() if part_of[f.name] == k for r in f.refs if part_of[r] != k}
@@ -252,8 +252,10 @@ def _thunk_name(kernel: str, lo: str, hi: str) -> str:
     return f"{kernel}.r{lo}_{hi}"
 
 
-def _thunk(kernel: str, lo: str, hi: str) -> list[str]:
-    return [f'define void @"{_thunk_name(kernel, lo, hi)}"(ptr noalias %"table") nounwind', "{",
+def range_thunk(name: str, kernel: str, lo: str, hi: str, attributes: str = "nounwind") -> list[str]:
+    """``void name(ptr table)``: one call of ``kernel`` on the constant range [lo, hi) (LLVM still specialises
+    the internal kernel on it); split.py's thunks to kernels in other parts, kernel_share.py's exports."""
+    return [f'define void @"{name}"(ptr noalias %"table") {attributes}', "{",
             "entry:", f'  call void @"{kernel}"(ptr %"table", i64 {lo}, i64 {hi})', "  ret void", "}"]
 
 
