@@ -4,6 +4,7 @@ persistent-cache entries say what they import (a process without the provider re
 import ctypes
 import gc
 import logging
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -186,6 +187,22 @@ def test_provider_freed_when_nobody_imports(engine):
     again = engine.compile(_module("again", k="y"), ["tfxla_entry"], share=True)
     assert again.imports == () and again.provides == provides   # defines them again, registers its own
     np.testing.assert_array_equal(_run(again)[0], np.arange(16) + 1)
+
+
+def test_freed_providers_leave_no_entries(engine, monkeypatch):
+    """The process's provider table drops the entries of freed libraries once it has grown (no leak per symbol)."""
+    from tfxla_cluster.codegen import engine as engine_mod
+
+    class _Gone:
+        pass
+    table = dict(engine_mod._PROVIDERS)
+    for i in range(80):    # dead entries, as freed providers leave them
+        table[f"tfxla_k.dead{i}"] = weakref.ref(_Gone())
+    monkeypatch.setattr(engine_mod, "_PROVIDERS", table)
+    monkeypatch.setattr(engine_mod, "_PROVIDERS_PRUNE_AT", [64])
+    lib = engine.compile(_module("prune", k="z", c="3.0"), ["tfxla_entry"], share=True)
+    assert not any(k.startswith("tfxla_k.dead") for k in table)
+    assert lib.provides and all(engine_mod._provider(sym) is lib for sym in lib.provides)
 
 
 def test_object_code_needing_a_provider(engine, tmp_path, caplog):

@@ -86,6 +86,7 @@ PIPELINE_VERSION = "pipe8"
 # live provider of another engine registered.
 _PROVIDERS: dict[str, weakref.ref] = {}
 _PROVIDERS_LOCK = threading.RLock()
+_PROVIDERS_PRUNE_AT = [64]   # the table's size at which dead entries are next dropped (amortised O(1) per symbol)
 
 
 def _provider(symbol: str) -> "CodeLibrary | None":
@@ -478,6 +479,11 @@ class JitEngine:
         lib = CodeLibrary(name, obj, optimized, exports, stats, ee, addresses, imports=imports, provides=provides,
                           _providers=providers)
         with _PROVIDERS_LOCK:
+            if len(_PROVIDERS) >= _PROVIDERS_PRUNE_AT[0]:
+                # Freed providers leave dead references: drop them, then let the table double before looking again.
+                for sym in [s for s, r in _PROVIDERS.items() if r() is None]:
+                    del _PROVIDERS[sym]
+                _PROVIDERS_PRUNE_AT[0] = max(64, 2 * len(_PROVIDERS))
             for sym in provides:
                 # A symbol whose provider is alive keeps it: its importers hold that library, not this one.
                 if _provider(sym) is None:
