@@ -153,24 +153,28 @@ class FusedEmitter:
         users = self.users().get(instr, ())
         return len(users) > 1 and any(u.opcode not in ops.ELEMENTWISE for u in users)
 
-    def _xla_order(self, root) -> list:
+    def _xla_order(self, root, whole: bool = False) -> list:
         """XLA's SubgraphConverter::EmitElementwiseInstruction order below elementwise ``root``: breadth
         first from the root, each elementwise instruction's operands pushed last to first (others are
         leaves), emitted in reverse. It decides which loads come first, and so how LLVM's Reassociate
-        ranks (and orders) the operands of an fadd of two fmuls: the first one is contracted into an FMA."""
-        order = self._orders.get(id(root))
+        ranks (and orders) the operands of an fadd of two fmuls: the first one is contracted into an FMA.
+        ``whole``: a complex(real(p), imag(p)) of the parts lowering is taken for ``p`` (:func:`_whole`),
+        as XLA's HLO has it."""
+        order = self._orders.get((id(root), whole))
         if order is None:
-            order, seen, i = [root], {id(root)}, 0
+            pick = _whole if whole else (lambda x: x)
+            top = pick(root)
+            order, seen, i = [top], {id(top)}, 0
             while i < len(order):
                 x = order[i]
                 i += 1
                 if x.opcode not in ops.ELEMENTWISE:
                     continue
-                for op in reversed(x.operands):
+                for op in map(pick, reversed(x.operands)):
                     if id(op) not in seen and not self._separate(op):
                         seen.add(id(op))
                         order.append(op)
-            self._orders[id(root)] = order
+            self._orders[(id(root), whole)] = order
         return order
 
     def _emit_in_xla_order(self, root, index: Index) -> None:
@@ -545,7 +549,11 @@ def _binary(em, instr):
     if op is O.MULTIPLY and et.is_complex:
         rhs_first = _load_order(em, instr.shape, rhs, instr) < _load_order(em, instr.shape, lhs, instr)
         seen = tuple(_constant_seen(em, o, instr) for o in (lhs, rhs))
-        return lambda index: complex_ops.multiply(em.ops, et, x(index), y(index), rhs_first, seen)
+        q_first = rhs_first
+        if em._loop_order and not legacy:
+            (ar, ai), (br, bi) = _part_ranks(em, instr)
+            q_first = max(ar, bi) < max(ai, br)   # rank(ar·bi) < rank(ai·br): Reassociate puts it first
+        return lambda index: complex_ops.multiply(em.ops, et, x(index), y(index), rhs_first, seen, q_first)
     if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and _compare_of_negation(lhs, rhs):
         return lambda index: em.ops.minmax_keeping_bits(op, et, x(index), y(index))
     if op in (O.MAXIMUM, O.MINIMUM) and et in (T.F32, T.F64) and not em.scalar_body \
@@ -769,6 +777,84 @@ def _constant_seen(em, operand, user) -> bool:
             for i in comp.instructions)
 
 
+def _whole(x):
+    """``p`` for a complex(real(p), imag(p)) of the parts lowering (it stands for ``p``), else ``x``."""
+    re, im = x.operands if x.opcode is O.COMPLEX else (None, None)
+    if re is not None and re.opcode is O.REAL and im.opcode is O.IMAG and re.operands[0] is im.operands[0]:
+        return re.operands[0]
+    return x
+
+
+def _loop_depth(shape: Shape, operand) -> int:
+    """How deep in TF's XLA loop nest over ``shape`` (a loop per dimension, major to minor) ``operand``'s value
+    is, as its MLIR loop emitter leaves it: a broadcast operand that varies only with outer dimensions is
+    hoisted out of the inner loops."""
+    if operand.opcode is O.BROADCAST:
+        src = operand.operands[0].shape.dimensions
+        varying = {d for i, d in enumerate(operand.dimensions) if src[i] > 1}
+    else:
+        varying = {d for d, n in enumerate(shape.dimensions) if n > 1}
+    order = major_to_minor(shape)
+    return max((order.index(d) + 1 for d in varying), default=0)
+
+
+def _part_ranks(em, instr) -> tuple[tuple[int, int], ...]:
+    """LLVM Reassociate's ranks of the (real, imaginary) parts of ``instr``'s operands in TF's XLA kernel of a
+    loop fusion (it canonicalises every commutative op, fast-math or not: the lower-ranked operand first).
+    Each load ranks on its own, in emission order (:meth:`FusedEmitter._xla_order`; a separate subgraph
+    where its first user needs it) within its loop's block, an outer loop's block below an inner one
+    (``BBRank << 16``; :func:`_loop_depth`); a complex load is split into its real then imaginary part's. A
+    constant LLVM sees ranks 0; a computed part one above its highest operand, an fneg as its operand.
+    Measured on TF 2.21's dumps of ``y * (x + z)`` (x, z, y loaded in that order)."""
+    shape = instr.shape
+    order = em._xla_order(em.comp.root, whole=True)
+    if not any(x is instr for x in order):
+        order = em._xla_order(instr, whole=True)
+    ranks: dict[int, tuple[int, int]] = {}
+    loads = 0
+
+    def load(x) -> tuple[int, int]:
+        nonlocal loads
+        if x.opcode in (O.CONSTANT, O.BROADCAST) and _constant_seen(em, x, instr):
+            return 0, 0
+        base = _loop_depth(shape, x) << 16
+        n = 2 if x.shape.element_type.is_complex else 1
+        loads += n
+        return base + loads - n + 1, base + loads
+
+    def computed(x) -> tuple[int, int]:
+        p = [ranks[id(o)] for o in x.operands]
+        op, cplx = x.opcode, x.shape.element_type.is_complex
+        if op in (O.NEGATE, O.COPY):
+            return p[0]
+        if op in (O.REAL, O.IMAG):
+            k = 0 if op is O.REAL else 1
+            return (p[0][k],) * 2 if x.operands[0].shape.element_type.is_complex or k == 0 else (0, 0)
+        if op is O.COMPLEX:
+            return p[0][0], p[1][0]
+        if cplx and op in (O.ADD, O.SUBTRACT):
+            return 1 + max(p[0][0], p[1][0]), 1 + max(p[0][1], p[1][1])
+        top = max(r for q in p for r in q) + (2 if cplx and op is O.MULTIPLY else 1)   # products, then their sum
+        return top, top
+
+    def visit(x) -> None:
+        if id(x) in ranks:
+            return
+        if _whole(x) is not x:
+            visit(_whole(x))
+            ranks[id(x)] = ranks[id(_whole(x))]
+        elif x.opcode in ops.ELEMENTWISE:
+            for o in x.operands:
+                visit(o)
+            ranks[id(x)] = computed(x)
+        else:
+            ranks[id(x)] = load(x)
+
+    for x in reversed(order):
+        visit(x)
+    return tuple(ranks[id(o)] for o in instr.operands)
+
+
 def _load_order(em, shape: Shape, operand, user) -> tuple[int, bool]:
     """Where TF's XLA loads an elementwise operand of ``shape`` relative to the other (the lower first): how
     deep in its loop nest over ``shape`` (a loop per dimension, major to minor) the value is, as its MLIR loop
@@ -777,17 +863,10 @@ def _load_order(em, shape: Shape, operand, user) -> tuple[int, bool]:
     (``FusedEmitter._separate``: ``z`` of ``z * reverse(z)``) or a value another op of the fusion also reads
     (``z`` of ``z * w + z``, reached from the add first). A complex(real(p), imag(p)) of the parts lowering
     stands for ``p``."""
-    if operand.opcode is O.BROADCAST:
-        src = operand.operands[0].shape.dimensions
-        varying = {d for i, d in enumerate(operand.dimensions) if src[i] > 1}
-    else:
-        varying = {d for d, n in enumerate(shape.dimensions) if n > 1}
-    order = major_to_minor(shape)
-    depth = max((order.index(d) + 1 for d in varying), default=0)
+    depth = _loop_depth(shape, operand)
     same = [operand]
-    re, im = operand.operands if operand.opcode is O.COMPLEX else (None, None)
-    if re is not None and re.opcode is O.REAL and im.opcode is O.IMAG and re.operands[0] is im.operands[0]:
-        same += [re, im, re.operands[0]]
+    if _whole(operand) is not operand:
+        same += [*operand.operands, _whole(operand)]
     if em.comp is None:
         return depth, False
     skip = {id(x) for x in same} | {id(user)}
