@@ -153,28 +153,24 @@ class FusedEmitter:
         users = self.users().get(instr, ())
         return len(users) > 1 and any(u.opcode not in ops.ELEMENTWISE for u in users)
 
-    def _xla_order(self, root, whole: bool = False) -> list:
+    def _xla_order(self, root) -> list:
         """XLA's SubgraphConverter::EmitElementwiseInstruction order below elementwise ``root``: breadth
         first from the root, each elementwise instruction's operands pushed last to first (others are
         leaves), emitted in reverse. It decides which loads come first, and so how LLVM's Reassociate
-        ranks (and orders) the operands of an fadd of two fmuls: the first one is contracted into an FMA.
-        ``whole``: a complex(real(p), imag(p)) of the parts lowering is taken for ``p`` (:func:`_whole`),
-        as XLA's HLO has it."""
-        order = self._orders.get((id(root), whole))
+        ranks (and orders) the operands of an fadd of two fmuls: the first one is contracted into an FMA."""
+        order = self._orders.get(id(root))
         if order is None:
-            pick = _whole if whole else (lambda x: x)
-            top = pick(root)
-            order, seen, i = [top], {id(top)}, 0
+            order, seen, i = [root], {id(root)}, 0
             while i < len(order):
                 x = order[i]
                 i += 1
                 if x.opcode not in ops.ELEMENTWISE:
                     continue
-                for op in map(pick, reversed(x.operands)):
+                for op in reversed(x.operands):
                     if id(op) not in seen and not self._separate(op):
                         seen.add(id(op))
                         order.append(op)
-            self._orders[(id(root), whole)] = order
+            self._orders[id(root)] = order
         return order
 
     def _emit_in_xla_order(self, root, index: Index) -> None:
@@ -777,14 +773,6 @@ def _constant_seen(em, operand, user) -> bool:
             for i in comp.instructions)
 
 
-def _whole(x):
-    """``p`` for a complex(real(p), imag(p)) of the parts lowering (it stands for ``p``), else ``x``."""
-    re, im = x.operands if x.opcode is O.COMPLEX else (None, None)
-    if re is not None and re.opcode is O.REAL and im.opcode is O.IMAG and re.operands[0] is im.operands[0]:
-        return re.operands[0]
-    return x
-
-
 def _loop_depth(shape: Shape, operand) -> int:
     """How deep in TF's XLA loop nest over ``shape`` (a loop per dimension, major to minor) ``operand``'s value
     is, as its MLIR loop emitter leaves it: a broadcast operand that varies only with outer dimensions is
@@ -798,29 +786,72 @@ def _loop_depth(shape: Shape, operand) -> int:
     return max((order.index(d) + 1 for d in varying), default=0)
 
 
+def _part_leaf(x) -> tuple[object, int | None]:
+    """(identity, part) of a leaf (a non-elementwise instruction): a broadcast/bitcast/reshape chain down to
+    ``real(q)`` or ``imag(q)`` of a complex ``q`` is one complex load in TF's XLA (it moves whole complex
+    values; ours moves parts: tf2hlo.complex_ops), its part 0 or 1; another leaf is itself (part None)."""
+    chain, y = [], x
+    while y.opcode in (O.BROADCAST, O.BITCAST, O.RESHAPE):
+        chain.append((y.opcode, tuple(y.shape.dimensions), tuple(getattr(y, "dimensions", None) or ())))
+        y = y.operands[0]
+    if chain and y.opcode in (O.REAL, O.IMAG) and y.operands[0].shape.element_type.is_complex:
+        return (tuple(chain), id(y.operands[0])), int(y.opcode is O.IMAG)
+    return id(x), None
+
+
 def _part_ranks(em, instr) -> tuple[tuple[int, int], ...]:
     """LLVM Reassociate's ranks of the (real, imaginary) parts of ``instr``'s operands in TF's XLA kernel of a
     loop fusion (it canonicalises every commutative op, fast-math or not: the lower-ranked operand first).
-    Each load ranks on its own, in emission order (:meth:`FusedEmitter._xla_order`; a separate subgraph
-    where its first user needs it) within its loop's block, an outer loop's block below an inner one
-    (``BBRank << 16``; :func:`_loop_depth`); a complex load is split into its real then imaginary part's. A
-    constant LLVM sees ranks 0; a computed part one above its highest operand, an fneg as its operand.
-    Measured on TF 2.21's dumps of ``y * (x + z)`` (x, z, y loaded in that order)."""
+    Each load ranks on its own, in XLA's emission order within its loop's block, an outer loop's block
+    below an inner one (``BBRank << 16``; :func:`_loop_depth`); a complex load is split into its real then
+    imaginary part's. A constant LLVM sees ranks 0; a computed part one above its highest operand, an fneg
+    as its operand. The order is :meth:`FusedEmitter._xla_order`'s on XLA's HLO, which moves complex values
+    whole where ours has their parts: complex/real/imag add no level (their operands are pushed in their
+    place) and a leaf's two parts are one load (:func:`_part_leaf`). Measured on TF 2.21's dumps of
+    ``y * (x + z)`` (x, z, y loaded in that order) and ``x * y``."""
     shape = instr.shape
-    order = em._xla_order(em.comp.root, whole=True)
+    plumbing = (O.COMPLEX, O.REAL, O.IMAG)
+
+    def order_from(root) -> list:
+        order, seen, i = [], set(), 0
+
+        def push(x) -> None:
+            if x.opcode in plumbing and (x.opcode is O.COMPLEX or x.operands[0].shape.element_type.is_complex):
+                for o in reversed(x.operands):
+                    push(o)
+                return
+            key = _part_leaf(x)[0] if x.opcode not in ops.ELEMENTWISE else id(x)
+            if key not in seen and (x is root or not em._separate(x)):
+                seen.add(key)
+                order.append(x)
+        push(root)
+        while i < len(order):
+            x = order[i]
+            i += 1
+            if x.opcode in ops.ELEMENTWISE:
+                for op in reversed(x.operands):
+                    push(op)
+        return order
+
+    order = order_from(em.comp.root)
     if not any(x is instr for x in order):
-        order = em._xla_order(instr, whole=True)
+        order = order_from(instr)
     ranks: dict[int, tuple[int, int]] = {}
+    loaded: dict[object, tuple[int, int]] = {}
     loads = 0
 
     def load(x) -> tuple[int, int]:
         nonlocal loads
         if x.opcode in (O.CONSTANT, O.BROADCAST) and _constant_seen(em, x, instr):
             return 0, 0
-        base = _loop_depth(shape, x) << 16
-        n = 2 if x.shape.element_type.is_complex else 1
-        loads += n
-        return base + loads - n + 1, base + loads
+        key, part = _part_leaf(x)
+        if key not in loaded:
+            base = _loop_depth(shape, x) << 16
+            n = 2 if part is not None or x.shape.element_type.is_complex else 1
+            loads += n
+            loaded[key] = (base + loads - n + 1, base + loads)
+        r = loaded[key]
+        return r if part is None else (r[part],) * 2
 
     def computed(x) -> tuple[int, int]:
         p = [ranks[id(o)] for o in x.operands]
@@ -840,10 +871,7 @@ def _part_ranks(em, instr) -> tuple[tuple[int, int], ...]:
     def visit(x) -> None:
         if id(x) in ranks:
             return
-        if _whole(x) is not x:
-            visit(_whole(x))
-            ranks[id(x)] = ranks[id(_whole(x))]
-        elif x.opcode in ops.ELEMENTWISE:
+        if x.opcode in ops.ELEMENTWISE:
             for o in x.operands:
                 visit(o)
             ranks[id(x)] = computed(x)
@@ -852,6 +880,8 @@ def _part_ranks(em, instr) -> tuple[tuple[int, int], ...]:
 
     for x in reversed(order):
         visit(x)
+    for o in instr.operands:
+        visit(o)
     return tuple(ranks[id(o)] for o in instr.operands)
 
 
@@ -865,8 +895,9 @@ def _load_order(em, shape: Shape, operand, user) -> tuple[int, bool]:
     stands for ``p``."""
     depth = _loop_depth(shape, operand)
     same = [operand]
-    if _whole(operand) is not operand:
-        same += [*operand.operands, _whole(operand)]
+    re, im = operand.operands if operand.opcode is O.COMPLEX else (None, None)
+    if re is not None and re.opcode is O.REAL and im.opcode is O.IMAG and re.operands[0] is im.operands[0]:
+        same += [re, im, re.operands[0]]
     if em.comp is None:
         return depth, False
     skip = {id(x) for x in same} | {id(user)}
