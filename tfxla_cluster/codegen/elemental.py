@@ -787,11 +787,11 @@ def _loop_depth(shape: Shape, operand) -> int:
 
 
 def _part_leaf(x) -> tuple[object, int | None]:
-    """(identity, part) of a leaf (a non-elementwise instruction): a broadcast/bitcast/reshape chain down to
+    """(identity, part) of a leaf (a non-elementwise instruction): a chain of index moves down to
     ``real(q)`` or ``imag(q)`` of a complex ``q`` is one complex load in TF's XLA (it moves whole complex
     values; ours moves parts: tf2hlo.complex_ops), its part 0 or 1; another leaf is itself (part None)."""
     chain, y = [], x
-    while y.opcode in (O.BROADCAST, O.BITCAST, O.RESHAPE):
+    while y.opcode in (O.BROADCAST, O.BITCAST, O.RESHAPE, O.REVERSE, O.TRANSPOSE, O.SLICE):
         chain.append((y.opcode, tuple(y.shape.dimensions), tuple(getattr(y, "dimensions", None) or ())))
         y = y.operands[0]
     if chain and y.opcode in (O.REAL, O.IMAG) and y.operands[0].shape.element_type.is_complex:
@@ -817,6 +817,8 @@ def _part_ranks(em, instr) -> tuple[tuple[int, int], ...]:
 
         def push(x) -> None:
             if x.opcode in plumbing and (x.opcode is O.COMPLEX or x.operands[0].shape.element_type.is_complex):
+                if x.opcode is not O.COMPLEX and x is not root and em._separate(x):
+                    return   # a part another op reads at another index: the whole value is a subgraph of its own
                 for o in reversed(x.operands):
                     push(o)
                 return
