@@ -1,9 +1,10 @@
 """Complex multiply's FMA contractions and MLIR's complex add/sub folds against TF's XLA, bit for bit.
 
 Where both products of a part overflow, which one TF's XLA:CPU rounds inside an FMA decides +inf, -inf or
-NaN: the real part fuses ar·br; the imaginary part ai·br where x's parts are loaded first and ar·bi where y's
-are (a broadcast hoisted to an outer loop, a value the fusion also reads elsewhere), or where one product is
-negated (conj). The same on the vector body and the remainder of every loop length, c64 and c128. And
+NaN: the real part fuses ar·br; the imaginary part the product LLVM's Reassociate ranks first: ai·br, or ar·bi
+where its rank is strictly lower (loads rank in XLA's emission order, a broadcast hoisted to an outer loop
+below the inner loop's, a computed value one above its highest operand: y * (x + z) loads x, z, then y), or
+the other one where one product is negated (conj). The same on the vector body and the remainder of every loop length, c64 and c128. And
 (x - y) + y is x (MLIR folds complex.add(complex.sub(x, y), y)), so an infinite part stays infinite."""
 from __future__ import annotations
 
@@ -66,6 +67,33 @@ def test_product_in_fusions(dtype, case):
     }
     fn, *args = forms[case]
     _check(tf.autograph.experimental.do_not_convert(fn), *args)
+
+
+_RANKED_FORMS = {
+    "y*(x+z)": lambda y, x, z: y * (x + z), "(x+z)*y": lambda y, x, z: (x + z) * y,
+    "y*(z-x)": lambda y, x, z: y * (z - x), "y*(x*2+z)": lambda y, x, z: y * (x * 2 + z),
+    "x*y": lambda y, x, z: x * y, "(x+z)*(y+z)": lambda y, x, z: (x + z) * (y + z),
+    "(y+z)*(x-z)": lambda y, x, z: (y + z) * (x - z),
+}
+
+
+@pytest.mark.parametrize("dtype, form, y_shape, x_shape", [
+    (np.complex128, "y*(x+z)", (3, 7, 7), (3, 7, 1)),   # fuzz seed 204001484's shape
+    (np.complex64, "y*(x+z)", (3, 1, 7), (1, 1, 7)),
+    (np.complex128, "(x+z)*y", (1, 7, 7), (3, 1, 7)),
+    (np.complex64, "y*(z-x)", (3, 7, 7), (3, 7, 7)),
+    (np.complex128, "y*(x*2+z)", (3, 1, 7), (3, 7, 1)),
+    (np.complex64, "x*y", (3, 7, 7), (3, 1, 7)),
+    (np.complex128, "(x+z)*(y+z)", (3, 7, 1), (3, 1, 7)),
+    (np.complex64, "(y+z)*(x-z)", (3, 1, 7), (3, 7, 7)),
+], ids=lambda v: v.__name__ if isinstance(v, type) else str(v).replace(" ", ""))
+def test_product_of_computed_and_broadcast_operands(dtype, form, y_shape, x_shape):
+    """A huge broadcast y times a computed or broadcast operand over [3, 7, 7] (z: zeros)."""
+    big = np.finfo(np.float32 if dtype == np.complex64 else np.float64).max
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(x_shape) * 5 + 1j * rng.standard_normal(x_shape) * 5).astype(dtype)
+    _check(tf.autograph.experimental.do_not_convert(_RANKED_FORMS[form]), np.full(y_shape, complex(big, big), dtype),
+           x, np.zeros((3, 7, 7), dtype))
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])

@@ -437,11 +437,12 @@ def _times_constant(s, et: T, z, c: tuple, zr_first: bool, constant_rhs: bool):
     return compose(b, emit(*real), emit(*imag))
 
 
-def multiply(s, et: T, x, y, rhs_first: bool = False, seen: tuple[bool, bool] = (True, True)):
+def multiply(s, et: T, x, y, rhs_first: bool = False, seen: tuple[bool, bool] = (True, True),
+             q_first: bool = False):
     """Elementwise complex ``x·y`` = (ar·br - ai·bi, ai·br + ar·bi) with the FMA contractions TF's XLA gets
     from LLVM's backend made explicit (so no vectoriser can pick others): the fsub's first product, and the
-    fadd's that Reassociate ranks first: ai·br where x's parts are loaded first, ar·bi where y's are
-    (``rhs_first``; a computed operand's parts rank alike, which keeps ai·br). InstCombine's sign moves come
+    fadd's that Reassociate ranks first: ai·br, or ar·bi where it ranks strictly lower (``q_first``, from
+    the parts' ranks: elemental._part_ranks). InstCombine's sign moves come
     first: one negated product (an operand's fneg, as conj makes) turns the fadd into an fsub of the other
     (fused), two negated fsub products swap; a product by a constant ±1 is folded away, so the other one is
     fused. Without FMA the products round separately (ScalarOps.mul_add). A splat constant operand (its parts
@@ -476,7 +477,7 @@ def multiply(s, et: T, x, y, rhs_first: bool = False, seen: tuple[bool, bool] = 
         imag = b.fadd(b.fmul(ai, br), b.fmul(ar, bi))
     else:
         sp, sq = neg(ai, br), neg(ar, bi)
-        fuse_q = p_exact or (not q_exact and (sp and not sq or (sp == sq and rhs_first)))
+        fuse_q = p_exact or (not q_exact and (sp and not sq or (sp == sq and q_first)))
         imag = fused(ar, bi, b.fmul(ai, br)) if fuse_q else fused(ai, br, b.fmul(ar, bi))
     return compose(b, real, imag)
 
