@@ -126,6 +126,19 @@ def test_relu_and_min_with_a_constant_on_avx2(dtype, shape):
 
 
 @avx2_measured
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", [(2, 6), (2, 5), (4, 5), (4, 4), (6, 7), (8, 5), (8, 7), (8, 8), (12, 7),
+                                   (16, 5), (19, 7), (21, 5), (23, 7), (27, 5), (37, 8), (40, 4), (9, 13)])
+def test_relu_of_reversed_rows_on_avx2(dtype, shape):
+    """AVX2: ``relu(reverse(x, [0]))`` keeps only rows of 5 and 7 (all but the last column) and f64's rows of 8,
+    in rows by VF lanes (f32 8, f64 4; under 16 rows only all of N a multiple of VF; f32 N of 20-23 none, its
+    4-lane loop) and f32's [2, 6] its last two columns; everything else flushes."""
+    x = np.abs(_denormals(shape, dtype, sum(shape) + 3))
+    _assert_bits(lambda v: tf.nn.relu(tf.reverse(v, [0])), x)
+    _assert_bits(lambda v: tf.nn.relu(tf.reverse(v, [0])), -x)
+
+
+@avx2_measured
 @pytest.mark.parametrize("shape", [(15,), (2,), (1,), (5, 3), (3, 1), (2, 3, 4), (3, 5, 1), (17, 9)])
 def test_bf16_max_min_of_two_arguments_on_avx2(shape):
     """AVX2: a bf16 max/min of two unbroadcast operands keeps every ±denormal unless the innermost dimension is

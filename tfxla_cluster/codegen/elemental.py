@@ -623,15 +623,18 @@ def _broadcast_of(instr) -> bool:
 
 def _minmax_kept_below(em, op, et, x, y, index, kept: int, dim: int = -1, cols: int | None = None):
     """max/min of ``x``, ``y`` whose ±denormal result keeps its bits below index ``kept`` of dimension ``dim``
-    (the innermost by default; ``cols``: and below that index of the innermost dimension) and is flushed to
-    ±0 elsewhere (see ``_bf16_minmax_kept``)."""
+    (the innermost by default; ``cols``: and below that index of the innermost dimension, or if negative in
+    its last -``cols`` columns) and is flushed to ±0 elsewhere (see ``_bf16_minmax_kept``)."""
     if not kept or cols == 0:
         return em.ops.flush_denormal(et, em.ops.binary(op, et, x, y))
     blended = em.ops.minmax_keeping_bits(op, et, x, y)
     b = em.b
     dims = index.get_dims(b)
     inside = b.icmp_signed("<", dims[dim], t.i64(kept))
-    if cols is not None and cols < index.shape.dimensions[-1]:
+    width = index.shape.dimensions[-1]
+    if cols is not None and cols < 0:
+        inside = b.and_(inside, b.icmp_signed(">=", dims[-1], t.i64(width + cols)))
+    elif cols is not None and cols < width:
         inside = b.and_(inside, b.icmp_signed("<", dims[-1], t.i64(cols)))
     return b.select(inside, blended, em.ops.flush_denormal(et, blended))
 
@@ -656,7 +659,7 @@ def _scalar_arg_minmax_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
     constant = rhs.operands[0].opcode is O.CONSTANT
     if host_target(em.kctx.options) == AVX2:
         rows_reversed = lhs.opcode is O.REVERSE and tuple(lhs.dimensions) == (0,) \
-            and lhs.operands[0].opcode is O.PARAMETER and not constant
+            and lhs.operands[0].opcode is O.PARAMETER
         if lhs.opcode is O.PARAMETER or rows_reversed:
             return _avx2_scalar_arg_kept(et, *dims, rows_reversed, constant)
         return None
@@ -693,8 +696,13 @@ def _avx2_scalar_arg_kept(et: T, n: int, w: int, rows_reversed: bool = False,
     columns of ``_AVX2_KEPT_COLUMNS`` blend (the interleave groups that stay 256-bit selects after LLVM's
     SLP vectoriser) and the rest are ``vmaxps``. A reversed [2, W] keeps the columns of f32's 4 lanes in
     both rows. Other rows flush. With a ``constant`` scalar (relu: measured for N of 1-40) the same, except
-    that N = 4 runs by 4 lanes (f32: whatever W), f32 N = 8 by 8, and f32's 4 lanes keep rows of 4 only."""
+    that N = 4 runs by 4 lanes (f32: whatever W), f32 N = 8 by 8, and f32's 4 lanes keep rows of 4 only. A
+    constant over reversed rows (relu(reverse(x, [0])): measured for N of 1-40, W of 1-17) keeps nothing on 4
+    f32 lanes and nothing of N = 2 but f32's [2, 6], whose last two columns keep (returned as the negative
+    count of trailing columns)."""
     if rows_reversed and n == 2:
+        if constant:
+            return (2, -2) if et is T.F32 and w == 6 else (0, 0)
         return 2, _AVX2_KEPT_COLUMNS[T.F32, 4, False][w - 2]
     if et is T.F64:
         lanes = 4
@@ -708,7 +716,7 @@ def _avx2_scalar_arg_kept(et: T, n: int, w: int, rows_reversed: bool = False,
         lanes = 4 if n % 8 >= 4 and n < _AVX2_F32_BY_8_FROM[rows_reversed][w - 2] else 8
         rows = n - n % lanes
     if constant and et is T.F32 and lanes == 4:
-        return rows, w if w == 4 else 0
+        return rows, w if w == 4 and not rows_reversed else 0
     return rows, _AVX2_KEPT_COLUMNS[et, lanes, rows_reversed][w - 2]
 
 
