@@ -96,7 +96,7 @@ def test_short_loop_flush_is_not_applied_to_reducers():
     where a flush per step doubled a 3x3 max pool's time (ftz19's, 0.22 -> 0.44 ms on f32[1,147,147,64]). The
     reduce-window keeps its one flush of each result (a select chain's ±denormal); an elementwise max over
     f32[7] keeps its own."""
-    from tfxla_cluster.codegen.context import CodegenOptions
+    from tfxla_cluster.codegen.options import CodegenOptions
     from tfxla_cluster.codegen.executable import emit_module
     from tfxla_cluster.hlo.parser import parse_module
 

@@ -3,7 +3,7 @@ op families), the HLO passes, the HLO IR, IR emission, the clustering pass or th
 compile profile has none of their stages: its first call takes the rewritten graph, the clustering (or a
 ``jit_compile=True`` function's must-compile check) and each cluster's code from disk, with the same cluster
 names and results as the process that compiled them. (Loading the stored object code is LLVM's work:
-``llvmlite.binding`` is imported.)"""
+``llvmlite.binding`` is imported, and with it ``llvmlite.ir``; our IR emission is not.)"""
 from __future__ import annotations
 
 import json
@@ -43,12 +43,16 @@ _CHILD = _FUNCTION + textwrap.dedent("""
                       "modules": sorted(m for m in sys.modules if m.startswith(("tfxla_cluster", "llvmlite")))}))
 """)
 
-# Imported only by a compile: lowering, the HLO passes and IR, IR emission, the clustering pass.
+# Imported only by a compile: lowering, the HLO passes and IR, IR emission (its contexts, kernel builder and
+# loops; the engine's module splitting and kernel sharing), the clustering pass; and by a debug dump.
 _COMPILE_ONLY = ("tfxla_cluster.tf2hlo.lower", "tfxla_cluster.tf2hlo.elementwise", "tfxla_cluster.tf2hlo.registry",
                  "tfxla_cluster.passes", "tfxla_cluster.hlo.ir", "tfxla_cluster.hlo.evaluator",
                  "tfxla_cluster.codegen.program", "tfxla_cluster.codegen.kernels",
+                 "tfxla_cluster.codegen.context", "tfxla_cluster.codegen.kernel_builder",
+                 "tfxla_cluster.codegen.loops", "tfxla_cluster.codegen.irtypes", "tfxla_cluster.codegen.split",
+                 "tfxla_cluster.codegen.kernel_share",
                  "tfxla_cluster.jit.mark_for_compilation", "tfxla_cluster.jit.must_compile",
-                 "tfxla_cluster.jit.compilability")
+                 "tfxla_cluster.jit.compilability", "tfxla_cluster.jit.build_xla_ops_dump")
 # The compile profile's stages of a compile (a hit records "load" and "compile-other" for each cluster).
 _COMPILE_STAGES = ("lowering", "hlo-pass", "buffer-assignment", "llvm-ir", "llvm-parse", "llvm-opt", "machine-code")
 

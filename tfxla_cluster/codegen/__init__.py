@@ -3,13 +3,14 @@
     engine.py      JitEngine: host target machine, LLVM new pass manager, object code, loaded libraries
     split.py       one module's IR → parts compiled on several threads;  kernel_share.py  kernels compiled
                    once per process and called from later modules
-    context.py     CodegenOptions (part of every cache key) and the module/kernel emission contexts
+    options.py     CodegenOptions (part of every cache key);  context.py  the module/kernel emission contexts
     irtypes.py     element types ↔ LLVM types;  scalar_ops.py  value-level HLO semantics
     loops.py       loops, indices, buffer access (bounds-checked in debug mode)
     elemental.py   index → value generators per opcode; fusions become one loop nest
     gemm.py        GEMM (OpenBLAS via the symbol table) for dot and im2col convolution
     conv.py        convolutions: depthwise (vectorised along channels), blocked im2col GEMMs
     kernel_builder.py  KernelBuilder (one kernel function) and THUNKS, the one opcode -> kernel table
+    kernel_info.py KernelInfo, what the runtime and the compile log know about a kernel (held by layouts)
     reductions.py  column reductions and split (parallel partial) reductions of the loop kernel
     kernels/       thunk kernels by family, each registering in THUNKS: loop.py (elemental loop nests,
                    dot/convolution, copy), sort.py (sort, TopK), scatter.py (scatter, select-and-scatter),
@@ -26,7 +27,7 @@ from tfxla_cluster._lazy import lazy_attributes
 # Names resolve on first use (PEP 562): importing one submodule (the persistent cache's hit path loads
 # the engine and the executable's layout) does not import the whole package.
 _LAZY = {
-    "CodegenOptions": "tfxla_cluster.codegen.context",
+    "CodegenOptions": "tfxla_cluster.codegen.options",
     "CodeLibrary": "tfxla_cluster.codegen.engine",
     "JitEngine": "tfxla_cluster.codegen.engine",
     "get_engine": "tfxla_cluster.codegen.engine",

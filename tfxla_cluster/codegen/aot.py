@@ -33,7 +33,7 @@ import numpy as np
 from llvmlite import ir
 
 from tfxla_cluster.codegen import irtypes as t
-from tfxla_cluster.codegen.context import CodegenOptions
+from tfxla_cluster.codegen.options import CodegenOptions
 from tfxla_cluster.codegen.engine import JitEngine
 from tfxla_cluster.codegen.program import ENTRY_NAME, ProgramEmitter
 from tfxla_cluster.errors import InvalidArgumentError, UnimplementedError

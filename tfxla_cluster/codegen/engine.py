@@ -66,7 +66,6 @@ import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
 from tfxla_cluster import compile_profile
-from tfxla_cluster.codegen import kernel_share, split
 from tfxla_cluster.codegen.target import CpuTarget, default_target, initialize_llvm
 from tfxla_cluster.errors import InternalError
 
@@ -298,6 +297,8 @@ class JitEngine:
         exports = tuple(exports)
         t_key = time.perf_counter()
         # Not keyed by the part count: the code of every part count computes the same bits.
+        from tfxla_cluster.codegen import split   # (a compile's: loading stored code needs neither it nor kernel_share)
+
         key = (hashlib.sha256(without_module_id(ir_text).encode()).digest(), exports)
         while True:
             with self._lock:
@@ -331,6 +332,8 @@ class JitEngine:
 
     def _compile_new(self, ir_text: str, exports: tuple[str, ...], name: str, parts: int, key: tuple,
                      print_ir: bool, share: bool = False) -> CodeLibrary:
+        from tfxla_cluster.codegen import kernel_share, split
+
         shared = kernel_share.Shared(ir_text)
         providers: tuple = ()
         if share:
@@ -404,6 +407,8 @@ class JitEngine:
 
     def _optimized_text(self, ir_text: str, parts: int) -> str:
         """The optimised IR of ``ir_text`` compiled in ``parts`` parts, optimised again."""
+        from tfxla_cluster.codegen import split
+
         texts = split.split_module(ir_text, parts) if parts > 1 else [ir_text]
         return _joined_parts([self._compile_part(text, len(ir_text), "module", True, emit=False)[1]
                               for text in texts])

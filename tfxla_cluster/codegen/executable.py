@@ -38,11 +38,10 @@ from tfxla_cluster import compile_profile
 from tfxla_cluster._gc import gc_paused
 from tfxla_cluster.codegen import native_runtime
 from tfxla_cluster.codegen.buffers import aligned_empty
-from tfxla_cluster.codegen.context import ENTRY_NAME, CodegenOptions
+from tfxla_cluster.codegen.options import ENTRY_NAME, CodegenOptions
 from tfxla_cluster.codegen.engine import CodeLibrary, JitEngine, get_engine
-from tfxla_cluster.codegen.loops import major_to_minor
 from tfxla_cluster.errors import InternalError, InvalidArgumentError
-from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.hlo.shape import Shape, major_to_minor
 
 if TYPE_CHECKING:
     from tfxla_cluster.codegen.program import ProgramEmitter
@@ -66,7 +65,7 @@ class ColdLayout:
     slot: int
     ir: str | None                # None until made
     names: list
-    kernels: list
+    kernels: list                 # KernelInfo per kernel (``codegen/kernel_info.py``)
     source: Callable[[], tuple] | None = field(default=None, repr=False, compare=False)
 
     def text(self, fallback: Callable[[], tuple] | None = None) -> str:

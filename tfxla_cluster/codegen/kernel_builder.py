@@ -6,8 +6,9 @@
   ``@thunk(...)``; the program emitter imports ``kernels`` (which imports every family) and falls back to
   the elemental loop kernel for opcodes not in the table.
 - ``HOT_LOOP_KINDS``: the kernels whose loops keep LLVM's whole loop pipeline (``KernelBuilder.settle_loops``).
-- :class:`KernelInfo` (what the runtime and compile log know about a kernel) and :class:`RowAccess` (how a
-  row-partitioned kernel touches memory, for row-blocked scheduling).
+- :class:`RowAccess` (how a row-partitioned kernel touches memory, for row-blocked scheduling). (What the
+  runtime and compile log know about a kernel, ``KernelInfo``, is in ``kernel_info.py``: the persistent
+  cache's layouts hold it, and loading them must not import IR emission.)
 
 ``prog`` arguments are the :class:`~tfxla_cluster.codegen.program.ProgramEmitter` (duck-typed here, so
 this module stays below it). Guarantee: nothing here emits code on import.
@@ -64,18 +65,6 @@ def flatten(values) -> list:
     if isinstance(values, tuple):
         return [x for v in values for x in flatten(v)]
     return [values]
-
-
-@dataclass
-class KernelInfo:
-    """What the runtime and the compile log know about one kernel."""
-
-    name: str
-    instruction: str
-    kind: str
-    work_items: int
-    tasks: int
-    cost: int
 
 
 @dataclass(eq=False)

@@ -24,7 +24,7 @@ from llvmlite import ir
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen.context import KernelContext, entry_builder
 from tfxla_cluster.hlo.shape import PrimitiveType as T
-from tfxla_cluster.hlo.shape import Shape
+from tfxla_cluster.hlo.shape import Shape, major_to_minor  # noqa: F401 - also imported from here
 from tfxla_cluster.mxcsr import x86_host
 
 
@@ -187,10 +187,6 @@ def if_else_value(kctx: KernelContext, cond, then_fn, else_fn, ty: ir.Type):
     phi.add_incoming(v1, then_end)
     phi.add_incoming(v2, other_end)
     return phi
-
-
-def major_to_minor(shape: Shape) -> list[int]:
-    return list(reversed(shape.minor_to_major)) if shape.rank else []
 
 
 def strides(shape: Shape) -> list[int]:

@@ -51,8 +51,10 @@ from llvmlite import ir
 from tfxla_cluster.codegen import irtypes as t
 from tfxla_cluster.codegen import kernels  # noqa: F401  (its families fill THUNKS)
 from tfxla_cluster.codegen.buffers import BufferPlan, BufferRef, Slot, leaves
-from tfxla_cluster.codegen.context import ENTRY_NAME, CodegenOptions, ModuleContext, entry_builder, new_function_body
-from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, KernelInfo, RowAccess
+from tfxla_cluster.codegen.context import ModuleContext, entry_builder, new_function_body
+from tfxla_cluster.codegen.options import ENTRY_NAME, CodegenOptions
+from tfxla_cluster.codegen.kernel_builder import THUNKS, KernelBuilder, RowAccess
+from tfxla_cluster.codegen.kernel_info import KernelInfo
 from tfxla_cluster.codegen.kernels.loop import emit_copy_kernel, emit_loop_thunk
 from tfxla_cluster.codegen.loops import for_range
 from tfxla_cluster.codegen.small_call import legacy_call

@@ -56,7 +56,7 @@ PER_ELEMENT_TARGETS = (AVX2,)
 
 def host_target(options=None) -> tuple[str, int]:
     """``options``' target (default: the flags' host target) as (vector ISA, preferred vector width)."""
-    from tfxla_cluster.codegen.context import CodegenOptions
+    from tfxla_cluster.codegen.options import CodegenOptions
     options = options or CodegenOptions.from_flags()
     return options.cpu_target.info.isa, options.prefer_vector_width
 # A trip count under SHORT_TRIPS is vectorised only when the lanes divide it (no scalar remainder loop);

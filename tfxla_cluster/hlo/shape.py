@@ -359,3 +359,8 @@ class Shape:
 
     def __repr__(self) -> str:
         return f"Shape({self.to_string()})"
+
+
+def major_to_minor(shape: Shape) -> list[int]:
+    """A dense layout's dimensions from the most major to the most minor."""
+    return list(reversed(shape.minor_to_major)) if shape.rank else []

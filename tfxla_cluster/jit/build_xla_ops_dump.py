@@ -565,10 +565,9 @@ def write_tf_dumps(graph: Graph, boundaries: Iterable[ClusterBoundary], flags=No
     from tfxla_cluster.jit import dumps
 
     paths = []
-    debug = bool(flags is not None and flags.tf_xla_clustering_debug)
-    if debug or dumps.vlog_is_on("increase_dynamism_for_auto_jit_pass"):
+    dynamism_on, enc_on, build_on = dumps.after_clustering_triggers(flags)
+    if dynamism_on:
         paths.append(dumps.dump_graph("before_increase_dynamism_for_auto_jit_pass", graph.graph_def))
-    enc_on, build_on = dumps.vlog_is_on("encapsulate_subgraphs_pass"), dumps.vlog_is_on("build_xla_ops_pass")
     if not (enc_on or build_on):
         return paths
     tfcs = tf_clusters(boundaries)

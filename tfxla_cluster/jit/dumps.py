@@ -30,6 +30,16 @@ log = logging.getLogger("tfxla_cluster.dump_graph")
 _ILLEGAL = str.maketrans({c: "_" for c in "/[]*?\\"})
 
 
+def after_clustering_triggers(flags=None) -> tuple[bool, bool, bool]:
+    """Which of TF's dumps of the passes after clustering are on (``build_xla_ops_dump.write_tf_dumps``
+    writes them): (``before_increase_dynamism_for_auto_jit_pass``: ``--tf_xla_clustering_debug`` in ``flags``
+    or ``VLOG_IS_ON(1)`` in its pass; the encapsulate pass's; build_xla_ops'). All off: the rewrite need not
+    import the dump writer."""
+    debug = bool(flags is not None and flags.tf_xla_clustering_debug)
+    return (debug or vlog_is_on("increase_dynamism_for_auto_jit_pass"), vlog_is_on("encapsulate_subgraphs_pass"),
+            vlog_is_on("build_xla_ops_pass"))
+
+
 def vlog_is_on(module: str, level: int = 1) -> bool:
     """TF's ``VLOG_IS_ON(level)`` inside source file ``module`` (basename without ``.cc``): true when
     ``TF_CPP_MAX_VLOG_LEVEL`` (legacy ``TF_CPP_MIN_VLOG_LEVEL``) is at least ``level`` or

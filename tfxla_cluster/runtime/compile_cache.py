@@ -74,7 +74,7 @@ import numpy as np
 
 from tfxla_cluster import compile_profile, cpu_topology
 from tfxla_cluster._gc import gc_paused
-from tfxla_cluster.codegen.context import ENTRY_NAME, CodegenOptions
+from tfxla_cluster.codegen.options import ENTRY_NAME, CodegenOptions
 from tfxla_cluster.runtime.ahead_job import deferred_while_ahead
 from tfxla_cluster.tfops import xla_kernels
 

@@ -23,7 +23,7 @@ from typing import Callable
 from tensorflow.core.framework import graph_pb2
 
 from tfxla_cluster.graph.graph import Graph
-from tfxla_cluster.jit.build_xla_ops_dump import tf_clusters, write_tf_dumps
+from tfxla_cluster.jit import dumps
 from tfxla_cluster.tfops.cluster_boundary import ClusterBoundary, cluster_boundaries
 
 Tensor = tuple[str, int]
@@ -101,7 +101,10 @@ def encapsulate(graph: Graph, clusters: dict[str, list[str]],
     EagerPyFunc token of the callable that runs the cluster, or a :class:`NativeLaunch`. ``flags`` (a :class:`~tfxla_cluster.flags.Flags`)
     are the flags in effect for the function being rewritten (debug dumps follow them)."""
     sigs = cluster_signatures(graph, clusters)
-    write_tf_dumps(graph, [s.boundary for s in sigs], flags)
+    if any(dumps.after_clustering_triggers(flags)):   # (the dump writer is imported only to write)
+        from tfxla_cluster.jit.build_xla_ops_dump import write_tf_dumps
+
+        write_tf_dumps(graph, [s.boundary for s in sigs], flags)
     member_of = {m: s for s in sigs for m in s.members}
     handles = {s.name: register(s) for s in sigs}
     out_index: dict[str, dict[Tensor, int]] = {}
@@ -236,6 +239,8 @@ def _add_debugging_ops(out: graph_pb2.GraphDef, sigs: list[ClusterSignature], fl
     ``xla_run`` node is what TF's messages name as the producer; ``o`` is TF's result index.
     """
     from tensorflow.core.framework import types_pb2
+
+    from tfxla_cluster.jit.build_xla_ops_dump import tf_clusters
 
     tfcs = {c.name: c for c in tf_clusters(s.boundary for s in sigs)}
     names = {nd.name for nd in out.node}

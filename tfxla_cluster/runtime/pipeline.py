@@ -166,7 +166,8 @@ _compiler_imported = False
 # the persistent cache off): without these, 6 modules were still imported on the critical path after grappler.
 _FIRST_CALL_MODULES = ("tfxla_cluster.runtime.native", "tfxla_cluster.runtime.ahead", "tfxla_cluster.codegen.executable",
                        "tfxla_cluster.codegen.native_pool", "tfxla_cluster.progress",
-                       "tfxla_cluster.jit.must_compile")
+                       "tfxla_cluster.jit.must_compile", "tfxla_cluster.codegen.split",
+                       "tfxla_cluster.codegen.kernel_share")
 # Op types whose convolutions may run as Winograd's (its emitter is imported at the first 3x3 convolution).
 _WINOGRAD_OPS = frozenset({"Conv2D", "_FusedConv2D", "Conv2DBackpropInput"})
 
