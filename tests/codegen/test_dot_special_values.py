@@ -12,6 +12,7 @@ import tensorflow as tf
 
 import tfxla_cluster as txc
 from tests.codegen.test_conv_special_values import _check, _same
+from tfxla_cluster.codegen.row_lanes import AVX2, host_target
 
 BIG = np.finfo(np.float64).max
 RNG = np.random.default_rng(7219)
@@ -80,3 +81,35 @@ def test_f64_matmul_finite_values_unchanged():
     """Finite values below the check's bound take the fast kernels, equal to XLA within rounding."""
     a, b = RNG.standard_normal((2, 64, 48)) * 1e100, RNG.standard_normal((2, 48, 33)) * 1e-90
     _check(_matmul, a, b, rtol=1e-12)
+
+
+def _probe_operands(B, M, K, N, p, q, dtype):
+    """max·2 at k = p and max·(-2) at k = q of every output: one FMA chain in k order gives the first one's
+    infinity, products rounded apart or summed in separate lanes give NaN."""
+    a, b = np.zeros((B, M, K), dtype), np.zeros((B, K, N), dtype)
+    a[..., p] = a[..., q] = np.finfo(dtype).max
+    b[..., p, :], b[..., q, :] = 2, -2
+    return a, b
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("K", [2, 3, 5, 9])
+def test_vector_dot_product_is_one_fma_chain(dtype, K):
+    """[1, K] × [K, 1]: XLA's loop dot, one FMA chain in k order; ours was LLVM's SLP pairing of the products
+    (rounded apart: NaN where TF's XLA gives the first infinity; fuzz seed 226001188, f32 K = 5)."""
+    for p, q in ((0, K - 1), (K - 1, 0), (K // 2, K - 1)):
+        if p != q:
+            _check(_matmul, *_probe_operands(1, 1, K, 1, p, q, dtype))
+
+
+@pytest.mark.skipif(host_target() != AVX2, reason="TF's gemv forms measured on an AVX2 host only")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", [(1, 3, 3, 1), (2, 2, 3, 1), (3, 3, 2, 2), (2, 1, 2, 1), (1, 2, 7, 1)], ids=str)
+def test_short_matrix_column_dots_are_one_fma_chain_on_avx2(dtype, shape):
+    """AVX2: a matrix · column (N = 1) with K below a vector register's lanes (8 f32, 4 f64), and K ≤ 2, sum in
+    one FMA chain (elemental ``_dot_fma_chain``); B, M, K, N."""
+    B, M, K, N = shape
+    if K >= (8 if dtype is np.float32 else 4) and K > 2:
+        pytest.skip("summed in lanes (not modelled)")
+    for p, q in ((0, K - 1), (K - 1, 0)):
+        _check(_matmul, *_probe_operands(B, M, K, N, p, q, dtype))

@@ -63,3 +63,20 @@ def test_max_pool_of_one_window_position_over_images(dtype, n, h, stride):
     for kw, padding in ((1, "SAME"), (2, "SAME"), (1, "VALID")):
         _assert_bits(lambda v: tf.nn.max_pool2d(v, [1, kw], [stride, 1], padding), x)
     _assert_bits(lambda v: tf.nn.max_pool2d(v, [1, 2], stride, "SAME"), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape,strides", [((1, 1, 3, 5), 2), ((2, 1, 2, 2), 2), ((2, 3, 3, 3), 2),
+                                           ((1, 5, 3, 2), 2), ((2, 3, 5, 1), 2), ((1, 2, 7, 7), (1, 2)),
+                                           ((2, 3, 7, 3), (1, 2)), ((2, 4, 1, 5), (1, 3)), ((1, 3, 1, 6), (2, 1)),
+                                           ((1, 1, 9, 4), 2), ((2, 3, 4, 2), (2, 1)), ((2, 5, 5, 3), 2)])
+def test_max_pool_one_by_one_window_with_strides(dtype, shape, strides):
+    """A 1×1 window with a stride over H or W: TF's XLA vectorises the second-innermost output loop of 2 trips
+    (or 4, innermost ≥ 3) across the innermost's interleave groups and keeps their ±denormals; the rest and the
+    other shapes flush (elemental ``_pool_strided_point_kept``; fuzz seeds 221000928, 221000953, 222001043)."""
+    tiny = np.finfo(dtype).tiny
+    x = np.full(shape, tiny / 2, dtype)
+    x.reshape(-1)[1::3] *= -1
+    x.reshape(-1)[2::7] = -np.finfo(dtype).max
+    for padding in ("SAME", "VALID"):
+        _assert_bits(lambda v: tf.nn.max_pool2d(v, [1, 1], strides, padding), x)

@@ -1894,6 +1894,65 @@ def _pool_one_position_kept_rows(instr) -> int:
     return _POOL_KEPT_CHANNELS.get(rows, 0)
 
 
+# Innermost loop length → how many leading indices LLVM's interleave groups cover where the two innermost
+# output loops read contiguous input (``_pool_strided_point_kept``; _POOL_KEPT_CHANNELS where they leave gaps).
+_POOL_KEPT_CONTIGUOUS = {2: 2, 3: 3, 4: 4, 5: 4, 6: 6, 7: 6, 8: 8}
+
+
+def _one_static_position(w, out_count: int, in_count: int) -> int | None:
+    """The window offset of ``w`` in bounds for every output when no other offset is in bounds for any (the
+    loop emitter's bounds checks fold away: a 1×1 window, or 2 along W = 1 with SAME padding), else None."""
+    def in_bounds(j: int, every: bool) -> bool:
+        first = j * w.window_dilation - w.padding_low            # the input position of output 0
+        if every:
+            return first >= 0 and first + (out_count - 1) * w.stride < in_count
+        o = -(first // w.stride) if first < 0 else 0             # the first output at or past position 0
+        return o < out_count and first + o * w.stride < in_count
+    offsets = [j for j in range(w.size) if in_bounds(j, False)]
+    return offsets[0] if len(offsets) == 1 and in_bounds(offsets[0], True) else None
+
+
+def _pool_strided_point_kept(instr) -> tuple[int, int] | None:
+    """On an AVX2 target: (output dimension, count) such that TF's XLA returns the outputs whose index in that
+    dimension is below count with a ±denormal's bits kept, for an f32/f64 max pool [N, H, W, C] with a 1×1
+    window and a stride over H or W (None: every output flushed, as elsewhere). XLA keeps that reduce-window
+    (one step, init -inf read from a buffer; its loops run over the output dimensions longer than 1); LLVM
+    vectorises the second-innermost loop and unrolls the innermost into interleave groups: a compare and a
+    blend there, an x86 max (flushes under DAZ) for the rest. Where the two loops read the input with gaps
+    (a stride), it does so for 2 trips, or 4 with an innermost loop of 3 or more (f64: inside a third loop),
+    in the groups of ``_POOL_KEPT_CHANNELS``; where they read it contiguously, for 4 trips (f32: an innermost
+    loop of 3, 5-8, or inside a third loop; f64: inside a third loop) and 8 (inside a third loop, or f64), in
+    those of ``_POOL_KEPT_CONTIGUOUS`` (f32 4 trips: ``_POOL_KEPT_CHANNELS``). Measured against TF 2.21's XLA
+    with inputs all ±denormal, every configuration fitting: f32/f64, N 1-2, H 1-4, W 1-9, C 1-9, 12, 16,
+    strides (1, 2), (2, 1), (2, 2), (1, 3) (6,336), and the fuzzer's pool domain (N 1-2, H and W 1, 2, 3, 5,
+    C 1-3, stride 2; fuzz seeds 221000928, 221000953, 222001043)."""
+    et = instr.shape.element_type
+    window = instr.window.dimensions
+    in_shape = instr.operands[0].shape
+    dims, out = in_shape.dimensions, instr.shape.dimensions
+    if len(instr.operands) != 2 or et not in (T.F32, T.F64) or len(dims) != 4 or \
+            simple_reducer(instr.to_apply) is not O.MAXIMUM or tuple(major_to_minor(in_shape)) != (0, 1, 2, 3):
+        return None
+    if any(w.base_dilation != 1 or _one_static_position(w, o, i) is None for w, o, i in zip(window, out, dims)) \
+            or all(w.stride == 1 for w in window) or window[3].stride != 1:
+        return None
+    loops = [d for d, n in enumerate(out) if n > 1]
+    if len(loops) < 2:
+        return None
+    (da, db), deep, f32 = loops[-2:], len(loops) >= 3, et is T.F32
+    inner, outer = out[db], out[da]
+    elem_stride = [prod(dims[d + 1:]) * window[d].stride for d in range(4)]   # input elements per loop step
+    if elem_stride[db] != 1 or elem_stride[da] != inner:   # gaps between the reads
+        fits = outer == 2 or outer == 4 and inner >= 3 and (f32 or deep)
+        table = _POOL_KEPT_CHANNELS
+    elif f32 and outer == 4:
+        fits, table = inner >= 3 and inner != 4 or deep, _POOL_KEPT_CHANNELS
+    else:
+        fits, table = outer == 4 and deep or outer == 8 and (deep or not f32), _POOL_KEPT_CONTIGUOUS
+    kept = table.get(inner, 0) if fits else 0
+    return (db, kept) if kept else None
+
+
 @generates(O.REDUCE_WINDOW)
 def _reduce_window(em, instr):
     k = len(instr.operands) // 2
@@ -1916,6 +1975,7 @@ def _reduce_window(em, instr):
     avx2_pool = flush and not em.scalar_body and host_target(em.kctx.options) == AVX2
     kept_channels = _pool_last_step_kept(instr) if avx2_pool else 0
     kept_rows = _pool_one_position_kept_rows(instr) if avx2_pool else 0
+    kept_point = _pool_strided_point_kept(instr) if avx2_pool else None
 
     def g(index):
         od = index.get_dims(b)
@@ -1947,7 +2007,7 @@ def _reduce_window(em, instr):
                 idx.append(p)
             with if_then(em.kctx, valid):
                 fi = Index(idx, in_shape)
-                if blend_step or kept_rows:   # a compare and a blend (the peeled step of _pool_last_step_kept)
+                if blend_step or kept_rows or kept_point:   # a compare and a blend (the peeled step of _pool_last_step_kept)
                     new = em.ops.minmax_keeping_bits(O.MAXIMUM, et, acc.get()[0], inputs[0](fi))
                 else:
                     new = em.call(comp, acc.get() + [x(fi) for x in inputs])
@@ -1971,6 +2031,9 @@ def _reduce_window(em, instr):
             res = [b.select(kept, res[0], em.ops.flush_denormal(et, res[0]))]
         elif flush and kept_rows:
             kept = b.icmp_signed("<", od[1], t.i64(kept_rows))
+            res = [b.select(kept, res[0], em.ops.flush_denormal(et, res[0]))]
+        elif flush and kept_point:
+            kept = b.icmp_signed("<", od[kept_point[0]], t.i64(kept_point[1]))
             res = [b.select(kept, res[0], em.ops.flush_denormal(et, res[0]))]
         elif flush:
             res = [em.ops.flush_denormal(et, res[0])]
@@ -2102,18 +2165,40 @@ def _from_acc(em, out_et: T, acc):
     return em.b.trunc(acc, t.value_type(out_et)) if out_et.bit_width < 64 else acc
 
 
-def _mac(em, out_et, acc, a, c, separate: bool = False):
-    """acc + a·c; ``separate``: rounded product, then the add, in order (dot_exact.eigen_dot)."""
+def _mac(em, out_et, acc, a, c, separate: bool = False, chain: bool = False):
+    """acc + a·c; ``separate``: rounded product, then the add, in order (dot_exact.eigen_dot); ``chain``: one
+    FMA (``_dot_fma_chain``)."""
     b = em.b
     if out_et.is_complex:   # XLA's complex multiply and add, in the loop order
         return em.ops.binary(O.ADD, out_et, acc, em.ops.binary(O.MULTIPLY, out_et, a, c))
     if out_et.is_float:
         flags = em.kctx.options.reduction_flags
+        if chain:
+            return em.ops.mul_add(a, c, acc)
         if separate:
             flags = tuple(f for f in flags if f not in ("contract", "reassoc")) if not em.kctx.options.fast_math \
                 else flags
         return b.fadd(acc, b.fmul(a, c, flags=flags), flags=flags)
     return b.add(acc, b.mul(a, c))
+
+
+def _dot_fma_chain(em, instr) -> bool:
+    """Whether TF's XLA sums the float dot ``instr`` (no library form: ``dot_exact``) as one FMA chain from +0 in k
+    order, emitted here as explicit FMAs: LLVM's SLP vectorizer would otherwise pair our products into vector
+    multiplies, rounded apart (a K = 5 f32 vector dot product max·(-87) + max·(-1.17): TF inf, ours was NaN;
+    fuzz seed 226001188). A vector · vector dot (B = 1) is XLA's loop on every target. On AVX2 also a dot of
+    K ≤ 2, and a matrix · column (N = 1, M ≥ 2) shorter than a vector register (K < 8 f32, < 4 f64); XLA's
+    gemv tiles sum longer ones in lanes, and the M = 1 rows and batched vector dots apart (measured with the
+    probes of ``dot_exact``, B 1-3, M and N 1-3, K 2-9, f32 and f64; those stay LLVM's choice here)."""
+    et = instr.shape.element_type
+    if et not in (T.F32, T.F64) or em.kctx.options.fast_math:
+        return False   # (``ops.mul_add`` rounds twice on a target without FMA, as XLA's backend does)
+    d = dot_dims(instr)
+    if d.B == 1 and d.M == 1 and d.N == 1:
+        return True
+    if host_target(em.kctx.options) != AVX2:
+        return False
+    return d.K <= 2 or d.N == 1 and d.M >= 2 and d.K < (8 if et is T.F32 else 4)
 
 
 @generates(O.DOT)
@@ -2131,6 +2216,7 @@ def _dot(em, instr):
     kshape = Shape(T.S32, tuple(lhs.shape.dimensions[d] for d in lc))
     separate = eigen_dot(instr)
     forms = sum_form(instr)
+    chain = not separate and _dot_fma_chain(em, instr)
     b = em.b
 
     def g(index):
@@ -2167,7 +2253,7 @@ def _dot(em, instr):
         acc = _Accumulator(em, [acc_ty], [zero])
 
         def body(kv):
-            acc.set([_mac(em, out_et, acc.get()[0], *operands(kv), separate)])
+            acc.set([_mac(em, out_et, acc.get()[0], *operands(kv), separate, chain)])
         if kshape.num_elements:
             _reduce_loops(em, kshape, set(range(len(lc))), body, prefix="k")
         res = _from_acc(em, out_et, acc.get()[0])
