@@ -102,14 +102,18 @@ def test_vector_dot_product_is_one_fma_chain(dtype, K):
             _check(_matmul, *_probe_operands(1, 1, K, 1, p, q, dtype))
 
 
-@pytest.mark.skipif(host_target() != AVX2, reason="TF's gemv forms measured on an AVX2 host only")
+@pytest.mark.skipif(host_target() != AVX2, reason="TF's small dot forms measured on an AVX2 host only")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
-@pytest.mark.parametrize("shape", [(1, 3, 3, 1), (2, 2, 3, 1), (3, 3, 2, 2), (2, 1, 2, 1), (1, 2, 7, 1)], ids=str)
-def test_short_matrix_column_dots_are_one_fma_chain_on_avx2(dtype, shape):
-    """AVX2: a matrix · column (N = 1) with K below a vector register's lanes (8 f32, 4 f64), and K ≤ 2, sum in
-    one FMA chain (elemental ``_dot_fma_chain``); B, M, K, N."""
+@pytest.mark.parametrize("shape", [(1, 3, 3, 1), (2, 2, 3, 1), (3, 3, 2, 2), (2, 1, 2, 1), (1, 2, 7, 1), (1, 2, 11, 1),
+                                   (2, 3, 17, 1), (2, 1, 5, 1), (3, 1, 9, 1), (1, 1, 9, 2), (2, 1, 4, 2), (1, 1, 5, 3)],
+                         ids=str)
+def test_small_dot_sum_forms_on_avx2(dtype, shape):
+    """AVX2, standalone small dots (B, M, K, N; B = 1 without a batch dimension): one FMA chain for K ≤ 2 and
+    a matrix · column shorter than a vector register; longer ones in lanes of 8 (f64: 4) and the tail's own
+    chain; a batched vector dot and a row's first of two columns add their first 8 products apart (elemental
+    ``_dot_fma_chain``, ``_loop_dot_form``). Probe pairs in one lane, across lanes, head and tail."""
     B, M, K, N = shape
-    if K >= (8 if dtype is np.float32 else 4) and K > 2:
-        pytest.skip("summed in lanes (not modelled)")
-    for p, q in ((0, K - 1), (K - 1, 0)):
-        _check(_matmul, *_probe_operands(B, M, K, N, p, q, dtype))
+    pairs = {(0, 1), (1, 0), (0, K - 1), (K - 1, 0), (K - 2, K - 1), (0, min(8, K - 1)), (min(4, K - 1), 0)}
+    for p, q in sorted(pq for pq in pairs if pq[0] != pq[1]):
+        a, b = _probe_operands(B, M, K, N, p, q, dtype)
+        _check(_matmul, *((a[0], b[0]) if B == 1 else (a, b)))

@@ -2186,19 +2186,88 @@ def _dot_fma_chain(em, instr) -> bool:
     """Whether TF's XLA sums the float dot ``instr`` (no library form: ``dot_exact``) as one FMA chain from +0 in k
     order, emitted here as explicit FMAs: LLVM's SLP vectorizer would otherwise pair our products into vector
     multiplies, rounded apart (a K = 5 f32 vector dot product max·(-87) + max·(-1.17): TF inf, ours was NaN;
-    fuzz seed 226001188). A vector · vector dot (B = 1) is XLA's loop on every target. On AVX2 also a dot of
-    K ≤ 2, and a matrix · column (N = 1, M ≥ 2) shorter than a vector register (K < 8 f32, < 4 f64); XLA's
-    gemv tiles sum longer ones in lanes, and the M = 1 rows and batched vector dots apart (measured with the
-    probes of ``dot_exact``, B 1-3, M and N 1-3, K 2-9, f32 and f64; those stay LLVM's choice here)."""
+    fuzz seed 226001188). A dot inside a fusion (XLA's elemental emitter: a vector · vector dot, a batch of one)
+    on every target; a standalone one on AVX2 (XLA's DotOpEmitter) of K ≤ 2, or a matrix · column (N = 1, M ≥ 2)
+    shorter than a vector register (K < 8 f32, < 4 f64); its other small sums: ``_loop_dot_form`` (measured
+    with the probes of ``dot_exact``, B 0-3, M and N 1-3, K 2-9, f32 and f64)."""
     et = instr.shape.element_type
     if et not in (T.F32, T.F64) or em.kctx.options.fast_math:
         return False   # (``ops.mul_add`` rounds twice on a target without FMA, as XLA's backend does)
+    if _in_fusion(instr):
+        return True   # XLA's elemental emitter: fmul and fadd per k, contracted by its backend
     d = dot_dims(instr)
     if d.B == 1 and d.M == 1 and d.N == 1:
         return True
     if host_target(em.kctx.options) != AVX2:
         return False
     return d.K <= 2 or d.N == 1 and d.M >= 2 and d.K < (8 if et is T.F32 else 4)
+
+
+def _in_fusion(instr) -> bool:
+    """Whether ``instr`` is inside a fusion computation (XLA emits it elementally) rather than standalone."""
+    return instr.parent is not None and instr.parent.is_fusion_computation
+
+
+# The deepest loop-form dot summed in one of ``_loop_dot_form``'s forms (measured to K = 17; unrolled here).
+_LOOP_DOT_FORM_MAX_K = 32
+
+
+def _loop_dot_form(em, instr) -> str | None:
+    """On an AVX2 target, how TF's XLA sums a standalone f32/f64 loop-form dot of K = 3..32 that is not one FMA chain
+    (``_dot_fma_chain``), measured with ``dot_exact``'s probes (B, M, N 1-3, K 2-9, 12, 16, 17, f32 and f64):
+    ``"lanes"``, a matrix · column (N = 1, M ≥ 2) of K ≥ 8 (f64: 4): k mod 8 (f64: 4) in vector lanes, each an
+    FMA chain, over the first multiple of the lanes, the lanes added, then the tail's own FMA chain from +0
+    added; ``"head"``, a batched vector dot (B ≥ 2, M = N = 1): the first 8 products rounded apart
+    and added, the rest one FMA chain; ``"row2"``, a row (M = 1) times two columns: the
+    first column ``"head"``, the second one FMA chain (three or more columns: one chain each). The order in
+    which rounded products and lanes are added was not measured (only which products fuse and which meet
+    apart: the probes' infinities and NaNs); None elsewhere."""
+    et = instr.shape.element_type
+    if et not in (T.F32, T.F64) or em.kctx.options.fast_math or host_target(em.kctx.options) != AVX2 or \
+            _in_fusion(instr):
+        return None
+    d = dot_dims(instr)
+    if not 3 <= d.K <= _LOOP_DOT_FORM_MAX_K:
+        return None
+    if d.N == 1 and d.M >= 2 and d.K >= (8 if et is T.F32 else 4):
+        return "lanes"
+    if d.M == 1 and d.N == 1 and d.B >= 2:
+        return "head"
+    if d.M == 1 and d.N == 2:
+        return "row2"
+    return None
+
+
+def _emit_loop_dot_form(em, form: str, et: T, K: int, product):
+    """The sum over k < K of ``product(k)`` (a Python int k to the factors (x, y)) in ``form``
+    (``_loop_dot_form``; ``"chain"``: one FMA chain)."""
+    b = em.b
+    zero = t.float_constant(t.storage_type(et), 0.0)
+
+    def rounded(acc, k):
+        return b.fadd(acc, b.fmul(*product(k)))
+
+    def fused(acc, k):
+        return em.ops.mul_add(*product(k), acc)
+    if form == "lanes":
+        width = 8 if et is T.F32 else 4
+        main = K - K % width
+        lanes = [zero] * width
+        for k in range(main):
+            lanes[k % width] = fused(lanes[k % width], k)
+        while len(lanes) > 1:   # a vector reduction's halving tree
+            half = len(lanes) // 2
+            lanes = [b.fadd(lanes[j], lanes[j + half]) for j in range(half)]
+        if main == K:
+            return lanes[0]
+        tail = zero
+        for k in range(main, K):
+            tail = fused(tail, k)
+        return b.fadd(lanes[0], tail)
+    acc = zero
+    for k in range(K):
+        acc = rounded(acc, k) if form == "head" and k < 8 else fused(acc, k)
+    return acc
 
 
 @generates(O.DOT)
@@ -2217,6 +2286,7 @@ def _dot(em, instr):
     separate = eigen_dot(instr)
     forms = sum_form(instr)
     chain = not separate and _dot_fma_chain(em, instr)
+    loop_form = None if separate or chain or forms else _loop_dot_form(em, instr)
     b = em.b
 
     def g(index):
@@ -2245,6 +2315,16 @@ def _dot(em, instr):
             n = linearize(b, od[nb + nl:], Shape(T.S32, tuple(rhs.shape.dimensions[x] for x in rf)))
             return emit_eigen_sum(em.kctx, d.M, d.N, d.K, m, n,
                                   lambda k: b.fmul(*operands(delinearize(b, k, kshape))))
+        if loop_form:   # TF's AVX2 loop sums (_loop_dot_form)
+            def product(k):
+                return operands(delinearize(b, t.i64(k), kshape))
+            K = kshape.num_elements
+            if loop_form != "row2":
+                return _from_acc(em, out_et, _emit_loop_dot_form(em, loop_form, out_et, K, product))
+            n = linearize(b, od[nb + nl:], Shape(T.S32, tuple(rhs.shape.dimensions[x] for x in rf)))
+            head = _emit_loop_dot_form(em, "head", out_et, K, product)
+            chain_sum = _emit_loop_dot_form(em, "chain", out_et, K, product)
+            return _from_acc(em, out_et, b.select(b.icmp_unsigned("==", n, t.i64(0)), head, chain_sum))
         if forms and not em.kctx.options.fast_math:   # TF's AVX2 library order (dot_exact.sum_form)
             d = dot_dims(instr)
             m = linearize(b, od[nb:nb + nl], Shape(T.S32, tuple(lhs.shape.dimensions[x] for x in lf)))
