@@ -80,3 +80,17 @@ def test_max_pool_one_by_one_window_with_strides(dtype, shape, strides):
     x.reshape(-1)[2::7] = -np.finfo(dtype).max
     for padding in ("SAME", "VALID"):
         _assert_bits(lambda v: tf.nn.max_pool2d(v, [1, 1], strides, padding), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape,ksize,strides", [((3, 4, 1, 4), (1, 2), 1), ((2, 1, 4, 6), (3, 1), 1),
+                                                 ((2, 1, 3, 5), (2, 1), 1), ((3, 5, 1, 2), (1, 3), 1),
+                                                 ((2, 1, 1, 7), (2, 2), 1), ((3, 2, 3, 3), (1, 1), (3, 3)),
+                                                 ((3, 5, 4, 4), (1, 1), (2, 3)), ((2, 5, 7, 6), (1, 1), (3, 1))])
+def test_max_pool_one_static_position(dtype, shape, ksize, strides):
+    """A window of one static position (2 or 3 along a dimension of 1, SAME padding) keeps its reduce-window
+    at stride 1 too, vectorised as a 1×1 strided one is; and strides 3 and N of 3 (``_pool_strided_point_kept``)."""
+    tiny = np.finfo(dtype).tiny
+    x = np.full(shape, tiny / 2, dtype)
+    x.reshape(-1)[1::3] *= -1
+    _assert_bits(lambda v: tf.nn.max_pool2d(v, list(ksize), strides, "SAME"), x)

@@ -1915,7 +1915,9 @@ def _one_static_position(w, out_count: int, in_count: int) -> int | None:
 def _pool_strided_point_kept(instr) -> tuple[int, int] | None:
     """On an AVX2 target: (output dimension, count) such that TF's XLA returns the outputs whose index in that
     dimension is below count with a ±denormal's bits kept, for an f32/f64 max pool [N, H, W, C] with a 1×1
-    window and a stride over H or W (None: every output flushed, as elsewhere). XLA keeps that reduce-window
+    window and a stride over H or W, or a larger window with one static position (2 or 3 along a dimension of
+    1, SAME padding; also at stride 1, which XLA does not simplify away) (None: every output flushed, as
+    elsewhere). XLA keeps that reduce-window
     (one step, init -inf read from a buffer; its loops run over the output dimensions longer than 1); LLVM
     vectorises the second-innermost loop and unrolls the innermost into interleave groups: a compare and a
     blend there, an x86 max (flushes under DAZ) for the rest. Where the two loops read the input with gaps
@@ -1925,7 +1927,9 @@ def _pool_strided_point_kept(instr) -> tuple[int, int] | None:
     those of ``_POOL_KEPT_CONTIGUOUS`` (f32 4 trips: ``_POOL_KEPT_CHANNELS``). Measured against TF 2.21's XLA
     with inputs all ±denormal, every configuration fitting: f32/f64, N 1-2, H 1-4, W 1-9, C 1-9, 12, 16,
     strides (1, 2), (2, 1), (2, 2), (1, 3) (6,336), and the fuzzer's pool domain (N 1-2, H and W 1, 2, 3, 5,
-    C 1-3, stride 2; fuzz seeds 221000928, 221000953, 222001043)."""
+    C 1-3, stride 2; fuzz seeds 221000928, 221000953, 222001043). Also fit: 792 random configurations with N 1-3,
+    H 1-5, W 1-7 and strides (3, 3), (3, 1), (2, 3) too, and 250 stride-1 windows (1, 2), (2, 1), (2, 2), (3, 1),
+    (1, 3) over N 1-3, H or W 1-7, C 1-9 (f32 [3, 4, 1, 4] of a (1, 2) window keeps all of its C)."""
     et = instr.shape.element_type
     window = instr.window.dimensions
     in_shape = instr.operands[0].shape
@@ -1934,7 +1938,7 @@ def _pool_strided_point_kept(instr) -> tuple[int, int] | None:
             simple_reducer(instr.to_apply) is not O.MAXIMUM or tuple(major_to_minor(in_shape)) != (0, 1, 2, 3):
         return None
     if any(w.base_dilation != 1 or _one_static_position(w, o, i) is None for w, o, i in zip(window, out, dims)) \
-            or all(w.stride == 1 for w in window) or window[3].stride != 1:
+            or all(w.stride == 1 and w.size == 1 for w in window) or window[3].stride != 1:
         return None
     loops = [d for d, n in enumerate(out) if n > 1]
     if len(loops) < 2:
