@@ -732,7 +732,8 @@ def _avx2_transposed_minmax_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
     vectorises the transposed [N, W] loop's N rows by VF lanes (8 f32, 4 f64) only when N is a multiple of VF up
     to 16, or 17 (its first 16 rows; the 17th is the scalar remainder); other N keep nothing. In those rows the
     leading columns of the f32 4-lane loop of ``_AVX2_KEPT_COLUMNS`` keep, for rows of 3-8 columns (W) — the
-    interleave groups that stay 256-bit blends; the rest become ``vminps`` and flush. Not modelled: f32
+    interleave groups that stay 256-bit blends; the rest become ``vminps`` and flush (TF's ir-with-opt.ll of x
+    f32 [3, 8]: x's rows 0-1 one <16 x float> fcmp+select, row 2 an <8 x float> one, i.e. vminps). Not modelled: f32
     x [6, 2] (TF keeps x's rows 4 and 5)."""
     comp = em.comp
     dims = instr.shape.dimensions
