@@ -69,10 +69,7 @@ def test_max_min_of_one_value_is_that_value(dtype, n):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("shape", [(5, 3, 3), (7, 5), (40, 3), (9, 7), (6, 13), (2, 2, 6),
-                                   pytest.param((3, 17), marks=pytest.mark.xfail(
-                                       host_target() == AVX2, strict=True,
-                                       reason="AVX2: min(transpose(x), 0) over [17, 3] keeps 2 columns of 16 rows "
-                                              "(a constant's kept rows on AVX2 are not modelled)"))])
+                                   (3, 17)])
 def test_max_min_constant_in_short_rows(dtype, shape):
     """A reverse or transpose makes the loop a nest of rows (seed 91910275730041: relu of a reversed f64[5,3,3]
     kept a -denormal TF's XLA returns as -0). Expectations from TF's XLA on this host (AVX-512 or AVX2)."""
@@ -136,6 +133,16 @@ def test_relu_of_reversed_rows_on_avx2(dtype, shape):
     x = np.abs(_denormals(shape, dtype, sum(shape) + 3))
     _assert_bits(lambda v: tf.nn.relu(tf.reverse(v, [0])), x)
     _assert_bits(lambda v: tf.nn.relu(tf.reverse(v, [0])), -x)
+
+
+@avx2_measured
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape", [(3, 8), (5, 16), (6, 17), (7, 4), (8, 12), (4, 9), (2, 8), (9, 8)])
+def test_min_of_transposed_rows_on_avx2(dtype, shape):
+    """AVX2: ``min(transpose(x), 0)`` of x [W, N] keeps, in the transposed rows by VF lanes (N a multiple of VF
+    up to 16, or the first 16 of 17), x's leading rows of the f32 4-lane interleave groups (W of 3-8)."""
+    x = _denormals(shape, dtype, sum(shape) + 5)
+    _assert_bits(lambda v: tf.minimum(tf.transpose(v), 0.0), -np.abs(x))
 
 
 @avx2_measured

@@ -569,6 +569,10 @@ def _binary(em, instr):
         if kept is not None:
             dim, n = kept
             return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, n, dim=dim)
+        kept = _avx2_transposed_minmax_kept(em, instr, lhs, rhs)
+        if kept is not None:
+            n, rows = kept
+            return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, n, dim=0, cols=rows)
         kept_rows = _scalar_arg_minmax_kept(em, instr, lhs, rhs)
         if kept_rows is not None:
             rows, cols = kept_rows
@@ -647,8 +651,8 @@ def _scalar_arg_minmax_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
     bits, a group that becomes a vector ``vmaxps`` and the rows its vector loop leaves to a scalar remainder
     (``vmaxss``) return ±0 under DAZ. Which rows and columns depends on the target's ISA
     (``_avx2_scalar_arg_kept``, ``_avx512_scalar_arg_kept_rows``). Swapped (``max(broadcast(s), x)``), with a
-    constant (AVX-512), or after a reverse (AVX-512) or transpose, TF's flushes every row (the short-row flush
-    of ``_masked_loop``)."""
+    constant (AVX-512), or after a reverse (AVX-512) or transpose (AVX2: ``_avx2_transposed_minmax_kept``), TF's
+    flushes every row (the short-row flush of ``_masked_loop``)."""
     dims = instr.shape.dimensions
     if len(dims) != 2 or not 2 <= dims[1] <= 8 or instr.shape.minor_to_major != (1, 0) \
             or em.comp is None or not em.comp.is_fusion_computation or em.comp.root is not instr:
@@ -718,6 +722,31 @@ def _avx2_scalar_arg_kept(et: T, n: int, w: int, rows_reversed: bool = False,
     if constant and et is T.F32 and lanes == 4:
         return rows, w if w == 4 and not rows_reversed else 0
     return rows, _AVX2_KEPT_COLUMNS[et, lanes, rows_reversed][w - 2]
+
+
+def _avx2_transposed_minmax_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
+    """On an AVX2 target, for ``max``/``min(x, broadcast(constant))`` over x [W, N] whose fusion's root is its
+    ``transpose`` (XLA's form of ``min(transpose(x), 0)``: algsimp sinks the transpose below the elementwise op):
+    (leading indices of W, leading indices of N) that keep a ±denormal's bits, else None (TF 2.21 on Zen 3:
+    min(transpose(x), 0) of x [1-40, 1-17], f32 and f64 alike; AVX-512 and other targets not measured). LLVM
+    vectorises the transposed [N, W] loop's N rows by VF lanes (8 f32, 4 f64) only when N is a multiple of VF up
+    to 16, or 17 (its first 16 rows; the 17th is the scalar remainder); other N keep nothing. In those rows the
+    leading columns of the f32 4-lane loop of ``_AVX2_KEPT_COLUMNS`` keep, for rows of 3-8 columns (W) — the
+    interleave groups that stay 256-bit blends; the rest become ``vminps`` and flush (TF's ir-with-opt.ll of x
+    f32 [3, 8]: x's rows 0-1 one <16 x float> fcmp+select, row 2 an <8 x float> one, i.e. vminps). Not modelled: f32
+    x [6, 2] (TF keeps x's rows 4 and 5)."""
+    comp = em.comp
+    dims = instr.shape.dimensions
+    if host_target(em.kctx.options) != AVX2 or comp is None or not comp.is_fusion_computation \
+            or comp.root.opcode is not O.TRANSPOSE or comp.root.operands[0] is not instr \
+            or tuple(comp.root.dimensions) != (1, 0) or len(dims) != 2 or instr.shape.minor_to_major != (1, 0) \
+            or lhs.opcode is not O.PARAMETER or rhs.opcode is not O.BROADCAST \
+            or rhs.operands[0].opcode is not O.CONSTANT or rhs.operands[0].shape.dimensions:
+        return None
+    w, n = dims
+    lanes = 8 if instr.shape.element_type is T.F32 else 4
+    rows = n if n % lanes == 0 and n <= 16 else 16 if n == 17 else 0
+    return (_AVX2_KEPT_COLUMNS[T.F32, 4, False][w - 2] if 3 <= w <= 8 else 0), rows
 
 
 # Reversed rows? → by row length W = 2..8: the N from which TF's f32 loop above runs by 8 lanes on AVX2 (below:
