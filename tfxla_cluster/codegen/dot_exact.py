@@ -70,11 +70,12 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
   rows oneDNN's split of the rows between threads differ: not emulated). The rhs transposed alone: pairs
   for N ≤ 8 from 4 rows, ``"pairs_apart"`` when K is odd and M ≥ 8, K ≥ 8 or N = 8 (to K = 257), the last
   row ``"rounded"`` at M = 7 with K, N ≤ 7; 2 and 3 rows irregular (not emulated); N = 4 and 7 inferred.
-  The loop form's small dots (probes over B, M, N 1-3, K 2-9, f32/f64, this host): a vector · vector dot, K ≤ 2,
-  and a matrix · column shorter than a vector register (K < 8 f32, < 4 f64) are one FMA chain in k order
-  (explicit FMAs: elemental ``_dot_fma_chain``); a longer matrix · column sums k mod 8 (f64: 4) in lanes,
-  each an FMA chain, its tail rounded apart; a row (M = 1) of N = 2, and a batched vector dot, sum their first
-  8 products apart, the rest in one chain (N = 3: one chain); those stay LLVM's choice here (not emulated).
+  The loop form's small dots (probes over B 0-3, M, N 1-3, K 2-9, 11, 16, 17, f32/f64, this AVX2 host): a dot
+  inside a fusion (a vector · vector dot, a batch of one) is one FMA chain in k order, as is a standalone one of
+  K ≤ 2 or a matrix · column shorter than a vector register (K < 8 f32, < 4 f64) (explicit FMAs: elemental
+  ``_dot_fma_chain``); a longer standalone matrix · column sums k mod 8 (f64: 4) in lanes, each an FMA chain,
+  then the tail's own chain; a batched vector dot and a row's first of two columns add their first 8 products
+  apart, then one chain (elemental ``_loop_dot_form``, to K = 32).
   Not emulated (one FMA chain there): the gemv-shaped dots, XLA's own loops, which differ from our fast
   kernels: N = 1 (XLA's row-major tiled gemv: lanes k mod 8, the tail one chain; ``conv_exact``'s
   ``row_gemv_sum`` has that order for 1×1 convolutions) and M = 1 (one FMA chain per output but for the columns past the last

@@ -2222,7 +2222,7 @@ def _dot_fma_chain(em, instr) -> bool:
     fuzz seed 226001188). A dot inside a fusion (XLA's elemental emitter: a vector · vector dot, a batch of one)
     on every target; a standalone one on AVX2 (XLA's DotOpEmitter) of K ≤ 2, or a matrix · column (N = 1, M ≥ 2)
     shorter than a vector register (K < 8 f32, < 4 f64); its other small sums: ``_loop_dot_form`` (measured
-    with the probes of ``dot_exact``, B 0-3, M and N 1-3, K 2-9, f32 and f64)."""
+    with the probes of ``dot_exact``, B 0-3, M and N 1-3, K 2-9, 11, 16, 17, f32 and f64)."""
     et = instr.shape.element_type
     if et not in (T.F32, T.F64) or em.kctx.options.fast_math:
         return False   # (``ops.mul_add`` rounds twice on a target without FMA, as XLA's backend does)
@@ -2247,7 +2247,7 @@ _LOOP_DOT_FORM_MAX_K = 32
 
 def _loop_dot_form(em, instr) -> str | None:
     """On an AVX2 target, how TF's XLA sums a standalone f32/f64 loop-form dot of K = 3..32 that is not one FMA chain
-    (``_dot_fma_chain``), measured with ``dot_exact``'s probes (B, M, N 1-3, K 2-9, 12, 16, 17, f32 and f64):
+    (``_dot_fma_chain``), measured with ``dot_exact``'s probes (B 0-3, M, N 1-3, K 2-9, 11, 16, 17, f32 and f64):
     ``"lanes"``, a matrix · column (N = 1, M ≥ 2) of K ≥ 8 (f64: 4): k mod 8 (f64: 4) in vector lanes, each an
     FMA chain, over the first multiple of the lanes, the lanes added, then the tail's own FMA chain from +0
     added; ``"head"``, a batched vector dot (B ≥ 2, M = N = 1): the first 8 products rounded apart
