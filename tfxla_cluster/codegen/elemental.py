@@ -2040,7 +2040,7 @@ def _reduce_window(em, instr):
                 idx.append(p)
             with if_then(em.kctx, valid):
                 fi = Index(idx, in_shape)
-                if blend_step or kept_rows or kept_point:   # a compare and a blend (the peeled step of _pool_last_step_kept)
+                if blend_step or kept_rows or kept_point:   # a compare and a blend (kept bits)
                     new = em.ops.minmax_keeping_bits(O.MAXIMUM, et, acc.get()[0], inputs[0](fi))
                 else:
                     new = em.call(comp, acc.get() + [x(fi) for x in inputs])
@@ -2246,8 +2246,8 @@ _LOOP_DOT_FORM_MAX_K = 32
 
 
 def _loop_dot_form(em, instr) -> str | None:
-    """On an AVX2 target, how TF's XLA sums a standalone f32/f64 loop-form dot of K = 3..32 that is not one FMA chain
-    (``_dot_fma_chain``), measured with ``dot_exact``'s probes (B 0-3, M, N 1-3, K 2-9, 11, 16, 17, f32 and f64):
+    """On an AVX2 target, how TF's XLA sums a standalone f32/f64 loop-form dot of K = 3..32 that is not one FMA
+    chain (``_dot_fma_chain``), measured with ``dot_exact``'s probes (B 0-3, M, N 1-3, K 2-9, 11, 16, 17, f32 and f64):
     ``"lanes"``, a matrix · column (N = 1, M ≥ 2) of K ≥ 8 (f64: 4): k mod 8 (f64: 4) in vector lanes, each an
     FMA chain, over the first multiple of the lanes, the lanes added, then the tail's own FMA chain from +0
     added; ``"head"``, a batched vector dot (B ≥ 2, M = N = 1): the first 8 products rounded apart
