@@ -2009,6 +2009,7 @@ def _reduce_window(em, instr):
     kept_channels = _pool_last_step_kept(instr) if avx2_pool else 0
     kept_rows = _pool_one_position_kept_rows(instr) if avx2_pool else 0
     kept_point = _pool_strided_point_kept(instr) if avx2_pool else None
+    kept_below = (3, kept_channels) if kept_channels else (1, kept_rows) if kept_rows else kept_point
 
     def g(index):
         od = index.get_dims(b)
@@ -2059,14 +2060,8 @@ def _reduce_window(em, instr):
                 _reduce_loops(em, wshape, set(range(len(window))), body, prefix="w", starts={peel: last})
                 blend_step = False
         res = acc.get()
-        if flush and kept_channels:
-            kept = b.icmp_signed("<", od[3], t.i64(kept_channels))
-            res = [b.select(kept, res[0], em.ops.flush_denormal(et, res[0]))]
-        elif flush and kept_rows:
-            kept = b.icmp_signed("<", od[1], t.i64(kept_rows))
-            res = [b.select(kept, res[0], em.ops.flush_denormal(et, res[0]))]
-        elif flush and kept_point:
-            kept = b.icmp_signed("<", od[kept_point[0]], t.i64(kept_point[1]))
+        if flush and kept_below:   # the leading outputs along one dimension keep their bits
+            kept = b.icmp_signed("<", od[kept_below[0]], t.i64(kept_below[1]))
             res = [b.select(kept, res[0], em.ops.flush_denormal(et, res[0]))]
         elif flush:
             res = [em.ops.flush_denormal(et, res[0])]
