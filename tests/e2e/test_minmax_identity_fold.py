@@ -1,6 +1,7 @@
 """A fused float ``maximum(x, -inf)``, ``minimum(x, +inf)`` or ``maximum(x, x)`` is ``x`` itself in TF's XLA
 (MLIR's arith folder in XLA:CPU's loop fusion emitter), so a denormal keeps its bits where a max that stays
-an x86 max under DAZ would flush it (``codegen/elemental._minmax_identity_operand``; fuzz seed 141000705).
+an x86 max under DAZ would flush it (``codegen/elemental._minmax_identity_operand``; fuzz seed 141000705);
+so is ``minimum(maximum(x, y), x)`` and its dual (``_minmax_absorbed_operand``; fuzz seed 246001571).
 Compared bit for bit with TF's XLA."""
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ FNS = {
     "clip_to_infinities": lambda x: tf.clip_by_value(x, -np.inf, np.inf),
     "max_pool_1x1": lambda x: tf.nn.max_pool2d(tf.reshape(x, (1, 1, -1, 1)), 1, 1, "SAME"),
     "max_plus_inf": lambda x: tf.maximum(x, np.inf),    # no fold: +inf wins
+    "min_of_relu_and_x": lambda x: tf.minimum(tf.nn.relu(x), x),
+    "max_of_min_and_x": lambda x: tf.maximum(tf.minimum(x, 3.0), x),
+    "min_of_max_nan_and_x": lambda x: tf.minimum(tf.maximum(x, np.nan), x),
+    "min_of_x_and_relu": lambda x: tf.minimum(x, tf.nn.relu(x)),   # no fold in this order
 }
 DENORMAL = {np.float32: 5.877471754111438e-39, np.float64: 1e-310}
 

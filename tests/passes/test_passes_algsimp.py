@@ -331,6 +331,22 @@ CASES = [
         ROOT c = f32[2,1,2,2] convolution(x, w), window={size=3x2 pad=1_1x0_1}, dim_labels=b01f_01io->b01f"""),
      "CHECK: ROOT {{.*}} convolution(%{{.*}}, %x), window={size=1x2 pad=-1_-1x0_1 rhs_reversal=1x1}, "
      "dim_labels=01fb_o01i->f01b"),
+    # TF's dump for depthwise_conv2d(f32[1,2,2,3], f32[1,2,3,1], VALID) and conv2d(f32[2,3,3,1], f32[3,3,1,1]):
+    # a multiply and a reduce over the whole-input window dimensions (SimplifyConvToMultiply)
+    ("conv_to_multiply", M("x: f32[1,2,2,3]; w: f32[1,2,1,3]", """
+        ROOT c = f32[1,2,1,3] convolution(x, w), window={size=1x2}, dim_labels=b01f_01io->b01f,
+        feature_group_count=3"""),
+     "CHECK: %transpose = f32[1,1,2,3]{3,2,1,0} transpose(%w), dimensions={2,0,1,3}\n"
+     "CHECK: broadcast({{.*}}), dimensions={0,2,3}\n"
+     "CHECK: %multiply = f32[1,2,2,3]{3,2,1,0} multiply(%x, %broadcast)\n"
+     "CHECK: reduce(%multiply, %constant), dimensions={2}, to_apply=%multiply.reduce_sub_computation\n"
+     "CHECK: ROOT {{.*}} f32[1,2,1,3]{3,2,1,0} reshape("),
+    ("conv_to_multiply", M("x: f32[2,3,3,1]; w: f32[3,3,1,1]", """
+        ROOT c = f32[2,1,1,1] convolution(x, w), window={size=3x3}, dim_labels=b01f_01io->b01f"""),
+     "CHECK: reduce(%multiply, %constant), dimensions={1,2}\nCHECK: ROOT {{.*}} f32[2,1,1,1]{3,2,1,0} reshape("),
+    ("conv_to_multiply", M("x: f32[2,3,4]; w: f32[1,1,4]", """
+        ROOT c = f32[2,3,4] convolution(x, w), window={size=1}, dim_labels=b0f_0io->b0f, feature_group_count=4"""),
+     "CHECK: broadcast({{.*}}), dimensions={2}\nCHECK: ROOT {{.*}} multiply(%x, %broadcast)"),
     ("convert_noop", M("p: f32[4]", "ROOT c = f32[4] convert(p)"), "CHECK: ROOT %p"),
     ("convert_pair_noop", M("p: f32[4]", """
         c1 = f64[4] convert(p)
@@ -460,6 +476,12 @@ NEGATIVE = [
     ("conv_grouped_no_swap", M("x: f32[1,2,2,4]; w: f32[3,3,2,4]", """
         ROOT c = f32[1,2,2,4] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f,
         feature_group_count=2""")),
+    ("a depthwise convolution with a stride is no multiply", M("x: f32[1,2,4,3]; w: f32[1,2,1,3]", """
+        ROOT c = f32[1,2,2,3] convolution(x, w), window={size=1x2 stride=1x2}, dim_labels=b01f_01io->b01f,
+        feature_group_count=3""")),
+    ("a depthwise multiplier of 2 is no multiply", M("x: f32[1,2,2,3]; w: f32[1,2,1,6]", """
+        ROOT c = f32[1,2,1,6] convolution(x, w), window={size=1x2}, dim_labels=b01f_01io->b01f,
+        feature_group_count=3""")),
     ("int divide by a constant is not a multiply", M("p: s32[4]", """
         c = s32[] constant(3)
         b = s32[4] broadcast(c), dimensions={}

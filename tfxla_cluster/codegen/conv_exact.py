@@ -305,10 +305,6 @@ def gemv_lanes(instr) -> list[tuple[list[tuple[int, int]], int]] | None:
     if not (xla_multiplies_padding(instr) and instr.batch_group_count == 1
             and kout == instr.feature_group_count and patches > 1 and depth > 0):
         return None
-    if depth <= 2 and avx2_host():
-        # one FMA chain in k order (measured on Zen 3: depthwise 2×1 filters of multiplier 1, VALID; depth 3
-        # is gemv_t's, every product apart; fuzz seed 171000637); AVX-512 hosts not measured
-        return None
     if len(instr.window.dimensions) == 2:
         return split(1, patches, depth, eigen_threads(), F32_PATCHES)
     return [([(0, depth)], patches)] if depth <= GEMV_MAX_DEPTH else None

@@ -522,6 +522,17 @@ def _minmax_identity_operand(op: O, lhs, rhs, whole_constants: bool = False):
     return None
 
 
+def _minmax_absorbed_operand(op: O, lhs, rhs):
+    """``x`` for a fused ``minimum(maximum(x, y), x)`` or ``maximum(minimum(x, y), x)`` (absorption; any y,
+    a NaN one too), as TF's XLA folds it: its kernel returns x's bits, a denormal kept where an x86 min/max
+    would flush it under DAZ. Measured on TF 2.21 (f32, f64; y 0, 3, NaN or a parameter: fuzz seed
+    246001571): only in this operand order, ``minimum(x, maximum(x, y))`` stays a min. Else None."""
+    inner = {O.MINIMUM: O.MAXIMUM, O.MAXIMUM: O.MINIMUM}[op]
+    if lhs.opcode is inner and lhs.operands[0] is rhs:
+        return rhs
+    return None
+
+
 @generates(*(ops.ELEMENTWISE_BINARY - {O.COMPARE, O.COMPLEX}))
 def _binary(em, instr):
     lhs, rhs = instr.operands
@@ -539,6 +550,8 @@ def _binary(em, instr):
     # [1,1] max(x, -inf) in a 2-trip while keeps a denormal).
     if op in (O.MAXIMUM, O.MINIMUM) and (em.comp is not None or legacy) and et.is_float and not et.is_complex:
         kept = _minmax_identity_operand(op, lhs, rhs, legacy)
+        if kept is None and em.comp is not None:
+            kept = _minmax_absorbed_operand(op, lhs, rhs)
         if kept is not None:
             return em.gen(kept)
     x, y = em.gen(lhs), em.gen(rhs)
@@ -1633,8 +1646,27 @@ def _reduce(em, instr):
                                      *lanes, looped=instr.shape.num_elements != 1)
                 return em.ops.from_compute(et, res)
             acc = _Accumulator(em, [cty], [init])
+            factors = _fused_factors(em, instr) if in_order and simple is O.ADD else None
+            vector_outputs = _outputs_vectorised(em, instr) if factors is not None else 0
+            rounded = None
+            if vector_outputs:
+                out_dim = next(d for d, n in enumerate(instr.shape.dimensions) if n != 1)
+                rounded = b.icmp_signed("<", od[out_dim], t.i64(vector_outputs))
 
             def body(rvals):
+                if factors is not None:
+                    # XLA's backend contracts each product into the running sum (one FMA per element); LLVM's
+                    # SLP vectoriser may pack our unrolled products first (rounded: max·3 - inf is NaN, not
+                    # TF's -inf: conv_to_multiply's reduce), so the FMA is explicit; the outputs TF's loop
+                    # vectorises add rounded products (_outputs_vectorised)
+                    fi = full_index(od, rvals)
+                    a, c, s_ = factors[0](fi), factors[1](fi), acc.get()[0]
+                    v = em.ops.mul_add(a, c, s_)
+                    if rounded is not None:
+                        p_ = em.ops.call_intrinsic("arithmetic.fence", b.fmul(a, c))
+                        v = b.select(rounded, b.fadd(s_, p_), v)
+                    acc.set([v])
+                    return
                 acc.set([_simple_combine(em, simple, et, acc.get()[0], load(full_index(od, rvals)),
                                          not in_order)])
             _reduce_loops(em, in_shape, rdims, body)
@@ -1645,25 +1677,100 @@ def _reduce(em, instr):
     return g_simple
 
 
+def _fused_factors(em, instr) -> tuple | None:
+    """The generators of the two factors when ``instr``'s (a reduce's) input is an F32/F64 multiply fused
+    into the same kernel with the reduce its only user, else None."""
+    x = instr.operands[0]
+    if em.comp is None or x.opcode is not O.MULTIPLY or id(x) in em.overrides \
+            or x.shape.element_type not in (T.F32, T.F64) or len(em.users().get(x, ())) != 1:
+        return None
+    return em.gen(x.operands[0]), em.gen(x.operands[1])
+
+
+# (element type, row length) -> (widest, narrowest vector factor) of the output loop TF's XLA vectorises over
+# an in-order sum of a fused product along one innermost reduced row (_outputs_vectorised).
+_OUTPUT_VECTOR_FACTORS = {(T.F32, 6): (8, 4), (T.F32, 8): (8, 8), (T.F64, 6): (4, 4)}
+
+
+def _outputs_vectorised(em, instr) -> int:
+    """How many leading outputs of a fused in-order sum of a fused product (:func:`_fused_factors`) TF's XLA
+    computes in its vectorised output loop, where each adds the rounded product (no FMA); the rest are its
+    scalar epilogue's FMAs. On AVX2, for one innermost reduced row of C and one non-degenerate output dim of
+    B: LLVM takes VF = min(widest, power of two ≤ B) lanes when VF ≥ the narrowest and, under 16 outputs,
+    VF divides B (no epilogue on a tiny trip count), from 16 on with a vector epilogue of the narrowest factor.
+    Measured against TF 2.21 on Zen 3 (reduce_sum(a·b,
+    axis=1) over [B, C], B 1-40 and 400-401, C 2-16, f32 and f64; l2_normalize's sum of squares over rows
+    of 8): rounded only at those C; elsewhere every output is one FMA chain. Not modelled: f64 [18, 6], whose
+    last two outputs are rounded too (B 17, 20, 21, 28, 36, 403 agree)."""
+    if host_target(em.kctx.options) != AVX2:
+        return 0
+    x = instr.operands[0]
+    shape = x.shape
+    rdims = [d for d in instr.dimensions if shape.dimensions[d] != 1]
+    kept = [n for n in instr.shape.dimensions if n != 1]
+    if len(rdims) != 1 or len(kept) != 1 or major_to_minor(shape)[-1] != rdims[0]:
+        return 0
+    factors = _OUTPUT_VECTOR_FACTORS.get((instr.shape.element_type, shape.dimensions[rdims[0]]))
+    if factors is None:
+        return 0
+    widest, narrowest = factors
+    B = kept[0]
+    vf = min(widest, 1 << (B.bit_length() - 1))
+    if vf < narrowest or B < 16 and B % vf:
+        return 0
+    # from 16 outputs on, a remainder of at least the narrowest factor is a vector epilogue (f32 [20, 6]: all 20)
+    return B - B % narrowest if B >= 16 else B
+
+
 def row_lane_order(instr, options, input_is_buffer: bool = True) -> tuple | None:
     """(outer dims, row dim, column dim, rows, columns, lanes) where TF's XLA computes an in-order float sum or
     product in vector lanes (``row_lanes``), else None: over its last two non-degenerate reduced dims [R, C]
-    (layout order), the outer reduced dims in order around them. To one element: exactly two such dims and
-    its input a buffer of the kernel (``input_is_buffer``); to more (``row_lanes``' per_element): any input,
-    two or more such dims. Only on the targets it was measured on."""
+    (layout order), the outer reduced dims in order around them. To one element: two or more such dims and
+    its input a buffer of the kernel (``input_is_buffer``) or a fused product of loads (on AVX2); to more
+    (``row_lanes``' per_element): any input, two or more such dims. Only on the targets it was measured on.
+
+    A fused product of loads (:func:`_product_loads`) is vectorised like a buffer on AVX2, but for two rows of
+    a product of two loads, which stay in order (measured against TF 2.21 on Zen 3: reduce_sum(a·b),
+    a·3 and a·broadcast(row) over [R, C], [B, R, C] and [R, C, K] with B 1-3, R 2, 4, 8, C 2, 3, 5, K 1, 2,
+    8, to one element and per element; a whole-window convolution's multiply + reduce)."""
     if not in_order_reduce(instr):
         return None
     x = instr.operands[0]
     dims = [d for d in major_to_minor(x.shape) if d in instr.dimensions and x.shape.dimensions[d] != 1]
     per_element = instr.shape.num_elements != 1
-    if len(dims) < 2 or not per_element and (len(dims) != 2 or not input_is_buffer):
-        return None
     target = host_target(options)
+    fused = x.parent is not None and x.parent.is_fusion_computation
+    loads = _product_loads(x, dims[-2]) if target == AVX2 and fused and len(dims) >= 2 else None
+    if len(dims) < 2 or not per_element and not (input_is_buffer or loads):
+        return None
     if target not in MEASURED_TARGETS:
         return None
     rows, cols = (x.shape.dimensions[d] for d in dims[-2:])
     lanes = row_lanes(instr.shape.element_type, rows, cols, target, per_element)
+    if loads == 2 and rows == 2:
+        lanes = 0
     return (tuple(dims[:-2]), *dims[-2:], rows, cols, lanes) if lanes else None
+
+
+def _product_loads(x, row: int) -> int | None:
+    """How many distinct values a fused ``multiply`` ``x`` loads along dimension ``row`` (its operands
+    parameters, behind bitcasts, copies, reshapes and broadcasts that keep ``row``; constants and
+    broadcasts along ``row``, invariant there, are no loads), None for anything else."""
+    if x.opcode is not O.MULTIPLY:
+        return None
+    loads = set()
+    for o in x.operands:
+        if o.opcode is O.BROADCAST:
+            if row not in o.dimensions:
+                continue
+            o = o.operands[0]
+        while o.opcode in (O.BITCAST, O.COPY, O.RESHAPE):
+            o = o.operands[0]
+        if o.opcode is O.PARAMETER:
+            loads.add(id(o))
+        elif o.opcode is not O.CONSTANT:
+            return None
+    return len(loads)
 
 
 def _row_lanes(em, instr) -> tuple | None:

@@ -24,9 +24,11 @@ from XLA's ``ir-with-opt`` dumps of f64 [2, 7], [12, 2] and [32, 3]):
 Where it says 0 the reduction stays in order (``elemental.in_order_reduce``); rank-3 inputs with a size-1
 dim and keepdims were measured the same, and a mean (the sum times 1/n) too. More than 32 rows or columns
 is no such loop in TF's XLA (its TreeReductionRewriter splits the reduce first).
-It is applied only where it was measured: the reduce's input is a parameter of its kernel (a fused
-producer changes LLVM's costs), its two non-degenerate reduced dimensions are [R, C] in layout order, its
-result is one element, and the target is one of ``MEASURED_TARGETS`` (elsewhere in order rather than guess).
+It is applied only where it was measured: the reduce's input is a parameter of its kernel or (AVX2) a fused
+product of loads (other fused producers change LLVM's costs; a product of two loads over two rows stays in
+order: ``elemental.row_lane_order``), its last two non-degenerate reduced dimensions are [R, C] in layout
+order (reduced dims further out run in order around them, as below), and the target is one of
+``MEASURED_TARGETS`` (elsewhere in order rather than guess).
 
 A reduce to more than one element (``per_element``: a pool [N, H, W, C] -> [N, C], a batch norm's sums over
 [N, H, W]) is the same loop inside XLA's output loops: the innermost reduced dim C (no loop metadata) is

@@ -25,6 +25,7 @@ import numpy as np
 from tfxla_cluster.mxcsr import flushed_denormals
 from tfxla_cluster.hlo import attrs as A
 from tfxla_cluster.hlo.eval_compute import simple_reducer
+from tfxla_cluster.hlo.builder import make_scalar_computation
 from tfxla_cluster.hlo.eval_elementwise import complex_divide
 from tfxla_cluster.hlo.ir import HloInstruction, HloModule
 from tfxla_cluster.hlo.opcode import ELEMENTWISE, HloOpcode as O
@@ -1217,6 +1218,67 @@ def _conv_operand_swap(g, conv):
     return _keep(conv, g.make(O.CONVOLUTION, [k, x], conv.shape, like=conv, name=conv.name,
                               window=window, convolution_dimension_numbers=swapped,
                               operand_precision=precision))
+
+
+@rule("conv_to_multiply", O.CONVOLUTION, layout_insensitive_only=True)
+def _conv_to_multiply(g, conv):
+    """A depthwise convolution of multiplier 1 (one kernel input feature; input and output features both
+    the group count; one channel and ungrouped included) without stride, padding or dilation whose window
+    is 1 or the whole input in every spatial dimension -> reshape(reduce(x · broadcast(kernel), 0, add))
+    over the whole-input dimensions, or the product alone: XLA's SimplifyConvToMultiply (layout-insensitive
+    mode, after the operand swap). TF's dump for a [1,2,2,3] input and a [1,2,3,1] filter: a loop fusion
+    of ``multiply`` and ``reduce(.., dimensions={2})``, summed from +0 in window order with the multiplies
+    fused (``max·2 + max·(-2)`` is inf there; the Eigen convolution's rounded products give NaN)."""
+    x, k = conv.operands
+    dn = conv.convolution_dimension_numbers
+    xs, ks, os_ = x.shape.dimensions, k.shape.dimensions, conv.shape.dimensions
+    G = conv.feature_group_count
+    if conv.batch_group_count != 1 or x.shape.num_elements == 0 or k.shape.num_elements == 0:
+        return None
+    if any(ks[kd] != 1 and os_[od] != 1
+           for kd, od in zip(dn.kernel_spatial_dimensions, dn.output_spatial_dimensions)):
+        return None
+    if any(w.stride != 1 or w.padding_low or w.padding_high or w.base_dilation != 1 or w.window_dilation != 1
+           or w.window_reversal for w in conv.window.dimensions):
+        return None
+    if ks[dn.kernel_input_feature_dimension] != 1 or xs[dn.input_feature_dimension] != G \
+            or os_[dn.output_feature_dimension] != G:
+        return None
+    # operand dimension feeding each output dimension (the kernel's input feature takes the batch's place)
+    x_perm, k_perm = [0] * conv.shape.rank, [0] * conv.shape.rank
+    x_perm[dn.output_batch_dimension], k_perm[dn.output_batch_dimension] = \
+        dn.input_batch_dimension, dn.kernel_input_feature_dimension
+    x_perm[dn.output_feature_dimension], k_perm[dn.output_feature_dimension] = \
+        dn.input_feature_dimension, dn.kernel_output_feature_dimension
+    reduced = []
+    for xd, kd, od in zip(dn.input_spatial_dimensions, dn.kernel_spatial_dimensions, dn.output_spatial_dimensions):
+        x_perm[od], k_perm[od] = xd, kd
+        if ks[kd] != 1:
+            reduced.append(od)
+    et = conv.shape.element_type
+    if x_perm != sorted(x_perm):
+        x = g.make(O.TRANSPOSE, [x], like=conv, dimensions=tuple(x_perm))
+    if x.shape.element_type is not et:
+        x = g.make(O.CONVERT, [x], Shape.array(et, x.shape.dimensions), like=conv)
+    if k_perm != sorted(k_perm):
+        k = g.make(O.TRANSPOSE, [k], like=conv, dimensions=tuple(k_perm))
+    if k.shape.element_type is not et:
+        k = g.make(O.CONVERT, [k], Shape.array(et, k.shape.dimensions), like=conv)
+    # CreateBroadcastSequence: drop the kernel's size-1 dimensions the input has wider, then broadcast
+    kept = [d for d, n in enumerate(k.shape.dimensions) if n == x.shape.dimensions[d]]
+    if len(kept) != k.shape.rank:
+        k = g.make(O.RESHAPE, [k], Shape.array(et, [k.shape.dimensions[d] for d in kept]), like=conv)
+    k = g.make(O.BROADCAST, [k], Shape.array(et, x.shape.dimensions), like=conv, dimensions=tuple(kept))
+    r = g.make(O.MULTIPLY, [x, k], Shape.array(et, x.shape.dimensions), like=conv)
+    if reduced:
+        module = g.comp.parent
+        add = make_scalar_computation(O.ADD, et, f"{r.name}.reduce_sub_computation")
+        module.add_computation(add)
+        zero = g.add(constant_instruction(0, et, like=conv))
+        shape = Shape.array(et, [n for d, n in enumerate(r.shape.dimensions) if d not in reduced])
+        r = g.make(O.REDUCE, [r, zero], shape, like=conv, dimensions=tuple(reduced), called_computations=[add])
+        r = g.make(O.RESHAPE, [r], conv.shape, like=conv)
+    return _keep(conv, r)
 
 
 # ---------------------------------------------------------------- layout-sensitive mode (after layout assignment)
