@@ -57,3 +57,14 @@ def test_whole_window_conv_sum_equals_tf_xla(kh, kw, batch):
         x = rng.choice(np.array([MAX, -MAX, 1.5, -3.0, 0.0, MAX / 4], np.float32), size=(batch, kh, kw, 1))
         w = rng.choice(np.array([2.0, -2.0, 0.5, 3.0, -1.25, 0.0], np.float32), size=(kh, kw, 1, 1))
         assert np.array_equal(theirs(x, w).numpy(), ours(x, w).numpy(), equal_nan=True)
+
+
+def test_one_element_lanes_fuse_each_product():
+    """A sum to one element in row lanes of x·broadcast(row): TF's vector FMAs keep max·1.25 exact until
+    -max/4·1.25 brings it back (finite); rounded products would overflow to inf."""
+    x = np.array([[[0, MAX / 4, -MAX], [0, 1.5, MAX / 4]]], np.float32)
+    z = np.array([1.0, -1.25, -1.25], np.float32)
+    fn = lambda a, b: tf.reduce_sum(a * b)  # noqa: E731
+    want = tf.function(fn, jit_compile=True)(x, z).numpy()
+    assert np.isfinite(want)
+    assert txc.function(fn, jit_compile=True)(x, z).numpy() == want

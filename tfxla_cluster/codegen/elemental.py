@@ -1642,8 +1642,10 @@ def _reduce(em, instr):
                 # cannot fold it either (and would then contract x0*x0 into the second add).
                 init = em.ops.call_intrinsic("arithmetic.fence", init)
             if lanes:
+                one = instr.shape.num_elements == 1
                 res = _row_lane_fold(em, simple, et, cty, init, load, lambda rvals: full_index(od, rvals), in_shape,
-                                     *lanes, looped=instr.shape.num_elements != 1)
+                                     *lanes, looped=not one,
+                                     factors=_fused_factors(em, instr) if one and simple is O.ADD else None)
                 return em.ops.from_compute(et, res)
             acc = _Accumulator(em, [cty], [init])
             factors = _fused_factors(em, instr) if in_order and simple is O.ADD else None
@@ -1781,19 +1783,21 @@ def _row_lanes(em, instr) -> tuple | None:
 
 
 def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, outer: tuple, rdim: int, cdim: int,
-                   rows: int, cols: int, lanes: int, looped: bool = False):
+                   rows: int, cols: int, lanes: int, looped: bool = False, factors=None):
     """TF's XLA's vectorised order for x[..., rows, cols] (``row_lanes``): for each position of the ``outer``
     reduced dims (loops, in order), lane j (the running value in lane 0, the identity in the others) combines
     rows j, j+lanes, ... each in column order; the lanes meet halves first; then the remaining rows in order.
     Unreassociated, so LLVM keeps this order (it may still pack the lanes into vectors); each step flushes as
     TF's does under FTZ/DAZ. ``looped``: to more than one element, the lanes in loops (straight-line only to one
-    element)."""
+    element). ``factors``: the generators of a fused product's two factors (a sum to one element), each
+    product then an explicit FMA into its lane, as TF's vector FMAs (straight-line, LLVM's SLP vectoriser may
+    otherwise pack our products and round them: fuzz-like probe [1, 2, 3]·broadcast(row), max·1.25 kept)."""
     if outer:
         acc = _Accumulator(em, [cty], [init])
 
         def body(rvals):
             acc.set([_row_lane_fold(em, op, et, cty, acc.get()[0], load, lambda rc: full_index({**rvals, **rc}),
-                                    shape, (), rdim, cdim, rows, cols, lanes, True)])
+                                    shape, (), rdim, cdim, rows, cols, lanes, True, factors)])
         # Not unrolled (XLA's outer reduced loops are unroll.disable): fully unrolled, the last pass's fold
         # would share a block with the consumer, and a product's last step contract into its add (TF's does not).
         _reduce_loops(em, shape, outer, body, hints=(("llvm.loop.unroll.disable",),))
@@ -1801,6 +1805,12 @@ def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, 
 
     def x(r, c):
         return load(full_index({rdim: t.i64(r), cdim: t.i64(c)}))
+
+    def step(acc_, r, c):
+        if factors is None:
+            return _simple_combine(em, op, et, acc_, x(r, c), False)
+        fi = full_index({rdim: t.i64(r), cdim: t.i64(c)})
+        return em.ops.mul_add(factors[0](fi), factors[1](fi), acc_)
     body = rows - rows % lanes
     ident = _identity(op, et, cty)
     if op is O.ADD:
@@ -1823,14 +1833,15 @@ def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, 
                 with em.kctx.scope():
                     vals = lane_acc.get()
                     for j in range(lanes):
-                        v = load(full_index({rdim: em.b.add(r0, t.i64(j)), cdim: c}))
-                        vals[j] = _simple_combine(em, op, et, vals[j], v, False)
+                        fi = full_index({rdim: em.b.add(r0, t.i64(j)), cdim: c})
+                        vals[j] = _simple_combine(em, op, et, vals[j], load(fi), False) if factors is None \
+                            else em.ops.mul_add(factors[0](fi), factors[1](fi), vals[j])
                     lane_acc.set(vals)
         acc = lane_acc.get()
     else:
         for r in range(body):
             for c in range(cols):
-                acc[r % lanes] = _simple_combine(em, op, et, acc[r % lanes], x(r, c), False)
+                acc[r % lanes] = step(acc[r % lanes], r, c)
     while len(acc) > 1:
         half = len(acc) // 2
         if half == 1 and looped:
@@ -1843,7 +1854,7 @@ def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, 
     total = acc[0]
     for r in range(body, rows):
         for c in range(cols):
-            total = _simple_combine(em, op, et, total, x(r, c), False)
+            total = step(total, r, c)
     if body < rows and op is O.MULTIPLY:
         # TF's remaining rows run in a scalar loop of their own block, so the backend cannot contract its last
         # product into a consumer's add (with no remaining rows the lanes' last product shares the consumer's
