@@ -1700,10 +1700,10 @@ def _outputs_vectorised(em, instr) -> int:
     scalar epilogue's FMAs. On AVX2, for one innermost reduced row of C and one non-degenerate output dim of
     B: LLVM takes VF = min(widest, power of two ≤ B) lanes when VF ≥ the narrowest and, under 16 outputs,
     VF divides B (no epilogue on a tiny trip count), from 16 on with a vector epilogue of the narrowest factor.
-    Measured against TF 2.21 on Zen 3 (reduce_sum(a·b,
-    axis=1) over [B, C], B 1-40 and 400-401, C 2-16, f32 and f64; l2_normalize's sum of squares over rows
-    of 8): rounded only at those C; elsewhere every output is one FMA chain. Not modelled: f64 [18, 6], whose
-    last two outputs are rounded too (B 17, 20, 21, 28, 36, 403 agree)."""
+    Measured against TF 2.21 on Zen 3 (reduce_sum(a·b, axis=1) over [B, C], B 1-40 and 400-403, C 2-16, f32
+    and f64; l2_normalize's sum of squares over rows of 8): rounded only at those C; elsewhere every output is
+    one FMA chain. Not modelled: f64 [18, 6], whose last two outputs are rounded too (B 17, 20, 21, 28, 36
+    and 403 agree)."""
     if host_target(em.kctx.options) != AVX2:
         return 0
     x = instr.operands[0]
@@ -1803,13 +1803,11 @@ def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, 
         _reduce_loops(em, shape, outer, body, hints=(("llvm.loop.unroll.disable",),))
         return acc.get()[0]
 
-    def x(r, c):
-        return load(full_index({rdim: t.i64(r), cdim: t.i64(c)}))
-
     def step(acc_, r, c):
+        """acc_ ⊕ x[r, c] (``r``, ``c``: ints or index values)."""
+        fi = full_index({rdim: t.i64(r) if isinstance(r, int) else r, cdim: t.i64(c) if isinstance(c, int) else c})
         if factors is None:
-            return _simple_combine(em, op, et, acc_, x(r, c), False)
-        fi = full_index({rdim: t.i64(r), cdim: t.i64(c)})
+            return _simple_combine(em, op, et, acc_, load(fi), False)
         return em.ops.mul_add(factors[0](fi), factors[1](fi), acc_)
     body = rows - rows % lanes
     ident = _identity(op, et, cty)
@@ -1833,9 +1831,7 @@ def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, 
                 with em.kctx.scope():
                     vals = lane_acc.get()
                     for j in range(lanes):
-                        fi = full_index({rdim: em.b.add(r0, t.i64(j)), cdim: c})
-                        vals[j] = _simple_combine(em, op, et, vals[j], load(fi), False) if factors is None \
-                            else em.ops.mul_add(factors[0](fi), factors[1](fi), vals[j])
+                        vals[j] = step(vals[j], em.b.add(r0, t.i64(j)), c)
                     lane_acc.set(vals)
         acc = lane_acc.get()
     else:
