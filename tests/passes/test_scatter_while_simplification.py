@@ -149,3 +149,63 @@ def test_zero_and_one_trip_loops_are_removed(bound, kept):
 def test_one_trip_loop_with_a_side_effect_stays():
     module = parse_module(_loop(0, 1, side_effect=True))
     assert not WhileLoopSimplifier().run(module)
+
+
+def _loop_with_bound_element(bound: int, bound_shape: str = "s32[]") -> str:
+    """``i < n`` with n a tuple element the body passes through (tf.while_loop's captured bound)."""
+    n = "%n.1 = s32[] reshape(%nb)" if bound_shape != "s32[]" else ""
+    m = "%n.1" if n else "%nb"
+    return f"""HloModule m
+
+%cond (p: (s32[], f32[3], {bound_shape})) -> pred[] {{
+  %p = (s32[], f32[3]{{0}}, {bound_shape}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %nb = {bound_shape} get-tuple-element(%p), index=2
+  {n}
+  ROOT %lt = pred[] compare(%i, {m}), direction=LT
+}}
+
+%body (q: (s32[], f32[3], {bound_shape})) -> (s32[], f32[3], {bound_shape}) {{
+  %q = (s32[], f32[3]{{0}}, {bound_shape}) parameter(0)
+  %i.1 = s32[] get-tuple-element(%q), index=0
+  %k = s32[] constant(1)
+  %next = s32[] add(%i.1, %k)
+  %x = f32[3]{{0}} get-tuple-element(%q), index=1
+  %y = f32[3]{{0}} multiply(%x, %x)
+  %n = {bound_shape} get-tuple-element(%q), index=2
+  ROOT %t = (s32[], f32[3]{{0}}, {bound_shape}) tuple(%next, %y, %n)
+}}
+
+ENTRY %e (a: f32[3]) -> f32[3] {{
+  %a = f32[3]{{0}} parameter(0)
+  %zero = s32[] constant(0)
+  %bound = {bound_shape} constant({bound if bound_shape == "s32[]" else "{%d}" % bound})
+  %init = (s32[], f32[3]{{0}}, {bound_shape}) tuple(%zero, %a, %bound)
+  %w = (s32[], f32[3]{{0}}, {bound_shape}) while(%init), condition=%cond, body=%body
+  ROOT %r = f32[3]{{0}} get-tuple-element(%w), index=1
+}}
+"""
+
+
+@pytest.mark.parametrize("bound,kept", [(0, False), (1, False), (3, True)])
+def test_constant_bound_element_is_propagated(bound, kept):
+    """TryPropagateConstant: a scalar element the body passes through with a constant init is read as the
+    constant in the condition and body, so the trip count is known (seed 266000983's 0-trip loop)."""
+    module = parse_module(_loop_with_bound_element(bound))
+    args = [np.array([1.0, -2.0, 3.5], np.float32)]
+    want = evaluate(module, *args)
+    assert WhileLoopSimplifier().run(module)
+    verify_module(module)
+    assert ("while(" in module_text(module)) is kept
+    assert_same_values(evaluate(module, *args), want, rtol=0, atol=0)
+    if kept:   # the body's pass-through element is now the constant itself
+        w = next(i for i in module.entry.instructions if i.opcode.text == "while")
+        assert w.while_body.root.operands[2].opcode.text == "constant"
+        assert trip_count(w) == 3   # known now (MatchTrivialLoopTripCount), more than one: the loop stays
+
+
+def test_array_bound_element_is_not_propagated():
+    """Only scalars are propagated (XLA: array constants would be copied into the loop)."""
+    module = parse_module(_loop_with_bound_element(0, "s32[1]"))
+    assert not WhileLoopSimplifier().run(module)
+    assert "while(" in module_text(module)

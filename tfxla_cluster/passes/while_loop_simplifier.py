@@ -14,6 +14,10 @@ the part that changes values, ``TryRemoveWhileLoop``.
   constant. ``MatchTrivialLoopTripCount`` then reads ``i = init; i < N`` (or ``i <= N``) with ``i += k``
   (k > 0 a constant) with XLA's arithmetic, and otherwise the condition and update are evaluated for one
   step (trip counts 0 and 1 only).
+- Before that, ``TryPropagateConstant``: a scalar tuple element the body passes through unchanged whose init
+  is a constant is read as that constant in the condition and the body. It changes no value, but a bound
+  that became a constant only after the loop was built (``i < n``, n folded from constants) makes the trip
+  count known (seed 266000983: a 0-trip loop over a constant, then its reduce constant-folded).
 
 XLA's other rewrites of this pass (dead, repeated and constant tuple elements, nested tuples, merged
 induction variables, constant propagation into the body) change a loop's tuple, not its values, and are
@@ -50,6 +54,7 @@ class WhileLoopSimplifier(HloPass):
             for w in [i for i in comp.instructions if i.opcode is O.WHILE]:
                 if w.parent is not comp or any(len(calls.get(id(c), ())) > 1 for c in w.called_computations):
                     continue
+                changed |= _try_propagate_constant(w)
                 changed |= _try_remove_while_loop(g, w)
             g.finish()
         if changed:
@@ -59,6 +64,27 @@ class WhileLoopSimplifier(HloPass):
 
 def _computation_has_side_effect(comp: HloComputation) -> bool:
     return any(has_side_effect(i) for i in comp.instructions)
+
+
+def _try_propagate_constant(w: HloInstruction) -> bool:
+    """TryPropagateConstant: loop-invariant scalar elements with a constant init become that constant."""
+    init, body = w.operands[0], w.while_body
+    root, param = body.root, body.parameter(0)
+    if init.opcode is not O.TUPLE or root.opcode is not O.TUPLE:
+        return False
+    constants = {i: init.operands[i] for i, op in enumerate(root.operands)
+                 if op.opcode is O.GET_TUPLE_ELEMENT and op.operands[0] is param and op.tuple_index == i
+                 and op.shape.is_scalar and init.operands[i].opcode is O.CONSTANT}
+    if not constants:
+        return False
+    changed = False
+    for comp in (w.while_condition, body):
+        p = comp.parameter(0)
+        for gte in [i for i in comp.instructions if i.opcode is O.GET_TUPLE_ELEMENT and i.operands[0] is p
+                    and i.tuple_index in constants]:
+            comp.replace_all_uses(gte, comp.add_instruction(constants[gte.tuple_index].clone(operands=[])))
+            changed = True
+    return changed
 
 
 def _try_remove_while_loop(g: UseGraph, w: HloInstruction) -> bool:
