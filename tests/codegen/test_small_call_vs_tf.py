@@ -73,3 +73,41 @@ def test_max_minus_inf_whole_constant_in_small_while_keeps_denormal(dtype):
     for v in x:
         got = txc.function(fn, jit_compile=True)(v[None]).numpy()
         assert got.tobytes() == v[None].tobytes()
+
+
+ARMS = {"relu": tf.nn.relu, "neg": tf.negative, "relu_neg": lambda x: -tf.nn.relu(x), "sign": tf.sign}
+
+COND_CASES = [
+    # (true arm, false arm, dtype, loop length): a tf.cond in a 2-trip small while, which TF's LLVM unswitches
+    # (fuzz seed 234001616): its max keeps or flushes by the arm's own lengths (codegen/small_call.py)
+    ("relu", "sign", np.float32, 5),
+    ("relu", "neg", np.float32, 4),        # a full vector: x86 max (kept at the root)
+    ("relu", "neg", np.float32, 8),
+    ("relu", "neg", np.float64, 4),
+    ("relu", "neg", np.float64, 12),
+    ("relu", "neg", np.float32, 22),       # groups of 4 from 16 on
+    ("relu", "neg", np.float32, 36),       # groups of 8 from 33 on
+    ("relu", "neg", np.float64, 38),       # an f64 arm of 38: flushed
+    ("relu", "relu_neg", np.float32, 19),  # a relu both arms share
+    ("relu_neg", "neg", np.float32, 9),    # -max(x, 0): every element kept
+    ("relu_neg", "neg", np.float64, 6),
+    ("relu", None, np.float64, 37),        # no cond: the root table from 16 on
+    ("relu_neg", None, np.float32, 11),
+]
+
+
+@pytest.mark.parametrize("a1,a2,dtype,n", COND_CASES, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_small_while_cond_arm_like_tf(a1, a2, dtype, n):
+    tiny = np.finfo(dtype).tiny
+    x = np.resize(np.array([tiny / 4, -tiny / 4], dtype), n).reshape(n, 1)
+    x[-1] = 90   # any(x > 0) holds: under DAZ the denormals are not > 0
+    f1, f2 = ARMS[a1], ARMS.get(a2)
+
+    def body(i, v):
+        return i + 1, (f1(v) if f2 is None else tf.cond(tf.reduce_any(v > 0), lambda: f1(v), lambda: f2(v)))
+
+    def fn(v):
+        return tf.while_loop(lambda i, v: i < 2, body, (tf.constant(0), v))[1]
+    want = tf.function(fn, jit_compile=True)(x).numpy()
+    got = txc.function(fn, jit_compile=True)(x).numpy()
+    assert got.tobytes() == want.tobytes(), (got.reshape(-1), want.reshape(-1))

@@ -604,11 +604,39 @@ def _binary(em, instr):
 
 def _small_call_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
     """In a small call's kernel: (dimension, leading indices kept) of a max/min with a broadcast constant that
-    is its fusion's root (``small_call.kept_minmax``), else None."""
-    if em.comp is None or not em.comp.is_fusion_computation or em.comp.root is not instr or \
+    is its fusion's root (or the root's negate), or in one arm of a root select on a scalar predicate (a
+    tf.cond in the loop: LLVM unswitches the loop-invariant select and vectorises each arm's loop; fuzz
+    seed 234001616) (``small_call.kept_minmax``), else None."""
+    if em.comp is None or not em.comp.is_fusion_computation or \
             not any(o.opcode is O.BROADCAST and o.operands[0].opcode is O.CONSTANT for o in (lhs, rhs)):
         return None
-    return kept_minmax(instr.shape.element_type, instr.shape)
+    root, comp = em.comp.root, em.comp
+    arm = root is not instr and not (root.opcode is O.NEGATE and root.operands[0] is instr)
+    if arm and not _in_one_unswitched_arm(root, instr):
+        return None
+    users = [i for i in comp.instructions if instr in i.operands]
+    negated = bool(users) and all(u.opcode is O.NEGATE for u in users)
+    return kept_minmax(instr.shape.element_type, instr.shape, arm=arm, negated=negated)
+
+
+def _in_one_unswitched_arm(root, instr) -> bool:
+    """Whether ``root`` is a select on a broadcast scalar predicate and ``instr`` feeds its arms, not the
+    predicate (a max/min both arms share measures as one in an arm: relu and -relu)."""
+    if root.opcode is not O.SELECT or root.operands[0].opcode is not O.BROADCAST \
+            or root.operands[0].operands[0].shape.dimensions:
+        return False
+
+    def feeds(start) -> bool:
+        seen, stack = set(), [start]
+        while stack:
+            i = stack.pop()
+            if i is instr:
+                return True
+            if id(i) not in seen:
+                seen.add(id(i))
+                stack.extend(i.operands)
+        return False
+    return not feeds(root.operands[0]) and any(map(feeds, root.operands[1:]))
 
 
 def _bf16_minmax_kept(em, instr, operands) -> int | None:

@@ -11,7 +11,8 @@ per fusion, called from the entry's loop; what differs in TF's results is emitte
 - LLVM sees the whole loop: it vectorises an f32/f64 ``max``/``min`` with a broadcast constant (a relu)
   over a shape whose innermost dimension is 1 with masked lanes, a compare and blend that keeps a
   ±denormal's bits, for the loop lengths of ``_KEPT`` (measured in TF 2.21's results, fuzz seed 120000360);
-  other lengths, and shapes with a longer innermost dimension, run x86 max/min, which flush under DAZ.
+  other lengths, and shapes with a longer innermost dimension, run x86 max/min, which flush under DAZ. The
+  same holds, with other lengths, in an arm of a tf.cond inside the loop (fuzz seed 234001616).
 
 A loop of a known trip count of 0 or 1 is no small call in TF's module: WhileLoopSimplifier
 (passes/while_loop_simplifier.py, with XLA's one trip-count analysis) removes or inlines it in the
@@ -25,30 +26,44 @@ from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
 
 # Leading elements of the vectorised loop whose ±denormal max/min keeps its bits, by element type and loop
-# length M (the innermost dimension longer than 1 below a trailing 1): TF 2.21, relu of -denormals in a
-# 2- and 3-trip small while over [M,1], [1,M,1], [2,M,1], [3,M,1], [M,1,1], M = 1..20, the same on an
-# AVX-512 host (Zen 4) and an AVX2 one (Zen 3): both vectorise at XLA's 256-bit preferred width, so the
-# table is not keyed on the ISA. Longer loops: flushed here. Not modelled: on Zen 3 TF keeps M - M % 4
-# for M = 21..31 and 32 of M = 32..39 (340 of the 400 cases of M = 21..40 differ from ours; the AVX-512
-# host was not measured there).
-_KEPT = {
-    T.F32: {3: 3, 4: 4, 5: 5, 6: 6, 7: 7, 8: 8, 16: 16, 17: 16, 18: 16, 19: 16, 20: 20},
-    T.F64: {3: 3, 4: 4, 8: 8, 12: 12, 16: 16, 17: 16, 18: 16, 19: 16, 20: 20},
-}
-_MEASURED_UP_TO = 20
+# length M (the innermost dimension longer than 1 below a trailing 1), for M < 16: TF 2.21, relu of
+# ±denormals in a 2- and 3-trip small while over [M,1], [1,M,1], [2,M,1], [3,M,1], [M,1,1], M = 1..20, the
+# same on an AVX-512 host (Zen 4) and an AVX2 one (Zen 3): both vectorise at XLA's 256-bit preferred width,
+# so the table is not keyed on the ISA. From 16 on ``_kept_from_16``. ``_KEPT_ARM``: the max/min in one arm of
+# a select on a scalar predicate (a tf.cond in the loop body, which LLVM unswitches): full vectors of 4 and 8
+# run x86 max/min there (measured on Zen 3, [M,1] of M = 2..41).
+_KEPT = {T.F32: {3: 3, 4: 4, 5: 5, 6: 6, 7: 7, 8: 8}, T.F64: {3: 3, 4: 4, 8: 8, 12: 12}}
+_KEPT_ARM = {T.F32: {3: 3, 5: 5, 6: 6, 7: 7}, T.F64: {3: 3, 8: 8, 12: 12}}
+_MEASURED_UP_TO = 42
 
 
-def kept_minmax(et: T, shape: Shape) -> tuple[int, int] | None:
-    """For an f32/f64 max/min with a broadcast constant that is its small-call fusion's root: (dimension,
-    how many of its leading indices keep a ±denormal's bits), or None when the shape's innermost dimension
-    is not 1 (the usual rules apply)."""
+def _kept_from_16(et: T, m: int, arm: bool) -> int:
+    """Kept elements of a loop of M ≥ 16 (TF 2.21 on Zen 3, M = 16..42): whole groups of 4, and of 8 from 33
+    on for f32; an f64 arm of 38 or more is x86 max/min throughout."""
+    if et is T.F32 and m > 32:
+        return m - m % 8
+    if et is T.F64 and arm and m >= 38:
+        return 0
+    return m - m % 4
+
+
+def kept_minmax(et: T, shape: Shape, arm: bool = False, negated: bool = False) -> tuple[int, int] | None:
+    """For an f32/f64 max/min with a broadcast constant that is its small-call fusion's root (``arm``: in one
+    arm of a root select on a scalar predicate): (dimension, how many of its leading indices keep a
+    ±denormal's bits), or None when the shape's innermost dimension is not 1 (the usual rules apply).
+    ``negated``: the max/min's only use is a negate, which LLVM folds into a compare and blend of ``-x``
+    that keeps every element's bits (measured M = 1..41, root and arm)."""
     if et not in _KEPT or shape.rank < 2 or shape.dimensions[shape.minor_to_major[0]] != 1:
         return None
     for d in shape.minor_to_major:
         m = shape.dimensions[d]
         if m > 1:
-            return d, (_KEPT[et].get(m, 0) if m <= _MEASURED_UP_TO else 0)
-    return shape.minor_to_major[-1], 0
+            if negated:
+                return d, m
+            if m > _MEASURED_UP_TO:
+                return d, 0
+            return d, ((_KEPT_ARM if arm else _KEPT)[et].get(m, 0) if m < 16 else _kept_from_16(et, m, arm))
+    return shape.minor_to_major[-1], shape.dimensions[shape.minor_to_major[-1]] if negated else 0
 
 
 def legacy_call(instr) -> bool:
