@@ -94,3 +94,17 @@ def test_max_pool_one_static_position(dtype, shape, ksize, strides):
     x = np.full(shape, tiny / 2, dtype)
     x.reshape(-1)[1::3] *= -1
     _assert_bits(lambda v: tf.nn.max_pool2d(v, list(ksize), strides, "SAME"), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("stride,w", [(2, 3), (2, 5), (2, 7), (2, 9), (2, 11), (3, 4), (3, 7), (3, 10), (3, 13)])
+@pytest.mark.parametrize("c", [2, 3, 8, 9])
+def test_max_pool_window_of_two_with_a_stride(dtype, stride, w, c):
+    """Window 2 along W with SAME padding (0, 1) and stride 2 or 3: as at stride 1, the outputs of two in-bounds
+    positions keep the peeled last step's bits in the leading channels when there are 2 of them (f32: or 4
+    with C ≥ 3), every other output flushes (``_pool_last_step_kept``; fuzz seed 234001375)."""
+    tiny, big = np.finfo(dtype).tiny, np.finfo(dtype).max
+    x = np.full((2, 1, w, c), -big, dtype)
+    x[:, :, 1::stride, :] = -tiny / 4
+    _assert_bits(lambda v: tf.nn.max_pool2d(v, [1, 2], [1, stride], "SAME"), x)
+    _assert_bits(lambda v: tf.nn.max_pool2d(v[:1, :1], [2, 2], stride, "SAME"), x)   # H of 1: its pad step is out

@@ -2014,28 +2014,32 @@ _POOL_KEPT_CHANNELS = {2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 6, 8: 8}
 
 
 def _pool_last_step_kept(instr) -> int:
-    """On an AVX2 target: how many leading channels of an f32/f64 max pool [N, H, W, C] TF's XLA returns with the last window
-    step's ±denormal bits kept (0: none). For a window of 2 along W with SAME padding (0, 1), stride 1, that is
-    the only window dimension with more than one position in bounds, LLVM vectorises the outputs w < W - 1
-    across the leading channels: the first step is an x86 max (under DAZ: ±0), the peeled last one a compare
-    and a blend of interleaved vectors, which keeps x[w + 1]'s bits when ``acc < x[w + 1]`` (fuzz seed
-    183001446). Measured on AVX2 against TF 2.21's XLA: W of 3 (f32, f64) and 5 (f32, C ≥ 3), C of 1-9, N of
-    1-4, H of 1-2 (kh 1, 2, 3); W of 2, 4 and 6-12, f64 W of 5 and 7, VALID padding and H windows of two
+    """On an AVX2 target: how many leading channels of an f32/f64 max pool [N, H, W, C] TF's XLA returns with the
+    last window step's ±denormal bits kept (0: none). For a window of 2 along W with SAME padding (0, 1) and a
+    stride of 1-3, the only window dimension with more than one position in bounds, LLVM vectorises the outputs
+    of two positions across the leading channels: the first step is an x86 max (under DAZ: ±0), the peeled last
+    one a compare and a blend of interleaved vectors, which keeps x[w + 1]'s bits when ``acc < x[w + 1]`` (fuzz
+    seeds 183001446, 234001375) — when there are 2 such outputs (W = 3, 5, 7 at strides 1, 2, 3), or 4 of
+    them for f32 with C ≥ 3. Measured on AVX2 against TF 2.21's XLA: strides 1-3, W of 2-25, C of 1-9, N of 1-4,
+    H of 1-3 (kh 1; kh 2, 3 over H = 1, also at stride 2); other counts, VALID padding and H windows of two
     positions flush every output."""
     et = instr.shape.element_type
     window = instr.window.dimensions
     dims = instr.operands[0].shape.dimensions
+    out = instr.shape.dimensions
     if len(instr.operands) != 2 or et not in (T.F32, T.F64) or len(dims) != 4 or \
-            simple_reducer(instr.to_apply) is not O.MAXIMUM or instr.shape.dimensions != dims:
+            simple_reducer(instr.to_apply) is not O.MAXIMUM or (out[0], out[3]) != (dims[0], dims[3]):
         return 0
     n, h, w, c = dims
-    if any(d.stride != 1 or d.window_dilation != 1 or d.base_dilation != 1 for d in window) or \
-            window[0].size != 1 or window[3].size != 1 or window[2].size != 2 or \
+    if any(d.window_dilation != 1 or d.base_dilation != 1 for d in window) or \
+            any(window[d].size != 1 or window[d].stride != 1 for d in (0, 3)) or \
+            window[2].size != 2 or window[2].stride not in (1, 2, 3) or \
             (window[2].padding_low, window[2].padding_high) != (0, 1):
         return 0
-    if window[1].size != 1 and h != 1:   # every output's H window: one position in bounds
+    if (window[1].size != 1 or window[1].stride != 1) and h != 1:   # every output's H window: one position in bounds
         return 0
-    if not ((w == 3) or (et is T.F32 and w == 5 and c >= 3)):
+    pairs = out[2] - 1   # outputs with two positions in bounds (the last one has one)
+    if not (pairs == 2 or (et is T.F32 and pairs == 4 and c >= 3)):
         return 0
     return _POOL_KEPT_CHANNELS.get(c, 0)
 
