@@ -111,3 +111,20 @@ def test_small_while_cond_arm_like_tf(a1, a2, dtype, n):
     want = tf.function(fn, jit_compile=True)(x).numpy()
     got = txc.function(fn, jit_compile=True)(x).numpy()
     assert got.tobytes() == want.tobytes(), (got.reshape(-1), want.reshape(-1))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(5,), (3, 2), (5, 1), (15,)])
+@pytest.mark.parametrize("op", ["relu", "min0"])
+def test_negated_minmax_of_constant_keeps_like_tf(dtype, shape, op):
+    """``-relu(x)`` and ``-minimum(x, 0)`` outside a loop: LLVM folds the negate into the select, whose blend
+    keeps ±denormals on loops short enough that a plain relu flushes (elemental
+    ``_negated_minmax_of_constant``)."""
+    x = tf.constant(_denormals(dtype, shape))
+    f = OPS[op]
+
+    def fn(v):
+        return -f(v)
+    want = tf.function(fn, jit_compile=True)(x).numpy()
+    got = txc.function(fn, jit_compile=True)(x).numpy()
+    assert got.tobytes() == want.tobytes(), (got.reshape(-1), want.reshape(-1))

@@ -591,15 +591,36 @@ def _binary(em, instr):
             rows, cols = kept_rows
             return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, rows, dim=0, cols=cols)
 
+        negated = _negated_minmax_of_constant(em, instr, lhs, rhs)
+
         def minmax(index):
             v = em.ops.binary(op, et, x(index), y(index))
-            return em.ops.flush_denormal(et, v) if _masked_loop(em, instr.shape, index) else v
+            return em.ops.flush_denormal(et, v) if not negated and _masked_loop(em, instr.shape, index) else v
         return minmax
     if op in (O.MAXIMUM, O.MINIMUM) and et is T.F32 and not em.scalar_body and any(_widened_bf16(o) for o in (lhs, rhs)):
         kept = _bf16_minmax_kept(em, instr, (lhs, rhs))
         if kept is not None:
             return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, kept)
     return lambda index: em.ops.binary(op, et, x(index), y(index))
+
+
+def _negated_minmax_of_constant(em, instr, lhs, rhs) -> bool:
+    """Whether ``instr`` is a max/min with a broadcast constant whose every use in its fusion is a negate: LLVM
+    folds the negate into the compare-and-select (``x < c ? -c : -x``), whose arms are no longer the compare's
+    operands, so it stays a blend that keeps a ±denormal's bits on every loop length (TF 2.21, f32 and f64
+    ``-relu(x)``, ``-minimum(x, 0)`` over [3]-[40], [5,1], [3,2], [9,3], plain, in a tf.where or a small while)."""
+    if em.comp is None or not em.comp.is_fusion_computation or \
+            not any(o.opcode is O.BROADCAST and o.operands[0].opcode is O.CONSTANT for o in (lhs, rhs)):
+        return False
+    users = [i for i in em.comp.instructions if instr in i.operands]
+    if any(i is not instr and _minmax_of_constant(i) for i in em.comp.instructions):
+        return False   # (a tf.cond's other arm with min(x, 0): TF's small while flushes -relu's [4,1] there)
+    return bool(users) and all(u.opcode is O.NEGATE for u in users)
+
+
+def _minmax_of_constant(i) -> bool:
+    return i.opcode in (O.MAXIMUM, O.MINIMUM) and any(
+        o.opcode is O.BROADCAST and o.operands[0].opcode is O.CONSTANT for o in i.operands)
 
 
 def _small_call_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
@@ -611,32 +632,49 @@ def _small_call_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
             not any(o.opcode is O.BROADCAST and o.operands[0].opcode is O.CONSTANT for o in (lhs, rhs)):
         return None
     root, comp = em.comp.root, em.comp
-    arm = root is not instr and not (root.opcode is O.NEGATE and root.operands[0] is instr)
-    if arm and not _in_one_unswitched_arm(root, instr):
-        return None
+    arm = False
+    if root is not instr and not (root.opcode is O.NEGATE and root.operands[0] is instr):
+        how = _unswitched_arm(root, instr)
+        if how is None:
+            return None
+        arm = how == "arm"
     users = [i for i in comp.instructions if instr in i.operands]
-    negated = bool(users) and all(u.opcode is O.NEGATE for u in users)
-    return kept_minmax(instr.shape.element_type, instr.shape, arm=arm, negated=negated)
+    if users and all(u.opcode is O.NEGATE for u in users):
+        if _negated_minmax_of_constant(em, instr, lhs, rhs) and instr.shape.rank:
+            return 0, instr.shape.dimensions[0]   # every element kept, any shape
+        return None   # beside another max/min of a constant (a tf.cond's other arm): flushed as usual
+    return kept_minmax(instr.shape.element_type, instr.shape, arm=arm)
 
 
-def _in_one_unswitched_arm(root, instr) -> bool:
-    """Whether ``root`` is a select on a broadcast scalar predicate and ``instr`` feeds its arms, not the
-    predicate (a max/min both arms share measures as one in an arm: relu and -relu)."""
+def _unswitched_arm(root, instr) -> str | None:
+    """How LLVM compiles ``instr``, a max/min with a broadcast constant, under ``root``: "arm" when ``root`` is a
+    select on a broadcast scalar predicate whose arms ``instr`` feeds (not the predicate) and whose other arm
+    has no max/min with a constant of its own (a max/min both arms share measures as one in an arm: relu and
+    -relu); "root" when that other arm has one (relu and min(x, 0), relu and max(x, -1): TF keeps the root's
+    lengths); else None."""
     if root.opcode is not O.SELECT or root.operands[0].opcode is not O.BROADCAST \
             or root.operands[0].operands[0].shape.dimensions:
-        return False
+        return None
 
-    def feeds(start) -> bool:
-        seen, stack = set(), [start]
+    def reach(start) -> list:
+        seen, stack, out = set(), [start], []
         while stack:
             i = stack.pop()
-            if i is instr:
-                return True
             if id(i) not in seen:
                 seen.add(id(i))
+                out.append(i)
                 stack.extend(i.operands)
-        return False
-    return not feeds(root.operands[0]) and any(map(feeds, root.operands[1:]))
+        return out
+    if any(i is instr for i in reach(root.operands[0])):
+        return None
+    arms = [reach(a) for a in root.operands[1:]]
+    fed = [any(i is instr for i in arm) for arm in arms]
+    if not any(fed):
+        return None
+    for arm, f in zip(arms, fed):
+        if not f and any(_minmax_of_constant(i) for i in arm):
+            return "root"
+    return "arm"
 
 
 def _bf16_minmax_kept(em, instr, operands) -> int | None:

@@ -47,23 +47,19 @@ def _kept_from_16(et: T, m: int, arm: bool) -> int:
     return m - m % 4
 
 
-def kept_minmax(et: T, shape: Shape, arm: bool = False, negated: bool = False) -> tuple[int, int] | None:
-    """For an f32/f64 max/min with a broadcast constant that is its small-call fusion's root (``arm``: in one
+def kept_minmax(et: T, shape: Shape, arm: bool = False) -> tuple[int, int] | None:
+    """For an f32/f64 max/min with a broadcast constant that is its small-call fusion's root (``arm``: in an
     arm of a root select on a scalar predicate): (dimension, how many of its leading indices keep a
-    ±denormal's bits), or None when the shape's innermost dimension is not 1 (the usual rules apply).
-    ``negated``: the max/min's only use is a negate, which LLVM folds into a compare and blend of ``-x``
-    that keeps every element's bits (measured M = 1..41, root and arm)."""
+    ±denormal's bits), or None when the shape's innermost dimension is not 1 (the usual rules apply)."""
     if et not in _KEPT or shape.rank < 2 or shape.dimensions[shape.minor_to_major[0]] != 1:
         return None
     for d in shape.minor_to_major:
         m = shape.dimensions[d]
         if m > 1:
-            if negated:
-                return d, m
             if m > _MEASURED_UP_TO:
                 return d, 0
             return d, ((_KEPT_ARM if arm else _KEPT)[et].get(m, 0) if m < 16 else _kept_from_16(et, m, arm))
-    return shape.minor_to_major[-1], shape.dimensions[shape.minor_to_major[-1]] if negated else 0
+    return shape.minor_to_major[-1], 0
 
 
 def legacy_call(instr) -> bool:
