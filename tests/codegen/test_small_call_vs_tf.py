@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import tfxla_cluster as txc
+from tfxla_cluster.codegen.row_lanes import AVX2, host_target
 
 OPS = {
     "relu": tf.nn.relu,
@@ -125,6 +126,31 @@ def test_negated_minmax_of_constant_keeps_like_tf(dtype, shape, op):
 
     def fn(v):
         return -f(v)
+    want = tf.function(fn, jit_compile=True)(x).numpy()
+    got = txc.function(fn, jit_compile=True)(x).numpy()
+    assert got.tobytes() == want.tobytes(), (got.reshape(-1), want.reshape(-1))
+
+
+@pytest.mark.parametrize("dtype,n,w", [(np.float32, 4, 2), (np.float32, 8, 3), (np.float32, 8, 5),
+                                       (np.float32, 21, 2), (np.float32, 17, 8), (np.float64, 4, 3),
+                                       (np.float64, 4, 2), (np.float64, 12, 6), (np.float64, 24, 2)])
+@pytest.mark.parametrize("cond", [False, True])
+def test_small_while_rows_like_tf(dtype, n, w, cond):
+    """relu over [N, W] rows in a 2-trip while, at the body's root or in a tf.cond's arm (the loop a small
+    call or not by its size): the rows and columns TF's vectorised loops keep (elemental
+    ``_avx2_scalar_arg_kept``; measured on AVX2)."""
+    if host_target(None) != AVX2:
+        pytest.skip("TF's row loops measured on an AVX2 host")
+    tiny = np.finfo(dtype).tiny
+    x = np.full((n, w), tiny / 4, dtype)
+    x[1::2] *= -1
+    x[-1] = 90
+
+    def body(i, v):
+        return i + 1, (tf.cond(tf.reduce_any(v > 0), lambda: tf.nn.relu(v), lambda: -v) if cond else tf.nn.relu(v))
+
+    def fn(v):
+        return tf.while_loop(lambda i, v: i < 2, body, (tf.constant(0), v))[1]
     want = tf.function(fn, jit_compile=True)(x).numpy()
     got = txc.function(fn, jit_compile=True)(x).numpy()
     assert got.tobytes() == want.tobytes(), (got.reshape(-1), want.reshape(-1))

@@ -586,7 +586,7 @@ def _binary(em, instr):
         if kept is not None:
             n, rows = kept
             return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, n, dim=0, cols=rows)
-        kept_rows = _scalar_arg_minmax_kept(em, instr, lhs, rhs)
+        kept_rows = _scalar_arg_minmax_kept(em, instr, lhs, rhs, legacy)
         if kept_rows is not None:
             rows, cols = kept_rows
             return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, rows, dim=0, cols=cols)
@@ -722,7 +722,7 @@ def _minmax_kept_below(em, op, et, x, y, index, kept: int, dim: int = -1, cols: 
     return b.select(inside, blended, em.ops.flush_denormal(et, blended))
 
 
-def _scalar_arg_minmax_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
+def _scalar_arg_minmax_kept(em, instr, lhs, rhs, legacy: bool = False) -> tuple[int, int] | None:
     """(rows, columns): the leading rows of an f32/f64 ``max``/``min(x, broadcast(s))`` over [N, 2..8], and the
     leading columns in them, that TF's XLA returns with a ±denormal's bits kept, when ``s`` is a scalar (on
     AVX-512: no constant) and the op is its fusion's whole loop; None: not that loop. LLVM unrolls the short rows and
@@ -734,17 +734,25 @@ def _scalar_arg_minmax_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
     flushes every row (the short-row flush of ``_masked_loop``)."""
     dims = instr.shape.dimensions
     if len(dims) != 2 or not 2 <= dims[1] <= 8 or instr.shape.minor_to_major != (1, 0) \
-            or em.comp is None or not em.comp.is_fusion_computation or em.comp.root is not instr:
+            or em.comp is None or not em.comp.is_fusion_computation:
         return None
     if rhs.opcode is not O.BROADCAST or rhs.operands[0].shape.dimensions:
         return None
     et = instr.shape.element_type
     constant = rhs.operands[0].opcode is O.CONSTANT
+    arm = False
+    if em.comp.root is not instr:
+        # an arm of a tf.cond's select (a small call's kernel or not): LLVM unswitches it (``_unswitched_arm``)
+        how = _unswitched_arm(em.comp.root, instr) if constant else None
+        if how is None or host_target(em.kctx.options) != AVX2:
+            return None
+        arm = how == "arm"
     if host_target(em.kctx.options) == AVX2:
         rows_reversed = lhs.opcode is O.REVERSE and tuple(lhs.dimensions) == (0,) \
             and lhs.operands[0].opcode is O.PARAMETER
         if lhs.opcode is O.PARAMETER or rows_reversed:
-            return _avx2_scalar_arg_kept(et, *dims, rows_reversed, constant)
+            return _avx2_scalar_arg_kept(et, *dims, rows_reversed, constant, small_call=legacy and constant,
+                                         arm=arm)
         return None
     if lhs.opcode is not O.PARAMETER or constant:
         return None
@@ -769,8 +777,8 @@ def _avx512_scalar_arg_kept_rows(et: T, n: int, w: int) -> int:
 _F32_BY_8_FROM = {2: 32, 3: 40, 4: 48, 5: 32, 6: 32}
 
 
-def _avx2_scalar_arg_kept(et: T, n: int, w: int, rows_reversed: bool = False,
-                          constant: bool = False) -> tuple[int, int]:
+def _avx2_scalar_arg_kept(et: T, n: int, w: int, rows_reversed: bool = False, constant: bool = False,
+                          small_call: bool = False, arm: bool = False) -> tuple[int, int]:
     """The kept (rows, columns) of ``_scalar_arg_minmax_kept`` on an AVX2 target (TF 2.21 on Zen 3: N of 1-70,
     W of 1-17, f32 and f64, max and min alike, of ``x`` and of ``reverse(x, [0])``). LLVM's vector loop runs
     rows by VF lanes: f64 by 4 (all of N = 8 or 12; none of other N < 16); f32 by 4 for N = 4 (not for rows
@@ -782,7 +790,13 @@ def _avx2_scalar_arg_kept(et: T, n: int, w: int, rows_reversed: bool = False,
     that N = 4 runs by 4 lanes (f32: whatever W), f32 N = 8 by 8, and f32's 4 lanes keep rows of 4 only. A
     constant over reversed rows (relu(reverse(x, [0])): measured for N of 1-40, W of 1-17) keeps nothing on 4
     f32 lanes and nothing of N = 2 but f32's [2, 6], whose last two columns keep (returned as the negative
-    count of trailing columns)."""
+    count of trailing columns). In a small while's kernel (``small_call``) f32's 4 lanes keep rows of 2 columns
+    too; in an arm of a tf.cond's select (``arm``) the same as the root but for [4, 2] and f32 [8, 3], f64
+    [4, 3] (flushed) (TF 2.21 on Zen 3, relu in a while of 2 trips, N of 1-40, W of 2-8; not modelled: inside
+    a while body that is no small call, f32 rows of 5 and 7 run by 8 lanes from N = 28, and an arm's rows of 3
+    from N = 36)."""
+    if arm and w == 3 and (et is T.F64 and n == 4 or et is T.F32 and n == 8):
+        return 0, 0   # measured so in a tf.cond's arm (the root keeps them)
     if rows_reversed and n == 2:
         if constant:
             return (2, -2) if et is T.F32 and w == 6 else (0, 0)
@@ -794,12 +808,12 @@ def _avx2_scalar_arg_kept(et: T, n: int, w: int, rows_reversed: bool = False,
         lanes, rows = 8, 8
     elif n < 16:
         lanes = 4
-        rows = 4 if n == 4 and (rows_reversed or constant or w not in (2, 4)) else 0
+        rows = 4 if n == 4 and (rows_reversed or constant or w not in (2, 4)) and not (arm and w == 2) else 0
     else:
         lanes = 4 if n % 8 >= 4 and n < _AVX2_F32_BY_8_FROM[rows_reversed][w - 2] else 8
         rows = n - n % lanes
     if constant and et is T.F32 and lanes == 4:
-        return rows, w if w == 4 and not rows_reversed else 0
+        return rows, w if (w == 4 or small_call and w == 2) and not rows_reversed else 0
     return rows, _AVX2_KEPT_COLUMNS[et, lanes, rows_reversed][w - 2]
 
 
