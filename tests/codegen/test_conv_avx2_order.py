@@ -57,3 +57,25 @@ def test_conv_accumulators_as_tf(case, dtype):
 def test_depthwise_accumulators_as_tf(case, dtype):
     xs, ws, stride, pad = case
     _probe_all(lambda x, w: tf.nn.depthwise_conv2d(x, w, [1, stride, stride, 1], pad), xs, ws, dtype)
+
+
+BIG, INF = 3e38, np.inf
+# (the last patch's four products at k = 0..3): two overflowing negatives and an infinity in every order
+# k-order sums could not tell from the accumulators by k mod 2 (fuzz seed 280001053: TF's inf, not NaN)
+APART_DEPTH4 = [(0, -BIG, -BIG, INF), (-BIG, -BIG, INF, 0), (INF, -BIG, -BIG, 0), (-BIG, INF, -BIG, 0),
+                (-BIG, 0, -BIG, INF), (INF, 0, -BIG, -BIG), (-BIG, -BIG, 0, INF)]
+
+
+@pytest.mark.parametrize("vals", APART_DEPTH4, ids=str)
+def test_apart_rows_keep_the_two_accumulators(vals):
+    """The last patches summed apart (``pair_apart_rows``: 8 patches, the last 2) round each product but
+    keep the accumulators by k mod 2: TF's XLA against ours on the last patch."""
+    x = np.zeros((1, 1, 9, 2), np.float32)
+    x[0, 0, 7, :], x[0, 0, 8, :] = vals[:2], vals[2:]
+    k = tf.constant(np.ones((1, 2, 2, 2), np.float32))
+
+    def conv(v):
+        return tf.nn.conv2d(v, k, 1, "VALID")
+    want = tf.function(conv, jit_compile=True)(x).numpy()
+    got = txc.function(conv, jit_compile=True)(x).numpy()
+    np.testing.assert_array_equal(got, want)
