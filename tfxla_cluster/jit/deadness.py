@@ -175,7 +175,29 @@ def compute_predicates(graph: Graph, frames: dict[int, str] | None = None) -> di
         elif node.op in op_tables.SWITCH_OPS:
             data = node.data_inputs()
             if len(data) == 2:
+                known = _constant_bool(data[1].src)
+                if known is not None:   # MakeSymbolPredicate: a Const predicate is #true or #false
+                    out_pred[(node.id, 0)] = FALSE if known else pred
+                    out_pred[(node.id, 1)] = pred if known else FALSE
+                    continue
                 sym = ("sym", f"{data[1].src.name}:{data[1].src_output}")
                 out_pred[(node.id, 0)] = make_and(pred, ("not", sym))
                 out_pred[(node.id, 1)] = make_and(pred, sym)
     return node_pred
+
+
+def _constant_bool(node) -> bool | None:
+    """The value of a scalar bool ``Const`` node (a Switch predicate grappler folded), else None: TF's
+    ``PredicateFactory::MakeSymbolPredicate`` makes such a predicate #true or #false rather than a symbol,
+    so the dead branch of a constant tf.cond is #false and the live one keeps its input's predicate (fuzz
+    seed 280001830: a variable's read and its assignment in the live branch share a cluster)."""
+    if node.op != "Const":
+        return None
+    proto = node.node_def.attr["value"].tensor
+    if proto.dtype != 10 or proto.tensor_shape.dim:   # DT_BOOL, a scalar
+        return None
+    if proto.bool_val:
+        return bool(proto.bool_val[0])
+    if proto.tensor_content:
+        return bool(proto.tensor_content[0])
+    return False   # no value given: the default, false

@@ -446,6 +446,9 @@ class Launcher:
     def _run_unobserved(self, tensors: tuple, arrays: list[np.ndarray], handles: dict[int, tuple[Any, int]] | None,
                         updates_out: dict | None = None) -> tuple[list, CompiledCluster | None]:
         """(outputs, the CompiledCluster that produced them or None when TF's kernels did)."""
+        if self.sig.boundary.duplicate_variable:
+            from tfxla_cluster.errors import UnimplementedError
+            raise UnimplementedError("Duplicate variable passed to XLA cluster")   # TF's XlaCompile, as it locks them
         if self._stats.fallback_reason:
             return self._run_tf(list(tensors), updates_out if handles is None else None), None
         # Without compile-time-constant inputs, dtypes and shapes alone pick the entry: a plain tuple

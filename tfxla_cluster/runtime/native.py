@@ -194,7 +194,7 @@ def bind(launcher, *, resources: bool = True):
     if disabled():
         return None
     positions = [i for i, dt in enumerate(sig.input_dtypes) if dt == types_pb2.DT_RESOURCE]
-    if positions and not resources:
+    if positions and not resources or sig.boundary.duplicate_variable:   # (the Python launch raises TF's error)
         return None
     # A resource output must be an input handle passed through (its consumers take the handle).
     if any(dt == types_pb2.DT_RESOURCE and k not in launcher.passthrough for k, dt in enumerate(sig.output_dtypes)):

@@ -36,6 +36,7 @@ Tensor = tuple[str, int]  # (node name, output slot)
 
 _ARG_OPS = (ARG_OP, DEVICE_ARG_OP)
 _PASS_THROUGH_OPS = ("Identity", "Snapshot", "IdentityN")   # forward a resource handle unchanged
+_HANDLE_FORWARDING_OPS = ("Switch", "RefSwitch", "Enter", "RefEnter")   # and so do these, control flow's
 
 
 @dataclass(eq=False)
@@ -118,6 +119,30 @@ class ClusterBoundary:
                     frontier.append((e.dst.name, e.dst_input if e.dst.op == "IdentityN" else 0))
                 else:
                     yield e.dst
+
+    @functools.cached_property
+    def duplicate_variable(self) -> bool:
+        """Whether two resource inputs carry the same variable's handle (traced back through Identity-like
+        ops, Switch and Enter to one producer): TF's XlaCompile locks each input variable once and fails
+        the launch with ``Duplicate variable passed to XLA cluster`` (xla_launch_util.cc LockVariables; a
+        variable's read and its assignment in a tf.cond's branch, whose handle comes through a Switch,
+        in one cluster: fuzz seed 280001830)."""
+        roots = set()
+        for t in self.inputs:
+            if self.dtype_of(t) != types_pb2.DT_RESOURCE:
+                continue
+            while True:
+                node = self.graph.node(t[0])
+                data = node.data_inputs()
+                if node.op in _PASS_THROUGH_OPS + _HANDLE_FORWARDING_OPS and data:
+                    e = data[t[1]] if node.op == "IdentityN" and t[1] < len(data) else data[0]
+                    t = (e.src.name, e.src_output)
+                    continue
+                break
+            if t in roots:
+                return True
+            roots.add(t)
+        return False
 
     def resource_dtype(self, position: int) -> int:
         """The variable's dtype behind input ``position``: the producer's ``_handle_dtypes``, else how
