@@ -591,7 +591,7 @@ def _binary(em, instr):
             rows, cols = kept_rows
             return lambda index: _minmax_kept_below(em, op, et, x(index), y(index), index, rows, dim=0, cols=cols)
 
-        negated = _negated_minmax_of_constant(em, instr, lhs, rhs)
+        negated = _negated_minmax_of_constant(em, instr)
 
         def minmax(index):
             v = em.ops.binary(op, et, x(index), y(index))
@@ -604,23 +604,28 @@ def _binary(em, instr):
     return lambda index: em.ops.binary(op, et, x(index), y(index))
 
 
-def _negated_minmax_of_constant(em, instr, lhs, rhs) -> bool:
+def _negated_minmax_of_constant(em, instr) -> bool:
     """Whether ``instr`` is a max/min with a broadcast constant whose every use in its fusion is a negate: LLVM
     folds the negate into the compare-and-select (``x < c ? -c : -x``), whose arms are no longer the compare's
     operands, so it stays a blend that keeps a ±denormal's bits on every loop length (TF 2.21, f32 and f64
     ``-relu(x)``, ``-minimum(x, 0)`` over [3]-[40], [5,1], [3,2], [9,3], plain, in a tf.where or a small while)."""
-    if em.comp is None or not em.comp.is_fusion_computation or \
-            not any(o.opcode is O.BROADCAST and o.operands[0].opcode is O.CONSTANT for o in (lhs, rhs)):
+    if em.comp is None or not em.comp.is_fusion_computation or not _minmax_of_constant(instr):
         return False
-    users = [i for i in em.comp.instructions if instr in i.operands]
     if any(i is not instr and _minmax_of_constant(i) for i in em.comp.instructions):
         return False   # (a tf.cond's other arm with min(x, 0): TF's small while flushes -relu's [4,1] there)
-    return bool(users) and all(u.opcode is O.NEGATE for u in users)
+    return _only_negated(em.comp, instr)
 
 
 def _minmax_of_constant(i) -> bool:
+    """A max/min with a broadcast constant operand."""
     return i.opcode in (O.MAXIMUM, O.MINIMUM) and any(
         o.opcode is O.BROADCAST and o.operands[0].opcode is O.CONSTANT for o in i.operands)
+
+
+def _only_negated(comp, instr) -> bool:
+    """Whether ``instr`` has users in ``comp``, every one a negate."""
+    users = [i for i in comp.instructions if instr in i.operands]
+    return bool(users) and all(u.opcode is O.NEGATE for u in users)
 
 
 def _small_call_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
@@ -628,19 +633,17 @@ def _small_call_kept(em, instr, lhs, rhs) -> tuple[int, int] | None:
     is its fusion's root (or the root's negate), or in one arm of a root select on a scalar predicate (a
     tf.cond in the loop: LLVM unswitches the loop-invariant select and vectorises each arm's loop; fuzz
     seed 234001616) (``small_call.kept_minmax``), else None."""
-    if em.comp is None or not em.comp.is_fusion_computation or \
-            not any(o.opcode is O.BROADCAST and o.operands[0].opcode is O.CONSTANT for o in (lhs, rhs)):
+    if em.comp is None or not em.comp.is_fusion_computation or not _minmax_of_constant(instr):
         return None
-    root, comp = em.comp.root, em.comp
+    root = em.comp.root
     arm = False
     if root is not instr and not (root.opcode is O.NEGATE and root.operands[0] is instr):
         how = _unswitched_arm(root, instr)
         if how is None:
             return None
         arm = how == "arm"
-    users = [i for i in comp.instructions if instr in i.operands]
-    if users and all(u.opcode is O.NEGATE for u in users):
-        if _negated_minmax_of_constant(em, instr, lhs, rhs) and instr.shape.rank:
+    if _only_negated(em.comp, instr):
+        if _negated_minmax_of_constant(em, instr) and instr.shape.rank:
             return 0, instr.shape.dimensions[0]   # every element kept, any shape
         return None   # beside another max/min of a constant (a tf.cond's other arm): flushed as usual
     return kept_minmax(instr.shape.element_type, instr.shape, arm=arm)
