@@ -128,9 +128,7 @@ class ClusterBoundary:
         variable's read and its assignment in a tf.cond's branch, whose handle comes through a Switch,
         in one cluster: fuzz seed 280001830)."""
         roots = set()
-        for t in self.inputs:
-            if self.dtype_of(t) != types_pb2.DT_RESOURCE:
-                continue
+        for t in (t for t in self.inputs if t in self.resources):
             while True:
                 node = self.graph.node(t[0])
                 data = node.data_inputs()
