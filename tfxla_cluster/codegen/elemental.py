@@ -151,6 +151,13 @@ class FusedEmitter:
         needs it): it has several users, not all elementwise (a reverse or broadcast reads it at another
         index)."""
         users = self.users().get(instr, ())
+        parts = [self.users().get(u, ()) for u in users if u.opcode in (O.REAL, O.IMAG)]
+        if parts and instr.shape.element_type.is_complex:
+            # a complex value ours also reads as its parts (tf2hlo's ``whole``): XLA's whole value has the
+            # readers of its parts (one per pair of partwise twins: reverse(re), reverse(im)) as its own
+            whole = [u for u in users if u.opcode not in (O.REAL, O.IMAG)]
+            readers = whole + [u for p in parts for u in p]
+            return len(whole) + max(map(len, parts)) > 1 and any(u.opcode not in ops.ELEMENTWISE for u in readers)
         return len(users) > 1 and any(u.opcode not in ops.ELEMENTWISE for u in users)
 
     def _xla_order(self, root) -> list:
@@ -1027,7 +1034,7 @@ def _load_order(em, shape: Shape, operand, user) -> tuple[int, bool]:
     loops), then whether XLA's breadth-first order emits it after the other: a subgraph of its own
     (``FusedEmitter._separate``: ``z`` of ``z * reverse(z)``) or a value another op of the fusion also reads
     (``z`` of ``z * w + z``, reached from the add first). A complex(real(p), imag(p)) of the parts lowering
-    stands for ``p``."""
+    stands for ``p``, and so do ``p``'s real(p)/imag(p) users."""
     depth = _loop_depth(shape, operand)
     same = [operand]
     re, im = operand.operands if operand.opcode is O.COMPLEX else (None, None)
@@ -1035,8 +1042,12 @@ def _load_order(em, shape: Shape, operand, user) -> tuple[int, bool]:
         same += [re, im, re.operands[0]]
     if em.comp is None:
         return depth, False
-    skip = {id(x) for x in same} | {id(user)}
-    reused = any(id(u) not in skip for x in same for u in em.users().get(x, ()))
+    if operand.opcode is not O.COMPLEX and operand.shape.element_type.is_complex:
+        # a complex value the lowering also split into its parts (tf2hlo's ``whole``): their users read it too
+        same += [u for u in em.users().get(operand, ()) if u.opcode in (O.REAL, O.IMAG)]
+    group = {id(x) for x in same}
+    outside = [u for x in same for u in em.users().get(x, ()) if id(u) not in group]
+    reused = any(u is not user for u in outside)
     return depth, reused or any(em._separate(x) for x in same)
 
 
@@ -1787,7 +1798,7 @@ def _outputs_vectorised(em, instr) -> int:
     and f64; l2_normalize's sum of squares over rows of 8): rounded only at those C; elsewhere every output is
     one FMA chain. Not modelled: f64 [18, 6], whose last two outputs are rounded too (B 17, 20, 21, 28, 36
     and 403 agree)."""
-    if host_target(em.kctx.options) != AVX2:
+    if host_target(em.kctx.options) not in (AVX2, AVX512):
         return 0
     x = instr.operands[0]
     shape = x.shape
@@ -1825,11 +1836,14 @@ def row_lane_order(instr, options, input_is_buffer: bool = True) -> tuple | None
     per_element = instr.shape.num_elements != 1
     target = host_target(options)
     fused = x.parent is not None and x.parent.is_fusion_computation
-    loads = _product_loads(x, dims[-2]) if target == AVX2 and fused and len(dims) >= 2 else None
+    loads = _product_loads(x, dims[-2]) if target in (AVX2, AVX512) and fused and len(dims) >= 2 else None
     if len(dims) < 2 or not per_element and not (input_is_buffer or loads):
         return None
     if target not in MEASURED_TARGETS:
         return None
+    if per_element and target == AVX512 \
+            and [d for d in major_to_minor(x.shape) if x.shape.dimensions[d] != 1][-2:] != dims[-2:]:
+        return None   # AVX-512 vectorises a reduce per element only over its input's two minor-most dims
     rows, cols = (x.shape.dimensions[d] for d in dims[-2:])
     lanes = row_lanes(instr.shape.element_type, rows, cols, target, per_element)
     if loads == 2 and rows == 2:

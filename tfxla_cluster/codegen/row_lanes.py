@@ -49,7 +49,7 @@ AVX2 = ("AVX2", 256)
 # The targets (vector ISA, xla_cpu_prefer_vector_width) the rule was measured on.
 MEASURED_TARGETS = (AVX512, AVX2)
 # The targets its per-element form (a reduce to more than one element) was measured on.
-PER_ELEMENT_TARGETS = (AVX2,)
+PER_ELEMENT_TARGETS = (AVX2, AVX512)
 # The other tables of LLVM's vectorisation choices: elemental.py's kept ±denormal rows of max/min with a scalar
 # argument have AVX-512 and AVX2 rows (``_avx2_scalar_arg_kept``: rows and leading columns); reductions.py's
 # bf16 max/min lanes were measured on AVX-512 only (on AVX2, 2 of test_bf16_minmax_reduce_lanes' 49 pool

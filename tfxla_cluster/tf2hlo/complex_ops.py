@@ -63,12 +63,23 @@ def parts(ctx, index: int) -> tuple[HloInstruction, HloInstruction]:
     return x, xl.zeros_like(b, x)
 
 
+def whole(b, re: HloInstruction, im: HloInstruction) -> HloInstruction:
+    """``complex(re, im)`` as one HLO array; the complex array itself where ``re``/``im`` are its real(y)/imag(y)
+    (how a parameter or an XLA complex op's result is split), so the HLO holds TF's complex value, not a
+    rebuilt copy: XLA's algebraic simplifier must see ``A / (B / C)`` through it (complex64 ``(-inf, NaN) /
+    (0 / x)`` is NaN in TF's XLA, which computes ``(A * x) / 0``; fuzz seed 292000881)."""
+    if re.opcode is O.REAL and im.opcode is O.IMAG and re.operands[0] is im.operands[0] \
+            and re.operands[0].shape.element_type.is_complex:
+        return re.operands[0]
+    return b.binary(O.COMPLEX, re, im)
+
+
 def complex_hlo(ctx, index: int) -> HloInstruction:
     """Input ``index`` as one HLO array: a complex one as ``complex(re, im)`` (for the few lowerings that
     apply XLA's complex opcodes to it: abs, compare), any other as itself."""
     if not is_complex_input(ctx, index):
         return ctx.input(index)
-    return ctx.b.binary(O.COMPLEX, *parts(ctx, index))
+    return whole(ctx.b, *parts(ctx, index))
 
 
 def clip_complex(ctx) -> ComplexValue:
@@ -131,7 +142,7 @@ def _conj(ctx, node):
 
 def _as_complex(b, a, c, op: O):
     """``op`` on the complex HLO values of parts ``a`` and ``c`` (broadcast to one shape), split into parts."""
-    y = b.binary(op, *xl.broadcast_pair(b, *(b.binary(O.COMPLEX, *xl.broadcast_pair(b, *z)) for z in (a, c))))
+    y = b.binary(op, *xl.broadcast_pair(b, *(whole(b, *xl.broadcast_pair(b, *z)) for z in (a, c))))
     return b.unary(O.REAL, y), b.unary(O.IMAG, y)
 
 
@@ -363,7 +374,7 @@ COMPLEX_UNARY = {
 _UNDOES = {"Log": O.EXP, "Exp": O.LOG}
 
 
-def _inverse_undone(a, inner: O):
+def _inverse_undone(b, a, inner: O):
     """The parts of ``z`` where ``a`` are the parts of ``inner(z)`` (a complex HLO op split back), else None."""
     re, im = a
     if re.opcode is not O.REAL or im.opcode is not O.IMAG or re.operands[0] is not im.operands[0] \
@@ -372,7 +383,7 @@ def _inverse_undone(a, inner: O):
     z = re.operands[0].operands[0]
     if z.opcode is O.COMPLEX:
         return z.operands[0], z.operands[1]
-    return None
+    return b.unary(O.REAL, z), b.unary(O.IMAG, z)   # z itself (``whole``: a parameter or an XLA op's result)
 
 
 def lower_complex_elementwise(ctx, node, native=None) -> list:
@@ -387,13 +398,13 @@ def lower_complex_elementwise(ctx, node, native=None) -> list:
         re, im = COMPLEX_BINARY[node.op](b, parts(ctx, 0), parts(ctx, 1))
         return [ComplexValue(re, im)]
     if ctx.num_inputs == 1 and node.op in _UNDOES:
-        undone = _inverse_undone(parts(ctx, 0), _UNDOES[node.op])
+        undone = _inverse_undone(b, parts(ctx, 0), _UNDOES[node.op])
         if undone is not None:
             return [ComplexValue(*undone)]
     native = COMPLEX_NATIVE.get(node.op, native)
     if native is None:
         raise UnimplementedError(f"complex operands of {node.op} are not supported")
-    operands = [b.binary(O.COMPLEX, *xl.broadcast_pair(b, *parts(ctx, i))) for i in range(ctx.num_inputs)]
+    operands = [whole(b, *xl.broadcast_pair(b, *parts(ctx, i))) for i in range(ctx.num_inputs)]
     if len(operands) == 2:
         operands = list(xl.broadcast_pair(b, *operands))
     y = native(b, *operands)

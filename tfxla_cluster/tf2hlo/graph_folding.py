@@ -378,6 +378,8 @@ def fold(graph: Graph, order: list[Node], members: set[str],
     from tensorflow.core.framework import graph_pb2
     from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 
+    from tfxla_cluster.mxcsr import kept_denormals
+
     needed = {n.name: n for n in nodes}
     for n in nodes:
         for e in n.in_edges:
@@ -395,7 +397,10 @@ def fold(graph: Graph, order: list[Node], members: set[str],
             nd.name, nd.op = name, "Const"
             value = np.asarray(known[name])
             nd.attr["dtype"].type = tf.as_dtype(value.dtype).as_datatype_enum
-            nd.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
+            # make_tensor_proto reads a scalar into ``float_val`` through a Python float: a conversion DAZ (set
+            # on our launch threads, as on TF's) would flush; TF's Const holds the argument's bits (seed 293001828)
+            with kept_denormals():
+                nd.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
             continue
         nd.CopyFrom(n.node_def)
         nd.device = ""

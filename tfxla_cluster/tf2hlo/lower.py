@@ -39,7 +39,7 @@ from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType, Shape
 from tfxla_cluster.hlo.verifier import verify_module
 from tfxla_cluster.tf2hlo import graph_folding, types
-from tfxla_cluster.tf2hlo.complex_ops import ComplexValue, lower_partwise, lowers_partwise
+from tfxla_cluster.tf2hlo.complex_ops import ComplexValue, lower_partwise, lowers_partwise, whole as complex_whole
 from tfxla_cluster.tf2hlo.bounded_dynamic import BoundedDynamic, with_dynamic_shapes
 from tfxla_cluster.tf2hlo.cluster_input import ClusterInput
 from tfxla_cluster.tf2hlo.builder import TfBuilder
@@ -446,7 +446,7 @@ def _output_hlo(lowerer: GraphLowerer, t: Tensor) -> HloInstruction:
         raise UnimplementedError(f"cluster output {t[0]}:{t[1]} is a resource handle; resource outputs are "
                                  "not supported")
     if isinstance(v, ComplexValue):  # a complex result leaves as one c64/c128 array, as TF's XLA returns it
-        return lowerer.builder.binary(O.COMPLEX, v.re, v.im)
+        return complex_whole(lowerer.builder, v.re, v.im)
     if isinstance(v, BoundedDynamic):  # padded to its bound; its size is a further element (lower_boundary)
         return v.value
     return lowerer.as_hlo(t)
