@@ -127,9 +127,11 @@ def test_lane_rule_table_avx2():
 
 def test_lane_rule_table_per_element():
     """To each element of a larger result (measured on AVX2, Zen 3: a sweep of [N, R, C, K] summed over
-    (1, 2) and (0, 1, 2)): as to one element, except that f32 with 8 columns takes no exception; AVX-512 keeps
-    such reduces in order."""
+    (1, 2) and (0, 1, 2)): as to one element, except that f32 with 8 columns takes no exception; on AVX-512
+    (Zen 4, [3, R, C] over (1, 2)) as to one element (which kept dims allow it: elemental.row_lane_order)."""
     assert [row_lanes(T.F32, r, 8, AVX2, per_element=True) for r in (8, 16, 20, 28, 32)] == [8, 8, 4, 4, 8]
     assert [row_lanes(T.F32, r, 5, AVX2, per_element=True) for r in (2, 3, 4, 12, 16, 17, 20)] == [2, 0, 4, 0, 8, 8, 4]
     assert [row_lanes(T.F64, r, 8, AVX2, per_element=True) for r in (2, 4, 5, 8, 16, 20)] == [2, 4, 0, 4, 4, 4]
-    assert row_lanes(T.F32, 8, 8, AVX512, per_element=True) == row_lanes(T.F64, 8, 8, AVX512, per_element=True) == 0
+    for et, r, c in ((T.F32, 8, 8), (T.F64, 8, 8), (T.F32, 20, 3), (T.F64, 4, 5), (T.F32, 5, 3)):
+        assert row_lanes(et, r, c, AVX512, per_element=True) == row_lanes(et, r, c, AVX512)
+    assert [row_lanes(T.F32, 8, 8, AVX512, per_element=True), row_lanes(T.F64, 8, 8, AVX512, per_element=True)] == [8, 2]

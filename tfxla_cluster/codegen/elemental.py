@@ -51,7 +51,7 @@ from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum, emit_form
 from tfxla_cluster.codegen.gemm import dot_dims, group_origin
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
-from tfxla_cluster.codegen.row_lanes import AVX2, AVX512, MEASURED_TARGETS, PER_ELEMENT_TARGETS, host_target, \
+from tfxla_cluster.codegen.row_lanes import AVX2, AVX512, MEASURED_TARGETS, host_target, \
     row_lanes
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
 from tfxla_cluster.codegen.small_call import kept_minmax
@@ -1822,10 +1822,11 @@ def row_lane_order(instr, options, input_is_buffer: bool = True) -> tuple | None
     """(outer dims, row dim, column dim, rows, columns, lanes) where TF's XLA computes an in-order float sum or
     product in vector lanes (``row_lanes``), else None: over its last two non-degenerate reduced dims [R, C]
     (layout order), the outer reduced dims in order around them. To one element: two or more such dims and
-    its input a buffer of the kernel (``input_is_buffer``) or a fused product of loads (on AVX2); to more
-    (``row_lanes``' per_element): any input, two or more such dims. Only on the targets it was measured on.
+    its input a buffer of the kernel (``input_is_buffer``) or a fused product of loads; to more
+    (``row_lanes``' per_element): any input, two or more such dims (on AVX-512 with a kept dim inside [R, C]
+    only some inputs: :func:`_avx512_inner_kept_lanes`). Only on the targets it was measured on.
 
-    A fused product of loads (:func:`_product_loads`) is vectorised like a buffer on AVX2, but for two rows of
+    A fused product of loads (:func:`_product_loads`) is vectorised like a buffer (AVX2 and AVX-512), but for two rows of
     a product of two loads, which stay in order (measured against TF 2.21 on Zen 3: reduce_sum(a·b),
     a·3 and a·broadcast(row) over [R, C], [B, R, C] and [R, C, K] with B 1-3, R 2, 4, 8, C 2, 3, 5, K 1, 2,
     8, to one element and per element; a whole-window convolution's multiply + reduce)."""
@@ -1841,14 +1842,32 @@ def row_lane_order(instr, options, input_is_buffer: bool = True) -> tuple | None
         return None
     if target not in MEASURED_TARGETS:
         return None
-    if per_element and target == AVX512 \
-            and [d for d in major_to_minor(x.shape) if x.shape.dimensions[d] != 1][-2:] != dims[-2:]:
-        return None   # AVX-512 vectorises a reduce per element only over its input's two minor-most dims
     rows, cols = (x.shape.dimensions[d] for d in dims[-2:])
+    if per_element and target == AVX512 \
+            and [d for d in major_to_minor(x.shape) if x.shape.dimensions[d] != 1][-2:] != dims[-2:] \
+            and not _avx512_inner_kept_lanes(x, fused, loads, rows, cols, outer=len(dims) > 2):
+        return None
     lanes = row_lanes(instr.shape.element_type, rows, cols, target, per_element)
     if loads == 2 and rows == 2:
         lanes = 0
     return (tuple(dims[:-2]), *dims[-2:], rows, cols, lanes) if lanes else None
+
+
+def _avx512_inner_kept_lanes(x, fused: bool, loads: int | None, rows: int, cols: int, outer: bool) -> bool:
+    """Whether TF's XLA on AVX-512 sums a reduce per element in row lanes when a kept dimension lies inside its
+    last two reduced ones [R, C] (a pool's or a batch norm's channels; over the input's two minor-most dims it
+    always does, as to one element). Measured against TF 2.21 on Zen 4 ([2, R, C, K] over (1, 2) and (0, 1, 2),
+    R 2-16, C 2-8, K 4 and 8, f32 and f64): a fused product of one load (x·x, x·3) over rows of at most 4
+    columns (f32 [8, 5] too); a buffer over rows of 2 columns (f64 with 8 rows and an outer reduced dim: in
+    order); the square of a computed value (a batch norm's (x - μ)²) always; a product of two values (x·y,
+    dy·(x - μ)) or any other fused value never."""
+    if not fused or x.opcode is O.PARAMETER:
+        return cols == 2 and not (outer and rows >= 8 and x.shape.element_type is T.F64)
+    if x.opcode is not O.MULTIPLY:
+        return False
+    if loads == 1:
+        return cols <= 4 or cols == 5 and rows == 8 and x.shape.element_type is T.F32
+    return loads is None and x.operands[0] is x.operands[1]
 
 
 def _product_loads(x, row: int) -> int | None:
@@ -2311,7 +2330,9 @@ def _window_lanes(em, instr) -> tuple[int, int, int, int, int] | None:
         return None   # (padded low, no offset is in bounds for the first output: in order)
     rdim, cdim = dims
     target = host_target(em.kctx.options)
-    if padded and target not in PER_ELEMENT_TARGETS:
+    if target != AVX2:
+        # measured on AVX2 only; TF's AVX-512 code sums these windows in window order (Zen 4: avg_pool2d of
+        # [2, 4-8, 4-8, 3], windows 2-4, strides 1-2, VALID/SAME, f32/f64: 0 of 216 differ in order, 78 in lanes)
         return None
     rows, cols = (_leading_in_bounds(window[d], in_shape.dimensions[d], instr.shape.dimensions[d])
                   for d in (rdim, cdim))

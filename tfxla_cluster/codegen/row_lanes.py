@@ -24,7 +24,7 @@ from XLA's ``ir-with-opt`` dumps of f64 [2, 7], [12, 2] and [32, 3]):
 Where it says 0 the reduction stays in order (``elemental.in_order_reduce``); rank-3 inputs with a size-1
 dim and keepdims were measured the same, and a mean (the sum times 1/n) too. More than 32 rows or columns
 is no such loop in TF's XLA (its TreeReductionRewriter splits the reduce first).
-It is applied only where it was measured: the reduce's input is a parameter of its kernel or (AVX2) a fused
+It is applied only where it was measured: the reduce's input is a parameter of its kernel or a fused
 product of loads (other fused producers change LLVM's costs; a product of two loads over two rows stays in
 order: ``elemental.row_lane_order``), its last two non-degenerate reduced dimensions are [R, C] in layout
 order (reduced dims further out run in order around them, as below), and the target is one of
@@ -34,11 +34,14 @@ A reduce to more than one element (``per_element``: a pool [N, H, W, C] -> [N, C
 [N, H, W]) is the same loop inside XLA's output loops: the innermost reduced dim C (no loop metadata) is
 fully unrolled and the next one out, R, vectorised; reduced dims further out (``unroll.disable``) run in
 order around it, each pass starting lane 0 from the running value and the others from the identity, and
-ending in the halves-first fold. Measured on AVX2 only (``PER_ELEMENT_TARGETS``; AVX-512 keeps such a
-reduce in order, tests/codegen/test_row_vector_reduce.py): f32 and f64 sums and products over 2-4 reduced
+ending in the halves-first fold. Measured on AVX2 (f32 and f64 sums and products over 2-4 reduced
 dims, R in 1..32, C in 1..32, 1-64 kept channels, the reduce's input a parameter or a fused product
 (``tf.nn.moments``, FusedBatchNormGradV3): the same lanes as one element, except that f32 with 8 columns
-takes no exception (20 rows: 4 lanes). (f32 [32, 32] per element is a YNNPACK fusion in TF's XLA.)
+takes no exception (20 rows: 4 lanes); f32 [32, 32] per element is a YNNPACK fusion in TF's XLA) and on
+AVX-512 (Zen 4, 2026-11-29: [3, R, C] over (1, 2) and [3, 2, R, C] over (1, 2, 3), R 2-28, C 2-12, sums of
+a parameter, x·x, x·3 and x·y: the same lanes as one element, 37 of 464 f32/f64 cases still differ in a
+product's rounding), where a kept dim inside [R, C] (a pool's channels) vectorises only some inputs
+(``elemental._avx512_inner_kept_lanes``).
 """
 from __future__ import annotations
 

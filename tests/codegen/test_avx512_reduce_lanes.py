@@ -1,0 +1,50 @@
+"""Per-element float sums on AVX-512 in TF's XLA's order (``row_lanes`` per element, issue 19): over the input's
+two minor-most dims in the one-element lanes; with a kept dim inside them (a pool's or a batch norm's channels)
+only a product of one load over rows of at most 4 columns, or the square of a computed value ((x - μ)² of
+``tf.nn.moments``), in lanes, a buffer only over rows of 2 columns, x·y in order
+(``elemental._avx512_inner_kept_lanes``). Bit for bit against TF's XLA; measured on a Zen 4 (2026-11-29), so
+only run on an AVX-512 target (the AVX2 forms are tests/codegen/test_row_vector_reduce.py's).
+
+Open: over the two minor dims, a fused product's lanes round some products where ours contracts them into
+FMAs or the reverse (x·x's products are one wide vector multiply before the lanes' shuffle in TF's code,
+x·3's and x·y's are not): 37 of 464 f32/f64 [3, R, C] cases differ in 1-3 elements, so those forms are
+checked only with a kept dim inside (and so is moments' (x - μ)², f64 [3, 2, 8, 8] differing)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_cluster as txc
+from tests.codegen.cg_helpers import avx512_measured
+
+FORMS = {
+    "mean": lambda axes: lambda a, b: tf.reduce_mean(a, axis=axes),
+    "x*x": lambda axes: lambda a, b: tf.reduce_sum(a * a, axis=axes),
+    "x*3": lambda axes: lambda a, b: tf.reduce_sum(a * 3.0, axis=axes),
+    "x*y": lambda axes: lambda a, b: tf.reduce_sum(a * b, axis=axes),
+    "var": lambda axes: lambda a, b: tf.nn.moments(a, axes=axes)[1],
+}
+MINOR_DIMS = [((3, 4, 5), (1, 2)), ((3, 20, 3), (1, 2)), ((3, 2, 8, 8), (1, 2, 3))]
+KEPT_INSIDE = [((2, 4, 3, 8), (1, 2)), ((2, 8, 5, 4), (1, 2)), ((2, 4, 8, 8), (1, 2)), ((2, 4, 2, 8), (0, 1, 2)),
+               ((2, 8, 3, 4), (0, 1, 2)), ((2, 4, 8, 8), (0, 1, 2))]
+CASES = [(s, a, tuple(FORMS)) for s, a in KEPT_INSIDE] + [(s, a, ("mean",)) for s, a in MINOR_DIMS]
+
+
+def _input(shape, dtype, seed):
+    x = np.random.RandomState(seed).randn(*shape) * 3
+    x.flat[::11] *= 1e4   # large terms: the order of the sum shows in the low bits
+    return x.astype(dtype)
+
+
+@avx512_measured
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape,axes,forms", CASES, ids=lambda v: str(v) if not isinstance(v, tuple) or
+                         isinstance(v[0], int) else "-".join(v))
+def test_per_element_sums_equal_tf_xla(shape, axes, forms, dtype):
+    a, b = _input(shape, dtype, 1), _input(shape, dtype, 2)
+    for name in forms:
+        fn = FORMS[name](axes)
+        want = tf.function(fn, jit_compile=True)(a, b).numpy()
+        got = np.asarray(txc.function(fn, jit_compile=True)(a, b))
+        assert got.tobytes() == want.tobytes(), (name, np.flatnonzero(got != want)[:4])
