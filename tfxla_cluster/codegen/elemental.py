@@ -1737,9 +1737,24 @@ def _reduce(em, instr):
                 init = em.ops.call_intrinsic("arithmetic.fence", init)
             if lanes:
                 one = instr.shape.num_elements == 1
+                factors = _fused_factors(em, instr) if simple is O.ADD else None
+                if not one and factors is not None and host_target(em.kctx.options) == AVX512:
+                    # per element on AVX-512, TF's products of rows of up to 4 columns are FMAs into the lanes'
+                    # adds (the backend contracts them through the lanes' shuffles); of longer rows, LLVM multiplies
+                    # whole vectors first and each product rounds (x·y, x·x, x·3 over [3, R, C], R 4-16, C 2-8,
+                    # f32/f64, against TF 2.21 on Zen 4) — only where both factors are loads (x·3 multiplies the
+                    # shuffled loads by the splat, and (x - μ)² its computed lanes: both contracted)
+                    # (measured over the input's two minor dims; with a kept dim inside, e.g. f32 [2, 8, 5, 4]
+                    # x·x, the products stay FMAs)
+                    xs = instr.operands[0].shape
+                    minor = [d for d in major_to_minor(xs) if xs.dimensions[d] != 1][-2:] == list(lanes[1:3])
+                    if minor and lanes[4] > 4 and all(_load_operand(o) for o in instr.operands[0].operands):
+                        unfenced, factors = load, None
+                        load = lambda fi: em.ops.call_intrinsic("arithmetic.fence", unfenced(fi))  # noqa: E731
+                elif not one:
+                    factors = None
                 res = _row_lane_fold(em, simple, et, cty, init, load, lambda rvals: full_index(od, rvals), in_shape,
-                                     *lanes, looped=not one,
-                                     factors=_fused_factors(em, instr) if one and simple is O.ADD else None)
+                                     *lanes, looped=not one, factors=factors)
                 return em.ops.from_compute(et, res)
             acc = _Accumulator(em, [cty], [init])
             factors = _fused_factors(em, instr) if in_order and simple is O.ADD else None
@@ -1771,6 +1786,13 @@ def _reduce(em, instr):
         return em.ops.from_compute(et, _cascade_reduce(em, in_shape, rdims, simple, et, cty, init, load,
                                                        lambda rvals: full_index(od, rvals)))
     return g_simple
+
+
+def _load_operand(o) -> bool:
+    """A parameter of the kernel read in place (behind bitcasts, reshapes and copies)."""
+    while o.opcode in (O.BITCAST, O.RESHAPE, O.COPY):
+        o = o.operands[0]
+    return o.opcode is O.PARAMETER
 
 
 def _fused_factors(em, instr) -> tuple | None:
