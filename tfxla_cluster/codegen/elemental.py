@@ -1746,8 +1746,7 @@ def _reduce(em, instr):
                     # shuffled loads by the splat, and (x - μ)² its computed lanes: both contracted)
                     # (measured over the input's two minor dims; with a kept dim inside, e.g. f32 [2, 8, 5, 4]
                     # x·x, the products stay FMAs)
-                    xs = instr.operands[0].shape
-                    minor = [d for d in major_to_minor(xs) if xs.dimensions[d] != 1][-2:] == list(lanes[1:3])
+                    minor = _over_minor_dims(instr.operands[0].shape, lanes[1:3])
                     if minor and lanes[4] > 4 and all(_load_operand(o) for o in instr.operands[0].operands):
                         unfenced, factors = load, None
                         load = lambda fi: em.ops.call_intrinsic("arithmetic.fence", unfenced(fi))  # noqa: E731
@@ -1788,11 +1787,21 @@ def _reduce(em, instr):
     return g_simple
 
 
+def _through_moves(o):
+    """``o`` behind bitcasts, copies and reshapes."""
+    while o.opcode in (O.BITCAST, O.COPY, O.RESHAPE):
+        o = o.operands[0]
+    return o
+
+
 def _load_operand(o) -> bool:
     """A parameter of the kernel read in place (behind bitcasts, reshapes and copies)."""
-    while o.opcode in (O.BITCAST, O.RESHAPE, O.COPY):
-        o = o.operands[0]
-    return o.opcode is O.PARAMETER
+    return _through_moves(o).opcode is O.PARAMETER
+
+
+def _over_minor_dims(shape: Shape, dims) -> bool:
+    """Whether ``dims`` are ``shape``'s two minor-most non-degenerate dims (layout order)."""
+    return [d for d in major_to_minor(shape) if shape.dimensions[d] != 1][-2:] == list(dims)
 
 
 def _fused_factors(em, instr) -> tuple | None:
@@ -1865,8 +1874,7 @@ def row_lane_order(instr, options, input_is_buffer: bool = True) -> tuple | None
     if target not in MEASURED_TARGETS:
         return None
     rows, cols = (x.shape.dimensions[d] for d in dims[-2:])
-    if per_element and target == AVX512 \
-            and [d for d in major_to_minor(x.shape) if x.shape.dimensions[d] != 1][-2:] != dims[-2:] \
+    if per_element and target == AVX512 and not _over_minor_dims(x.shape, dims[-2:]) \
             and not _avx512_inner_kept_lanes(x, fused, loads, rows, cols, outer=len(dims) > 2):
         return None
     lanes = row_lanes(instr.shape.element_type, rows, cols, target, per_element)
@@ -1904,8 +1912,7 @@ def _product_loads(x, row: int) -> int | None:
             if row not in o.dimensions:
                 continue
             o = o.operands[0]
-        while o.opcode in (O.BITCAST, O.COPY, O.RESHAPE):
-            o = o.operands[0]
+        o = _through_moves(o)
         if o.opcode is O.PARAMETER:
             loads.add(id(o))
         elif o.opcode is not O.CONSTANT:
