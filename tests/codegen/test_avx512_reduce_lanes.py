@@ -1,14 +1,17 @@
 """Per-element float sums on AVX-512 in TF's XLA's order (``row_lanes`` per element, issue 19): over the input's
-two minor-most dims in the one-element lanes; with a kept dim inside them (a pool's or a batch norm's channels)
-only a product of one load over rows of at most 4 columns, or the square of a computed value ((x - μ)² of
-``tf.nn.moments``), in lanes, a buffer only over rows of 2 columns, x·y in order
-(``elemental._avx512_inner_kept_lanes``). Bit for bit against TF's XLA; measured on a Zen 4 (2026-11-29), so
-only run on an AVX-512 target (the AVX2 forms are tests/codegen/test_row_vector_reduce.py's).
+two minor-most dims in the one-element lanes; with kept dims inside them (a pool's or a batch norm's channels)
+as LLVM vectorises the row loop there (``elemental._avx512_kept_inside``: rows of at most 8 elements are an
+interleave group whose gap leaves a scalar epilogue of rows; longer rows are gathered, only for a product of
+one load; fewer than 16 rows: ``elemental._avx512_inner_kept_lanes``). Bit for bit against TF's XLA; measured
+on a Zen 4 (2026-11-29/30), so only run on an AVX-512 target (the AVX2 forms are
+tests/codegen/test_row_vector_reduce.py's).
 
-Over the two minor dims a fused product's terms are FMAs into the lanes' adds for rows of up to 4 columns and,
-for two loaded factors, rounded products from 5 columns on (LLVM multiplies whole interleaved vectors first).
-Open: rows of 8 columns (mostly f64) still differ — 13 of 400 f32/f64 [3, R, C] cases in 1-3 elements (190
-before this was measured, 37 with the lanes alone) — so [3, 2, 8, 8] is checked with a buffer only."""
+A fused product's terms are FMAs into the lanes' adds for rows of up to 4 columns and, for two loaded factors,
+rounded products from 5 columns on (LLVM multiplies whole interleaved vectors first; over an interleave group
+with a gap of more than 4 elements too, where the epilogue's products are FMAs again). A product of one load
+(x·x, x·3, and (x - μ)²) takes no 7-8 column exception in ``row_lanes`` (the sweep of f32/f64 [3, R, C], R
+2-28, C 2-12: 13 of 400 differed before, 0 now; [2, R, C, K] with K 2-4 inside, R 4-32: 187 of 504 before, 0
+now)."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,10 +28,14 @@ FORMS = {
     "x*y": lambda axes: lambda a, b: tf.reduce_sum(a * b, axis=axes),
     "var": lambda axes: lambda a, b: tf.nn.moments(a, axes=axes)[1],
 }
-MINOR_DIMS = [((3, 4, 5), (1, 2)), ((3, 20, 3), (1, 2)), ((3, 2, 8, 8), (1, 2, 3))]
+MINOR_DIMS = [((3, 4, 5), (1, 2)), ((3, 20, 3), (1, 2)), ((3, 2, 8, 8), (1, 2, 3)), ((3, 8, 8), (1, 2)),
+              ((3, 16, 7), (1, 2))]
 KEPT_INSIDE = [((2, 4, 3, 8), (1, 2)), ((2, 8, 5, 4), (1, 2)), ((2, 4, 8, 8), (1, 2)), ((2, 4, 2, 8), (0, 1, 2)),
-               ((2, 8, 3, 4), (0, 1, 2)), ((2, 4, 8, 8), (0, 1, 2))]
-CASES = [(s, a, tuple(FORMS)) for s, a in KEPT_INSIDE + MINOR_DIMS[:2]] + [(MINOR_DIMS[2][0], MINOR_DIMS[2][1], ("mean",))]
+               ((2, 8, 3, 4), (0, 1, 2)), ((2, 4, 8, 8), (0, 1, 2)), ((2, 8, 8, 4), (0, 1, 2)),
+               # interleave groups (C·K ≤ 8) with their scalar epilogue; gathered rows; short buffers in order
+               ((2, 16, 2, 2), (1, 2)), ((2, 20, 4, 2), (1, 2)), ((2, 17, 2, 3), (1, 2)), ((2, 24, 3, 3), (1, 2)),
+               ((2, 12, 4, 3), (1, 2)), ((2, 8, 2, 5), (1, 2)), ((2, 12, 2, 4), (1, 2))]
+CASES = [(s, a, tuple(FORMS)) for s, a in KEPT_INSIDE + MINOR_DIMS]
 
 
 def _input(shape, dtype, seed):

@@ -109,6 +109,12 @@ def test_lane_rule_table():
     assert [row_lanes(T.F32, r, 2) for r in (20, 27, 28, 31)] == [4, 8, 8, 8]
     assert [row_lanes(T.F32, r, 8) for r in (8, 16, 32)] == [8, 4, 4]
     assert row_lanes(T.F32, 8, 1) == row_lanes(T.F64, 8, 9) == row_lanes(T.F16, 8, 4) == 0
+    # a fused product of one load has no 7-8 column exceptions; of two loads, they reach 4 f64 and 8 f32 rows
+    assert [row_lanes(T.F64, r, 8, loads=1) for r in (4, 8, 12, 16)] == [4, 4, 4, 4]
+    assert [row_lanes(T.F32, r, 7, loads=1) for r in (8, 16, 20, 28)] == [8, 8, 4, 4]
+    assert [row_lanes(T.F64, r, 7, loads=2) for r in (2, 4, 8, 16)] == [2, 2, 2, 2]
+    assert [row_lanes(T.F32, r, 8, loads=2) for r in (4, 8, 16, 24)] == [4, 4, 4, 4]
+    assert row_lanes(T.F64, 4, 6, loads=2) == 4 and row_lanes(T.F64, 8, 9, loads=1) == 0
 
 
 def test_lane_rule_table_avx2():

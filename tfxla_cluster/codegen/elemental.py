@@ -51,7 +51,7 @@ from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum, emit_form
 from tfxla_cluster.codegen.gemm import dot_dims, group_origin
 from tfxla_cluster.codegen.loops import (Index, for_range, if_else_value, if_then, linearize, delinearize,
                                          major_to_minor, scalar_index)
-from tfxla_cluster.codegen.row_lanes import AVX2, AVX512, MEASURED_TARGETS, host_target, \
+from tfxla_cluster.codegen.row_lanes import AVX2, AVX512, MEASURED_TARGETS, host_target, SHORT_TRIPS, \
     row_lanes
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
 from tfxla_cluster.codegen.small_call import kept_minmax
@@ -1738,7 +1738,8 @@ def _reduce(em, instr):
             if lanes:
                 one = instr.shape.num_elements == 1
                 factors = _fused_factors(em, instr) if simple is O.ADD else None
-                if not one and factors is not None and host_target(em.kctx.options) == AVX512:
+                tail_factors = None
+                if factors is not None and host_target(em.kctx.options) == AVX512:
                     # per element on AVX-512, TF's products of rows of up to 4 columns are FMAs into the lanes'
                     # adds (the backend contracts them through the lanes' shuffles); of longer rows, LLVM multiplies
                     # whole vectors first and each product rounds (x·y, x·x, x·3 over [3, R, C], R 4-16, C 2-8,
@@ -1746,14 +1747,16 @@ def _reduce(em, instr):
                     # shuffled loads by the splat, and (x - μ)² its computed lanes: both contracted)
                     # (measured over the input's two minor dims; with a kept dim inside, e.g. f32 [2, 8, 5, 4]
                     # x·x, the products stay FMAs)
-                    minor = _over_minor_dims(instr.operands[0].shape, lanes[1:3])
-                    if minor and lanes[4] > 4 and all(_load_operand(o) for o in instr.operands[0].operands):
-                        unfenced, factors = load, None
+                    xs = instr.operands[0].shape
+                    whole = _over_minor_dims(xs, lanes[1:3]) and lanes[4] > 4 or _interleaved_rows(xs, lanes[1:3],
+                                                                                                *lanes[3:5])
+                    if whole and all(_load_operand(o) for o in instr.operands[0].operands):
+                        unfenced, tail_factors, factors = load, factors, None
                         load = lambda fi: em.ops.call_intrinsic("arithmetic.fence", unfenced(fi))  # noqa: E731
                 elif not one:
                     factors = None
                 res = _row_lane_fold(em, simple, et, cty, init, load, lambda rvals: full_index(od, rvals), in_shape,
-                                     *lanes, looped=not one, factors=factors)
+                                     *lanes, looped=not one, factors=factors, tail_factors=tail_factors)
                 return em.ops.from_compute(et, res)
             acc = _Accumulator(em, [cty], [init])
             factors = _fused_factors(em, instr) if in_order and simple is O.ADD else None
@@ -1850,7 +1853,7 @@ def _outputs_vectorised(em, instr) -> int:
 
 
 def row_lane_order(instr, options, input_is_buffer: bool = True) -> tuple | None:
-    """(outer dims, row dim, column dim, rows, columns, lanes) where TF's XLA computes an in-order float sum or
+    """(outer dims, row dim, column dim, rows, columns, lanes, rows in lanes) where TF's XLA computes an in-order float sum or
     product in vector lanes (``row_lanes``), else None: over its last two non-degenerate reduced dims [R, C]
     (layout order), the outer reduced dims in order around them. To one element: two or more such dims and
     its input a buffer of the kernel (``input_is_buffer``) or a fused product of loads; to more
@@ -1874,13 +1877,81 @@ def row_lane_order(instr, options, input_is_buffer: bool = True) -> tuple | None
     if target not in MEASURED_TARGETS:
         return None
     rows, cols = (x.shape.dimensions[d] for d in dims[-2:])
-    if per_element and target == AVX512 and not _over_minor_dims(x.shape, dims[-2:]) \
-            and not _avx512_inner_kept_lanes(x, fused, loads, rows, cols, outer=len(dims) > 2):
-        return None
-    lanes = row_lanes(instr.shape.element_type, rows, cols, target, per_element)
+    # LLVM costs the square of a computed value (a batch norm's (x - μ)²) as a product of one load
+    square = fused and loads is None and x.opcode is O.MULTIPLY and x.operands[0] is x.operands[1]
+    cost_loads = 1 if square else loads
+    if per_element and target == AVX512 and not _over_minor_dims(x.shape, dims[-2:]):
+        kept = _avx512_kept_inside(x, tuple(dims[-2:]), fused, cost_loads, rows, cols, len(dims) > 2, square)
+        if kept is not None:
+            return (tuple(dims[:-2]), *dims[-2:], rows, cols, *kept) if kept[0] else None
+        if not _avx512_inner_kept_lanes(x, fused, loads, rows, cols, outer=len(dims) > 2):
+            return None
+    lanes = row_lanes(instr.shape.element_type, rows, cols, target, per_element, cost_loads)
     if loads == 2 and rows == 2:
         lanes = 0
-    return (tuple(dims[:-2]), *dims[-2:], rows, cols, lanes) if lanes else None
+    return (tuple(dims[:-2]), *dims[-2:], rows, cols, lanes, rows - rows % lanes) if lanes else None
+
+
+# LLVM's largest interleave group (-max-interleave-group-factor): a row of at most this many elements, kept ones
+# among them, is read as one wide vector per block of rows, and its trailing gap needs a scalar epilogue.
+_MAX_INTERLEAVE_FACTOR = 8
+
+
+def _avx512_kept_inside(x, rc: tuple, fused: bool, loads: int | None, rows: int, cols: int, outer: bool,
+                        square: bool) -> tuple | None:
+    """(lanes, rows in lanes) of TF's XLA on AVX-512 for a per-element reduce whose last two reduced dims
+    [R, C] are adjacent with only kept dims K inside ([..., R, C, K]: a pool's or a batch norm's channels) and
+    whose row loop is vectorised (R from ``SHORT_TRIPS`` on); lanes 0: in order; None: not measured here
+    (:func:`_avx512_inner_kept_lanes`). Read from TF 2.21's ``ir-with-opt`` on Zen 4 ([2, R, C, K] over
+    (1, 2), R 16-32, C and K 2-4, f32/f64, sums of a parameter, x·x, x·3, x·y and (x - μ)², which ``loads``
+    counts as one load (``square``); the bits then agree):
+    a row of C·K ≤ 8 elements is an interleave group whose gap (the other kept elements) needs a scalar
+    epilogue, so the lanes take R - (R mod L, or L) rows and the rest follow in order, in ``row_lanes``' L
+    (a product of two loads over 4 columns: f32 4, f64 2); longer rows are gathers: of up to 4 columns only a product of one load
+    is vectorised (f32 8 lanes, f64 4, with no epilogue; f64 x·x over [4, 3] not, (x - μ)² is)."""
+    et = x.shape.element_type
+    inside = _kept_inside(x.shape, rc)
+    if inside is None or et not in (T.F32, T.F64):
+        return None
+    buffer = not fused or x.opcode is O.PARAMETER
+    if rows < SHORT_TRIPS:
+        # fewer rows (R 4-12, no outer reduced dim): a buffer in lanes only over 2 columns with a power of two
+        # of kept elements (2-16 measured), f64 only over 4 rows; f64 x·x over [4, 3] from 8 rows in order
+        if outer:
+            return None
+        if buffer and not (cols == 2 and inside & (inside - 1) == 0 and (et is T.F32 or rows <= 4)) \
+                or loads == 1 and not square and et is T.F64 and (cols, inside) == (4, 3) and rows >= 8:
+            return 0, 0
+        return None
+    if cols * inside <= _MAX_INTERLEAVE_FACTOR:
+        if not (buffer or loads in (1, 2)):
+            return None
+        lanes = row_lanes(et, rows, cols, AVX512, True)
+        if loads == 2 and cols >= 4:
+            lanes = 4 if et is T.F32 else 2
+        return lanes, rows - (rows % lanes or lanes)
+    if buffer or loads == 2 or loads == 1 and not square and et is T.F64 and (cols, inside) == (4, 3):
+        return 0, 0
+    if loads != 1 or cols > 4:
+        return None
+    lanes = 8 if et is T.F32 else 4
+    return lanes, rows - rows % lanes
+
+
+def _kept_inside(shape: Shape, rc: tuple) -> int | None:
+    """How many elements the kept dims inside the adjacent reduced dims ``rc`` = (R, C) of ``shape`` hold (the
+    rest of a row of C), or None where R and C are not adjacent (layout order, size-1 dims aside)."""
+    order = [d for d in major_to_minor(shape) if shape.dimensions[d] != 1]
+    i = order.index(rc[1])
+    return prod(shape.dimensions[d] for d in order[i + 1:]) if i and order[i - 1] == rc[0] else None
+
+
+def _interleaved_rows(shape: Shape, rc: tuple, rows: int, cols: int) -> bool:
+    """Whether LLVM reads the rows of a per-element reduce over ``rc`` with kept dims inside as one interleave
+    group (rows of at most ``_MAX_INTERLEAVE_FACTOR`` elements, a vectorised row loop): on AVX-512 its
+    products of two loads are then whole-vector multiplies, each rounded before its shuffle into the lanes."""
+    inside = _kept_inside(shape, rc)
+    return rows >= SHORT_TRIPS and inside is not None and 1 < inside and 4 < cols * inside <= _MAX_INTERLEAVE_FACTOR
 
 
 def _avx512_inner_kept_lanes(x, fused: bool, loads: int | None, rows: int, cols: int, outer: bool) -> bool:
@@ -1928,33 +1999,38 @@ def _row_lanes(em, instr) -> tuple | None:
 
 
 def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, outer: tuple, rdim: int, cdim: int,
-                   rows: int, cols: int, lanes: int, looped: bool = False, factors=None):
+                   rows: int, cols: int, lanes: int, lane_rows: int | None = None, looped: bool = False, factors=None,
+                   tail_factors=None):
     """TF's XLA's vectorised order for x[..., rows, cols] (``row_lanes``): for each position of the ``outer``
     reduced dims (loops, in order), lane j (the running value in lane 0, the identity in the others) combines
-    rows j, j+lanes, ... each in column order; the lanes meet halves first; then the remaining rows in order.
+    rows j, j+lanes, ... each in column order; the lanes meet halves first; then the remaining rows in order
+    (``lane_rows``: the rows in lanes, a multiple of ``lanes``; default all but the last ``rows`` mod ``lanes``).
     Unreassociated, so LLVM keeps this order (it may still pack the lanes into vectors); each step flushes as
     TF's does under FTZ/DAZ. ``looped``: to more than one element, the lanes in loops (straight-line only to one
     element). ``factors``: the generators of a fused product's two factors (a sum to one element), each
     product then an explicit FMA into its lane, as TF's vector FMAs (straight-line, LLVM's SLP vectoriser may
-    otherwise pack our products and round them: fuzz-like probe [1, 2, 3]·broadcast(row), max·1.25 kept)."""
+    otherwise pack our products and round them: fuzz-like probe [1, 2, 3]·broadcast(row), max·1.25 kept).
+    ``tail_factors``: the same for the rows after the lanes alone (TF's scalar epilogue contracts its products
+    where the lanes' whole-vector products round)."""
     if outer:
         acc = _Accumulator(em, [cty], [init])
 
         def body(rvals):
             acc.set([_row_lane_fold(em, op, et, cty, acc.get()[0], load, lambda rc: full_index({**rvals, **rc}),
-                                    shape, (), rdim, cdim, rows, cols, lanes, True, factors)])
+                                    shape, (), rdim, cdim, rows, cols, lanes, lane_rows, True, factors,
+                                    tail_factors)])
         # Not unrolled (XLA's outer reduced loops are unroll.disable): fully unrolled, the last pass's fold
         # would share a block with the consumer, and a product's last step contract into its add (TF's does not).
         _reduce_loops(em, shape, outer, body, hints=(("llvm.loop.unroll.disable",),))
         return acc.get()[0]
 
-    def step(acc_, r, c):
+    def step(acc_, r, c, factors=factors):
         """acc_ ⊕ x[r, c] (``r``, ``c``: ints or index values)."""
         fi = full_index({rdim: t.i64(r) if isinstance(r, int) else r, cdim: t.i64(c) if isinstance(c, int) else c})
         if factors is None:
             return _simple_combine(em, op, et, acc_, load(fi), False)
         return em.ops.mul_add(factors[0](fi), factors[1](fi), acc_)
-    body = rows - rows % lanes
+    body = rows - rows % lanes if lane_rows is None else lane_rows
     ident = _identity(op, et, cty)
     if op is O.ADD:
         # TF's vector lanes start from -0 in an FMA (x*y + -0, the product rounded once) and contract the next
@@ -1995,7 +2071,7 @@ def _row_lane_fold(em, op: O, et: T, cty, init, load, full_index, shape: Shape, 
     total = acc[0]
     for r in range(body, rows):
         for c in range(cols):
-            total = step(total, r, c)
+            total = step(total, r, c, tail_factors or factors)
     if body < rows and op is O.MULTIPLY:
         # TF's remaining rows run in a scalar loop of their own block, so the backend cannot contract its last
         # product into a consumer's add (with no remaining rows the lanes' last product shares the consumer's

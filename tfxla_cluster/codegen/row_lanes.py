@@ -73,7 +73,8 @@ SHORT_TRIPS = 16
 MAX_COLS = {AVX512: 8, AVX2: 32}
 
 
-def row_lanes(et: T, rows: int, cols: int, target: tuple[str, int] = AVX512, per_element: bool = False) -> int:
+def row_lanes(et: T, rows: int, cols: int, target: tuple[str, int] = AVX512, per_element: bool = False,
+              loads: int | None = None) -> int:
     """Lanes (VF·IC) TF's XLA sums or multiplies the rows of an [rows, cols] float reduction to one element
     in on ``target`` (one of ``MEASURED_TARGETS``; ``per_element``: to each element of a larger result, one
     of ``PER_ELEMENT_TARGETS``), or 0 (in order). Measured, both ops alike:
@@ -83,20 +84,29 @@ def row_lanes(et: T, rows: int, cols: int, target: tuple[str, int] = AVX512, per
     - f32: 2 -> 2; 4 -> 4; 8 -> 8; other rows under 16 -> 0; from 16 on 8, or 4 where 8 would leave 4-7
       rows to the scalar remainder. AVX-512: from 28 rows on with 2 columns 8 anyway, and 4 with 7-8
       columns; AVX2: 8 anyway with 8 columns (to one element only).
-    - one column, or more than ``MAX_COLS``: 0."""
+    - one column, or more than ``MAX_COLS``: 0.
+
+    ``loads``: the reduce's input is a fused product of that many loaded values (``elemental._product_loads``;
+    None: a buffer). On AVX-512 the 7-8 column exceptions are the buffer's and a product of two loads'
+    (which also takes 2 lanes for f64 with 4 rows and 4 for f32 with 8); a product of one load (x·x, x·3)
+    has none (measured on Zen 4 from TF 2.21's ``ir-with-opt`` lanes: f32/f64 [R, C] and [3, R, C] over
+    (1, 2), R 5-32, C 2-12, to one element and per element alike)."""
     if per_element and target not in PER_ELEMENT_TARGETS:
         return 0
     if et not in (T.F32, T.F64) or rows < 2 or not 2 <= cols <= MAX_COLS[target]:
         return 0
     avx512 = target == AVX512
+    wide = avx512 and cols >= 7 and loads != 1    # the AVX-512 7-8 column exceptions
     if rows < SHORT_TRIPS:
+        if wide and loads == 2 and (rows, et) in ((4, T.F64), (8, T.F32)):
+            return rows // 2
         if rows in (2, 4):
             return rows
         if et is T.F64:
-            return (2 if avx512 and cols >= 7 else 4) if rows in (8, 12) else 0
+            return (2 if wide else 4) if rows in (8, 12) else 0
         return 8 if rows == 8 else 0
     if et is T.F64:
-        return 2 if avx512 and cols >= 7 else 4
-    if avx512 and cols >= 7:
+        return 2 if wide else 4
+    if wide:
         return 4
     return 8 if rows % 8 < 4 or (avx512 and cols == 2 and rows >= 28) or (not avx512 and cols == 8 and not per_element) else 4
