@@ -2557,7 +2557,8 @@ def _dot_fma_chain(em, instr) -> bool:
     multiplies, rounded apart (a K = 5 f32 vector dot product max·(-87) + max·(-1.17): TF inf, ours was NaN;
     fuzz seed 226001188). A dot inside a fusion (XLA's elemental emitter: a vector · vector dot, a batch of one)
     on every target; a standalone one on AVX2 (XLA's DotOpEmitter) of K ≤ 2, or a matrix · column (N = 1, M ≥ 2)
-    shorter than a vector register (K < 8 f32, < 4 f64); its other small sums: ``_loop_dot_form`` (measured
+    shorter than a vector register (K < 8 f32, < 4 f64), on AVX-512 one of K ≤ 3 with N ≤ 2 or N ≥ 9 (f64: N = 4
+    too) and M ≥ 2; its other small sums: ``_loop_dot_form`` (measured
     with the probes of ``dot_exact``, B 0-3, M and N 1-3, K 2-9, 11, 16, 17, f32 and f64)."""
     et = instr.shape.element_type
     if et not in (T.F32, T.F64) or em.kctx.options.fast_math:
@@ -2567,6 +2568,11 @@ def _dot_fma_chain(em, instr) -> bool:
     d = dot_dims(instr)
     if d.B == 1 and d.M == 1 and d.N == 1:
         return True
+    if host_target(em.kctx.options) == AVX512:
+        # XLA's naive loop for K ≤ 3 (measured on Zen 4, B 1, M 2-40, K 2-3): one FMA chain per output for
+        # N ≤ 2, N ≥ 9 and f64 N = 4; for N 3-8 it vectorises some rows with every product rounded, by a
+        # pattern of M, N, K and column not modelled (fuzz seed 312001589, tests/data/fuzz_open)
+        return d.B == 1 and d.M >= 2 and d.K <= 3 and (d.N <= 2 or d.N >= 9 or et is T.F64 and d.N == 4)
     if host_target(em.kctx.options) != AVX2:
         return False
     return d.K <= 2 or d.N == 1 and d.M >= 2 and d.K < (8 if et is T.F32 else 4)

@@ -361,7 +361,11 @@ def complex_multiply(a, b):
     times inf — so (inf+inf·i)·(NaN+inf·i) is (-inf, inf) where numpy's product is (NaN, NaN)."""
     a, b = np.broadcast_arrays(a, b)
     with np.errstate(all="ignore"):
-        product = np.multiply(a, b)
+        # part by part: numpy's complex multiply may fuse a product into the other's add (its SIMD loops use
+        # FMAs: (max+max·i)·(-2.07+1.49i) came out (-inf, -inf), XLA's (-inf, NaN); fuzz seed 318001896)
+        pr, pi, qr, qi = np.real(a), np.imag(a), np.real(b), np.imag(b)
+        product = complex_from_parts(pr * qr - pi * qi, pr * qi + pi * qr) if np.iscomplexobj(a) \
+            else np.multiply(a, b)
         both_nan = np.isnan(product.real) & np.isnan(product.imag)
         if both_nan.any():
             ar, ai, br, bi = (np.array(v) for v in (np.real(a), np.imag(a), np.real(b), np.imag(b)))

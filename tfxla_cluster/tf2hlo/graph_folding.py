@@ -187,6 +187,52 @@ def _depthwise_eigen(x: np.ndarray, f: np.ndarray, stride: int, padding: str) ->
     return acc.reshape(n, oh, ow, c * m)
 
 
+def _avg_pool_runs(n: Node) -> bool:
+    """An AvgPool that :func:`_avg_pool_eigen` computes: NHWC, SAME/VALID, a window and strides of 1 over the
+    batch and the channels (what TF's CPU kernel accepts), a float T."""
+    a = n.node_def.attr
+    ksize, strides = list(a["ksize"].list.i), list(a["strides"].list.i)
+    return (a["data_format"].s in (b"", b"NHWC") and a["padding"].s in (b"SAME", b"VALID")
+            and len(ksize) == len(strides) == 4 and ksize[0] == ksize[3] == strides[0] == strides[3] == 1
+            and min(ksize + strides) >= 1 and a["T"].type in _FLOAT_TYPES)
+
+
+def _avg_pool_eigen(x: np.ndarray, ksize: list[int], strides: list[int], padding: str) -> np.ndarray | object:
+    """TF's plain CPU AvgPool kernel (pooling_ops_common.h ``SpatialAvgPool``): each output starts at +0 and
+    adds the in-bounds elements of its window in row-major order (padding is left out, not added), in T,
+    then divides by their count in T; denormals flushed (the compile thread's FTZ/DAZ). DECLINED where the
+    output would be empty or negative (TF's shape error is the lowering's to report)."""
+    from tfxla_cluster.mxcsr import flushed_denormals
+
+    if x.ndim != 4:
+        return DECLINED
+    n, h, w, c = x.shape
+    dims = []
+    for size, k, st in ((h, ksize[1], strides[1]), (w, ksize[2], strides[2])):
+        if padding == "VALID":
+            out, before = (size - k + st) // st, 0
+        else:
+            out = -(-size // st)
+            before = max(0, (out - 1) * st + k - size) // 2
+        if out <= 0:
+            return DECLINED
+        dims.append((out, before, k, st, size))
+    (oh, top, kh, sh, _), (ow, left, kw, sw, _) = dims
+    acc = np.zeros((n, oh, ow, c), x.dtype)
+    count = np.zeros((oh, ow), x.dtype)
+    rows, cols = np.arange(oh) * sh - top, np.arange(ow) * sw - left
+    with flushed_denormals(), np.errstate(all="ignore"):
+        for i in range(kh):
+            r = rows + i
+            for j in range(kw):
+                q = cols + j
+                valid = ((r >= 0) & (r < h))[:, None] & ((q >= 0) & (q < w))[None, :]
+                tap = x[:, np.clip(r, 0, h - 1)][:, :, np.clip(q, 0, w - 1)]
+                acc = np.where(valid[None, :, :, None], acc + tap, acc).astype(x.dtype)
+                count = (count + valid.astype(x.dtype)).astype(x.dtype)
+        return (acc / count[None, :, :, None]).astype(x.dtype)
+
+
 # TF's plain MatMul/BatchMatMul CPU kernels (matmul_op_impl.h ``LaunchBatchMatMul<CPUDevice>``): a product
 # of one row or one column is Eigen's gemv, any other MatMul (and a BatchMatMul of one batch, or of more whose
 # x.rows·x.cols·out.cols exceeds this, with every dimension > 1) Eigen's tensor contraction, whose float
@@ -309,9 +355,13 @@ def _flag(nd, name: str) -> bool:
 # qualifies, its value from its inputs' values and its NodeDef: None where TF's kernel fails, DECLINED where
 # the emulation does not know TF's order). DepthwiseConv2dNative's twin is ours: the generic ``Conv`` has no
 # grouped CPU kernel, and oneDNN's depthwise (f32/bf16 here; f16 on CPUs with AVX512-FP16) sums in another
-# order. MatMul/BatchMatMul: oneDNN's kernels sum in FMA chains where TF's gemv rounds each product
+# order. AvgPool: oneDNN's sums its windows in another order (fuzz seed 317001358: a folded average pool
+# feeding a folded depthwise convolution, whose padding taps TF multiplies). MatMul/BatchMatMul: oneDNN's kernels sum in FMA chains where TF's gemv rounds each product
 # (``max·-161.8 + -1.23·-max`` is NaN folded, -inf in oneDNN; seed 78000830).
 _EIGEN_EMULATED = {
+    "AvgPool": (_avg_pool_runs, lambda vals, nd: _avg_pool_eigen(vals[0], list(nd.attr["ksize"].list.i),
+                                                               list(nd.attr["strides"].list.i),
+                                                               nd.attr["padding"].s.decode())),
     "DepthwiseConv2dNative": (
         _depthwise_runs, lambda vals, nd: _depthwise_eigen(vals[0], vals[1], nd.attr["strides"].list.i[1],
                                                            nd.attr["padding"].s.decode())),
