@@ -116,6 +116,7 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
         raise InvalidArgumentError(f"grappler failed: {str(e).splitlines()[0]}") from e
     if not out.HasField("versions"):
         out.versions.CopyFrom(graph_def.versions)
+    _restore_pack_tile_ports(out, meta.graph_def)
     _keep_original_functions(out, graph_def)
     for nd in out.node:
         original = args.pop(nd.name, None)
@@ -133,6 +134,23 @@ def run_grappler(graph_def: graph_pb2.GraphDef, fetch: Sequence[str] | None = No
 
 
 _STAND_IN = "FakeParam"
+
+_PACK_TILE = "ArithmeticOptimizer/ReplacePackWithTileReshape_Tile_"
+
+
+def _restore_pack_tile_ports(out: graph_pb2.GraphDef, given: graph_pb2.GraphDef) -> None:
+    """Give each Tile of grappler's ``ReplacePackWithTileReshape`` (``Pack(x, x, ...)`` -> ``Reshape(Tile(x))``)
+    its Pack's input back: TF 2.21's rewrite wires the Tile to ``x``'s node, dropping its output port, so
+    ``Pack(top_k.indices, top_k.indices)`` tiled the values, a double for an int32 Tile, and the graph no longer
+    imports (fuzz seed 320001442; in TF's own runtime that function's Pack was left alone)."""
+    packs = {n.name: n for n in given.node if n.op == "Pack"}
+    for nd in out.node:
+        if nd.op != "Tile" or _PACK_TILE not in nd.name or not nd.input:
+            continue
+        scope, _, name = nd.name.partition(_PACK_TILE)
+        pack = packs.get(scope + name)
+        if pack is not None and pack.input and pack.input[0].split(":")[0] == nd.input[0].split(":")[0]:
+            nd.input[0] = pack.input[0]
 
 # Ops grappler's arithmetic optimizer can turn into Mul(x, C) with a folded constant C (x / C -> x * 1/C).
 _TILE_REWRITE_OPS = frozenset({"Mul", "RealDiv", "Div"})
