@@ -3,7 +3,7 @@ two minor-most dims in the one-element lanes; with kept dims inside them (a pool
 as LLVM vectorises the row loop there (``elemental._avx512_kept_inside``: rows of at most 8 elements are an
 interleave group whose gap leaves a scalar epilogue of rows; longer rows are gathered, only for a product of
 one load; fewer than 16 rows: ``elemental._avx512_inner_kept_lanes``). Bit for bit against TF's XLA; measured
-on a Zen 4 (2026-11-29/30), so only run on an AVX-512 target (the AVX2 forms are
+on a Zen 4 (2026-11-29), so only run on an AVX-512 target (the AVX2 forms are
 tests/codegen/test_row_vector_reduce.py's).
 
 A fused product's terms are FMAs into the lanes' adds for rows of up to 4 columns and, for two loaded factors,

@@ -1,7 +1,7 @@
 """Standalone tiny dots on AVX-512 (XLA's naive dot loop, K ≤ 3) are one FMA chain per output for N ≤ 2, N ≥ 9
 and f64 N = 4 (``elemental._dot_fma_chain``, issue 19): ``big·2 + (-big)·2`` keeps the first infinity, where
 separately rounded products meet as NaN. Checked against TF's XLA on the host (measured on a Zen 4,
-2026-11-30; the AVX2 forms: ``dot_exact``'s probes). Not emulated:
+2026-11-29; the AVX2 forms: ``dot_exact``'s probes). Not emulated:
 N 3-8, where TF's loop rounds the products of some rows (fuzz seed 312001589, tests/data/fuzz_open)."""
 from __future__ import annotations
 

@@ -40,9 +40,10 @@ dims, R in 1..32, C in 1..32, 1-64 kept channels, the reduce's input a parameter
 takes no exception (20 rows: 4 lanes); f32 [32, 32] per element is a YNNPACK fusion in TF's XLA) and on
 AVX-512 (Zen 4, 2026-11-29: [3, R, C] over (1, 2) and [3, 2, R, C] over (1, 2, 3), R 2-28, C 2-12, sums of
 a parameter, x·x, x·3 and x·y: the same lanes as one element, a fused product's terms FMAs into the lanes
-over rows of up to 4 columns and rounded products of two loads from 5 on; 19 of 464 f32/f64 cases, rows of 8,
-still differ), where a kept dim inside [R, C] (a pool's channels) vectorises only some inputs
-(``elemental._avx512_inner_kept_lanes``).
+over rows of up to 4 columns and rounded products of two loads from 5 on, a product of one load with no 7-8
+column exception: ``loads``), where kept dims inside [R, C] (a pool's channels) vectorise only some inputs and
+a row of at most 8 elements leaves a scalar epilogue of rows (``elemental._avx512_kept_inside``,
+``elemental._avx512_inner_kept_lanes``).
 """
 from __future__ import annotations
 
