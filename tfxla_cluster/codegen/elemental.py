@@ -1853,12 +1853,13 @@ def _outputs_vectorised(em, instr) -> int:
 
 
 def row_lane_order(instr, options, input_is_buffer: bool = True) -> tuple | None:
-    """(outer dims, row dim, column dim, rows, columns, lanes, rows in lanes) where TF's XLA computes an in-order float sum or
-    product in vector lanes (``row_lanes``), else None: over its last two non-degenerate reduced dims [R, C]
-    (layout order), the outer reduced dims in order around them. To one element: two or more such dims and
-    its input a buffer of the kernel (``input_is_buffer``) or a fused product of loads; to more
-    (``row_lanes``' per_element): any input, two or more such dims (on AVX-512 with a kept dim inside [R, C]
-    only some inputs: :func:`_avx512_inner_kept_lanes`). Only on the targets it was measured on.
+    """(outer dims, row dim, column dim, rows, columns, lanes, rows in lanes) where TF's XLA computes an in-order
+    float sum or product in vector lanes (``row_lanes``), else None: over its last two non-degenerate reduced
+    dims [R, C] (layout order), the outer reduced dims in order around them. To one element: two or more such
+    dims and its input a buffer of the kernel (``input_is_buffer``) or a fused product of loads; to more
+    (``row_lanes``' per_element): any input, two or more such dims (on AVX-512 with kept dims inside [R, C]
+    only some inputs, some rows after the lanes: :func:`_avx512_kept_inside`, :func:`_avx512_inner_kept_lanes`).
+    Only on the targets it was measured on.
 
     A fused product of loads (:func:`_product_loads`) is vectorised like a buffer (AVX2 and AVX-512), but for two rows of
     a product of two loads, which stay in order (measured against TF 2.21 on Zen 3: reduce_sum(a·b),
@@ -1907,8 +1908,9 @@ def _avx512_kept_inside(x, rc: tuple, fused: bool, loads: int | None, rows: int,
     counts as one load (``square``); the bits then agree):
     a row of C·K ≤ 8 elements is an interleave group whose gap (the other kept elements) needs a scalar
     epilogue, so the lanes take R - (R mod L, or L) rows and the rest follow in order, in ``row_lanes``' L
-    (a product of two loads over 4 columns: f32 4, f64 2); longer rows are gathers: of up to 4 columns only a product of one load
-    is vectorised (f32 8 lanes, f64 4, with no epilogue; f64 x·x over [4, 3] not, (x - μ)² is)."""
+    (a product of two loads over 4 columns: f32 4, f64 2); longer rows are gathers: of up to 4 columns only a
+    product of one load is vectorised (f32 8 lanes, f64 4, with no epilogue; f64 x·x over [4, 3] not, (x - μ)²
+    is)."""
     et = x.shape.element_type
     inside = _kept_inside(x.shape, rc)
     if inside is None or et not in (T.F32, T.F64):

@@ -355,9 +355,10 @@ def _flag(nd, name: str) -> bool:
 # qualifies, its value from its inputs' values and its NodeDef: None where TF's kernel fails, DECLINED where
 # the emulation does not know TF's order). DepthwiseConv2dNative's twin is ours: the generic ``Conv`` has no
 # grouped CPU kernel, and oneDNN's depthwise (f32/bf16 here; f16 on CPUs with AVX512-FP16) sums in another
-# order. AvgPool: oneDNN's sums its windows in another order (fuzz seed 317001358: a folded average pool
-# feeding a folded depthwise convolution, whose padding taps TF multiplies). MatMul/BatchMatMul: oneDNN's kernels sum in FMA chains where TF's gemv rounds each product
-# (``max·-161.8 + -1.23·-max`` is NaN folded, -inf in oneDNN; seed 78000830).
+# order. AvgPool: no session op runs TF's plain kernel past oneDNN, and unfolded it left a folded depthwise
+# convolution after it unfolded too (fuzz seed 317001358: TF multiplies that convolution's padding taps, XLA's
+# evaluator skips them). MatMul/BatchMatMul: oneDNN's kernels sum in FMA chains where TF's gemv rounds each
+# product (``max·-161.8 + -1.23·-max`` is NaN folded, -inf in oneDNN; seed 78000830).
 _EIGEN_EMULATED = {
     "AvgPool": (_avg_pool_runs, lambda vals, nd: _avg_pool_eigen(vals[0], list(nd.attr["ksize"].list.i),
                                                                list(nd.attr["strides"].list.i),
