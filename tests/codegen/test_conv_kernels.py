@@ -16,6 +16,11 @@ RNG = np.random.default_rng(16)
 raw = tf.raw_ops
 
 
+@pytest.fixture(autouse=True)
+def _fast(fast_conv_kernels):
+    """This module tests the fast kernels: small convolutions too (not XLA's order, ``conv_exact.exact_order``)."""
+
+
 def _rand(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
@@ -282,7 +287,12 @@ def test_reverse_with_other_users_still_runs():
     assert "r" in [kk.instruction for kk in conv_kernels(exe)]
 
 
-def test_folded_reverse_into_a_small_convolution_runs_in_the_elemental_loop():
+@pytest.mark.parametrize("fast", [False, True])
+def test_folded_reverse_into_a_small_convolution_runs_in_the_elemental_loop(fast, monkeypatch):
+    """XLA's order (the exact kernel) at this size, or the elemental loop where the fast kernels run; the
+    folded ``reverse`` runs no kernel of its own either way."""
+    from tfxla_cluster.codegen import conv_exact
+    monkeypatch.setattr(conv_exact, "EXACT_ORDER_WORK", 0 if fast else 1 << 14)
     from tfxla_cluster.hlo.parser import parse_module
     from tfxla_cluster.passes.pipeline import optimize
     text = """HloModule m
@@ -297,4 +307,4 @@ ENTRY e {
     args = [random_array(s, np.float32, RNG, specials=False) for s in ((1, 3, 2, 2), (3, 2, 3, 2))]
     exe, _ = check(module, *args, rtol=1e-5, atol=1e-5, options=CodegenOptions(bounds_checks=True, threads=1),
                    scale_atol=True)
-    assert [(kk.instruction, kk.kind) for kk in conv_kernels(exe)] == [("c", "loop")]
+    assert [(kk.instruction, kk.kind) for kk in conv_kernels(exe)] == [("c", "loop" if fast else "conv-exact")]

@@ -96,7 +96,7 @@ ENTRY e {{
 
 
 @pytest.mark.parametrize("xs, ks", [((4, 1, 1, 64), (3, 3, 64, 32)), ((3, 2, 2, 8), (3, 3, 8, 16))])
-def test_swapped_convolution_reads_the_unreversed_filter(xs, ks):
+def test_swapped_convolution_reads_the_unreversed_filter(xs, ks, fast_conv_kernels):
     """The swap's ``reverse(filter)`` runs no kernel (kernels/loop.py ``_unswapped``): on finite operands the
     original convolution runs on the filter as it is (one conv kernel with the bias+relu epilogue); with a
     special value, XLA's swapped element loop reads the filter backwards. Both against TF's XLA."""

@@ -18,7 +18,8 @@ from .test_conv_special_values import _same
 
 AUTO = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1"
 RNG = np.random.default_rng(1717)
-X = RNG.standard_normal((1, 7, 8, 5)).astype(np.float32)
+# 9·10·6 outputs × 45 taps: above conv_exact.EXACT_ORDER_WORK (smaller ones run the exact kernel always)
+X = RNG.standard_normal((1, 9, 10, 5)).astype(np.float32)
 W = RNG.standard_normal((3, 3, 5, 6)).astype(np.float32)
 W_SPECIAL = W.copy()
 W_SPECIAL[0, 0, 1, 2] = np.inf     # a corner tap: over the padding, 0 * inf = NaN in TF's XLA

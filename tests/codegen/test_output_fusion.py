@@ -16,6 +16,11 @@ from tfxla_cluster.passes.pipeline import optimize
 RNG = np.random.default_rng(61)
 
 
+@pytest.fixture(autouse=True)
+def _fast(fast_conv_kernels):
+    """The epilogues of the fast convolution kernels, on small shapes too (``conv_exact.exact_order``)."""
+
+
 def _rand(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 

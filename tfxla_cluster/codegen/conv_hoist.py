@@ -16,9 +16,9 @@ numbering and jump threading (in TF 2.21's dump of fuzz seed 137001111, a 2×3 f
 5×1 image, stride 2, SAME, swapped by algsimp: the taps at lhs position 1 for the first batch element, but not
 the ones at position 0). This module writes XLA's unoptimised kernel IR (as TF's dump shows it:
 ``convolution_elemental_kernel_module.ir-no-opt.ll``), runs LLVM's O3 pipeline on it (llvmlite's LLVM 22
-reproduces TF's ``ir-with-opt`` hoists), lets the backend contract it as XLA's does (``contract`` on every
-multiply and add), and runs it once per contraction index on probe operands: the input all ``max``, the
-filter ``max`` at that index and ``-inf`` elsewhere, so an output holds NaN exactly where that tap's ``max·max``
+reproduces TF's ``ir-with-opt`` hoists), code-generates it with fp-contract=fast as XLA's backend does
+(``xla_llvm.compile_like_xla``), and runs it once per contraction index on probe operands: the input all
+``max``, the filter ``max`` at that index and ``-inf`` elsewhere, so an output holds NaN exactly where that tap's ``max·max``
 was rounded to +inf and added to the ``-inf`` of an earlier tap (fused it stays ``-inf``). The first valid tap
 of an output is never reported: there (sum +0) a rounded and a fused product agree.
 
@@ -28,14 +28,13 @@ reassoc`` chain; not seen in the dumps).
 """
 from __future__ import annotations
 
-import ctypes
 import functools
-import re
 import threading
 from math import prod
 
 import numpy as np
 
+from tfxla_cluster.codegen.xla_llvm import aligned, compile_like_xla
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
 # Output elements × contraction depth above which no probe runs (LLVM does not unroll such loops).
@@ -229,41 +228,17 @@ def _valid(instr) -> np.ndarray:
     return np.repeat(ok, kin, axis=1)
 
 
-def _aligned(n: int, np_t) -> np.ndarray:
-    """A zeroed array of ``n`` elements at a 64-byte boundary (the kernel's ``!align 64``)."""
-    raw = np.zeros(n * np.dtype(np_t).itemsize + 64, np.uint8)
-    skip = -raw.ctypes.data % 64
-    return raw[skip:skip + n * np.dtype(np_t).itemsize].view(np_t)
-
-
 @functools.lru_cache(maxsize=64)
 def _probe(ir_text: str, key: tuple) -> bytes:
     """Per (output, contraction index), packed: whether XLA's kernel ``ir_text``, optimised and contracted
     as XLA's backend does, gives NaN with the input all ``max`` and the filter ``max`` at that index,
     ``-inf`` elsewhere (cached by the IR; ``key``: element type, element counts, depth and the filter's
     layout of the contraction index)."""
-    import llvmlite.binding as llvm
-
-    from tfxla_cluster.codegen.target import initialize_llvm
-    initialize_llvm()
     et, lshape_n, rshape_n, out_n, depth, kin, rshape_dims, kdims, kin_dim = key
-    target = llvm.Target.from_default_triple()
-    tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                      features=llvm.get_host_cpu_features().flatten(), opt=3, jit=True)
-    mod = llvm.parse_assembly(ir_text)
-    mod.verify()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    # XLA's backend contracts a multiply into the add it feeds in the same block (fp-contract=fast).
-    opt = re.sub(r"= (fmul|fadd) ", r"= \1 contract ", str(mod))
-    mod = llvm.parse_assembly(opt)
-    engine = llvm.create_mcjit_compiler(mod, tm)
-    engine.finalize_object()
-    fn = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(engine.get_function_address("convolution_kernel"))
+    kernel = compile_like_xla(ir_text, "convolution_kernel")
     np_t = _NP[et]
     big = np.finfo(np_t).max
-    lhs, rhs, out = (_aligned(n, np_t) for n in (lshape_n, rshape_n, out_n))
+    lhs, rhs, out = (aligned(n, np_t) for n in (lshape_n, rshape_n, out_n))
     lhs[:] = big
     # Contraction index of every filter element: window position (row-major) * kin + input feature.
     kidx = np.indices(rshape_dims).reshape(len(rshape_dims), -1)
@@ -271,14 +246,11 @@ def _probe(ir_text: str, key: tuple) -> bytes:
     for d, size, reversed_ in kdims:
         wpos = wpos * size + (size - 1 - kidx[d] if reversed_ else kidx[d])
     cidx = wpos * kin + kidx[kin_dim]
-    args = (ctypes.c_void_p * 6)(lhs.ctypes.data, 0, rhs.ctypes.data, 0, out.ctypes.data, 0)
-    frame = (ctypes.c_void_p * 4)(0, 0, 0, ctypes.addressof(args))
     nan = np.zeros((out_n, depth), bool)
     for k in range(depth):
         rhs[:] = np.where(cidx == k, big, -np.inf).astype(np_t)
-        fn(ctypes.addressof(frame))
+        kernel(lhs, rhs, out)
         nan[:, k] = np.isnan(out)
-    del engine
     return np.packbits(nan).tobytes()
 
 

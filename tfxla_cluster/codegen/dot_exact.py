@@ -21,9 +21,10 @@ in the canonical [B, M, K] × [B, K, N] form after XLA's simplifier drops unit b
   (dot_op_emitter.cc kTiledLlvmIrGemv / kNaiveLlvmIr): one FMA chain from +0 in k order, any dtype,
   as the fast kernels here (as measured with K < 8; on the AVX2 host a row-major gemv of K ≥ 9 sums in
   lanes k mod 8, and a column-major one's last columns otherwise: see below, not emulated). On the Zen 4
-  (2026-11-29, M 1-40, K 2-3, N 1-16): one chain for N ≤ 2, N ≥ 9 and f64 N = 4 (``elemental._dot_fma_chain``);
-  for N 3-8 LLVM vectorises the loop over some rows, each product rounded (vmulps, vaddps): f32 from 16 rows,
-  f64 from 8, by a pattern of M, K and column not modelled (fuzz seed 312001589, ``tests/data/fuzz_open``).
+  (2026-11-29, M 1-40, K 2-3, N 1-16): one chain for N ≤ 2, N ≥ 9 and f64 N = 4; for N 3-8 LLVM vectorises
+  the naive loop over some rows, each product rounded (vmulps, vaddps), by no simple pattern of M, K and N:
+  ``dot_naive`` finds those products by compiling XLA's loop (fuzz seed 312001589; 4,390 shapes bit for bit),
+  and the loop form adds them rounded (``elemental._naive_rounded``; never a GEMM, ``gemm.gemm_eligible``).
 * Every other dot is a library call (B > 1: per batch; N = 1 with B > 1 too).
   - F64: Eigen's contraction (perf: ``gebp_kernel<double, double, long, ..., 8, 4>``). TF's binary is
     built without FMA (it prints "rebuild TensorFlow with ... FMA"), so gebp multiplies and adds

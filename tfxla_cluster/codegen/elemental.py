@@ -45,7 +45,7 @@ import numpy as np
 
 from llvmlite import ir
 
-from tfxla_cluster.codegen import complex_ops, irtypes as t
+from tfxla_cluster.codegen import complex_ops, dot_naive, irtypes as t
 from tfxla_cluster.codegen.context import KernelContext
 from tfxla_cluster.codegen.dot_exact import eigen_dot, emit_eigen_sum, emit_form_sum, sum_form
 from tfxla_cluster.codegen.gemm import dot_dims, group_origin
@@ -2559,8 +2559,9 @@ def _dot_fma_chain(em, instr) -> bool:
     multiplies, rounded apart (a K = 5 f32 vector dot product max·(-87) + max·(-1.17): TF inf, ours was NaN;
     fuzz seed 226001188). A dot inside a fusion (XLA's elemental emitter: a vector · vector dot, a batch of one)
     on every target; a standalone one on AVX2 (XLA's DotOpEmitter) of K ≤ 2, or a matrix · column (N = 1, M ≥ 2)
-    shorter than a vector register (K < 8 f32, < 4 f64), on AVX-512 one of K ≤ 3 with N ≤ 2 or N ≥ 9 (f64: N = 4
-    too) and M ≥ 2; its other small sums: ``_loop_dot_form`` (measured
+    shorter than a vector register (K < 8 f32, < 4 f64), on AVX-512 XLA's naive loop (but for the products
+    ``_naive_rounded`` rounds; other layouts: K ≤ 3 with N ≤ 2 or N ≥ 9, f64 N = 4 too, and M ≥ 2); its other
+    small sums: ``_loop_dot_form`` (measured
     with the probes of ``dot_exact``, B 0-3, M and N 1-3, K 2-9, 11, 16, 17, f32 and f64)."""
     et = instr.shape.element_type
     if et not in (T.F32, T.F64) or em.kctx.options.fast_math:
@@ -2571,13 +2572,24 @@ def _dot_fma_chain(em, instr) -> bool:
     if d.B == 1 and d.M == 1 and d.N == 1:
         return True
     if host_target(em.kctx.options) == AVX512:
-        # XLA's naive loop for K ≤ 3 (measured on Zen 4, B 1, M 2-40, K 2-3): one FMA chain per output for
-        # N ≤ 2, N ≥ 9 and f64 N = 4; for N 3-8 it vectorises some rows with every product rounded, by a
-        # pattern of M, N, K and column not modelled (fuzz seed 312001589, tests/data/fuzz_open)
+        if dot_naive.canonical(instr):
+            return True   # XLA's naive loop: one FMA chain but for dot_naive's rounded products (_naive_rounded)
+        # other layouts of it, for K ≤ 3 (measured on Zen 4 with tf.matmul, B 1, M 2-40, K 2-3): one FMA chain
+        # per output for N ≤ 2, N ≥ 9 and f64 N = 4
         return d.B == 1 and d.M >= 2 and d.K <= 3 and (d.N <= 2 or d.N >= 9 or et is T.F64 and d.N == 4)
     if host_target(em.kctx.options) != AVX2:
         return False
     return d.K <= 2 or d.N == 1 and d.M >= 2 and d.K < (8 if et is T.F32 else 4)
+
+
+def _naive_rounded(em, instr) -> np.ndarray | None:
+    """[M, N, K]: the products TF's XLA adds rounded in its naive loop (``dot_naive``) for a standalone F32/F64
+    dot of ``dot_naive.canonical`` form on AVX-512 (fuzz seed 312001589), None when there are none or the dot
+    is not that (the AVX2 forms: ``_dot_fma_chain``, ``_loop_dot_form``)."""
+    if em.kctx.options.fast_math or _in_fusion(instr) or host_target(em.kctx.options) != AVX512:
+        return None
+    dims = dot_naive.canonical(instr)
+    return None if dims is None else dot_naive.rounded_products(*dims, instr.shape.element_type)
 
 
 def _in_fusion(instr) -> bool:
@@ -2662,7 +2674,8 @@ def _dot(em, instr):
     kshape = Shape(T.S32, tuple(lhs.shape.dimensions[d] for d in lc))
     separate = eigen_dot(instr)
     forms = sum_form(instr)
-    chain = not separate and _dot_fma_chain(em, instr)
+    naive = None if separate or forms else _naive_rounded(em, instr)
+    chain = not separate and (naive is not None or _dot_fma_chain(em, instr))
     loop_form = None if separate or chain or forms else _loop_dot_form(em, instr)
     b = em.b
 
@@ -2708,9 +2721,19 @@ def _dot(em, instr):
             return _from_acc(em, out_et, emit_form_sum(em.kctx, forms, d.K, d.M, m,
                                                        lambda k: operands(delinearize(b, k, kshape))))
         acc = _Accumulator(em, [acc_ty], [zero])
+        if naive is not None:   # XLA's naive loop: the products LLVM leaves unfused added rounded (dot_naive)
+            rounded = dot_naive.table(em.kctx.mctx, naive, "rounded_" + instr.name)
+            n_dim = naive.shape[1] * naive.shape[2]
+            base = b.add(b.mul(od[0], t.i64(n_dim)), b.mul(od[1], t.i64(naive.shape[2])))
 
         def body(kv):
-            acc.set([_mac(em, out_et, acc.get()[0], *operands(kv), separate, chain)])
+            if naive is None:
+                return acc.set([_mac(em, out_et, acc.get()[0], *operands(kv), separate, chain)])
+            a, c = operands(kv)
+            s = acc.get()[0]
+            flag = b.load(b.gep(rounded, [t.i64(0), b.add(base, kv[0])], inbounds=True), typ=t.I8)
+            acc.set([b.select(b.icmp_unsigned("!=", flag, ir.Constant(t.I8, 0)),
+                              b.fadd(s, b.fmul(a, c, flags=()), flags=()), em.ops.mul_add(a, c, s))])
         if kshape.num_elements:
             _reduce_loops(em, kshape, set(range(len(lc))), body, prefix="k")
         res = _from_acc(em, out_et, acc.get()[0])

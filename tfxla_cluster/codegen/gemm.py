@@ -70,7 +70,12 @@ def gemm_eligible(instr, options) -> bool:
     if any(o.shape.element_type not in _FLOATS for o in instr.operands):
         return False
     d = dot_dims(instr)
-    return d.B * d.M * d.N * d.K >= options.gemm_min_flops
+    if d.B * d.M * d.N * d.K < options.gemm_min_flops:
+        return False
+    # XLA's own naive loop on AVX-512, some products rounded (dot_naive): the loop form sums as it does
+    from tfxla_cluster.codegen import dot_naive
+    from tfxla_cluster.codegen.row_lanes import AVX512, host_target
+    return not (host_target(options) == AVX512 and not options.fast_math and dot_naive.canonical(instr))
 
 
 def conv_gemm_eligible(instr, options) -> bool:
