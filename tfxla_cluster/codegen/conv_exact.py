@@ -94,6 +94,7 @@ from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, if_the
 from tfxla_cluster.codegen.scalar_ops import ScalarOps
 from tfxla_cluster.codegen.row_lanes import AVX512, host_target
 from tfxla_cluster.codegen.target import host_features
+from tfxla_cluster.codegen.xla_llvm import flag_table
 from tfxla_cluster.cpu_topology import eigen_threads
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
@@ -505,11 +506,7 @@ def emit_exact_conv(prog, instr, lhs: BufferRef, rhs: BufferRef, out: BufferRef,
         rounded = _naive_dot_rounded(instr, cet)
     table = None
     if rounded is not None:
-        table = ir.GlobalVariable(prog.mctx.module, ir.ArrayType(t.I8, rounded.size),
-                                  prog.mctx.unique_name("rounded_" + instr.name))
-        table.linkage = "internal"
-        table.global_constant = True
-        table.initializer = ir.Constant(ir.ArrayType(t.I8, rounded.size), rounded.astype(int).ravel().tolist())
+        table = flag_table(prog.mctx, rounded, "rounded_" + instr.name)
     row = []   # the current output's first table entry (its row-major index times the depth)
 
     def tap(origin, k, a):

@@ -34,13 +34,11 @@ from math import prod
 
 import numpy as np
 
-from tfxla_cluster.codegen.xla_llvm import aligned, compile_like_xla
+from tfxla_cluster.codegen.xla_llvm import LLVM_TYPES, KernelIR, aligned, compile_like_xla
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
 # Output elements × contraction depth above which no probe runs (LLVM does not unroll such loops).
 MAX_WORK = 1 << 14
-_LTYPE = {T.F32: "float", T.F64: "double"}
-_NP = {T.F32: np.float32, T.F64: np.float64}
 _probe_lock = threading.Lock()   # clusters compile on several threads; one probe at a time
 
 
@@ -58,48 +56,21 @@ def xla_kernel_ir(instr) -> str:
     dn, window = instr.convolution_dimension_numbers, instr.window.dimensions
     oshape = instr.shape
     lshape, rshape = (o.shape for o in instr.operands)
-    lty = _LTYPE[oshape.element_type]
-    nbytes = {T.F32: 4, T.F64: 8}[oshape.element_type]
+    lty, nbytes, _ = LLVM_TYPES[oshape.element_type]
     od, ld, rd = oshape.dimensions, lshape.dimensions, rshape.dimensions
     G = instr.feature_group_count
     kin = rd[dn.kernel_input_feature_dimension]
     O_ = od[dn.output_feature_dimension]
-    lines = []
-    emit = lines.append
+    ir = KernelIR("convolution_kernel",
+                  [f"%acc = alloca {lty}, align 8", *(f"%od{i}.a = alloca i64, align 8" for i in range(len(od))),
+                   *(f"%k{i}.a = alloca i64, align 8" for i in range(len(window))), "%iz.a = alloca i64, align 8"],
+                  [s.num_elements * nbytes for s in (lshape, rshape, oshape)])
+    emit = ir.emit
+    scope = ir.result_scope
     n = iter(range(1 << 30))
 
     def tmp():
         return f"%t{next(n)}"
-    emit("define ptr @convolution_kernel(ptr %0) #0 {")
-    emit("entry:")
-    emit("  %acc = alloca " + lty + ", align 8")
-    for i in range(len(od)):
-        emit(f"  %od{i}.a = alloca i64, align 8")
-    for i in range(len(window)):
-        emit(f"  %k{i}.a = alloca i64, align 8")
-    emit("  %iz.a = alloca i64, align 8")
-    emit("  %args.gep = getelementptr inbounds nuw { ptr, ptr, i64, ptr }, ptr %0, i32 0, i32 3")
-    emit("  %args = load ptr, ptr %args.gep, align 8")
-    for a in range(3):
-        emit(f"  %arg{a}.gep = getelementptr {{ ptr, i64 }}, ptr %args, i32 {a}, i32 0")
-        emit(f"  %arg{a} = load ptr, ptr %arg{a}.gep, align 8, !invariant.load !0, !dereferenceable !{a + 1}, "
-             "!align !4")
-
-    def loop(name, var, size, body, meta):
-        emit(f"  store i64 0, ptr %{var}.a, align 4")
-        emit(f"  br label %{name}.h")
-        emit(f"{name}.h:")
-        emit(f"  %{var} = load i64, ptr %{var}.a, align 4")
-        emit(f"  %{name}.c = icmp uge i64 %{var}, {size}")
-        emit(f"  br i1 %{name}.c, label %{name}.x, label %{name}.b")
-        emit(f"{name}.b:")
-        body()
-        emit(f"  %{var}.n = add nuw nsw i64 %{var}, 1")
-        emit(f"  store i64 %{var}.n, ptr %{var}.a, align 4")
-        emit(f"  br label %{name}.h" + (", !llvm.loop !" + str(meta) if meta else ""))
-        emit(f"{name}.x:")
-
-    metas = []
 
     def tap_body():
         ov = [f"%od{i}" for i in range(len(od))]
@@ -157,7 +128,7 @@ def xla_kernel_ir(instr) -> str:
             g, v = tmp(), tmp()
             ix = ", ".join(f"i64 {x if size != 1 else 0}" for x, size in zip(idx, dims))
             emit(f"  {g} = getelementptr inbounds {_array_type(dims, lty)}, ptr %arg{a}, i64 0, {ix}")
-            emit(f"  {v} = load {lty}, ptr {g}, align {nbytes}, !invariant.load !0, !noalias !5")
+            emit(f"  {v} = load {lty}, ptr {g}, align {nbytes}, !invariant.load !0, !noalias {scope}")
             vals.append(v)
         s0, m, s1 = tmp(), tmp(), tmp()
         emit(f"  {s0} = load {lty}, ptr %acc, align 8")
@@ -169,8 +140,8 @@ def xla_kernel_ir(instr) -> str:
 
     def inner(level):
         if level == len(window):
-            return lambda: loop("iz", "iz", kin, tap_body, None)
-        return lambda: loop(f"kl{level}", f"k{level}", window[level].size, inner(level + 1), None)
+            return lambda: ir.loop("iz", "iz", kin, tap_body)
+        return lambda: ir.loop(f"kl{level}", f"k{level}", window[level].size, inner(level + 1))
 
     def output(level):
         if level == len(od):
@@ -181,32 +152,19 @@ def xla_kernel_ir(instr) -> str:
                 ix = ", ".join(f"i64 {f'%od{i}' if size != 1 else 0}" for i, size in enumerate(od))
                 emit(f"  {v} = load {lty}, ptr %acc, align 8")
                 emit(f"  {g} = getelementptr inbounds {_array_type(od, lty)}, ptr %arg2, i64 0, {ix}")
-                emit(f"  store {lty} {v}, ptr {g}, align {nbytes}, !alias.scope !5")
+                emit(f"  store {lty} {v}, ptr {g}, align {nbytes}, !alias.scope {scope}")
             return body
-        meta = None
-        if level < len(od) - 1:
-            meta = 8 + len(metas)
-            metas.append(meta)
-        return lambda: loop(f"ol{level}", f"od{level}", od[level], output(level + 1), meta)
+        return lambda: ir.loop(f"ol{level}", f"od{level}", od[level], output(level + 1),
+                               unroll_disabled=level < len(od) - 1)
 
     output(0)()
-    emit("  ret ptr null")
-    emit("}")
-    head = ['target datalayout = "e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"',
-            'target triple = "x86_64-unknown-linux-gnu"']
-    tail = ['attributes #0 = { uwtable "frame-pointer"="all" "prefer-vector-width"="256" }', "!0 = !{}"]
-    for a, s in enumerate((lshape, rshape, oshape)):
-        tail.append(f"!{a + 1} = !{{i64 {s.num_elements * nbytes}}}")
-    tail += ["!4 = !{i64 64}", "!5 = !{!6}", '!6 = !{!"result", !7}', '!7 = !{!"XLA host kernel AA domain"}',
-             '!99 = !{!"llvm.loop.unroll.disable"}']
-    tail += [f"!{m} = distinct !{{!{m}, !99}}" for m in metas]
-    return "\n".join(head + lines + tail) + "\n"
+    return ir.text()
 
 
 def supported(instr) -> bool:
     """Whether :func:`rounded_taps` models ``instr``: F32/F64, no batch groups, every buffer row-major."""
     shapes = [instr.shape, *(o.shape for o in instr.operands)]
-    return instr.shape.element_type in _LTYPE and instr.batch_group_count == 1 and all(
+    return instr.shape.element_type in LLVM_TYPES and instr.batch_group_count == 1 and all(
         s.element_type is instr.shape.element_type and s.is_default_layout for s in shapes)
 
 
@@ -236,7 +194,7 @@ def _probe(ir_text: str, key: tuple) -> bytes:
     layout of the contraction index)."""
     et, lshape_n, rshape_n, out_n, depth, kin, rshape_dims, kdims, kin_dim = key
     kernel = compile_like_xla(ir_text, "convolution_kernel")
-    np_t = _NP[et]
+    np_t = LLVM_TYPES[et][2]
     big = np.finfo(np_t).max
     lhs, rhs, out = (aligned(n, np_t) for n in (lshape_n, rshape_n, out_n))
     lhs[:] = big

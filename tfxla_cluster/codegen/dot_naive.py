@@ -26,10 +26,9 @@ import threading
 
 import numpy as np
 
-from tfxla_cluster.codegen.xla_llvm import aligned, compile_like_xla
+from tfxla_cluster.codegen.xla_llvm import LLVM_TYPES, KernelIR, aligned, compile_like_xla
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 
-_LTYPE = {T.F32: ("float", 4, np.float32), T.F64: ("double", 8, np.float64)}
 _lock = threading.Lock()   # clusters compile on several threads; one probe at a time
 
 
@@ -42,69 +41,36 @@ def naive_loop(M: int, K: int, N: int) -> bool:
 def xla_naive_dot_ir(M: int, K: int, N: int, et: T) -> str:
     """XLA:CPU's unoptimised kernel IR for the naive [M, K] · [K, N] dot (TF 2.21's dump: loops ``lhs.0``,
     ``rhs.1``, ``reduction``, no loop metadata, an ``fmul`` and a flagless ``fadd`` per k)."""
-    lty, nb, _ = _LTYPE[et]
-    lines: list[str] = []
-    emit = lines.append
-    sizes = (M * K, K * N, M * N)
-    emit('target datalayout = "e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"')
-    emit('target triple = "x86_64-unknown-linux-gnu"')
-    emit("define ptr @dot_kernel(ptr %0) #0 {")
-    emit("entry:")
-    emit(f"  %acc = alloca {lty}, align {nb}")
-    for v in ("m", "n", "k"):
-        emit(f"  %{v}.a = alloca i64, align 8")
-    emit("  %args.gep = getelementptr inbounds nuw { ptr, ptr, i64, ptr }, ptr %0, i32 0, i32 3")
-    emit("  %args = load ptr, ptr %args.gep, align 8")
-    for a in range(3):
-        emit(f"  %arg{a}.gep = getelementptr {{ ptr, i64 }}, ptr %args, i32 {a}, i32 0")
-        emit(f"  %arg{a} = load ptr, ptr %arg{a}.gep, align 8, !invariant.load !0, !dereferenceable !{a + 1}, "
-             "!align !4")
-
-    def loop(v: str, size: int, body) -> None:
-        emit(f"  store i64 0, ptr %{v}.a, align 4")
-        emit(f"  br label %{v}.h")
-        emit(f"{v}.h:")
-        emit(f"  %{v} = load i64, ptr %{v}.a, align 4")
-        emit(f"  %{v}.c = icmp uge i64 %{v}, {size}")
-        emit(f"  br i1 %{v}.c, label %{v}.x, label %{v}.b")
-        emit(f"{v}.b:")
-        body()
-        emit(f"  %{v}.n = add nuw nsw i64 %{v}, 1")
-        emit(f"  store i64 %{v}.n, ptr %{v}.a, align 4")
-        emit(f"  br label %{v}.h")
-        emit(f"{v}.x:")
+    lty, nb, _ = LLVM_TYPES[et]
+    ir = KernelIR("dot_kernel", [f"%acc = alloca {lty}, align {nb}", *(f"%{v}.a = alloca i64, align 8" for v in "mnk")],
+                  [M * K * nb, K * N * nb, M * N * nb])
+    scope = ir.result_scope
 
     def k_body() -> None:
-        emit(f"  %ga = getelementptr inbounds [{M} x [{K} x {lty}]], ptr %arg0, i64 0, i64 %m, i64 %k")
-        emit(f"  %va = load {lty}, ptr %ga, align {nb}, !invariant.load !0, !noalias !5")
-        emit(f"  %gb = getelementptr inbounds [{K} x [{N} x {lty}]], ptr %arg1, i64 0, i64 %k, i64 %n")
-        emit(f"  %vb = load {lty}, ptr %gb, align {nb}, !invariant.load !0, !noalias !5")
-        emit(f"  %s0 = load {lty}, ptr %acc, align {nb}")
-        emit(f"  %p = fmul {lty} %va, %vb")
-        emit(f"  %s1 = fadd {lty} %s0, %p")
-        emit(f"  store {lty} %s1, ptr %acc, align {nb}")
+        ir.emit(f"  %ga = getelementptr inbounds [{M} x [{K} x {lty}]], ptr %arg0, i64 0, i64 %m, i64 %k")
+        ir.emit(f"  %va = load {lty}, ptr %ga, align {nb}, !invariant.load !0, !noalias {scope}")
+        ir.emit(f"  %gb = getelementptr inbounds [{K} x [{N} x {lty}]], ptr %arg1, i64 0, i64 %k, i64 %n")
+        ir.emit(f"  %vb = load {lty}, ptr %gb, align {nb}, !invariant.load !0, !noalias {scope}")
+        ir.emit(f"  %s0 = load {lty}, ptr %acc, align {nb}")
+        ir.emit(f"  %p = fmul {lty} %va, %vb")
+        ir.emit(f"  %s1 = fadd {lty} %s0, %p")
+        ir.emit(f"  store {lty} %s1, ptr %acc, align {nb}")
 
     def n_body() -> None:
-        emit(f"  store {lty} 0.0, ptr %acc, align {nb}")
-        loop("k", K, k_body)
-        emit(f"  %r = load {lty}, ptr %acc, align {nb}")
-        emit(f"  %go = getelementptr inbounds [{M} x [{N} x {lty}]], ptr %arg2, i64 0, i64 %m, i64 %n")
-        emit(f"  store {lty} %r, ptr %go, align {nb}, !alias.scope !5")
+        ir.emit(f"  store {lty} 0.0, ptr %acc, align {nb}")
+        ir.loop("k", "k", K, k_body)
+        ir.emit(f"  %r = load {lty}, ptr %acc, align {nb}")
+        ir.emit(f"  %go = getelementptr inbounds [{M} x [{N} x {lty}]], ptr %arg2, i64 0, i64 %m, i64 %n")
+        ir.emit(f"  store {lty} %r, ptr %go, align {nb}, !alias.scope {scope}")
 
-    loop("m", M, lambda: loop("n", N, n_body))
-    emit("  ret ptr null")
-    emit("}")
-    emit('attributes #0 = { uwtable "frame-pointer"="all" "prefer-vector-width"="256" }')
-    emit("!0 = !{}")
-    lines += [f"!{a + 1} = !{{i64 {n * nb}}}" for a, n in enumerate(sizes)]
-    lines += ["!4 = !{i64 64}", "!5 = !{!6}", '!6 = !{!"result", !7}', '!7 = !{!"XLA host kernel AA domain"}']
-    return "\n".join(lines) + "\n"
+    ir.loop("m", "m", M, lambda: ir.loop("n", "n", N, n_body))
+    return ir.text()
 
 
 @functools.lru_cache(maxsize=64)
 def _probe(M: int, K: int, N: int, et: T) -> bytes:
     kernel = compile_like_xla(xla_naive_dot_ir(M, K, N, et), "dot_kernel")
-    np_t = _LTYPE[et][2]
+    np_t = LLVM_TYPES[et][2]
     big = np.finfo(np_t).max
     lhs, rhs, out = aligned(M * K, np_t), aligned(K * N, np_t), aligned(M * N, np_t)
     lhs[:] = big
@@ -121,7 +87,7 @@ def _probe(M: int, K: int, N: int, et: T) -> bytes:
 def rounded_products(M: int, K: int, N: int, et: T) -> np.ndarray | None:
     """[M, N, K] bool: the products TF's XLA adds rounded in its naive loop for a [M, K] · [K, N] dot of
     element type ``et`` (F32/F64) on this host, or None when there are none."""
-    if et not in _LTYPE or M * N * K == 0:
+    if et not in LLVM_TYPES or M * N * K == 0:
         return None
     with _lock:
         bits = _probe(M, K, N, et)
@@ -134,7 +100,7 @@ def canonical(instr) -> tuple[int, int, int] | None:
     · [K, N] with every buffer row-major, and XLA's naive loop (:func:`naive_loop`); else None."""
     from tfxla_cluster.hlo.opcode import HloOpcode as O
     et = instr.shape.element_type
-    if instr.opcode is not O.DOT or et not in _LTYPE or len(instr.operands) != 2:
+    if instr.opcode is not O.DOT or et not in LLVM_TYPES or len(instr.operands) != 2:
         return None
     lhs, rhs = (o.shape for o in instr.operands)
     dn = instr.dot_dimension_numbers
@@ -147,15 +113,3 @@ def canonical(instr) -> tuple[int, int, int] | None:
     M, K = lhs.dimensions
     N = rhs.dimensions[1]
     return (M, K, N) if naive_loop(M, K, N) else None
-
-
-def table(mctx, rounded: np.ndarray, name: str):
-    """``rounded`` (bool, any shape) as an internal constant i8 array of the module, row-major."""
-    from llvmlite import ir
-    flat = rounded.astype(np.uint8).ravel()
-    ty = ir.ArrayType(ir.IntType(8), flat.size)
-    g = ir.GlobalVariable(mctx.module, ty, mctx.unique_name(name))
-    g.linkage = "internal"
-    g.global_constant = True
-    g.initializer = ir.Constant(ty, bytearray(flat.tobytes()))
-    return g

@@ -55,6 +55,7 @@ from tfxla_cluster.codegen.row_lanes import AVX2, AVX512, MEASURED_TARGETS, host
     row_lanes
 from tfxla_cluster.codegen.scalar_ops import REASSOCIABLE, ScalarOps
 from tfxla_cluster.codegen.small_call import kept_minmax
+from tfxla_cluster.codegen.xla_llvm import flag_table
 from tfxla_cluster.errors import UnimplementedError
 from tfxla_cluster.hlo import opcode as ops
 from tfxla_cluster.hlo.eval_compute import TREE_WINDOW, simple_reducer
@@ -2722,7 +2723,7 @@ def _dot(em, instr):
                                                        lambda k: operands(delinearize(b, k, kshape))))
         acc = _Accumulator(em, [acc_ty], [zero])
         if naive is not None:   # XLA's naive loop: the products LLVM leaves unfused added rounded (dot_naive)
-            rounded = dot_naive.table(em.kctx.mctx, naive, "rounded_" + instr.name)
+            rounded = flag_table(em.kctx.mctx, naive, "rounded_" + instr.name)
             n_dim = naive.shape[1] * naive.shape[2]
             base = b.add(b.mul(od[0], t.i64(n_dim)), b.mul(od[1], t.i64(naive.shape[2])))
 

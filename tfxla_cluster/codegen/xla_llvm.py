@@ -4,7 +4,9 @@ products LLVM leaves unfused (rounded) in XLA's loops.
 Stage: codegen helper of ``conv_hoist.py`` (XLA's elemental convolution loop) and ``dot_naive.py`` (its naive
 dot loop). Guarantee: :func:`compile_like_xla` returns the kernel as XLA's backend would build it from
 ``ir_text`` on this host: LLVM's O3 pipeline (llvmlite's LLVM 22 reproduces TF 2.21's ``ir-with-opt``
-dumps, its hoists and vectorisation), then code generation with fp-contract=fast, emulated.
+dumps, its hoists and vectorisation), then code generation with fp-contract=fast, emulated. It also holds
+what the generators and the exact kernels share: :class:`KernelIR` (XLA's kernel frame, loops and metadata),
+:data:`LLVM_TYPES`, :func:`flag_table` (the rounded products' table in our module).
 
 Why emulated: XLA sets ``AllowFPOpFusion = Fast`` in its target options, so the DAG combiner fuses every
 ``fmul`` into the ``fadd`` it feeds within a block, whatever the instructions' flags, even after the x86
@@ -25,6 +27,8 @@ import ctypes
 import re
 
 import numpy as np
+
+from tfxla_cluster.hlo.shape import PrimitiveType as T
 
 _FMUL = re.compile(r"^  (%[-\w.]+) = fmul (?:[a-z]+ )*(double|float|<\d+ x (?:double|float)>) (%[-\w.]+), (%[-\w.]+)$")
 _FADD = re.compile(r"^  (%[-\w.]+) = fadd ((?:[a-z]+ )*)(double|float|<\d+ x (?:double|float)>) ([^ ,]+), ([^ ,]+)$")
@@ -108,6 +112,62 @@ def lost_pairs(asm: str) -> int:
     return n
 
 
+# Element types of the modelled kernels: LLVM type, bytes, numpy type.
+LLVM_TYPES = {T.F32: ("float", 4, np.float32), T.F64: ("double", 8, np.float64)}
+
+
+class KernelIR:
+    """XLA:CPU's unoptimised kernel IR as TF 2.21's dumps show it (``*.ir-no-opt.ll``): ``ptr @name(ptr
+    %call_frame)`` reading its buffers from the frame's argument array (``!dereferenceable``, ``!align 64``,
+    ``!invariant.load``; the result in its own alias scope), loops over ``alloca``'d induction variables.
+    The generators (``conv_hoist``, ``dot_naive``) :meth:`emit` the body; :meth:`text` is the module."""
+
+    def __init__(self, name: str, allocas: list[str], arg_bytes: list[int]) -> None:
+        self.arg_bytes = arg_bytes
+        self.loop_metadata: list[int] = []
+        self.lines = [f"define ptr @{name}(ptr %0) #0 {{", "entry:", *(f"  {a}" for a in allocas),
+                      "  %args.gep = getelementptr inbounds nuw { ptr, ptr, i64, ptr }, ptr %0, i32 0, i32 3",
+                      "  %args = load ptr, ptr %args.gep, align 8"]
+        for a in range(len(arg_bytes)):
+            self.lines += [f"  %arg{a}.gep = getelementptr {{ ptr, i64 }}, ptr %args, i32 {a}, i32 0",
+                           f"  %arg{a} = load ptr, ptr %arg{a}.gep, align 8, !invariant.load !0, "
+                           f"!dereferenceable !{a + 1}, !align !{len(arg_bytes) + 1}"]
+
+    def emit(self, line: str) -> None:
+        self.lines.append(line)
+
+    def loop(self, name: str, var: str, size: int, body, unroll_disabled: bool = False) -> None:
+        """``for (%var = 0; %var < size; ++%var) body()`` over ``%var.a``, as XLA's ForLoop emits it;
+        ``unroll_disabled``: XLA's ``llvm.loop.unroll.disable`` on the loop."""
+        meta = ""
+        if unroll_disabled:
+            self.loop_metadata.append(100 + len(self.loop_metadata))
+            meta = f", !llvm.loop !{self.loop_metadata[-1]}"
+        self.lines += [f"  store i64 0, ptr %{var}.a, align 4", f"  br label %{name}.h", f"{name}.h:",
+                       f"  %{var} = load i64, ptr %{var}.a, align 4", f"  %{name}.c = icmp uge i64 %{var}, {size}",
+                       f"  br i1 %{name}.c, label %{name}.x, label %{name}.b", f"{name}.b:"]
+        body()
+        self.lines += [f"  %{var}.n = add nuw nsw i64 %{var}, 1", f"  store i64 %{var}.n, ptr %{var}.a, align 4",
+                       f"  br label %{name}.h{meta}", f"{name}.x:"]
+
+    def text(self) -> str:
+        """The module: the function (closed with ``ret ptr null``), its attributes and metadata."""
+        n = len(self.arg_bytes)
+        head = ['target datalayout = "e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"',
+                'target triple = "x86_64-unknown-linux-gnu"']
+        tail = ["  ret ptr null", "}", 'attributes #0 = { uwtable "frame-pointer"="all" "prefer-vector-width"="256" }',
+                "!0 = !{}", *(f"!{a + 1} = !{{i64 {b}}}" for a, b in enumerate(self.arg_bytes)),
+                f"!{n + 1} = !{{i64 64}}", f"!{n + 2} = !{{!{n + 3}}}", f'!{n + 3} = !{{!"result", !{n + 4}}}',
+                f'!{n + 4} = !{{!"XLA host kernel AA domain"}}', '!99 = !{!"llvm.loop.unroll.disable"}',
+                *(f"!{m} = distinct !{{!{m}, !99}}" for m in self.loop_metadata)]
+        return "\n".join(head + self.lines + tail) + "\n"
+
+    @property
+    def result_scope(self) -> str:
+        """The metadata id of the result's alias scope (``!noalias`` on loads, ``!alias.scope`` on stores)."""
+        return f"!{len(self.arg_bytes) + 2}"
+
+
 class Kernel:
     """A compiled kernel of XLA's calling convention (``ptr fn(ptr call_frame)``), with its engine kept alive."""
 
@@ -144,6 +204,19 @@ def compile_like_xla(ir_text: str, name: str) -> Kernel:
     engine = llvm.create_mcjit_compiler(final, tm)
     engine.finalize_object()
     return Kernel(engine, name, fused)
+
+
+def flag_table(mctx, flags: np.ndarray, name: str):
+    """``flags`` (bool, any shape) as an internal constant i8 array of the module, row-major: the rounded
+    products' table the exact kernels select by."""
+    from llvmlite import ir
+    flat = flags.astype(np.uint8).ravel()
+    ty = ir.ArrayType(ir.IntType(8), flat.size)
+    g = ir.GlobalVariable(mctx.module, ty, mctx.unique_name(name))
+    g.linkage = "internal"
+    g.global_constant = True
+    g.initializer = ir.Constant(ty, bytearray(flat.tobytes()))
+    return g
 
 
 def aligned(n: int, np_t) -> np.ndarray:
