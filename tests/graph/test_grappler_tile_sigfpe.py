@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import warnings
 import sys
 
 import numpy as np
@@ -60,3 +61,39 @@ def test_detector_names_the_node_and_ignores_ordinary_graphs():
     x = tf.constant(np.arange(2, dtype=np.float32).reshape(2, 1))
     np.testing.assert_array_equal(txc.function(BODIES["div_by_ones"], flags=AUTO)(x).numpy(),
                                   tf.function(BODIES["div_by_ones"])(x).numpy())
+
+
+def _empty_slice_body(x):
+    """``x / zeros([0, 3])`` beside an empty strided slice of an int32 constant: StridedSlice's shape
+    function reads the constant as a shape and rejects the empty slice, so grappler's static shape
+    inference fails and the arithmetic optimizer leaves out ReplaceMulWithBroadcastByTile."""
+    shape = tf.concat([tf.constant([0, 0, 0])[-2:-3:3], tf.constant([0, 3])], 0)
+    return tf.reshape(x / tf.zeros([0, 3]), shape)
+
+
+_TF_EMPTY_SLICE = """
+import tensorflow as tf
+def body(x):
+    shape = tf.concat([tf.constant([0, 0, 0])[-2:-3:3], tf.constant([0, 3])], 0)
+    return tf.reshape(x / tf.zeros([0, 3]), shape)
+print(tf.function(body)(tf.zeros([0, 1])).shape)
+"""
+
+
+def test_failed_shape_inference_shields_the_rewrite_in_tf_and_ours():
+    """Fuzz seed 348001179: the detector's own shape inference raised TF's 'Subshape must have computed
+    start <= end' and our auto-clustered run failed where TF's ran. Now the detector follows TF: no shapes
+    (after constant folding, the arithmetic optimizer's input), no rewrite, no crash, no warning."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", _TF_EMPTY_SLICE], env=env, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-500:]       # TF's grappler skips the rewrite and survives
+    gd = graph_def_from_concrete(
+        tf.function(_empty_slice_body).get_concrete_function(tf.TensorSpec([0, 1], tf.float32)))
+    _args_as_shaped_stand_ins(gd)
+    assert _tile_rewrite_divides_by_zero(gd) is None
+    x = tf.zeros([0, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        ours = txc.function(_empty_slice_body, flags=AUTO)(x)
+    want = tf.function(_empty_slice_body)(x)
+    assert ours.shape == want.shape == (0, 3) and ours.dtype == want.dtype

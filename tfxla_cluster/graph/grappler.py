@@ -174,7 +174,9 @@ def _tile_rewrite_divides_by_zero(graph_def: graph_pb2.GraphDef) -> str | None:
     meta = meta_graph_pb2.MetaGraphDef()
     meta.graph_def.CopyFrom(graph_def)
     meta.collection_def["train_op"].node_list.value.extend(n.name for n in candidates)
-    shapes = inferred_output_shapes(meta)
+    shapes = _static_shapes(meta)
+    if shapes is None:
+        return None
 
     def shape_of(ref: str) -> tuple[int, ...] | None:
         name, _, port = ref.partition(":")
@@ -204,6 +206,31 @@ def _tile_rewrite_divides_by_zero(graph_def: graph_pb2.GraphDef) -> str | None:
                 and nodes[n.input[0].split(":")[0]].op != "Const" and folds(n.input[1]):
             return n.name
     return None
+
+
+def _static_shapes(meta: meta_graph_pb2.MetaGraphDef) -> dict[str, list] | None:
+    """Output shapes as the arithmetic optimizer would see them, None where its shape inference fails.
+
+    The optimizer adds ReplaceMulWithBroadcastByTile only when ``GraphProperties::InferStatically``
+    succeeds (``can_use_shapes``). Inference of the raw graph can fail where the optimizer's input — the
+    graph after constant folding — infers fine: StridedSlice's shape function takes an int32 Const
+    vector as a shape and rejects an empty slice of it (``Subshape must have computed start <= end``),
+    but constant folding has replaced that slice by its value before the arithmetic optimizer runs."""
+    try:
+        return inferred_output_shapes(meta)
+    except Exception:  # noqa: BLE001 - TF's status errors: fall back to the constant-folded graph
+        pass
+    config = config_pb2.ConfigProto()
+    rewrite = config.graph_options.rewrite_options
+    rewrite.optimizers.append("constfold")  # only the stage that runs before the arithmetic optimizer
+    rewrite.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
+    try:
+        folded = meta_graph_pb2.MetaGraphDef()
+        folded.CopyFrom(meta)
+        folded.graph_def.CopyFrom(optimize_graph(config, meta))
+        return inferred_output_shapes(folded)
+    except Exception:  # noqa: BLE001 - inference fails there too: the optimizer skips the rewrite
+        return None
 
 
 def _has_zero_dim(node: node_def_pb2.NodeDef) -> bool:
