@@ -195,11 +195,14 @@ def exact_order(instr) -> bool:
     which an ``exp`` or ``sinh`` after it magnifies past any tolerance (fuzz seed 320001952: a swapped
     convolution); with the exact kernel 0 of them differ, nor 308 depthwise ones, nor the f16 and bf16
     ones. At this size the scalar loop costs a few µs, hidden under a call's launch."""
-    if not guarded(instr):
-        return False
+    return guarded(instr) and _multiply_adds(instr) <= EXACT_ORDER_WORK
+
+
+def _multiply_adds(instr) -> int:
+    """The convolution's multiply-adds: (output elements)·(taps)·(input features per group)."""
     dn = instr.convolution_dimension_numbers
     kin = instr.operands[1].shape.dimensions[dn.kernel_input_feature_dimension]
-    return instr.shape.num_elements * kin * prod(w.size for w in instr.window.dimensions) <= EXACT_ORDER_WORK
+    return instr.shape.num_elements * prod(w.size for w in instr.window.dimensions) * kin
 
 
 def guarded(instr) -> bool:
@@ -259,9 +262,7 @@ def _check_pays(instr, refs: list[BufferRef]) -> bool:
     costs ~5 of the GEMM's multiply-adds per element (measured), and the convolution does
     2·(output elements)·(taps)·(input features) of them. Above, the call keeps its fast kernels only
     (a filter read once per call is the whole memory traffic of a late, small-image layer)."""
-    dn = instr.convolution_dimension_numbers
-    kin = instr.operands[1].shape.dimensions[dn.kernel_input_feature_dimension]
-    flops = 2 * instr.shape.num_elements * prod(w.size for w in instr.window.dimensions) * kin
+    flops = 2 * _multiply_adds(instr)
     return 5 * 100 * sum(r.shape.num_elements for r in refs) <= flops or flops <= SMALL_FLOPS
 
 

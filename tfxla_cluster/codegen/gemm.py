@@ -25,10 +25,11 @@ from math import prod
 
 from llvmlite import ir
 
-from tfxla_cluster.codegen import irtypes as t
+from tfxla_cluster.codegen import dot_naive, irtypes as t
 from tfxla_cluster.codegen.buffers import BufferRef
 from tfxla_cluster.codegen.loops import Index, emit_loop_nest, for_range, major_to_minor, work_items
 from tfxla_cluster.codegen.native_runtime import blas_available
+from tfxla_cluster.codegen.row_lanes import AVX512, host_target
 from tfxla_cluster.hlo.opcode import HloOpcode as O
 from tfxla_cluster.hlo.shape import PrimitiveType as T
 from tfxla_cluster.hlo.shape import Shape
@@ -73,8 +74,6 @@ def gemm_eligible(instr, options) -> bool:
     if d.B * d.M * d.N * d.K < options.gemm_min_flops:
         return False
     # XLA's own naive loop on AVX-512, some products rounded (dot_naive): the loop form sums as it does
-    from tfxla_cluster.codegen import dot_naive
-    from tfxla_cluster.codegen.row_lanes import AVX512, host_target
     return not (host_target(options) == AVX512 and not options.fast_math and dot_naive.canonical(instr))
 
 
