@@ -13,7 +13,8 @@ import collections
 import os
 import sys
 
-from tfxla_cluster.cli_common import Command, error_line, graph_args, load_graph, mark_args, run_mark
+from tfxla_cluster.cli_common import (Command, error_line, graph_args, load_graph, mark_args, naming_input,
+                                      run_mark)
 from tfxla_cluster.report import cli_commands as report_cli
 from tfxla_cluster.tools import cli_commands as tools_cli
 from tfxla_cluster.viz import cli_commands as viz_cli
@@ -508,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except TfXlaError as e:
-        print(error_line(e), file=sys.stderr)
+        print(error_line(naming_input(e, args)), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

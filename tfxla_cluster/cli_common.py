@@ -42,21 +42,27 @@ def graph_args(p: argparse.ArgumentParser) -> None:
 
 
 def load_graph(args: argparse.Namespace):
-    from tfxla_cluster.errors import FlagError, TfXlaError
     from tfxla_cluster.graph import load_graph
 
+    return load_graph(args.graph, signature=args.signature, grappler=args.grappler,
+                      inline=not args.no_inline, flags=getattr(args, "flags", None))
+
+
+def naming_input(e, args: argparse.Namespace):
+    """``e`` with the command's input file named in front, where its message does not name it already.
+
+    Errors from deep in a stage (a function body's bad node found while clustering, a grappler status)
+    do not know the file; a command line user must be told which input is wrong. Flag errors name the
+    flag instead; an error type with its own constructor is kept as it is."""
+    from tfxla_cluster.errors import FlagError
+
+    source = getattr(args, "graph", None)
+    if not source or isinstance(e, FlagError) or str(source) in e.message:
+        return e
     try:
-        return load_graph(args.graph, signature=args.signature, grappler=args.grappler,
-                          inline=not args.no_inline, flags=getattr(args, "flags", None))
-    except TfXlaError as e:
-        # one line naming the file and the problem (errors from deep in the import don't know the file)
-        if isinstance(e, FlagError) or str(args.graph) in e.message:
-            raise
-        try:
-            named = type(e)(f"{args.graph}: {e.message}")
-        except TypeError:  # an error type with its own constructor
-            raise e from None
-        raise named from None
+        return type(e)(f"{source}: {e.message}")
+    except TypeError:
+        return e
 
 
 def mark_args(p: argparse.ArgumentParser) -> None:

@@ -35,6 +35,41 @@ def read_graph_def(path: str | os.PathLike) -> graph_pb2.GraphDef:
     return parse_binary(data, str(p))
 
 
+def check_importable(graph_def: graph_pb2.GraphDef, where: str = "<GraphDef>") -> None:
+    """Raise InvalidArgumentError (``where: TF's message``) unless TF's own importer takes ``graph_def``.
+
+    ``tf.graph_util.import_graph_def`` into a scratch graph: the checks TF applies to every GraphDef it is
+    given — versions, registered ops, each node's attributes and its inputs' number and types against the
+    op's signature, constant tensors against their dtype, references to missing nodes, cycles through
+    non-loop nodes — so a GraphDef TF rejects is never half-processed by our own stages."""
+    import tensorflow as tf
+
+    try:
+        with tf.Graph().as_default():
+            tf.graph_util.import_graph_def(graph_def, name="")
+    except (ValueError, TypeError, tf.errors.OpError) as e:  # what the importer raises for a bad graph
+        detail = (getattr(e, "message", None) or str(e)).strip().splitlines()
+        raise InvalidArgumentError(f"{where}: {detail[0] if detail else type(e).__name__}") from None
+    bodies = [graph_def.node] + [f.node_def for f in graph_def.library.function]
+    for node in (n for body in bodies for n in body):
+        # TF's Const kernel rejects a value whose dtype is not the node's; the importer does not look, and
+        # grappler's constant folding CHECK-fails on it (the process aborts), so it is checked here.
+        if node.op == "Const" and "value" in node.attr and node.attr["value"].HasField("tensor") \
+                and node.attr["value"].tensor.dtype != node.attr["dtype"].type:
+            raise InvalidArgumentError(
+                f"{where}: Node '{node.name}': Type mismatch between value "
+                f"({_dtype_name(node.attr['value'].tensor.dtype)}) and dtype ({_dtype_name(node.attr['dtype'].type)})")
+
+
+def _dtype_name(enum: int) -> str:
+    from tensorflow.python.framework import dtypes
+
+    try:
+        return dtypes.as_dtype(enum).name
+    except TypeError:
+        return f"DataType {enum}"
+
+
 def _looks_like_text(data: bytes) -> bool:
     head = data[:4096]
     try:
@@ -46,7 +81,11 @@ def _looks_like_text(data: bytes) -> bool:
 
 def parse_text(data: bytes | str, where: str = "<text>") -> graph_pb2.GraphDef:
     """Parse protobuf text format. Syntax errors name the line and column."""
-    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as e:  # replacing the bytes would change names and tensor contents silently
+        raise InvalidArgumentError(f"{where}: not a valid GraphDef in text format: not UTF-8 text "
+                                   f"(byte 0x{data[e.start]:02x} at offset {e.start})") from None
     graph_def = graph_pb2.GraphDef()
     try:
         text_format.Parse(text, graph_def)

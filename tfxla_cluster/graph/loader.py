@@ -35,6 +35,7 @@ def load_graph_def(source: Any, *args: Any, signature: str = "serving_default", 
     """
     if isinstance(source, graph_pb2.GraphDef):
         gd = source
+        io.check_importable(gd)
     elif isinstance(source, (str, os.PathLike)):
         p = Path(source)
         if p.is_dir():
@@ -44,6 +45,7 @@ def load_graph_def(source: Any, *args: Any, signature: str = "serving_default", 
             return graph_def_from_concrete(concrete, inline=inline, grappler=grappler, resource_handle_data=True,
                                            flags=flags)
         gd = io.read_graph_def(p)
+        io.check_importable(gd, str(p))
     else:
         return graph_def_from_function(source, *args, inline=inline, grappler=grappler, flags=flags, **kwargs)
     if grappler:

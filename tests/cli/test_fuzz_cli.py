@@ -1,0 +1,100 @@
+"""The command line's bad-input fuzzer (``tools/fuzz_cli.py``) in CI, and what it found (issue 19): mutated
+GraphDefs, HLO modules and flag strings must end in exit 0 (for a GraphDef TF's importer takes) or exit 2 with
+one line naming the input — never an internal error, a traceback, a hang or an aborted process."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+import tensorflow as tf
+
+import fuzz_cli  # tools/ is on sys.path (setup.cfg pythonpath)
+from tfxla_cluster.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+AUTO = fuzz_cli.AUTO_FLAGS
+
+
+def _run(capsys, *argv) -> tuple[int, list[str]]:
+    code = main(list(argv))
+    _, err = capsys.readouterr()
+    return code, [ln for ln in err.splitlines() if ln.strip()]
+
+
+def test_bounded_cli_fuzz():
+    """240 cases of a fixed seed, in worker processes as ``tools/fuzz_cli.py`` runs them: no defect."""
+    summary = fuzz_cli.fuzz(seed=50, count=240, seconds=120)
+    assert summary["count"] == 240
+    assert {"0", "2"} <= set(summary["exit_codes"])  # some inputs are good, most are not
+    assert not summary["defects"], [(d["index"], d["mutations"], d["defect"], d["stderr"][:1])
+                                    for d in summary["defects"]]
+
+
+def _graph(name: str) -> tf.compat.v1.GraphDef:
+    return text_format.Parse((ROOT / "graphs" / f"{name}.pbtxt").read_text(), tf.compat.v1.GraphDef())
+
+
+def _write(tmp_path, gd, name="g.pbtxt") -> Path:
+    path = tmp_path / name
+    path.write_text(text_format.MessageToString(gd))
+    return path
+
+
+def test_const_value_of_another_dtype_is_an_error_not_an_abort(tmp_path, capsys):
+    """A Const whose value's dtype is not its ``dtype`` attr: TF's importer takes it, and grappler's constant
+    folding then CHECK-fails and aborts the process (fuzz_cli seed 3 case 695); ours says what TF's Const
+    kernel says."""
+    gd = _graph("string_ops")
+    const = next(n for n in gd.node if n.op == "Const" and n.attr["dtype"].type == tf.float32.as_datatype_enum)
+    const.attr["value"].tensor.dtype = tf.float16.as_datatype_enum
+    path = _write(tmp_path, gd)
+    code, lines = _run(capsys, "hlo", str(path), "--grappler", "--flags", AUTO)
+    assert code == 2 and len(lines) == 1 and str(path) in lines[0], lines
+    assert f"Node '{const.name}': Type mismatch between value (float16) and dtype (float32)" in lines[0]
+
+
+def test_text_that_is_not_utf8_is_rejected_not_rewritten(tmp_path, capsys):
+    """Bytes that are not UTF-8 inside a text GraphDef were replaced by U+FFFD, changing names and tensor
+    contents silently (fuzz_cli seed 2 case 54); TF's Python text parser refuses such text, and so do we."""
+    data = (ROOT / "graphs" / "mlp.pbtxt").read_bytes()
+    at = data.index(b'name: "') + 7
+    path = tmp_path / "latin1.pbtxt"
+    path.write_bytes(data[:at] + b"\xff" + data[at:])
+    code, lines = _run(capsys, "info", str(path))
+    assert code == 2 and len(lines) == 1 and str(path) in lines[0], lines
+    assert f"not UTF-8 text (byte 0xff at offset {at})" in lines[0]
+
+
+@pytest.mark.parametrize("mutation", ["min_consumer", "missing_input", "extra_input", "input_type"])
+def test_graphs_tf_importer_rejects_exit_2(tmp_path, capsys, mutation):
+    """GraphDefs TF's importer rejects that ours took with exit 0 (fuzz_cli seed 1): versions above this TF,
+    a node with fewer or more inputs than its op's signature, an input of the wrong type."""
+    gd = _graph("while_loop")
+    if mutation == "min_consumer":
+        gd.versions.min_consumer = 10**6
+    elif mutation == "missing_input":
+        next(n for n in gd.node if n.op == "Identity").ClearField("input")
+    elif mutation == "extra_input":
+        next(n for n in gd.node if n.op == "Const").input.append(gd.node[0].name)
+    else:
+        next(n for n in gd.node if n.op == "Const" and n.attr["dtype"].type == tf.int32.as_datatype_enum) \
+            .attr["dtype"].type = tf.float16.as_datatype_enum
+    path = _write(tmp_path, gd)
+    assert not fuzz_cli.tf_importer_accepts(path)
+    for command in ("info", "mark"):
+        code, lines = _run(capsys, command, str(path))
+        assert code == 2 and len(lines) == 1 and str(path) in lines[0], (command, lines)
+
+
+def test_errors_found_while_clustering_name_the_file(tmp_path, capsys):
+    """A function body's bad node is found when clustering instantiates the body (TF's importer does not
+    check bodies); the one line still names the input file (fuzz_cli seed 3, cases 183 and 515)."""
+    gd = _graph("while_loop")
+    body = next(f for f in gd.library.function if any(n.op == "Tanh" for n in f.node_def))
+    del next(n for n in body.node_def if n.op == "Tanh").attr["T"]
+    path = _write(tmp_path, gd)
+    assert fuzz_cli.tf_importer_accepts(path)
+    code, lines = _run(capsys, "mark", str(path), "--flags", AUTO)
+    assert code == 2 and len(lines) == 1 and lines[0].startswith(f"tfxla-cluster: error: INVALID_ARGUMENT: {path}: ")
+    assert "NodeDef missing attr 'T'" in lines[0]
