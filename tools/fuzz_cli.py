@@ -172,8 +172,68 @@ def _mutate_node(nd, names: list[str], r: np.random.Generator) -> str:
     return "device"
 
 
+UNARY = ("Relu", "Tanh", "Exp", "Neg", "Rsqrt", "Round", "Abs", "Sigmoid", "Sqrt", "Log", "Floor", "Square",
+         "Reciprocal", "Sign", "Softplus", "Erf", "IsNan", "LogicalNot", "Invert")
+BINARY = ("AddV2", "Mul", "Sub", "RealDiv", "Maximum", "Minimum", "Pow", "SquaredDifference", "FloorDiv",
+          "FloorMod", "Atan2", "DivNoNan", "Xlogy", "Less", "Equal", "LogicalAnd", "BitwiseAnd", "LeftShift")
+SPECIAL = (float("nan"), float("inf"), -float("inf"), -0.0, 1e-45, 3.4e38, 0.0, 1.0)
+
+
+def mutate_plausibly(gd, r: np.random.Generator) -> str:
+    """One mutation that often leaves a graph TF's importer takes — so that clustering and lowering, not
+    only the importer, see odd graphs: an op swapped for another of its arity, an argument's shape, a
+    constant's values (special ones) or shape, a boolean or integer attribute."""
+    nodes = [n for n in gd.node if n.op not in ("_Arg", "_Retval", "NoOp")]
+    if not nodes:
+        return "none"
+    nd = nodes[int(r.integers(len(nodes)))]
+    k = int(r.integers(5))
+    if k == 0 and nd.op in UNARY + BINARY:
+        nd.op = str(r.choice(UNARY if nd.op in UNARY else BINARY))
+        return "swap_op"
+    if k == 1:
+        ph = [n for n in gd.node if n.op == "Placeholder"]
+        if ph:
+            shape = ph[int(r.integers(len(ph)))].attr["shape"].shape
+            if r.random() < 0.2:
+                shape.Clear()
+                shape.unknown_rank = True
+            elif shape.dim:
+                shape.dim[int(r.integers(len(shape.dim)))].size = int(r.choice([-1, 0, 1, 5, 2**31]))
+            return "placeholder_shape"
+    if k == 2:
+        consts = [n for n in gd.node if n.op == "Const" and n.attr["dtype"].type in (1, 2, 3, 9)]
+        if consts:
+            t = consts[int(r.integers(len(consts)))].attr["value"].tensor
+            dims = [d.size for d in t.tensor_shape.dim]
+            values = r.choice(SPECIAL, size=int(np.prod(dims)) if dims else 1)
+            if r.random() < 0.3:  # another shape: a scalar or one more dimension
+                dims = [] if r.random() < 0.5 else dims + [1]
+                values = values[:1] if not dims else values
+            from tensorflow.python.framework import tensor_util
+            dtype = {1: np.float32, 2: np.float64, 3: np.int32, 9: np.int64}[t.dtype]
+            with np.errstate(all="ignore"):
+                arr = values.astype(dtype) if dtype in (np.float32, np.float64) else \
+                    np.nan_to_num(values, posinf=2**31 - 1, neginf=-2**31).astype(dtype)
+            t.CopyFrom(tensor_util.make_tensor_proto(arr.reshape(dims)))
+            return "const_values"
+    if k == 3:
+        flags = [a for a in sorted(nd.attr) if nd.attr[a].WhichOneof("value") == "b"]
+        if flags:
+            a = str(r.choice(flags))
+            nd.attr[a].b = not nd.attr[a].b
+            return "flip_bool"
+    ints = [a for a in sorted(nd.attr) if nd.attr[a].WhichOneof("value") == "i"]
+    if ints:
+        nd.attr[str(r.choice(ints))].i = int(r.choice([-2, -1, 0, 1, 2, 3, 64]))
+        return "int_attr"
+    return "none"
+
+
 def mutate_graph(gd, r: np.random.Generator) -> list[str]:
-    """1-3 structural mutations of ``gd`` in place; their names."""
+    """1-3 structural mutations of ``gd`` in place (half the time plausible ones); their names."""
+    if r.random() < 0.5:
+        return [mutate_plausibly(gd, r) for _ in range(int(r.integers(1, 3)))]
     done = []
     for _ in range(int(r.integers(1, 4))):
         funcs = list(gd.library.function)
@@ -474,9 +534,12 @@ def fuzz(seed: int, count: int, seconds: float) -> dict:
         elif rc != 0 and i < count:
             raise RuntimeError(f"worker failed before case {i} (exit {rc})")
     codes: dict[str, int] = {}
+    by_kind: dict[str, dict[str, int]] = {}
     for x in results:
         codes[str(x["code"])] = codes.get(str(x["code"]), 0) + 1
-    return {"seed": seed, "count": len(results), "exit_codes": codes,
+        kind = by_kind.setdefault(x["kind"], {})
+        kind[str(x["code"])] = kind.get(str(x["code"]), 0) + 1
+    return {"seed": seed, "count": len(results), "exit_codes": codes, "by_kind": by_kind,
             "defects": [x for x in results if x["defect"]]}
 
 
@@ -494,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = fuzz(a.seed, a.count, a.case_seconds)
     print(f"seed {a.seed}: {summary['count']} cases, exit codes {summary['exit_codes']}, "
           f"{len(summary['defects'])} defects")
+    for kind, codes in sorted(summary["by_kind"].items()):
+        print(f"  {kind}: exit codes {codes}")
     for d in summary["defects"]:
         print(f"  case {d['index']} ({d['kind']}: {', '.join(d['mutations'])}) {' '.join(d['argv'])}: "
               f"{d['defect']} {d['stderr'][:1]}")
