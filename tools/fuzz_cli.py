@@ -19,6 +19,7 @@ or the process dying (a signal: cases run in a worker process, restarted after t
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import dataclasses
 import io
@@ -365,13 +366,15 @@ def random_flags(r: np.random.Generator, names) -> str:
 
 # ------------------------------------------------------------------------------------------- the cases
 
-def make_case(seed: int, index: int, hlo: dict[str, str] | None = None) -> Case:
-    """Case ``index`` of ``seed`` (deterministic)."""
+def make_case(seed: int, index: int, hlo: dict[str, str] | None = None, savedmodel: Path | None = None) -> Case:
+    """Case ``index`` of ``seed`` (deterministic given the same ``hlo`` texts and ``savedmodel``)."""
     from google.protobuf import text_format
     r = np.random.default_rng([seed, index])
-    kind = str(r.choice(["graph", "graph", "graph", "bytes", "pb", "hlo", "flags"]))
-    if kind == "hlo" and not hlo:
+    kind = str(r.choice(["graph", "graph", "graph", "bytes", "pb", "hlo", "flags", "savedmodel"]))
+    if (kind == "hlo" and not hlo) or (kind == "savedmodel" and savedmodel is None):
         kind = "graph"
+    if kind == "savedmodel":
+        return _savedmodel_case(index, r, savedmodel)
     if kind == "flags":
         which = int(r.integers(3))
         graph = str(ROOT / "graphs" / "mlp.pbtxt")
@@ -416,6 +419,62 @@ def make_case(seed: int, index: int, hlo: dict[str, str] | None = None) -> Case:
     return Case(index, kind, done, argv, data, suffix)
 
 
+SAVEDMODEL_DAMAGE = ("pb_bytes", "no_pb", "no_index", "truncate_data", "bad_signature", "fingerprint", "none")
+
+
+def make_savedmodel(where: Path) -> Path:
+    """A small SavedModel (a variable, a matmul and a relu behind ``serving_default``) under ``where``."""
+    tf = _tf()
+
+    class Small(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(np.arange(12, dtype=np.float32).reshape(4, 3) / 10)
+
+        @tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32)])
+        def serve(self, x):
+            return {"y": tf.nn.relu(tf.matmul(x, self.w)) + 1.0}
+    module = Small()
+    path = where / "savedmodel"
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+    return path
+
+
+def _savedmodel_case(index: int, r: np.random.Generator, base: Path) -> Case:
+    """The SavedModel at ``base`` damaged one way; ``payload`` is its (maybe mutated) saved_model.pb."""
+    damage = str(r.choice(SAVEDMODEL_DAMAGE))
+    data = (base / "saved_model.pb").read_bytes()
+    done = [damage]
+    if damage == "pb_bytes":
+        data, how = mutate_bytes(data, r)
+        done.append(how)
+    cmd = str(r.choice(("info", "mark", "explain", "hlo")))
+    argv = [cmd, "{dir}"]
+    if cmd != "info":
+        argv += ["--flags", AUTO_FLAGS]
+    if damage == "bad_signature":
+        argv += ["--signature", str(r.choice(["nope", "", "serve"]))]
+    return Case(index, "savedmodel", done, argv, data, str(base))
+
+
+def _damaged_savedmodel(case: Case, tmp: str) -> Path:
+    import shutil
+    path = Path(tmp) / "sm"
+    shutil.copytree(case.suffix, path)
+    (path / "saved_model.pb").write_bytes(case.payload)
+    damage = case.mutations[0]
+    data_files = sorted((path / "variables").glob("variables.data-*"))
+    if damage == "no_pb":
+        (path / "saved_model.pb").unlink()
+    elif damage == "no_index":
+        (path / "variables" / "variables.index").unlink()
+    elif damage == "truncate_data" and data_files:
+        data_files[0].write_bytes(data_files[0].read_bytes()[:7])
+    elif damage == "fingerprint" and (path / "fingerprint.pb").exists():
+        (path / "fingerprint.pb").write_bytes(b"\x08\xff\xff")
+    return path
+
+
 def tf_importer_accepts(path: Path) -> bool:
     """Whether TF's importer takes the GraphDef in ``path`` (text or binary)."""
     from google.protobuf import message, text_format
@@ -442,10 +501,14 @@ def run_case(case: Case, seconds: float) -> dict:
     """Run ``case``; its outcome: ``defect`` ('' when none), the exit code and stderr's lines."""
     from tfxla_cluster.cli import main
     with tempfile.TemporaryDirectory(prefix="fuzzcli") as tmp:
-        path = Path(tmp) / f"input{case.suffix}"
-        if case.payload:
-            path.write_bytes(case.payload)
-        argv = [a.replace("{file}", str(path)).replace("{tmp}", tmp) for a in case.argv]
+        if case.kind == "savedmodel":
+            path = _damaged_savedmodel(case, tmp)
+        else:
+            path = Path(tmp) / f"input{case.suffix}"
+            if case.payload:
+                path.write_bytes(case.payload)
+        argv = [a.replace("{file}", str(path)).replace("{dir}", str(path)).replace("{tmp}", tmp)
+                for a in case.argv]
         out, err = io.StringIO(), io.StringIO()
 
         def alarm(*_):
@@ -485,19 +548,23 @@ def run_case(case: Case, seconds: float) -> dict:
 
 # ------------------------------------------------------------------------------------ worker and driver
 
-def worker(seed: int, start: int, stop: int, seconds: float) -> int:
+def worker(seed: int, start: int, stop: int, seconds: float, savedmodel: Path | None) -> int:
     """Run cases [start, stop) of ``seed``, one JSON line before ("start") and after each case."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import warnings
     warnings.simplefilter("ignore")
     hlo = _hlo_texts()
+    if savedmodel is not None and not (savedmodel / "savedmodel").exists():  # the first worker makes it
+        make_savedmodel(savedmodel)
+    base = savedmodel / "savedmodel" if savedmodel is not None else None
     for i in range(start, stop):
-        case = make_case(seed, i, hlo)
+        case = make_case(seed, i, hlo, base)
         print(json.dumps({"start": i, "kind": case.kind, "mutations": case.mutations, "argv": case.argv,
-                          "payload": case.payload.decode("utf-8", "replace")}), flush=True)
+                          "payload_b64": base64.b64encode(case.payload).decode()}), flush=True)
         result = run_case(case, seconds)
         if result["defect"]:
             result["payload"] = case.payload.decode("utf-8", "replace")
+            result["payload_b64"] = base64.b64encode(case.payload).decode()
         print(json.dumps(result), flush=True)
     return 0
 
@@ -506,9 +573,11 @@ def fuzz(seed: int, count: int, seconds: float) -> dict:
     """All ``count`` cases of ``seed``, in worker processes (restarted past a case that kills one)."""
     results: list[dict] = []
     i = 0
+    shared = tempfile.TemporaryDirectory(prefix="fuzzcli-sm")  # the SavedModel every worker damages copies of
     while i < count:
         proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", "--seed", str(seed),
-                                 "--start", str(i), "--count", str(count), "--case-seconds", str(seconds)],
+                                 "--start", str(i), "--count", str(count), "--case-seconds", str(seconds),
+                                 "--savedmodel", shared.name],
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
         current = None
@@ -529,7 +598,7 @@ def fuzz(seed: int, count: int, seconds: float) -> dict:
         if current is not None:  # the case that killed the worker
             results.append({"index": current["start"], "kind": current["kind"], "mutations": current["mutations"],
                             "argv": current["argv"], "code": None, "stderr": [],
-                            "defect": f"process died (exit {rc})", "payload": current["payload"]})
+                            "defect": f"process died (exit {rc})", "payload_b64": current["payload_b64"]})
             i = current["start"] + 1
         elif rc != 0 and i < count:
             raise RuntimeError(f"worker failed before case {i} (exit {rc})")
@@ -539,6 +608,7 @@ def fuzz(seed: int, count: int, seconds: float) -> dict:
         codes[str(x["code"])] = codes.get(str(x["code"]), 0) + 1
         kind = by_kind.setdefault(x["kind"], {})
         kind[str(x["code"])] = kind.get(str(x["code"]), 0) + 1
+    shared.cleanup()
     return {"seed": seed, "count": len(results), "exit_codes": codes, "by_kind": by_kind,
             "defects": [x for x in results if x["defect"]]}
 
@@ -551,9 +621,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case-seconds", type=float, default=120.0, help="a case running longer is a hang")
     ap.add_argument("--json", help="write the summary and every defect (with its input) here")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--savedmodel", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
-        return worker(a.seed, a.start, a.count, a.case_seconds)
+        return worker(a.seed, a.start, a.count, a.case_seconds, Path(a.savedmodel) if a.savedmodel else None)
     summary = fuzz(a.seed, a.count, a.case_seconds)
     print(f"seed {a.seed}: {summary['count']} cases, exit codes {summary['exit_codes']}, "
           f"{len(summary['defects'])} defects")
