@@ -350,6 +350,40 @@ def mutate_hlo(text: str, r: np.random.Generator) -> tuple[str, list[str]]:
     return text, done
 
 
+NPZ_DAMAGE = ("good", "wrong_dtype", "wrong_shape", "missing", "extra", "junk", "pickle", "empty")
+_NP_TYPES = {"f32": np.float32, "f64": np.float64, "s32": np.int32, "s64": np.int64, "pred": np.bool_,
+             "f16": np.float16, "u8": np.uint8, "s8": np.int8}
+
+
+def write_inputs(text: str, damage: str, path: Path) -> None:
+    """``run-hlo --inputs`` for the module ``text``: its ENTRY parameters as arrays (arg0, arg1, ...),
+    damaged as ``damage`` says."""
+    import re
+    if damage == "junk":
+        path.write_bytes(b"PK\x03\x04 not a zip")
+        return
+    arrays = {}
+    m = re.search(r"ENTRY %?[\w.-]+ \(([^)]*)\)", text)
+    for k, (ty, dims) in enumerate(re.findall(r"\w+: (\w+)\[([\d,]*)\]", m.group(1) if m else "")):
+        shape = tuple(int(d) for d in dims.split(",") if d)
+        if any(d > 1 << 20 for d in shape):
+            shape = (3,)
+        arrays[f"arg{k}"] = np.ones(shape, _NP_TYPES.get(ty, np.float32))
+    if arrays and damage == "wrong_dtype":
+        arrays["arg0"] = arrays["arg0"].astype(np.complex64)
+    elif arrays and damage == "wrong_shape":
+        arrays["arg0"] = np.ones(arrays["arg0"].shape + (2,), arrays["arg0"].dtype)
+    elif arrays and damage == "missing":
+        del arrays[f"arg{len(arrays) - 1}"]
+    elif damage == "extra":
+        arrays[f"arg{len(arrays)}"] = np.zeros(2)
+    elif damage == "pickle":
+        arrays["arg0"] = np.array([{"a": 1}], dtype=object)
+    elif damage == "empty":
+        arrays = {}
+    np.savez(path, **arrays)
+
+
 def random_flags(r: np.random.Generator, names) -> str:
     parts = []
     for _ in range(int(r.integers(1, 4))):
@@ -387,8 +421,14 @@ def make_case(seed: int, index: int, hlo: dict[str, str] | None = None, savedmod
         return Case(index, kind, ["flags"], argv, b"", "")
     if kind == "hlo":
         name = str(r.choice(sorted(hlo)))
-        text, done = mutate_hlo(hlo[name], r)
-        return Case(index, kind, [name] + done, ["run-hlo", "{file}", "--iterations", "1"], text.encode(), ".hlo")
+        text, done = mutate_hlo(hlo[name], r) if r.random() < 0.8 else (hlo[name], [])
+        argv = ["run-hlo", "{file}", "--iterations", "1"]
+        if r.random() < 0.4:  # inputs from a file, maybe the wrong ones
+            done.append("npz_" + str(r.choice(NPZ_DAMAGE)))
+            argv += ["--inputs", "{tmp}/in.npz"]
+        if r.random() < 0.3:
+            argv += ["--output", str(r.choice(["{tmp}/out.npz", "{tmp}/no/such/dir/out.npz", "{tmp}"]))]
+        return Case(index, kind, [name] + done, argv, text.encode(), ".hlo")
     source = GRAPHS[int(r.integers(len(GRAPHS)))]
     gd = _graph_def(source)
     done = [source.stem]
@@ -507,6 +547,9 @@ def run_case(case: Case, seconds: float) -> dict:
             path = Path(tmp) / f"input{case.suffix}"
             if case.payload:
                 path.write_bytes(case.payload)
+            for m in case.mutations:
+                if m.startswith("npz_"):
+                    write_inputs(case.payload.decode("utf-8", "replace"), m[4:], Path(tmp) / "in.npz")
         argv = [a.replace("{file}", str(path)).replace("{dir}", str(path)).replace("{tmp}", tmp)
                 for a in case.argv]
         out, err = io.StringIO(), io.StringIO()

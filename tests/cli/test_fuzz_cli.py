@@ -98,3 +98,23 @@ def test_errors_found_while_clustering_name_the_file(tmp_path, capsys):
     code, lines = _run(capsys, "mark", str(path), "--flags", AUTO)
     assert code == 2 and len(lines) == 1 and lines[0].startswith(f"tfxla-cluster: error: INVALID_ARGUMENT: {path}: ")
     assert "NodeDef missing attr 'T'" in lines[0]
+
+
+@pytest.mark.parametrize("trouble", ["junk_npz", "output_in_missing_dir", "output_is_a_dir"])
+def test_run_hlo_bad_files_exit_2(tmp_path, capsys, trouble):
+    """An inputs file that is no zip (``zipfile.BadZipFile`` escaped as an internal error) and an output
+    path that cannot be written (found after running, as ``FileNotFoundError``): fuzz_cli seed 8."""
+    module = tmp_path / "m.hlo"
+    module.write_text("HloModule m\n\nENTRY %main (x: f32[3]) -> f32[3] {\n"
+                      "  %x = f32[3]{0} parameter(0)\n  ROOT %e = f32[3]{0} exponential(%x)\n}\n")
+    argv = ["run-hlo", str(module)]
+    if trouble == "junk_npz":
+        bad = tmp_path / "in.npz"
+        bad.write_bytes(b"PK\x03\x04 not a zip")
+        argv += ["--inputs", str(bad)]
+    else:
+        bad = tmp_path / "no" / "out.npz" if trouble == "output_in_missing_dir" else tmp_path
+        argv += ["--output", str(bad)]
+    code, lines = _run(capsys, *argv)
+    assert code == 2 and len(lines) == 1 and str(bad) in lines[0], lines
+    assert "internal error" not in lines[0]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,7 +149,7 @@ def read_inputs(npz_path: str | Path, module, locate, hlo_path: str | Path) -> l
     try:
         with np.load(p, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # what np.load raises on a foreign file
         raise RunHloError(f"{p}: not an npz file: {e}") from None
     params = entry_parameters(module)
 
@@ -269,6 +270,11 @@ def run(args) -> int:
 
     if args.iterations < 1:
         raise InvalidArgumentError(f"--iterations must be at least 1, got {args.iterations}")
+    if args.output:  # before compiling: a path that cannot be written is bad input, found at once
+        out = Path(args.output)
+        if out.is_dir() or not out.parent.is_dir():
+            raise InvalidArgumentError(f"{out}: cannot write the outputs there "
+                                       f"({'a directory' if out.is_dir() else 'no such directory'})")
     module, locate = load_module(args.module)
     if args.inputs:
         inputs = read_inputs(args.inputs, module, locate, args.module)
@@ -293,7 +299,10 @@ def run(args) -> int:
         print(f"median of {args.iterations} runs: {result.median_seconds * 1e3:.3f} ms "
               f"(min {min(result.times) * 1e3:.3f} ms)")
     if args.output:
-        np.savez(args.output, **{f"out{k}": o for k, o in enumerate(result.outputs)})
+        try:
+            np.savez(args.output, **{f"out{k}": o for k, o in enumerate(result.outputs)})
+        except OSError as e:
+            raise InvalidArgumentError(f"{args.output}: cannot write the outputs: {e.strerror or e}") from None
         print(f"wrote {args.output}")
     if result.comparison is not None:
         line = result.comparison.summary(args.reference, args.abs_error_bound, args.rel_error_bound)
