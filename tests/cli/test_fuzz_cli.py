@@ -118,3 +118,19 @@ def test_run_hlo_bad_files_exit_2(tmp_path, capsys, trouble):
     code, lines = _run(capsys, *argv)
     assert code == 2 and len(lines) == 1 and str(bad) in lines[0], lines
     assert "internal error" not in lines[0]
+
+
+def test_bad_function_body_is_an_error_before_grappler_aborts(tmp_path, capsys):
+    """A Const without ``value`` in a while body: TF's importer does not look into bodies, and grappler's
+    shape refiner then CHECK-fails (``Map::at``, the process aborts; fuzz_cli seed 14 case 614). Each body
+    now goes through TF's importer as its function runtime would instantiate it."""
+    gd = _graph("while_loop")
+    body = next(f for f in gd.library.function if any(n.op == "Const" for n in f.node_def))
+    const = next(n for n in body.node_def if n.op == "Const")
+    const.attr["value-uut"].CopyFrom(const.attr["value"])
+    del const.attr["value"]
+    path = _write(tmp_path, gd)
+    assert fuzz_cli.tf_importer_accepts(path)
+    code, lines = _run(capsys, "viz", str(path), "-o", str(tmp_path / "g.dot"), "--grappler", "--flags", AUTO)
+    assert code == 2 and len(lines) == 1 and str(path) in lines[0], lines
+    assert f"Function '{body.signature.name}': NodeDef missing attr 'value'" in lines[0]

@@ -50,6 +50,7 @@ def check_importable(graph_def: graph_pb2.GraphDef, where: str = "<GraphDef>") -
     except (ValueError, TypeError, tf.errors.OpError) as e:  # what the importer raises for a bad graph
         detail = (getattr(e, "message", None) or str(e)).strip().splitlines()
         raise InvalidArgumentError(f"{where}: {detail[0] if detail else type(e).__name__}") from None
+    _check_function_bodies(graph_def, where)
     bodies = [graph_def.node] + [f.node_def for f in graph_def.library.function]
     for node in (n for body in bodies for n in body):
         # TF's Const kernel rejects a value whose dtype is not the node's; the importer does not look, and
@@ -59,6 +60,33 @@ def check_importable(graph_def: graph_pb2.GraphDef, where: str = "<GraphDef>") -
             raise InvalidArgumentError(
                 f"{where}: Node '{node.name}': Type mismatch between value "
                 f"({_dtype_name(node.attr['value'].tensor.dtype)}) and dtype ({_dtype_name(node.attr['dtype'].type)})")
+
+
+def _check_function_bodies(graph_def: graph_pb2.GraphDef, where: str) -> None:
+    """TF's importer takes a library without looking into the functions' bodies; TF checks a body when it
+    instantiates the function, and grappler (which inlines and folds bodies first) CHECK-fails on some bad
+    ones — a Const without its ``value``. Each body, instantiated as TF's function runtime does
+    (``_Arg`` → body → ``_Retval``), goes through TF's importer here. Generic functions (type parameters
+    in the signature) are instantiated only by their callers and are left to them."""
+    import tensorflow as tf
+
+    from tfxla_cluster.graph.function import instantiate  # function.py reads no files: no cycle at import
+
+    for fdef in graph_def.library.function:
+        if fdef.signature.attr:
+            continue
+        try:
+            body = instantiate(fdef, graph_def.library)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"{where}: {e.message}") from None
+        body.versions.CopyFrom(graph_def.versions)
+        try:
+            with tf.Graph().as_default():
+                tf.graph_util.import_graph_def(body, name="")
+        except (ValueError, TypeError, tf.errors.OpError) as e:
+            detail = (getattr(e, "message", None) or str(e)).strip().splitlines()
+            raise InvalidArgumentError(f"{where}: Function '{fdef.signature.name}': "
+                                       f"{detail[0] if detail else type(e).__name__}") from None
 
 
 def _dtype_name(enum: int) -> str:
