@@ -134,3 +134,18 @@ def test_bad_function_body_is_an_error_before_grappler_aborts(tmp_path, capsys):
     code, lines = _run(capsys, "viz", str(path), "-o", str(tmp_path / "g.dot"), "--grappler", "--flags", AUTO)
     assert code == 2 and len(lines) == 1 and str(path) in lines[0], lines
     assert f"Function '{body.signature.name}': NodeDef missing attr 'value'" in lines[0]
+
+
+def test_malformed_function_input_reference(tmp_path, capsys):
+    """``node:output:0  d`` in a function body escaped as ``int()``'s ValueError (an internal error) from the
+    function instantiation (fuzz_cli seed 19 case 300)."""
+    gd = _graph("while_loop")
+    body = next(f for f in gd.library.function if any(":output:" in i for n in f.node_def for i in n.input))
+    node = next(n for n in body.node_def if any(":output:" in i for i in n.input))
+    k = next(k for k, i in enumerate(node.input) if ":output:" in i)
+    node.input[k] += "  d"
+    path = _write(tmp_path, gd)
+    for command in ("ops", "info", "mark"):
+        code, lines = _run(capsys, command, str(path))
+        assert code == 2 and len(lines) == 1 and str(path) in lines[0], (command, lines)
+        assert f"malformed input '{node.input[k]}'" in lines[0]

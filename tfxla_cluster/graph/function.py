@@ -65,7 +65,7 @@ def instantiate(fdef: function_pb2.FunctionDef,
         parts = ref.split(":")
         if len(parts) == 1 or (len(parts) == 2 and parts[0] in arg_names):
             return ref if parts[0] in arg_names else parts[0]
-        if len(parts) != 3:
+        if len(parts) != 3 or not parts[2].isdigit():
             raise InvalidArgumentError(f"Function '{sig.name}': malformed input '{ref}'")
         node_name, arg, idx = parts
         src = body.get(node_name)
