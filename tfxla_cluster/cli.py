@@ -465,8 +465,16 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors as one line (exit 2), like every other bad input: argparse's own
+    ``error`` prints the whole usage block first."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tfxla-cluster",
         description="See, test and speed up how TensorFlow's XLA JIT clusters and compiles a graph.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -52,13 +52,13 @@ def naming_input(e, args: argparse.Namespace):
     """``e`` with the command's input file named in front, where its message does not name it already.
 
     Errors from deep in a stage (a function body's bad node found while clustering, a grappler status)
-    do not know the file; a command line user must be told which input is wrong. Flag errors name the
-    flag instead; an error type with its own constructor is kept as it is."""
+    do not know the file; a command line user must be told which input is wrong. Flag errors and errors
+    about an option (``--name ...``) name that instead; an error type with its own constructor is kept."""
     from tfxla_cluster.errors import FlagError
 
     source = getattr(args, "graph", None)
-    if not source or isinstance(e, FlagError) or str(source) in e.message:
-        return e
+    if not source or isinstance(e, FlagError) or str(source) in e.message or e.message.startswith("--"):
+        return e  # named already, or about a command-line option (which the message names)
     try:
         return type(e)(f"{source}: {e.message}")
     except TypeError:

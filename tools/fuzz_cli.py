@@ -62,6 +62,7 @@ class Case:
     argv: list[str]
     payload: bytes     # the input file's content ('' for flags)
     suffix: str        # the input file's extension
+    files: dict[str, bytes] = dataclasses.field(default_factory=dict)  # more inputs, written beside it
 
 
 # ------------------------------------------------------------------------------------- graph mutations
@@ -404,11 +405,13 @@ def make_case(seed: int, index: int, hlo: dict[str, str] | None = None, savedmod
     """Case ``index`` of ``seed`` (deterministic given the same ``hlo`` texts and ``savedmodel``)."""
     from google.protobuf import text_format
     r = np.random.default_rng([seed, index])
-    kind = str(r.choice(["graph", "graph", "graph", "bytes", "pb", "hlo", "flags", "savedmodel"]))
+    kind = str(r.choice(["graph", "graph", "graph", "bytes", "pb", "hlo", "flags", "savedmodel", "aot"]))
     if (kind == "hlo" and not hlo) or (kind == "savedmodel" and savedmodel is None):
         kind = "graph"
     if kind == "savedmodel":
         return _savedmodel_case(index, r, savedmodel)
+    if kind == "aot":
+        return _aot_case(index, r)
     if kind == "flags":
         which = int(r.integers(3))
         graph = str(ROOT / "graphs" / "mlp.pbtxt")
@@ -515,6 +518,45 @@ def _damaged_savedmodel(case: Case, tmp: str) -> Path:
     return path
 
 
+AOT = ROOT / "tools" / "examples" / "aot"
+
+
+def _aot_case(index: int, r: np.random.Generator) -> Case:
+    """``aot`` on the example model: its graph or its tf2xla.Config mutated, or odd names and targets.
+    The payload is the config text; the graph, when mutated, is written beside it (``{tmp}/model.pbtxt``)."""
+    from google.protobuf import text_format
+    config = (AOT / "model.config.pbtxt").read_text()
+    done: list[str] = []
+    files: dict[str, bytes] = {}
+    graph = "{aot}/model.pbtxt"
+    k = int(r.integers(4))
+    if k == 0:
+        gd = text_format.Parse((AOT / "model.pbtxt").read_text(), _tf().compat.v1.GraphDef())
+        done += ["graph"] + mutate_graph(gd, r)
+        graph = "{tmp}/model.pbtxt"
+        files["model.pbtxt"] = text_format.MessageToString(gd).encode()
+    elif k == 1:
+        data, how = mutate_bytes(config.encode(), r)
+        config = data.decode("utf-8", "replace")
+        done.append("config_" + how)
+    elif k == 2:
+        edits = [('node_name: "x"', f'node_name: "{r.choice(["nope", "x:1", "probs", ""])}"'),
+                 ("size: 2", f"size: {int(r.choice([-1, 0, 2**40]))}"),
+                 ('name: "probs"', 'name: "x"'), ('name: "label"', 'name: "1bad-name"'),
+                 ("fetch {", "feed { id { node_name: \"x\" } }\nfetch {"), ("size: 8", "size: 9")]
+        a, b = edits[int(r.integers(len(edits)))]
+        config = config.replace(a, b, 1)
+        done.append("config_edit")
+    argv = ["aot", "--graph", graph, "--config", "{file}",
+            "--out-dir", str(r.choice(["{tmp}/out", "{tmp}/out", "{tmp}/out", "{file}", "{file}/sub"])),
+            "--name", str(r.choice(["mlp", "mlp", "1abc", "a-b", "", "int", "x" * 300]))]
+    if k == 3:
+        argv += [str(r.choice(["--target-cpu", "--target-features", "--threads"])),
+                 str(r.choice(["nosuchcpu", "+avx512f,-sse2", "junk", "0", "-3", "x86-64-v2", "skylake-avx512"]))]
+        done.append("target")
+    return Case(index, "aot", done, argv, config.encode(), ".pbtxt", files)
+
+
 def tf_importer_accepts(path: Path) -> bool:
     """Whether TF's importer takes the GraphDef in ``path`` (text or binary)."""
     from google.protobuf import message, text_format
@@ -550,8 +592,10 @@ def run_case(case: Case, seconds: float) -> dict:
             for m in case.mutations:
                 if m.startswith("npz_"):
                     write_inputs(case.payload.decode("utf-8", "replace"), m[4:], Path(tmp) / "in.npz")
+        for name, data in case.files.items():
+            (Path(tmp) / name).write_bytes(data)
         argv = [a.replace("{file}", str(path)).replace("{dir}", str(path)).replace("{tmp}", tmp)
-                for a in case.argv]
+                .replace("{aot}", str(AOT)) for a in case.argv]
         out, err = io.StringIO(), io.StringIO()
 
         def alarm(*_):
@@ -577,7 +621,8 @@ def run_case(case: Case, seconds: float) -> dict:
             defect = "internal error"
         elif not defect and code == 2 and len(lines) != 1:
             defect = f"exit 2 with {len(lines)} stderr lines"
-        elif not defect and code == 2 and case.payload and case.argv[0] != "run-hlo" and str(path) not in lines[0]:
+        elif not defect and code == 2 and case.payload and case.argv[0] not in ("run-hlo", "aot") \
+                and str(path) not in lines[0]:  # (run-hlo and aot have more than one input file)
             defect = "exit 2 without the file's name"
         elif not defect and code == 1 and case.argv[0] != "run-hlo":
             defect = "exit 1"
@@ -603,11 +648,14 @@ def worker(seed: int, start: int, stop: int, seconds: float, savedmodel: Path | 
     for i in range(start, stop):
         case = make_case(seed, i, hlo, base)
         print(json.dumps({"start": i, "kind": case.kind, "mutations": case.mutations, "argv": case.argv,
-                          "payload_b64": base64.b64encode(case.payload).decode()}), flush=True)
+                          "payload_b64": base64.b64encode(case.payload).decode(),
+                          "files_b64": {k: base64.b64encode(v).decode() for k, v in case.files.items()}}),
+              flush=True)
         result = run_case(case, seconds)
         if result["defect"]:
             result["payload"] = case.payload.decode("utf-8", "replace")
             result["payload_b64"] = base64.b64encode(case.payload).decode()
+            result["files_b64"] = {k: base64.b64encode(v).decode() for k, v in case.files.items()}
         print(json.dumps(result), flush=True)
     return 0
 
@@ -641,7 +689,8 @@ def fuzz(seed: int, count: int, seconds: float) -> dict:
         if current is not None:  # the case that killed the worker
             results.append({"index": current["start"], "kind": current["kind"], "mutations": current["mutations"],
                             "argv": current["argv"], "code": None, "stderr": [],
-                            "defect": f"process died (exit {rc})", "payload_b64": current["payload_b64"]})
+                            "defect": f"process died (exit {rc})", "payload_b64": current["payload_b64"],
+                            "files_b64": current["files_b64"]})
             i = current["start"] + 1
         elif rc != 0 and i < count:
             raise RuntimeError(f"worker failed before case {i} (exit {rc})")

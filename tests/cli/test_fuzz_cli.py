@@ -149,3 +149,36 @@ def test_malformed_function_input_reference(tmp_path, capsys):
         code, lines = _run(capsys, command, str(path))
         assert code == 2 and len(lines) == 1 and str(path) in lines[0], (command, lines)
         assert f"malformed input '{node.input[k]}'" in lines[0]
+
+
+def test_usage_errors_are_one_line(capsys):
+    """argparse printed its usage block before the error (5 lines; fuzz_cli seed 9, ``aot --threads junk``)."""
+    with pytest.raises(SystemExit) as stop:
+        main(["aot", "--graph", "g.pbtxt", "--config", "c.pbtxt", "--name", "m", "--out-dir", "o",
+              "--threads", "junk"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "argument --threads: invalid int value: 'junk'" in err and "tfxla-cluster aot --help" in err
+
+
+def test_option_errors_are_not_blamed_on_the_graph(capsys):
+    """``aot --name 1abc``: the one line names the option, not the graph file (which is fine)."""
+    aot = ROOT / "tools" / "examples" / "aot"
+    code, lines = _run(capsys, "aot", "--graph", str(aot / "model.pbtxt"), "--config", str(aot / "model.config.pbtxt"),
+                       "--name", "1abc", "--out-dir", "out")
+    assert code == 2 and len(lines) == 1 and "model.pbtxt" not in lines[0], lines
+    assert "--name '1abc' is not a C identifier" in lines[0]
+
+
+@pytest.mark.parametrize("trouble", ["name_too_long", "out_dir_is_a_file"])
+def test_aot_outputs_that_cannot_be_written(tmp_path, capsys, trouble):
+    """``--name`` of 300 characters: ``OSError: File name too long`` escaped (fuzz_cli bounded run)."""
+    aot = ROOT / "tools" / "examples" / "aot"
+    out, name = tmp_path / "out", "m"
+    if trouble == "name_too_long":
+        name = "x" * 300
+    else:
+        out.write_text("a file")
+    code, lines = _run(capsys, "aot", "--graph", str(aot / "model.pbtxt"), "--config",
+                       str(aot / "model.config.pbtxt"), "--name", name, "--out-dir", str(out))
+    assert code == 2 and len(lines) == 1 and f"--out-dir {out}: cannot write" in lines[0], lines

@@ -381,10 +381,14 @@ def compile_aot(graph_path: str | os.PathLike, config_path: str | os.PathLike, n
     for spec, n in zip(results, obj.result_bytes):
         spec.nbytes = n
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     object_path, header_path = out / f"{name}.o", out / f"{name}.h"
-    object_path.write_bytes(obj.object_code)
-    header_path.write_text(render_header(name, args, results, obj, source=str(graph_path)))
+    try:  # a file where the directory should be, no permission, a name too long for the file system
+        out.mkdir(parents=True, exist_ok=True)
+        object_path.write_bytes(obj.object_code)
+        header_path.write_text(render_header(name, args, results, obj, source=str(graph_path)))
+    except OSError as e:
+        raise InvalidArgumentError(f"--out-dir {out}: cannot write {name}.o and {name}.h there: "
+                                   f"{e.strerror or e}") from None
     return AotResult(object_path, header_path, args, results, obj)
 
 
