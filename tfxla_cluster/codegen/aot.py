@@ -87,13 +87,18 @@ def check_target(triple: str, cpu: str, features: str) -> None:
     import subprocess
     import sys
 
+    bad = [f for f in features.split(",") if f and not re.fullmatch(r"[+-][A-Za-z0-9._-]+", f)] if features else []
+    if bad:  # LLVM asserts on a feature without its sign (the child aborts with a path-laden message)
+        raise InvalidArgumentError(f"--target-features '{features}': '{bad[0]}' is not +name or -name "
+                                   "(a comma-separated list, e.g. +avx2,+fma)")
     proc = subprocess.run([sys.executable, "-c", _PROBE, triple, cpu, features], capture_output=True, text=True)
     complaints = sorted({line.strip() for line in proc.stderr.splitlines()
                          if "is not a recognized" in line or "LLVM ERROR" in line})
     if proc.returncode != 0 or complaints:
+        last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
         why = complaints[0] if complaints else \
-            (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-        raise InvalidArgumentError(f"target cpu '{cpu}' / features '{features}' rejected by LLVM: {why}")
+            ("LLVM aborted (an assertion failed)" if "Assertion" in last or proc.returncode < 0 else last)
+        raise InvalidArgumentError(f"--target-cpu '{cpu}' / --target-features '{features}' rejected by LLVM: {why}")
 
 
 def compile_object(module, name: str, *, cpu: str | None = None, features: str | None = None,
