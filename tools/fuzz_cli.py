@@ -1,13 +1,26 @@
-"""Bad-input fuzzer for the command line (issue 19): mutated GraphDefs, HLO modules and flag strings.
+"""Bad-input fuzzer for the command line (issue 19): mutated GraphDefs, HLO modules, SavedModels and flags.
 
-Stage: testing tool (not part of the package). Each case takes a bundled input (``graphs/*.pbtxt``, the HLO
-text ``tfxla-cluster hlo`` prints for some of them, a flag string), mutates it — structurally (a node's op,
-inputs, name, attributes, dtypes, constant tensors, shapes, devices, the function library, versions) or as
-bytes (truncation, deleted lines, flipped bytes, a binary ``.pb``) — and runs one command on it in-process
-(``tfxla_cluster.cli.main``). What a run must end in:
+Stage: testing tool (not part of the package). Each case takes a bundled input and damages it, then runs one
+command on it in-process (``tfxla_cluster.cli.main``). The kinds of case:
+
+* ``graph``: a ``graphs/*.pbtxt`` with 1-3 structural mutations (a node's op, inputs, name, attributes, dtypes,
+  constant tensors, shapes, device; the function library; versions; a cycle) or plausible ones that TF's
+  importer often takes (an op swapped for another of its arity, an argument's shape, special constant values,
+  a flipped or changed attribute), through info/mark/explain/hlo/viz/ops/tensorboard, auto-clustering on or
+  off, with or without ``--grappler`` / ``--no-inline``;
+* ``bytes`` / ``pb``: the text truncated, a line dropped, bytes flipped or junk inserted; the binary ``.pb``;
+* ``hlo``: the HLO text ``tfxla-cluster hlo`` prints for a bundled graph, mutated (shapes, types, opcodes,
+  operands, attributes, bytes), through ``run-hlo``, with damaged ``--inputs`` npz files and odd ``--output``;
+* ``flags``: random ``TF_XLA_FLAGS`` / ``XLA_FLAGS`` strings (known and unknown names, bad values);
+* ``savedmodel``: a small SavedModel with its saved_model.pb damaged, variables missing or truncated, a bad
+  fingerprint or an unknown signature;
+* ``aot``: the ``tools/examples/aot`` model with its graph or tf2xla.Config damaged, or odd ``--name``,
+  ``--out-dir``, ``--target-cpu``/``--target-features``/``--threads``.
+
+What a run must end in:
 
 * exit 0, only for a GraphDef TF's own importer (``tf.graph_util.import_graph_def``) accepts;
-* exit 2 with exactly one line on stderr (for a file, naming it);
+* exit 2 with exactly one line on stderr (for a one-file command, naming that file);
 * ``run-hlo`` alone may exit 1: a difference from the HLO evaluator, reported as such.
 
 Anything else is a defect: ``internal error`` (exit 1), an exception out of ``main``, a hang (``--case-seconds``),

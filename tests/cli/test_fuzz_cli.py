@@ -51,7 +51,7 @@ def test_const_value_of_another_dtype_is_an_error_not_an_abort(tmp_path, capsys)
     path = _write(tmp_path, gd)
     code, lines = _run(capsys, "hlo", str(path), "--grappler", "--flags", AUTO)
     assert code == 2 and len(lines) == 1 and str(path) in lines[0], lines
-    assert f"Node '{const.name}': Type mismatch between value (float16) and dtype (float32)" in lines[0]
+    assert f"Node '{const.name}': Type mismatch between value (half) and dtype (float)" in lines[0]
 
 
 def test_text_that_is_not_utf8_is_rejected_not_rewritten(tmp_path, capsys):

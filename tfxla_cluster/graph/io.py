@@ -14,6 +14,7 @@ from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 
 from tfxla_cluster.errors import DataLossError, InvalidArgumentError, NotFoundError
+from tfxla_cluster.graph.opdefs import dtype_string
 
 TEXT_SUFFIXES = (".pbtxt", ".txt", ".pbtext", ".prototxt")
 
@@ -55,11 +56,12 @@ def check_importable(graph_def: graph_pb2.GraphDef, where: str = "<GraphDef>") -
     for node in (n for body in bodies for n in body):
         # TF's Const kernel rejects a value whose dtype is not the node's; the importer does not look, and
         # grappler's constant folding CHECK-fails on it (the process aborts), so it is checked here.
-        if node.op == "Const" and "value" in node.attr and node.attr["value"].HasField("tensor") \
-                and node.attr["value"].tensor.dtype != node.attr["dtype"].type:
-            raise InvalidArgumentError(
-                f"{where}: Node '{node.name}': Type mismatch between value "
-                f"({_dtype_name(node.attr['value'].tensor.dtype)}) and dtype ({_dtype_name(node.attr['dtype'].type)})")
+        if node.op != "Const" or "value" not in node.attr or not node.attr["value"].HasField("tensor"):
+            continue
+        value, dtype = node.attr["value"].tensor.dtype, node.attr["dtype"].type
+        if value != dtype:
+            raise InvalidArgumentError(f"{where}: Node '{node.name}': Type mismatch between value "
+                                       f"({dtype_string(value)}) and dtype ({dtype_string(dtype)})")
 
 
 def _check_function_bodies(graph_def: graph_pb2.GraphDef, where: str) -> None:
@@ -87,15 +89,6 @@ def _check_function_bodies(graph_def: graph_pb2.GraphDef, where: str) -> None:
             detail = (getattr(e, "message", None) or str(e)).strip().splitlines()
             raise InvalidArgumentError(f"{where}: Function '{fdef.signature.name}': "
                                        f"{detail[0] if detail else type(e).__name__}") from None
-
-
-def _dtype_name(enum: int) -> str:
-    from tensorflow.python.framework import dtypes
-
-    try:
-        return dtypes.as_dtype(enum).name
-    except TypeError:
-        return f"DataType {enum}"
 
 
 def _looks_like_text(data: bytes) -> bool:

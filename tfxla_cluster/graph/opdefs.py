@@ -145,7 +145,7 @@ _VALUE_KIND = {"s": "string", "i": "int", "f": "float", "b": "bool", "type": "ty
 _LIST_FIELDS = ("s", "i", "f", "b", "type", "shape", "tensor", "func")
 
 
-def _dtype_string(dtype: int) -> str:
+def dtype_string(dtype: int) -> str:
     """TF's DataTypeString: DT_FLOAT -> 'float', DT_FLOAT_REF -> 'float_ref'."""
     try:
         return types_pb2.DataType.Name(dtype)[3:].lower()
@@ -189,6 +189,6 @@ def validate_attrs(node: node_def_pb2.NodeDef, op_def: op_def_pb2.OpDef) -> None
             for dt in got:
                 if dt not in allowed:
                     raise InvalidArgumentError(
-                        f"Value for attr '{attr.name}' of {_dtype_string(dt)} is not in the list of allowed "
-                        f"values: {', '.join(_dtype_string(a) for a in allowed)}; NodeDef: "
+                        f"Value for attr '{attr.name}' of {dtype_string(dt)} is not in the list of allowed "
+                        f"values: {', '.join(dtype_string(a) for a in allowed)}; NodeDef: "
                         f"{{{{node {node.name}}}}}")
