@@ -212,10 +212,11 @@ def _static_shapes(meta: meta_graph_pb2.MetaGraphDef) -> dict[str, list] | None:
     """Output shapes as the arithmetic optimizer would see them, None where its shape inference fails.
 
     The optimizer adds ReplaceMulWithBroadcastByTile only when ``GraphProperties::InferStatically``
-    succeeds (``can_use_shapes``). Inference of the raw graph can fail where the optimizer's input — the
-    graph after constant folding — infers fine: StridedSlice's shape function takes an int32 Const
-    vector as a shape and rejects an empty slice of it (``Subshape must have computed start <= end``),
-    but constant folding has replaced that slice by its value before the arithmetic optimizer runs."""
+    succeeds (``can_use_shapes``). Inference of the raw graph can fail — StridedSlice's shape function
+    takes an int32 Const vector as a shape and rejects an empty slice of it (``Subshape must have computed
+    start <= end``, fuzz seed 348001179) — so it is retried on the optimizer's own input, the graph after
+    constant folding (which may have replaced the failing node); where that fails too, TF leaves the
+    rewrite out and so does this check."""
     try:
         return inferred_output_shapes(meta)
     except Exception:  # noqa: BLE001 - TF's status errors: fall back to the constant-folded graph

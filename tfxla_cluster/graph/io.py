@@ -43,14 +43,9 @@ def check_importable(graph_def: graph_pb2.GraphDef, where: str = "<GraphDef>") -
     given — versions, registered ops, each node's attributes and its inputs' number and types against the
     op's signature, constant tensors against their dtype, references to missing nodes, cycles through
     non-loop nodes — so a GraphDef TF rejects is never half-processed by our own stages."""
-    import tensorflow as tf
-
-    try:
-        with tf.Graph().as_default():
-            tf.graph_util.import_graph_def(graph_def, name="")
-    except (ValueError, TypeError, tf.errors.OpError) as e:  # what the importer raises for a bad graph
-        detail = (getattr(e, "message", None) or str(e)).strip().splitlines()
-        raise InvalidArgumentError(f"{where}: {detail[0] if detail else type(e).__name__}") from None
+    why = _tf_import_error(graph_def)
+    if why:
+        raise InvalidArgumentError(f"{where}: {why}")
     _check_function_bodies(graph_def, where)
     bodies = [graph_def.node] + [f.node_def for f in graph_def.library.function]
     for node in (n for body in bodies for n in body):
@@ -70,8 +65,6 @@ def _check_function_bodies(graph_def: graph_pb2.GraphDef, where: str) -> None:
     ones — a Const without its ``value``. Each body, instantiated as TF's function runtime does
     (``_Arg`` → body → ``_Retval``), goes through TF's importer here. Generic functions (type parameters
     in the signature) are instantiated only by their callers and are left to them."""
-    import tensorflow as tf
-
     from tfxla_cluster.graph.function import instantiate  # function.py reads no files: no cycle at import
 
     for fdef in graph_def.library.function:
@@ -82,13 +75,23 @@ def _check_function_bodies(graph_def: graph_pb2.GraphDef, where: str) -> None:
         except InvalidArgumentError as e:
             raise InvalidArgumentError(f"{where}: {e.message}") from None
         body.versions.CopyFrom(graph_def.versions)
-        try:
-            with tf.Graph().as_default():
-                tf.graph_util.import_graph_def(body, name="")
-        except (ValueError, TypeError, tf.errors.OpError) as e:
-            detail = (getattr(e, "message", None) or str(e)).strip().splitlines()
-            raise InvalidArgumentError(f"{where}: Function '{fdef.signature.name}': "
-                                       f"{detail[0] if detail else type(e).__name__}") from None
+        why = _tf_import_error(body)
+        if why:
+            raise InvalidArgumentError(f"{where}: Function '{fdef.signature.name}': {why}")
+
+
+def _tf_import_error(graph_def: graph_pb2.GraphDef) -> str | None:
+    """The first line of what ``tf.graph_util.import_graph_def`` (into a scratch graph) says against
+    ``graph_def``; None when it imports."""
+    import tensorflow as tf
+
+    try:
+        with tf.Graph().as_default():
+            tf.graph_util.import_graph_def(graph_def, name="")
+    except (ValueError, TypeError, tf.errors.OpError) as e:  # what the importer raises for a bad graph
+        detail = (getattr(e, "message", None) or str(e)).strip().splitlines()
+        return detail[0] if detail else type(e).__name__
+    return None
 
 
 def _looks_like_text(data: bytes) -> bool:
