@@ -28,6 +28,7 @@ or the process dying (a signal: cases run in a worker process, restarted after t
 
     python tools/fuzz_cli.py --seed 1 --count 500            # a summary and each defect
     python tools/fuzz_cli.py --seed 1 --count 500 --json out.json
+    python tools/fuzz_cli.py --seed 1 --case 17               # one case again, with a traceback
 """
 from __future__ import annotations
 
@@ -592,23 +593,29 @@ class _Timeout(BaseException):
     pass
 
 
+def materialize(case: Case, tmp: str) -> tuple[Path, list[str]]:
+    """Write ``case``'s inputs under ``tmp``: (the input's path, the command line naming it)."""
+    if case.kind == "savedmodel":
+        path = _damaged_savedmodel(case, tmp)
+    else:
+        path = Path(tmp) / f"input{case.suffix}"
+        if case.payload:
+            path.write_bytes(case.payload)
+        for m in case.mutations:
+            if m.startswith("npz_"):
+                write_inputs(case.payload.decode("utf-8", "replace"), m[4:], Path(tmp) / "in.npz")
+    for name, data in case.files.items():
+        (Path(tmp) / name).write_bytes(data)
+    argv = [a.replace("{file}", str(path)).replace("{dir}", str(path)).replace("{tmp}", tmp)
+            .replace("{aot}", str(AOT)) for a in case.argv]
+    return path, argv
+
+
 def run_case(case: Case, seconds: float) -> dict:
     """Run ``case``; its outcome: ``defect`` ('' when none), the exit code and stderr's lines."""
     from tfxla_cluster.cli import main
     with tempfile.TemporaryDirectory(prefix="fuzzcli") as tmp:
-        if case.kind == "savedmodel":
-            path = _damaged_savedmodel(case, tmp)
-        else:
-            path = Path(tmp) / f"input{case.suffix}"
-            if case.payload:
-                path.write_bytes(case.payload)
-            for m in case.mutations:
-                if m.startswith("npz_"):
-                    write_inputs(case.payload.decode("utf-8", "replace"), m[4:], Path(tmp) / "in.npz")
-        for name, data in case.files.items():
-            (Path(tmp) / name).write_bytes(data)
-        argv = [a.replace("{file}", str(path)).replace("{dir}", str(path)).replace("{tmp}", tmp)
-                .replace("{aot}", str(AOT)) for a in case.argv]
+        path, argv = materialize(case, tmp)
         out, err = io.StringIO(), io.StringIO()
 
         def alarm(*_):
@@ -673,6 +680,21 @@ def worker(seed: int, start: int, stop: int, seconds: float, savedmodel: Path | 
     return 0
 
 
+def replay(seed: int, index: int) -> int:
+    """Case ``index`` of ``seed`` run here, its input kept in a directory that is printed: internal errors
+    raise with their traceback (``TFXLA_CLUSTER_DEBUG=1``), typed errors print their one line."""
+    from tfxla_cluster.cli import main as cli_main
+    with tempfile.TemporaryDirectory(prefix="fuzzcli-sm") as shared:
+        base = make_savedmodel(Path(shared))
+        case = make_case(seed, index, _hlo_texts(), base)
+        tmp = tempfile.mkdtemp(prefix=f"fuzzcli-{seed}-{index}-")
+        _, argv = materialize(case, tmp)
+        print(f"case {index} of seed {seed} ({case.kind}: {', '.join(case.mutations)}); input in {tmp}")
+        print("tfxla-cluster " + " ".join(argv), flush=True)
+        os.environ["TFXLA_CLUSTER_DEBUG"] = "1"
+        return cli_main(argv)
+
+
 def fuzz(seed: int, count: int, seconds: float) -> dict:
     """All ``count`` cases of ``seed``, in worker processes (restarted past a case that kills one)."""
     results: list[dict] = []
@@ -727,7 +749,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the summary and every defect (with its input) here")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--savedmodel", help=argparse.SUPPRESS)
+    ap.add_argument("--case", type=int, metavar="N",
+                    help="run case N of --seed alone in this process, with tracebacks (TFXLA_CLUSTER_DEBUG=1)")
     a = ap.parse_args(argv)
+    if a.case is not None:
+        return replay(a.seed, a.case)
     if a.worker:
         return worker(a.seed, a.start, a.count, a.case_seconds, Path(a.savedmodel) if a.savedmodel else None)
     summary = fuzz(a.seed, a.count, a.case_seconds)
